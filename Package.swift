@@ -1,0 +1,174 @@
+// swift-tools-version:6.1
+// verify-worker: a Kafka worker cluster that verifies Apple in-app purchase receipts.
+// Each library target owns one part of the architecture (see README.md, "Architecture").
+import PackageDescription
+
+let strictSettings: [SwiftSetting] = [
+    .enableUpcomingFeature("ExistentialAny"),
+]
+
+let package = Package(
+    name: "verify-worker",
+    platforms: [.macOS(.v15)],
+    products: [
+        .executable(name: "verify-worker", targets: ["VerifyWorker"]),
+        .library(name: "Messages", targets: ["Messages"]),
+        .library(name: "Receipts", targets: ["Receipts"]),
+        .library(name: "RateLimiter", targets: ["RateLimiter"]),
+        .library(name: "Kafka", targets: ["Kafka"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
+        .package(url: "https://github.com/apple/swift-metrics", from: "2.5.0"),
+        .package(url: "https://github.com/apple/swift-crypto", "3.0.0"..<"5.0.0"),
+        .package(url: "https://github.com/apple/swift-asn1", from: "1.3.0"),
+        .package(url: "https://github.com/apple/swift-certificates", from: "1.10.0"),
+        .package(url: "https://github.com/apple/swift-nio", from: "2.80.0"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.6.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.1.0"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.10.0"),
+        .package(url: "https://github.com/vapor/postgres-nio", from: "1.25.0"),
+    ],
+    targets: [
+        // MARK: C libraries (system packages) and the curl shim
+        .systemLibrary(
+            name: "CRdKafka",
+            pkgConfig: "rdkafka",
+            providers: [.apt(["librdkafka-dev"])]
+        ),
+        .systemLibrary(
+            name: "CCurl",
+            pkgConfig: "libcurl",
+            providers: [.apt(["libcurl4-openssl-dev"])]
+        ),
+        .target(name: "CCurlShim", dependencies: ["CCurl"]),
+        .systemLibrary(
+            name: "CSQLite",
+            pkgConfig: "sqlite3",
+            providers: [.apt(["libsqlite3-dev"])]
+        ),
+
+        // MARK: Libraries, one part of the architecture each
+        .target(
+            name: "Messages",
+            swiftSettings: strictSettings
+        ),
+        .target(
+            name: "Kafka",
+            dependencies: [
+                "CRdKafka",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strictSettings
+        ),
+        .target(
+            name: "Receipts",
+            dependencies: [
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
+                .product(name: "SwiftASN1", package: "swift-asn1"),
+                .product(name: "X509", package: "swift-certificates"),
+            ],
+            resources: [.copy("TrustAnchors")],
+            swiftSettings: strictSettings
+        ),
+        .target(
+            name: "AppleClients",
+            dependencies: [
+                "CCurl",
+                "CCurlShim",
+                "Receipts",
+                "RateLimiter",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strictSettings
+        ),
+        .target(
+            name: "AppleSimulator",
+            dependencies: [
+                "Receipts",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
+                .product(name: "SwiftASN1", package: "swift-asn1"),
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strictSettings
+        ),
+        .target(
+            name: "RateLimiter",
+            dependencies: [
+                .product(name: "Metrics", package: "swift-metrics")
+            ],
+            swiftSettings: strictSettings
+        ),
+        .target(
+            name: "Ledger",
+            dependencies: [
+                "CSQLite",
+                "Messages",
+                "Receipts",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strictSettings
+        ),
+        .target(
+            name: "Pipeline",
+            dependencies: [
+                "Kafka",
+                "Messages",
+                "Receipts",
+                "AppleClients",
+                "RateLimiter",
+                "Ledger",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: strictSettings
+        ),
+
+        // MARK: The command (thin)
+        .executableTarget(
+            name: "VerifyWorker",
+            dependencies: [
+                "Kafka",
+                "Messages",
+                "Receipts",
+                "AppleClients",
+                "AppleSimulator",
+                "RateLimiter",
+                "Ledger",
+                "Pipeline",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+            ],
+            swiftSettings: strictSettings
+        ),
+
+        // MARK: Tests
+        .testTarget(
+            name: "WorkerTests",
+            dependencies: [
+                "VerifyWorker",
+                "Kafka",
+                "Messages",
+                "Receipts",
+                "AppleClients",
+                "AppleSimulator",
+                "RateLimiter",
+                "Ledger",
+                "Pipeline",
+            ],
+            swiftSettings: strictSettings
+        ),
+    ]
+)

@@ -1,0 +1,2 @@
+/// The AppleClients module. See README.md, "Architecture".
+public enum AppleClientsModule {}

@@ -1,0 +1,2 @@
+/// The AppleSimulator module. See README.md, "Architecture".
+public enum AppleSimulatorModule {}

@@ -1,0 +1,2 @@
+// libcurl's easy and multi interfaces. Variadic calls go through the CCurlShim target.
+#include <curl/curl.h>

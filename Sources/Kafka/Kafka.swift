@@ -1,0 +1,2 @@
+/// The Kafka module. See README.md, "Architecture".
+public enum KafkaModule {}

@@ -1,0 +1,2 @@
+/// The Ledger module. See README.md, "Architecture".
+public enum LedgerModule {}

@@ -1,0 +1,2 @@
+/// The Messages module. See README.md, "Architecture".
+public enum MessagesModule {}

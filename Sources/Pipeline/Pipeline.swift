@@ -1,0 +1,2 @@
+/// The Pipeline module. See README.md, "Architecture".
+public enum PipelineModule {}

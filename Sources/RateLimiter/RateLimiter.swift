@@ -1,0 +1,2 @@
+/// The RateLimiter module. See README.md, "Architecture".
+public enum RateLimiterModule {}

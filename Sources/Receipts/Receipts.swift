@@ -1,0 +1,2 @@
+/// The Receipts module. See README.md, "Architecture".
+public enum ReceiptsModule {}

@@ -1,0 +1,13 @@
+import ArgumentParser
+
+/// The `verify-worker` command. Every subcommand is thin: the logic lives in the library targets.
+@main
+struct VerifyWorkerCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "verify-worker",
+        abstract: "Verifies Apple in-app purchase receipts from Kafka jobs and publishes verdicts.",
+        subcommands: [
+            // Subcommands are registered here, one line each, in the order a newcomer meets them.
+        ]
+    )
+}
