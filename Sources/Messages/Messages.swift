@@ -1,2 +1,0 @@
-/// The Messages module. See README.md, "Architecture".
-public enum MessagesModule {}

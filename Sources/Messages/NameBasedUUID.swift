@@ -1,0 +1,68 @@
+/// Name-based UUIDs (RFC 9562, version 5: SHA-1 of namespace and name). Kept here, with its own small SHA-1,
+/// so that `Messages` depends on nothing but the standard library and Foundation. SHA-1 is used only to derive
+/// stable identifiers, never for security.
+enum NameBasedUUID {
+    /// The namespace of verdict ids: the version 5 UUID of "receipt-verdict" in the RFC's URL namespace.
+    static let verdictNamespace: [UInt8] = [
+        0x6b, 0xa7, 0xb8, 0x11, 0x9d, 0xad, 0x11, 0xd1, 0x80, 0xb4, 0x00, 0xc0, 0x4f, 0xd4, 0x30, 0xc8,
+    ]
+
+    static func v5(namespace: [UInt8], name: String) -> String {
+        var digest = SHA1.hash(namespace + Array(name.utf8))
+        digest[6] = (digest[6] & 0x0F) | 0x50
+        digest[8] = (digest[8] & 0x3F) | 0x80
+        let hex = digest.prefix(16).map { byte in
+            let s = String(byte, radix: 16)
+            return s.count == 1 ? "0" + s : s
+        }
+        return hex[0..<4].joined() + "-" + hex[4..<6].joined() + "-" + hex[6..<8].joined() + "-"
+            + hex[8..<10].joined() + "-" + hex[10..<16].joined()
+    }
+}
+
+/// FIPS 180-4 SHA-1, enough for name-based UUIDs.
+enum SHA1 {
+    static func hash(_ message: [UInt8]) -> [UInt8] {
+        var h: (UInt32, UInt32, UInt32, UInt32, UInt32) = (0x6745_2301, 0xEFCD_AB89, 0x98BA_DCFE, 0x1032_5476, 0xC3D2_E1F0)
+        var padded = message
+        padded.append(0x80)
+        while padded.count % 64 != 56 { padded.append(0) }
+        let bitLength = UInt64(message.count) &* 8
+        for shift in stride(from: 56, through: 0, by: -8) { padded.append(UInt8(truncatingIfNeeded: bitLength >> shift)) }
+
+        var w = [UInt32](repeating: 0, count: 80)
+        for chunk in stride(from: 0, to: padded.count, by: 64) {
+            for i in 0..<16 {
+                let j = chunk + i * 4
+                w[i] = UInt32(padded[j]) << 24 | UInt32(padded[j + 1]) << 16 | UInt32(padded[j + 2]) << 8
+                    | UInt32(padded[j + 3])
+            }
+            for i in 16..<80 {
+                let x = w[i - 3] ^ w[i - 8] ^ w[i - 14] ^ w[i - 16]
+                w[i] = x << 1 | x >> 31
+            }
+            var (a, b, c, d, e) = h
+            for i in 0..<80 {
+                let f: UInt32
+                let k: UInt32
+                switch i {
+                case 0..<20: (f, k) = ((b & c) | (~b & d), 0x5A82_7999)
+                case 20..<40: (f, k) = (b ^ c ^ d, 0x6ED9_EBA1)
+                case 40..<60: (f, k) = ((b & c) | (b & d) | (c & d), 0x8F1B_BCDC)
+                default: (f, k) = (b ^ c ^ d, 0xCA62_C1D6)
+                }
+                let temp = (a << 5 | a >> 27) &+ f &+ e &+ k &+ w[i]
+                e = d
+                d = c
+                c = b << 30 | b >> 2
+                b = a
+                a = temp
+            }
+            h = (h.0 &+ a, h.1 &+ b, h.2 &+ c, h.3 &+ d, h.4 &+ e)
+        }
+        return [h.0, h.1, h.2, h.3, h.4].flatMap { word in
+            [UInt8(word >> 24), UInt8(truncatingIfNeeded: word >> 16), UInt8(truncatingIfNeeded: word >> 8),
+             UInt8(truncatingIfNeeded: word)]
+        }
+    }
+}

@@ -1,0 +1,152 @@
+import Foundation
+
+/// A request to verify one purchase proof, published by a frontend to `receipt-jobs` (key = `account_id`).
+///
+/// `job_id` is the idempotency key: a job delivered twice (a frontend retry, a redelivery after a crash)
+/// gets the same verdict twice. Exactly one proof is carried; see ``Proof``.
+public struct ReceiptJob: Sendable, Hashable {
+    /// The schema tag of this version of the message.
+    public static let schema = "receipt-job/v1"
+
+    /// Idempotency key chosen by the frontend (1 to 256 characters).
+    public var jobID: String
+    /// The account the purchase should be granted to (1 to 256 characters). Also the Kafka key.
+    public var accountID: String
+    /// The device that sent the proof, if the frontend knows it.
+    public var deviceID: String?
+    /// The app the frontend expects the proof to be for; the catalog decides when absent.
+    public var bundleID: String?
+    /// The product the app client said it bought, when the frontend knows it.
+    public var expectedProductID: String?
+    /// When the frontend accepted the proof from the client.
+    public var submittedAt: Date?
+    /// The purchase proof itself.
+    public var proof: Proof
+
+    /// The one purchase proof a job carries.
+    public enum Proof: Sendable, Hashable {
+        /// A base64 app receipt (PKCS#7) or iOS 6 transaction receipt (`receipt`).
+        case receipt(String)
+        /// A StoreKit 2 signed transaction, compact JWS (`signed_transaction`).
+        case signedTransaction(String)
+        /// A transaction id to look up with the App Store Server API (`transaction_id`).
+        case transactionID(String)
+        /// An App Store Server Notifications V2 `signedPayload` (`notification`).
+        case notification(String)
+
+        /// The JSON field that carries this proof.
+        public var fieldName: String {
+            switch self {
+            case .receipt: "receipt"
+            case .signedTransaction: "signed_transaction"
+            case .transactionID: "transaction_id"
+            case .notification: "notification"
+            }
+        }
+
+        /// The proof's text, whatever its kind.
+        public var value: String {
+            switch self {
+            case .receipt(let v), .signedTransaction(let v), .transactionID(let v), .notification(let v): v
+            }
+        }
+    }
+
+    public init(
+        jobID: String, accountID: String, proof: Proof, deviceID: String? = nil, bundleID: String? = nil,
+        expectedProductID: String? = nil, submittedAt: Date? = nil
+    ) {
+        self.jobID = jobID
+        self.accountID = accountID
+        self.proof = proof
+        self.deviceID = deviceID
+        self.bundleID = bundleID
+        self.expectedProductID = expectedProductID
+        self.submittedAt = submittedAt
+    }
+}
+
+extension ReceiptJob: Codable {
+    enum CodingKeys: String, CodingKey, CaseIterable {
+        case schema
+        case jobID = "job_id"
+        case accountID = "account_id"
+        case deviceID = "device_id"
+        case bundleID = "bundle_id"
+        case expectedProductID = "expected_product_id"
+        case submittedAt = "submitted_at"
+        case receipt
+        case signedTransaction = "signed_transaction"
+        case transactionID = "transaction_id"
+        case notification
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        let schema = try c.decode(String.self, forKey: .schema)
+        guard schema == Self.schema else {
+            throw MessageError(.unsupportedSchema, field: "schema", "expected \(Self.schema)")
+        }
+        jobID = try c.decode(String.self, forKey: .jobID)
+        accountID = try c.decode(String.self, forKey: .accountID)
+        deviceID = try c.decodeIfPresent(String.self, forKey: .deviceID)
+        bundleID = try c.decodeIfPresent(String.self, forKey: .bundleID)
+        expectedProductID = try c.decodeIfPresent(String.self, forKey: .expectedProductID)
+        submittedAt = try c.decodeIfPresent(Date.self, forKey: .submittedAt)
+
+        var proofs: [Proof] = []
+        if let v = try c.decodeIfPresent(String.self, forKey: .receipt) { proofs.append(.receipt(v)) }
+        if let v = try c.decodeIfPresent(String.self, forKey: .signedTransaction) {
+            proofs.append(.signedTransaction(v))
+        }
+        if let v = try c.decodeIfPresent(String.self, forKey: .transactionID) { proofs.append(.transactionID(v)) }
+        if let v = try c.decodeIfPresent(String.self, forKey: .notification) { proofs.append(.notification(v)) }
+        guard proofs.count == 1, let proof = proofs.first else {
+            throw MessageError(
+                .invalidValue, field: "receipt|signed_transaction|transaction_id|notification",
+                "exactly one proof is required, found \(proofs.count)")
+        }
+        self.proof = proof
+        try validate()
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encode(Self.schema, forKey: .schema)
+        try c.encode(jobID, forKey: .jobID)
+        try c.encode(accountID, forKey: .accountID)
+        try c.encodeIfPresent(deviceID, forKey: .deviceID)
+        try c.encodeIfPresent(bundleID, forKey: .bundleID)
+        try c.encodeIfPresent(expectedProductID, forKey: .expectedProductID)
+        try c.encodeIfPresent(submittedAt, forKey: .submittedAt)
+        switch proof {
+        case .receipt(let v): try c.encode(v, forKey: .receipt)
+        case .signedTransaction(let v): try c.encode(v, forKey: .signedTransaction)
+        case .transactionID(let v): try c.encode(v, forKey: .transactionID)
+        case .notification(let v): try c.encode(v, forKey: .notification)
+        }
+    }
+
+    /// Checks the values the types alone cannot: identifiers are non-empty and bounded, the proof is not empty.
+    public func validate() throws {
+        try Self.checkIdentifier(jobID, field: "job_id")
+        try Self.checkIdentifier(accountID, field: "account_id")
+        if let deviceID { try Self.checkIdentifier(deviceID, field: "device_id") }
+        if let bundleID { try Self.checkIdentifier(bundleID, field: "bundle_id") }
+        if let expectedProductID { try Self.checkIdentifier(expectedProductID, field: "expected_product_id") }
+        if proof.value.isEmpty {
+            throw MessageError(.invalidValue, field: proof.fieldName, "must not be empty")
+        }
+        if case .transactionID(let id) = proof { try Self.checkIdentifier(id, field: "transaction_id") }
+    }
+
+    /// The longest identifier (job, account, device, bundle, product, transaction id) a job may carry.
+    public static let maximumIdentifierLength = 256
+
+    static func checkIdentifier(_ value: String, field: String) throws {
+        if value.isEmpty { throw MessageError(.invalidValue, field: field, "must not be empty") }
+        if value.utf8.count > maximumIdentifierLength {
+            throw MessageError(.invalidValue, field: field, "longer than \(maximumIdentifierLength) bytes")
+        }
+    }
+}

@@ -1,0 +1,209 @@
+import Foundation
+
+/// The decision about one job, published to `receipt-verdicts` (key = `account_id`) for entitlement services.
+///
+/// Delivery is at-least-once: a job reprocessed after a crash or a rebalance produces the same verdict again,
+/// with the same ``verdictID``, so consumers de-duplicate on it.
+public struct Verdict: Sendable, Hashable {
+    /// The schema tag of this version of the message.
+    public static let schema = "receipt-verdict/v1"
+
+    /// Deterministic from ``jobID`` (see ``Verdict/verdictID(forJob:)``).
+    public var verdictID: String
+    public var jobID: String
+    public var accountID: String
+    public var outcome: Outcome
+    /// A stable machine code for every outcome but `granted`.
+    public var reason: Reason?
+    public var decidedBy: DecidedBy
+    /// `Production`, `Sandbox` or `Xcode`, when known.
+    public var environment: String?
+    /// Every transaction the proof held that the decision considered, in purchase order.
+    public var transactions: [Transaction]
+    /// Apple's `status` (verifyReceipt) or HTTP error code (Server API), when Apple answered.
+    public var appleStatus: Int?
+    public var decidedAt: Date
+
+    /// What the entitlement service should do.
+    public enum Outcome: String, Sendable, Hashable, Codable, CaseIterable {
+        /// A new, authentic purchase, now owned by this account.
+        case granted
+        /// This account already owns the transaction: idempotent, nothing new to grant.
+        case alreadyGranted = "already_granted"
+        /// Not a valid purchase for this account; ``Verdict/reason`` says why.
+        case rejected
+        /// Could not be decided (Apple unreachable past the job's deadline); nothing was claimed.
+        case unverifiable
+    }
+
+    /// Which stage decided.
+    public enum DecidedBy: String, Sendable, Hashable, Codable, CaseIterable {
+        /// Local checks without cryptography: format, bundle id, product id.
+        case prefilter
+        /// Local signature verification (JWS chain, PKCS#7).
+        case signature
+        /// The ledger of granted transactions (repeats, replays).
+        case ledger
+        /// Apple's answer.
+        case apple
+    }
+
+    /// A stable machine code for a non-grant. Open-ended: new codes may appear in later versions, so consumers
+    /// must treat an unknown code as a rejection they do not specifically handle.
+    public struct Reason: RawRepresentable, Sendable, Hashable, Codable, CustomStringConvertible {
+        public var rawValue: String
+        public init(rawValue: String) { self.rawValue = rawValue }
+        public init(_ rawValue: String) { self.rawValue = rawValue }
+        public init(from decoder: any Decoder) throws {
+            rawValue = try decoder.singleValueContainer().decode(String.self)
+        }
+        public func encode(to encoder: any Encoder) throws {
+            var c = encoder.singleValueContainer()
+            try c.encode(rawValue)
+        }
+        public var description: String { rawValue }
+
+        /// Not a receipt at all (cracker-made, garbage, unreadable).
+        public static let malformed = Reason("malformed")
+        /// A receipt of another app.
+        public static let wrongBundle = Reason("wrong_bundle")
+        /// A product not in the catalog.
+        public static let unknownProduct = Reason("unknown_product")
+        /// The transaction belongs to another account.
+        public static let replayed = Reason("replayed")
+        /// Signature invalid, or Apple says the receipt is not authentic (21003).
+        public static let notAuthenticated = Reason("not_authenticated")
+        /// A subscription whose period is over.
+        public static let expired = Reason("expired")
+        /// Refunded or revoked by Apple.
+        public static let revoked = Reason("revoked")
+        /// Sandbox (or Xcode) where only production is allowed.
+        public static let environmentNotAllowed = Reason("environment_not_allowed")
+        /// Apple could not be reached before the job's deadline.
+        public static let appleUnavailable = Reason("apple_unavailable")
+        /// The proof holds no transaction for a product the job asked for.
+        public static let noTransaction = Reason("no_transaction")
+        /// Apple answered with a status that rejects the request (bad shared secret, account not found, …).
+        public static let appleRejected = Reason("apple_rejected")
+        /// The transaction is already granted to this account (reason of `already_granted`).
+        public static let alreadyOwned = Reason("already_owned")
+    }
+
+    /// One transaction as the decision saw it.
+    public struct Transaction: Sendable, Hashable, Codable {
+        public var transactionID: String
+        public var originalTransactionID: String?
+        public var productID: String
+        public var purchaseDate: Date?
+        public var expiresDate: Date?
+        public var revokedAt: Date?
+        public var quantity: Int?
+
+        public init(
+            transactionID: String, originalTransactionID: String? = nil, productID: String,
+            purchaseDate: Date? = nil, expiresDate: Date? = nil, revokedAt: Date? = nil, quantity: Int? = nil
+        ) {
+            self.transactionID = transactionID
+            self.originalTransactionID = originalTransactionID
+            self.productID = productID
+            self.purchaseDate = purchaseDate
+            self.expiresDate = expiresDate
+            self.revokedAt = revokedAt
+            self.quantity = quantity
+        }
+
+        enum CodingKeys: String, CodingKey {
+            case transactionID = "transaction_id"
+            case originalTransactionID = "original_transaction_id"
+            case productID = "product_id"
+            case purchaseDate = "purchase_date"
+            case expiresDate = "expires_date"
+            case revokedAt = "revoked_at"
+            case quantity
+        }
+
+        public func encode(to encoder: any Encoder) throws {
+            // Absent dates are written as null, not omitted: the contract lists these fields on every transaction.
+            var c = encoder.container(keyedBy: CodingKeys.self)
+            try c.encode(transactionID, forKey: .transactionID)
+            try c.encode(originalTransactionID, forKey: .originalTransactionID)
+            try c.encode(productID, forKey: .productID)
+            try c.encode(purchaseDate, forKey: .purchaseDate)
+            try c.encode(expiresDate, forKey: .expiresDate)
+            try c.encode(revokedAt, forKey: .revokedAt)
+            try c.encodeIfPresent(quantity, forKey: .quantity)
+        }
+    }
+
+    public init(
+        jobID: String, accountID: String, outcome: Outcome, reason: Reason? = nil, decidedBy: DecidedBy,
+        environment: String? = nil, transactions: [Transaction] = [], appleStatus: Int? = nil, decidedAt: Date
+    ) {
+        self.verdictID = Self.verdictID(forJob: jobID)
+        self.jobID = jobID
+        self.accountID = accountID
+        self.outcome = outcome
+        self.reason = reason
+        self.decidedBy = decidedBy
+        self.environment = environment
+        self.transactions = transactions
+        self.appleStatus = appleStatus
+        self.decidedAt = decidedAt
+    }
+
+    /// The verdict id of a job: a name-based UUID (RFC 9562 version 5) of the job id in this project's namespace,
+    /// so every worker derives the same id for the same job without coordination.
+    public static func verdictID(forJob jobID: String) -> String {
+        NameBasedUUID.v5(namespace: NameBasedUUID.verdictNamespace, name: jobID)
+    }
+}
+
+extension Verdict: Codable {
+    enum CodingKeys: String, CodingKey {
+        case schema
+        case verdictID = "verdict_id"
+        case jobID = "job_id"
+        case accountID = "account_id"
+        case outcome, reason
+        case decidedBy = "decided_by"
+        case environment, transactions
+        case appleStatus = "apple_status"
+        case decidedAt = "decided_at"
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        let schema = try c.decode(String.self, forKey: .schema)
+        guard schema == Self.schema else {
+            throw MessageError(.unsupportedSchema, field: "schema", "expected \(Self.schema)")
+        }
+        verdictID = try c.decode(String.self, forKey: .verdictID)
+        jobID = try c.decode(String.self, forKey: .jobID)
+        accountID = try c.decode(String.self, forKey: .accountID)
+        outcome = try c.decode(Outcome.self, forKey: .outcome)
+        reason = try c.decodeIfPresent(Reason.self, forKey: .reason)
+        decidedBy = try c.decode(DecidedBy.self, forKey: .decidedBy)
+        environment = try c.decodeIfPresent(String.self, forKey: .environment)
+        transactions = try c.decode([Transaction].self, forKey: .transactions)
+        appleStatus = try c.decodeIfPresent(Int.self, forKey: .appleStatus)
+        decidedAt = try c.decode(Date.self, forKey: .decidedAt)
+        if outcome != .granted && reason == nil {
+            throw MessageError(.missingField, field: "reason", "required when outcome is \(outcome.rawValue)")
+        }
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encode(Self.schema, forKey: .schema)
+        try c.encode(verdictID, forKey: .verdictID)
+        try c.encode(jobID, forKey: .jobID)
+        try c.encode(accountID, forKey: .accountID)
+        try c.encode(outcome, forKey: .outcome)
+        try c.encodeIfPresent(reason, forKey: .reason)
+        try c.encode(decidedBy, forKey: .decidedBy)
+        try c.encodeIfPresent(environment, forKey: .environment)
+        try c.encode(transactions, forKey: .transactions)
+        try c.encodeIfPresent(appleStatus, forKey: .appleStatus)
+        try c.encode(decidedAt, forKey: .decidedAt)
+    }
+}
