@@ -70,8 +70,10 @@ public struct DeadLetter: Sendable, Hashable {
     }
 
     /// Builds the dead letter for a message the codec refused.
-    public init(rejecting original: [UInt8], key: [UInt8]?, error: MessageError, topic: String, partition: Int32,
-                offset: Int64) {
+    public init(
+        rejecting original: [UInt8], key: [UInt8]?, error: MessageError, topic: String, partition: Int32,
+        offset: Int64
+    ) {
         self.init(
             original: original, key: key, reason: error.code.rawValue, error: error.description, sourceTopic: topic,
             sourcePartition: partition, sourceOffset: offset)

@@ -55,7 +55,8 @@ enum TestEnvironment {
             let candidate = packageRoot.appendingPathComponent(".build/\(config)/verify-worker")
             if FileManager.default.isExecutableFile(atPath: candidate.path) { return candidate }
         }
-        throw MissingResource(what: "the verify-worker binary", hint: "run `swift build` first or set VERIFY_WORKER_BINARY")
+        throw MissingResource(
+            what: "the verify-worker binary", hint: "run `swift build` first or set VERIFY_WORKER_BINARY")
     }
 
     /// A required environment value for a service (for example `VERIFY_TEST_POSTGRES_URL`).
