@@ -1,0 +1,92 @@
+import Foundation
+import Messages
+import Testing
+
+/// The JSON Schemas in docs/schemas are the contract other languages code against: what the Swift codec writes
+/// must validate, and what the schema forbids the codec must refuse. Checked with Python's `jsonschema`.
+@Suite("JSON Schemas match the codec", .timeLimit(.minutes(1)))
+struct SchemaConformanceTests {
+    let codec = MessageCodec()
+
+    func validate(_ documents: [[UInt8]], schema: String) throws -> [String] {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = [
+            "python3", TestEnvironment.packageRoot.appendingPathComponent("scripts/validate-schema.py").path,
+            TestEnvironment.packageRoot.appendingPathComponent("docs/schemas/\(schema)").path,
+        ]
+        let input = Pipe()
+        let output = Pipe()
+        let errors = Pipe()
+        process.standardInput = input
+        process.standardOutput = output
+        process.standardError = errors
+        try process.run()
+        input.fileHandleForWriting.write(Data(documents.map { $0 + [0x0A] }.joined()))
+        try input.fileHandleForWriting.close()
+        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        let stderr = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        guard process.terminationStatus == 0 else {
+            throw MissingResource(
+                what: "python3 with jsonschema (\(stderr.split(separator: "\n").last ?? ""))",
+                hint: "pip install jsonschema (.ci/run installs it)")
+        }
+        return text.split(separator: "\n").map(String.init)
+    }
+
+    @Test("every job the codec writes validates against receipt-job.v1")
+    func jobs() throws {
+        let jobs: [ReceiptJob] = [
+            .init(jobID: "j1", accountID: "a", proof: .receipt("MIIT")),
+            .init(
+                jobID: "j2", accountID: "a", proof: .signedTransaction("a.b.c"), deviceID: "d", bundleID: "b",
+                expectedProductID: "p", submittedAt: Date(timeIntervalSince1970: 1_700_000_000)),
+            .init(jobID: "j3", accountID: "a", proof: .transactionID("2000000001")),
+            .init(jobID: "j4", accountID: "a", proof: .notification("x.y.z")),
+        ]
+        let results = try validate(jobs.map(codec.encode), schema: "receipt-job.v1.schema.json")
+        #expect(results == Array(repeating: "ok", count: jobs.count))
+    }
+
+    @Test("what the schema forbids, the codec refuses too")
+    func refusalsAgree() throws {
+        let invalid = [
+            #"{"schema":"receipt-job/v1","job_id":"j","account_id":"a"}"#,
+            #"{"schema":"receipt-job/v1","job_id":"j","account_id":"a","receipt":"r","notification":"n"}"#,
+            #"{"schema":"receipt-job/v1","job_id":"","account_id":"a","receipt":"r"}"#,
+            #"{"schema":"receipt-job/v1","job_id":7,"account_id":"a","receipt":"r"}"#,
+            #"{"schema":"receipt-job/v2","job_id":"j","account_id":"a","receipt":"r"}"#,
+        ].map { Array($0.utf8) }
+        let results = try validate(invalid, schema: "receipt-job.v1.schema.json")
+        #expect(results.count == invalid.count)
+        #expect(results.allSatisfy { $0.hasPrefix("invalid") }, "\(results)")
+        for document in invalid {
+            #expect(throws: MessageError.self) { try codec.decodeJob(document) }
+        }
+    }
+
+    @Test("every verdict outcome the codec writes validates against receipt-verdict.v1")
+    func verdicts() throws {
+        let at = Date(timeIntervalSince1970: 1_700_000_000)
+        let transaction = Verdict.Transaction(
+            transactionID: "1", originalTransactionID: "1", productID: "p", purchaseDate: at, expiresDate: at,
+            quantity: 1)
+        let verdicts: [Verdict] = [
+            .init(
+                jobID: "j", accountID: "a", outcome: .granted, decidedBy: .apple, environment: "Production",
+                transactions: [transaction], appleStatus: 0, decidedAt: at),
+            .init(
+                jobID: "j", accountID: "a", outcome: .alreadyGranted, reason: .alreadyOwned, decidedBy: .ledger,
+                transactions: [transaction], decidedAt: at),
+            .init(
+                jobID: "j", accountID: "a", outcome: .rejected, reason: .malformed, decidedBy: .prefilter, decidedAt: at
+            ),
+            .init(
+                jobID: "j", accountID: "a", outcome: .unverifiable, reason: .appleUnavailable, decidedBy: .apple,
+                decidedAt: at),
+        ]
+        let results = try validate(verdicts.map(codec.encode), schema: "receipt-verdict.v1.schema.json")
+        #expect(results == Array(repeating: "ok", count: verdicts.count))
+    }
+}
