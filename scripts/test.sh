@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Sets up a fresh Debian machine and runs every test: formatting lint, then the whole Swift Testing suite with a
+# real PostgreSQL started in a temporary directory. Fails on any failed test, and on any skipped test under CI.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+bash scripts/setup-debian.sh
+
+echo "test: checking formatting" >&2
+swift format lint --strict --recursive Sources Tests
+
+pg_started=""
+if [ -z "${VERIFY_TEST_POSTGRES_URL:-}" ] && [ -x scripts/test-postgres.sh ]; then
+    eval "$(bash scripts/test-postgres.sh start)"
+    pg_started=1
+fi
+cleanup() { if [ -n "$pg_started" ]; then bash scripts/test-postgres.sh stop || true; fi; }
+trap cleanup EXIT
+
+echo "test: building" >&2
+set +e
+swift build --build-tests 2>&1 | grep -vE '^\[[0-9]+/[0-9]+\] (Compiling|Emitting|Wrapping|Write|Linking)'
+status=${PIPESTATUS[0]}
+set -e
+if [ "$status" != 0 ]; then echo "test: FAILED (build exited $status)" >&2; exit "$status"; fi
+
+log=$(mktemp)
+echo "test: running" >&2
+set +e
+swift test --skip-build 2>&1 | tee "$log"
+status=${PIPESTATUS[0]}
+set -e
+if [ "$status" != 0 ]; then
+    echo "test: FAILED (swift test exited $status)" >&2
+    exit "$status"
+fi
+if ! grep -qE 'Test run with [1-9][0-9]* tests? .*passed' "$log"; then
+    echo "test: FAILED (no Swift Testing run with passing tests found)" >&2
+    exit 1
+fi
+if grep -qE '^[^ ]* Test .* skipped' "$log"; then
+    echo "test: skipped tests found:" >&2
+    grep -E '^[^ ]* Test .* skipped' "$log" >&2
+    if [ "${CI:-}" = true ]; then exit 1; fi
+fi
+echo "test: all passed" >&2
