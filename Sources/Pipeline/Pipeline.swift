@@ -1,2 +1,0 @@
-/// The Pipeline module. See README.md, "Architecture".
-public enum PipelineModule {}
