@@ -1,0 +1,80 @@
+import Foundation
+
+/// The raw text values of the configuration, merged from its sources in increasing precedence: the file named by
+/// `VERIFY_CONFIG_FILE` (or `--config-file`), then the environment, then flags.
+public struct ConfigurationSources: Sendable {
+    /// Text values by key name.
+    public private(set) var values: [String: String] = [:]
+    /// Where each value came from, for error messages (`flag --brokers`, `VERIFY_BROKERS`, `file x.env:3`).
+    public private(set) var origins: [String: String] = [:]
+
+    public init() {}
+
+    /// Reads `KEY=VALUE` lines (`#` comments, blank lines, optional `export `, optional quotes). Unknown keys are
+    /// an error: a typo in a file must not silently fall back to a default.
+    public mutating func addFile(contents: String, path: String) throws(ConfigurationError) {
+        for (index, rawLine) in contents.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+            var line = rawLine.trimmingCharacters(in: .whitespaces)
+            if line.isEmpty || line.hasPrefix("#") { continue }
+            if line.hasPrefix("export ") { line.removeFirst("export ".count) }
+            guard let equals = line.firstIndex(of: "=") else {
+                throw ConfigurationError(key: "\(path):\(index + 1)", problem: "expected KEY=VALUE")
+            }
+            let name = String(line[..<equals]).trimmingCharacters(in: .whitespaces)
+            var value = String(line[line.index(after: equals)...]).trimmingCharacters(in: .whitespaces)
+            if value.count >= 2, let first = value.first, first == "\"" || first == "'", value.last == first {
+                value = String(value.dropFirst().dropLast())
+            }
+            guard let storageName = WorkerConfiguration.storageName(environmentName: name) else {
+                throw ConfigurationError(key: name, problem: "unknown key in \(path):\(index + 1)")
+            }
+            set(storageName, value, origin: "\(path):\(index + 1)")
+        }
+    }
+
+    /// Takes every `VERIFY_*` variable that names a key (and `VERIFY_<SECRET>_FILE` for secrets). Other
+    /// variables are ignored: tests and tools use some `VERIFY_*` names of their own.
+    public mutating func addEnvironment(_ environment: [String: String]) {
+        for key in WorkerConfiguration.keys {
+            if let value = environment[key.environmentName] {
+                set(key.name, value, origin: key.environmentName)
+            }
+            if key.isSecret, let path = environment[key.environmentName + "_FILE"] {
+                set(key.name + "_file", path, origin: key.environmentName + "_FILE")
+            }
+        }
+    }
+
+    /// Takes flag values by key name (the command's parser already matched `--flag-name` to a key).
+    public mutating func addFlags(_ flags: [String: String]) throws(ConfigurationError) {
+        for (name, value) in flags {
+            guard let key = WorkerConfiguration.key(named: name) else {
+                throw ConfigurationError(key: name, problem: "unknown flag")
+            }
+            guard !key.isSecret else {
+                throw ConfigurationError(
+                    key: key.name, problem: "is a secret: set \(key.environmentName) or its _FILE variant, not a flag")
+            }
+            set(name, value, origin: key.flagName ?? name)
+        }
+    }
+
+    mutating func set(_ name: String, _ value: String, origin: String) {
+        values[name] = value
+        origins[name] = origin
+    }
+}
+
+/// A configuration that cannot start the worker: one line naming the key and the problem (never the value of a
+/// secret).
+public struct ConfigurationError: Error, Sendable, Hashable, CustomStringConvertible {
+    public var key: String
+    public var problem: String
+
+    public init(key: String, problem: String) {
+        self.key = key
+        self.problem = problem
+    }
+
+    public var description: String { "configuration: \(key): \(problem)" }
+}

@@ -1,0 +1,314 @@
+import Foundation
+
+/// Everything `verify-worker run` is configured with. Each property's key, default and meaning are in
+/// ``keys``, the one table that `--help`, `docs/CONFIGURATION.md` and the deployment checks are generated from.
+public struct WorkerConfiguration: Sendable {
+    // MARK: Kafka
+    public var brokers: String
+    public var groupID: String
+    public var jobsTopic: String
+    public var verdictsTopic: String
+    public var deadLetterTopic: String
+    public var controlTopic: String
+    /// librdkafka properties passed through as they are, after the safe defaults.
+    public var kafkaProperties: [String: String]
+    public var workerID: String
+
+    // MARK: Decisions
+    public var ledgerURL: String
+    public var catalogFile: String
+    public var trustAnchorFiles: [String]
+    public var allowSandbox: Bool
+    public var allowXcode: Bool
+    public var maximumMessageBytes: Int
+    public var maximumReceiptBytes: Int
+
+    // MARK: Apple
+    public var verifyReceiptProductionURL: String
+    public var verifyReceiptSandboxURL: String
+    public var serverAPIProductionURL: String
+    public var serverAPISandboxURL: String
+    public var caBundle: String?
+    public var sharedSecret: Secret?
+    public var serverAPIKey: Secret?
+    public var serverAPIKeyID: String?
+    public var serverAPIIssuerID: String?
+    public var appleConnectTimeout: Duration
+    public var appleRequestTimeout: Duration
+
+    // MARK: Limits
+    public var maximumInFlight: Int
+    public var jobDeadline: Duration
+    public var appleMaximumConcurrency: Int
+    public var appleMinimumConcurrency: Int
+    public var verifyReceiptRatePerSecond: Double
+    public var serverAPIRatePerSecond: Double
+    public var retryBudgetRatio: Double
+    public var drainTimeout: Duration
+
+    // MARK: Operations
+    public var metricsPort: Int
+    public var metricsHost: String
+    public var logLevel: String
+    public var logFormat: String
+
+    /// Every key, with its default and meaning. Order is the order `--help` shows them in.
+    public static let keys: [ConfigurationKey] = [
+        .init("brokers", default: "localhost:9092", "Kafka bootstrap servers, comma-separated host:port."),
+        .init("group_id", default: "verify-workers", "Consumer group of the workers; one group per deployment."),
+        .init("jobs_topic", default: "receipt-jobs", "Topic the jobs are consumed from."),
+        .init("verdicts_topic", default: "receipt-verdicts", "Topic verdicts are published to."),
+        .init("dead_letter_topic", default: "receipt-jobs-dlq", "Topic for messages that are not valid jobs."),
+        .init("control_topic", default: "receipt-control", "Compacted topic for throttle signals between workers."),
+        .init(
+            "kafka_properties", default: "",
+            "Extra librdkafka properties, `name=value` separated by `;` (e.g. security.protocol=SSL)."),
+        .init("worker_id", default: "the host name", "This worker's id in throttle signals and logs."),
+        .init(
+            "ledger_url", default: "sqlite:verify-ledger.sqlite",
+            "Ledger of granted transactions: postgres://user@host:port/db or sqlite:PATH."),
+        .init(
+            "catalog_file", required: true,
+            "JSON catalog of allowed bundle ids and products with their types (see docs/CONFIGURATION.md)."),
+        .init(
+            "trust_anchors", default: "the Apple roots",
+            "Extra trust anchor certificates (DER or PEM files), comma-separated; the Apple roots are always in."),
+        .init("allow_sandbox", default: "false", "Accept sandbox purchases (App Review buys in sandbox)."),
+        .init("allow_xcode", default: "false", "Accept Xcode StoreKit-testing receipts (development only)."),
+        .init("max_message_bytes", default: "1048576", "Largest job message accepted; larger ones are dead-lettered."),
+        .init("max_receipt_bytes", default: "1048576", "Largest decoded receipt accepted."),
+        .init(
+            "verify_receipt_production_url", default: "https://buy.itunes.apple.com/verifyReceipt",
+            "verifyReceipt production endpoint."),
+        .init(
+            "verify_receipt_sandbox_url", default: "https://sandbox.itunes.apple.com/verifyReceipt",
+            "verifyReceipt sandbox endpoint."),
+        .init(
+            "server_api_production_url", default: "https://api.storekit.itunes.apple.com",
+            "App Store Server API production base URL."),
+        .init(
+            "server_api_sandbox_url", default: "https://api.storekit-sandbox.itunes.apple.com",
+            "App Store Server API sandbox base URL."),
+        .init("ca_bundle", "CA certificates file for TLS to Apple (default: the system's). Verification is always on."),
+        .init(
+            "shared_secret", secret: true,
+            "App-specific shared secret for verifyReceipt (VERIFY_SHARED_SECRET or VERIFY_SHARED_SECRET_FILE)."),
+        .init(
+            "server_api_key", secret: true,
+            "App Store Server API private key, .p8 PEM (VERIFY_SERVER_API_KEY or VERIFY_SERVER_API_KEY_FILE)."),
+        .init("server_api_key_id", "Key id of the Server API key (default: none; required with server_api_key)."),
+        .init("server_api_issuer_id", "Issuer id of the Server API key (default: none; required with server_api_key)."),
+        .init("apple_connect_timeout_ms", default: "3000", "Connect timeout for calls to Apple."),
+        .init("apple_request_timeout_ms", default: "15000", "Total timeout of one call to Apple."),
+        .init(
+            "max_in_flight", default: "10000",
+            "Jobs held at most by one worker; partitions are paused above it (bounds memory)."),
+        .init(
+            "job_deadline_s", default: "600",
+            "How long a job may wait for Apple before it ends unverifiable/apple_unavailable."),
+        .init("apple_max_concurrency", default: "512", "Ceiling of the adaptive limit on concurrent Apple calls."),
+        .init("apple_min_concurrency", default: "4", "Floor of the adaptive limit on concurrent Apple calls."),
+        .init("verify_receipt_rate", default: "1000", "Operator ceiling on verifyReceipt calls per second per worker."),
+        .init(
+            "server_api_rate", default: "50", "App Store Server API calls per second (Apple's production limit)."),
+        .init("retry_budget_ratio", default: "0.1", "Retries allowed as a share of first attempts."),
+        .init("drain_timeout_s", default: "25", "On SIGTERM, how long in-flight jobs may take before release."),
+        .init("metrics_port", default: "9464", "Port of /metrics, /healthz and /readyz."),
+        .init("metrics_host", default: "0.0.0.0", "Address the metrics port binds to."),
+        .init("log_level", default: "info", "trace, debug, info, notice, warning, error or critical."),
+        .init("log_format", default: "json", "json (one object per line) or text."),
+    ]
+
+    public static func key(named name: String) -> ConfigurationKey? { keys.first { $0.name == name } }
+
+    /// The name a file or environment entry is stored under: the key's name, or `<secret>_file` for the path of a
+    /// secret's file. Nil for names that are not configuration.
+    public static func storageName(environmentName: String) -> String? {
+        for key in keys {
+            if key.environmentName == environmentName { return key.name }
+            if key.isSecret, key.environmentName + "_FILE" == environmentName { return key.name + "_file" }
+        }
+        return nil
+    }
+
+    /// Builds the configuration from merged sources, validating every value. The first problem is thrown as one
+    /// line naming the key.
+    public init(
+        _ sources: ConfigurationSources, hostName: String = ProcessInfo.processInfo.hostName,
+        readFile: @escaping (String) throws -> String = { try String(contentsOfFile: $0, encoding: .utf8) }
+    ) throws(ConfigurationError) {
+        let reader = ValueReader(sources: sources, readFile: readFile)
+        brokers = try reader.string("brokers")
+        groupID = try reader.string("group_id")
+        jobsTopic = try reader.string("jobs_topic")
+        verdictsTopic = try reader.string("verdicts_topic")
+        deadLetterTopic = try reader.string("dead_letter_topic")
+        controlTopic = try reader.string("control_topic")
+        kafkaProperties = try reader.properties("kafka_properties")
+        workerID = sources.values["worker_id"] ?? hostName
+        ledgerURL = try reader.string("ledger_url")
+        guard
+            ledgerURL.hasPrefix("postgres://") || ledgerURL.hasPrefix("postgresql://") || ledgerURL.hasPrefix("sqlite:")
+        else {
+            throw ConfigurationError(key: "ledger_url", problem: "must start with postgres:// or sqlite:")
+        }
+        guard let catalogFile = sources.values["catalog_file"], !catalogFile.isEmpty else {
+            throw ConfigurationError(
+                key: "catalog_file", problem: "required (set VERIFY_CATALOG_FILE or --catalog-file)")
+        }
+        self.catalogFile = catalogFile
+        trustAnchorFiles = sources.values["trust_anchors"].map(Self.list) ?? []
+        allowSandbox = try reader.bool("allow_sandbox")
+        allowXcode = try reader.bool("allow_xcode")
+        maximumMessageBytes = try reader.int("max_message_bytes", in: 1024...(64 << 20))
+        maximumReceiptBytes = try reader.int("max_receipt_bytes", in: 1024...(64 << 20))
+        verifyReceiptProductionURL = try reader.url("verify_receipt_production_url")
+        verifyReceiptSandboxURL = try reader.url("verify_receipt_sandbox_url")
+        serverAPIProductionURL = try reader.url("server_api_production_url")
+        serverAPISandboxURL = try reader.url("server_api_sandbox_url")
+        caBundle = sources.values["ca_bundle"]
+        sharedSecret = try reader.secret("shared_secret")
+        serverAPIKey = try reader.secret("server_api_key")
+        serverAPIKeyID = sources.values["server_api_key_id"]
+        serverAPIIssuerID = sources.values["server_api_issuer_id"]
+        appleConnectTimeout = .milliseconds(try reader.int("apple_connect_timeout_ms", in: 1...600_000))
+        appleRequestTimeout = .milliseconds(try reader.int("apple_request_timeout_ms", in: 1...600_000))
+        maximumInFlight = try reader.int("max_in_flight", in: 1...1_000_000)
+        jobDeadline = .seconds(try reader.int("job_deadline_s", in: 1...86_400))
+        appleMaximumConcurrency = try reader.int("apple_max_concurrency", in: 1...100_000)
+        appleMinimumConcurrency = try reader.int("apple_min_concurrency", in: 1...100_000)
+        guard appleMinimumConcurrency <= appleMaximumConcurrency else {
+            throw ConfigurationError(key: "apple_min_concurrency", problem: "must not exceed apple_max_concurrency")
+        }
+        verifyReceiptRatePerSecond = try reader.double("verify_receipt_rate", in: 0.1...1_000_000)
+        serverAPIRatePerSecond = try reader.double("server_api_rate", in: 0.1...100_000)
+        retryBudgetRatio = try reader.double("retry_budget_ratio", in: 0...1)
+        drainTimeout = .seconds(try reader.int("drain_timeout_s", in: 1...3600))
+        metricsPort = try reader.int("metrics_port", in: 0...65535)
+        metricsHost = try reader.string("metrics_host")
+        logLevel = try reader.oneOf("log_level", ["trace", "debug", "info", "notice", "warning", "error", "critical"])
+        logFormat = try reader.oneOf("log_format", ["json", "text"])
+        if serverAPIKey != nil, serverAPIKeyID == nil || serverAPIIssuerID == nil {
+            throw ConfigurationError(
+                key: serverAPIKeyID == nil ? "server_api_key_id" : "server_api_issuer_id",
+                problem: "required when server_api_key is set")
+        }
+    }
+
+    static func list(_ text: String) -> [String] {
+        text.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+    }
+}
+
+/// A secret value (shared secret, private key). Its description never shows the value, so it cannot leak through
+/// string interpolation into a log line or an error.
+public struct Secret: Sendable, Hashable, CustomStringConvertible, CustomDebugStringConvertible {
+    /// The secret itself; read it only where it is used.
+    public let value: String
+
+    public init(_ value: String) { self.value = value }
+
+    public var description: String { "<redacted>" }
+    public var debugDescription: String { "<redacted>" }
+}
+
+/// Reads typed values from the merged text values, turning each problem into one ``ConfigurationError``.
+private struct ValueReader {
+    let sources: ConfigurationSources
+    let readFile: (String) throws -> String
+
+    init(sources: ConfigurationSources, readFile: @escaping (String) throws -> String) {
+        self.sources = sources
+        self.readFile = readFile
+    }
+
+    func raw(_ name: String) throws(ConfigurationError) -> String? {
+        if let value = sources.values[name] { return value }
+        guard let key = WorkerConfiguration.key(named: name) else { return nil }
+        if key.isRequired { return nil }
+        return key.defaultValue
+    }
+
+    func string(_ name: String) throws(ConfigurationError) -> String {
+        guard let value = try raw(name), !value.isEmpty else {
+            throw ConfigurationError(key: name, problem: "must not be empty")
+        }
+        return value
+    }
+
+    func int(_ name: String, in range: ClosedRange<Int>) throws(ConfigurationError) -> Int {
+        let text = try string(name)
+        guard let value = Int(text), range.contains(value) else {
+            throw ConfigurationError(
+                key: name, problem: "expected a whole number from \(range.lowerBound) to \(range.upperBound)")
+        }
+        return value
+    }
+
+    func double(_ name: String, in range: ClosedRange<Double>) throws(ConfigurationError) -> Double {
+        let text = try string(name)
+        guard let value = Double(text), range.contains(value) else {
+            throw ConfigurationError(
+                key: name, problem: "expected a number from \(range.lowerBound) to \(range.upperBound)")
+        }
+        return value
+    }
+
+    func bool(_ name: String) throws(ConfigurationError) -> Bool {
+        switch try string(name).lowercased() {
+        case "true", "1", "yes", "on": return true
+        case "false", "0", "no", "off": return false
+        default: throw ConfigurationError(key: name, problem: "expected true or false")
+        }
+    }
+
+    func oneOf(_ name: String, _ allowed: [String]) throws(ConfigurationError) -> String {
+        let value = try string(name).lowercased()
+        guard allowed.contains(value) else {
+            throw ConfigurationError(key: name, problem: "expected one of \(allowed.joined(separator: ", "))")
+        }
+        return value
+    }
+
+    func url(_ name: String) throws(ConfigurationError) -> String {
+        let value = try string(name)
+        guard let url = URL(string: value), let scheme = url.scheme, scheme == "https" || scheme == "http",
+            url.host != nil
+        else {
+            throw ConfigurationError(key: name, problem: "expected an http(s) URL")
+        }
+        return value
+    }
+
+    func properties(_ name: String) throws(ConfigurationError) -> [String: String] {
+        var properties: [String: String] = [:]
+        for pair in (try raw(name) ?? "").split(separator: ";") {
+            let trimmed = pair.trimmingCharacters(in: .whitespaces)
+            if trimmed.isEmpty { continue }
+            guard let equals = trimmed.firstIndex(of: "="), equals != trimmed.startIndex else {
+                throw ConfigurationError(key: name, problem: "expected name=value pairs separated by ;")
+            }
+            properties[String(trimmed[..<equals])] = String(trimmed[trimmed.index(after: equals)...])
+        }
+        return properties
+    }
+
+    /// A secret comes from its value (`VERIFY_X`) or a file (`VERIFY_X_FILE`), read here; trailing newlines are
+    /// dropped, as editors and `kubectl create secret` leave them.
+    func secret(_ name: String) throws(ConfigurationError) -> Secret? {
+        if let value = sources.values[name], !value.isEmpty { return Secret(value) }
+        guard let path = sources.values[name + "_file"], !path.isEmpty else { return nil }
+        do {
+            let text = try readFile(path)
+            let trimmed = String(text.reversed().drop(while: { $0 == "\n" || $0 == "\r" }).reversed())
+            guard !trimmed.isEmpty else {
+                throw ConfigurationError(key: name + "_file", problem: "file is empty")
+            }
+            return Secret(trimmed)
+        } catch let error as ConfigurationError {
+            throw error
+        } catch {
+            throw ConfigurationError(key: name + "_file", problem: "cannot read the file")
+        }
+    }
+}

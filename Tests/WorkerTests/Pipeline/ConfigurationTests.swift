@@ -1,0 +1,134 @@
+import Pipeline
+import Testing
+
+@Suite("Worker configuration")
+struct ConfigurationTests {
+    func configuration(
+        file: String? = nil, environment: [String: String] = [:], flags: [String: String] = [:],
+        files: [String: String] = [:]
+    ) throws -> WorkerConfiguration {
+        var sources = ConfigurationSources()
+        if let file { try sources.addFile(contents: file, path: "test.env") }
+        sources.addEnvironment(["VERIFY_CATALOG_FILE": "catalog.json"].merging(environment) { $1 })
+        try sources.addFlags(flags)
+        return try WorkerConfiguration(sources, hostName: "host-1") { path in
+            guard let text = files[path] else { throw MissingResource(what: path, hint: "") }
+            return text
+        }
+    }
+
+    func problem(
+        file: String? = nil, environment: [String: String] = [:], flags: [String: String] = [:]
+    ) -> ConfigurationError? {
+        do {
+            _ = try configuration(file: file, environment: environment, flags: flags)
+            return nil
+        } catch let error as ConfigurationError {
+            return error
+        } catch {
+            return ConfigurationError(key: "?", problem: "\(error)")
+        }
+    }
+
+    @Test("defaults are documented and applied")
+    func defaults() throws {
+        let config = try configuration()
+        #expect(config.brokers == "localhost:9092")
+        #expect(config.groupID == "verify-workers")
+        #expect(config.jobsTopic == "receipt-jobs")
+        #expect(config.verdictsTopic == "receipt-verdicts")
+        #expect(config.deadLetterTopic == "receipt-jobs-dlq")
+        #expect(config.controlTopic == "receipt-control")
+        #expect(config.workerID == "host-1")
+        #expect(config.ledgerURL == "sqlite:verify-ledger.sqlite")
+        #expect(config.maximumInFlight == 10_000)
+        #expect(config.jobDeadline == .seconds(600))
+        #expect(config.allowSandbox == false)
+        #expect(config.sharedSecret == nil)
+        #expect(config.verifyReceiptProductionURL == "https://buy.itunes.apple.com/verifyReceipt")
+        for key in WorkerConfiguration.keys {
+            #expect(!key.summary.isEmpty)
+            #expect(
+                key.isRequired || key.isSecret || key.defaultValue != nil || key.summary.contains("(default"),
+                "\(key.name) has neither a default nor says why")
+        }
+    }
+
+    @Test("flags override the environment, which overrides the file")
+    func precedence() throws {
+        let file = """
+            # comment
+            export VERIFY_BROKERS=file:1
+            VERIFY_GROUP_ID="from-file"
+            VERIFY_MAX_IN_FLIGHT=5
+            """
+        let config = try configuration(
+            file: file, environment: ["VERIFY_BROKERS": "env:1", "VERIFY_MAX_IN_FLIGHT": "6"],
+            flags: ["max_in_flight": "7"])
+        #expect(config.brokers == "env:1")
+        #expect(config.groupID == "from-file")
+        #expect(config.maximumInFlight == 7)
+    }
+
+    @Test("librdkafka properties pass through")
+    func kafkaProperties() throws {
+        let config = try configuration(environment: [
+            "VERIFY_KAFKA_PROPERTIES": "security.protocol=SSL; ssl.ca.location=/etc/ca.pem"
+        ])
+        #expect(config.kafkaProperties == ["security.protocol": "SSL", "ssl.ca.location": "/etc/ca.pem"])
+    }
+
+    @Test(
+        "a bad value fails with one line naming the key",
+        arguments: [
+            (["VERIFY_MAX_IN_FLIGHT": "lots"], "max_in_flight"),
+            (["VERIFY_MAX_IN_FLIGHT": "0"], "max_in_flight"),
+            (["VERIFY_ALLOW_SANDBOX": "maybe"], "allow_sandbox"),
+            (["VERIFY_LEDGER_URL": "mysql://x"], "ledger_url"),
+            (["VERIFY_VERIFY_RECEIPT_PRODUCTION_URL": "ftp://apple"], "verify_receipt_production_url"),
+            (["VERIFY_LOG_LEVEL": "loud"], "log_level"),
+            (["VERIFY_CATALOG_FILE": ""], "catalog_file"),
+            (["VERIFY_APPLE_MIN_CONCURRENCY": "10", "VERIFY_APPLE_MAX_CONCURRENCY": "5"], "apple_min_concurrency"),
+            (["VERIFY_KAFKA_PROPERTIES": "novalue"], "kafka_properties"),
+            (["VERIFY_SERVER_API_KEY": "pem"], "server_api_key_id"),
+        ] as [([String: String], String)])
+    func badValues(environment: [String: String], key: String) {
+        let error = problem(environment: environment)
+        #expect(error?.key == key, "\(String(describing: error))")
+        #expect(error.map { !$0.description.contains("\n") } ?? false)
+    }
+
+    @Test("unknown keys in a file are an error, not a silent default")
+    func unknownFileKey() {
+        #expect(problem(file: "VERIFY_BROKER=typo:1")?.key == "VERIFY_BROKER")
+        #expect(problem(file: "no equals sign")?.key == "test.env:1")
+    }
+
+    @Test("secrets come from the environment or a file, never a flag, and never print")
+    func secrets() throws {
+        #expect(problem(flags: ["shared_secret": "s3cret"])?.key == "shared_secret")
+        let fromEnvironment = try configuration(environment: ["VERIFY_SHARED_SECRET": "s3cret"])
+        #expect(fromEnvironment.sharedSecret?.value == "s3cret")
+        let fromFile = try configuration(
+            environment: ["VERIFY_SHARED_SECRET_FILE": "/run/secrets/shared"],
+            files: ["/run/secrets/shared": "s3cret\n"])
+        #expect(fromFile.sharedSecret?.value == "s3cret")
+        #expect("\(fromFile.sharedSecret!)" == "<redacted>")
+        #expect(!String(reflecting: fromFile.sharedSecret!).contains("s3cret"))
+        let missing = problem(environment: ["VERIFY_SHARED_SECRET_FILE": "/nope"])
+        #expect(missing?.key == "shared_secret_file")
+        let viaConfigFile = try configuration(
+            file: "VERIFY_SERVER_API_KEY_FILE=/keys/k.p8\nVERIFY_SERVER_API_KEY_ID=K\nVERIFY_SERVER_API_ISSUER_ID=I",
+            files: ["/keys/k.p8": "-----BEGIN PRIVATE KEY-----"])
+        #expect(viaConfigFile.serverAPIKey?.value == "-----BEGIN PRIVATE KEY-----")
+    }
+
+    @Test("every key has an environment name, and a flag unless it is a secret")
+    func names() {
+        let key = WorkerConfiguration.key(named: "group_id")
+        #expect(key?.environmentName == "VERIFY_GROUP_ID")
+        #expect(key?.flagName == "--group-id")
+        #expect(WorkerConfiguration.key(named: "shared_secret")?.flagName == nil)
+        #expect(Set(WorkerConfiguration.keys.map(\.name)).count == WorkerConfiguration.keys.count)
+    }
+}
