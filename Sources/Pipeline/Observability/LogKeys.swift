@@ -1,0 +1,20 @@
+/// The metadata keys of every structured log line, in one place so that log queries stay stable.
+/// Values are identifiers and codes only: never a receipt, a shared secret or key material.
+public enum LogKeys {
+    public static let jobID = "verify.job_id"
+    public static let accountID = "verify.account_id"
+    public static let outcome = "verify.outcome"
+    public static let reason = "verify.reason"
+    public static let decidedBy = "verify.decided_by"
+    public static let format = "receipt.format"
+    public static let transactionID = "receipt.transaction_id"
+    public static let topic = "kafka.topic"
+    public static let partition = "kafka.partition"
+    public static let offset = "kafka.offset"
+    public static let groupID = "kafka.group_id"
+    public static let endpoint = "apple.endpoint"
+    public static let appleStatus = "apple.status"
+    public static let attempt = "apple.attempt"
+    public static let workerID = "worker.id"
+    public static let error = "error"
+}
