@@ -1,0 +1,23 @@
+/// The metric names of the worker, in one table so that dashboards, alerts and code agree. Exposed through
+/// swift-metrics on `GET /metrics` in Prometheus text format. Labels carry codes only: outcome, reason, stage,
+/// endpoint, status, partition; never an id, a receipt or a secret.
+public enum MetricNames {
+    /// Counter: jobs taken from Kafka.
+    public static let jobsConsumed = "verify_jobs_consumed_total"
+    /// Counter, labels `outcome`, `reason`, `decided_by`: verdicts published.
+    public static let verdicts = "verify_verdicts_total"
+    /// Counter, label `decided_by`: jobs decided without calling Apple.
+    public static let appleCallsAvoided = "verify_apple_calls_avoided_total"
+    /// Counter, labels `endpoint`, `status`: calls made to Apple.
+    public static let appleCalls = "verify_apple_calls_total"
+    /// Timer (histogram), label `endpoint`: latency of calls to Apple.
+    public static let appleLatency = "verify_apple_call_duration_seconds"
+    /// Gauge: jobs held by this worker (running or waiting for their account's earlier job).
+    public static let inFlight = "verify_jobs_in_flight"
+    /// Gauge, label `partition`: offsets between the newest consumed and the committed position.
+    public static let commitLag = "verify_commit_lag"
+    /// Counter, label `reason`: messages sent to the dead-letter topic.
+    public static let deadLetters = "verify_dead_letters_total"
+    /// Timer (histogram): from a job's `submitted_at` (or consumption) to its verdict's delivery.
+    public static let verdictLatency = "verify_job_duration_seconds"
+}
