@@ -6,7 +6,7 @@
 set -euo pipefail
 
 packages=(librdkafka-dev libcurl4-openssl-dev libsqlite3-dev pkg-config postgresql kafkacat openssl ca-certificates
-    python3 python3-pip)
+    python3 python3-pip binutils)
 sudo_cmd=()
 if [ "$(id -u)" != 0 ]; then sudo_cmd=(sudo); fi
 
@@ -21,8 +21,8 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 # Python peers: jsonschema checks the message schemas; Apple's official library checks the simulator's receipts.
-python_packages=(jsonschema rfc3339-validator app-store-server-library)
-if ! python3 -c "import jsonschema, rfc3339_validator, appstoreserverlibrary" 2>/dev/null; then
+python_packages=(jsonschema rfc3339-validator pyyaml app-store-server-library)
+if ! python3 -c "import jsonschema, rfc3339_validator, yaml, appstoreserverlibrary" 2>/dev/null; then
     echo "setup: installing Python packages ${python_packages[*]}" >&2
     python3 -m pip install --quiet --disable-pip-version-check "${python_packages[@]}" 2>/dev/null \
         || python3 -m pip install --quiet --disable-pip-version-check --break-system-packages "${python_packages[@]}"
