@@ -1,3 +1,4 @@
+import Foundation
 import Pipeline
 import Testing
 
@@ -130,5 +131,18 @@ struct ConfigurationTests {
         #expect(key?.flagName == "--group-id")
         #expect(WorkerConfiguration.key(named: "shared_secret")?.flagName == nil)
         #expect(Set(WorkerConfiguration.keys.map(\.name)).count == WorkerConfiguration.keys.count)
+    }
+}
+
+@Suite("Configuration reference")
+struct ConfigurationReferenceTests {
+    @Test("docs/CONFIGURATION.md is the reference generated from the key table")
+    func referenceIsCurrent() throws {
+        let url = TestEnvironment.packageRoot.appendingPathComponent("docs/CONFIGURATION.md")
+        let onDisk = try String(contentsOf: url, encoding: .utf8)
+        let generated = WorkerConfiguration.referenceMarkdown()
+        #expect(
+            onDisk.hasPrefix(generated),
+            "docs/CONFIGURATION.md is out of date: regenerate it with `verify-worker config-reference`")
     }
 }
