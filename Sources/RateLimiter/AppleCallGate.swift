@@ -55,8 +55,9 @@ public final class AppleCallGate<C: GateClock>: Sendable where C.Instant: Sendab
             $0.acquireImmediately(endpoint: endpoint, priority: priority, deadline: deadline, now: now)
         }
         switch immediate {
-        case .granted(let permit):
+        case .granted(let permit, let actions):
             if priority == .retry { metrics.recordRetry() }
+            if let actions { perform(actions) }
             return permit
         case .rejected(let error):
             metrics.recordRejection(error.code)

@@ -28,6 +28,15 @@ public struct AppleCallGateError: Error, Sendable, Hashable, CustomStringConvert
     /// Whether the job may try again later (it always may: the gate refuses for now, never for good).
     public var isRetryable: Bool { code != .shutDown }
 
+    /// Errors are equal when their codes are: where they arose is for logs.
+    public static func == (lhs: AppleCallGateError, rhs: AppleCallGateError) -> Bool {
+        lhs.code == rhs.code
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(code)
+    }
+
     public var description: String {
         let what =
             switch code {

@@ -34,7 +34,9 @@ struct AppleCallGateStateMachine<Instant: InstantProtocol<Duration>, Payload> wh
 
     /// The outcome of a fast-path attempt.
     enum ImmediateResult {
-        case granted(Permit)
+        /// Granted; `actions` is set when the grant changed what waiters may do (a first attempt earned
+        /// retry-budget tokens that a waiting retry can use).
+        case granted(Permit, actions: Actions?)
         case rejected(AppleCallGateError)
         /// The caller must enqueue and wait.
         case mustWait
@@ -47,6 +49,9 @@ struct AppleCallGateStateMachine<Instant: InstantProtocol<Duration>, Payload> wh
     private var cluster: ClusterThrottle<Instant>
     private var buckets: [AppleEndpoint: TokenBucket<Instant>] = [:]
     private var localHoldUntil: Instant?
+    /// The cluster's constraint, recomputed only when a signal arrives or expires (it is read on every call).
+    private var remote = RemoteConstraint<Instant>.none
+    private var remoteNextExpiry: Instant?
 
     private var waiters: [UInt64: Waiter] = [:]
     private var queues: [[UInt64]] = Array(repeating: [], count: CallPriority.allCases.count)
@@ -77,15 +82,20 @@ struct AppleCallGateStateMachine<Instant: InstantProtocol<Duration>, Payload> wh
     var queuedWaiters: Int { waiters.count }
 
     func effectiveLimit(now: Instant) -> Int {
-        let remote = cluster.constraint(now: now).concurrencyLimit ?? Int.max
-        return max(1, min(concurrency.limit, remote))
+        guard let remoteLimit = remote.concurrencyLimit else { return concurrency.limit }
+        return max(1, min(concurrency.limit, remoteLimit))
     }
 
+    /// A view at `now`, correct even if no event has refreshed the state since signals expired.
     func snapshot(now: Instant) -> AppleCallGateSnapshot {
-        AppleCallGateSnapshot(
-            localLimit: concurrency.limit, effectiveLimit: effectiveLimit(now: now), inFlight: inFlight,
+        let live = cluster.constraint(now: now)
+        var hold = localHoldUntil
+        if let remoteHold = live.holdUntil { hold = max(hold ?? remoteHold, remoteHold) }
+        return AppleCallGateSnapshot(
+            localLimit: concurrency.limit,
+            effectiveLimit: max(1, min(concurrency.limit, live.concurrencyLimit ?? Int.max)), inFlight: inFlight,
             queuedWaiters: queuedWaiters, breakerState: breakerState(now: now), retryBudgetTokens: budget.tokens,
-            isHeld: holdUntil(now: now) != nil, liveRemoteSignals: cluster.liveSignalCount)
+            isHeld: hold.map { $0 > now } ?? false, liveRemoteSignals: cluster.liveSignalCount(now: now))
     }
 
     private func breakerState(now: Instant) -> BreakerState {
@@ -103,8 +113,8 @@ struct AppleCallGateStateMachine<Instant: InstantProtocol<Duration>, Payload> wh
     /// The instant until which every call is held, if it lies after `now`.
     private func holdUntil(now: Instant) -> Instant? {
         var hold = localHoldUntil
-        if let remote = cluster.constraint(now: now).holdUntil {
-            hold = max(hold ?? remote, remote)
+        if let remoteHold = remote.holdUntil {
+            hold = max(hold ?? remoteHold, remoteHold)
         }
         guard let hold, hold > now else { return nil }
         return hold
@@ -130,7 +140,10 @@ struct AppleCallGateStateMachine<Instant: InstantProtocol<Duration>, Payload> wh
         if priority == .retry {
             guard budget.tryWithdrawRetry() else { return .mustWait }
         }
-        return .granted(issuePermit(endpoint: endpoint, priority: priority, now: now))
+        let permit = issuePermit(endpoint: endpoint, priority: priority, now: now)
+        let actions = priority == .firstAttempt && queuedByEndpoint[CallPriority.retry.rawValue].isEmpty == false
+            ? dispatch(now: now) : nil
+        return .granted(permit, actions: actions)
     }
 
     /// An id for a waiter about to be enqueued (known before, so that a cancellation handler can name it).
@@ -208,6 +221,7 @@ struct AppleCallGateStateMachine<Instant: InstantProtocol<Duration>, Payload> wh
         accepted: Bool, actions: Actions
     ) {
         let accepted = cluster.ingest(signal, now: now, unixMillisecondsNow: unixMilliseconds)
+        if accepted { recomputeRemote(now: now) }
         return (accepted, dispatch(now: now))
     }
 
@@ -244,6 +258,10 @@ struct AppleCallGateStateMachine<Instant: InstantProtocol<Duration>, Payload> wh
 
     /// The signal to publish now if the publish policy says so (and records it as published).
     mutating func signalToPublish(now: Instant, unixMilliseconds: Int64) -> ThrottleSignal? {
+        // Nothing can be due within the minimum interval: skip building a signal on every report.
+        if let last = lastPublishedAt, last.duration(to: now) < configuration.publishPolicy.minimumInterval {
+            return nil
+        }
         let current = localSignal(now: now, unixMilliseconds: unixMilliseconds)
         let since = lastPublishedAt.map { $0.duration(to: now) }
         guard configuration.publishPolicy.shouldPublish(current: current, last: lastPublished, sinceLast: since)
@@ -257,8 +275,16 @@ struct AppleCallGateStateMachine<Instant: InstantProtocol<Duration>, Payload> wh
 
     private mutating func refresh(now: Instant) {
         breaker.refresh(now: now)
-        cluster.expire(now: now)
+        if let expiry = remoteNextExpiry, expiry <= now {
+            cluster.expire(now: now)
+            recomputeRemote(now: now)
+        }
         if let hold = localHoldUntil, hold <= now { localHoldUntil = nil }
+    }
+
+    private mutating func recomputeRemote(now: Instant) {
+        remote = cluster.constraint(now: now)
+        remoteNextExpiry = cluster.nextExpiry
     }
 
     /// Whether breaker, holds and the concurrency limit let one more call start now.
@@ -325,6 +351,10 @@ struct AppleCallGateStateMachine<Instant: InstantProtocol<Duration>, Payload> wh
     private mutating func dispatch(now: Instant) -> Actions {
         var actions = Actions()
         refresh(now: now)
+        if waiters.isEmpty {
+            actions.metrics = metricsState(now: now)
+            return actions
+        }
         expireWaiters(now: now, into: &actions)
         if configuration.whenBreakerOpen == .failFast, breaker.state == .open {
             for id in Array(waiters.keys).sorted() {
@@ -343,7 +373,7 @@ struct AppleCallGateStateMachine<Instant: InstantProtocol<Duration>, Payload> wh
         }
         if waiters.isEmpty == false {
             if let deadline = earliestWaiterDeadline { wakeCandidates.append(deadline) }
-            if let expiry = cluster.nextExpiry { wakeCandidates.append(expiry) }
+            if let expiry = remoteNextExpiry { wakeCandidates.append(expiry) }
             if let wake = wakeCandidates.filter({ $0 > now }).min(),
                 scheduledWakeUp.map({ wake < $0 || $0 <= now }) ?? true
             {

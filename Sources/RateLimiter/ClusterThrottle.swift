@@ -39,8 +39,10 @@ public struct ClusterThrottle<Instant: InstantProtocol<Duration>>: Sendable wher
         self.followRemoteOpenBreaker = followRemoteOpenBreaker
     }
 
-    /// How many workers have a live signal (after the last ``expire(now:)``).
-    public var liveSignalCount: Int { entries.count }
+    /// How many workers have a signal live at `now`.
+    public func liveSignalCount(now: Instant) -> Int {
+        entries.values.lazy.filter { $0.expiresAt > now }.count
+    }
 
     /// Takes in a signal received at local instant `now`, when the wall clock read `unixMillisecondsNow`.
     /// Returns whether it was accepted (not our own, not expired, not older than the one held for that worker,

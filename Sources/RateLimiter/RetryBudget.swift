@@ -8,28 +8,36 @@ public struct RetryBudget: Sendable, Hashable {
     public let ratio: Double
     /// The most tokens the budget can hold, i.e. the largest burst of retries. Default: 10.
     public let maxTokens: Double
-    /// Tokens available now.
-    public private(set) var tokens: Double
+    /// Tokens are counted in thousandths, so that ten deposits of 0.1 make exactly one token.
+    private static let scale = 1_000
+    private let depositMillis: Int
+    private let maxMillis: Int
+    private var millis: Int
 
     /// A full budget.
     public init(ratio: Double = 0.1, maxTokens: Double = 10) {
         self.ratio = min(max(ratio, 0), 1)
         self.maxTokens = max(maxTokens, 1)
-        self.tokens = self.maxTokens
+        self.depositMillis = Int((self.ratio * Double(Self.scale)).rounded())
+        self.maxMillis = Int((self.maxTokens * Double(Self.scale)).rounded())
+        self.millis = maxMillis
     }
+
+    /// Tokens available now.
+    public var tokens: Double { Double(millis) / Double(Self.scale) }
 
     /// Records a first attempt, earning `ratio` tokens.
     public mutating func recordFirstAttempt() {
-        tokens = min(maxTokens, tokens + ratio)
+        millis = min(maxMillis, millis + depositMillis)
     }
 
     /// Whether a retry could be admitted now.
-    public var canRetry: Bool { tokens >= 1 }
+    public var canRetry: Bool { millis >= Self.scale }
 
     /// Takes one token for a retry if one is available.
     public mutating func tryWithdrawRetry() -> Bool {
-        guard tokens >= 1 else { return false }
-        tokens -= 1
+        guard millis >= Self.scale else { return false }
+        millis -= Self.scale
         return true
     }
 }
