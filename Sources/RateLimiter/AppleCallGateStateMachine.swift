@@ -141,7 +141,8 @@ struct AppleCallGateStateMachine<Instant: InstantProtocol<Duration>, Payload> wh
             guard budget.tryWithdrawRetry() else { return .mustWait }
         }
         let permit = issuePermit(endpoint: endpoint, priority: priority, now: now)
-        let actions = priority == .firstAttempt && queuedByEndpoint[CallPriority.retry.rawValue].isEmpty == false
+        let actions =
+            priority == .firstAttempt && queuedByEndpoint[CallPriority.retry.rawValue].isEmpty == false
             ? dispatch(now: now) : nil
         return .granted(permit, actions: actions)
     }
@@ -217,7 +218,9 @@ struct AppleCallGateStateMachine<Instant: InstantProtocol<Duration>, Payload> wh
     }
 
     /// Takes in another worker's signal, then dispatches (a lower limit or a hold takes effect for later grants).
-    mutating func ingest(_ signal: ThrottleSignal, now: Instant, unixMilliseconds: Int64) -> (
+    mutating func ingest(
+        _ signal: ThrottleSignal, now: Instant, unixMilliseconds: Int64
+    ) -> (
         accepted: Bool, actions: Actions
     ) {
         let accepted = cluster.ingest(signal, now: now, unixMillisecondsNow: unixMilliseconds)

@@ -21,7 +21,7 @@ public struct AppleEndpoint: Sendable, Hashable, CustomStringConvertible {
 
 /// A sustained rate and a burst for one endpoint.
 public struct EndpointRateLimit: Sendable, Hashable {
-    /// Requests per second. 
+    /// Requests per second.
     public var ratePerSecond: Double
     /// Requests allowed at once after a quiet period.
     public var burst: Int
@@ -50,7 +50,8 @@ public struct EndpointRateLimit: Sendable, Hashable {
     /// The rate limits of every App Store Server API endpoint the worker calls, plus the operator's ceiling for
     /// `verifyReceipt` (Apple publishes none).
     public static func appleDefaults(
-        environment: Environment, verifyReceiptCeiling: EndpointRateLimit = EndpointRateLimit(ratePerSecond: 50, burst: 10)
+        environment: Environment,
+        verifyReceiptCeiling: EndpointRateLimit = EndpointRateLimit(ratePerSecond: 50, burst: 10)
     ) -> [AppleEndpoint: EndpointRateLimit] {
         let api = appStoreServerAPI(environment)
         return [

@@ -32,8 +32,9 @@ public struct ClusterThrottle<Instant: InstantProtocol<Duration>>: Sendable wher
     public let followRemoteOpenBreaker: Bool
     private var entries: [String: Entry] = [:]
 
-    public init(localWorkerID: String, maximumSignalLifetime: Duration = .seconds(30), followRemoteOpenBreaker: Bool = true)
-    {
+    public init(
+        localWorkerID: String, maximumSignalLifetime: Duration = .seconds(30), followRemoteOpenBreaker: Bool = true
+    ) {
         self.localWorkerID = localWorkerID
         self.maximumSignalLifetime = max(maximumSignalLifetime, .zero)
         self.followRemoteOpenBreaker = followRemoteOpenBreaker

@@ -1,8 +1,4 @@
-#if canImport(FoundationEssentials)
-import FoundationEssentials
-#else
 import Foundation
-#endif
 
 /// The clock every part of the rate limiter reads: a Swift `Clock` measured in `Duration`, plus the wall time that
 /// cluster throttle signals carry between workers.

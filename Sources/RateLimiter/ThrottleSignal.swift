@@ -1,8 +1,4 @@
-#if canImport(FoundationEssentials)
-import FoundationEssentials
-#else
 import Foundation
-#endif
 
 /// What one worker tells the others about its view of Apple, on the compacted `receipt-control` topic (key: the
 /// worker id, so the topic keeps each worker's latest signal).

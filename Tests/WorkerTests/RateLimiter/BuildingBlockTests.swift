@@ -254,4 +254,3 @@ struct CircuitBreakerTests {
         #expect(breaker.openUntil == Support.at(11_300), "capped at the maximum cool-down")
     }
 }
-

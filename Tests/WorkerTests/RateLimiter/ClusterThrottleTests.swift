@@ -122,7 +122,8 @@ struct StormSimulationTests {
         #expect(report.stormToPreStormRatio <= 0.25)
         #expect((report.recoverySeconds ?? .infinity) < 10)
         #expect(report.lost == 0)
-        #expect(report.succeeded + report.unverifiableAfterDeadline + report.unverifiableAttemptsExhausted == report.jobs)
+        #expect(
+            report.succeeded + report.unverifiableAfterDeadline + report.unverifiableAttemptsExhausted == report.jobs)
     }
 
     @Test("the simulation is deterministic for a seed")
