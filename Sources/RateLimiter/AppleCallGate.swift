@@ -93,7 +93,7 @@ public final class AppleCallGate<C: GateClock>: Sendable where C.Instant: Sendab
         let now = clock.now
         let wall = clock.unixMillisecondsNow
         let actions = state.withLock { $0.report(permit, outcome: outcome, now: now, unixMilliseconds: wall) }
-        metrics.recordOutcome(outcome)
+        if actions.outcomeAccepted { metrics.recordOutcome(outcome) }
         perform(actions)
     }
 

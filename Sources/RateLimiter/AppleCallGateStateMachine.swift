@@ -30,6 +30,8 @@ struct AppleCallGateStateMachine<Instant: InstantProtocol<Duration>, Payload> wh
         var signal: ThrottleSignal?
         /// The gauges after the change.
         var metrics: GateMetricsState? = nil
+        /// Whether a reported outcome was taken (false for a second report of the same permit).
+        var outcomeAccepted = false
     }
 
     /// The outcome of a fast-path attempt.
@@ -213,6 +215,7 @@ struct AppleCallGateStateMachine<Instant: InstantProtocol<Duration>, Payload> wh
             }
         }
         var actions = dispatch(now: now)
+        actions.outcomeAccepted = true
         actions.signal = signalToPublish(now: now, unixMilliseconds: unixMilliseconds)
         return actions
     }

@@ -257,6 +257,6 @@ struct AppleCallGateTests {
         let recorded = metrics.snapshot
         #expect(recorded.rejections == [.shutDown])
         #expect(recorded.states.last?.inFlight == 0)
-        #expect(recorded.outcomes.first == .timeout)
+        #expect(recorded.outcomes == [.timeout])
     }
 }

@@ -254,3 +254,40 @@ struct CircuitBreakerTests {
         #expect(breaker.openUntil == Support.at(11_300), "capped at the maximum cool-down")
     }
 }
+
+@Suite("RateLimiter manual clock")
+struct ManualClockTests {
+    @Test("sleepers wake when the clock reaches their deadline, in order", .timeLimit(.minutes(1)))
+    func wakesInOrder() async throws {
+        let clock = ManualClock()
+        let recorder = RateLimiterTestRecorder()
+        let late = Task {
+            try await clock.sleep(until: Support.at(200), tolerance: nil)
+            recorder.append("late")
+        }
+        let early = Task {
+            try await clock.sleep(until: Support.at(100), tolerance: nil)
+            recorder.append("early")
+        }
+        #expect(await Support.eventually { clock.sleeperCount == 2 })
+        #expect(clock.nextDeadline == Support.at(100))
+        clock.advance(by: .milliseconds(150))
+        try await early.value
+        #expect(recorder.all == ["early"])
+        clock.advance(to: Support.at(200))
+        try await late.value
+        #expect(recorder.all == ["early", "late"])
+        #expect(clock.now == Support.at(200))
+        #expect(clock.unixMillisecondsNow == 1_767_225_600_200)
+    }
+
+    @Test("a cancelled sleeper throws and leaves", .timeLimit(.minutes(1)))
+    func cancellation() async throws {
+        let clock = ManualClock()
+        let sleeper = Task { try await clock.sleep(until: Support.at(1_000), tolerance: nil) }
+        #expect(await Support.eventually { clock.sleeperCount == 1 })
+        sleeper.cancel()
+        await #expect(throws: CancellationError.self) { try await sleeper.value }
+        #expect(clock.sleeperCount == 0)
+    }
+}
