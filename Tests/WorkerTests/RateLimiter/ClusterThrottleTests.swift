@@ -113,6 +113,49 @@ struct ClusterThrottleTests {
     }
 }
 
+@Suite("RateLimiter two workers")
+struct TwoWorkerThrottleTests {
+    @Test("a storm seen by one worker slows the other; its signals fade when it goes quiet", .timeLimit(.minutes(1)))
+    func stormSpreads() async throws {
+        let clock = ManualClock()
+        var configuration = RateLimiterTestSupport.configuration(limit: 1)
+        configuration.concurrency = AIMDConfiguration(floor: 1, ceiling: 32, start: 16)
+        configuration.breaker = CircuitBreakerConfiguration(minimumCalls: 4, coolDown: .seconds(1))
+        var configurationB = configuration
+        configuration.workerID = "a"
+        configurationB.workerID = "b"
+        let workerB = AppleCallGate(configuration: configurationB, clock: clock, metrics: RateLimiterTestMetrics())
+        // The control topic, without Kafka: A's publications reach B at once.
+        let workerA = AppleCallGate(
+            configuration: configuration, clock: clock, metrics: RateLimiterTestMetrics(),
+            publish: { workerB.ingest($0) })
+        workerA.publishSignalIfDue()
+        #expect(workerB.snapshot().effectiveLimit == 16)
+        // A sees 21005: its limit halves and, after the minimum interval, B follows.
+        let first = try await workerA.acquire(.verifyReceipt)
+        clock.advance(by: .milliseconds(500))
+        workerA.report(first, .throttled(retryAfter: nil))
+        #expect(workerB.snapshot().effectiveLimit == 8)
+        #expect(workerB.snapshot().localLimit == 16)
+        // More failures open A's breaker: B holds its calls too.
+        for _ in 0..<3 {
+            let permit = try await workerA.acquire(.verifyReceipt)
+            clock.advance(by: .milliseconds(200))
+            workerA.report(permit, .throttled(retryAfter: nil))
+        }
+        #expect(workerA.snapshot().breakerState == .open)
+        workerA.publishSignalIfDue()
+        #expect(workerB.snapshot().isHeld)
+        // A goes silent (crashed): B's view of it expires with the signal's lifetime.
+        clock.advance(by: .seconds(15))
+        let snapshot = workerB.snapshot()
+        #expect(snapshot.isHeld == false)
+        #expect(snapshot.effectiveLimit == 16)
+        let permit = try await workerB.acquire(.verifyReceipt)
+        workerB.report(permit, .success(latency: .milliseconds(100)))
+    }
+}
+
 @Suite("RateLimiter storm simulation")
 struct StormSimulationTests {
     @Test("a 21005 storm: calls drop to a quarter within 2 s, recover within 10 s, no job is lost")
