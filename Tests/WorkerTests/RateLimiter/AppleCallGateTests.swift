@@ -4,7 +4,7 @@ import Testing
 private typealias Support = RateLimiterTestSupport
 
 @Suite("RateLimiter AppleCallGate")
-struct AppleCallGateTests {
+struct RateLimiterAppleCallGateTests {
     private func makeGate(
         _ configuration: AppleCallGateConfiguration, clock: ManualClock = ManualClock(),
         metrics: RateLimiterTestMetrics = RateLimiterTestMetrics()

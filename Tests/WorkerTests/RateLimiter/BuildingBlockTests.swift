@@ -4,7 +4,7 @@ import Testing
 private typealias Support = RateLimiterTestSupport
 
 @Suite("RateLimiter token bucket")
-struct TokenBucketTests {
+struct RateLimiterTokenBucketTests {
     @Test("never admits more than rate × window + burst over any window")
     func neverExceedsRatePlusBurst() {
         let rate = 50.0
@@ -59,7 +59,7 @@ struct TokenBucketTests {
 }
 
 @Suite("RateLimiter AIMD concurrency limit")
-struct AIMDConcurrencyLimitTests {
+struct RateLimiterAIMDConcurrencyLimitTests {
     @Test("halves on overload, once per congestion event")
     func halvesOnOverload() {
         var limit = AIMDConcurrencyLimit<ManualClock.Instant>(
@@ -101,7 +101,7 @@ struct AIMDConcurrencyLimitTests {
 }
 
 @Suite("RateLimiter retry policy and budget")
-struct RetryPolicyTests {
+struct RateLimiterRetryPolicyTests {
     @Test("full-jitter delays stay within [0, min(cap, base × 2^n)]")
     func jitterBounds() {
         let policy = RetryPolicy(base: .milliseconds(100), cap: .seconds(3), maxAttempts: 10)
@@ -184,7 +184,7 @@ struct RetryPolicyTests {
 }
 
 @Suite("RateLimiter circuit breaker")
-struct CircuitBreakerTests {
+struct RateLimiterCircuitBreakerTests {
     private func breaker() -> CircuitBreaker<ManualClock.Instant> {
         CircuitBreaker(
             configuration: CircuitBreakerConfiguration(
@@ -256,7 +256,7 @@ struct CircuitBreakerTests {
 }
 
 @Suite("RateLimiter manual clock")
-struct ManualClockTests {
+struct RateLimiterManualClockTests {
     @Test("sleepers wake when the clock reaches their deadline, in order", .timeLimit(.minutes(1)))
     func wakesInOrder() async throws {
         let clock = ManualClock()

@@ -5,7 +5,7 @@ import Testing
 private typealias Support = RateLimiterTestSupport
 
 @Suite("RateLimiter cluster throttle")
-struct ClusterThrottleTests {
+struct RateLimiterClusterThrottleTests {
     private func signal(
         from worker: String, limit: Int, breaker: BreakerState = .closed, retryAfterUntil: Int64? = nil,
         issuedAt: Int64, lifetime: Int64 = 15_000
@@ -114,7 +114,7 @@ struct ClusterThrottleTests {
 }
 
 @Suite("RateLimiter two workers")
-struct TwoWorkerThrottleTests {
+struct RateLimiterTwoWorkerThrottleTests {
     @Test("a storm seen by one worker slows the other; its signals fade when it goes quiet", .timeLimit(.minutes(1)))
     func stormSpreads() async throws {
         let clock = ManualClock()
@@ -157,7 +157,7 @@ struct TwoWorkerThrottleTests {
 }
 
 @Suite("RateLimiter storm simulation")
-struct StormSimulationTests {
+struct RateLimiterStormSimulationTests {
     @Test("a 21005 storm: calls drop to a quarter within 2 s, recover within 10 s, no job is lost")
     func stormTargets() {
         let report = StormSimulation().run()
