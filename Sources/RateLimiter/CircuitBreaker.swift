@@ -178,9 +178,9 @@ public struct CircuitBreaker<Instant: InstantProtocol<Duration>>: Sendable where
 
 /// The parameters of a ``CircuitBreaker``.
 public struct CircuitBreakerConfiguration: Sendable, Hashable {
-    /// The span over which the failure ratio is measured. Default: 2 s.
+    /// The span over which the failure ratio is measured. Default: 1 s.
     public var window: Duration
-    /// How many counters the window is split into (its time resolution). Default: 8.
+    /// How many counters the window is split into (its time resolution). Default: 4.
     public var windowSlots: Int
     /// The fewest ended calls in the window before the breaker may open. Default: 10.
     public var minimumCalls: Int
@@ -190,13 +190,13 @@ public struct CircuitBreakerConfiguration: Sendable, Hashable {
     public var coolDown: Duration
     /// The longest cool-down after repeated failed probes. Default: 4 s.
     public var maximumCoolDown: Duration
-    /// How many probe calls go in half-open state. Default: 3.
+    /// How many probe calls go in half-open state; all must succeed to close. Default: 5.
     public var probeCalls: Int
 
     public init(
-        window: Duration = .seconds(2), windowSlots: Int = 8, minimumCalls: Int = 10,
+        window: Duration = .seconds(1), windowSlots: Int = 4, minimumCalls: Int = 10,
         failureRatioThreshold: Double = 0.25, coolDown: Duration = .seconds(1),
-        maximumCoolDown: Duration = .seconds(4), probeCalls: Int = 3
+        maximumCoolDown: Duration = .seconds(4), probeCalls: Int = 5
     ) {
         self.window = max(window, .milliseconds(1))
         self.windowSlots = max(1, windowSlots)

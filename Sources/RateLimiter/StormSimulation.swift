@@ -49,6 +49,9 @@ public struct StormSimulation: Sendable {
         public var stormToPreStormRatio: Double
         /// The busiest 1 s window from 2 s after the storm's start to its end, relative to before the storm.
         public var stormWorstSecondRatio: Double
+        /// Seconds from the storm's start to the end of the first 1 s window (sliding by 100 ms) whose call rate is
+        /// at most 25 % of the pre-storm rate.
+        public var secondsUntilQuarterRate: Double?
         /// Seconds from the storm's end to the end of the first 1 s window with ≥ 90 % of the pre-storm call rate
         /// (target < 10).
         public var recoverySeconds: Double?
@@ -257,6 +260,15 @@ public struct StormSimulation: Sendable {
                 worst = max(worst, rate(from: windowStart, to: windowStart + .seconds(1)))
                 windowStart += .milliseconds(100)
             }
+            var quarter: Double?
+            var quarterEnd = stormStart + .seconds(1)
+            while quarterEnd <= stormEnd {
+                if rate(from: quarterEnd - .seconds(1), to: quarterEnd) <= 0.25 * pre {
+                    quarter = (quarterEnd - stormStart).seconds
+                    break
+                }
+                quarterEnd += .milliseconds(100)
+            }
             var recovery: Double?
             var windowEnd = stormEnd + .seconds(1)
             let lastCall = calls.last ?? .zero
@@ -271,6 +283,7 @@ public struct StormSimulation: Sendable {
             return Report(
                 preStormCallsPerSecond: pre, stormFirst2sCallsPerSecond: first2, stormCallsPerSecond: storm,
                 stormToPreStormRatio: pre > 0 ? storm / pre : 0, stormWorstSecondRatio: pre > 0 ? worst / pre : 0,
+                secondsUntilQuarterRate: quarter,
                 recoverySeconds: recovery, jobs: jobs.count, succeeded: endings[.succeeded, default: 0],
                 succeededAfterRetry: succeededAfterRetry,
                 unverifiableAfterDeadline: endings[.afterDeadline, default: 0],

@@ -39,9 +39,13 @@ struct BenchRateLimiter: AsyncParsableCommand {
         let output = BenchRateLimiterOutput(
             uncontended: uncontended, contended: contended,
             stormSimulation: .init(
-                realTimeMilliseconds: stormRealTime.milliseconds, appleLatencyMilliseconds: 100,
-                stormStartSeconds: 30, stormDurationSeconds: 30, stormFailureRatio: 0.5, jobDeadlineSeconds: 60,
-                jobsPerSecond: jobsPerSecond, seed: seed, report: storm))
+                realTimeMilliseconds: stormRealTime.milliseconds,
+                appleLatencyMilliseconds: parameters.appleLatency.milliseconds,
+                appleCapacity: parameters.appleCapacity, stormStartSeconds: parameters.stormStart.milliseconds / 1000,
+                stormDurationSeconds: parameters.stormDuration.milliseconds / 1000,
+                stormFailureRatio: parameters.stormFailureRatio,
+                jobDeadlineSeconds: parameters.jobDeadline.milliseconds / 1000, jobsPerSecond: jobsPerSecond,
+                seed: seed, report: storm))
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
         print(String(decoding: try encoder.encode(output), as: UTF8.self))
@@ -55,11 +59,12 @@ struct BenchRateLimiterOutput: Codable {
 
     struct Storm: Codable {
         var realTimeMilliseconds: Double
-        var appleLatencyMilliseconds: Int
-        var stormStartSeconds: Int
-        var stormDurationSeconds: Int
+        var appleLatencyMilliseconds: Double
+        var appleCapacity: Int
+        var stormStartSeconds: Double
+        var stormDurationSeconds: Double
         var stormFailureRatio: Double
-        var jobDeadlineSeconds: Int
+        var jobDeadlineSeconds: Double
         var jobsPerSecond: Double
         var seed: UInt64
         var report: StormSimulation.Report

@@ -163,6 +163,7 @@ struct RateLimiterStormSimulationTests {
         let report = StormSimulation().run()
         #expect(report.preStormCallsPerSecond > 19)
         #expect(report.stormToPreStormRatio <= 0.25)
+        #expect((report.secondsUntilQuarterRate ?? .infinity) <= 2)
         #expect((report.recoverySeconds ?? .infinity) < 10)
         #expect(report.lost == 0)
         #expect(
