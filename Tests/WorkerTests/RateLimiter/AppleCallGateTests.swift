@@ -259,4 +259,29 @@ struct RateLimiterAppleCallGateTests {
         #expect(recorded.states.last?.inFlight == 0)
         #expect(recorded.outcomes == [.timeout])
     }
+
+    @Test("a full queue refuses more waiters with queueFull", .timeLimit(.minutes(1)))
+    func queueFull() async throws {
+        var configuration = Support.configuration(limit: 1)
+        configuration.maximumQueuedWaiters = 1
+        let metrics = RateLimiterTestMetrics()
+        let gate = makeGate(configuration, metrics: metrics)
+        let held = try await gate.acquire(.verifyReceipt)
+        let waiter = Task { try await gate.acquire(.verifyReceipt) }
+        #expect(await Support.eventually { gate.snapshot().queuedWaiters == 1 })
+        await #expect(throws: AppleCallGateError(.queueFull)) { try await gate.acquire(.verifyReceipt) }
+        #expect(metrics.snapshot.rejections == [.queueFull])
+        gate.report(held, .success(latency: .zero))
+        gate.report(try await waiter.value, .success(latency: .zero))
+    }
+
+    @Test("the swift-metrics sink accepts every measurement without a bootstrapped backend")
+    func swiftMetricsSink() async throws {
+        let gate = AppleCallGate(
+            configuration: Support.configuration(limit: 2), clock: ManualClock(),
+            metrics: SwiftMetricsRateLimiterMetrics(gateLabel: "test"))
+        let permit = try await gate.acquire(.verifyReceipt, priority: .retry)
+        gate.report(permit, .throttled(retryAfter: .seconds(1)))
+        #expect(gate.snapshot().inFlight == 0)
+    }
 }
