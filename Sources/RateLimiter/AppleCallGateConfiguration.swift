@@ -1,0 +1,108 @@
+/// Everything that tunes an ``AppleCallGate``. Each property's default is the one the storm benchmark was tuned with
+/// (docs/RATE-LIMITING.md explains the choices).
+public struct AppleCallGateConfiguration: Sendable, Hashable {
+    /// What a caller meets while the breaker is open.
+    public enum OpenBreakerBehaviour: String, Sendable, Hashable {
+        /// Wait (in the fair queue) until a probe or a normal call is allowed, or the caller's deadline passes.
+        case wait
+        /// Throw ``AppleCallGateError/Code/circuitOpen`` at once.
+        case failFast = "fail_fast"
+    }
+
+    /// The gate's name in metrics (dimension `gate`). Default: "apple".
+    public var label: String
+    /// This worker's id, the key of its ``ThrottleSignal``s. Default: "worker".
+    public var workerID: String
+    /// Request-rate limits per endpoint; an endpoint not listed here uses ``defaultRateLimit``.
+    /// Default: ``EndpointRateLimit/appleDefaults(environment:verifyReceiptCeiling:)`` for production.
+    public var rateLimits: [AppleEndpoint: EndpointRateLimit]
+    /// The rate limit of endpoints missing from ``rateLimits``; `nil` means unlimited. Default: 50/s, burst 5.
+    public var defaultRateLimit: EndpointRateLimit?
+    /// The adaptive concurrency limit. Default: ``AIMDConfiguration/init(floor:ceiling:start:decreaseFactor:increasePerWindow:utilisationForIncrease:)``.
+    public var concurrency: AIMDConfiguration
+    /// The circuit breaker. Default: ``CircuitBreakerConfiguration/init(window:windowSlots:minimumCalls:failureRatioThreshold:coolDown:maximumCoolDown:probeCalls:)``.
+    public var breaker: CircuitBreakerConfiguration
+    /// The share of first attempts that may be retried. Default: 0.1.
+    public var retryBudgetRatio: Double
+    /// The largest burst of retries the budget allows. Default: 10.
+    public var retryBudgetMaxTokens: Double
+    /// What callers meet while the breaker is open. Default: ``OpenBreakerBehaviour/wait``.
+    public var whenBreakerOpen: OpenBreakerBehaviour
+    /// The most callers that may wait; more are refused with ``AppleCallGateError/Code/queueFull``. Default: 10 000.
+    public var maximumQueuedWaiters: Int
+    /// The longest `Retry-After` honoured, against absurd values. Default: 60 s.
+    public var maximumRetryAfter: Duration
+    /// When this worker publishes its throttle signal. Default: ``ThrottlePublishPolicy/init(minimumInterval:heartbeatInterval:signalLifetime:significantLimitChange:)``.
+    public var publishPolicy: ThrottlePublishPolicy
+    /// The longest a remote signal is honoured after it arrives. Default: 30 s.
+    public var maximumRemoteSignalLifetime: Duration
+    /// Whether another worker's open breaker holds this worker's calls too. Default: true.
+    public var followRemoteOpenBreaker: Bool
+
+    public init(
+        label: String = "apple",
+        workerID: String = "worker",
+        rateLimits: [AppleEndpoint: EndpointRateLimit] = EndpointRateLimit.appleDefaults(environment: .production),
+        defaultRateLimit: EndpointRateLimit? = EndpointRateLimit(ratePerSecond: 50, burst: 5),
+        concurrency: AIMDConfiguration = AIMDConfiguration(),
+        breaker: CircuitBreakerConfiguration = CircuitBreakerConfiguration(),
+        retryBudgetRatio: Double = 0.1,
+        retryBudgetMaxTokens: Double = 10,
+        whenBreakerOpen: OpenBreakerBehaviour = .wait,
+        maximumQueuedWaiters: Int = 10_000,
+        maximumRetryAfter: Duration = .seconds(60),
+        publishPolicy: ThrottlePublishPolicy = ThrottlePublishPolicy(),
+        maximumRemoteSignalLifetime: Duration = .seconds(30),
+        followRemoteOpenBreaker: Bool = true
+    ) {
+        self.label = label
+        self.workerID = workerID
+        self.rateLimits = rateLimits
+        self.defaultRateLimit = defaultRateLimit
+        self.concurrency = concurrency
+        self.breaker = breaker
+        self.retryBudgetRatio = retryBudgetRatio
+        self.retryBudgetMaxTokens = retryBudgetMaxTokens
+        self.whenBreakerOpen = whenBreakerOpen
+        self.maximumQueuedWaiters = max(0, maximumQueuedWaiters)
+        self.maximumRetryAfter = max(maximumRetryAfter, .zero)
+        self.publishPolicy = publishPolicy
+        self.maximumRemoteSignalLifetime = maximumRemoteSignalLifetime
+        self.followRemoteOpenBreaker = followRemoteOpenBreaker
+    }
+}
+
+/// Permission to make one Apple call. Report its outcome exactly once with ``AppleCallGate/report(_:_:)``: until
+/// then it holds a concurrency slot (a second report of the same permit is ignored).
+public struct CallPermit<Instant: InstantProtocol<Duration>>: Sendable, Hashable where Instant: Sendable {
+    /// Unique within its gate.
+    public let id: UInt64
+    /// The endpoint it may call.
+    public let endpoint: AppleEndpoint
+    /// The queue it came from.
+    public let priority: CallPriority
+    /// When it was granted; overload reports of calls granted before the last decrease are one congestion event.
+    public let issuedAt: Instant
+    /// Whether it is a half-open breaker probe.
+    public let isProbe: Bool
+}
+
+/// A point-in-time view of a gate, for tests, logs and the benchmark.
+public struct AppleCallGateSnapshot: Sendable, Hashable {
+    /// The local AIMD limit.
+    public var localLimit: Int
+    /// The limit in force: the local limit lowered by remote signals.
+    public var effectiveLimit: Int
+    /// Calls in flight.
+    public var inFlight: Int
+    /// Callers waiting.
+    public var queuedWaiters: Int
+    /// The local breaker state.
+    public var breakerState: BreakerState
+    /// Retry tokens left.
+    public var retryBudgetTokens: Double
+    /// Whether calls are held by a `Retry-After` (local or remote) or a remote open breaker.
+    public var isHeld: Bool
+    /// How many other workers have a live signal.
+    public var liveRemoteSignals: Int
+}

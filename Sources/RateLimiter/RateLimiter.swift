@@ -1,2 +1,0 @@
-/// The RateLimiter module. See README.md, "Architecture".
-public enum RateLimiterModule {}

@@ -1,0 +1,43 @@
+/// A token-based retry budget, as in gRPC's retry throttling and Google SRE's per-client retry budget.
+///
+/// Every first attempt deposits `ratio` tokens (up to `maxTokens`); every retry withdraws one whole token. So over any
+/// long run, retries are at most `ratio` of first attempts, plus `maxTokens` for a short burst. When the budget is
+/// spent, a retry waits (or its job ends when its deadline passes) instead of adding load to a struggling Apple.
+public struct RetryBudget: Sendable, Hashable {
+    /// The share of first attempts that may be retried. Default: 0.1 (10 %).
+    public let ratio: Double
+    /// The most tokens the budget can hold, i.e. the largest burst of retries. Default: 10.
+    public let maxTokens: Double
+    /// Tokens are counted in thousandths, so that ten deposits of 0.1 make exactly one token.
+    private static let scale = 1_000
+    private let depositMillis: Int
+    private let maxMillis: Int
+    private var millis: Int
+
+    /// A full budget.
+    public init(ratio: Double = 0.1, maxTokens: Double = 10) {
+        self.ratio = min(max(ratio, 0), 1)
+        self.maxTokens = max(maxTokens, 1)
+        self.depositMillis = Int((self.ratio * Double(Self.scale)).rounded())
+        self.maxMillis = Int((self.maxTokens * Double(Self.scale)).rounded())
+        self.millis = maxMillis
+    }
+
+    /// Tokens available now.
+    public var tokens: Double { Double(millis) / Double(Self.scale) }
+
+    /// Records a first attempt, earning `ratio` tokens.
+    public mutating func recordFirstAttempt() {
+        millis = min(maxMillis, millis + depositMillis)
+    }
+
+    /// Whether a retry could be admitted now.
+    public var canRetry: Bool { millis >= Self.scale }
+
+    /// Takes one token for a retry if one is available.
+    public mutating func tryWithdrawRetry() -> Bool {
+        guard millis >= Self.scale else { return false }
+        millis -= Self.scale
+        return true
+    }
+}
