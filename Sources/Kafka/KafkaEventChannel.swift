@@ -35,7 +35,10 @@ final class KafkaEventChannel: Sendable {
 
     init(capacity: Int) {
         self.capacity = max(1, capacity)
-        self.freeSlots = DispatchSemaphore(value: self.capacity)
+        // Created at 0 and raised: libdispatch traps when a semaphore is freed below its initial
+        // value, which is what a channel dropped with unread events would do.
+        self.freeSlots = DispatchSemaphore(value: 0)
+        for _ in 0..<self.capacity { freeSlots.signal() }
     }
 
     /// Blocks the calling (poll) thread until there is room, unless `stop` is set first.
