@@ -13,7 +13,7 @@ public struct KafkaThroughputBenchmark: Sendable {
     public var producer: KafkaProducerConfiguration
 
     public init(
-        messages: Int = 100_000, messageBytes: Int = 1024, brokers: Int = 3, partitions: Int = 8,
+        messages: Int = 100_000, messageBytes: Int = 1024, brokers: Int = 3, partitions: Int = 32,
         commitEvery: Int = 1_000, producer: KafkaProducerConfiguration = KafkaProducerConfiguration()
     ) {
         self.messages = messages
@@ -39,7 +39,18 @@ public struct KafkaThroughputBenchmark: Sendable {
         public var producerSettings: [String: String]
     }
 
+    /// The mock cluster keeps only about 5 MB per partition (older batches are deleted), so a run
+    /// must spread its bytes over enough partitions to read back everything it wrote.
+    public static let mockBytesPerPartition = 4 * 1_048_576
+
     public func run() async throws -> Result {
+        let bytesPerPartition = messages * max(messageBytes, 1) / max(partitions, 1)
+        guard bytesPerPartition <= Self.mockBytesPerPartition else {
+            throw KafkaError.configuration(
+                "\(messages) messages of \(messageBytes) bytes over \(partitions) partitions is "
+                    + "\(bytesPerPartition / 1024) KiB per partition; the mock cluster keeps about 5 MB per partition, "
+                    + "so use more partitions (at most 4 MiB per partition)")
+        }
         let cluster = try MockKafkaCluster(brokers: brokers)
         let topic = "bench-kafka"
         try cluster.createTopic(topic, partitions: partitions)

@@ -6,6 +6,9 @@ import CRdKafka
 /// while the value lives. It supports produce, consume, consumer groups, offset commits and
 /// idempotent producers; topics must be created with `createTopic` (or are auto-created with
 /// the default partition count on first use).
+///
+/// Limits worth knowing: each partition keeps only about 5 MB (older batches are deleted, so a
+/// consumer starting at 0 silently skips them); leaders do not move when a broker is set down.
 public final class MockKafkaCluster: Sendable {
     /// Kafka protocol request types (`ApiKey`) for error injection.
     public struct APIKey: Hashable, Sendable, RawRepresentable {

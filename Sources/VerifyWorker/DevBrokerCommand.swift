@@ -25,6 +25,9 @@ struct DevBrokerCommand: AsyncParsableCommand {
               clear-errors <api-key>                    forget pushed errors
               topic <name> <partitions>                 create another topic
             End of input on stdin is not a stop signal.
+
+            The mock keeps about 5 MB per partition (older batches are deleted) and does not move \
+            leaders when a broker is down.
             """
     )
 
