@@ -152,6 +152,11 @@ public final class KafkaConsumer: Sendable {
         context.fatalError.withLock { $0 } ?? client.fatalError
     }
 
+    /// Raises a fatal error in librdkafka (`rd_kafka_test_fatal_error`), for tests of the fatal path.
+    func triggerFatalErrorForTesting(reason: String) {
+        _ = client.withHandle { rd_kafka_test_fatal_error($0, RD_KAFKA_RESP_ERR__FENCED, reason) }
+    }
+
     /// Leaves the group cleanly: the poll thread stops fetching, `rd_kafka_consumer_close` revokes
     /// the assignment (running `onRevoke`, so the caller commits) and `events` finishes. Safe to call
     /// more than once.
@@ -189,15 +194,22 @@ public final class KafkaConsumer: Sendable {
                 }
             }
             if let fatal {
+                // Loudly first: the reader gets the error at once. A consumer in fatal state cannot
+                // leave its group cleanly (rd_kafka_consumer_close would wait for ever), so it is
+                // destroyed without a close; the revoke hook does not run and the next owner
+                // re-reads whatever was not committed.
                 logger.critical("kafka consumer stopped by a fatal error", metadata: ["kafka.error": "\(fatal)"])
+                channel.finish(fatal)
+                client.destroyWithoutConsumerClose.set()
+            } else {
+                // Revokes through the rebalance callback (on this thread, running the revoke hook)
+                // and leaves the group.
+                let err = client.withHandle { rd_kafka_consumer_close($0) }
+                if err != RD_KAFKA_RESP_ERR_NO_ERROR {
+                    logger.warning("kafka consumer close", metadata: ["kafka.error": "\(KafkaError(err))"])
+                }
+                channel.finish()
             }
-            // Revokes through the rebalance callback (on this thread), commits nothing by itself,
-            // and leaves the group.
-            let err = client.withHandle { rd_kafka_consumer_close($0) }
-            if err != RD_KAFKA_RESP_ERR_NO_ERROR && fatal == nil {
-                logger.warning("kafka consumer close", metadata: ["kafka.error": "\(KafkaError(err))"])
-            }
-            channel.finish(fatal)
             ended.signal()
         }
         thread.name = "kafka-consumer-poll"

@@ -107,6 +107,11 @@ public final class KafkaProducer: Sendable {
         context.fatalError.withLock { $0 } ?? client.fatalError
     }
 
+    /// Raises a fatal error in librdkafka (`rd_kafka_test_fatal_error`), for tests of the fatal path.
+    func triggerFatalErrorForTesting(reason: String) {
+        _ = client.withHandle { rd_kafka_test_fatal_error($0, RD_KAFKA_RESP_ERR_OUT_OF_ORDER_SEQUENCE_NUMBER, reason) }
+    }
+
     /// Waits (on a thread of its own) until every queued message was delivered or failed.
     /// - Throws: `KafkaError` with code `timedOut` when messages remain after `timeout`.
     public func flush(timeout: Duration = .seconds(30)) async throws(KafkaError) {

@@ -12,6 +12,8 @@ final class RDKafkaClient: @unchecked Sendable {
     }
 
     private let handle: OpaquePointer
+    /// Set for a consumer that must not run `rd_kafka_consumer_close` on destroy (after a fatal error).
+    let destroyWithoutConsumerClose = StopFlag()
     /// Kept alive for as long as the handle, because callbacks reach it via `Unmanaged.passUnretained`.
     private let callbackContext: AnyObject?
 
@@ -48,7 +50,11 @@ final class RDKafkaClient: @unchecked Sendable {
     /// Ownership: this class created the handle and is its only owner; `rd_kafka_destroy` frees it
     /// (and, for a consumer not closed yet, closes it first).
     deinit {
-        rd_kafka_destroy(handle)
+        if destroyWithoutConsumerClose.isSet {
+            rd_kafka_destroy_flags(handle, Int32(RD_KAFKA_DESTROY_F_NO_CONSUMER_CLOSE))
+        } else {
+            rd_kafka_destroy(handle)
+        }
     }
 }
 
