@@ -140,7 +140,9 @@ public final class KafkaConsumer: Sendable {
     private func pauseOrResume(_ partitions: [KafkaTopicPartition], pause: Bool) throws(KafkaError) {
         guard !partitions.isEmpty else { return }
         let failure = RDKafkaTopicPartitionList.with(partitions) { list -> KafkaError? in
-            let err = client.withHandle { pause ? rd_kafka_pause_partitions($0, list) : rd_kafka_resume_partitions($0, list) }
+            let err = client.withHandle {
+                pause ? rd_kafka_pause_partitions($0, list) : rd_kafka_resume_partitions($0, list)
+            }
             if err != RD_KAFKA_RESP_ERR_NO_ERROR { return KafkaError(err, context: pause ? "pause" : "resume") }
             return RDKafkaTopicPartitionList.firstError(list)
         }

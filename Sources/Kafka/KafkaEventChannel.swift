@@ -112,7 +112,8 @@ final class KafkaEventChannel: Sendable {
     }
 
     private func waitForNext() async throws -> KafkaConsumerEvent? {
-        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<KafkaConsumerEvent?, any Error>) in
+        try await withCheckedThrowingContinuation {
+            (continuation: CheckedContinuation<KafkaConsumerEvent?, any Error>) in
             enum Immediate {
                 case event(KafkaConsumerEvent)
                 case end(Result<Void, KafkaError>)

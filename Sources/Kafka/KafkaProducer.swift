@@ -116,7 +116,8 @@ public final class KafkaProducer: Sendable {
     /// - Throws: `KafkaError` with code `timedOut` when messages remain after `timeout`.
     public func flush(timeout: Duration = .seconds(30)) async throws(KafkaError) {
         let client = self.client
-        let milliseconds = Int32(clamping: timeout.components.seconds * 1000 + timeout.components.attoseconds / 1_000_000_000_000_000)
+        let milliseconds = Int32(
+            clamping: timeout.components.seconds * 1000 + timeout.components.attoseconds / 1_000_000_000_000_000)
         let err = await BlockingCall.run(name: "kafka-producer-flush") {
             client.withHandle { rd_kafka_flush($0, milliseconds) }
         }
@@ -168,7 +169,9 @@ public final class KafkaProducer: Sendable {
             entry.u.header.name = UnsafePointer(name.assumingMemoryBound(to: CChar.self))
             if let value = header.value {
                 let bytes = UnsafeMutableRawPointer.allocate(byteCount: max(value.count, 1), alignment: 1)
-                value.withUnsafeBytes { bytes.copyMemory(from: $0.baseAddress ?? UnsafeRawPointer(bytes), byteCount: value.count) }
+                value.withUnsafeBytes {
+                    bytes.copyMemory(from: $0.baseAddress ?? UnsafeRawPointer(bytes), byteCount: value.count)
+                }
                 allocations.append(bytes)
                 entry.u.header.val = UnsafeRawPointer(bytes)
                 entry.u.header.size = value.count

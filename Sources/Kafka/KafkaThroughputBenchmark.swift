@@ -90,7 +90,8 @@ public struct KafkaThroughputBenchmark: Sendable {
             consumed += 1
             nextOffsets[message.topicPartition] = message.offset + 1
             if consumed % commitEvery == 0 {
-                try consumer.commitAsync(nextOffsets.map { KafkaCommitOffset(topicPartition: $0.key, offset: $0.value) })
+                try consumer.commitAsync(
+                    nextOffsets.map { KafkaCommitOffset(topicPartition: $0.key, offset: $0.value) })
             }
             if consumed == messages { break }
         }

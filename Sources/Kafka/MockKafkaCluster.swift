@@ -67,7 +67,9 @@ public final class MockKafkaCluster: Sendable {
     public func pushRequestErrors(_ apiKey: APIKey, _ errors: [KafkaError.Code]) {
         let codes = errors.map(\.rdKafkaValue)
         cluster.withCluster { mock in
-            codes.withUnsafeBufferPointer { rd_kafka_mock_push_request_errors_array(mock, apiKey.rawValue, $0.count, $0.baseAddress) }
+            codes.withUnsafeBufferPointer {
+                rd_kafka_mock_push_request_errors_array(mock, apiKey.rawValue, $0.count, $0.baseAddress)
+            }
         }
     }
 

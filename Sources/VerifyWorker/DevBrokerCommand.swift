@@ -48,7 +48,8 @@ struct DevBrokerCommand: AsyncParsableCommand {
     func run() async throws {
         let signals = DevBrokerSignals(watching: [SIGTERM, SIGINT])
         let cluster = try MockKafkaCluster(brokers: brokers)
-        for topic in topics.split(separator: ",").map({ $0.trimmingCharacters(in: .whitespaces) }) where !topic.isEmpty {
+        for topic in topics.split(separator: ",").map({ $0.trimmingCharacters(in: .whitespaces) }) where !topic.isEmpty
+        {
             try cluster.createTopic(topic, partitions: partitions)
         }
         DevBrokerOutput.writeLine("bootstrap=\(cluster.bootstrapServers)")

@@ -92,7 +92,8 @@ enum RDKafkaTopicPartitionList {
         let list = rd_kafka_topic_partition_list_new(Int32(clamping: max(entries.count, 1)))!
         defer { rd_kafka_topic_partition_list_destroy(list) }
         for entry in entries {
-            let element = rd_kafka_topic_partition_list_add(list, entry.topicPartition.topic, entry.topicPartition.partition)
+            let element = rd_kafka_topic_partition_list_add(
+                list, entry.topicPartition.topic, entry.topicPartition.partition)
             element?.pointee.offset = entry.offset
         }
         return try body(list)

@@ -18,7 +18,10 @@ struct BenchKafkaCommand: AsyncParsableCommand {
     @Option(help: "Mock brokers.")
     var brokers: Int = 3
 
-    @Option(help: "Partitions of the benchmark topic (the mock keeps about 5 MB per partition: at most 4 MiB of messages each).")
+    @Option(
+        help:
+            "Partitions of the benchmark topic (the mock keeps about 5 MB per partition: at most 4 MiB of messages each)."
+    )
     var partitions: Int = 32
 
     @Option(help: "Producer linger.ms.")

@@ -64,7 +64,8 @@ struct KafkaClientTests {
         #expect(offsets[p1] == Array(30..<50))
     }
 
-    @Test("two members split the partitions; when one leaves the other takes over, nothing lost", .timeLimit(.minutes(1)))
+    @Test(
+        "two members split the partitions; when one leaves the other takes over, nothing lost", .timeLimit(.minutes(1)))
     func membersSplitAndTakeOver() async throws {
         let topic = "kt-split"
         let cluster = try KafkaTest.cluster(topics: [topic: 4])
@@ -206,7 +207,9 @@ struct KafkaClientTests {
         #expect(Set(values).isSuperset(of: (0..<600).map { KafkaTest.text(KafkaTest.value("down", $0)) }))
     }
 
-    @Test("injected produce errors are retried by the idempotent producer: nothing lost, nothing doubled", .timeLimit(.minutes(1)))
+    @Test(
+        "injected produce errors are retried by the idempotent producer: nothing lost, nothing doubled",
+        .timeLimit(.minutes(1)))
     func injectedRequestErrorsAreRetried() async throws {
         let topic = "kt-errors"
         let cluster = try KafkaTest.cluster(topics: [topic: 3])

@@ -5,7 +5,8 @@ import Testing
 /// `verify-worker dev-broker` in a process of its own, used by this package's client and by kcat.
 @Suite("Kafka dev-broker process")
 struct KafkaDevBrokerTests {
-    @Test("dev-broker serves the Swift client and kcat, obeys control lines, exits 0 on SIGTERM", .timeLimit(.minutes(1)))
+    @Test(
+        "dev-broker serves the Swift client and kcat, obeys control lines, exits 0 on SIGTERM", .timeLimit(.minutes(1)))
     func devBrokerServesClients() async throws {
         let broker = try KafkaTestBrokerProcess(arguments: [
             "dev-broker", "--brokers", "2", "--partitions", "3", "--topics", "kt-dev-a,kt-dev-b",

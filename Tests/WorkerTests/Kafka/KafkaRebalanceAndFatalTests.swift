@@ -1,12 +1,15 @@
 import Foundation
-@testable import Kafka
 import Synchronization
 import Testing
+
+@testable import Kafka
 
 /// The revoke hook and the fatal-error path of the Kafka layer.
 @Suite("Kafka revoke hook and fatal errors")
 struct KafkaRebalanceAndFatalTests {
-    @Test("close runs the revoke hook before giving partitions back, and its commit is where the next member starts", .timeLimit(.minutes(1)))
+    @Test(
+        "close runs the revoke hook before giving partitions back, and its commit is where the next member starts",
+        .timeLimit(.minutes(1)))
     func revokeHookCommitsBeforeRevocation() async throws {
         let topic = "kt-hook"
         let cluster = try KafkaTest.cluster(topics: [topic: 2])

@@ -47,7 +47,8 @@ enum KafkaTest {
                 group.addTask {
                     let record = KafkaProducerRecord(
                         topic: topic, partition: partitions.map { Int32(index % $0) }, key: Array("k\(index)".utf8),
-                        value: value(prefix, index), headers: [KafkaHeader(name: "index", value: Array(String(index).utf8))])
+                        value: value(prefix, index),
+                        headers: [KafkaHeader(name: "index", value: Array(String(index).utf8))])
                     let report = try await producer.send(record)
                     onDelivered?(index)
                     return (index, report)
@@ -61,7 +62,8 @@ enum KafkaTest {
 
     /// Reads events until `count` messages arrived; returns them.
     static func collect(
-        _ events: KafkaConsumerEvents, messages count: Int, where include: (KafkaConsumerMessage) -> Bool = { _ in true }
+        _ events: KafkaConsumerEvents, messages count: Int,
+        where include: (KafkaConsumerMessage) -> Bool = { _ in true }
     ) async throws -> [KafkaConsumerMessage] {
         var collected: [KafkaConsumerMessage] = []
         guard count > 0 else { return collected }
@@ -93,7 +95,8 @@ struct KafkaTestFailure: Error, CustomStringConvertible {
 final class KafkaTestProgress<State: Sendable>: Sendable {
     private struct Storage {
         var state: State
-        var waiters: [(id: Int, condition: @Sendable (State) -> Bool, continuation: CheckedContinuation<Void, Never>)] = []
+        var waiters: [(id: Int, condition: @Sendable (State) -> Bool, continuation: CheckedContinuation<Void, Never>)] =
+            []
         var nextID = 0
     }
     private let storage: Mutex<Storage>
