@@ -127,7 +127,8 @@ public final class KafkaConsumer: Sendable {
     }
 
     /// Stops fetching these partitions until `resume`. Events already handed to `events` (at most
-    /// `eventBufferCapacity`) still arrive.
+    /// `eventBufferCapacity`) still arrive. A rebalance ends the pause: a new assignment starts
+    /// unpaused, so re-apply pauses after `partitionsAssigned`.
     public func pause(_ partitions: [KafkaTopicPartition]) throws(KafkaError) {
         try pauseOrResume(partitions, pause: true)
     }
