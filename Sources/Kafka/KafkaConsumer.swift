@@ -292,6 +292,12 @@ enum ConsumerMessageConversion {
 ///   its JoinGroup up to `max.poll.interval.ms`/the rebalance timeout), so its commits are accepted;
 /// - the deadline bounds the wait: a hook that hangs cannot keep the group from rebalancing. Work
 ///   it did not commit in time is read again by the next owner (at-least-once).
+///
+/// Known difference of librdkafka's mock cluster: its coordinator refuses OffsetCommit with
+/// `REBALANCE_IN_PROGRESS` once another member's join started a rebalance, so under the mock a
+/// hook's commit during a join-triggered revoke can fail (the next owner then re-reads that work);
+/// real brokers accept commits of the current generation until the rebalance completes. Commits
+/// in the hook during `close()` (leave) succeed on both.
 final class ConsumerRebalanceHandler: Sendable {
     private let channel: KafkaEventChannel
     private let stop: StopFlag
