@@ -1,12 +1,14 @@
 import ArgumentParser
 
-/// `verify-worker bench …`: benchmarks that print JSON. They are not tests; docs/BENCHMARKS.md records their figures.
+/// `verify-worker bench …`: benchmarks that print JSON. Their figures, with the commands that made them, are in
+/// docs/BENCHMARKS.md. Benchmarks are not tests: run them on a quiet machine and compare side by side.
 struct BenchCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "bench",
-        abstract: "Runs a benchmark and prints its figures as JSON.",
+        abstract: "Run a benchmark and print its figures as JSON.",
         subcommands: [
-            BenchRateLimiter.self
+            BenchKafkaCommand.self,
+            BenchRateLimiter.self,
         ]
     )
 }

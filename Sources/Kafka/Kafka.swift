@@ -1,2 +1,0 @@
-/// The Kafka module. See README.md, "Architecture".
-public enum KafkaModule {}

@@ -1,0 +1,396 @@
+import CRdKafka
+import Dispatch
+import Foundation
+import Logging
+import Synchronization
+
+/// A member of a Kafka consumer group with explicit offset commits and eager rebalancing.
+///
+/// - A thread of the consumer's own calls `rd_kafka_consumer_poll` and hands messages and
+///   rebalance notices to `events`, a bounded single-reader `AsyncSequence`.
+/// - Offsets are committed only by `commit`/`commitAsync`, with explicit values (the offset of the
+///   next message to read), so a pipeline with many messages in flight per partition can commit up
+///   to its lowest unfinished offset.
+/// - Before partitions are taken away, `onRevoke` runs so the caller can finish or hand back
+///   in-flight work and commit; only then is the assignment cleared.
+/// - `pause`/`resume` stop and restart fetching per partition: the pipeline's tool when its
+///   in-flight bound is reached.
+///
+/// Call `close()` on shutdown: it revokes (running `onRevoke`), leaves the group and ends `events`.
+public final class KafkaConsumer: Sendable {
+    /// Runs on revocation, before the partitions are given back. Commit what is finished here; the
+    /// consumer waits for it up to `KafkaConsumerConfiguration.revokeDeadline`.
+    public typealias RevokeHook = @Sendable (_ revoked: [KafkaTopicPartition]) async -> Void
+
+    private let client: RDKafkaClient
+    private let context: RDKafkaCallbackContext
+    private let rebalance: ConsumerRebalanceHandler
+    private let channel: KafkaEventChannel
+    private let stopPolling = StopFlag()
+    private let pollThreadEnded = CompletionSignal()
+    private let logger: Logger
+
+    public init(
+        configuration: KafkaConsumerConfiguration,
+        logger: Logger = Logger(label: "kafka.consumer"),
+        onRevoke: RevokeHook? = nil
+    ) throws(KafkaError) {
+        let properties = try configuration.librdkafkaProperties()
+        let channel = KafkaEventChannel(capacity: configuration.eventBufferCapacity)
+        let rebalance = ConsumerRebalanceHandler(
+            channel: channel, stop: stopPolling, revokeDeadline: configuration.revokeDeadline, onRevoke: onRevoke,
+            logger: logger)
+        let context = RDKafkaCallbackContext(logger: logger, rebalance: rebalance)
+        self.client = try RDKafkaClient(kind: .consumer, properties: properties, callbackContext: context) { conf in
+            RDKafkaCallbackContext.installCommonCallbacks(on: conf)
+            rd_kafka_conf_set_rebalance_cb(conf, consumerRebalanceCallback)
+            rd_kafka_conf_set_offset_commit_cb(conf, consumerOffsetCommitCallback)
+        }
+        // Serve the main queue (errors, logs, commit results) from rd_kafka_consumer_poll too.
+        let redirected = client.withHandle { rd_kafka_poll_set_consumer($0) }
+        if redirected != RD_KAFKA_RESP_ERR_NO_ERROR {
+            throw KafkaError(redirected, context: "rd_kafka_poll_set_consumer")
+        }
+        self.context = context
+        self.rebalance = rebalance
+        self.channel = channel
+        self.logger = logger
+        startPollThread()
+    }
+
+    deinit {
+        stopPolling.set()
+    }
+
+    /// Messages and rebalance notices, for one reader. Finishes after `close()`; throws the fatal
+    /// error if the client fails for good.
+    public var events: KafkaConsumerEvents { KafkaConsumerEvents(channel: channel) }
+
+    /// The partitions currently assigned to this member.
+    public var assignment: Set<KafkaTopicPartition> { rebalance.assignment }
+
+    /// Joins the group for these topics (replaces an earlier subscription).
+    public func subscribe(topics: [String]) throws(KafkaError) {
+        let list = topics.map { KafkaTopicPartition(topic: $0, partition: RD_KAFKA_PARTITION_UA) }
+        let err = RDKafkaTopicPartitionList.with(list) { list in
+            client.withHandle { rd_kafka_subscribe($0, list) }
+        }
+        if err != RD_KAFKA_RESP_ERR_NO_ERROR {
+            throw KafkaError(err, context: "subscribe to \(topics.joined(separator: ","))")
+        }
+    }
+
+    /// Commits these offsets (each the offset of the next message to read) and waits for the
+    /// group coordinator's answer, on a thread of its own.
+    public func commit(_ offsets: [KafkaCommitOffset]) async throws(KafkaError) {
+        guard !offsets.isEmpty else { return }
+        let client = self.client
+        let failure: KafkaError? = await BlockingCall.run(name: "kafka-commit") {
+            RDKafkaTopicPartitionList.with(offsets) { list -> KafkaError? in
+                let err = client.withHandle { rd_kafka_commit($0, list, 0) }
+                if err != RD_KAFKA_RESP_ERR_NO_ERROR { return KafkaError(err, context: "commit") }
+                return RDKafkaTopicPartitionList.firstError(list)
+            }
+        }
+        if let failure { throw failure }
+    }
+
+    /// Starts a commit of these offsets and returns at once; a failure is logged (the next commit
+    /// of a higher offset covers it).
+    public func commitAsync(_ offsets: [KafkaCommitOffset]) throws(KafkaError) {
+        guard !offsets.isEmpty else { return }
+        let err = RDKafkaTopicPartitionList.with(offsets) { list in
+            client.withHandle { rd_kafka_commit($0, list, 1) }
+        }
+        if err != RD_KAFKA_RESP_ERR_NO_ERROR { throw KafkaError(err, context: "commitAsync") }
+    }
+
+    /// The group's committed offsets for these partitions (`nil` where nothing was committed).
+    public func committedOffsets(
+        for partitions: [KafkaTopicPartition], timeout: Duration = .seconds(10)
+    ) async throws(KafkaError) -> [KafkaTopicPartition: Int64?] {
+        let client = self.client
+        let milliseconds = Int32(clamping: timeout.components.seconds * 1000)
+        let result: Result<[KafkaCommitOffset], KafkaError> = await BlockingCall.run(name: "kafka-committed") {
+            RDKafkaTopicPartitionList.with(partitions) { list in
+                let err = client.withHandle { rd_kafka_committed($0, list, milliseconds) }
+                if err != RD_KAFKA_RESP_ERR_NO_ERROR { return .failure(KafkaError(err, context: "committed")) }
+                if let failure = RDKafkaTopicPartitionList.firstError(list) { return .failure(failure) }
+                return .success(RDKafkaTopicPartitionList.read(list))
+            }
+        }
+        var answer: [KafkaTopicPartition: Int64?] = [:]
+        for entry in try result.get() {
+            answer[entry.topicPartition] = entry.offset >= 0 ? entry.offset : nil
+        }
+        return answer
+    }
+
+    /// Stops fetching these partitions until `resume`. Events already handed to `events` (at most
+    /// `eventBufferCapacity`) still arrive. A rebalance ends the pause: a new assignment starts
+    /// unpaused, so re-apply pauses after `partitionsAssigned`.
+    public func pause(_ partitions: [KafkaTopicPartition]) throws(KafkaError) {
+        try pauseOrResume(partitions, pause: true)
+    }
+
+    /// Fetches these partitions again, from where reading stopped.
+    public func resume(_ partitions: [KafkaTopicPartition]) throws(KafkaError) {
+        try pauseOrResume(partitions, pause: false)
+    }
+
+    private func pauseOrResume(_ partitions: [KafkaTopicPartition], pause: Bool) throws(KafkaError) {
+        guard !partitions.isEmpty else { return }
+        let failure = RDKafkaTopicPartitionList.with(partitions) { list -> KafkaError? in
+            let err = client.withHandle {
+                pause ? rd_kafka_pause_partitions($0, list) : rd_kafka_resume_partitions($0, list)
+            }
+            if err != RD_KAFKA_RESP_ERR_NO_ERROR { return KafkaError(err, context: pause ? "pause" : "resume") }
+            return RDKafkaTopicPartitionList.firstError(list)
+        }
+        if let failure { throw failure }
+    }
+
+    /// The client's fatal error, once librdkafka raised one.
+    public var fatalError: KafkaError? {
+        context.fatalError.withLock { $0 } ?? client.fatalError
+    }
+
+    /// Raises a fatal error in librdkafka (`rd_kafka_test_fatal_error`), for tests of the fatal path.
+    func triggerFatalErrorForTesting(reason: String) {
+        _ = client.withHandle { rd_kafka_test_fatal_error($0, RD_KAFKA_RESP_ERR__FENCED, reason) }
+    }
+
+    /// Leaves the group cleanly: the poll thread stops fetching, `rd_kafka_consumer_close` revokes
+    /// the assignment (running `onRevoke`, so the caller commits) and `events` finishes. Safe to call
+    /// more than once.
+    public func close() async {
+        stopPolling.set()
+        await pollThreadEnded.wait()
+    }
+
+    /// The poll loop. It holds the client, the context and the channel, not `self`.
+    private func startPollThread() {
+        let client = self.client
+        let context = self.context
+        let channel = self.channel
+        let stop = self.stopPolling
+        let ended = self.pollThreadEnded
+        let logger = self.logger
+        let thread = Thread {
+            var fatal: KafkaError?
+            while !stop.isSet {
+                if let error = context.fatalError.withLock({ $0 }) {
+                    fatal = error
+                    break
+                }
+                guard let message = client.withHandle({ rd_kafka_consumer_poll($0, 100) }) else { continue }
+                // Ownership: rd_kafka_consumer_poll hands us the message; copied, then destroyed here.
+                let event = ConsumerMessageConversion.event(from: message, client: client, logger: logger)
+                rd_kafka_message_destroy(message)
+                switch event {
+                case .event(let event):
+                    channel.push(event, unless: stop)
+                case .fatal(let error):
+                    context.fatalError.withLock { if $0 == nil { $0 = error } }
+                case .ignored:
+                    break
+                }
+            }
+            if let fatal {
+                // Loudly first: the reader gets the error at once. A consumer in fatal state cannot
+                // leave its group cleanly (rd_kafka_consumer_close would wait for ever), so it is
+                // destroyed without a close; the revoke hook does not run and the next owner
+                // re-reads whatever was not committed.
+                logger.critical("kafka consumer stopped by a fatal error", metadata: ["kafka.error": "\(fatal)"])
+                channel.finish(fatal)
+                client.destroyWithoutConsumerClose.set()
+            } else {
+                // Revokes through the rebalance callback (on this thread, running the revoke hook)
+                // and leaves the group.
+                let err = client.withHandle { rd_kafka_consumer_close($0) }
+                if err != RD_KAFKA_RESP_ERR_NO_ERROR {
+                    logger.warning("kafka consumer close", metadata: ["kafka.error": "\(KafkaError(err))"])
+                }
+                channel.finish()
+            }
+            ended.signal()
+        }
+        thread.name = "kafka-consumer-poll"
+        thread.start()
+    }
+}
+
+/// Turns one polled `rd_kafka_message_t` into an event, an ignorable notice or a fatal error.
+enum ConsumerMessageConversion {
+    enum Outcome {
+        case event(KafkaConsumerEvent)
+        case fatal(KafkaError)
+        case ignored
+    }
+
+    static func event(
+        from pointer: UnsafeMutablePointer<rd_kafka_message_t>, client: RDKafkaClient, logger: Logger
+    ) -> Outcome {
+        let message = pointer.pointee
+        let topic = message.rkt.map { String(cString: rd_kafka_topic_name($0)) } ?? ""
+        guard message.err == RD_KAFKA_RESP_ERR_NO_ERROR else {
+            if message.err == RD_KAFKA_RESP_ERR__PARTITION_EOF { return .ignored }
+            if message.err == RD_KAFKA_RESP_ERR__FATAL {
+                return .fatal(client.fatalError ?? KafkaError(message.err, context: "consume"))
+            }
+            logger.warning(
+                "kafka consumer error",
+                metadata: [
+                    "kafka.topic": "\(topic)", "kafka.partition": "\(message.partition)",
+                    "kafka.error": "\(KafkaError(message.err, context: "consume"))",
+                ])
+            return .ignored
+        }
+        let value = message.payload.map { Array(UnsafeRawBufferPointer(start: $0, count: message.len)) }
+        let key = message.key.map { Array(UnsafeRawBufferPointer(start: $0, count: message.key_len)) }
+        var timestampType = RD_KAFKA_TIMESTAMP_NOT_AVAILABLE
+        let timestamp = rd_kafka_message_timestamp(pointer, &timestampType)
+        return .event(
+            .message(
+                KafkaConsumerMessage(
+                    topicPartition: KafkaTopicPartition(topic: topic, partition: message.partition),
+                    offset: message.offset, key: key, value: value, headers: headers(of: pointer),
+                    timestampMilliseconds: timestampType == RD_KAFKA_TIMESTAMP_NOT_AVAILABLE ? nil : timestamp)))
+    }
+
+    /// Copies the headers; the list belongs to the message (no destroy here).
+    private static func headers(of message: UnsafeMutablePointer<rd_kafka_message_t>) -> [KafkaHeader] {
+        var list: OpaquePointer?
+        guard rd_kafka_message_headers(message, &list) == RD_KAFKA_RESP_ERR_NO_ERROR, let list else { return [] }
+        var result: [KafkaHeader] = []
+        var index = 0
+        var name: UnsafePointer<CChar>?
+        var value: UnsafeRawPointer?
+        var size = 0
+        while rd_kafka_header_get_all(list, index, &name, &value, &size) == RD_KAFKA_RESP_ERR_NO_ERROR {
+            result.append(
+                KafkaHeader(
+                    name: name.map { String(cString: $0) } ?? "",
+                    value: value.map { Array(UnsafeRawBufferPointer(start: $0, count: size)) }))
+            index += 1
+        }
+        return result
+    }
+}
+
+/// The consumer's side of eager rebalancing, called on the poll thread from inside
+/// `rd_kafka_consumer_poll` (or `rd_kafka_consumer_close`).
+///
+/// On revoke the poll thread blocks on a semaphore while a Task runs the async revoke hook, with a
+/// deadline, and only then calls `rd_kafka_assign(NULL)`. This is safe because:
+/// - the poll thread is a dedicated thread, not one of the cooperative pool, so blocking it cannot
+///   starve the Task it waits for;
+/// - the hook's commits go through `rd_kafka_commit` on other threads, and librdkafka serves commit
+///   replies on its internal threads, not on the consumer queue this thread would otherwise poll, so
+///   no commit waits for the blocked poll thread;
+/// - while the hook runs, the partitions are still assigned to this member (the group waits for
+///   its JoinGroup up to `max.poll.interval.ms`/the rebalance timeout), so its commits are accepted;
+/// - the deadline bounds the wait: a hook that hangs cannot keep the group from rebalancing. Work
+///   it did not commit in time is read again by the next owner (at-least-once).
+///
+/// Known difference of librdkafka's mock cluster: its coordinator refuses OffsetCommit with
+/// `REBALANCE_IN_PROGRESS` once another member's join started a rebalance, so under the mock a
+/// hook's commit during a join-triggered revoke can fail (the next owner then re-reads that work);
+/// real brokers accept commits of the current generation until the rebalance completes. Commits
+/// in the hook during `close()` (leave) succeed on both.
+final class ConsumerRebalanceHandler: Sendable {
+    private let channel: KafkaEventChannel
+    private let stop: StopFlag
+    private let revokeDeadline: Duration
+    private let onRevoke: KafkaConsumer.RevokeHook?
+    private let logger: Logger
+    private let assigned = Mutex<Set<KafkaTopicPartition>>([])
+
+    init(
+        channel: KafkaEventChannel, stop: StopFlag, revokeDeadline: Duration, onRevoke: KafkaConsumer.RevokeHook?,
+        logger: Logger
+    ) {
+        self.channel = channel
+        self.stop = stop
+        self.revokeDeadline = revokeDeadline
+        self.onRevoke = onRevoke
+        self.logger = logger
+    }
+
+    var assignment: Set<KafkaTopicPartition> { assigned.withLock { $0 } }
+
+    func assign(_ partitions: [KafkaTopicPartition], apply: () -> rd_kafka_resp_err_t) {
+        let err = apply()
+        if err != RD_KAFKA_RESP_ERR_NO_ERROR {
+            logger.error("kafka assign failed", metadata: ["kafka.error": "\(KafkaError(err, context: "assign"))"])
+            return
+        }
+        assigned.withLock { $0 = Set(partitions) }
+        logger.info("kafka partitions assigned", metadata: ["kafka.partitions": "\(partitions)"])
+        channel.push(.partitionsAssigned(partitions), unless: stop)
+    }
+
+    func revoke(_ partitions: [KafkaTopicPartition], apply: () -> rd_kafka_resp_err_t) {
+        channel.discardMessages(of: Set(partitions))
+        if let onRevoke, !partitions.isEmpty {
+            runBlocking(deadline: revokeDeadline) { await onRevoke(partitions) }
+        }
+        let err = apply()
+        if err != RD_KAFKA_RESP_ERR_NO_ERROR {
+            logger.error("kafka unassign failed", metadata: ["kafka.error": "\(KafkaError(err, context: "assign"))"])
+        }
+        assigned.withLock { $0.subtract(partitions) }
+        logger.info("kafka partitions revoked", metadata: ["kafka.partitions": "\(partitions)"])
+        channel.push(.partitionsRevoked(partitions), unless: stop)
+    }
+
+    /// Runs `body` in a Task and blocks this (non-cooperative) thread until it ends or the deadline passes.
+    private func runBlocking(deadline: Duration, _ body: @escaping @Sendable () async -> Void) {
+        let done = DispatchSemaphore(value: 0)
+        let task = Task {
+            await body()
+            done.signal()
+        }
+        let nanoseconds = deadline.components.seconds * 1_000_000_000 + deadline.components.attoseconds / 1_000_000_000
+        if done.wait(timeout: .now() + .nanoseconds(Int(clamping: nanoseconds))) == .timedOut {
+            task.cancel()
+            logger.error(
+                "kafka revoke hook missed its deadline; giving the partitions back anyway",
+                metadata: ["kafka.deadline": "\(deadline)"])
+        }
+    }
+}
+
+/// librdkafka's rebalance callback (eager protocol), on the poll thread.
+private func consumerRebalanceCallback(
+    rk: OpaquePointer?, err: rd_kafka_resp_err_t, partitions: UnsafeMutablePointer<rd_kafka_topic_partition_list_t>?,
+    opaque: UnsafeMutableRawPointer?
+) {
+    guard let rk else { return }
+    guard let handler = RDKafkaCallbackContext.from(opaque)?.rebalance else {
+        _ = rd_kafka_assign(rk, err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS ? partitions : nil)
+        return
+    }
+    let list = RDKafkaTopicPartitionList.read(partitions).map(\.topicPartition)
+    switch err {
+    case RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS:
+        handler.assign(list) { rd_kafka_assign(rk, partitions) }
+    case RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS:
+        handler.revoke(list) { rd_kafka_assign(rk, nil) }
+    default:
+        // An error in the rebalance itself: librdkafka asks us to clear the assignment.
+        handler.revoke(list) { rd_kafka_assign(rk, nil) }
+    }
+}
+
+/// Results of `commitAsync` (and of librdkafka's own commits on close); failures are logged.
+private func consumerOffsetCommitCallback(
+    rk: OpaquePointer?, err: rd_kafka_resp_err_t, offsets: UnsafeMutablePointer<rd_kafka_topic_partition_list_t>?,
+    opaque: UnsafeMutableRawPointer?
+) {
+    guard err != RD_KAFKA_RESP_ERR_NO_ERROR, err != RD_KAFKA_RESP_ERR__NO_OFFSET,
+        let context = RDKafkaCallbackContext.from(opaque)
+    else { return }
+    context.logger.warning(
+        "kafka asynchronous commit failed", metadata: ["kafka.error": "\(KafkaError(err, context: "commit"))"])
+}

@@ -1,0 +1,124 @@
+import ArgumentParser
+import Dispatch
+import Foundation
+import Kafka
+import Synchronization
+
+/// `verify-worker dev-broker`: hosts librdkafka's mock Kafka cluster in this process for local runs
+/// and tests. Any Kafka client can use it through the printed bootstrap servers.
+struct DevBrokerCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "dev-broker",
+        abstract: "Runs an in-process mock Kafka cluster until SIGTERM/SIGINT.",
+        discussion: """
+            Once the brokers listen and the topics exist, prints exactly one line on stdout:
+              bootstrap=HOST:PORT[,HOST:PORT...]
+            and runs until SIGTERM or SIGINT, then exits 0.
+
+            Control (for chaos tests): each line read on stdin is one command; each gets one reply \
+            line on stdout starting with "ok" or "error":
+              down <broker-id>                          disconnect a broker (-1: all)
+              up <broker-id>                            let it accept connections again
+              errors <api-key> <count> <error-code>     fail the next <count> requests of that Kafka ApiKey \
+            (0 produce, 1 fetch, 8 offset commit, 11 join group) with a numeric rd_kafka_resp_err_t \
+            (e.g. 6 NOT_LEADER_FOR_PARTITION, 7 REQUEST_TIMED_OUT, -195 disconnect)
+              clear-errors <api-key>                    forget pushed errors
+              topic <name> <partitions>                 create another topic
+            End of input on stdin is not a stop signal.
+
+            The mock keeps about 5 MB per partition (older batches are deleted) and does not move \
+            leaders when a broker is down.
+            """
+    )
+
+    @Option(help: "Number of mock brokers (ids 1...N).")
+    var brokers: Int = 3
+
+    @Option(help: "Partitions of every topic created at start.")
+    var partitions: Int = 8
+
+    @Option(help: "Comma-separated topics to create at start.")
+    var topics: String = "receipt-jobs,receipt-verdicts,receipt-jobs-dlq,receipt-control"
+
+    func validate() throws {
+        guard (1...32).contains(brokers) else { throw ValidationError("--brokers must be 1...32") }
+        guard (1...10_000).contains(partitions) else { throw ValidationError("--partitions must be 1...10000") }
+    }
+
+    func run() async throws {
+        let signals = DevBrokerSignals(watching: [SIGTERM, SIGINT])
+        let cluster = try MockKafkaCluster(brokers: brokers)
+        for topic in topics.split(separator: ",").map({ $0.trimmingCharacters(in: .whitespaces) }) where !topic.isEmpty
+        {
+            try cluster.createTopic(topic, partitions: partitions)
+        }
+        DevBrokerOutput.writeLine("bootstrap=\(cluster.bootstrapServers)")
+        let control = Thread {
+            while let line = readLine() {
+                guard !line.trimmingCharacters(in: .whitespaces).isEmpty else { continue }
+                DevBrokerOutput.writeLine(cluster.perform(controlCommand: line))
+            }
+        }
+        control.name = "dev-broker-control"
+        control.start()
+        await signals.next()
+    }
+}
+
+/// Unbuffered, whole-line writes to stdout (the control thread and the main task both write).
+private enum DevBrokerOutput {
+    static let lock = Mutex(())
+    static func writeLine(_ line: String) {
+        lock.withLock { _ in FileHandle.standardOutput.write(Data((line + "\n").utf8)) }
+    }
+}
+
+/// Turns SIGTERM/SIGINT into an awaitable event with Dispatch signal sources (the default action
+/// is disabled, so the command can return normally and exit 0).
+private final class DevBrokerSignals: Sendable {
+    private let latch = DevBrokerSignalLatch()
+    /// Kept for the process lifetime; the sources stop delivering if released.
+    private let sources: Mutex<[any DispatchSourceSignal]>
+
+    init(watching signals: [Int32]) {
+        var sources: [any DispatchSourceSignal] = []
+        for number in signals {
+            signal(number, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
+            source.setEventHandler { [latch] in latch.fire() }
+            source.resume()
+            sources.append(source)
+        }
+        self.sources = Mutex(sources)
+    }
+
+    func next() async { await latch.wait() }
+}
+
+private final class DevBrokerSignalLatch: Sendable {
+    private struct State {
+        var received = false
+        var waiter: CheckedContinuation<Void, Never>?
+    }
+    private let state = Mutex(State())
+
+    func fire() {
+        let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
+            state.received = true
+            defer { state.waiter = nil }
+            return state.waiter
+        }
+        waiter?.resume()
+    }
+
+    func wait() async {
+        await withCheckedContinuation { continuation in
+            let received = state.withLock { state -> Bool in
+                if state.received { return true }
+                state.waiter = continuation
+                return false
+            }
+            if received { continuation.resume() }
+        }
+    }
+}

@@ -1,0 +1,278 @@
+import Foundation
+import Kafka
+import Synchronization
+import Testing
+
+/// The producer and the consumer group against librdkafka's in-process mock cluster.
+@Suite("Kafka client against the mock cluster")
+struct KafkaClientTests {
+    @Test("10,000 messages produced are all consumed by a group, once each", .timeLimit(.minutes(1)))
+    func producesAndConsumesTenThousand() async throws {
+        let topic = "kt-bulk"
+        let cluster = try KafkaTest.cluster(topics: [topic: 4])
+        let producer = try KafkaTest.producer(cluster)
+        let reports = try await KafkaTest.produce(producer, topic: topic, count: 10_000, prefix: "bulk")
+        await producer.shutdown()
+        #expect(reports.count == 10_000)
+        #expect(Set(reports.map { "\($0.topicPartition)@\($0.offset)" }).count == 10_000)
+
+        let consumer = try KafkaTest.consumer(cluster.bootstrapServers, group: KafkaTest.uniqueGroup("bulk"))
+        try consumer.subscribe(topics: [topic])
+        let messages = try await KafkaTest.collect(consumer.events, messages: 10_000)
+        await consumer.close()
+
+        let values = Set(messages.map { KafkaTest.text($0.value) })
+        #expect(values.count == 10_000)
+        #expect(values == Set((0..<10_000).map { KafkaTest.text(KafkaTest.value("bulk", $0)) }))
+        let sample = try #require(messages.first)
+        #expect(sample.topic == topic)
+        #expect(sample.headers.first?.name == "index")
+        #expect(sample.timestampMilliseconds != nil)
+        #expect(KafkaTest.text(sample.key).hasPrefix("k"))
+    }
+
+    @Test("a new consumer resumes exactly after the committed offsets", .timeLimit(.minutes(1)))
+    func resumesAfterCommittedOffsets() async throws {
+        let topic = "kt-resume"
+        let cluster = try KafkaTest.cluster(topics: [topic: 2])
+        let producer = try KafkaTest.producer(cluster)
+        _ = try await KafkaTest.produce(producer, topic: topic, count: 100, prefix: "resume", partitions: 2)
+        await producer.shutdown()
+        let group = KafkaTest.uniqueGroup("resume")
+        let p0 = KafkaTopicPartition(topic: topic, partition: 0)
+        let p1 = KafkaTopicPartition(topic: topic, partition: 1)
+
+        let first = try KafkaTest.consumer(cluster.bootstrapServers, group: group)
+        try first.subscribe(topics: [topic])
+        let read = try await KafkaTest.collect(first.events, messages: 100)
+        #expect(read.count == 100)
+        // Pretend offsets 0..<20 of partition 0 and 0..<30 of partition 1 are finished.
+        try await first.commit([
+            KafkaCommitOffset(topicPartition: p0, offset: 20), KafkaCommitOffset(topicPartition: p1, offset: 30),
+        ])
+        let committed = try await first.committedOffsets(for: [p0, p1])
+        #expect(committed[p0] == 20)
+        #expect(committed[p1] == 30)
+        await first.close()
+
+        let second = try KafkaTest.consumer(cluster.bootstrapServers, group: group)
+        try second.subscribe(topics: [topic])
+        let reread = try await KafkaTest.collect(second.events, messages: 50)
+        await second.close()
+        let offsets = Dictionary(grouping: reread, by: \.topicPartition).mapValues { $0.map(\.offset).sorted() }
+        #expect(offsets[p0] == Array(20..<50))
+        #expect(offsets[p1] == Array(30..<50))
+    }
+
+    @Test(
+        "two members split the partitions; when one leaves the other takes over, nothing lost", .timeLimit(.minutes(1)))
+    func membersSplitAndTakeOver() async throws {
+        let topic = "kt-split"
+        let cluster = try KafkaTest.cluster(topics: [topic: 4])
+        let producer = try KafkaTest.producer(cluster)
+        let group = KafkaTest.uniqueGroup("split")
+
+        struct Member: Sendable {
+            var assignment: Set<KafkaTopicPartition> = []
+            var values: [String] = []
+            var finished: [KafkaTopicPartition: Int64] = [:]
+        }
+        struct State: Sendable {
+            var members: [String: Member] = ["a": Member(), "b": Member()]
+            var allValues: Set<String> { Set(members.values.flatMap(\.values)) }
+        }
+        let progress = KafkaTestProgress(State())
+
+        /// Runs a member: records each message as finished, commits finished offsets in the revoke hook.
+        func start(_ name: String) throws -> (KafkaConsumer, Task<Void, any Error>) {
+            let consumerBox = Mutex<KafkaConsumer?>(nil)
+            let consumer = try KafkaTest.consumer(cluster.bootstrapServers, group: group) { revoked in
+                let offsets = progress.state.members[name]?.finished.filter { revoked.contains($0.key) } ?? [:]
+                guard let consumer = consumerBox.withLock({ $0 }) else { return }
+                try? await consumer.commit(offsets.map { KafkaCommitOffset(topicPartition: $0.key, offset: $0.value) })
+            }
+            consumerBox.withLock { $0 = consumer }
+            try consumer.subscribe(topics: [topic])
+            let task = Task {
+                for try await event in consumer.events {
+                    switch event {
+                    case .partitionsAssigned(let partitions):
+                        progress.update { $0.members[name]?.assignment = Set(partitions) }
+                    case .partitionsRevoked:
+                        progress.update { $0.members[name]?.assignment = [] }
+                    case .message(let message):
+                        progress.update {
+                            $0.members[name]?.values.append(KafkaTest.text(message.value))
+                            $0.members[name]?.finished[message.topicPartition] = message.offset + 1
+                        }
+                    }
+                }
+            }
+            return (consumer, task)
+        }
+
+        _ = try await KafkaTest.produce(producer, topic: topic, count: 200, prefix: "split", partitions: 4)
+        let (a, aTask) = try start("a")
+        await progress.wait { $0.members["a"]?.assignment.count == 4 }
+        let (b, bTask) = try start("b")
+        await progress.wait { state in
+            guard let a = state.members["a"]?.assignment, let b = state.members["b"]?.assignment else { return false }
+            return a.count == 2 && b.count == 2 && a.isDisjoint(with: b)
+        }
+        _ = try await KafkaTest.produce(producer, topic: topic, count: 200, prefix: "split2", partitions: 4)
+        await progress.wait { state in state.members["b"].map { !$0.values.isEmpty } ?? false }
+
+        await b.close()
+        try await bTask.value
+        await progress.wait { $0.members["a"]?.assignment.count == 4 }
+        _ = try await KafkaTest.produce(producer, topic: topic, count: 200, prefix: "split3", partitions: 4)
+        let expected = Set(
+            (0..<200).flatMap { index in
+                ["split", "split2", "split3"].map { KafkaTest.text(KafkaTest.value($0, index)) }
+            })
+        await progress.wait { $0.allValues == expected }
+        await a.close()
+        try await aTask.value
+        await producer.shutdown()
+        #expect(progress.state.allValues == expected)
+    }
+
+    @Test("a paused partition delivers nothing until it is resumed", .timeLimit(.minutes(1)))
+    func pauseAndResume() async throws {
+        let topic = "kt-pause"
+        let cluster = try KafkaTest.cluster(topics: [topic: 2])
+        let producer = try KafkaTest.producer(cluster)
+        let consumer = try KafkaTest.consumer(cluster.bootstrapServers, group: KafkaTest.uniqueGroup("pause"))
+        try consumer.subscribe(topics: [topic])
+        let assigned = try await KafkaTest.awaitAssignment(consumer.events)
+        #expect(assigned.count == 2)
+        let paused = KafkaTopicPartition(topic: topic, partition: 0)
+        try consumer.pause([paused])
+
+        // Partition 0 gets its messages first, so an unpaused fetcher would see them before partition 1's.
+        for index in 0..<20 {
+            _ = try await producer.send(
+                KafkaProducerRecord(topic: topic, partition: 0, value: KafkaTest.value("paused", index)))
+        }
+        for index in 0..<20 {
+            _ = try await producer.send(
+                KafkaProducerRecord(topic: topic, partition: 1, value: KafkaTest.value("running", index)))
+        }
+        var seenFromPaused = 0
+        let running = try await KafkaTest.collect(consumer.events, messages: 20) { message in
+            if message.topicPartition == paused { seenFromPaused += 1 }
+            return message.partition == 1
+        }
+        #expect(running.count == 20)
+        #expect(seenFromPaused == 0)
+
+        try consumer.resume([paused])
+        let resumed = try await KafkaTest.collect(consumer.events, messages: 20)
+        #expect(resumed.allSatisfy { $0.topicPartition == paused })
+        #expect(resumed.map(\.offset) == Array(0..<20))
+        await consumer.close()
+        await producer.shutdown()
+    }
+
+    @Test("messages produced while a broker is down are delivered once it is up, none lost", .timeLimit(.minutes(1)))
+    func brokerDownAndUp() async throws {
+        let topic = "kt-down"
+        let cluster = try KafkaTest.cluster(brokers: 3, topics: [topic: 6])
+        let producer = try KafkaTest.producer(
+            cluster, properties: ["reconnect.backoff.max.ms": "500", "topic.metadata.refresh.interval.ms": "1000"])
+        // Warm up so the producer knows every leader.
+        _ = try await KafkaTest.produce(producer, topic: topic, count: 60, prefix: "warm", partitions: 6)
+
+        try cluster.setBrokerDown(2)
+        let delivered = KafkaTestProgress(0)
+        let sending = Task {
+            try await KafkaTest.produce(producer, topic: topic, count: 600, prefix: "down", partitions: 6) { _ in
+                delivered.update { $0 += 1 }
+            }
+        }
+        // Partitions led by brokers 1 and 3 keep going; broker 2's third waits.
+        await delivered.wait { $0 >= 100 }
+        #expect(delivered.state < 600)
+        try cluster.setBrokerUp(2)
+        let reports = try await sending.value
+        await producer.shutdown()
+        #expect(reports.count == 600)
+
+        let consumer = try KafkaTest.consumer(cluster.bootstrapServers, group: KafkaTest.uniqueGroup("down"))
+        try consumer.subscribe(topics: [topic])
+        let messages = try await KafkaTest.collect(consumer.events, messages: 660)
+        await consumer.close()
+        let values = messages.map { KafkaTest.text($0.value) }
+        #expect(Set(values).count == 660)
+        #expect(Set(values).isSuperset(of: (0..<600).map { KafkaTest.text(KafkaTest.value("down", $0)) }))
+    }
+
+    @Test(
+        "injected produce errors are retried by the idempotent producer: nothing lost, nothing doubled",
+        .timeLimit(.minutes(1)))
+    func injectedRequestErrorsAreRetried() async throws {
+        let topic = "kt-errors"
+        let cluster = try KafkaTest.cluster(topics: [topic: 3])
+        let producer = try KafkaTest.producer(cluster, properties: ["retry.backoff.ms": "10"])
+        _ = try await producer.send(KafkaProducerRecord(topic: topic, partition: 0, value: KafkaTest.value("first", 0)))
+        cluster.pushRequestErrors(
+            .produce,
+            [
+                .notLeaderForPartition, .requestTimedOut, .notEnoughReplicas, .leaderNotAvailable, .transport,
+                .notEnoughReplicasAfterAppend, .notLeaderForPartition,
+            ])
+        let reports = try await KafkaTest.produce(producer, topic: topic, count: 500, prefix: "retry", partitions: 3)
+        await producer.shutdown()
+        #expect(reports.count == 500)
+        #expect(Set(reports.map { "\($0.topicPartition)@\($0.offset)" }).count == 500)
+
+        let consumer = try KafkaTest.consumer(cluster.bootstrapServers, group: KafkaTest.uniqueGroup("errors"))
+        try consumer.subscribe(topics: [topic])
+        let messages = try await KafkaTest.collect(consumer.events, messages: 501)
+        await consumer.close()
+        let values = messages.map { KafkaTest.text($0.value) }
+        #expect(Set(values).count == 501, "no duplicates")
+        // Offsets are dense per partition: the broker stored each message exactly once.
+        for (_, partitionMessages) in Dictionary(grouping: messages, by: \.partition) {
+            #expect(partitionMessages.map(\.offset).sorted() == Array(0..<Int64(partitionMessages.count)))
+        }
+    }
+
+    @Test("configuration errors name the property", .timeLimit(.minutes(1)))
+    func configurationErrorsNameTheKey() throws {
+        let error = #expect(throws: KafkaError.self) {
+            _ = try KafkaProducer(configuration: KafkaProducerConfiguration(properties: ["no.such.property": "1"]))
+        }
+        #expect(error?.message.contains("\"no.such.property\"") == true)
+        #expect(error?.isRetryable == false)
+        #expect(throws: KafkaError.self) {
+            _ = try KafkaConsumer(
+                configuration: KafkaConsumerConfiguration(groupID: "g", assignmentStrategy: "cooperative-sticky"))
+        }
+        #expect(throws: KafkaError.self) {
+            _ = try KafkaConsumer(
+                configuration: KafkaConsumerConfiguration(groupID: "g", properties: ["enable.auto.commit": "true"]))
+        }
+    }
+
+    @Test("error codes know whether to retry", .timeLimit(.minutes(1)))
+    func errorClassification() {
+        #expect(KafkaError(code: .notLeaderForPartition, message: "x").isRetryable)
+        #expect(KafkaError(code: .queueFull, message: "x").isRetryable)
+        #expect(!KafkaError(code: .invalidArgument, message: "x").isRetryable)
+        #expect(!KafkaError(code: .transport, message: "x", isFatal: true).isRetryable)
+        #expect(KafkaError.Code.queueFull.name == "_QUEUE_FULL")
+    }
+
+    @Test("the mock cluster's control language", .timeLimit(.minutes(1)))
+    func controlCommands() throws {
+        let cluster = try MockKafkaCluster(brokers: 2)
+        #expect(cluster.perform(controlCommand: "down 1") == "ok down 1")
+        #expect(cluster.perform(controlCommand: "up 1") == "ok up 1")
+        #expect(cluster.perform(controlCommand: "errors 0 2 6") == "ok errors 0 2 6")
+        #expect(cluster.perform(controlCommand: "clear-errors 0") == "ok clear-errors 0")
+        #expect(cluster.perform(controlCommand: "topic extra 3") == "ok topic extra 3")
+        #expect(cluster.perform(controlCommand: "explode now").hasPrefix("error"))
+        #expect(cluster.perform(controlCommand: "errors 0 x 6").hasPrefix("error"))
+    }
+}

@@ -1,0 +1,113 @@
+import Foundation
+import Synchronization
+import Testing
+
+@testable import Kafka
+
+/// The revoke hook and the fatal-error path of the Kafka layer.
+@Suite("Kafka revoke hook and fatal errors")
+struct KafkaRebalanceAndFatalTests {
+    @Test(
+        "close runs the revoke hook before giving partitions back, and its commit is where the next member starts",
+        .timeLimit(.minutes(1)))
+    func revokeHookCommitsBeforeRevocation() async throws {
+        let topic = "kt-hook"
+        let cluster = try KafkaTest.cluster(topics: [topic: 2])
+        let producer = try KafkaTest.producer(cluster)
+        _ = try await KafkaTest.produce(producer, topic: topic, count: 40, prefix: "hook", partitions: 2)
+        await producer.shutdown()
+        let group = KafkaTest.uniqueGroup("hook")
+
+        struct HookState: Sendable {
+            var finished: [KafkaTopicPartition: Int64] = [:]
+            var revokedCalls: [[KafkaTopicPartition]] = []
+            var assignmentDuringHook: Set<KafkaTopicPartition> = []
+        }
+        let state = Mutex(HookState())
+        let consumerBox = Mutex<KafkaConsumer?>(nil)
+        let first = try KafkaTest.consumer(cluster.bootstrapServers, group: group) { revoked in
+            guard let consumer = consumerBox.withLock({ $0 }) else { return }
+            let finished = state.withLock { state in
+                state.revokedCalls.append(revoked)
+                state.assignmentDuringHook = consumer.assignment
+                return state.finished
+            }
+            // Give librdkafka a moment of real async work, as a pipeline draining in-flight jobs would.
+            await Task.yield()
+            try? await consumer.commit(finished.map { KafkaCommitOffset(topicPartition: $0.key, offset: $0.value) })
+        }
+        consumerBox.withLock { $0 = first }
+        try first.subscribe(topics: [topic])
+        // "Finish" the first 5 messages of each partition only.
+        var perPartition: [Int32: Int] = [:]
+        _ = try await KafkaTest.collect(first.events, messages: 40) { message in
+            perPartition[message.partition, default: 0] += 1
+            if message.offset < 5 {
+                state.withLock { $0.finished[message.topicPartition] = message.offset + 1 }
+            }
+            return true
+        }
+        await first.close()
+
+        let hookState = state.withLock { $0 }
+        #expect(hookState.revokedCalls.count == 1)
+        #expect(Set(hookState.revokedCalls.first ?? []).count == 2)
+        #expect(hookState.assignmentDuringHook.count == 2, "partitions are still assigned while the hook runs")
+        #expect(first.assignment.isEmpty)
+
+        let second = try KafkaTest.consumer(cluster.bootstrapServers, group: group)
+        try second.subscribe(topics: [topic])
+        let rest = try await KafkaTest.collect(second.events, messages: 30)
+        await second.close()
+        #expect(Dictionary(grouping: rest, by: \.partition).mapValues { $0.map(\.offset).min() } == [0: 5, 1: 5])
+    }
+
+    @Test("a fatal error finishes the consumer's events by throwing", .timeLimit(.minutes(1)))
+    func fatalErrorStopsConsumerLoudly() async throws {
+        let topic = "kt-fatal"
+        let cluster = try KafkaTest.cluster(topics: [topic: 1])
+        let consumer = try KafkaTest.consumer(cluster.bootstrapServers, group: KafkaTest.uniqueGroup("fatal"))
+        try consumer.subscribe(topics: [topic])
+        _ = try await KafkaTest.awaitAssignment(consumer.events)
+        consumer.triggerFatalErrorForTesting(reason: "test")
+        let error = await #expect(throws: KafkaError.self) {
+            for try await _ in consumer.events {}
+        }
+        #expect(error?.isFatal == true)
+        #expect(error?.isRetryable == false)
+        #expect(consumer.fatalError != nil)
+        await consumer.close()
+    }
+
+    @Test("after a fatal error the producer refuses to send", .timeLimit(.minutes(1)))
+    func fatalErrorStopsProducer() async throws {
+        let topic = "kt-fatal-producer"
+        let cluster = try KafkaTest.cluster(topics: [topic: 1])
+        let producer = try KafkaTest.producer(cluster)
+        _ = try await producer.send(KafkaProducerRecord(topic: topic, value: Array("before".utf8)))
+        producer.triggerFatalErrorForTesting(reason: "test")
+        let error = await #expect(throws: KafkaError.self) {
+            _ = try await producer.send(KafkaProducerRecord(topic: topic, value: Array("after".utf8)))
+        }
+        #expect(error?.isFatal == true)
+        await producer.shutdown()
+    }
+
+    @Test("send suspends while the in-flight bound is reached", .timeLimit(.minutes(1)))
+    func inFlightBound() async throws {
+        let limiter = InFlightLimiter(limit: 2)
+        try await limiter.acquire()
+        try await limiter.acquire()
+        let third = Task { try await limiter.acquire() }
+        let cancelled = Task { try await limiter.acquire() }
+        cancelled.cancel()
+        await #expect(throws: CancellationError.self) { try await cancelled.value }
+        #expect(limiter.inFlight == 2)
+        limiter.release()
+        try await third.value
+        #expect(limiter.inFlight == 2)
+        limiter.release()
+        limiter.release()
+        #expect(limiter.inFlight == 0)
+    }
+}

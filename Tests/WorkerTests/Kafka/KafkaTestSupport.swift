@@ -1,0 +1,132 @@
+import Foundation
+import Kafka
+import Synchronization
+
+/// Shared pieces of the Kafka suites (prefixed `KafkaTest` to keep the test target's names apart).
+enum KafkaTest {
+    /// A group id no other test (or earlier run) uses.
+    static func uniqueGroup(_ name: String) -> String { "\(name)-\(UUID().uuidString.prefix(8))" }
+
+    /// A mock cluster with these topics.
+    static func cluster(brokers: Int = 3, topics: [String: Int]) throws -> MockKafkaCluster {
+        let cluster = try MockKafkaCluster(brokers: brokers)
+        for (topic, partitions) in topics { try cluster.createTopic(topic, partitions: partitions) }
+        return cluster
+    }
+
+    static func producer(_ cluster: MockKafkaCluster, properties: [String: String] = [:]) throws -> KafkaProducer {
+        try producer(bootstrap: cluster.bootstrapServers, properties: properties)
+    }
+
+    static func producer(bootstrap: String, properties: [String: String] = [:]) throws -> KafkaProducer {
+        try KafkaProducer(
+            configuration: KafkaProducerConfiguration(
+                bootstrapServers: bootstrap, lingerMilliseconds: 1, properties: properties))
+    }
+
+    static func consumer(
+        _ bootstrap: String, group: String, onRevoke: KafkaConsumer.RevokeHook? = nil
+    ) throws -> KafkaConsumer {
+        try KafkaConsumer(
+            configuration: KafkaConsumerConfiguration(
+                bootstrapServers: bootstrap, groupID: group, sessionTimeoutMilliseconds: 6_000,
+                properties: ["reconnect.backoff.max.ms": "500", "topic.metadata.refresh.interval.ms": "1000"]),
+            onRevoke: onRevoke)
+    }
+
+    /// The value of message `index` of a run: `"<prefix>-<index>"`.
+    static func value(_ prefix: String, _ index: Int) -> [UInt8] { Array("\(prefix)-\(index)".utf8) }
+
+    /// Sends `count` messages concurrently and returns their delivery reports, in index order.
+    static func produce(
+        _ producer: KafkaProducer, topic: String, count: Int, prefix: String, partitions: Int? = nil,
+        onDelivered: (@Sendable (Int) -> Void)? = nil
+    ) async throws -> [KafkaDeliveryReport] {
+        try await withThrowingTaskGroup(of: (Int, KafkaDeliveryReport).self) { group in
+            for index in 0..<count {
+                group.addTask {
+                    let record = KafkaProducerRecord(
+                        topic: topic, partition: partitions.map { Int32(index % $0) }, key: Array("k\(index)".utf8),
+                        value: value(prefix, index),
+                        headers: [KafkaHeader(name: "index", value: Array(String(index).utf8))])
+                    let report = try await producer.send(record)
+                    onDelivered?(index)
+                    return (index, report)
+                }
+            }
+            var reports = [KafkaDeliveryReport?](repeating: nil, count: count)
+            for try await (index, report) in group { reports[index] = report }
+            return reports.compactMap { $0 }
+        }
+    }
+
+    /// Reads events until `count` messages arrived; returns them.
+    static func collect(
+        _ events: KafkaConsumerEvents, messages count: Int,
+        where include: (KafkaConsumerMessage) -> Bool = { _ in true }
+    ) async throws -> [KafkaConsumerMessage] {
+        var collected: [KafkaConsumerMessage] = []
+        guard count > 0 else { return collected }
+        for try await event in events {
+            guard case .message(let message) = event, include(message) else { continue }
+            collected.append(message)
+            if collected.count == count { break }
+        }
+        return collected
+    }
+
+    /// Reads events until an assignment arrives; returns it.
+    static func awaitAssignment(_ events: KafkaConsumerEvents) async throws -> [KafkaTopicPartition] {
+        for try await event in events {
+            if case .partitionsAssigned(let partitions) = event, !partitions.isEmpty { return partitions }
+        }
+        throw KafkaTestFailure("the consumer's events ended before an assignment")
+    }
+
+    static func text(_ bytes: [UInt8]?) -> String { bytes.map { String(decoding: $0, as: UTF8.self) } ?? "<null>" }
+}
+
+struct KafkaTestFailure: Error, CustomStringConvertible {
+    var description: String
+    init(_ description: String) { self.description = description }
+}
+
+/// Shared state several tasks update, with `wait(until:)` to await a condition on it (no sleeping).
+final class KafkaTestProgress<State: Sendable>: Sendable {
+    private struct Storage {
+        var state: State
+        var waiters: [(id: Int, condition: @Sendable (State) -> Bool, continuation: CheckedContinuation<Void, Never>)] =
+            []
+        var nextID = 0
+    }
+    private let storage: Mutex<Storage>
+
+    init(_ initial: State) { storage = Mutex(Storage(state: initial)) }
+
+    var state: State { storage.withLock { $0.state } }
+
+    func update(_ change: (inout State) -> Void) {
+        let ready = storage.withLock { storage -> [CheckedContinuation<Void, Never>] in
+            change(&storage.state)
+            let state = storage.state
+            let (met, unmet) = (
+                storage.waiters.filter { $0.condition(state) }, storage.waiters.filter { !$0.condition(state) }
+            )
+            storage.waiters = unmet
+            return met.map(\.continuation)
+        }
+        ready.forEach { $0.resume() }
+    }
+
+    func wait(until condition: @escaping @Sendable (State) -> Bool) async {
+        await withCheckedContinuation { continuation in
+            let met = storage.withLock { storage -> Bool in
+                if condition(storage.state) { return true }
+                storage.nextID += 1
+                storage.waiters.append((storage.nextID, condition, continuation))
+                return false
+            }
+            if met { continuation.resume() }
+        }
+    }
+}
