@@ -44,14 +44,15 @@ public final class CurlHTTPEngine: HTTPTransport {
 
     /// Sends `request`. Throws ``HTTPTransportError`` on transport failure, `CancellationError` when the task is
     /// cancelled (the transfer is removed from libcurl at once).
-    public func execute(_ request: HTTPRequest) async throws -> HTTPResponse {
+    public func execute(_ request: TransportRequest) async throws -> TransportResponse {
         guard let id = shared.reserve() else {
             throw HTTPTransportError(code: .engineShutDown, detail: "the HTTP engine was shut down")
         }
         let maxResponseBytes = configuration.maxResponseBytes
         let shared = self.shared
         return try await withTaskCancellationHandler {
-            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<HTTPResponse, any Error>) in
+            try await withCheckedThrowingContinuation {
+                (continuation: CheckedContinuation<TransportResponse, any Error>) in
                 let transfer = CurlTransfer(
                     id: id, request: request, continuation: continuation, maxResponseBytes: maxResponseBytes)
                 switch shared.submit(id: id, transfer: ThreadHandOff(transfer)) {
@@ -195,6 +196,8 @@ private struct CurlEngineState {
     var submissions: [ThreadHandOff<CurlTransfer>] = []
     var cancellations: [UInt64] = []
     var isShutDown = false
+    /// A wake-up was sent and the poll thread has not taken its work since: another one would be redundant.
+    var wakeUpPending = false
 
     init(multi: CurlMultiAddress) {
         self.multi = multi
@@ -241,6 +244,7 @@ private struct CurlEngineState {
         defer {
             submissions.removeAll(keepingCapacity: true)
             cancellations.removeAll(keepingCapacity: true)
+            wakeUpPending = false
         }
         return Work(submissions: submissions, cancellations: cancellations, isShutDown: isShutDown)
     }
@@ -249,8 +253,10 @@ private struct CurlEngineState {
         entries[id] = nil
     }
 
-    func wakeUp() {
-        if let multi { _ = curl_multi_wakeup(multi.pointer) }
+    mutating func wakeUp() {
+        guard !wakeUpPending, let multi else { return }
+        wakeUpPending = true
+        _ = curl_multi_wakeup(multi.pointer)
     }
 }
 
@@ -261,8 +267,8 @@ private struct CurlEngineState {
 /// Created by the caller, then owned by the poll thread from hand-off until it resumes the continuation.
 private final class CurlTransfer {
     let id: UInt64
-    let request: HTTPRequest
-    let continuation: CheckedContinuation<HTTPResponse, any Error>
+    let request: TransportRequest
+    let continuation: CheckedContinuation<TransportResponse, any Error>
     let maxResponseBytes: Int
     var body: [UInt8] = []
     var headers: [(name: String, value: String)] = []
@@ -274,7 +280,7 @@ private final class CurlTransfer {
     let errorBuffer: UnsafeMutablePointer<CChar>
 
     init(
-        id: UInt64, request: HTTPRequest, continuation: CheckedContinuation<HTTPResponse, any Error>,
+        id: UInt64, request: TransportRequest, continuation: CheckedContinuation<TransportResponse, any Error>,
         maxResponseBytes: Int
     ) {
         self.id = id
@@ -459,7 +465,8 @@ private final class CurlMultiDriver {
             // COPYPOSTFIELDS copies the body, so the Swift array need not outlive this call.
             let copied = body.withUnsafeBytes { bytes -> CURLcode in
                 let address = bytes.baseAddress ?? UnsafeRawPointer(("" as StaticString).utf8Start)
-                return ccurl_easy_setopt_pointer(easy, CURLOPT_COPYPOSTFIELDS, UnsafeMutableRawPointer(mutating: address))
+                return ccurl_easy_setopt_pointer(
+                    easy, CURLOPT_COPYPOSTFIELDS, UnsafeMutableRawPointer(mutating: address))
             }
             results.append(copied)
         }
@@ -468,7 +475,8 @@ private final class CurlMultiDriver {
 
         if let failed = results.first(where: { $0 != CURLE_OK }) {
             return HTTPTransportError(
-                code: .invalidRequest, curlCode: Int(failed.rawValue), detail: String(cString: curl_easy_strerror(failed)))
+                code: .invalidRequest, curlCode: Int(failed.rawValue),
+                detail: String(cString: curl_easy_strerror(failed)))
         }
         return nil
     }
@@ -487,7 +495,7 @@ private final class CurlMultiDriver {
             if code == CURLE_OK {
                 var status = 0
                 _ = ccurl_easy_getinfo_long(easy, CURLINFO_RESPONSE_CODE, &status)
-                let response = HTTPResponse(status: status, headers: transfer.headers, body: transfer.body)
+                let response = TransportResponse(status: status, headers: transfer.headers, body: transfer.body)
                 finish(easy: easy, with: .success(response))
             } else {
                 finish(easy: easy, with: .failure(transportError(code, transfer: transfer)))
@@ -496,7 +504,8 @@ private final class CurlMultiDriver {
     }
 
     /// Removes the transfer from libcurl, recycles its easy handle and resumes its continuation.
-    private func finish(easy: UnsafeMutableRawPointer, with result: Result<HTTPResponse, any Error>,
+    private func finish(
+        easy: UnsafeMutableRawPointer, with result: Result<TransportResponse, any Error>,
         removeFromMulti: Bool = true
     ) {
         guard let transfer = running.removeValue(forKey: easy) else { return }

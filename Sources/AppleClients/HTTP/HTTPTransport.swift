@@ -1,14 +1,14 @@
 /// Performs one HTTP exchange. `CurlHTTPEngine` is the production implementation; tests may inject doubles.
 ///
 /// Implementations throw ``HTTPTransportError`` for transport failures and `CancellationError` when the
-/// calling task is cancelled; an HTTP error status is a normal ``HTTPResponse``, not an error.
+/// calling task is cancelled; an HTTP error status is a normal ``TransportResponse``, not an error.
 public protocol HTTPTransport: Sendable {
     /// Sends `request` and returns the whole response.
-    func execute(_ request: HTTPRequest) async throws -> HTTPResponse
+    func execute(_ request: TransportRequest) async throws -> TransportResponse
 }
 
 /// One HTTP request. Bodies are small (receipts, JSON), so they are held in memory.
-public struct HTTPRequest: Sendable {
+public struct TransportRequest: Sendable {
     /// The HTTP methods the Apple clients need.
     public enum Method: String, Sendable {
         case get = "GET"
@@ -40,7 +40,7 @@ public struct HTTPRequest: Sendable {
 }
 
 /// One complete HTTP response.
-public struct HTTPResponse: Sendable {
+public struct TransportResponse: Sendable {
     /// The HTTP status code (200, 404, 503…).
     public var status: Int
     /// Response headers in the order received (of the final response, not of `100 Continue`).

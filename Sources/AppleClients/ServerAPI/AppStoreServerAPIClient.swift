@@ -76,8 +76,7 @@ public struct AppStoreServerAPIClient: Sendable {
 
     /// Every page of the history, up to ``AppStoreServerAPIConfiguration/maxHistoryPages``; a retryable failure
     /// on any page makes the whole call retryable. The answer's `hasMore` is true if the page limit cut it short.
-    public func completeTransactionHistory(transactionID: String) async throws -> AppleOutcome<TransactionHistoryPage>
-    {
+    public func completeTransactionHistory(transactionID: String) async throws -> AppleOutcome<TransactionHistoryPage> {
         var combined: TransactionHistoryPage?
         for _ in 0..<max(configuration.maxHistoryPages, 1) {
             let outcome = try await transactionHistory(
@@ -189,10 +188,11 @@ public struct AppStoreServerAPIClient: Sendable {
             guard let url = components?.string else {
                 return .failed(AppleClientError(code: .invalidRequest, detail: "the base URL is not a URL"))
             }
-            let request = HTTPRequest(
-                method: .get, url: url, headers: [("Authorization", "Bearer \(token)"), ("Accept", "application/json")],
+            let request = TransportRequest(
+                method: .get, url: url,
+                headers: [("Authorization", "Bearer \(token)"), ("Accept", "application/json")],
                 timeout: configuration.requestTimeout)
-            let response: HTTPResponse
+            let response: TransportResponse
             do {
                 response = try await transport.execute(request)
             } catch let error as HTTPTransportError {
@@ -216,7 +216,7 @@ public struct AppStoreServerAPIClient: Sendable {
     }
 
     private func classify(
-        _ response: HTTPResponse, environment: AppleEnvironment
+        _ response: TransportResponse, environment: AppleEnvironment
     ) -> AppleOutcome<(LenientJSON, AppleEnvironment)> {
         if response.status == 200 {
             guard let json = LenientJSON.parse(response.body), json.objectValue != nil else {
@@ -236,7 +236,8 @@ public struct AppStoreServerAPIClient: Sendable {
         if response.status >= 500 {
             let retryAfter = RetryAfter.fromUnixMilliseconds(response.header("Retry-After"), now: now())
             return .retryable(
-                AppleRetryAdvice(reason: .httpStatus(response.status), retryAfter: retryAfter, environment: environment))
+                AppleRetryAdvice(reason: .httpStatus(response.status), retryAfter: retryAfter, environment: environment)
+            )
         }
         return .failed(
             AppleClientError(

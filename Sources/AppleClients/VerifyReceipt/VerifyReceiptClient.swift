@@ -57,7 +57,8 @@ public struct VerifyReceiptClient: Sendable {
                 repeatedMalformed = true
                 logger.debug("verifyReceipt: 21002, repeating once", metadata: metadata)
             case .serverUnavailable, .internalDataAccessError:
-                return .retryable(AppleRetryAdvice(reason: .receiptStatus(response.status.code), environment: environment))
+                return .retryable(
+                    AppleRetryAdvice(reason: .receiptStatus(response.status.code), environment: environment))
             case .internalError(let code):
                 // Apple: `is-retryable` 1 means a temporary issue; absent is taken as temporary too.
                 if response.isRetryable ?? true {
@@ -73,14 +74,16 @@ public struct VerifyReceiptClient: Sendable {
     }
 
     /// One POST to one environment, mapped to an outcome (an answered status may still need a hop).
-    private func send(_ body: [UInt8], to environment: AppleEnvironment) async throws -> AppleOutcome<
+    private func send(
+        _ body: [UInt8], to environment: AppleEnvironment
+    ) async throws -> AppleOutcome<
         VerifyReceiptResponse
     > {
-        let request = HTTPRequest(
+        let request = TransportRequest(
             method: .post, url: configuration.url(for: environment),
             headers: [("Content-Type", "application/json"), ("Accept", "application/json")], body: body,
             timeout: configuration.requestTimeout)
-        let response: HTTPResponse
+        let response: TransportResponse
         do {
             response = try await transport.execute(request)
         } catch let error as HTTPTransportError {
@@ -103,7 +106,8 @@ public struct VerifyReceiptClient: Sendable {
         case 408, 429, 500...599:
             let retryAfter = RetryAfter.fromHTTPHeader(response.header("Retry-After"), now: now())
             return .retryable(
-                AppleRetryAdvice(reason: .httpStatus(response.status), retryAfter: retryAfter, environment: environment))
+                AppleRetryAdvice(reason: .httpStatus(response.status), retryAfter: retryAfter, environment: environment)
+            )
         default:
             return .failed(
                 AppleClientError(

@@ -215,7 +215,8 @@ extension VerifyReceiptReceipt {
         receiptType = json["receipt_type"]?.stringValue
         creationDate = json.date(milliseconds: "receipt_creation_date_ms", text: "receipt_creation_date")
         requestDate = json.date(milliseconds: "request_date_ms", text: "request_date")
-        originalPurchaseDate = isTransactionReceipt
+        originalPurchaseDate =
+            isTransactionReceipt
             ? nil : json.date(milliseconds: "original_purchase_date_ms", text: "original_purchase_date")
         expirationDate = json.date(milliseconds: "expiration_date_ms", text: "expiration_date")
         appItemID = (json["adam_id"] ?? json["app_item_id"])?.int64Value
