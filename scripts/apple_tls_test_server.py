@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """A throw-away HTTPS server for the Apple client TLS tests.
 
-Usage: apple_tls_test_server.py DIR
+Usage: apple_tls_test_server.py DIR [--plain] [--port N]
 Creates in DIR a test CA (ca.pem) and a server certificate for IP 127.0.0.1 only (server.pem, server.key),
-listens on 127.0.0.1 on a free port, and prints "ready PORT" once it accepts connections. Every GET or POST is
+listens on 127.0.0.1 (on port N, default a free one), and prints "ready PORT" once it accepts connections.
+With --plain it serves plain HTTP (no certificates): the tests kill and restart it to play a crashed Apple. Every GET or POST is
 answered 200 with the body "tls ok". Runs until stdin closes or it is killed.
 """
 import http.server
@@ -55,12 +56,16 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
 def main():
     directory = sys.argv[1]
-    certificate, key = make_certificates(directory)
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.load_cert_chain(certificate, key)
-    context.set_alpn_protocols(["http/1.1"])
-    server.socket = context.wrap_socket(server.socket, server_side=True)
+    plain = "--plain" in sys.argv
+    port = int(sys.argv[sys.argv.index("--port") + 1]) if "--port" in sys.argv else 0
+    http.server.ThreadingHTTPServer.allow_reuse_address = True
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", port), Handler)
+    if not plain:
+        certificate, key = make_certificates(directory)
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(certificate, key)
+        context.set_alpn_protocols(["http/1.1"])
+        server.socket = context.wrap_socket(server.socket, server_side=True)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     print("ready %d" % server.server_address[1], flush=True)
     sys.stdin.read()  # until the test closes our stdin or kills us

@@ -2,7 +2,7 @@ import Foundation
 
 /// A parsed JSON value that tolerates Apple's loose typing: numbers sent as strings and the reverse,
 /// booleans as `"true"`, `"1"` or `1`. Integers keep full 64-bit precision (transaction ids exceed 2^53).
-enum LenientJSON: Sendable, Decodable {
+enum LenientJSON: Sendable {
     case null
     case bool(Bool)
     case integer(Int64)
@@ -11,28 +11,10 @@ enum LenientJSON: Sendable, Decodable {
     case array([LenientJSON])
     case object([String: LenientJSON])
 
-    init(from decoder: any Decoder) throws {
-        let container = try decoder.singleValueContainer()
-        if container.decodeNil() {
-            self = .null
-        } else if let value = try? container.decode(Bool.self) {
-            self = .bool(value)
-        } else if let value = try? container.decode(Int64.self) {
-            self = .integer(value)
-        } else if let value = try? container.decode(Double.self) {
-            self = .double(value)
-        } else if let value = try? container.decode(String.self) {
-            self = .string(value)
-        } else if let value = try? container.decode([LenientJSON].self) {
-            self = .array(value)
-        } else {
-            self = .object(try container.decode([String: LenientJSON].self))
-        }
-    }
-
-    /// Parses `bytes`, or returns nil for anything that is not JSON.
-    static func parse(_ bytes: [UInt8]) -> LenientJSON? {
-        try? JSONDecoder().decode(LenientJSON.self, from: Data(bytes))
+    /// Parses `bytes`, or returns nil for anything that is not JSON (or nested deeper than `maxDepth`).
+    static func parse(_ bytes: [UInt8], maxDepth: Int = 64) -> LenientJSON? {
+        var parser = LenientJSONParser(bytes: bytes, maxDepth: maxDepth)
+        return parser.parseDocument()
     }
 
     subscript(key: String) -> LenientJSON? {
@@ -110,5 +92,202 @@ enum LenientJSON: Sendable, Decodable {
         // Apple writes the time zone as `Etc/GMT`; the `_pst` twins are skipped by callers.
         if parts.count == 3, parts[2] != "Etc/GMT", parts[2] != "GMT", parts[2] != "UTC" { return nil }
         return try? Date("\(parts[0])T\(parts[1])Z", strategy: .iso8601)
+    }
+}
+
+/// A small JSON parser for Apple's answers: one pass over the bytes, no exceptions for control flow, and a
+/// depth limit so hostile nesting cannot exhaust the stack.
+private struct LenientJSONParser {
+    let bytes: [UInt8]
+    let maxDepth: Int
+    var index = 0
+
+    init(bytes: [UInt8], maxDepth: Int) {
+        self.bytes = bytes
+        self.maxDepth = maxDepth
+    }
+
+    mutating func parseDocument() -> LenientJSON? {
+        guard let value = parseValue(depth: 0) else { return nil }
+        skipWhitespace()
+        return index == bytes.count ? value : nil
+    }
+
+    private mutating func skipWhitespace() {
+        while index < bytes.count,
+            bytes[index] == 0x20 || bytes[index] == 0x0A || bytes[index] == 0x0D
+                || bytes[index] == 0x09
+        {
+            index += 1
+        }
+    }
+
+    private mutating func parseValue(depth: Int) -> LenientJSON? {
+        skipWhitespace()
+        guard index < bytes.count, depth <= maxDepth else { return nil }
+        switch bytes[index] {
+        case UInt8(ascii: "{"): return parseObject(depth: depth + 1)
+        case UInt8(ascii: "["): return parseArray(depth: depth + 1)
+        case UInt8(ascii: "\""): return parseString().map(LenientJSON.string)
+        case UInt8(ascii: "t"): return literal("true", .bool(true))
+        case UInt8(ascii: "f"): return literal("false", .bool(false))
+        case UInt8(ascii: "n"): return literal("null", .null)
+        default: return parseNumber()
+        }
+    }
+
+    private mutating func literal(_ word: StaticString, _ value: LenientJSON) -> LenientJSON? {
+        let count = word.utf8CodeUnitCount
+        guard index + count <= bytes.count else { return nil }
+        for offset in 0..<count where bytes[index + offset] != word.utf8Start[offset] { return nil }
+        index += count
+        return value
+    }
+
+    private mutating func parseObject(depth: Int) -> LenientJSON? {
+        index += 1
+        var members: [String: LenientJSON] = [:]
+        skipWhitespace()
+        if index < bytes.count, bytes[index] == UInt8(ascii: "}") {
+            index += 1
+            return .object(members)
+        }
+        while true {
+            skipWhitespace()
+            guard index < bytes.count, bytes[index] == UInt8(ascii: "\""), let key = parseString() else { return nil }
+            skipWhitespace()
+            guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else { return nil }
+            index += 1
+            guard let value = parseValue(depth: depth) else { return nil }
+            members[key] = value
+            skipWhitespace()
+            guard index < bytes.count else { return nil }
+            if bytes[index] == UInt8(ascii: ",") {
+                index += 1
+            } else if bytes[index] == UInt8(ascii: "}") {
+                index += 1
+                return .object(members)
+            } else {
+                return nil
+            }
+        }
+    }
+
+    private mutating func parseArray(depth: Int) -> LenientJSON? {
+        index += 1
+        var items: [LenientJSON] = []
+        skipWhitespace()
+        if index < bytes.count, bytes[index] == UInt8(ascii: "]") {
+            index += 1
+            return .array(items)
+        }
+        while true {
+            guard let value = parseValue(depth: depth) else { return nil }
+            items.append(value)
+            skipWhitespace()
+            guard index < bytes.count else { return nil }
+            if bytes[index] == UInt8(ascii: ",") {
+                index += 1
+            } else if bytes[index] == UInt8(ascii: "]") {
+                index += 1
+                return .array(items)
+            } else {
+                return nil
+            }
+        }
+    }
+
+    private mutating func parseString() -> String? {
+        index += 1  // opening quote
+        var runStart = index
+        var text = ""
+        while index < bytes.count {
+            let byte = bytes[index]
+            if byte == UInt8(ascii: "\"") {
+                text += String(decoding: bytes[runStart..<index], as: UTF8.self)
+                index += 1
+                return text
+            }
+            if byte < 0x20 { return nil }
+            if byte != UInt8(ascii: "\\") {
+                index += 1
+                continue
+            }
+            text += String(decoding: bytes[runStart..<index], as: UTF8.self)
+            index += 1
+            guard index < bytes.count else { return nil }
+            let escape = bytes[index]
+            index += 1
+            switch escape {
+            case UInt8(ascii: "\""): text += "\""
+            case UInt8(ascii: "\\"): text += "\\"
+            case UInt8(ascii: "/"): text += "/"
+            case UInt8(ascii: "b"): text += "\u{08}"
+            case UInt8(ascii: "f"): text += "\u{0C}"
+            case UInt8(ascii: "n"): text += "\n"
+            case UInt8(ascii: "r"): text += "\r"
+            case UInt8(ascii: "t"): text += "\t"
+            case UInt8(ascii: "u"):
+                guard var code = hex4() else { return nil }
+                if code >= 0xD800, code < 0xDC00 {
+                    // A high surrogate must be followed by an escaped low surrogate.
+                    guard index + 1 < bytes.count, bytes[index] == UInt8(ascii: "\\"),
+                        bytes[index + 1] == UInt8(ascii: "u")
+                    else { return nil }
+                    index += 2
+                    guard let low = hex4(), low >= 0xDC00, low < 0xE000 else { return nil }
+                    code = 0x10000 + ((code - 0xD800) << 10) + (low - 0xDC00)
+                }
+                guard let scalar = Unicode.Scalar(code) else { return nil }
+                text.unicodeScalars.append(scalar)
+            default: return nil
+            }
+            runStart = index
+        }
+        return nil
+    }
+
+    private mutating func hex4() -> UInt32? {
+        guard index + 4 <= bytes.count else { return nil }
+        var value: UInt32 = 0
+        for _ in 0..<4 {
+            let byte = bytes[index]
+            let digit: UInt8
+            switch byte {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): digit = byte - UInt8(ascii: "0")
+            case UInt8(ascii: "a")...UInt8(ascii: "f"): digit = byte - UInt8(ascii: "a") + 10
+            case UInt8(ascii: "A")...UInt8(ascii: "F"): digit = byte - UInt8(ascii: "A") + 10
+            default: return nil
+            }
+            value = value << 4 | UInt32(digit)
+            index += 1
+        }
+        return value
+    }
+
+    private mutating func parseNumber() -> LenientJSON? {
+        let start = index
+        var isInteger = true
+        if index < bytes.count, bytes[index] == UInt8(ascii: "-") { index += 1 }
+        let digitsStart = index
+        while index < bytes.count {
+            switch bytes[index] {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): index += 1
+            case UInt8(ascii: "."), UInt8(ascii: "e"), UInt8(ascii: "E"), UInt8(ascii: "+"), UInt8(ascii: "-"):
+                isInteger = false
+                index += 1
+            default:
+                return number(from: start, digitsStart: digitsStart, isInteger: isInteger)
+            }
+        }
+        return number(from: start, digitsStart: digitsStart, isInteger: isInteger)
+    }
+
+    private func number(from start: Int, digitsStart: Int, isInteger: Bool) -> LenientJSON? {
+        guard index > digitsStart else { return nil }
+        let text = String(decoding: bytes[start..<index], as: UTF8.self)
+        if isInteger, let integer = Int64(text) { return .integer(integer) }
+        guard let double = Double(text), double.isFinite else { return nil }
+        return .double(double)
     }
 }

@@ -161,28 +161,27 @@ struct AppleClientsHTTPEngineTests {
         #expect(error?.code == .invalidRequest)
     }
 
-    @Test("The engine survives the server stopping and restarting")
+    @Test("The engine survives the server being killed and restarted")
     func serverRestart() async throws {
         let engine = try CurlHTTPEngine(configuration: HTTPEngineConfiguration(connectTimeout: .seconds(2)))
-        let server = AppleClientsFakeServer()
-        let port = try await server.start()
-        let url = "http://127.0.0.1:\(port)/ping"
-        server.setFallback("/ping", .json("{}"))
-        #expect(try await engine.execute(TransportRequest(url: url)).status == 200)
+        let first = try await AppleClientsTLSServer.start(plain: true)
+        let url = "http://127.0.0.1:\(first.port)/ping"
+        for _ in 0..<3 {
+            #expect(try await engine.execute(TransportRequest(url: url)).status == 200)
+        }
 
-        await server.stop()
+        first.kill()
         for _ in 0..<3 {
             let error = await transportError { _ = try await engine.execute(TransportRequest(url: url)) }
             #expect(error?.isRetryable == true, "\(String(describing: error))")
         }
 
-        let again = try await server.start(port: port)
-        #expect(again == port)
-        server.setFallback("/ping", .json("{}"))
+        let second = try await AppleClientsTLSServer.start(plain: true, port: first.port)
+        defer { second.stop() }
+        first.stop()
         for _ in 0..<3 {
             #expect(try await engine.execute(TransportRequest(url: url)).status == 200)
         }
-        await server.stop()
     }
 
     @Test("After shutdown, requests are refused")

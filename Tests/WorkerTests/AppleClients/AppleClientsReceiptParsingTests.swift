@@ -147,4 +147,20 @@ struct AppleClientsReceiptParsingTests {
         let body = String(repeating: "[", count: 100_000) + String(repeating: "]", count: 100_000)
         #expect(throws: AppleClientError.self) { try parse(text: body) }
     }
+
+    @Test("The JSON reader handles escapes, surrogate pairs, 64-bit integers and rejects trailing garbage")
+    func jsonReader() throws {
+        let json = try #require(
+            LenientJSON.parse(
+                Array(
+                    #"{"a":"x\"y\\z\/\n\u00e9\ud83d\ude00","b":9007199254740993,"c":-1.5e3,"d":[true,false,null],"e":{}}"#
+                        .utf8)))
+        #expect(json["a"]?.stringValue == "x\"y\\z/\né😀")
+        #expect(json["b"]?.int64Value == 9_007_199_254_740_993)
+        #expect(json["c"]?.stringValue == "-1500")
+        #expect(json["d"].map { if case .array(let items) = $0 { items.count } else { 0 } } == 3)
+        for broken in [#"{"a":1}x"#, #"{"a":}"#, #"{"a" 1}"#, #"["a",]"#, #""\ud83d""#, #""abc"#, "-", "tru", ""] {
+            #expect(LenientJSON.parse(Array(broken.utf8)) == nil, "\(broken)")
+        }
+    }
 }

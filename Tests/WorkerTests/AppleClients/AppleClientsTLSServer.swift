@@ -1,7 +1,8 @@
 import Foundation
 
-/// The Python HTTPS server of `scripts/apple_tls_test_server.py`, run as a child process: it makes its own test
-/// CA and a certificate for 127.0.0.1, and prints `ready PORT` when it accepts connections.
+/// The Python server of `scripts/apple_tls_test_server.py`, run as a child process: over HTTPS it makes its own
+/// test CA and a certificate for 127.0.0.1; `plain` serves HTTP. It prints `ready PORT` when it accepts
+/// connections, and `kill()` ends it abruptly, like a crashed Apple.
 final class AppleClientsTLSServer {
     let port: Int
     let caBundlePath: String
@@ -18,13 +19,15 @@ final class AppleClientsTLSServer {
     }
 
     /// Starts the server and waits (without sleeping) for its `ready` line.
-    static func start() async throws -> AppleClientsTLSServer {
+    static func start(plain: Bool = false, port: Int? = nil) async throws -> AppleClientsTLSServer {
         let script = TestEnvironment.packageRoot.appendingPathComponent("scripts/apple_tls_test_server.py")
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("apple-tls-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["python3", script.path, directory.path]
+        process.arguments =
+            ["python3", script.path, directory.path] + (plain ? ["--plain"] : [])
+            + (port.map { ["--port", "\($0)"] } ?? [])
         let stdin = Pipe()
         let stdout = Pipe()
         process.standardInput = stdin
@@ -61,6 +64,12 @@ final class AppleClientsTLSServer {
                 continuation.resume(returning: text.split(separator: "\n").first.map(String.init))
             }
         }
+    }
+
+    /// Ends the server with SIGKILL: open connections die without a goodbye.
+    func kill() {
+        Foundation.kill(process.processIdentifier, SIGKILL)
+        process.waitUntilExit()
     }
 
     func stop() {
