@@ -50,9 +50,9 @@ public final class CurlHTTPEngine: HTTPTransport {
         }
         let maxResponseBytes = configuration.maxResponseBytes
         let shared = self.shared
-        return try await withTaskCancellationHandler {
+        let raw = try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation {
-                (continuation: CheckedContinuation<TransportResponse, any Error>) in
+                (continuation: CheckedContinuation<CurlRawResponse, any Error>) in
                 let transfer = CurlTransfer(
                     id: id, request: request, continuation: continuation, maxResponseBytes: maxResponseBytes)
                 switch shared.submit(id: id, transfer: ThreadHandOff(transfer)) {
@@ -68,6 +68,8 @@ public final class CurlHTTPEngine: HTTPTransport {
         } onCancel: {
             shared.cancel(id: id)
         }
+        // Header lines are parsed here, on the caller's task, to keep the poll thread's work per transfer small.
+        return TransportResponse(status: raw.status, headers: raw.parsedHeaders(), body: raw.body)
     }
 
     /// Stops the poll thread: requests in flight fail with `engineShutDown`, later ones are refused.
@@ -268,10 +270,11 @@ private struct CurlEngineState {
 private final class CurlTransfer {
     let id: UInt64
     let request: TransportRequest
-    let continuation: CheckedContinuation<TransportResponse, any Error>
+    let continuation: CheckedContinuation<CurlRawResponse, any Error>
     let maxResponseBytes: Int
     var body: [UInt8] = []
-    var headers: [(name: String, value: String)] = []
+    /// Raw header lines of the current response, as received.
+    var headerBytes: [UInt8] = []
     var exceededLimit = false
     /// Owned by this transfer: built by `curl_slist_append`, freed with `curl_slist_free_all` in `deinit`
     /// (the transfer outlives the easy handle's use of it, which ends at `curl_multi_remove_handle`).
@@ -280,7 +283,7 @@ private final class CurlTransfer {
     let errorBuffer: UnsafeMutablePointer<CChar>
 
     init(
-        id: UInt64, request: TransportRequest, continuation: CheckedContinuation<TransportResponse, any Error>,
+        id: UInt64, request: TransportRequest, continuation: CheckedContinuation<CurlRawResponse, any Error>,
         maxResponseBytes: Int
     ) {
         self.id = id
@@ -316,23 +319,38 @@ private func curlWriteCallback(
     return length
 }
 
-/// libcurl's header callback: one raw header line per call. A status line starts a new response (after a
-/// `100 Continue`), so the headers collected so far are dropped.
+/// libcurl's header callback: keeps the raw line. A status line starts a new response (after a `100 Continue`),
+/// so the lines collected so far are dropped.
 private func curlHeaderCallback(
     _ data: UnsafeMutablePointer<CChar>?, _ size: Int, _ count: Int, _ context: UnsafeMutableRawPointer?
 ) -> Int {
     let length = size * count
     guard let context, let data else { return length }
     let transfer = Unmanaged<CurlTransfer>.fromOpaque(context).takeUnretainedValue()
-    let line = String(decoding: UnsafeRawBufferPointer(start: data, count: length), as: UTF8.self)
-    if line.hasPrefix("HTTP/") {
-        transfer.headers.removeAll()
-    } else if let colon = line.firstIndex(of: ":") {
-        let name = line[..<colon].trimmingCharacters(in: .whitespaces)
-        let value = line[line.index(after: colon)...].trimmingCharacters(in: .whitespacesAndNewlines)
-        if transfer.headers.count < 200 { transfer.headers.append((name, value)) }
-    }
+    let line = UnsafeRawBufferPointer(start: data, count: length)
+    if line.starts(with: "HTTP/".utf8) { transfer.headerBytes.removeAll(keepingCapacity: true) }
+    guard transfer.headerBytes.count + length <= 64 * 1024 else { return 0 }
+    transfer.headerBytes.append(contentsOf: line)
     return length
+}
+
+/// What the poll thread hands back: the status, the raw header block and the body.
+private struct CurlRawResponse: Sendable {
+    var status: Int
+    var headerBytes: [UInt8]
+    var body: [UInt8]
+
+    func parsedHeaders() -> [(name: String, value: String)] {
+        var headers: [(name: String, value: String)] = []
+        for line in headerBytes.split(separator: UInt8(ascii: "\n")) {
+            guard let colon = line.firstIndex(of: UInt8(ascii: ":")) else { continue }  // status or blank line
+            let name = String(decoding: line[..<colon], as: UTF8.self).trimmingCharacters(in: .whitespaces)
+            let value = String(decoding: line[(colon + 1)...], as: UTF8.self).trimmingCharacters(
+                in: .whitespacesAndNewlines)
+            headers.append((name, value))
+        }
+        return headers
+    }
 }
 
 // MARK: - The poll thread
@@ -495,7 +513,7 @@ private final class CurlMultiDriver {
             if code == CURLE_OK {
                 var status = 0
                 _ = ccurl_easy_getinfo_long(easy, CURLINFO_RESPONSE_CODE, &status)
-                let response = TransportResponse(status: status, headers: transfer.headers, body: transfer.body)
+                let response = CurlRawResponse(status: status, headerBytes: transfer.headerBytes, body: transfer.body)
                 finish(easy: easy, with: .success(response))
             } else {
                 finish(easy: easy, with: .failure(transportError(code, transfer: transfer)))
@@ -505,7 +523,7 @@ private final class CurlMultiDriver {
 
     /// Removes the transfer from libcurl, recycles its easy handle and resumes its continuation.
     private func finish(
-        easy: UnsafeMutableRawPointer, with result: Result<TransportResponse, any Error>,
+        easy: UnsafeMutableRawPointer, with result: Result<CurlRawResponse, any Error>,
         removeFromMulti: Bool = true
     ) {
         guard let transfer = running.removeValue(forKey: easy) else { return }

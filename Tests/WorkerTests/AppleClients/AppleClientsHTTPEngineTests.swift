@@ -2,17 +2,17 @@ import AppleClients
 import Foundation
 import Testing
 
-@Suite("Apple clients: curl HTTP engine", .timeLimit(.minutes(1)))
+@Suite("Apple clients: curl HTTP engine", .serialized, .timeLimit(.minutes(1)))
 struct AppleClientsHTTPEngineTests {
     private func withServer<T>(_ body: (AppleClientsFakeServer, String) async throws -> T) async throws -> T {
         let server = AppleClientsFakeServer()
         let port = try await server.start()
         do {
             let result = try await body(server, "http://127.0.0.1:\(port)")
-            await server.stop()
+            server.retire()
             return result
         } catch {
-            await server.stop()
+            server.retire()
             throw error
         }
     }

@@ -31,7 +31,7 @@ final class AppleClientsManualClock: Sendable {
     func advance(by seconds: TimeInterval) { current.withLock { $0 = $0.addingTimeInterval(seconds) } }
 }
 
-@Suite("Apple clients: App Store Server API", .timeLimit(.minutes(1)))
+@Suite("Apple clients: App Store Server API", .serialized, .timeLimit(.minutes(1)))
 struct AppleClientsServerAPITests {
     static let transactionPayload =
         #"{"transactionId":"23456","originalTransactionId":"12345","bundleId":"com.example","productId":"com.example.product","purchaseDate":1698148900000,"expiresDate":1698149000000,"quantity":1,"type":"Auto-Renewable Subscription","environment":"Sandbox","isUpgraded":true,"revocationReason":1}"#
@@ -68,10 +68,10 @@ struct AppleClientsServerAPITests {
             try await body(
                 Harness(server: server, client: client, signer: signer, clock: clock, publicKey: privateKey.publicKey))
         } catch {
-            await server.stop()
+            server.retire()
             throw error
         }
-        await server.stop()
+        server.retire()
     }
 
     @Test("The bearer token is an ES256 JWT with Apple's claims, reused until near expiry")

@@ -4,7 +4,7 @@ import Logging
 import Synchronization
 import Testing
 
-@Suite("Apple clients: verifyReceipt client", .timeLimit(.minutes(1)))
+@Suite("Apple clients: verifyReceipt client", .serialized, .timeLimit(.minutes(1)))
 struct AppleClientsVerifyReceiptTests {
     static let secret = "s3cr3t-shared-0123456789abcdef"
 
@@ -33,10 +33,10 @@ struct AppleClientsVerifyReceiptTests {
         do {
             try await body(Harness(server: server, client: client, logs: logs))
         } catch {
-            await server.stop()
+            server.retire()
             throw error
         }
-        await server.stop()
+        server.retire()
     }
 
     @Test("The request carries receipt-data, password and exclude-old-transactions")
