@@ -93,7 +93,7 @@ public final class ReceiptAnalyzer: Sendable {
         let format = jws.format
         let environmentText = payload.environment ?? payload.receiptType ?? payload.data?.environment
         let environment = environmentText.map { ReceiptEnvironment.normalized($0) }
-        let signedDate = JWSPayload.date(payload.signedDate)
+        let signedDate = JWSPayload.date(payload.signedDate ?? payload.receiptCreationDate)
         let allowUnanchored = policy.allowXcode && environment == .xcode
         var signature = chains.checkSignature(
             of: jws, at: time ?? signedDate ?? Date(), allowUnanchored: allowUnanchored)

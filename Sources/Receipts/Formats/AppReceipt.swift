@@ -166,11 +166,15 @@ struct AppReceipt {
     ) throws {
         try reader.forEachChild(of: set) { attribute in
             guard attribute.identifier == BERTag.sequence else { return }
-            let parts = try reader.children(of: attribute)
-            guard parts.count == 3, let type = reader.integer(parts[0]),
-                parts[2].identifier == BERTag.octetString
+            // SEQUENCE { type INTEGER, version INTEGER, value OCTET STRING }, read without building an array.
+            let end = attribute.contents.upperBound
+            let typeElement = try reader.element(at: attribute.contents.lowerBound, limit: end)
+            let versionElement = try reader.element(at: typeElement.range.upperBound, limit: end)
+            let value = try reader.element(at: versionElement.range.upperBound, limit: end)
+            guard value.range.upperBound == end, let type = reader.integer(typeElement),
+                value.identifier == BERTag.octetString
             else { return }
-            try body(type, parts[2])
+            try body(type, value)
         }
     }
 

@@ -58,12 +58,7 @@ struct JWS {
     /// The kind of signed object, from the payload's keys (renewal info is the one without a bundle id).
     var format: ReceiptFormat {
         if payload.notificationType != nil { return .notification }
-        if payload.receiptType != nil || payload.applicationVersion != nil
-            || payload.deviceVerification != nil
-                && payload.transactionId == nil
-        {
-            return .appTransaction
-        }
+        if payload.receiptType != nil || payload.applicationVersion != nil { return .appTransaction }
         if payload.transactionId != nil || payload.bundleId != nil { return .signedTransaction }
         return .signedRenewalInfo
     }
@@ -97,7 +92,7 @@ struct JWSPayload: Decodable {
     var receiptType: String?
     var applicationVersion: String?
     var originalApplicationVersion: String?
-    var deviceVerification: String?
+    var receiptCreationDate: Double?
     // Notification
     var notificationType: String?
     var subtype: String?

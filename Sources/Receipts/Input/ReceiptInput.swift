@@ -29,7 +29,11 @@ public enum ReceiptInput {
     {
         let trimmed = trimWhitespace(input)
         guard !trimmed.isEmpty else { throw .empty }
-        // Checked before any decoding work: base64 shrinks by 3/4, anything else is taken as it is.
+        // Checked before any decoding work: base64 shrinks by 3/4, anything else is taken as it is. Text more
+        // than twice the limit cannot fit even with line breaks, so it is refused without being scanned.
+        guard trimmed.count / 2 <= maximumDecodedSize else {
+            throw .tooLarge(decodedSize: trimmed.count / 4 * 3, limit: maximumDecodedSize)
+        }
         let isBase64 = looksLikeBase64(trimmed)
         let estimate = isBase64 ? trimmed.count / 4 * 3 : trimmed.count
         guard estimate <= maximumDecodedSize else {
@@ -104,44 +108,74 @@ public enum Base64 {
         }
     }
 
+    /// Per byte: its 6-bit value, `skip` for line breaks and tabs, `pad` for `=`, `invalid` otherwise.
+    /// A space decodes as 62 (`+`), because form encoding turns `+` into a space.
+    private static let table: [UInt8] = {
+        var table = [UInt8](repeating: invalid, count: 256)
+        for byte in 0..<256 {
+            if let value = value(of: UInt8(byte)) { table[byte] = value }
+        }
+        table[0x20] = 62
+        for byte: UInt8 in [0x0A, 0x0D, 0x09] { table[Int(byte)] = skip }
+        table[Int(UInt8(ascii: "="))] = pad
+        return table
+    }()
+    private static let invalid: UInt8 = 0xFF
+    private static let skip: UInt8 = 0xFE
+    private static let pad: UInt8 = 0xFD
+
     /// Decodes base64 text; nil when a character is not base64 or the length cannot be valid.
     /// Spaces are read as `+`, line breaks and tabs are skipped, and decoding stops at the first `=`.
     public static func decode<Bytes: Collection<UInt8>>(_ text: Bytes) -> [UInt8]? {
-        var output: [UInt8] = []
-        output.reserveCapacity(text.count * 3 / 4 + 3)
-        var accumulator: UInt32 = 0
-        var count = 0
-        for byte in text {
-            let sextet: UInt8
-            if let value = value(of: byte) {
-                sextet = value
-            } else if byte == 0x20 {
-                sextet = 62  // form encoding turned `+` into a space
-            } else if byte == 0x0A || byte == 0x0D || byte == 0x09 {
-                continue
-            } else if byte == UInt8(ascii: "=") {
-                break
-            } else {
-                return nil
-            }
-            accumulator = accumulator << 6 | UInt32(sextet)
-            count += 1
-            if count == 4 {
-                output.append(UInt8(truncatingIfNeeded: accumulator >> 16))
-                output.append(UInt8(truncatingIfNeeded: accumulator >> 8))
-                output.append(UInt8(truncatingIfNeeded: accumulator))
-                accumulator = 0
-                count = 0
+        let result = text.withContiguousStorageIfAvailable { decode(buffer: $0) }
+        if let result { return result }
+        return Array(text).withUnsafeBufferPointer { decode(buffer: $0) }
+    }
+
+    private static func decode(buffer: UnsafeBufferPointer<UInt8>) -> [UInt8]? {
+        var output = [UInt8](repeating: 0, count: buffer.count / 4 * 3 + 3)
+        var written = 0
+        let ok = table.withUnsafeBufferPointer { table -> Bool in
+            output.withUnsafeMutableBufferPointer { out -> Bool in
+                var accumulator: UInt32 = 0
+                var count = 0
+                for byte in buffer {
+                    let sextet = table[Int(byte)]
+                    if sextet < 64 {
+                        accumulator = accumulator << 6 | UInt32(sextet)
+                        count += 1
+                        if count == 4 {
+                            out[written] = UInt8(truncatingIfNeeded: accumulator >> 16)
+                            out[written + 1] = UInt8(truncatingIfNeeded: accumulator >> 8)
+                            out[written + 2] = UInt8(truncatingIfNeeded: accumulator)
+                            written += 3
+                            accumulator = 0
+                            count = 0
+                        }
+                    } else if sextet == skip {
+                        continue
+                    } else if sextet == pad {
+                        break
+                    } else {
+                        return false
+                    }
+                }
+                switch count {
+                case 0: break
+                case 2:
+                    out[written] = UInt8(truncatingIfNeeded: accumulator >> 4)
+                    written += 1
+                case 3:
+                    out[written] = UInt8(truncatingIfNeeded: accumulator >> 10)
+                    out[written + 1] = UInt8(truncatingIfNeeded: accumulator >> 2)
+                    written += 2
+                default: return false
+                }
+                return true
             }
         }
-        switch count {
-        case 0: break
-        case 2: output.append(UInt8(truncatingIfNeeded: accumulator >> 4))
-        case 3:
-            output.append(UInt8(truncatingIfNeeded: accumulator >> 10))
-            output.append(UInt8(truncatingIfNeeded: accumulator >> 2))
-        default: return nil
-        }
+        guard ok else { return nil }
+        output.removeSubrange(written...)
         return output
     }
 

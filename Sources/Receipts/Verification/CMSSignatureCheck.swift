@@ -11,7 +11,7 @@ extension ChainVerifier {
         key.reserveCapacity(signing.certificates.reduce(signing.signerIdentifier.count + 1) { $0 + $1.count })
         for certificate in signing.certificates { key.append(contentsOf: certificate) }
         key.append(contentsOf: signing.signerIdentifier)
-        let outcome = outcome(forKey: key) { buildCMSChain(signing) }
+        let outcome = self.outcome(forKey: key) { buildCMSChain(signing) }
         guard case .trusted(let chain) = outcome else { return outcome.status(at: time) }
 
         let algorithm: Certificate.SignatureAlgorithm =

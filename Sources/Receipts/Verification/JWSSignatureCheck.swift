@@ -11,7 +11,7 @@ extension ChainVerifier {
     func checkSignature(of jws: JWS, at time: Date, allowUnanchored: Bool) -> SignatureStatus {
         var key: [UInt8] = [allowUnanchored ? 0x04 : 0x03]
         key.append(contentsOf: jws.headerSegment)
-        let outcome = outcome(forKey: key) { buildJWSChain(jws, allowUnanchored: allowUnanchored) }
+        let outcome = self.outcome(forKey: key) { buildJWSChain(jws, allowUnanchored: allowUnanchored) }
         guard case .trusted(let chain) = outcome else { return outcome.status(at: time) }
         guard jws.signature.count == 64,
             let publicKey = P256.Signing.PublicKey(chain.leaf.publicKey),

@@ -44,7 +44,7 @@ extension ChainVerifier {
 
         var key: [UInt8] = [0x02]
         key.append(contentsOf: certificateBytes)
-        let outcome = outcome(forKey: key) {
+        let outcome = self.outcome(forKey: key) {
             guard let certificate = try? Certificate(derEncoded: certificateBytes) else {
                 return .untrusted(
                     "signing certificate (1024-bit key) is issued by Apple iTunes Store Certification Authority, "

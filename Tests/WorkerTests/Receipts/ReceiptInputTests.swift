@@ -48,7 +48,9 @@ struct ReceiptInputTests {
             #expect(ReceiptDates.parseRFC3339(bad) == nil, "\(bad)")
         }
         #expect(ReceiptDates.formatRFC3339(reference) == "2023-10-19T01:45:36Z")
-        #expect(ReceiptDates.formatRFC3339(Date(timeIntervalSince1970: -62_135_769_600)) == "0001-01-01T00:00:00Z")
+        // Apple's "year 0001" (-62135769600 s) is 0001-01-01 in the Julian calendar, 0000-12-30 proleptic Gregorian.
+        #expect(ReceiptDates.formatRFC3339(Date(timeIntervalSince1970: -62_135_769_600)) == "0000-12-30T00:00:00Z")
+        #expect(ReceiptDates.parseRFC3339("0000-12-30T00:00:00Z") == Date(timeIntervalSince1970: -62_135_769_600))
     }
 
     @Test("Compact iOS 6 form (seed 000) with a bogus signature is not authenticated")
