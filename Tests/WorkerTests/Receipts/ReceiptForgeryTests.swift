@@ -171,8 +171,8 @@ struct ReceiptForgeryTests {
     @Test("Oversized input is rejected before decoding")
     func oversized() {
         let big = [UInt8](repeating: UInt8(ascii: "A"), count: 2 << 20)
-        // 4 MiB of text is refused from its length alone (no scan, no decode).
-        #expect(throws: ReceiptInput.Rejection.tooLarge(decodedSize: 3_145_728, limit: 1 << 20)) {
+        // 2 MiB of text is refused from its length alone (no scan, no decode).
+        #expect(throws: ReceiptInput.Rejection.tooLarge(decodedSize: 1_572_864, limit: 1 << 20)) {
             try ReceiptInput.normalize(big)
         }
         let analysis = ReceiptsTestSupport.analyzer.analyze(big)
