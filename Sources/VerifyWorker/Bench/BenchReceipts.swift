@@ -64,7 +64,7 @@ struct BenchReceiptsCommand: ParsableCommand {
             }
             results[index]["peers_per_second"] = perPeer
             if fastest > 0, let mine = ours[name] {
-                results[index]["ratio_to_fastest_peer"] = (mine / fastest * 10).rounded() / 10
+                results[index]["ratio_to_fastest_peer"] = (mine / fastest * 100).rounded() / 100
             }
         }
         var output: [String: Any] = [
