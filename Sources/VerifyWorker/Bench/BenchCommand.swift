@@ -10,6 +10,7 @@ struct BenchCommand: AsyncParsableCommand {
             BenchKafkaCommand.self,
             BenchRateLimiter.self,
             BenchAppleCommand.self,
+            BenchReceiptsCommand.self,
         ]
     )
 }
