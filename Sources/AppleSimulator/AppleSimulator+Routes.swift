@@ -99,7 +99,9 @@ extension AppleSimulator {
             var request = request
             let body = try await request.collectBody(upTo: 1 << 16)
             let bytes = body.getBytes(at: body.readerIndex, length: body.readableBytes) ?? []
-            guard let plan = try? JSONDecoder().decode(FaultPlan.self, from: Data(bytes.isEmpty ? Array("{}".utf8) : bytes))
+            guard
+                let plan = try? JSONDecoder().decode(
+                    FaultPlan.self, from: Data(bytes.isEmpty ? Array("{}".utf8) : bytes))
             else { return Self.response(400, VerifyReceiptService.json(["error": "unreadable fault plan"])) }
             self.faults.set(plan)
             return Self.response(200, self.faultsJSON())
@@ -181,19 +183,21 @@ extension AppleSimulator {
         guard let bundleId = object["bundle_id"] as? String, let productId = object["product_id"] as? String else {
             throw AppleSimulatorError(.invalidRequest, "bundle_id and product_id are required")
         }
-        let format = try (object["format"] as? String).map {
-            guard let format = SimulatedReceiptFormat(rawValue: $0) else {
-                throw AppleSimulatorError(
-                    .invalidRequest, "format must be app_receipt, transaction_receipt or signed_transaction")
-            }
-            return format
-        } ?? .appReceipt
-        let environment = try (object["environment"] as? String).map {
-            guard let environment = SimulatedEnvironment(rawValue: $0) else {
-                throw AppleSimulatorError(.invalidRequest, "environment must be Production or Sandbox")
-            }
-            return environment
-        } ?? .production
+        let format =
+            try (object["format"] as? String).map {
+                guard let format = SimulatedReceiptFormat(rawValue: $0) else {
+                    throw AppleSimulatorError(
+                        .invalidRequest, "format must be app_receipt, transaction_receipt or signed_transaction")
+                }
+                return format
+            } ?? .appReceipt
+        let environment =
+            try (object["environment"] as? String).map {
+                guard let environment = SimulatedEnvironment(rawValue: $0) else {
+                    throw AppleSimulatorError(.invalidRequest, "environment must be Production or Sandbox")
+                }
+                return environment
+            } ?? .production
         var expires: Int64?
         if let raw = object["expires_at"], !(raw is NSNull) {
             guard let ms = milliseconds(raw) else {

@@ -46,7 +46,9 @@ public struct FaultPlan: Codable, Sendable, Equatable {
 
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
-        func value(_ key: CodingKeys, _ fallback: Double = 0, max upper: Double = .greatestFiniteMagnitude) throws
+        func value(
+            _ key: CodingKeys, _ fallback: Double = 0, max upper: Double = .greatestFiniteMagnitude
+        ) throws
             -> Double
         {
             let raw = try container.decodeIfPresent(Double.self, forKey: key) ?? fallback

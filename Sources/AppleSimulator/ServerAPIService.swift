@@ -84,7 +84,9 @@ final class ServerAPIService: Sendable {
         switch lookup(id, environment: environment, unknownCode: 4_040_010) {
         case .failure(let error): return error.reply
         case .success(let transaction):
-            return sign { ["signedTransactionInfo": try SimulatedJWS.signTransaction(transaction, pki: pki, nowMs: $0)] }
+            return sign {
+                ["signedTransactionInfo": try SimulatedJWS.signTransaction(transaction, pki: pki, nowMs: $0)]
+            }
         }
     }
 

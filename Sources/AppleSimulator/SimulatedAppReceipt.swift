@@ -125,7 +125,8 @@ struct SimulatedAppReceipt: Sendable, Equatable {
                                 }
                                 try algorithm(OID.sha256, &signerInfo)
                                 try algorithm(OID.sha256WithRSA, &signerInfo)
-                                try signerInfo.serialize(ASN1OctetString(contentBytes: ArraySlice(signature.rawRepresentation)))
+                                try signerInfo.serialize(
+                                    ASN1OctetString(contentBytes: ArraySlice(signature.rawRepresentation)))
                             }
                         }
                     }

@@ -45,7 +45,9 @@ enum SimulatedTransactionReceipt {
             fields.append(("expires-date-formatted-pst", AppleDates.pst(expires)))
         }
         fields.append(("item-id", itemId(transaction.productId)))
-        if let expires = transaction.expiresDateMs { fields.append(("expires-date-formatted", AppleDates.gmt(expires))) }
+        if let expires = transaction.expiresDateMs {
+            fields.append(("expires-date-formatted", AppleDates.gmt(expires)))
+        }
         fields += [
             ("product-id", transaction.productId),
             ("purchase-date", AppleDates.gmt(transaction.purchaseDateMs)),

@@ -157,7 +157,11 @@ final class VerifyReceiptService: Sendable {
         _ receipt: SimulatedAppReceipt, raw: String, excludeOld: Bool, nowMs: Int64
     ) -> CacheEntry {
         var validUntil = Int64.max
+        // Every family is watched, so a refund of a one-off purchase shows up too.
         var versions: [String: Int] = [:]
+        for purchase in receipt.purchases {
+            versions[purchase.originalTransactionId] = registry.familyVersion(purchase.originalTransactionId)
+        }
         let subscriptionFamilies = Array(
             Set(receipt.purchases.filter(\.isSubscription).map(\.originalTransactionId))
         ).sorted()
@@ -224,7 +228,7 @@ final class VerifyReceiptService: Sendable {
             receiptObject["cancellation_reason"] = String(mine.revocationReason ?? 0)
         }
         var body: [String: Any] = ["status": 0, "receipt": receiptObject]
-        var versions: [String: Int] = [:]
+        var versions = [transaction.originalTransactionId: registry.familyVersion(transaction.originalTransactionId)]
         var validUntil = Int64.max
         var status = 0
         if transaction.isSubscription {

@@ -25,7 +25,8 @@ struct AppleSimCommand: AsyncParsableCommand {
     @Option(name: .customLong("shared-secret-file"), help: "File holding the app's shared secret (21004 on mismatch).")
     var sharedSecretFile: String?
 
-    @Option(name: .customLong("api-public-key-file"), help: "PEM P-256 public key that Server API tokens must verify with.")
+    @Option(
+        name: .customLong("api-public-key-file"), help: "PEM P-256 public key that Server API tokens must verify with.")
     var apiPublicKeyFile: String?
 
     @Option(name: .customLong("app-apple-id"), help: "appAppleId in Server API answers.")
@@ -57,8 +58,8 @@ struct AppleSimCommand: AsyncParsableCommand {
             group.addTask { try await simulator.runUntilSignalled() }
             group.addTask {
                 let port = try await simulator.waitUntilReady()
-                print("listening=http://\(host):\(port)")
-                fflush(stdout)
+                // Unbuffered, so a parent reading the pipe sees the line at once.
+                FileHandle.standardOutput.write(Data("listening=http://\(host):\(port)\n".utf8))
             }
             try await group.waitForAll()
         }

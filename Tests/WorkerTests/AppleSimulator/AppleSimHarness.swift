@@ -4,7 +4,7 @@ import Foundation
 import Testing
 
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 
 /// An in-process simulator on a free port, and a small JSON client for it.
@@ -31,6 +31,8 @@ struct AppleSimHarness {
 
     static func start(_ configure: (inout AppleSimulatorConfiguration) -> Void = { _ in }) async throws -> Self {
         var configuration = AppleSimulatorConfiguration()
+        // Stopping by cancellation makes Hummingbird log "Waiting on child channel: CancellationError()".
+        configuration.logger.logLevel = .critical
         configure(&configuration)
         let simulator = try AppleSimulator(configuration: configuration)
         let task = Task { try await simulator.run() }
@@ -56,7 +58,8 @@ struct AppleSimHarness {
     func request(
         _ method: String, _ path: String, body: Data? = nil, headers: [String: String] = [:]
     ) async throws -> Reply {
-        var request = URLRequest(url: base.appendingPathComponent(path))
+        let url = try #require(URL(string: base.absoluteString + "/" + path))
+        var request = URLRequest(url: url)
         request.httpMethod = method
         request.httpBody = body
         request.timeoutInterval = 20
@@ -84,7 +87,9 @@ struct AppleSimHarness {
         return reply.json
     }
 
-    func verify(_ receipt: String, sandbox: Bool, password: String? = nil, excludeOld: Bool? = nil) async throws
+    func verify(
+        _ receipt: String, sandbox: Bool, password: String? = nil, excludeOld: Bool? = nil
+    ) async throws
         -> [String: Any]
     {
         var object: [String: Any] = ["receipt-data": receipt]
@@ -96,7 +101,9 @@ struct AppleSimHarness {
     }
 
     /// A Server API bearer token shaped like App Store Connect's.
-    static func bearerToken(key: P256.Signing.PrivateKey = .init(), bundle: String = "com.example.app") throws
+    static func bearerToken(
+        key: P256.Signing.PrivateKey = .init(), bundle: String = "com.example.app"
+    ) throws
         -> String
     {
         func b64url(_ data: Data) -> String {

@@ -5,7 +5,8 @@ import Testing
 
 @Suite("Apple simulator: verifyReceipt", .timeLimit(.minutes(1)))
 struct AppleSimulatorVerifyReceiptTests {
-    @Test("every receipt format verifies in its environment and is redirected from the other",
+    @Test(
+        "every receipt format verifies in its environment and is redirected from the other",
         arguments: ["app_receipt", "transaction_receipt"], ["Production", "Sandbox"])
     func mintAndVerify(format: String, environment: String) async throws {
         try await AppleSimHarness.with { sim in
@@ -53,7 +54,8 @@ struct AppleSimulatorVerifyReceiptTests {
             let answer = try await sim.verify(try #require(first["receipt"] as? String), sandbox: true)
             #expect(answer["status"] as? Int == 0)
             let latest = try #require(answer["latest_receipt_info"] as? [[String: Any]])
-            #expect(latest.map { $0["transaction_id"] as? String } == [originalId, renewal["transaction_id"] as? String])
+            #expect(
+                latest.map { $0["transaction_id"] as? String } == [originalId, renewal["transaction_id"] as? String])
             #expect(latest.last?["expires_date_ms"] as? String == String(expires + 3_600_000))
             let pending = try #require(answer["pending_renewal_info"] as? [[String: Any]])
             #expect(pending.first?["auto_renew_status"] as? String == "1")
@@ -88,7 +90,9 @@ struct AppleSimulatorVerifyReceiptTests {
                 extra: ["expires_at": expired, "purchase_date": expired - 3_600_000])
             let answer = try await sim.verify(try #require(minted["receipt"] as? String), sandbox: true)
             #expect(answer["status"] as? Int == 21006)
-            #expect((answer["receipt"] as? [String: Any])?["transaction_id"] as? String == minted["transaction_id"] as? String)
+            #expect(
+                (answer["receipt"] as? [String: Any])?["transaction_id"] as? String == minted["transaction_id"]
+                    as? String)
             let latest = try #require(answer["latest_expired_receipt_info"] as? [String: Any])
             #expect(latest["expires_date"] as? String == String(expired))
 
@@ -237,7 +241,8 @@ struct AppleSimulatorControlTests {
         }
         // Without the directory a fresh PKI does not know the receipt.
         try await AppleSimHarness.with { sim in
-            #expect(try await sim.verify(receipt, sandbox: false)["status"] as? Int == 21003)
+            let status = try await sim.verify(receipt, sandbox: false)["status"] as? Int
+            #expect(status == 21003)
         }
     }
 
@@ -310,7 +315,8 @@ struct AppleSimulatorServerAPITests {
             #expect(unknown.json["errorCode"] as? Int == 4_040_005)
             #expect(try await sim.request("GET", "sandbox/inApps/v1/transactions/\(id)").status == 401)
             let badToken = ["Authorization": "Bearer a.b.c"]
-            #expect(try await sim.request("GET", "sandbox/inApps/v1/transactions/\(id)", headers: badToken).status == 401)
+            #expect(
+                try await sim.request("GET", "sandbox/inApps/v1/transactions/\(id)", headers: badToken).status == 401)
         }
     }
 
