@@ -21,8 +21,9 @@ public struct AppleSimulatorConfiguration: Sendable {
     /// When set, the signature of Server API bearer tokens is verified with this key
     /// (`--api-public-key-file`, PEM). Default: nil (structure and claims only).
     public var apiPublicKey: P256.Signing.PublicKey?
-    /// How many verifyReceipt answers are cached (the cache empties when full). Default: 10000.
-    public var verifyCacheLimit: Int = 10_000
+    /// How many receipts (and, separately, exact request bodies) the verifyReceipt caches hold; each empties
+    /// when full. About 11 KB per entry and cache for a subscription receipt. Default: 4096.
+    public var verifyCacheLimit: Int = 4096
     /// The largest request body accepted (bytes). Default: 8 MiB.
     public var maxBodyBytes: Int = 8 << 20
     /// Random numbers for fault injection. Default: the system generator.

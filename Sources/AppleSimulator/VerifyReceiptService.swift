@@ -49,6 +49,19 @@ final class VerifyReceiptService: Sendable {
     private let sharedSecret: String?
     private let now: @Sendable () -> Date
     private let cache = Mutex<[CacheKey: CacheEntry]>([:])
+    /// Final answers keyed by endpoint and the exact request body: a repeated request skips JSON decoding.
+    private let answers = Mutex<[AnswerKey: CachedAnswer]>([:])
+
+    private struct AnswerKey: Hashable {
+        var endpoint: VerifyReceiptEndpoint
+        var body: String
+    }
+
+    private struct CachedAnswer {
+        var answer: Answer
+        var families: [String: Int]
+        var validUntilMs: Int64
+    }
     private let cacheLimit: Int
 
     init(
@@ -69,40 +82,64 @@ final class VerifyReceiptService: Sendable {
 
     /// Answers one request body.
     func answer(requestBody: [UInt8], endpoint: VerifyReceiptEndpoint) -> Answer {
-        guard let request = try? JSONDecoder().decode(VerifyReceiptRequest.self, from: Data(requestBody)) else {
-            return Self.statusOnly(21000)
-        }
-        guard let receipt = request.receiptData, !receipt.isEmpty else { return Self.statusOnly(21002) }
-        let key = CacheKey(receipt: receipt, excludeOld: request.excludeOldTransactions)
         let nowMs = AppleDates.nowMs(now())
-        var verdict: Verdict
-        if let entry = cache.withLock({ $0[key] }), isFresh(entry, nowMs: nowMs) {
-            verdict = entry.verdict
+        let answerKey = AnswerKey(endpoint: endpoint, body: String(decoding: requestBody, as: UTF8.self))
+        if let cached = answers.withLock({ $0[answerKey] }),
+            isFresh(families: cached.families, validUntilMs: cached.validUntilMs, nowMs: nowMs)
+        {
+            return cached.answer
+        }
+        let (answer, entry) = decide(requestBody: requestBody, endpoint: endpoint, nowMs: nowMs)
+        if let entry {
+            let cached = CachedAnswer(answer: answer, families: entry.families, validUntilMs: entry.validUntilMs)
+            answers.withLock { answers in
+                if answers.count >= cacheLimit { answers.removeAll(keepingCapacity: true) }
+                answers[answerKey] = cached
+            }
+        }
+        return answer
+    }
+
+    /// The answer, and the cache entry it came from (nil when the body was not even readable).
+    private func decide(
+        requestBody: [UInt8], endpoint: VerifyReceiptEndpoint, nowMs: Int64
+    ) -> (Answer, CacheEntry?) {
+        guard let request = try? JSONDecoder().decode(VerifyReceiptRequest.self, from: Data(requestBody)) else {
+            return (Self.statusOnly(21000), nil)
+        }
+        guard let receipt = request.receiptData, !receipt.isEmpty else { return (Self.statusOnly(21002), nil) }
+        let key = CacheKey(receipt: receipt, excludeOld: request.excludeOldTransactions)
+        let entry: CacheEntry
+        if let cached = cache.withLock({ $0[key] }),
+            isFresh(families: cached.families, validUntilMs: cached.validUntilMs, nowMs: nowMs)
+        {
+            entry = cached
         } else {
-            let entry = build(receipt: receipt, excludeOld: request.excludeOldTransactions, nowMs: nowMs)
+            entry = build(receipt: receipt, excludeOld: request.excludeOldTransactions, nowMs: nowMs)
             cache.withLock { cache in
                 if cache.count >= cacheLimit { cache.removeAll(keepingCapacity: true) }
                 cache[key] = entry
             }
-            verdict = entry.verdict
         }
-        switch verdict {
+        switch entry.verdict {
         case .malformed:
-            return Self.statusOnly(21002)
+            return (Self.statusOnly(21002), entry)
         case .notMinted:
-            return Self.statusOnly(21003)
+            return (Self.statusOnly(21003), entry)
         case .verified(let environment, _, let answer):
-            if environment != endpoint.environment { return Self.statusOnly(endpoint == .production ? 21007 : 21008) }
-            if let sharedSecret, let password = request.password, !constantTimeEqual(password, sharedSecret) {
-                return Self.statusOnly(21004)
+            if environment != endpoint.environment {
+                return (Self.statusOnly(endpoint == .production ? 21007 : 21008), entry)
             }
-            return answer
+            if let sharedSecret, let password = request.password, !constantTimeEqual(password, sharedSecret) {
+                return (Self.statusOnly(21004), entry)
+            }
+            return (answer, entry)
         }
     }
 
-    private func isFresh(_ entry: CacheEntry, nowMs: Int64) -> Bool {
-        guard nowMs < entry.validUntilMs else { return false }
-        for (family, version) in entry.families where registry.familyVersion(family) != version { return false }
+    private func isFresh(families: [String: Int], validUntilMs: Int64, nowMs: Int64) -> Bool {
+        guard nowMs < validUntilMs else { return false }
+        for (family, version) in families where registry.familyVersion(family) != version { return false }
         return true
     }
 
