@@ -97,6 +97,11 @@ struct SimulatedAppReceipt: Sendable, Equatable {
     func signedDER(pki: SimulatorPKI) throws -> [UInt8] {
         let payload = try payloadDER()
         let signature = try pki.rsaLeafKey.signature(for: payload, padding: .insecurePKCS1v1_5)
+        return try Self.contentInfoDER(payload: payload[...], signature: Array(signature.rawRepresentation), pki: pki)
+    }
+
+    /// The ContentInfo around a payload and its signature.
+    static func contentInfoDER(payload: ArraySlice<UInt8>, signature: [UInt8], pki: SimulatorPKI) throws -> [UInt8] {
         let leaf = pki.rsaLeaf
         return try der { serializer in
             try serializer.appendConstructedNode(identifier: .sequence) { contentInfo in
@@ -126,7 +131,7 @@ struct SimulatedAppReceipt: Sendable, Equatable {
                                 try algorithm(OID.sha256, &signerInfo)
                                 try algorithm(OID.sha256WithRSA, &signerInfo)
                                 try signerInfo.serialize(
-                                    ASN1OctetString(contentBytes: ArraySlice(signature.rawRepresentation)))
+                                    ASN1OctetString(contentBytes: signature[...]))
                             }
                         }
                     }
@@ -146,7 +151,8 @@ struct SimulatedAppReceipt: Sendable, Equatable {
 
     /// Decodes a DER app receipt and checks the simulator's signature over its payload. Stateless: only the
     /// leaf public key is needed, so receipts minted before a restart (with a state directory) still verify.
-    static func decode(_ bytes: [UInt8], leafPublicKey: _RSA.Signing.PublicKey) throws(DecodeFailure) -> Self {
+    static func decode(_ bytes: [UInt8], pki: SimulatorPKI) throws(DecodeFailure) -> Self {
+        let leafPublicKey = pki.rsaLeafKey.publicKey
         let parts: (payload: ArraySlice<UInt8>, signature: ArraySlice<UInt8>, hasSignedAttributes: Bool)
         do {
             parts = try signedParts(DER.parse(bytes))
@@ -164,6 +170,10 @@ struct SimulatedAppReceipt: Sendable, Equatable {
         else {
             throw .notSignedBySimulator
         }
+        // Everything outside the signed payload (algorithms, certificates, signer id) must be exactly what this
+        // simulator writes, as Apple checks the whole structure and its chain.
+        guard (try? contentInfoDER(payload: parts.payload, signature: Array(parts.signature), pki: pki)) == bytes
+        else { throw .notSignedBySimulator }
         do {
             return try decodePayload(parts.payload)
         } catch {

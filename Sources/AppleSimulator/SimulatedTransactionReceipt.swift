@@ -89,8 +89,9 @@ enum SimulatedTransactionReceipt {
 
     /// Decodes `bytes` (the base64-decoded receipt) and checks the simulator's signature.
     static func decode(
-        _ bytes: [UInt8], leafPublicKey: _RSA.Signing.PublicKey
+        _ bytes: [UInt8], pki: SimulatorPKI
     ) throws(SimulatedAppReceipt.DecodeFailure) -> Decoded {
+        let leafPublicKey = pki.rsaLeafKey.publicKey
         guard let text = String(validating: bytes, as: UTF8.self), let outer = parseOpenStep(text),
             let signatureText = value("signature", in: outer), let infoText = value("purchase-info", in: outer),
             let blob = Data(base64Encoded: signatureText), let infoData = Data(base64Encoded: infoText),
@@ -106,7 +107,14 @@ enum SimulatedTransactionReceipt {
         guard leafPublicKey.isValidSignature(signature, for: message, padding: .insecurePKCS1v1_5) else {
             throw .notSignedBySimulator
         }
+        // The blob must carry this simulator's leaf, and the outer dictionary must be exactly what it writes.
+        let certificate = blobBytes.dropFirst(1 + signatureLength + 4)
+        guard certificate.elementsEqual(pki.rsaLeafDER) else { throw .notSignedBySimulator }
         let environment: SimulatedEnvironment = value("environment", in: outer) == "Sandbox" ? .sandbox : .production
+        var expectedOuter = [("signature", signatureText), ("purchase-info", infoText)]
+        if environment == .sandbox { expectedOuter.append(("environment", "Sandbox")) }
+        expectedOuter += [("pod", "100"), ("signing-status", "0")]
+        guard openStep(expectedOuter) == text else { throw .malformed }
         func field(_ key: String) -> String? { value(key, in: info) }
         guard let transactionId = field("transaction-id"), let productId = field("product-id"),
             let bundleId = field("bid"), let purchaseMs = field("purchase-date-ms").flatMap({ Int64($0) })

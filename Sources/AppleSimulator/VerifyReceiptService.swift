@@ -1,6 +1,5 @@
 import Foundation
 import Synchronization
-import _CryptoExtras
 
 /// Which verifyReceipt host a request reached.
 public enum VerifyReceiptEndpoint: Sendable {
@@ -44,7 +43,6 @@ final class VerifyReceiptService: Sendable {
     }
 
     private let pki: SimulatorPKI
-    private let leafPublicKey: _RSA.Signing.PublicKey
     private let registry: TransactionRegistry
     private let sharedSecret: String?
     private let now: @Sendable () -> Date
@@ -69,7 +67,6 @@ final class VerifyReceiptService: Sendable {
         now: @escaping @Sendable () -> Date
     ) {
         self.pki = pki
-        self.leafPublicKey = pki.rsaLeafKey.publicKey
         self.registry = registry
         self.sharedSecret = sharedSecret
         self.cacheLimit = cacheLimit
@@ -160,10 +157,10 @@ final class VerifyReceiptService: Sendable {
         let bytes = Array(data)
         do throws(SimulatedAppReceipt.DecodeFailure) {
             if first == 0x30 {
-                let appReceipt = try SimulatedAppReceipt.decode(bytes, leafPublicKey: leafPublicKey)
+                let appReceipt = try SimulatedAppReceipt.decode(bytes, pki: pki)
                 return appReceiptEntry(appReceipt, raw: receipt, excludeOld: excludeOld, nowMs: nowMs)
             } else if first == UInt8(ascii: "{") {
-                let decoded = try SimulatedTransactionReceipt.decode(bytes, leafPublicKey: leafPublicKey)
+                let decoded = try SimulatedTransactionReceipt.decode(bytes, pki: pki)
                 return transactionReceiptEntry(decoded, raw: receipt, nowMs: nowMs)
             }
             return CacheEntry(verdict: .malformed, families: [:], validUntilMs: never)

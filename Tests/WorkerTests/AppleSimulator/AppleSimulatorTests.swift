@@ -135,6 +135,29 @@ struct AppleSimulatorVerifyReceiptTests {
         }
     }
 
+    @Test("truncated and bit-flipped receipts answer 21002 or 21003, never crash")
+    func damagedReceipts() async throws {
+        try await AppleSimHarness.with { sim in
+            for format in ["app_receipt", "transaction_receipt"] {
+                let minted = try await sim.mint(format: format, environment: "Production")
+                let base64 = try #require(minted["receipt"] as? String)
+                let bytes = [UInt8](try #require(Data(base64Encoded: base64)))
+                var damaged: [[UInt8]] = stride(from: 1, to: bytes.count, by: max(1, bytes.count / 25)).map {
+                    Array(bytes.prefix($0))
+                }
+                for index in stride(from: 0, to: bytes.count, by: max(1, bytes.count / 25)) {
+                    var flipped = bytes
+                    flipped[index] ^= 0x40
+                    damaged.append(flipped)
+                }
+                for receipt in damaged {
+                    let status = try await sim.verify(Data(receipt).base64EncodedString(), sandbox: false)["status"]
+                    #expect([21002, 21003].contains(status as? Int), "\(format): \(String(describing: status))")
+                }
+            }
+        }
+    }
+
     @Test("a refund shows as cancellation_date in verifyReceipt")
     func refund() async throws {
         try await AppleSimHarness.with { sim in
