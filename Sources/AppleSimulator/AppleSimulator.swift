@@ -21,6 +21,9 @@ public struct AppleSimulatorConfiguration: Sendable {
     /// When set, the signature of Server API bearer tokens is verified with this key
     /// (`--api-public-key-file`, PEM). Default: nil (structure and claims only).
     public var apiPublicKey: P256.Signing.PublicKey?
+    /// A PKI to use instead of issuing one, when there is no state directory; lets tests share one PKI, since
+    /// three RSA-2048 key generations are slow in debug builds. Default: nil (issue a fresh one).
+    public var pki: SimulatorPKI?
     /// How many receipts (and, separately, exact request bodies) the verifyReceipt caches hold; each empties
     /// when full. About 11 KB per entry and cache for a subscription receipt. Default: 4096.
     public var verifyCacheLimit: Int = 4096
@@ -68,7 +71,7 @@ public final class AppleSimulator: Sendable {
             pki = try SimulatorPKI.loadOrGenerate(directory: directory, now: now())
             registry = try TransactionRegistry(journalURL: directory.appendingPathComponent("transactions.jsonl"))
         } else {
-            pki = try SimulatorPKI.generate(now: now())
+            pki = try configuration.pki ?? SimulatorPKI.generate(now: now())
             registry = try TransactionRegistry(journalURL: nil)
         }
         faults = FaultInjector(random: configuration.random, now: now)

@@ -33,6 +33,7 @@ struct AppleSimHarness {
         var configuration = AppleSimulatorConfiguration()
         // Stopping by cancellation makes Hummingbird log "Waiting on child channel: CancellationError()".
         configuration.logger.logLevel = .critical
+        configuration.pki = try sharedPKI.get()
         configure(&configuration)
         let simulator = try AppleSimulator(configuration: configuration)
         let task = Task { try await simulator.run() }
@@ -40,6 +41,10 @@ struct AppleSimHarness {
         return AppleSimHarness(
             simulator: simulator, task: task, base: URL(string: "http://127.0.0.1:\(port)")!)
     }
+
+    /// One PKI for every in-process simulator of the test run (RSA key generation is slow in debug builds).
+    /// Tests that need a fresh PKI set `configuration.pki = nil`.
+    static let sharedPKI = Result { try SimulatorPKI.generate() }
 
     func stop() async {
         task.cancel()

@@ -263,7 +263,7 @@ struct AppleSimulatorControlTests {
             #expect(again["transaction_id"] as? String != transactionId)
         }
         // Without the directory a fresh PKI does not know the receipt.
-        try await AppleSimHarness.with { sim in
+        try await AppleSimHarness.with({ $0.pki = nil }) { sim in
             let status = try await sim.verify(receipt, sandbox: false)["status"] as? Int
             #expect(status == 21003)
         }
