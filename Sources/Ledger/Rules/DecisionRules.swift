@@ -167,6 +167,10 @@ private struct Evaluation {
     mutating func evaluateSingle(_ transaction: PurchaseTransaction) {
         if let claim = snapshot.claim(transaction.transactionID) {
             if claim.accountID != job.accountID {
+                // Not this account's; a refund Apple reports is still recorded for the owner's entitlement.
+                if authentic, let revokedAt = transaction.revokedAt, claim.revokedAt == nil {
+                    writes.append(.revoke(transactionID: claim.transactionID, revokedAt: revokedAt))
+                }
                 standings.append(.replayed)
             } else if claim.revokedAt != nil {
                 standings.append(.revoked)

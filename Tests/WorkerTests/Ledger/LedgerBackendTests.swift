@@ -1,5 +1,7 @@
 import Foundation
-import Messagesimport Testing
+import Messages
+import Synchronization
+import Testing
 
 @testable import Ledger
 
