@@ -22,7 +22,9 @@ public protocol Ledger: Sendable {
 
     /// Reads, in one call, the verdict already recorded for `jobID` and the claims on the given transactions and
     /// on every transaction of the given subscriptions (original transaction ids).
-    func snapshot(jobID: String, transactionIDs: [String], originalTransactionIDs: [String]) async throws
+    func snapshot(
+        jobID: String, transactionIDs: [String], originalTransactionIDs: [String]
+    ) async throws
         -> LedgerSnapshot
 
     /// Applies a decision's writes and records its verdict for the job, atomically: all or nothing.

@@ -80,7 +80,9 @@ public struct LedgerBenchmark: Sendable {
                     return (latencies, errors)
                 }
             }
-            return try await group.reduce(into: ([Duration](), 0)) { $0.0 += $1.0; $0.1 += $1.1 }
+            return try await group.reduce(into: ([Duration](), 0)) {
+                $0.0 += $1.0; $0.1 += $1.1
+            }
         }
         let elapsed = started.duration(to: clock.now)
         let sorted = latencies.map(Self.milliseconds).sorted()

@@ -25,7 +25,9 @@ func withDeadline<T: Sendable>(
                     work.cancel()
                 }
             }
-            gate.onFinish { work.cancel(); timer.cancel() }
+            gate.onFinish {
+                work.cancel(); timer.cancel()
+            }
         }
     } onCancel: {
         gate.resume(.failure(CancellationError()))

@@ -40,7 +40,8 @@ public final class PostgresLedger: Ledger {
         case "disable": tls = .disable
         case "prefer": tls = .prefer(.makeClientConfiguration())
         case "require": tls = .require(.makeClientConfiguration())
-        case let other: throw LedgerError(.invalidConfiguration, "sslmode \(other) is not one of disable, prefer, require")
+        case let other:
+            throw LedgerError(.invalidConfiguration, "sslmode \(other) is not one of disable, prefer, require")
         }
         var config = PostgresClient.Configuration(
             host: host, port: components.port ?? 5432, username: user, password: components.password,
@@ -48,7 +49,8 @@ public final class PostgresLedger: Ledger {
         config.options.connectTimeout = configuration.connectTimeout
         config.options.maximumConnections = max(1, configuration.maximumConnections)
         config.options.minimumConnections = 0
-        let milliseconds = configuration.operationTimeout.components.seconds * 1000
+        let milliseconds =
+            configuration.operationTimeout.components.seconds * 1000
             + configuration.operationTimeout.components.attoseconds / 1_000_000_000_000_000
         let schema = components.queryItems?.first(where: { $0.name == "schema" })?.value
         if let schema {
@@ -81,7 +83,8 @@ public final class PostgresLedger: Ledger {
                     // One worker migrates at a time; the others wait here, then find nothing left to do.
                     try await connection.query("SELECT pg_advisory_xact_lock(\(Self.migrationLockKey))", logger: logger)
                     if let schema {
-                        try await connection.query(PostgresQuery(unsafeSQL: "CREATE SCHEMA IF NOT EXISTS \(schema)"), logger: logger)
+                        try await connection.query(
+                            PostgresQuery(unsafeSQL: "CREATE SCHEMA IF NOT EXISTS \(schema)"), logger: logger)
                     }
                     try await connection.query(
                         """
@@ -96,7 +99,8 @@ public final class PostgresLedger: Ledger {
                     }
                     let latest = LedgerSchema.postgres.last?.version ?? 0
                     if current > latest {
-                        throw LedgerError(.schema, "database schema version \(current) is newer than this build's \(latest)")
+                        throw LedgerError(
+                            .schema, "database schema version \(current) is newer than this build's \(latest)")
                     }
                     var applied: [Int] = []
                     for migration in LedgerSchema.postgres where migration.version > current {
@@ -115,11 +119,14 @@ public final class PostgresLedger: Ledger {
             }
         }
         if !applied.isEmpty {
-            logger.info("ledger schema migrated", metadata: ["ledger.migrations": "\(applied)", "ledger.target": "\(target)"])
+            logger.info(
+                "ledger schema migrated", metadata: ["ledger.migrations": "\(applied)", "ledger.target": "\(target)"])
         }
     }
 
-    public func snapshot(jobID: String, transactionIDs: [String], originalTransactionIDs: [String]) async throws
+    public func snapshot(
+        jobID: String, transactionIDs: [String], originalTransactionIDs: [String]
+    ) async throws
         -> LedgerSnapshot
     {
         let codec = self.codec
@@ -219,7 +226,9 @@ public final class PostgresLedger: Ledger {
 
     // MARK: Statements
 
-    private static func write(_ writes: [LedgerWrite], connection: PostgresConnection, logger: Logger) async throws
+    private static func write(
+        _ writes: [LedgerWrite], connection: PostgresConnection, logger: Logger
+    ) async throws
         -> Bool
     {
         for write in writes {
@@ -248,7 +257,9 @@ public final class PostgresLedger: Ledger {
                 guard rows.first?.0 == true else {
                     logger.debug(
                         "claim lost a race",
-                        metadata: ["ledger.transaction_id": "\(c.transactionID)", "ledger.owner": "\(rows.first?.1 ?? "?")"])
+                        metadata: [
+                            "ledger.transaction_id": "\(c.transactionID)", "ledger.owner": "\(rows.first?.1 ?? "?")",
+                        ])
                     return false
                 }
             case .revoke(let transactionID, let revokedAt):
@@ -322,7 +333,8 @@ public final class PostgresLedger: Ledger {
             switch (error.code, state) {
             case (.server, "57014"?): code = .timeout  // statement_timeout
             case (.server, "55P03"?), (.server, "40001"?), (.server, "40P01"?): code = .busy
-            case (.server, let s?) where s.hasPrefix("57P") || s.hasPrefix("08") || s.hasPrefix("53"): code = .unavailable
+            case (.server, let s?) where s.hasPrefix("57P") || s.hasPrefix("08") || s.hasPrefix("53"):
+                code = .unavailable
             case (.server, _): code = .database
             default: code = .unavailable  // connection errors, closed connections, SSL, authentication
             }

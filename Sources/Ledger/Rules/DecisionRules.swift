@@ -111,7 +111,8 @@ private struct Evaluation {
         policy = input.policy
         // The instant exactly as the verdict's JSON will carry it, so the verdict published now and the one read
         // back from the ledger on a redelivery are equal.
-        let truncated = Date(timeIntervalSince1970: (input.policy.now.timeIntervalSince1970 * 1000).rounded(.down) / 1000)
+        let truncated = Date(
+            timeIntervalSince1970: (input.policy.now.timeIntervalSince1970 * 1000).rounded(.down) / 1000)
         now = RFC3339.parse(RFC3339.format(truncated)) ?? truncated
         authentic = input.evidence.authenticity == .authentic
         verdictAccount = input.job.accountID
@@ -137,7 +138,8 @@ private struct Evaluation {
         if transactions.isEmpty {
             return authentic ? reject(.noTransaction, by: by) : nil
         }
-        if let expected = job.expectedProductID, authentic, !transactions.contains(where: { $0.productID == expected }) {
+        if let expected = job.expectedProductID, authentic, !transactions.contains(where: { $0.productID == expected })
+        {
             return reject(.noTransaction, by: by)
         }
         if let notification = evidence.notification {
@@ -357,7 +359,8 @@ private struct Evaluation {
         let verdict: Verdict
         switch best {
         case .granted: verdict = self.verdict(.granted, nil, by: source)
-        case .alreadyOwned: verdict = self.verdict(.alreadyGranted, .alreadyOwned, by: decidedByLedger ? .ledger : source)
+        case .alreadyOwned:
+            verdict = self.verdict(.alreadyGranted, .alreadyOwned, by: decidedByLedger ? .ledger : source)
         case .replayed: verdict = self.verdict(.rejected, .replayed, by: .ledger)
         case .revoked: verdict = self.verdict(.rejected, .revoked, by: decidedByLedger ? .ledger : source)
         case .expired: verdict = self.verdict(.rejected, .expired, by: decidedByLedger ? .ledger : source)
@@ -408,7 +411,9 @@ private struct Evaluation {
         return end > now
     }
 
-    func mergedView(group: [PurchaseTransaction], claims: [TransactionClaim]) -> [(end: Date?, revoked: Bool, isActive: Bool)] {
+    func mergedView(
+        group: [PurchaseTransaction], claims: [TransactionClaim]
+    ) -> [(end: Date?, revoked: Bool, isActive: Bool)] {
         var ids = Set<String>()
         var view: [(end: Date?, revoked: Bool, isActive: Bool)] = []
         for transaction in group {
@@ -437,7 +442,9 @@ private struct Evaluation {
     /// The owner of a subscription: the account holding its claim with the latest entitlement.
     static func owner(of claims: [TransactionClaim]) -> String? {
         claims.max { lhs, rhs in
-            (lhs.entitlementEnd ?? .distantFuture, lhs.transactionID) < (rhs.entitlementEnd ?? .distantFuture, rhs.transactionID)
+            (lhs.entitlementEnd ?? .distantFuture, lhs.transactionID) < (
+                rhs.entitlementEnd ?? .distantFuture, rhs.transactionID
+            )
         }?.accountID
     }
 
@@ -468,7 +475,8 @@ private struct Evaluation {
                 continue
             }
             existing.expiresDate = latest(existing.expiresDate, transaction.expiresDate)
-            existing.gracePeriodExpiresDate = latest(existing.gracePeriodExpiresDate, transaction.gracePeriodExpiresDate)
+            existing.gracePeriodExpiresDate = latest(
+                existing.gracePeriodExpiresDate, transaction.gracePeriodExpiresDate)
             existing.revokedAt = existing.revokedAt ?? transaction.revokedAt
             existing.originalTransactionID = existing.originalTransactionID ?? transaction.originalTransactionID
             existing.productType = existing.productType ?? transaction.productType

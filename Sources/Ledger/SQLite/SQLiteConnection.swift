@@ -19,7 +19,8 @@ final class SQLiteConnection {
             throw LedgerError(.unavailable, "cannot open SQLite database at \(path): \(message)")
         }
         db = handle
-        let milliseconds = busyTimeout.components.seconds * 1000 + busyTimeout.components.attoseconds / 1_000_000_000_000_000
+        let milliseconds =
+            busyTimeout.components.seconds * 1000 + busyTimeout.components.attoseconds / 1_000_000_000_000_000
         sqlite3_busy_timeout(handle, Int32(clamping: milliseconds))
         sqlite3_extended_result_codes(handle, 1)
         try execute("PRAGMA journal_mode=WAL")

@@ -38,11 +38,13 @@ public final class SQLiteLedger: Ledger {
                     CREATE TABLE IF NOT EXISTS ledger_migrations (
                         version INTEGER PRIMARY KEY NOT NULL, name TEXT NOT NULL, applied_at INTEGER NOT NULL)
                     """)
-                let current = try connection.query("SELECT COALESCE(MAX(version), 0) FROM ledger_migrations")
+                let current =
+                    try connection.query("SELECT COALESCE(MAX(version), 0) FROM ledger_migrations")
                     .first?.first?.integer ?? 0
                 let latest = LedgerSchema.sqlite.last?.version ?? 0
                 if current > latest {
-                    throw LedgerError(.schema, "database schema version \(current) is newer than this build's \(latest)")
+                    throw LedgerError(
+                        .schema, "database schema version \(current) is newer than this build's \(latest)")
                 }
                 var applied: [Int] = []
                 for migration in LedgerSchema.sqlite where migration.version > current {
@@ -56,11 +58,14 @@ public final class SQLiteLedger: Ledger {
             }
         }
         if !applied.isEmpty {
-            logger.info("ledger schema migrated", metadata: ["ledger.migrations": "\(applied)", "ledger.path": "\(path)"])
+            logger.info(
+                "ledger schema migrated", metadata: ["ledger.migrations": "\(applied)", "ledger.path": "\(path)"])
         }
     }
 
-    public func snapshot(jobID: String, transactionIDs: [String], originalTransactionIDs: [String]) async throws
+    public func snapshot(
+        jobID: String, transactionIDs: [String], originalTransactionIDs: [String]
+    ) async throws
         -> LedgerSnapshot
     {
         let codec = self.codec
@@ -77,15 +82,17 @@ public final class SQLiteLedger: Ledger {
             var claims: [TransactionClaim] = []
             var seen = Set<String>()
             for id in transactionIDs {
-                for row in try connection.query("SELECT \(Self.claimColumns) FROM transaction_claims WHERE transaction_id = ?", [.text(id)]) {
+                for row in try connection.query(
+                    "SELECT \(Self.claimColumns) FROM transaction_claims WHERE transaction_id = ?", [.text(id)])
+                {
                     let claim = try Self.claim(row)
                     if seen.insert(claim.transactionID).inserted { claims.append(claim) }
                 }
             }
             for id in originalTransactionIDs {
                 for row in try connection.query(
-                    "SELECT \(Self.claimColumns) FROM transaction_claims WHERE original_transaction_id = ?", [.text(id)])
-                {
+                    "SELECT \(Self.claimColumns) FROM transaction_claims WHERE original_transaction_id = ?", [.text(id)]
+                ) {
                     let claim = try Self.claim(row)
                     if seen.insert(claim.transactionID).inserted { claims.append(claim) }
                 }

@@ -26,7 +26,8 @@ struct BenchLedgerCommand: AsyncParsableCommand {
     func run() async throws {
         let (postgres, startedHere) = try postgresURL.map { ($0, false) } ?? Self.startPostgres()
         defer { if startedHere { _ = try? Self.script("stop") } }
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("verify-bench-\(UUID().uuidString)")
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "verify-bench-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
         let base = sqlitePath ?? directory.appendingPathComponent("ledger").path
@@ -45,7 +46,9 @@ struct BenchLedgerCommand: AsyncParsableCommand {
                         try await benchmark.run(ledger: ledger, backend: backend, concurrency: concurrency, ids: ids)
                     }
                     if backend == "sqlite" {
-                        for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: "\(base)-\(tag)\(suffix)") }
+                        for suffix in ["", "-wal", "-shm"] {
+                            try? FileManager.default.removeItem(atPath: "\(base)-\(tag)\(suffix)")
+                        }
                     }
                     results.append(result)
                 }

@@ -33,13 +33,16 @@ struct LedgerBackendTests {
             #expect(snapshot.claims.count == 1)
             #expect(claim.accountID == "acct-A" && claim.grantedJobID == "job-1")
             #expect(claim.verdictID == granted.verdictID && claim.productType == .nonConsumable)
-            #expect(claim.originalTransactionID == "t1" && claim.bundleID == F.bundle && claim.environment == "Production")
+            #expect(
+                claim.originalTransactionID == "t1" && claim.bundleID == F.bundle && claim.environment == "Production")
             let purchased = try #require(claim.purchaseDate)
             #expect(abs(purchased.timeIntervalSince(F.days(-10))) < 0.001)
         }
     }
 
-    @Test("hundreds of concurrent claims of one transaction end with exactly one owner", arguments: LedgerBackend.allCases)
+    @Test(
+        "hundreds of concurrent claims of one transaction end with exactly one owner", arguments: LedgerBackend.allCases
+    )
     func concurrentClaimsHaveOneOwner(backend: LedgerBackend) async throws {
         try await S.withLedger(backend) { ledger, _ in
             let t = F.purchase("contested")
@@ -54,7 +57,8 @@ struct LedgerBackendTests {
             let winners = verdicts.filter { $0.outcome == .granted }
             #expect(winners.count == 1)
             #expect(verdicts.filter { $0.reason == .replayed }.count == 299)
-            let snapshot = try await ledger.snapshot(jobID: "none", transactionIDs: ["contested"], originalTransactionIDs: [])
+            let snapshot = try await ledger.snapshot(
+                jobID: "none", transactionIDs: ["contested"], originalTransactionIDs: [])
             #expect(snapshot.claims.map(\.accountID) == winners.map(\.accountID))
         }
     }
@@ -67,7 +71,8 @@ struct LedgerBackendTests {
                 for i in 0..<50 {
                     group.addTask {
                         // Each delivery decides at its own instant; only the first decision may stand.
-                        try await S.settle(ledger, F.job("job-1"), F.apple([t]), policy: F.policy(now: F.days(Double(i) / 1000)))
+                        try await S.settle(
+                            ledger, F.job("job-1"), F.apple([t]), policy: F.policy(now: F.days(Double(i) / 1000)))
                     }
                 }
                 return try await group.reduce(into: []) { $0.append($1) }
@@ -77,25 +82,33 @@ struct LedgerBackendTests {
         }
     }
 
-    @Test("a decision from a stale snapshot loses the race, writes nothing, and is decided again", arguments: LedgerBackend.allCases)
+    @Test(
+        "a decision from a stale snapshot loses the race, writes nothing, and is decided again",
+        arguments: LedgerBackend.allCases)
     func staleDecisionLosesTheRace(backend: LedgerBackend) async throws {
         try await S.withLedger(backend) { ledger, _ in
             let t = F.purchase("t1")
             let jobA = F.job("job-A", account: "acct-A")
             let stale = try await ledger.snapshot(for: jobA, evidence: F.apple([t]))
             let decision = try #require(
-                F.decision(DecisionRules.decide(DecisionInput(job: jobA, evidence: F.apple([t]), snapshot: stale, policy: F.policy()))))
+                F.decision(
+                    DecisionRules.decide(
+                        DecisionInput(job: jobA, evidence: F.apple([t]), snapshot: stale, policy: F.policy()))))
             // Meanwhile another account claims it.
             let other = try await S.settle(ledger, F.job("job-B", account: "acct-B"), F.apple([t]))
             #expect(other.outcome == .granted)
             #expect(try await ledger.apply(decision) == .raceLost)
-            #expect(try await ledger.snapshot(jobID: "job-A", transactionIDs: [], originalTransactionIDs: []).priorVerdict == nil)
+            #expect(
+                try await ledger.snapshot(jobID: "job-A", transactionIDs: [], originalTransactionIDs: []).priorVerdict
+                    == nil)
             let settled = try await S.settle(ledger, jobA, F.apple([t]))
             #expect(settled.reason == .replayed)
         }
     }
 
-    @Test("applying is all or nothing: a second claim that conflicts undoes the first and the verdict", arguments: LedgerBackend.allCases)
+    @Test(
+        "applying is all or nothing: a second claim that conflicts undoes the first and the verdict",
+        arguments: LedgerBackend.allCases)
     func applyIsAllOrNothing(backend: LedgerBackend) async throws {
         try await S.withLedger(backend) { ledger, _ in
             let taken = F.purchase("taken", purchased: F.days(-1))
@@ -105,7 +118,8 @@ struct LedgerBackendTests {
             let decision = try #require(F.decision(F.decide(F.job("job-1"), F.apple([fresh, taken]))))
             #expect(decision.writes.count == 2)
             #expect(try await ledger.apply(decision) == .raceLost)
-            let snapshot = try await ledger.snapshot(jobID: "job-1", transactionIDs: ["fresh", "taken"], originalTransactionIDs: [])
+            let snapshot = try await ledger.snapshot(
+                jobID: "job-1", transactionIDs: ["fresh", "taken"], originalTransactionIDs: [])
             #expect(snapshot.priorVerdict == nil)
             #expect(snapshot.claims.map(\.transactionID) == ["taken"])
             // Settling re-decides: the fresh one is granted, the taken one left to its owner.
@@ -122,7 +136,9 @@ struct LedgerBackendTests {
             let renewed = F.renewal("s9", purchased: F.days(-1), expires: F.days(29))
             let jobB = F.job("job-B", account: "acct-B")
             let before = try await ledger.snapshot(for: jobB, evidence: F.local([old, renewed]))
-            #expect(DecisionRules.decideFromLedger(job: jobB, localEvidence: F.local([old, renewed]), snapshot: before, policy: F.policy()) == nil)
+            #expect(
+                DecisionRules.decideFromLedger(
+                    job: jobB, localEvidence: F.local([old, renewed]), snapshot: before, policy: F.policy()) == nil)
             let moved = try await S.settle(ledger, jobB, F.apple([old, renewed]))
             #expect(moved.outcome == .granted && moved.accountID == "acct-B")
             let after = try await ledger.snapshot(jobID: "x", transactionIDs: [], originalTransactionIDs: ["sub-1"])
@@ -151,16 +167,28 @@ struct LedgerBackendTests {
         try await S.withLedger(backend) { ledger, _ in
             let sub = F.renewal("s1", purchased: F.days(-5), expires: F.days(25))
             _ = try await S.settle(ledger, F.job(), F.apple([sub]))
-            #expect(try await ledger.perform([.extendSubscription(transactionID: "s1", expiresDate: F.days(40), gracePeriodExpiresDate: nil)]))
-            #expect(try await ledger.perform([.extendSubscription(transactionID: "s1", expiresDate: F.days(30), gracePeriodExpiresDate: F.days(45))]))
+            #expect(
+                try await ledger.perform([
+                    .extendSubscription(transactionID: "s1", expiresDate: F.days(40), gracePeriodExpiresDate: nil)
+                ]))
+            #expect(
+                try await ledger.perform([
+                    .extendSubscription(
+                        transactionID: "s1", expiresDate: F.days(30), gracePeriodExpiresDate: F.days(45))
+                ]))
             try await ledger.revoke(transactionID: "s1", at: F.days(1))
             try await ledger.revoke(transactionID: "s1", at: F.days(2))
-            let claim = try #require(try await ledger.snapshot(jobID: "x", transactionIDs: ["s1"], originalTransactionIDs: []).claims.first)
+            let claim = try #require(
+                try await ledger.snapshot(jobID: "x", transactionIDs: ["s1"], originalTransactionIDs: []).claims.first)
             #expect(abs(try #require(claim.expiresDate).timeIntervalSince(F.days(40))) < 0.001)
             #expect(abs(try #require(claim.gracePeriodExpiresDate).timeIntervalSince(F.days(45))) < 0.001)
             #expect(abs(try #require(claim.revokedAt).timeIntervalSince(F.days(1))) < 0.001)
             // A move that expects other rows than the ledger holds is refused, writing nothing.
-            #expect(try await ledger.perform([.moveSubscription(originalTransactionID: "sub-1", from: "acct-A", to: "acct-B", transactionIDs: ["s0"])]) == false)
+            #expect(
+                try await ledger.perform([
+                    .moveSubscription(
+                        originalTransactionID: "sub-1", from: "acct-A", to: "acct-B", transactionIDs: ["s0"])
+                ]) == false)
         }
     }
 
@@ -205,9 +233,11 @@ struct LedgerBackendTests {
                 killedError = error
             }
             postgres.injectFault(nil)
-            let killed = try #require(killedError as? LedgerError, "expected a LedgerError, got \(String(describing: killedError))")
+            let killed = try #require(
+                killedError as? LedgerError, "expected a LedgerError, got \(String(describing: killedError))")
             #expect(killed.isRetryable, "\(killed)")
-            let afterKill = try await ledger.snapshot(jobID: "job-1", transactionIDs: ["t1"], originalTransactionIDs: [])
+            let afterKill = try await ledger.snapshot(
+                jobID: "job-1", transactionIDs: ["t1"], originalTransactionIDs: [])
             #expect(afterKill.priorVerdict == nil && afterKill.claims.isEmpty)
 
             // 2. The server stops: a clear retryable error within the timeouts, not a hang.
@@ -223,7 +253,8 @@ struct LedgerBackendTests {
             let elapsed = started.duration(to: clock.now)
             // Nothing between pause and here throws: the server always comes back.
             try S.shell("'\(control)' resume")
-            let stopped = try #require(stoppedError as? LedgerError, "expected a LedgerError, got \(String(describing: stoppedError))")
+            let stopped = try #require(
+                stoppedError as? LedgerError, "expected a LedgerError, got \(String(describing: stoppedError))")
             #expect(stopped.isRetryable, "\(stopped)")
             #expect(stopped.code == .unavailable || stopped.code == .timeout, "\(stopped)")
             #expect(elapsed < .seconds(10))
@@ -255,7 +286,8 @@ struct LedgerBackendTests {
                 _ = try await S.settle(ledger, F.job(), F.apple([a, b]))
             }
             await sqlite.injectFault(nil)
-            let snapshot = try await ledger.snapshot(jobID: "job-1", transactionIDs: ["a", "b"], originalTransactionIDs: [])
+            let snapshot = try await ledger.snapshot(
+                jobID: "job-1", transactionIDs: ["a", "b"], originalTransactionIDs: [])
             #expect(snapshot.priorVerdict == nil && snapshot.claims.isEmpty)
             #expect(try await S.settle(ledger, F.job(), F.apple([a, b])).outcome == .granted)
         }
@@ -282,5 +314,9 @@ struct LedgerBackendTests {
 /// A thread-safe counter for fault hooks.
 final class Counter: Sendable {
     private let value = Mutex(0)
-    func increment() -> Int { value.withLock { $0 += 1; return $0 } }
+    func increment() -> Int {
+        value.withLock {
+            $0 += 1; return $0
+        }
+    }
 }

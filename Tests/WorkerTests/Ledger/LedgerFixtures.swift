@@ -14,13 +14,16 @@ enum LedgerFixtures {
             "com.example.season": .nonRenewing,
         ])
 
-    static func policy(now: Date = now, allowSandbox: Bool = false, catalog: DecisionCatalog? = catalog)
+    static func policy(
+        now: Date = now, allowSandbox: Bool = false, catalog: DecisionCatalog? = catalog
+    )
         -> DecisionPolicy
     {
         DecisionPolicy(allowSandbox: allowSandbox, now: now, catalog: catalog)
     }
 
-    static func job(_ jobID: String = "job-1", account: String = "acct-A", expectedProduct: String? = nil) -> ReceiptJob {
+    static func job(_ jobID: String = "job-1", account: String = "acct-A", expectedProduct: String? = nil) -> ReceiptJob
+    {
         ReceiptJob(
             jobID: jobID, accountID: account, proof: .receipt("MIIbase64"), bundleID: bundle,
             expectedProductID: expectedProduct)
@@ -50,7 +53,9 @@ enum LedgerFixtures {
             revoked: revoked, grace: grace, billingRetry: billingRetry)
     }
 
-    static func apple(_ transactions: [PurchaseTransaction], environment: PurchaseEvidence.Environment = .production)
+    static func apple(
+        _ transactions: [PurchaseTransaction], environment: PurchaseEvidence.Environment = .production
+    )
         -> PurchaseEvidence
     {
         PurchaseEvidence(

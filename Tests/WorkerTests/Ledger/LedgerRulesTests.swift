@@ -110,7 +110,9 @@ struct LedgerRulesTests {
 
     @Test("catalog, bundle, authenticity and environment rejections")
     func catalogAndEnvironmentRejections() throws {
-        func reason(_ evidence: PurchaseEvidence, job: ReceiptJob = F.job(), policy: DecisionPolicy = F.policy())
+        func reason(
+            _ evidence: PurchaseEvidence, job: ReceiptJob = F.job(), policy: DecisionPolicy = F.policy()
+        )
             -> Verdict.Reason?
         {
             F.decision(F.decide(job, evidence, policy: policy))?.verdict.reason
@@ -206,7 +208,8 @@ struct LedgerRulesTests {
         #expect(decision.verdict.accountID == "acct-B")
         #expect(
             decision.writes.first
-                == .moveSubscription(originalTransactionID: "sub-1", from: "acct-A", to: "acct-B", transactionIDs: ["s1"]))
+                == .moveSubscription(
+                    originalTransactionID: "sub-1", from: "acct-A", to: "acct-B", transactionIDs: ["s1"]))
         #expect(decision.writes.count == 2)
     }
 
@@ -280,7 +283,8 @@ struct LedgerRulesTests {
     func notifications() throws {
         let first = F.renewal("s1", purchased: F.days(-35), expires: F.days(-5))
         let owned = [F.claim(first, account: "acct-A")]
-        func notification(_ kind: SubscriptionNotification.Kind, _ transaction: PurchaseTransaction) -> PurchaseEvidence {
+        func notification(_ kind: SubscriptionNotification.Kind, _ transaction: PurchaseTransaction) -> PurchaseEvidence
+        {
             var evidence = F.apple([transaction])
             evidence.source = .signature
             evidence.appleStatus = nil
@@ -288,7 +292,8 @@ struct LedgerRulesTests {
             return evidence
         }
         let renewal = F.renewal("s2", purchased: F.days(-5), expires: F.days(25))
-        let renewed = try #require(F.decision(F.decide(F.notificationJob(), notification(.renewed, renewal), claims: owned)))
+        let renewed = try #require(
+            F.decision(F.decide(F.notificationJob(), notification(.renewed, renewal), claims: owned)))
         #expect(renewed.verdict.accountID == "acct-A")
         #expect(renewed.verdict.outcome == .granted)
         #expect(renewed.verdict.decidedBy == .signature)
@@ -300,19 +305,25 @@ struct LedgerRulesTests {
 
         var refund = first
         refund.revokedAt = F.days(-1)
-        let refunded = try #require(F.decision(F.decide(F.notificationJob("n2"), notification(.refunded, refund), claims: owned)))
+        let refunded = try #require(
+            F.decision(F.decide(F.notificationJob("n2"), notification(.refunded, refund), claims: owned)))
         #expect(refunded.verdict.accountID == "acct-A" && refunded.verdict.reason == .revoked)
         #expect(refunded.writes == [.revoke(transactionID: "s1", revokedAt: F.days(-1))])
 
         var failing = first
         failing.gracePeriodExpiresDate = F.days(3)
         failing.isInBillingRetry = true
-        let grace = try #require(F.decision(F.decide(F.notificationJob("n3"), notification(.renewalFailed, failing), claims: owned)))
+        let grace = try #require(
+            F.decision(F.decide(F.notificationJob("n3"), notification(.renewalFailed, failing), claims: owned)))
         #expect(grace.verdict.outcome == .alreadyGranted)
         #expect(grace.verdict.transactions.first?.expiresDate == F.days(3))
-        #expect(grace.writes == [.extendSubscription(transactionID: "s1", expiresDate: nil, gracePeriodExpiresDate: F.days(3))])
+        #expect(
+            grace.writes == [
+                .extendSubscription(transactionID: "s1", expiresDate: nil, gracePeriodExpiresDate: F.days(3))
+            ])
 
-        let expired = try #require(F.decision(F.decide(F.notificationJob("n4"), notification(.expired, first), claims: owned)))
+        let expired = try #require(
+            F.decision(F.decide(F.notificationJob("n4"), notification(.expired, first), claims: owned)))
         #expect(expired.verdict.accountID == "acct-A" && expired.verdict.reason == .expired)
 
         let unowned = try #require(F.decision(F.decide(F.notificationJob("n5"), notification(.renewed, renewal))))
