@@ -77,6 +77,7 @@ public final class PostgresLedger: Ledger {
     }
 
     public func migrate() async throws {
+        let schema = self.schema
         let applied = try await operation("migrate") { client, logger in
             try await client.withConnection { connection in
                 try await Self.inTransaction(connection, logger: logger) {
