@@ -1,2 +1,142 @@
-/// The Ledger module. See README.md, "Architecture".
-public enum LedgerModule {}
+import Foundation
+import Logging
+import Messages
+
+/// The cluster's memory of which transaction went to which account, and of the verdict each job got.
+///
+/// Implementations: ``PostgresLedger`` (`postgres://…`, for clusters) and ``SQLiteLedger`` (`sqlite:PATH`, the
+/// embedded default for one node), made by ``LedgerFactory``. Both keep the same schema and semantics
+/// (docs/LEDGER.md). Every operation is idempotent under redelivery, and every failure is a ``LedgerError``.
+///
+/// Lifecycle: ``run()`` must be running (in a task, or as a service of a ServiceGroup) while the ledger is used;
+/// it returns when its task is cancelled, after closing the connections. Call ``migrate()`` once at start.
+public protocol Ledger: Sendable {
+    /// Runs the ledger's background work (the PostgreSQL connection pool) until the task is cancelled.
+    func run() async throws
+
+    /// Creates or upgrades the schema. Safe to call from several workers at once and more than once.
+    func migrate() async throws
+
+    /// The schema versions applied, oldest first (also a cheap "is the ledger reachable" probe).
+    func schemaVersions() async throws -> [Int]
+
+    /// Reads, in one call, the verdict already recorded for `jobID` and the claims on the given transactions and
+    /// on every transaction of the given subscriptions (original transaction ids).
+    func snapshot(
+        jobID: String, transactionIDs: [String], originalTransactionIDs: [String]
+    ) async throws
+        -> LedgerSnapshot
+
+    /// Applies a decision's writes and records its verdict for the job, atomically: all or nothing.
+    func apply(_ decision: LedgerDecision) async throws -> ApplyResult
+
+    /// Applies writes without a verdict (operator tools: revoke, move ownership, notification updates), atomically.
+    /// Returns false when a claim or a move found the ledger changed (nothing was written).
+    func perform(_ writes: [LedgerWrite]) async throws -> Bool
+}
+
+extension Ledger {
+    /// The snapshot a job's evidence needs: the job's prior verdict and the claims of its transactions.
+    public func snapshot(for job: ReceiptJob, evidence: PurchaseEvidence) async throws -> LedgerSnapshot {
+        let ids = Array(Set(evidence.transactions.map(\.transactionID))).sorted()
+        let originals = Array(Set(evidence.transactions.map(\.subscriptionKey))).sorted()
+        return try await snapshot(jobID: job.jobID, transactionIDs: ids, originalTransactionIDs: originals)
+    }
+
+    /// Revokes one transaction (a refund found outside a job). Idempotent.
+    public func revoke(transactionID: String, at revokedAt: Date) async throws {
+        _ = try await perform([.revoke(transactionID: transactionID, revokedAt: revokedAt)])
+    }
+}
+
+/// The read-decide-write loop around ``DecisionRules``: decide from a snapshot, apply, and when the apply lost a
+/// race, read again and decide again with the same evidence (no second Apple call).
+public enum LedgerSettlement {
+    /// What settling a job ended with.
+    public enum Outcome: Sendable, Hashable {
+        /// The verdict to publish (first decided now, or recorded before for this job).
+        case verdict(Verdict)
+        /// The evidence is not authenticated and the ledger cannot decide: ask Apple, then settle again.
+        case needsApple
+    }
+
+    /// Decides and records a job. Throws ``LedgerError`` (`contention` after `maximumAttempts` lost races).
+    public static func settle(
+        job: ReceiptJob, evidence: PurchaseEvidence, policy: DecisionPolicy, ledger: some Ledger,
+        maximumAttempts: Int = 8
+    ) async throws -> Outcome {
+        for _ in 0..<max(1, maximumAttempts) {
+            let snapshot = try await ledger.snapshot(for: job, evidence: evidence)
+            let input = DecisionInput(job: job, evidence: evidence, snapshot: snapshot, policy: policy)
+            switch DecisionRules.decide(input) {
+            case .needsApple:
+                return .needsApple
+            case .decided(let decision) where decision.isRecorded:
+                return .verdict(decision.verdict)
+            case .decided(let decision):
+                switch try await ledger.apply(decision) {
+                case .applied(let verdict), .alreadyDecided(let verdict): return .verdict(verdict)
+                case .raceLost: continue
+                }
+            }
+        }
+        throw LedgerError(.contention, "job \(job.jobID): claims lost \(maximumAttempts) races in a row")
+    }
+}
+
+/// Settings shared by both ledgers. Each key is also a `VERIFY_LEDGER_…` setting of `verify-worker run`.
+public struct LedgerConfiguration: Sendable {
+    /// How long one operation may take before it fails with ``LedgerError/Code/timeout``. Default: 5 s.
+    public var operationTimeout: Duration
+    /// How long to try to connect to PostgreSQL before failing with ``LedgerError/Code/unavailable``.
+    /// Default: 3 s.
+    public var connectTimeout: Duration
+    /// The most PostgreSQL connections per worker. Default: 16.
+    public var maximumConnections: Int
+    /// How long SQLite waits for another writer's lock (`busy_timeout`). Default: 5 s.
+    public var busyTimeout: Duration
+
+    public init(
+        operationTimeout: Duration = .seconds(5), connectTimeout: Duration = .seconds(3),
+        maximumConnections: Int = 16, busyTimeout: Duration = .seconds(5)
+    ) {
+        self.operationTimeout = operationTimeout
+        self.connectTimeout = connectTimeout
+        self.maximumConnections = maximumConnections
+        self.busyTimeout = busyTimeout
+    }
+}
+
+/// Makes the ledger a URL names: `postgres://user[:password]@host[:port]/database` or `sqlite:PATH`.
+public enum LedgerFactory {
+    public static func make(
+        url: String, configuration: LedgerConfiguration = .init(), logger: Logger = Logger(label: "verify.ledger")
+    ) throws -> any Ledger {
+        if url.hasPrefix("sqlite:") {
+            var path = String(url.dropFirst("sqlite:".count))
+            if path.hasPrefix("//") { path.removeFirst(2) }
+            guard !path.isEmpty else {
+                throw LedgerError(.invalidConfiguration, "sqlite URL without a path (expected sqlite:PATH)")
+            }
+            return try SQLiteLedger(path: path, configuration: configuration, logger: logger)
+        }
+        if url.hasPrefix("postgres://") || url.hasPrefix("postgresql://") {
+            return try PostgresLedger(url: url, configuration: configuration, logger: logger)
+        }
+        throw LedgerError(.invalidConfiguration, "ledger URL must start with postgres:// or sqlite:")
+    }
+
+    /// Runs `body` with a running, migrated ledger, then stops it (for tools, tests and benchmarks).
+    public static func withLedger<T: Sendable>(
+        url: String, configuration: LedgerConfiguration = .init(), logger: Logger = Logger(label: "verify.ledger"),
+        _ body: @Sendable (any Ledger) async throws -> T
+    ) async throws -> T {
+        let ledger = try make(url: url, configuration: configuration, logger: logger)
+        return try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { try await ledger.run() }
+            defer { group.cancelAll() }
+            try await ledger.migrate()
+            return try await body(ledger)
+        }
+    }
+}

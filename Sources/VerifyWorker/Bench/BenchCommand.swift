@@ -11,6 +11,7 @@ struct BenchCommand: AsyncParsableCommand {
             BenchRateLimiter.self,
             BenchAppleCommand.self,
             BenchReceiptsCommand.self,
+            BenchLedgerCommand.self,
         ]
     )
 }

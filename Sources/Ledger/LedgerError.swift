@@ -1,0 +1,53 @@
+/// Why a ledger operation failed. The description never holds a receipt, a secret or a password.
+public struct LedgerError: Error, Sendable, Hashable, CustomStringConvertible {
+    public enum Code: String, Sendable, Hashable, CaseIterable {
+        /// The database cannot be reached (refused, closed, connect timeout). Retry later.
+        case unavailable
+        /// An operation took longer than its timeout. Retry later.
+        case timeout
+        /// The database is busy or locked by another writer longer than the busy timeout. Retry later.
+        case busy
+        /// Claims kept losing races after several attempts. Retry later.
+        case contention
+        /// The ledger URL or configuration is wrong. Fix the configuration.
+        case invalidConfiguration = "invalid_configuration"
+        /// The schema is newer than this build, or a migration failed. Needs an operator.
+        case schema
+        /// Stored data could not be read back (a corrupt row). Needs an operator.
+        case corrupt
+        /// Any other database error (constraint, I/O, SQL). Retried, as a database fault is usually transient.
+        case database
+    }
+
+    public var code: Code
+    /// What happened, without data from a receipt.
+    public var detail: String
+    public var file: String
+    public var line: Int
+
+    public init(_ code: Code, _ detail: String, file: String = #fileID, line: Int = #line) {
+        self.code = code
+        self.detail = detail
+        self.file = file
+        self.line = line
+    }
+
+    /// Whether retrying the same job later may succeed (as opposed to dead-lettering it or stopping).
+    public var isRetryable: Bool {
+        switch code {
+        case .unavailable, .timeout, .busy, .contention, .database: true
+        case .invalidConfiguration, .schema, .corrupt: false
+        }
+    }
+
+    public var description: String { "ledger \(code.rawValue): \(detail) (\(file):\(line))" }
+
+    public static func == (lhs: LedgerError, rhs: LedgerError) -> Bool {
+        lhs.code == rhs.code && lhs.detail == rhs.detail
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(code)
+        hasher.combine(detail)
+    }
+}

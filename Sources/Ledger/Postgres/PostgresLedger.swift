@@ -1,0 +1,389 @@
+import Foundation
+import Logging
+import Messages
+import PostgresNIO
+import Synchronization
+
+/// The cluster ledger (`postgres://user[:password]@host[:port]/database[?sslmode=disable|prefer|require][&schema=NAME]`),
+/// shared by every worker through a pool of connections (postgres-nio's `PostgresClient`).
+///
+/// ``run()`` runs the pool and must keep running while the ledger is used (run it in a task, or as a service of
+/// the worker's ServiceGroup); operations started without it fail at their timeout, they never hang.
+/// Every operation has a deadline (``LedgerConfiguration/operationTimeout``, and `statement_timeout` on the
+/// server); a database that is down gives ``LedgerError/Code/unavailable`` within the connect timeout.
+public final class PostgresLedger: Ledger {
+    private let client: PostgresClient
+    private let logger: Logger
+    private let configuration: LedgerConfiguration
+    private let codec = MessageCodec()
+    /// The database named by the URL, for logs (never the password).
+    public let target: String
+    /// The schema holding the tables (`schema=` in the URL); `nil` means the user's default search path.
+    public let schema: String?
+    /// Tests only: SQL to run on the transaction's own connection at a labelled point of `apply`
+    /// (`verdict`, `claim`), to make the database go away mid-transaction.
+    private let faultHook = Mutex<(@Sendable (String) -> String?)?>(nil)
+
+    /// Key of the advisory lock that serializes migrations across workers ("vw-ledgr" in ASCII).
+    static let migrationLockKey: Int64 = 0x7677_2D6C_6564_6772
+
+    public init(url: String, configuration: LedgerConfiguration = .init(), logger: Logger) throws {
+        guard let components = URLComponents(string: url), let host = components.host, !host.isEmpty else {
+            throw LedgerError(.invalidConfiguration, "ledger URL is not postgres://user@host[:port]/database")
+        }
+        let database = components.path.hasPrefix("/") ? String(components.path.dropFirst()) : components.path
+        guard let user = components.user, !user.isEmpty, !database.isEmpty else {
+            throw LedgerError(.invalidConfiguration, "ledger URL needs a user and a database: postgres://user@host/db")
+        }
+        let tls: PostgresClient.Configuration.TLS
+        switch components.queryItems?.first(where: { $0.name == "sslmode" })?.value ?? "prefer" {
+        case "disable": tls = .disable
+        case "prefer": tls = .prefer(.makeClientConfiguration())
+        case "require": tls = .require(.makeClientConfiguration())
+        case let other:
+            throw LedgerError(.invalidConfiguration, "sslmode \(other) is not one of disable, prefer, require")
+        }
+        var config = PostgresClient.Configuration(
+            host: host, port: components.port ?? 5432, username: user, password: components.password,
+            database: database, tls: tls)
+        config.options.connectTimeout = configuration.connectTimeout
+        config.options.maximumConnections = max(1, configuration.maximumConnections)
+        config.options.minimumConnections = 0
+        let milliseconds =
+            configuration.operationTimeout.components.seconds * 1000
+            + configuration.operationTimeout.components.attoseconds / 1_000_000_000_000_000
+        let schema = components.queryItems?.first(where: { $0.name == "schema" })?.value
+        if let schema {
+            let allowed = Set("abcdefghijklmnopqrstuvwxyz0123456789_")
+            guard !schema.isEmpty, schema.count <= 63, schema.allSatisfy({ allowed.contains($0) }) else {
+                throw LedgerError(.invalidConfiguration, "schema must be 1-63 characters of a-z, 0-9 and _")
+            }
+        }
+        self.schema = schema
+        config.options.additionalStartupParameters = [
+            ("statement_timeout", "\(max(1, milliseconds))"),
+            ("lock_timeout", "\(max(1, milliseconds))"),
+            ("application_name", "verify-worker"),
+        ]
+        if let schema { config.options.additionalStartupParameters.append(("search_path", schema)) }
+        self.configuration = configuration
+        self.logger = logger
+        self.target = "\(host):\(components.port ?? 5432)/\(database)"
+        client = PostgresClient(configuration: config, backgroundLogger: logger)
+    }
+
+    public func run() async throws {
+        await client.run()
+    }
+
+    public func migrate() async throws {
+        let schema = self.schema
+        let applied = try await operation("migrate") { client, logger in
+            try await client.withConnection { connection in
+                try await Self.inTransaction(connection, logger: logger) {
+                    // One worker migrates at a time; the others wait here, then find nothing left to do.
+                    try await connection.query("SELECT pg_advisory_xact_lock(\(Self.migrationLockKey))", logger: logger)
+                    if let schema {
+                        try await connection.query(
+                            PostgresQuery(unsafeSQL: "CREATE SCHEMA IF NOT EXISTS \(schema)"), logger: logger)
+                    }
+                    try await connection.query(
+                        """
+                        CREATE TABLE IF NOT EXISTS ledger_migrations (
+                            version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL)
+                        """, logger: logger)
+                    var current = 0
+                    for try await version in try await connection.query(
+                        "SELECT COALESCE(MAX(version), 0) FROM ledger_migrations", logger: logger
+                    ).decode(Int.self) {
+                        current = version
+                    }
+                    let latest = LedgerSchema.postgres.last?.version ?? 0
+                    if current > latest {
+                        throw LedgerError(
+                            .schema, "database schema version \(current) is newer than this build's \(latest)")
+                    }
+                    var applied: [Int] = []
+                    for migration in LedgerSchema.postgres where migration.version > current {
+                        for statement in migration.statements {
+                            try await connection.query(PostgresQuery(unsafeSQL: statement), logger: logger)
+                        }
+                        try await connection.query(
+                            """
+                            INSERT INTO ledger_migrations (version, name, applied_at)
+                            VALUES (\(migration.version), \(migration.name), now())
+                            """, logger: logger)
+                        applied.append(migration.version)
+                    }
+                    return (applied, commit: true)
+                }
+            }
+        }
+        if !applied.isEmpty {
+            logger.info(
+                "ledger schema migrated", metadata: ["ledger.migrations": "\(applied)", "ledger.target": "\(target)"])
+        }
+    }
+
+    public func snapshot(
+        jobID: String, transactionIDs: [String], originalTransactionIDs: [String]
+    ) async throws
+        -> LedgerSnapshot
+    {
+        let codec = self.codec
+        return try await operation("snapshot") { client, logger in
+            // One round trip: the job's verdict and the claims, as one statement (one consistent snapshot).
+            let rows = try await client.query(
+                """
+                SELECT NULL::text AS verdict_json, \(unescaped: Self.claimColumns)
+                FROM transaction_claims
+                WHERE transaction_id = ANY(\(transactionIDs)) OR original_transaction_id = ANY(\(originalTransactionIDs))
+                UNION ALL
+                SELECT verdict_json, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+                    NULL, NULL
+                FROM job_verdicts WHERE job_id = \(jobID)
+                """, logger: logger)
+            var snapshot = LedgerSnapshot()
+            for try await row in rows {
+                let cells = row.makeRandomAccess()
+                if let json = try cells[0].decode(String?.self) {
+                    snapshot.priorVerdict = try SQLiteLedger.decodeVerdict(json, codec: codec)
+                } else {
+                    snapshot.claims.append(try Self.claim(cells, offset: 1))
+                }
+            }
+            return snapshot
+        }
+    }
+
+    public func apply(_ decision: LedgerDecision) async throws -> ApplyResult {
+        if decision.isRecorded { return .alreadyDecided(decision.verdict) }
+        let codec = self.codec
+        let json = String(decoding: codec.encode(decision.verdict), as: UTF8.self)
+        let verdict = try SQLiteLedger.decodeVerdict(json, codec: codec)
+        let faultHook = self.faultHook.withLock { $0 }
+        let result = try await operation("apply") { client, logger in
+            try await client.withConnection { connection in
+                try await Self.inTransaction(connection, logger: logger) { () -> (ApplyResult?, commit: Bool) in
+                    if let sql = faultHook?("verdict") {
+                        try await connection.query(PostgresQuery(unsafeSQL: sql), logger: logger)
+                    }
+                    let inserted = try await connection.query(
+                        """
+                        INSERT INTO job_verdicts
+                            (job_id, verdict_id, account_id, outcome, reason, verdict_json, decided_at, created_at)
+                        VALUES (\(verdict.jobID), \(verdict.verdictID), \(verdict.accountID), \(verdict.outcome.rawValue),
+                            \(verdict.reason?.rawValue), \(json), \(verdict.decidedAt), now())
+                        ON CONFLICT (job_id) DO NOTHING RETURNING job_id
+                        """, logger: logger
+                    ).collect()
+                    // Another delivery recorded this job first: roll back, then read its verdict below.
+                    guard !inserted.isEmpty else { return (nil, commit: false) }
+                    if let sql = faultHook?("claim") {
+                        try await connection.query(PostgresQuery(unsafeSQL: sql), logger: logger)
+                    }
+                    let ok = try await Self.write(decision.writes, connection: connection, logger: logger)
+                    return ok ? (.applied(verdict), commit: true) : (.raceLost, commit: false)
+                }
+            }
+        }
+        if let result { return result }
+        let stored = try await snapshot(jobID: verdict.jobID, transactionIDs: [], originalTransactionIDs: [])
+        guard let prior = stored.priorVerdict else {
+            throw LedgerError(.database, "job verdict conflicted but could not be read back")
+        }
+        return .alreadyDecided(prior)
+    }
+
+    public func perform(_ writes: [LedgerWrite]) async throws -> Bool {
+        try await operation("perform") { client, logger in
+            try await client.withConnection { connection in
+                try await Self.inTransaction(connection, logger: logger) {
+                    let ok = try await Self.write(writes, connection: connection, logger: logger)
+                    return (ok, commit: ok)
+                }
+            }
+        }
+    }
+
+    public func schemaVersions() async throws -> [Int] {
+        try await operation("schema versions") { client, logger in
+            try await client.query("SELECT version FROM ledger_migrations ORDER BY version", logger: logger)
+                .decode(Int.self).collected()
+        }
+    }
+
+    /// Tests only: see `faultHook`.
+    func injectFault(_ hook: (@Sendable (String) -> String?)?) {
+        faultHook.withLock { $0 = hook }
+    }
+
+    /// Tests only: runs one statement (for example `pg_terminate_backend`) through the pool.
+    func execute(unsafeSQL sql: String) async throws {
+        try await operation("execute") { client, logger in
+            _ = try await client.query(PostgresQuery(unsafeSQL: sql), logger: logger).collect()
+        }
+    }
+
+    // MARK: Statements
+
+    private static func write(
+        _ writes: [LedgerWrite], connection: PostgresConnection, logger: Logger
+    ) async throws
+        -> Bool
+    {
+        for write in writes {
+            switch write {
+            case .claim(let c):
+                // Atomic claim in one round trip: insert, or report the existing owner. No read-then-write race.
+                // (Under READ COMMITTED a row committed by a concurrent claim after this statement's snapshot
+                // yields no row at all: that too is a lost race, and the caller reads again.)
+                let rows = try await connection.query(
+                    """
+                    WITH inserted AS (
+                        INSERT INTO transaction_claims (\(unescaped: claimColumns))
+                        VALUES (\(c.transactionID), \(c.originalTransactionID), \(c.accountID), \(c.productID),
+                            \(c.productType.rawValue), \(c.bundleID), \(c.environment), \(c.purchaseDate),
+                            \(c.expiresDate), \(c.gracePeriodExpiresDate), \(c.revokedAt), \(c.grantedJobID),
+                            \(c.verdictID), now(), now())
+                        ON CONFLICT (transaction_id) DO NOTHING
+                        RETURNING account_id
+                    )
+                    SELECT true, account_id FROM inserted
+                    UNION ALL
+                    SELECT false, account_id FROM transaction_claims
+                    WHERE transaction_id = \(c.transactionID) AND NOT EXISTS (SELECT 1 FROM inserted)
+                    """, logger: logger
+                ).decode((Bool, String).self).collected()
+                guard rows.first?.0 == true else {
+                    logger.debug(
+                        "claim lost a race",
+                        metadata: [
+                            "ledger.transaction_id": "\(c.transactionID)", "ledger.owner": "\(rows.first?.1 ?? "?")",
+                        ])
+                    return false
+                }
+            case .revoke(let transactionID, let revokedAt):
+                try await connection.query(
+                    """
+                    UPDATE transaction_claims SET revoked_at = COALESCE(revoked_at, \(revokedAt)), updated_at = now()
+                    WHERE transaction_id = \(transactionID)
+                    """, logger: logger)
+            case .moveSubscription(let original, let from, let to, let expected):
+                let moved = try await connection.query(
+                    """
+                    UPDATE transaction_claims SET account_id = \(to), updated_at = now()
+                    WHERE original_transaction_id = \(original) AND account_id = \(from)
+                    RETURNING transaction_id
+                    """, logger: logger
+                ).decode(String.self).collected()
+                if moved.sorted() != expected.sorted() { return false }
+            case .extendSubscription(let transactionID, let expiresDate, let graceDate):
+                try await connection.query(
+                    """
+                    UPDATE transaction_claims SET
+                        expires_date = GREATEST(expires_date, \(expiresDate)),
+                        grace_period_expires_date = GREATEST(grace_period_expires_date, \(graceDate)),
+                        updated_at = now()
+                    WHERE transaction_id = \(transactionID)
+                    """, logger: logger)
+            }
+        }
+        return true
+    }
+
+    /// BEGIN … COMMIT, or ROLLBACK when `body` throws or returns `commit: false`.
+    private static func inTransaction<T>(
+        _ connection: PostgresConnection, logger: Logger, _ body: () async throws -> (T, commit: Bool)
+    ) async throws -> T {
+        try await connection.query("BEGIN", logger: logger)
+        do {
+            let (result, commit) = try await body()
+            try await connection.query(commit ? "COMMIT" : "ROLLBACK", logger: logger)
+            return result
+        } catch {
+            _ = try? await connection.query("ROLLBACK", logger: logger)
+            throw error
+        }
+    }
+
+    /// Runs one ledger operation with its deadline, turning every failure into a ``LedgerError``.
+    private func operation<T: Sendable>(
+        _ what: String, _ body: @escaping @Sendable (PostgresClient, Logger) async throws -> T
+    ) async throws -> T {
+        let client = self.client
+        let logger = self.logger
+        do {
+            return try await withDeadline(configuration.operationTimeout, "ledger \(what)") {
+                try await body(client, logger)
+            }
+        } catch let error as LedgerError {
+            throw error
+        } catch let error as CancellationError {
+            throw error
+        } catch {
+            throw Self.ledgerError(error, what)
+        }
+    }
+
+    static func ledgerError(_ error: any Error, _ what: String) -> LedgerError {
+        if let error = error as? PSQLError {
+            let state = error.serverInfo?[.sqlState]
+            let message = error.serverInfo?[.message] ?? "\(error.code)"
+            let code: LedgerError.Code
+            switch (error.code, state) {
+            case (.server, "57014"?): code = .timeout  // statement_timeout
+            case (.server, "55P03"?), (.server, "40001"?), (.server, "40P01"?): code = .busy
+            case (.server, let s?) where s.hasPrefix("57P") || s.hasPrefix("08") || s.hasPrefix("53"):
+                code = .unavailable
+            case (.server, _): code = .database
+            default: code = .unavailable  // connection errors, closed connections, SSL, authentication
+            }
+            return LedgerError(code, "PostgreSQL \(what) failed: \(message)\(state.map { " (SQLSTATE \($0))" } ?? "")")
+        }
+        if let error = error as? PostgresTransactionError {
+            return ledgerError(error.beginError ?? error.closureError ?? error.commitError ?? error, what)
+        }
+        if error is PostgresDecodingError {
+            return LedgerError(.corrupt, "PostgreSQL \(what): a row could not be decoded")
+        }
+        if let error = error as? LedgerError { return error }
+        let text = String(describing: error)
+        if text.contains("circuitBreaker") || text.contains("connectionCreation") || text.contains("poolShutdown") {
+            return LedgerError(.unavailable, "PostgreSQL \(what): cannot connect (\(text))")
+        }
+        return LedgerError(.unavailable, "PostgreSQL \(what) failed: \(text)")
+    }
+
+    static let claimColumns = SQLiteLedger.claimColumns
+
+    private static func claim(_ cells: PostgresRandomAccessRow, offset: Int) throws -> TransactionClaim {
+        guard let type = ProductType(rawValue: try cells[offset + 4].decode(String.self)) else {
+            throw LedgerError(.corrupt, "a transaction_claims row has an unknown product_type")
+        }
+        return TransactionClaim(
+            transactionID: try cells[offset].decode(String.self),
+            originalTransactionID: try cells[offset + 1].decode(String.self),
+            accountID: try cells[offset + 2].decode(String.self),
+            productID: try cells[offset + 3].decode(String.self), productType: type,
+            bundleID: try cells[offset + 5].decode(String?.self),
+            environment: try cells[offset + 6].decode(String?.self),
+            purchaseDate: try cells[offset + 7].decode(Date?.self),
+            expiresDate: try cells[offset + 8].decode(Date?.self),
+            gracePeriodExpiresDate: try cells[offset + 9].decode(Date?.self),
+            revokedAt: try cells[offset + 10].decode(Date?.self),
+            grantedJobID: try cells[offset + 11].decode(String.self),
+            verdictID: try cells[offset + 12].decode(String.self),
+            createdAt: try cells[offset + 13].decode(Date.self),
+            updatedAt: try cells[offset + 14].decode(Date.self))
+    }
+}
+
+extension AsyncSequence {
+    /// Every element, in order (postgres-nio's `collect()` exists only on undecoded rows).
+    fileprivate func collected() async throws -> [Element] {
+        var elements: [Element] = []
+        for try await element in self { elements.append(element) }
+        return elements
+    }
+}

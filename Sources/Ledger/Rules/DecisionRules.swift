@@ -1,0 +1,496 @@
+import Foundation
+import Messages
+
+/// Everything one decision reads. Values only: the rules do no I/O.
+public struct DecisionInput: Sendable, Hashable {
+    public var job: ReceiptJob
+    public var evidence: PurchaseEvidence
+    public var snapshot: LedgerSnapshot
+    public var policy: DecisionPolicy
+
+    public init(job: ReceiptJob, evidence: PurchaseEvidence, snapshot: LedgerSnapshot, policy: DecisionPolicy) {
+        self.job = job
+        self.evidence = evidence
+        self.snapshot = snapshot
+        self.policy = policy
+    }
+}
+
+/// What the rules concluded.
+public enum DecisionResult: Sendable, Hashable {
+    /// A verdict, with the ledger writes it needs.
+    case decided(LedgerDecision)
+    /// The evidence is not authenticated and the ledger alone cannot decide: ask Apple, then decide again.
+    case needsApple
+}
+
+/// The decision rules of the ledger, in one pure function (see docs/LEDGER.md for the rule table).
+///
+/// The rules decide from a snapshot. Applying the writes may find the ledger changed meanwhile
+/// (``ApplyResult/raceLost``); the caller then reads a fresh snapshot and calls the rules again with the same
+/// evidence, which is what ``LedgerSettlement`` does.
+public enum DecisionRules {
+    /// Decides a job. Returns ``DecisionResult/needsApple`` only when the evidence is not authenticated and Apple
+    /// has not been found unavailable; with Apple's answer or a verified signature it always decides.
+    public static func decide(_ input: DecisionInput) -> DecisionResult {
+        if let prior = input.snapshot.priorVerdict {
+            // A redelivery: the first verdict, unchanged (same verdict_id, same decided_at).
+            return .decided(LedgerDecision(verdict: prior, isRecorded: true))
+        }
+        var evaluation = Evaluation(input: input)
+        if let decision = evaluation.run() { return .decided(decision) }
+        if input.evidence.appleUnavailable {
+            return .decided(LedgerDecision(verdict: evaluation.verdict(.unverifiable, .appleUnavailable, by: .apple)))
+        }
+        if input.evidence.source == .apple {
+            // Apple answered without authenticating or rejecting: treat as Apple's rejection, never loop.
+            return .decided(LedgerDecision(verdict: evaluation.verdict(.rejected, .appleRejected, by: .apple)))
+        }
+        return .needsApple
+    }
+
+    /// The check the pipeline runs before calling Apple: a verdict when the local evidence and the ledger suffice
+    /// (a redelivery, a local rejection, a verified signature, a transaction already owned by this or another
+    /// account), `nil` when Apple must be asked.
+    public static func decideFromLedger(
+        job: ReceiptJob, localEvidence: PurchaseEvidence, snapshot: LedgerSnapshot, policy: DecisionPolicy
+    ) -> LedgerDecision? {
+        var evidence = localEvidence
+        evidence.appleUnavailable = false
+        switch decide(DecisionInput(job: job, evidence: evidence, snapshot: snapshot, policy: policy)) {
+        case .decided(let decision): return decision
+        case .needsApple: return nil
+        }
+    }
+}
+
+extension Verdict.Reason {
+    /// A notification for a subscription no account owns in the ledger: nothing to update, nobody to tell.
+    public static let unclaimed = Verdict.Reason("unclaimed")
+}
+
+extension PurchaseEvidence.Source {
+    var decidedBy: Verdict.DecidedBy {
+        switch self {
+        case .prefilter: .prefilter
+        case .signature: .signature
+        case .apple: .apple
+        }
+    }
+}
+
+/// How one transaction (or one subscription) stands for this job; the verdict takes the best standing.
+private enum Standing: Int, Comparable {
+    case expired, revoked, replayed, alreadyOwned, granted
+
+    static func < (lhs: Standing, rhs: Standing) -> Bool { lhs.rawValue < rhs.rawValue }
+}
+
+/// One run of the rules. A struct with mutating steps rather than one long function; still no I/O.
+private struct Evaluation {
+    let job: ReceiptJob
+    let evidence: PurchaseEvidence
+    let snapshot: LedgerSnapshot
+    let policy: DecisionPolicy
+    let now: Date
+    let authentic: Bool
+    var transactions: [PurchaseTransaction] = []
+    var writes: [LedgerWrite] = []
+    var standings: [Standing] = []
+    /// Set when a step can only be decided with authenticated evidence.
+    var needsAuthentication = false
+    /// The account the verdict is for (the owner, for notifications).
+    var verdictAccount: String
+    /// Whether the ledger alone produced the standing (`decided_by: ledger`).
+    var decidedByLedger = true
+
+    init(input: DecisionInput) {
+        job = input.job
+        evidence = input.evidence
+        snapshot = input.snapshot
+        policy = input.policy
+        // The instant exactly as the verdict's JSON will carry it, so the verdict published now and the one read
+        // back from the ledger on a redelivery are equal.
+        let truncated = Date(
+            timeIntervalSince1970: (input.policy.now.timeIntervalSince1970 * 1000).rounded(.down) / 1000)
+        now = RFC3339.parse(RFC3339.format(truncated)) ?? truncated
+        authentic = input.evidence.authenticity == .authentic
+        verdictAccount = input.job.accountID
+    }
+
+    mutating func run() -> LedgerDecision? {
+        let by = evidence.source.decidedBy
+        if let reason = evidence.rejection { return reject(reason, by: by) }
+        if evidence.authenticity == .notAuthenticated { return reject(.notAuthenticated, by: by) }
+        if let actual = evidence.bundleID {
+            if let expected = job.bundleID, expected != actual { return reject(.wrongBundle, by: by) }
+            if let catalog = policy.catalog, !catalog.bundleIDs.contains(actual) { return reject(.wrongBundle, by: by) }
+        }
+        if let environment = evidence.environment, environment != .production, !policy.allowSandbox {
+            return reject(.environmentNotAllowed, by: by)
+        }
+        transactions = Self.merged(evidence.transactions)
+        if let catalog = policy.catalog {
+            let known = transactions.filter { catalog.products[$0.productID] != nil }
+            if !transactions.isEmpty && known.isEmpty { return reject(.unknownProduct, by: by) }
+            transactions = known
+        }
+        if transactions.isEmpty {
+            return authentic ? reject(.noTransaction, by: by) : nil
+        }
+        if let expected = job.expectedProductID, authentic, !transactions.contains(where: { $0.productID == expected })
+        {
+            return reject(.noTransaction, by: by)
+        }
+        if let notification = evidence.notification {
+            return decideNotification(notification)
+        }
+
+        var subscriptions: [String: [PurchaseTransaction]] = [:]
+        var subscriptionOrder: [String] = []
+        for transaction in transactions {
+            if productType(of: transaction) == .autoRenewable {
+                let key = transaction.subscriptionKey
+                if subscriptions[key] == nil { subscriptionOrder.append(key) }
+                subscriptions[key, default: []].append(transaction)
+            } else {
+                evaluateSingle(transaction)
+            }
+        }
+        for key in subscriptionOrder {
+            evaluateSubscription(key: key, transactions: subscriptions[key] ?? [])
+        }
+        if needsAuthentication { return nil }
+        return conclude()
+    }
+
+    // MARK: Single purchases (consumable, non-consumable, non-renewing)
+
+    mutating func evaluateSingle(_ transaction: PurchaseTransaction) {
+        if let claim = snapshot.claim(transaction.transactionID) {
+            if claim.accountID != job.accountID {
+                // Not this account's; a refund Apple reports is still recorded for the owner's entitlement.
+                if authentic, let revokedAt = transaction.revokedAt, claim.revokedAt == nil {
+                    writes.append(.revoke(transactionID: claim.transactionID, revokedAt: revokedAt))
+                }
+                standings.append(.replayed)
+            } else if claim.revokedAt != nil {
+                standings.append(.revoked)
+            } else if authentic, let revokedAt = transaction.revokedAt {
+                writes.append(.revoke(transactionID: claim.transactionID, revokedAt: revokedAt))
+                standings.append(.revoked)
+                decidedByLedger = false
+            } else if !claim.isActive(at: now) {
+                standings.append(.expired)
+            } else {
+                standings.append(.alreadyOwned)
+            }
+            return
+        }
+        guard authentic else {
+            needsAuthentication = true
+            return
+        }
+        decidedByLedger = false
+        if transaction.revokedAt != nil {
+            standings.append(.revoked)
+            return
+        }
+        let claim = makeClaim(transaction, account: job.accountID)
+        writes.append(.claim(claim))
+        standings.append(claim.isActive(at: now) ? .granted : .expired)
+    }
+
+    // MARK: Auto-renewable subscriptions, one original transaction at a time
+
+    mutating func evaluateSubscription(key: String, transactions group: [PurchaseTransaction]) {
+        var ledgerClaims = snapshot.claims(ofSubscription: key)
+        for transaction in group {
+            if let claim = snapshot.claim(transaction.transactionID),
+                !ledgerClaims.contains(where: { $0.transactionID == claim.transactionID })
+            {
+                ledgerClaims.append(claim)
+            }
+        }
+        let owner = Self.owner(of: ledgerClaims)
+        let ledgerActive = ledgerClaims.contains { $0.isActive(at: now) }
+        let unclaimed = group.filter { snapshot.claim($0.transactionID) == nil }
+
+        if let owner, owner != job.accountID {
+            if ledgerActive {
+                // Another account holds a current period: a replay, whatever the evidence says.
+                standings.append(.replayed)
+                return
+            }
+            // Seed 001's "double account": the owner's entitlement is over; a current period that Apple
+            // confirms, on a transaction the owner never had, moves the subscription to this account.
+            guard evidence.source == .apple, authentic else {
+                needsAuthentication = true
+                return
+            }
+            let activeNew = unclaimed.filter { $0.revokedAt == nil && isActive($0) }
+            guard !activeNew.isEmpty else {
+                standings.append(.replayed)
+                return
+            }
+            decidedByLedger = false
+            writes.append(
+                .moveSubscription(
+                    originalTransactionID: key, from: owner, to: job.accountID,
+                    transactionIDs: ledgerClaims.map(\.transactionID).sorted()))
+            for transaction in unclaimed where transaction.revokedAt == nil {
+                writes.append(.claim(makeClaim(transaction, account: job.accountID)))
+            }
+            standings.append(.granted)
+            return
+        }
+
+        guard authentic else {
+            // Own subscription: the ledger decides only while it knows a current period and nothing is new.
+            if owner == job.accountID && ledgerActive && unclaimed.isEmpty {
+                standings.append(.alreadyOwned)
+            } else {
+                needsAuthentication = true
+            }
+            return
+        }
+        // Unowned, or owned by this account: claim what is new, record what changed.
+        var newlyActive = false
+        for transaction in group {
+            if let claim = snapshot.claim(transaction.transactionID) {
+                if let revokedAt = transaction.revokedAt, claim.revokedAt == nil {
+                    writes.append(.revoke(transactionID: claim.transactionID, revokedAt: revokedAt))
+                    decidedByLedger = false
+                }
+                let laterExpiry = Self.later(transaction.expiresDate, than: claim.expiresDate)
+                let laterGrace = Self.later(transaction.gracePeriodExpiresDate, than: claim.gracePeriodExpiresDate)
+                if laterExpiry != nil || laterGrace != nil {
+                    writes.append(
+                        .extendSubscription(
+                            transactionID: claim.transactionID, expiresDate: laterExpiry,
+                            gracePeriodExpiresDate: laterGrace))
+                }
+            } else if transaction.revokedAt == nil {
+                writes.append(.claim(makeClaim(transaction, account: job.accountID)))
+                decidedByLedger = false
+                if isActive(transaction) { newlyActive = true }
+            }
+        }
+        let merged = mergedView(group: group, claims: ledgerClaims)
+        if merged.contains(where: { $0.isActive }) {
+            standings.append(newlyActive ? .granted : .alreadyOwned)
+        } else {
+            decidedByLedger = false
+            let latest = merged.max { ($0.end ?? .distantPast) < ($1.end ?? .distantPast) }
+            standings.append(latest?.revoked == true ? .revoked : .expired)
+        }
+    }
+
+    // MARK: App Store Server Notifications V2
+
+    mutating func decideNotification(_ notification: SubscriptionNotification) -> LedgerDecision? {
+        guard authentic else { return nil }
+        guard let transaction = transactions.last else { return reject(.noTransaction, by: .signature) }
+        let key = transaction.subscriptionKey
+        var ledgerClaims = snapshot.claims(ofSubscription: key)
+        let existing = snapshot.claim(transaction.transactionID)
+        if let existing, !ledgerClaims.contains(where: { $0.transactionID == existing.transactionID }) {
+            ledgerClaims.append(existing)
+        }
+        guard let owner = Self.owner(of: ledgerClaims) else {
+            return reject(.unclaimed, by: evidence.source.decidedBy)
+        }
+        verdictAccount = owner
+        decidedByLedger = false
+        switch notification.kind {
+        case .renewed:
+            if let existing {
+                appendExtension(transaction, claim: existing)
+                standings.append(isActive(transaction) || existing.isActive(at: now) ? .alreadyOwned : .expired)
+            } else {
+                writes.append(.claim(makeClaim(transaction, account: owner)))
+                standings.append(isActive(transaction) ? .granted : .expired)
+            }
+        case .refunded, .revoked:
+            let revokedAt = transaction.revokedAt ?? now
+            if let existing {
+                if existing.revokedAt == nil {
+                    writes.append(.revoke(transactionID: existing.transactionID, revokedAt: revokedAt))
+                }
+            } else {
+                var claim = makeClaim(transaction, account: owner)
+                claim.revokedAt = revokedAt
+                writes.append(.claim(claim))
+            }
+            transactions[transactions.count - 1].revokedAt = revokedAt
+            standings.append(.revoked)
+        case .renewalFailed, .gracePeriodExpired, .expired, .other:
+            if let existing {
+                appendExtension(transaction, claim: existing)
+            } else {
+                writes.append(.claim(makeClaim(transaction, account: owner)))
+            }
+            let inGrace = notification.kind != .gracePeriodExpired && notification.kind != .expired
+            let active =
+                transaction.revokedAt == nil
+                && (isActive(transaction) && inGrace
+                    || notification.kind == .other && ledgerClaims.contains { $0.isActive(at: now) })
+            standings.append(active ? .alreadyOwned : .expired)
+        }
+        transactions = [transactions[transactions.count - 1]]
+        return conclude()
+    }
+
+    mutating func appendExtension(_ transaction: PurchaseTransaction, claim: TransactionClaim) {
+        let laterExpiry = Self.later(transaction.expiresDate, than: claim.expiresDate)
+        let laterGrace = Self.later(transaction.gracePeriodExpiresDate, than: claim.gracePeriodExpiresDate)
+        if laterExpiry != nil || laterGrace != nil {
+            writes.append(
+                .extendSubscription(
+                    transactionID: claim.transactionID, expiresDate: laterExpiry, gracePeriodExpiresDate: laterGrace))
+        }
+    }
+
+    // MARK: Verdicts
+
+    func conclude() -> LedgerDecision {
+        let best = standings.max() ?? .expired
+        let source = evidence.source.decidedBy
+        let verdict: Verdict
+        switch best {
+        case .granted: verdict = self.verdict(.granted, nil, by: source)
+        case .alreadyOwned:
+            verdict = self.verdict(.alreadyGranted, .alreadyOwned, by: decidedByLedger ? .ledger : source)
+        case .replayed: verdict = self.verdict(.rejected, .replayed, by: .ledger)
+        case .revoked: verdict = self.verdict(.rejected, .revoked, by: decidedByLedger ? .ledger : source)
+        case .expired: verdict = self.verdict(.rejected, .expired, by: decidedByLedger ? .ledger : source)
+        }
+        return LedgerDecision(verdict: verdict, writes: writes)
+    }
+
+    func reject(_ reason: Verdict.Reason, by decidedBy: Verdict.DecidedBy) -> LedgerDecision {
+        LedgerDecision(verdict: verdict(.rejected, reason, by: decidedBy))
+    }
+
+    func verdict(_ outcome: Verdict.Outcome, _ reason: Verdict.Reason?, by decidedBy: Verdict.DecidedBy) -> Verdict {
+        Verdict(
+            jobID: job.jobID, accountID: verdictAccount, outcome: outcome, reason: reason, decidedBy: decidedBy,
+            environment: evidence.environment?.rawValue, transactions: transactions.map { verdictTransaction($0) },
+            appleStatus: evidence.appleStatus, decidedAt: now)
+    }
+
+    func verdictTransaction(_ transaction: PurchaseTransaction) -> Verdict.Transaction {
+        let claim = snapshot.claim(transaction.transactionID)
+        return Verdict.Transaction(
+            transactionID: transaction.transactionID, originalTransactionID: transaction.originalTransactionID,
+            productID: transaction.productID, purchaseDate: transaction.purchaseDate,
+            expiresDate: Self.latest(entitlementEnd(transaction), claim?.entitlementEnd),
+            revokedAt: transaction.revokedAt ?? claim?.revokedAt, quantity: transaction.quantity)
+    }
+
+    // MARK: Helpers
+
+    func productType(of transaction: PurchaseTransaction) -> ProductType {
+        if let type = transaction.productType { return type }
+        if let type = policy.catalog?.products[transaction.productID] { return type }
+        return transaction.expiresDate == nil ? .nonConsumable : .autoRenewable
+    }
+
+    /// The end of the access a transaction gives: its expiry, or the grace period's end while in grace.
+    func entitlementEnd(_ transaction: PurchaseTransaction) -> Date? {
+        switch productType(of: transaction) {
+        case .consumable, .nonConsumable: return nil
+        case .autoRenewable, .nonRenewing:
+            return Self.latest(transaction.expiresDate, transaction.gracePeriodExpiresDate)
+        }
+    }
+
+    func isActive(_ transaction: PurchaseTransaction) -> Bool {
+        guard transaction.revokedAt == nil else { return false }
+        guard let end = entitlementEnd(transaction) else { return true }
+        return end > now
+    }
+
+    func mergedView(
+        group: [PurchaseTransaction], claims: [TransactionClaim]
+    ) -> [(end: Date?, revoked: Bool, isActive: Bool)] {
+        var ids = Set<String>()
+        var view: [(end: Date?, revoked: Bool, isActive: Bool)] = []
+        for transaction in group {
+            ids.insert(transaction.transactionID)
+            let claim = snapshot.claim(transaction.transactionID)
+            let end = Self.latest(entitlementEnd(transaction), claim?.entitlementEnd)
+            let revoked = transaction.revokedAt != nil || claim?.revokedAt != nil
+            view.append((end, revoked, !revoked && (end.map { $0 > now } ?? true)))
+        }
+        for claim in claims where !ids.contains(claim.transactionID) {
+            view.append((claim.entitlementEnd, claim.revokedAt != nil, claim.isActive(at: now)))
+        }
+        return view
+    }
+
+    func makeClaim(_ transaction: PurchaseTransaction, account: String) -> TransactionClaim {
+        TransactionClaim(
+            transactionID: transaction.transactionID, originalTransactionID: transaction.subscriptionKey,
+            accountID: account, productID: transaction.productID, productType: productType(of: transaction),
+            bundleID: evidence.bundleID, environment: evidence.environment?.rawValue,
+            purchaseDate: transaction.purchaseDate, expiresDate: transaction.expiresDate,
+            gracePeriodExpiresDate: transaction.gracePeriodExpiresDate, revokedAt: transaction.revokedAt,
+            grantedJobID: job.jobID, verdictID: Verdict.verdictID(forJob: job.jobID), createdAt: now, updatedAt: now)
+    }
+
+    /// The owner of a subscription: the account holding its claim with the latest entitlement.
+    static func owner(of claims: [TransactionClaim]) -> String? {
+        claims.max { lhs, rhs in
+            (lhs.entitlementEnd ?? .distantFuture, lhs.transactionID) < (
+                rhs.entitlementEnd ?? .distantFuture, rhs.transactionID
+            )
+        }?.accountID
+    }
+
+    static func latest(_ a: Date?, _ b: Date?) -> Date? {
+        switch (a, b) {
+        case (nil, nil): nil
+        case (let x?, nil), (nil, let x?): x
+        case (let x?, let y?): max(x, y)
+        }
+    }
+
+    /// `candidate` when it is later than `stored` (or `stored` is unknown), else nil.
+    static func later(_ candidate: Date?, than stored: Date?) -> Date? {
+        guard let candidate else { return nil }
+        guard let stored else { return candidate }
+        return candidate > stored ? candidate : nil
+    }
+
+    /// One entry per transaction id (a receipt lists renewals in both `in_app` and `latest_receipt_info`),
+    /// keeping the most informative copy, in purchase order.
+    static func merged(_ transactions: [PurchaseTransaction]) -> [PurchaseTransaction] {
+        var byID: [String: PurchaseTransaction] = [:]
+        var order: [String] = []
+        for transaction in transactions {
+            guard var existing = byID[transaction.transactionID] else {
+                byID[transaction.transactionID] = transaction
+                order.append(transaction.transactionID)
+                continue
+            }
+            existing.expiresDate = latest(existing.expiresDate, transaction.expiresDate)
+            existing.gracePeriodExpiresDate = latest(
+                existing.gracePeriodExpiresDate, transaction.gracePeriodExpiresDate)
+            existing.revokedAt = existing.revokedAt ?? transaction.revokedAt
+            existing.originalTransactionID = existing.originalTransactionID ?? transaction.originalTransactionID
+            existing.productType = existing.productType ?? transaction.productType
+            existing.purchaseDate = existing.purchaseDate ?? transaction.purchaseDate
+            existing.isInBillingRetry = existing.isInBillingRetry || transaction.isInBillingRetry
+            byID[transaction.transactionID] = existing
+        }
+        return order.compactMap { byID[$0] }.sorted { lhs, rhs in
+            switch (lhs.purchaseDate, rhs.purchaseDate) {
+            case (let l?, let r?) where l != r: l < r
+            case (nil, _?): false
+            case (_?, nil): true
+            default: lhs.transactionID < rhs.transactionID
+            }
+        }
+    }
+}

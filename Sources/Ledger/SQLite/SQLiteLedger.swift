@@ -1,0 +1,267 @@
+import Foundation
+import Logging
+import Messages
+
+/// The embedded ledger for a single node (`sqlite:PATH`): one SQLite file in WAL mode, one connection owned by
+/// one serial queue (``SQLiteExecutor``), writes in `BEGIN IMMEDIATE` transactions so that several processes
+/// sharing the file wait for each other (up to the busy timeout) instead of failing or racing.
+///
+/// ``run()`` only waits for cancellation and then closes the file: SQLite needs no background work, but the
+/// ledger is run like every other service so the two backends are used the same way.
+public final class SQLiteLedger: Ledger {
+    private let executor: SQLiteExecutor
+    private let logger: Logger
+    private let codec = MessageCodec()
+    public let path: String
+
+    public init(path: String, configuration: LedgerConfiguration = .init(), logger: Logger) throws {
+        self.path = path
+        self.logger = logger
+        executor = try SQLiteExecutor(path: path, busyTimeout: configuration.busyTimeout)
+    }
+
+    public func run() async throws {
+        // Nothing to do in the background: wait for cancellation (sleep throws then), then close the file.
+        while !Task.isCancelled {
+            try? await Task.sleep(for: .seconds(3600))
+        }
+        await executor.close()
+    }
+
+    public func close() async { await executor.close() }
+
+    public func migrate() async throws {
+        let applied = try await executor.run { connection, _ in
+            try Self.inWriteTransaction(connection) { () throws -> [Int] in
+                try connection.execute(
+                    """
+                    CREATE TABLE IF NOT EXISTS ledger_migrations (
+                        version INTEGER PRIMARY KEY NOT NULL, name TEXT NOT NULL, applied_at INTEGER NOT NULL)
+                    """)
+                let current =
+                    try connection.query("SELECT COALESCE(MAX(version), 0) FROM ledger_migrations")
+                    .first?.first?.integer ?? 0
+                let latest = LedgerSchema.sqlite.last?.version ?? 0
+                if current > latest {
+                    throw LedgerError(
+                        .schema, "database schema version \(current) is newer than this build's \(latest)")
+                }
+                var applied: [Int] = []
+                for migration in LedgerSchema.sqlite where migration.version > current {
+                    for statement in migration.statements { try connection.execute(statement) }
+                    try connection.query(
+                        "INSERT INTO ledger_migrations (version, name, applied_at) VALUES (?, ?, ?)",
+                        [.integer(Int64(migration.version)), .text(migration.name), SQLiteValue(Date())])
+                    applied.append(migration.version)
+                }
+                return applied
+            }
+        }
+        if !applied.isEmpty {
+            logger.info(
+                "ledger schema migrated", metadata: ["ledger.migrations": "\(applied)", "ledger.path": "\(path)"])
+        }
+    }
+
+    public func snapshot(
+        jobID: String, transactionIDs: [String], originalTransactionIDs: [String]
+    ) async throws
+        -> LedgerSnapshot
+    {
+        let codec = self.codec
+        return try await executor.run { connection, _ in
+            // One read transaction, so the verdict and the claims are one consistent view.
+            try connection.execute("BEGIN")
+            defer { try? connection.execute("COMMIT") }
+            var prior: Verdict?
+            if let json = try connection.query("SELECT verdict_json FROM job_verdicts WHERE job_id = ?", [.text(jobID)])
+                .first?.first?.text
+            {
+                prior = try Self.decodeVerdict(json, codec: codec)
+            }
+            var claims: [TransactionClaim] = []
+            var seen = Set<String>()
+            for id in transactionIDs {
+                for row in try connection.query(
+                    "SELECT \(Self.claimColumns) FROM transaction_claims WHERE transaction_id = ?", [.text(id)])
+                {
+                    let claim = try Self.claim(row)
+                    if seen.insert(claim.transactionID).inserted { claims.append(claim) }
+                }
+            }
+            for id in originalTransactionIDs {
+                for row in try connection.query(
+                    "SELECT \(Self.claimColumns) FROM transaction_claims WHERE original_transaction_id = ?", [.text(id)]
+                ) {
+                    let claim = try Self.claim(row)
+                    if seen.insert(claim.transactionID).inserted { claims.append(claim) }
+                }
+            }
+            return LedgerSnapshot(priorVerdict: prior, claims: claims)
+        }
+    }
+
+    public func apply(_ decision: LedgerDecision) async throws -> ApplyResult {
+        if decision.isRecorded { return .alreadyDecided(decision.verdict) }
+        let codec = self.codec
+        let json = String(decoding: codec.encode(decision.verdict), as: UTF8.self)
+        // The verdict as every later delivery will read it back (dates at the JSON's millisecond precision).
+        let verdict = try Self.decodeVerdict(json, codec: codec)
+        return try await executor.run { connection, fault in
+            try Self.transaction(connection) { () throws -> (ApplyResult, commit: Bool) in
+                let now = SQLiteValue(Date())
+                try fault("verdict")
+                try connection.query(
+                    """
+                    INSERT INTO job_verdicts (job_id, verdict_id, account_id, outcome, reason, verdict_json, decided_at, created_at)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (job_id) DO NOTHING
+                    """,
+                    [
+                        .text(verdict.jobID), .text(verdict.verdictID), .text(verdict.accountID),
+                        .text(verdict.outcome.rawValue), SQLiteValue(verdict.reason?.rawValue), .text(json),
+                        SQLiteValue(verdict.decidedAt), now,
+                    ])
+                if connection.changes == 0 {
+                    let stored = try connection.query(
+                        "SELECT verdict_json FROM job_verdicts WHERE job_id = ?", [.text(verdict.jobID)]
+                    ).first?.first?.text
+                    guard let stored else { throw LedgerError(.database, "job verdict vanished during apply") }
+                    return (.alreadyDecided(try Self.decodeVerdict(stored, codec: codec)), false)
+                }
+                let ok = try Self.write(decision.writes, connection: connection, fault: fault)
+                return ok ? (.applied(verdict), true) : (.raceLost, false)
+            }
+        }
+    }
+
+    public func perform(_ writes: [LedgerWrite]) async throws -> Bool {
+        try await executor.run { connection, fault in
+            try Self.transaction(connection) { () throws -> (Bool, commit: Bool) in
+                let ok = try Self.write(writes, connection: connection, fault: fault)
+                return (ok, ok)
+            }
+        }
+    }
+
+    public func schemaVersions() async throws -> [Int] {
+        try await executor.run { connection, _ in
+            try connection.query("SELECT version FROM ledger_migrations ORDER BY version").compactMap {
+                $0.first?.integer.map(Int.init)
+            }
+        }
+    }
+
+    /// Tests only: fail the statement labelled `label` (`verdict`, `claim`, `revoke`, `move`, `extend`).
+    func injectFault(_ hook: (@Sendable (String) -> LedgerError?)?) async {
+        await executor.setFaultHook(hook)
+    }
+
+    // MARK: Statements (run on the executor's queue)
+
+    private static func write(_ writes: [LedgerWrite], connection: SQLiteConnection, fault: FaultPoint) throws -> Bool {
+        let now = SQLiteValue(Date())
+        for write in writes {
+            switch write {
+            case .claim(let claim):
+                try fault("claim")
+                try connection.query(
+                    """
+                    INSERT INTO transaction_claims (\(claimColumns))
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (transaction_id) DO NOTHING
+                    """,
+                    [
+                        .text(claim.transactionID), .text(claim.originalTransactionID), .text(claim.accountID),
+                        .text(claim.productID), .text(claim.productType.rawValue), SQLiteValue(claim.bundleID),
+                        SQLiteValue(claim.environment), SQLiteValue(claim.purchaseDate), SQLiteValue(claim.expiresDate),
+                        SQLiteValue(claim.gracePeriodExpiresDate), SQLiteValue(claim.revokedAt),
+                        .text(claim.grantedJobID), .text(claim.verdictID), now, now,
+                    ])
+                if connection.changes == 0 { return false }
+            case .revoke(let transactionID, let revokedAt):
+                try fault("revoke")
+                try connection.query(
+                    """
+                    UPDATE transaction_claims SET revoked_at = COALESCE(revoked_at, ?), updated_at = ?
+                    WHERE transaction_id = ?
+                    """, [SQLiteValue(revokedAt), now, .text(transactionID)])
+            case .moveSubscription(let original, let from, let to, let expected):
+                try fault("move")
+                let owned = try connection.query(
+                    """
+                    SELECT transaction_id FROM transaction_claims
+                    WHERE original_transaction_id = ? AND account_id = ? ORDER BY transaction_id
+                    """, [.text(original), .text(from)]
+                ).compactMap { $0.first?.text }
+                if owned != expected.sorted() { return false }
+                try connection.query(
+                    """
+                    UPDATE transaction_claims SET account_id = ?, updated_at = ?
+                    WHERE original_transaction_id = ? AND account_id = ?
+                    """, [.text(to), now, .text(original), .text(from)])
+            case .extendSubscription(let transactionID, let expiresDate, let graceDate):
+                try fault("extend")
+                if let expiresDate {
+                    try connection.query(
+                        """
+                        UPDATE transaction_claims SET expires_date = ?, updated_at = ?
+                        WHERE transaction_id = ? AND (expires_date IS NULL OR expires_date < ?)
+                        """, [SQLiteValue(expiresDate), now, .text(transactionID), SQLiteValue(expiresDate)])
+                }
+                if let graceDate {
+                    try connection.query(
+                        """
+                        UPDATE transaction_claims SET grace_period_expires_date = ?, updated_at = ?
+                        WHERE transaction_id = ? AND (grace_period_expires_date IS NULL OR grace_period_expires_date < ?)
+                        """, [SQLiteValue(graceDate), now, .text(transactionID), SQLiteValue(graceDate)])
+                }
+            }
+        }
+        return true
+    }
+
+    /// Runs `body` in `BEGIN IMMEDIATE` … `COMMIT` (or `ROLLBACK` when it throws or asks not to commit).
+    private static func transaction<T>(
+        _ connection: SQLiteConnection, _ body: () throws -> (T, commit: Bool)
+    ) throws -> T {
+        try connection.execute("BEGIN IMMEDIATE")
+        do {
+            let (result, commit) = try body()
+            try connection.execute(commit ? "COMMIT" : "ROLLBACK")
+            return result
+        } catch {
+            try? connection.execute("ROLLBACK")
+            throw error
+        }
+    }
+
+    private static func inWriteTransaction<T>(_ connection: SQLiteConnection, _ body: () throws -> T) throws -> T {
+        try transaction(connection) { (try body(), commit: true) }
+    }
+
+    static let claimColumns = """
+        transaction_id, original_transaction_id, account_id, product_id, product_type, bundle_id, environment, \
+        purchase_date, expires_date, grace_period_expires_date, revoked_at, granted_job_id, verdict_id, created_at, \
+        updated_at
+        """
+
+    private static func claim(_ row: [SQLiteValue]) throws(LedgerError) -> TransactionClaim {
+        guard row.count == 15, let id = row[0].text, let original = row[1].text, let account = row[2].text,
+            let product = row[3].text, let type = row[4].text.flatMap(ProductType.init(rawValue:)),
+            let job = row[11].text, let verdictID = row[12].text, let created = row[13].date,
+            let updated = row[14].date
+        else { throw LedgerError(.corrupt, "a transaction_claims row could not be read") }
+        return TransactionClaim(
+            transactionID: id, originalTransactionID: original, accountID: account, productID: product,
+            productType: type, bundleID: row[5].text, environment: row[6].text, purchaseDate: row[7].date,
+            expiresDate: row[8].date, gracePeriodExpiresDate: row[9].date, revokedAt: row[10].date,
+            grantedJobID: job, verdictID: verdictID, createdAt: created, updatedAt: updated)
+    }
+
+    static func decodeVerdict(_ json: String, codec: MessageCodec) throws(LedgerError) -> Verdict {
+        do {
+            return try codec.decodeVerdict(Array(json.utf8))
+        } catch {
+            throw LedgerError(.corrupt, "a stored verdict could not be read: \(error)")
+        }
+    }
+}

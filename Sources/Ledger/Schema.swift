@@ -1,0 +1,89 @@
+/// The ledger's schema, one list of migrations per backend, same tables and meaning (docs/LEDGER.md).
+/// A migration is never edited once released: changes are new versions appended at the end.
+enum LedgerSchema {
+    struct Migration: Sendable {
+        var version: Int
+        var name: String
+        var statements: [String]
+    }
+
+    static let sqlite: [Migration] = [
+        Migration(
+            version: 1, name: "claims and job verdicts",
+            statements: [
+                """
+                CREATE TABLE transaction_claims (
+                    transaction_id TEXT PRIMARY KEY NOT NULL,
+                    original_transaction_id TEXT NOT NULL,
+                    account_id TEXT NOT NULL,
+                    product_id TEXT NOT NULL,
+                    product_type TEXT NOT NULL,
+                    bundle_id TEXT,
+                    environment TEXT,
+                    purchase_date INTEGER,
+                    expires_date INTEGER,
+                    grace_period_expires_date INTEGER,
+                    revoked_at INTEGER,
+                    granted_job_id TEXT NOT NULL,
+                    verdict_id TEXT NOT NULL,
+                    created_at INTEGER NOT NULL,
+                    updated_at INTEGER NOT NULL
+                ) WITHOUT ROWID
+                """,
+                "CREATE INDEX transaction_claims_original ON transaction_claims (original_transaction_id)",
+                "CREATE INDEX transaction_claims_account ON transaction_claims (account_id)",
+                """
+                CREATE TABLE job_verdicts (
+                    job_id TEXT PRIMARY KEY NOT NULL,
+                    verdict_id TEXT NOT NULL,
+                    account_id TEXT NOT NULL,
+                    outcome TEXT NOT NULL,
+                    reason TEXT,
+                    verdict_json TEXT NOT NULL,
+                    decided_at INTEGER NOT NULL,
+                    created_at INTEGER NOT NULL
+                ) WITHOUT ROWID
+                """,
+            ])
+    ]
+
+    static let postgres: [Migration] = [
+        Migration(
+            version: 1, name: "claims and job verdicts",
+            statements: [
+                """
+                CREATE TABLE transaction_claims (
+                    transaction_id text PRIMARY KEY,
+                    original_transaction_id text NOT NULL,
+                    account_id text NOT NULL,
+                    product_id text NOT NULL,
+                    product_type text NOT NULL,
+                    bundle_id text,
+                    environment text,
+                    purchase_date timestamptz,
+                    expires_date timestamptz,
+                    grace_period_expires_date timestamptz,
+                    revoked_at timestamptz,
+                    granted_job_id text NOT NULL,
+                    verdict_id text NOT NULL,
+                    created_at timestamptz NOT NULL,
+                    updated_at timestamptz NOT NULL
+                )
+                """,
+                "CREATE INDEX transaction_claims_original ON transaction_claims (original_transaction_id)",
+                "CREATE INDEX transaction_claims_account ON transaction_claims (account_id)",
+                """
+                CREATE TABLE job_verdicts (
+                    job_id text PRIMARY KEY,
+                    verdict_id text NOT NULL,
+                    account_id text NOT NULL,
+                    outcome text NOT NULL,
+                    reason text,
+                    verdict_json text NOT NULL,
+                    decided_at timestamptz NOT NULL,
+                    created_at timestamptz NOT NULL
+                )
+                """,
+            ])
+    ]
+}

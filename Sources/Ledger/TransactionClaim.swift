@@ -1,0 +1,94 @@
+import Foundation
+import Messages
+
+/// One row of the ledger: a transaction granted to one account. Never holds a receipt or a secret.
+public struct TransactionClaim: Sendable, Hashable {
+    /// Primary key.
+    public var transactionID: String
+    /// The subscription this transaction renews; the transaction's own id for an original purchase.
+    public var originalTransactionID: String
+    /// The owner. Changes only when an expired subscription moves to another account.
+    public var accountID: String
+    public var productID: String
+    public var productType: ProductType
+    public var bundleID: String?
+    /// `Production`, `Sandbox` or `Xcode`.
+    public var environment: String?
+    public var purchaseDate: Date?
+    public var expiresDate: Date?
+    public var gracePeriodExpiresDate: Date?
+    public var revokedAt: Date?
+    /// The job that first granted this transaction, and the verdict it was given.
+    public var grantedJobID: String
+    public var verdictID: String
+    public var createdAt: Date
+    public var updatedAt: Date
+
+    public init(
+        transactionID: String, originalTransactionID: String, accountID: String, productID: String,
+        productType: ProductType, bundleID: String? = nil, environment: String? = nil, purchaseDate: Date? = nil,
+        expiresDate: Date? = nil, gracePeriodExpiresDate: Date? = nil, revokedAt: Date? = nil,
+        grantedJobID: String, verdictID: String, createdAt: Date, updatedAt: Date
+    ) {
+        self.transactionID = transactionID
+        self.originalTransactionID = originalTransactionID
+        self.accountID = accountID
+        self.productID = productID
+        self.productType = productType
+        self.bundleID = bundleID
+        self.environment = environment
+        self.purchaseDate = purchaseDate
+        self.expiresDate = expiresDate
+        self.gracePeriodExpiresDate = gracePeriodExpiresDate
+        self.revokedAt = revokedAt
+        self.grantedJobID = grantedJobID
+        self.verdictID = verdictID
+        self.createdAt = createdAt
+        self.updatedAt = updatedAt
+    }
+
+    /// The end of the entitlement this claim gives: the later of the expiry and the grace period's end;
+    /// `nil` when it never ends (consumables, non-consumables, subscriptions without a known expiry).
+    public var entitlementEnd: Date? {
+        switch productType {
+        case .consumable, .nonConsumable: nil
+        case .autoRenewable, .nonRenewing:
+            switch (expiresDate, gracePeriodExpiresDate) {
+            case (nil, nil): nil
+            case (let e?, nil): e
+            case (nil, let g?): g
+            case (let e?, let g?): max(e, g)
+            }
+        }
+    }
+
+    /// True while the claim still entitles its owner at `now`.
+    public func isActive(at now: Date) -> Bool {
+        guard revokedAt == nil else { return false }
+        guard let end = entitlementEnd else { return true }
+        return end > now
+    }
+}
+
+/// What the ledger knows that matters to one job, read in one call before deciding.
+public struct LedgerSnapshot: Sendable, Hashable {
+    /// The verdict already recorded for this job, if it was decided before (a redelivery).
+    public var priorVerdict: Messages.Verdict?
+    /// The claims on the proof's transactions and on every transaction of the same subscriptions.
+    public var claims: [TransactionClaim]
+
+    public init(priorVerdict: Messages.Verdict? = nil, claims: [TransactionClaim] = []) {
+        self.priorVerdict = priorVerdict
+        self.claims = claims
+    }
+
+    /// The claim on one transaction.
+    public func claim(_ transactionID: String) -> TransactionClaim? {
+        claims.first { $0.transactionID == transactionID }
+    }
+
+    /// Every claim of one subscription (same original transaction id).
+    public func claims(ofSubscription originalTransactionID: String) -> [TransactionClaim] {
+        claims.filter { $0.originalTransactionID == originalTransactionID || $0.transactionID == originalTransactionID }
+    }
+}

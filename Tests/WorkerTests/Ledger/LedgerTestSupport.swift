@@ -1,0 +1,87 @@
+import Foundation
+import Messages
+import Testing
+
+@testable import Ledger
+
+/// The two ledger backends every shared test runs against.
+enum LedgerBackend: String, CaseIterable, Sendable, CustomTestStringConvertible {
+    case sqlite
+    case postgres
+
+    var testDescription: String { rawValue }
+}
+
+enum LedgerTestSupport {
+    static let postgresHint =
+        "start one with `scripts/test-postgres.sh start && eval \"$(scripts/test-postgres.sh env)\"` (as root)"
+
+    /// A URL for a fresh, empty ledger: a new SQLite file in a temp directory, or a new schema in the test
+    /// PostgreSQL (`VERIFY_TEST_POSTGRES_URL`).
+    static func freshURL(_ backend: LedgerBackend) throws -> String {
+        let tag = UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased().prefix(12)
+        switch backend {
+        case .sqlite:
+            let dir = FileManager.default.temporaryDirectory.appendingPathComponent("verify-ledger-\(tag)")
+            try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+            return "sqlite:" + dir.appendingPathComponent("ledger.sqlite").path
+        case .postgres:
+            let base = try TestEnvironment.service("VERIFY_TEST_POSTGRES_URL", startWith: postgresHint)
+            return base + (base.contains("?") ? "&" : "?") + "schema=t_\(tag)"
+        }
+    }
+
+    static func removeFiles(of url: String) {
+        guard url.hasPrefix("sqlite:") else { return }
+        let dir = URL(fileURLWithPath: String(url.dropFirst("sqlite:".count))).deletingLastPathComponent()
+        try? FileManager.default.removeItem(at: dir)
+    }
+
+    static let fastFailing = LedgerConfiguration(
+        operationTimeout: .seconds(3), connectTimeout: .seconds(1), maximumConnections: 16,
+        busyTimeout: .milliseconds(300))
+
+    /// Runs `body` with a running, migrated ledger on a fresh URL.
+    static func withLedger<T: Sendable>(
+        _ backend: LedgerBackend, configuration: LedgerConfiguration = .init(),
+        _ body: @Sendable (any Ledger, String) async throws -> T
+    ) async throws -> T {
+        let url = try freshURL(backend)
+        defer { removeFiles(of: url) }
+        return try await LedgerFactory.withLedger(url: url, configuration: configuration) { ledger in
+            try await body(ledger, url)
+        }
+    }
+
+    /// Settles a job that must reach a verdict (the evidence is authenticated).
+    static func settle(
+        _ ledger: some Ledger, _ job: ReceiptJob, _ evidence: PurchaseEvidence,
+        policy: DecisionPolicy = LedgerFixtures.policy()
+    ) async throws -> Verdict {
+        switch try await LedgerSettlement.settle(job: job, evidence: evidence, policy: policy, ledger: ledger) {
+        case .verdict(let verdict): return verdict
+        case .needsApple: throw LedgerTestFailure("settle needed Apple for \(job.jobID)")
+        }
+    }
+
+    /// Runs a shell command (the test PostgreSQL's pause/resume), failing with its output.
+    static func shell(_ command: String) throws {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/bin/bash")
+        process.arguments = ["-c", command]
+        let pipe = Pipe()
+        process.standardOutput = pipe
+        process.standardError = pipe
+        try process.run()
+        process.waitUntilExit()
+        let output = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        guard process.terminationStatus == 0 else {
+            throw LedgerTestFailure("`\(command)` failed (\(process.terminationStatus)): \(output)")
+        }
+    }
+}
+
+struct LedgerTestFailure: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}

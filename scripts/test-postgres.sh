@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# A throwaway PostgreSQL 15 for the ledger tests and benchmarks, in a temporary directory.
+#
+#   scripts/test-postgres.sh start    initdb + start on a free port, create verify_test, print the URL
+#   scripts/test-postgres.sh url      print the URL of the running server
+#   scripts/test-postgres.sh env      print `export` lines: VERIFY_TEST_POSTGRES_URL, VERIFY_TEST_PG_DATA,
+#                                     VERIFY_TEST_PG_CTL (this script, for the outage test's pause/resume)
+#   scripts/test-postgres.sh pause    stop the server, keep its data (the outage test)
+#   scripts/test-postgres.sh resume   start it again on the same port
+#   scripts/test-postgres.sh stop     stop the server and delete its directory
+#
+# Runs as root (the server runs as the `postgres` user) or as the postgres user itself.
+# State lives in $VERIFY_PG_STATE (default /tmp/verify-pg-state). Typical CI use:
+#   scripts/test-postgres.sh start >/dev/null && eval "$(scripts/test-postgres.sh env)"
+set -euo pipefail
+
+PG_BIN="${PG_BIN:-/usr/lib/postgresql/15/bin}"
+STATE="${VERIFY_PG_STATE:-/tmp/verify-pg-state}"
+DATABASE="verify_test"
+SELF="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/$(basename "${BASH_SOURCE[0]}")"
+
+as_postgres() {
+    if [ "$(id -un)" = "postgres" ]; then
+        bash -c "$1"
+    else
+        su postgres -s /bin/bash -c "$1"
+    fi
+}
+
+free_port() {
+    python3 - <<'PY' 2>/dev/null || echo $((20000 + RANDOM % 20000))
+import socket
+s = socket.socket()
+s.bind(("127.0.0.1", 0))
+print(s.getsockname()[1])
+s.close()
+PY
+}
+
+load_state() {
+    [ -f "$STATE" ] || { echo "no test PostgreSQL running (run: $SELF start)" >&2; exit 1; }
+    # shellcheck disable=SC1090
+    . "$STATE"
+}
+
+url() { echo "postgres://postgres@127.0.0.1:${PORT}/${DATABASE}?sslmode=disable"; }
+
+is_running() { as_postgres "'$PG_BIN/pg_ctl' -D '$DATA' status" >/dev/null 2>&1; }
+
+case "${1:-}" in
+start)
+    if [ -f "$STATE" ]; then
+        load_state
+        if is_running; then url; exit 0; fi
+        rm -f "$STATE"
+    fi
+    [ -x "$PG_BIN/initdb" ] || { echo "PostgreSQL 15 not found in $PG_BIN (apt-get install postgresql-15)" >&2; exit 1; }
+    DATA="$(mktemp -d /tmp/verify-pg-XXXXXX)"
+    chmod 700 "$DATA"
+    if [ "$(id -u)" = "0" ]; then chown postgres:postgres "$DATA"; fi
+    PORT="$(free_port)"
+    as_postgres "'$PG_BIN/initdb' -D '$DATA/data' --auth=trust --username=postgres --encoding=UTF8 >'$DATA/initdb.log' 2>&1"
+    # Settings go in the configuration file so `pause`/`resume` restart the server identically.
+    as_postgres "cat >>'$DATA/data/postgresql.conf' <<CONF
+port = $PORT
+listen_addresses = '127.0.0.1'
+unix_socket_directories = '$DATA'
+max_connections = 200
+CONF"
+    as_postgres "'$PG_BIN/pg_ctl' -D '$DATA/data' -l '$DATA/server.log' -w -t 60 start >/dev/null"
+    as_postgres "'$PG_BIN/createdb' -h 127.0.0.1 -p $PORT -U postgres $DATABASE"
+    printf 'DATA=%q\nPORT=%q\n' "$DATA/data" "$PORT" >"$STATE"
+    DATA="$DATA/data"
+    url
+    ;;
+url)
+    load_state
+    url
+    ;;
+env)
+    load_state
+    echo "export VERIFY_TEST_POSTGRES_URL='$(url)'"
+    echo "export VERIFY_TEST_PG_DATA='$DATA'"
+    echo "export VERIFY_TEST_PG_CTL='$SELF'"
+    ;;
+pause)
+    load_state
+    as_postgres "'$PG_BIN/pg_ctl' -D '$DATA' -w -t 60 -m fast stop >/dev/null"
+    ;;
+resume)
+    load_state
+    is_running || as_postgres "'$PG_BIN/pg_ctl' -D '$DATA' -l '$(dirname "$DATA")/server.log' -w -t 60 start >/dev/null"
+    ;;
+stop)
+    if [ -f "$STATE" ]; then
+        load_state
+        as_postgres "'$PG_BIN/pg_ctl' -D '$DATA' -w -t 60 -m fast stop >/dev/null" || true
+        case "$DATA" in /tmp/verify-pg-*/data) rm -rf "$(dirname "$DATA")" ;; esac
+        rm -f "$STATE"
+    fi
+    ;;
+*)
+    echo "usage: $0 start|url|env|pause|resume|stop" >&2
+    exit 2
+    ;;
+esac
