@@ -10,9 +10,11 @@ echo "test: checking formatting" >&2
 swift format lint --strict --recursive Sources Tests
 
 pg_started=""
-if [ -z "${VERIFY_TEST_POSTGRES_URL:-}" ] && [ -x scripts/test-postgres.sh ]; then
-    eval "$(bash scripts/test-postgres.sh start)"
+if [ -z "${VERIFY_TEST_POSTGRES_URL:-}" ]; then
+    echo "test: starting PostgreSQL in a temporary directory" >&2
+    bash scripts/test-postgres.sh start >&2
     pg_started=1
+    eval "$(bash scripts/test-postgres.sh env)"
 fi
 cleanup() { if [ -n "$pg_started" ]; then bash scripts/test-postgres.sh stop || true; fi; }
 trap cleanup EXIT
