@@ -1,61 +1,84 @@
 import AppleClients
+import AppleSimulator
 import ArgumentParser
 import Foundation
 import Logging
 
-/// `verify-worker bench apple`: verifyReceipt calls per second and latency with many concurrent requests,
-/// next to the Little's-law bound of the same run.
+/// `verify-worker bench apple`: verifyReceipt calls per second and latency with many concurrent requests, next to
+/// the Little's-law bound (concurrency / latency) of the same run, against the in-process Apple simulator at each
+/// requested added latency (default 0 and 100 ms), or against `--url`.
 struct BenchAppleCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "apple",
-        abstract: "verifyReceipt throughput and latency through the curl engine, against --url or an in-process fake."
+        abstract: "verifyReceipt throughput and latency through the curl engine, against the Apple simulator or --url."
     )
 
-    @Option(help: "Base URL of an Apple look-alike serving POST /verifyReceipt. Omitted: an in-process fake.")
+    @Option(help: "Base URL of an Apple look-alike serving POST /verifyReceipt. Omitted: the in-process simulator.")
     var url: String?
 
     @Option(help: "Concurrent callers.")
     var concurrency: Int = 1000
 
-    @Option(help: "Measured requests (after one warm-up request per caller).")
-    var requests: Int = 50_000
+    @Option(help: "Measured requests per latency (after one warm-up request per caller).")
+    var requests: Int = 20_000
 
     @Option(
         help: ArgumentHelp(
-            "Latency the in-process fake adds to each answer, in milliseconds; with --url, the latency to "
-                + "assume for the Little's-law bound."))
-    var latencyMs: Int = 100
+            "Latencies the simulator adds to each answer, in milliseconds, comma-separated, one run each; with "
+                + "--url, the latency to assume for the Little's-law bound."))
+    var latencyMs: String = "0,100"
 
     @Option(help: "Most connections to one host (CURLMOPT_MAX_HOST_CONNECTIONS).")
     var maxHostConnections: Int = 1024
 
     func run() async throws {
-        var fake: BenchAppleFakeServer?
-        let base: String
-        if let url {
-            base = url
-        } else {
-            let server = BenchAppleFakeServer(latency: .milliseconds(latencyMs))
-            base = "http://127.0.0.1:\(try await server.start())"
-            fake = server
+        let latencies = latencyMs.split(separator: ",").compactMap { Int($0.trimmingCharacters(in: .whitespaces)) }
+        guard !latencies.isEmpty, latencies.allSatisfy({ $0 >= 0 }) else {
+            throw ValidationError("--latency-ms takes whole milliseconds, comma-separated")
         }
+        var runs: [VerifyReceiptLoad.Report] = []
+        if let url {
+            for latency in latencies {
+                runs.append(try await measure(base: url, receipt: Self.placeholderReceipt, latency: latency))
+            }
+        } else {
+            var configuration = AppleSimulatorConfiguration()
+            configuration.logger.logLevel = .critical
+            let simulator = try AppleSimulator(configuration: configuration)
+            let server = Task { try await simulator.run() }
+            defer { server.cancel() }
+            let port = try await simulator.waitUntilReady()
+            let minted = try simulator.mint(
+                MintRequest(
+                    bundleId: "com.example.verifyworker", productId: "com.example.verifyworker.gems100",
+                    format: .appReceipt, environment: .production))
+            for latency in latencies {
+                var faults = FaultPlan()
+                faults.latencyMs = Double(latency)
+                simulator.setFaults(faults)
+                runs.append(
+                    try await measure(base: "http://127.0.0.1:\(port)", receipt: minted.receipt, latency: latency))
+            }
+        }
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+        print(String(decoding: try encoder.encode(runs), as: UTF8.self))
+    }
+
+    private func measure(base: String, receipt: String, latency: Int) async throws -> VerifyReceiptLoad.Report {
         let engine = try CurlHTTPEngine(
             configuration: HTTPEngineConfiguration(
                 maxHostConnections: maxHostConnections, maxTotalConnections: max(maxHostConnections, 2048)))
+        defer { engine.shutdown() }
         var logger = Logger(label: "bench-apple")
         logger.logLevel = .warning
-        let client = VerifyReceiptClient(
-            transport: engine, configuration: .endpoints(base: base), logger: logger)
+        let client = VerifyReceiptClient(transport: engine, configuration: .endpoints(base: base), logger: logger)
         let load = VerifyReceiptLoad(
-            client: client, engine: engine, concurrency: concurrency, requests: requests,
-            receiptData: "TUlJVGJ3WUpLb1pJaHZjTkFRY0NvSUlUWURDQ0UxdwIBATELMAkGBSsOAwIaBQAw",
-            configuredLatency: latencyMs > 0 ? .milliseconds(latencyMs) : nil)
-        let report = try await load.run()
-        engine.shutdown()
-        await fake?.stop()
-
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
-        print(String(decoding: try encoder.encode(report), as: UTF8.self))
+            client: client, engine: engine, concurrency: concurrency, requests: requests, receiptData: receipt,
+            configuredLatency: latency > 0 ? .milliseconds(latency) : nil)
+        return try await load.run()
     }
+
+    /// A well-formed receipt prefix for servers that only need a body (with `--url`).
+    static let placeholderReceipt = "TUlJVGJ3WUpLb1pJaHZjTkFRY0NvSUlUWURDQ0UxdwIBATELMAkGBSsOAwIaBQAw"
 }
