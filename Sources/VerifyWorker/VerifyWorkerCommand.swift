@@ -10,6 +10,7 @@ struct VerifyWorkerCommand: AsyncParsableCommand {
             // Subcommands are registered here, one line each, in the order a newcomer meets them.
             DevBrokerCommand.self,
             ConfigReferenceCommand.self,
+            InspectCommand.self,
             BenchCommand.self,
         ]
     )

@@ -9,6 +9,7 @@ struct BenchCommand: AsyncParsableCommand {
         subcommands: [
             BenchKafkaCommand.self,
             BenchRateLimiter.self,
+            BenchReceiptsCommand.self,
         ]
     )
 }

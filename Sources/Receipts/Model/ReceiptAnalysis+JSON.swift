@@ -1,0 +1,82 @@
+import Foundation
+
+extension ReceiptAnalysis {
+    /// The JSON object `verify-worker inspect` prints: snake-case keys, RFC 3339 dates, absent values omitted.
+    public var jsonObject: [String: any Sendable] {
+        var object: [String: any Sendable] = [
+            "format": format.rawValue,
+            "signature": signatureObject,
+            "verdict": verdictObject,
+            "transactions": transactions.map(\.jsonObject),
+        ]
+        object["environment"] = environment?.rawValue
+        object["bundle_id"] = bundleID
+        object["signed_date"] = signedDate.map(RFC3339.format)
+        object["app_version"] = appVersion
+        object["original_app_version"] = originalAppVersion
+        object["reason"] = unknownReason
+        if let notification {
+            object["notification_type"] = notification.notificationType
+            object["subtype"] = notification.subtype
+            object["notification_uuid"] = notification.notificationUUID
+        }
+        if let renewalInfo {
+            var renewal: [String: any Sendable] = [:]
+            renewal["original_transaction_id"] = renewalInfo.originalTransactionID
+            renewal["product_id"] = renewalInfo.productID
+            renewal["auto_renew_product_id"] = renewalInfo.autoRenewProductID
+            renewal["auto_renew_status"] = renewalInfo.autoRenewStatus
+            renewal["expiration_intent"] = renewalInfo.expirationIntent
+            renewal["renewal_date"] = renewalInfo.renewalDate.map(RFC3339.format)
+            renewal["is_in_billing_retry_period"] = renewalInfo.isInBillingRetryPeriod
+            object["renewal_info"] = renewal
+        }
+        return object
+    }
+
+    private var signatureObject: [String: any Sendable] {
+        var object: [String: any Sendable] = ["status": signature.code]
+        object["reason"] = signature.reason
+        return object
+    }
+
+    private var verdictObject: [String: any Sendable] {
+        var object: [String: any Sendable] = ["code": verdict.code]
+        switch verdict {
+        case .malformed(let reason), .notAuthenticated(let reason), .needsApple(let reason):
+            object["reason"] = reason
+        case .wrongBundle(let bundle): object["bundle_id"] = bundle
+        case .unknownProduct(let products): object["product_ids"] = products
+        case .environmentNotAllowed(let environment): object["environment"] = environment.rawValue
+        case .locallyVerified: break
+        }
+        return object
+    }
+
+    /// The analysis as pretty, key-sorted JSON text.
+    public func jsonText() -> String {
+        guard
+            let data = try? JSONSerialization.data(
+                withJSONObject: jsonObject, options: [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes])
+        else { return "{}" }
+        return String(decoding: data, as: UTF8.self)
+    }
+}
+
+extension ReceiptTransaction {
+    var jsonObject: [String: any Sendable] {
+        var object: [String: any Sendable] = ["transaction_id": transactionID]
+        object["original_transaction_id"] = originalTransactionID
+        object["product_id"] = productID
+        object["purchase_date"] = purchaseDate.map(RFC3339.format)
+        object["original_purchase_date"] = originalPurchaseDate.map(RFC3339.format)
+        object["expires_date"] = expiresDate.map(RFC3339.format)
+        object["cancellation_date"] = cancellationDate.map(RFC3339.format)
+        object["revocation_date"] = revocationDate.map(RFC3339.format)
+        object["revocation_reason"] = revocationReason
+        object["quantity"] = quantity
+        object["web_order_line_item_id"] = webOrderLineItemID
+        object["type"] = productType
+        return object
+    }
+}

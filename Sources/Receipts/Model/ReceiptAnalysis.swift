@@ -1,0 +1,184 @@
+import Foundation
+
+/// The kind of receipt, detected from its bytes, never from a hint.
+public enum ReceiptFormat: String, Sendable, Hashable, Codable, CaseIterable {
+    /// An iOS 6 style transaction receipt (OpenStep text with `signature` and `purchase-info`).
+    case transactionReceipt = "transaction_receipt"
+    /// A PKCS#7 app receipt (the app's `appStoreReceiptURL` contents).
+    case appReceipt = "app_receipt"
+    /// A StoreKit 2 JWS signed transaction.
+    case signedTransaction = "signed_transaction"
+    /// A StoreKit 2 JWS signed renewal info.
+    case signedRenewalInfo = "signed_renewal_info"
+    /// An App Store Server Notification V2 `signedPayload`.
+    case notification
+    /// A StoreKit 2 JWS app transaction.
+    case appTransaction = "app_transaction"
+    /// Not a receipt.
+    case unknown
+}
+
+/// The App Store environment a receipt names, normalized across formats
+/// (`ProductionSandbox` in app receipts and a missing `environment` in iOS 6 receipts are mapped).
+public struct ReceiptEnvironment: RawRepresentable, Sendable, Hashable, Codable, CustomStringConvertible {
+    public var rawValue: String
+    public init(rawValue: String) { self.rawValue = rawValue }
+
+    public static let production = ReceiptEnvironment(rawValue: "Production")
+    public static let sandbox = ReceiptEnvironment(rawValue: "Sandbox")
+    /// Xcode StoreKit testing: never known to Apple's servers.
+    public static let xcode = ReceiptEnvironment(rawValue: "Xcode")
+    /// Apple's local testing environment used by the server libraries' own tests.
+    public static let localTesting = ReceiptEnvironment(rawValue: "LocalTesting")
+
+    /// Maps the spellings found in receipts to the four environments.
+    static func normalized<S: StringProtocol>(_ text: S) -> ReceiptEnvironment {
+        switch text {
+        case "Production": .production
+        case "Sandbox", "ProductionSandbox": .sandbox
+        case "Xcode": .xcode
+        case "LocalTesting": .localTesting
+        default: ReceiptEnvironment(rawValue: String(text))
+        }
+    }
+
+    public var description: String { rawValue }
+}
+
+/// The outcome of checking a receipt's signature and certificate chain, offline.
+public enum SignatureStatus: Sendable, Hashable {
+    /// The signature verifies and the chain reaches a configured anchor, valid at the validation time.
+    case valid
+    /// The signature or the chain is wrong: the receipt was altered or forged.
+    case invalid(reason: String)
+    /// The signature may be right but the chain does not reach a configured anchor (or cannot be completed).
+    case untrusted(reason: String)
+    /// Nothing was checked (not a receipt, or a format without a signature).
+    case notChecked(reason: String)
+
+    /// `valid`, `invalid`, `untrusted` or `not_checked`.
+    public var code: String {
+        switch self {
+        case .valid: "valid"
+        case .invalid: "invalid"
+        case .untrusted: "untrusted"
+        case .notChecked: "not_checked"
+        }
+    }
+
+    /// Why, for every status but `valid`.
+    public var reason: String? {
+        switch self {
+        case .valid: nil
+        case .invalid(let reason), .untrusted(let reason), .notChecked(let reason): reason
+        }
+    }
+}
+
+/// One purchase found in a receipt.
+public struct ReceiptTransaction: Sendable, Hashable {
+    public var transactionID: String
+    public var originalTransactionID: String?
+    public var productID: String?
+    public var purchaseDate: Date?
+    public var originalPurchaseDate: Date?
+    public var expiresDate: Date?
+    /// App receipts (1712) and iOS 6 receipts: when Apple customer support refunded the purchase.
+    public var cancellationDate: Date?
+    /// StoreKit 2: when the purchase was refunded or revoked.
+    public var revocationDate: Date?
+    public var revocationReason: Int?
+    public var quantity: Int?
+    public var webOrderLineItemID: String?
+    /// StoreKit 2 `type` (for example "Auto-Renewable Subscription"), when the format carries it.
+    public var productType: String?
+
+    public init(
+        transactionID: String, originalTransactionID: String? = nil, productID: String? = nil,
+        purchaseDate: Date? = nil, originalPurchaseDate: Date? = nil, expiresDate: Date? = nil,
+        cancellationDate: Date? = nil, revocationDate: Date? = nil, revocationReason: Int? = nil,
+        quantity: Int? = nil, webOrderLineItemID: String? = nil, productType: String? = nil
+    ) {
+        self.transactionID = transactionID
+        self.originalTransactionID = originalTransactionID
+        self.productID = productID
+        self.purchaseDate = purchaseDate
+        self.originalPurchaseDate = originalPurchaseDate
+        self.expiresDate = expiresDate
+        self.cancellationDate = cancellationDate
+        self.revocationDate = revocationDate
+        self.revocationReason = revocationReason
+        self.quantity = quantity
+        self.webOrderLineItemID = webOrderLineItemID
+        self.productType = productType
+    }
+
+    /// True when the purchase was refunded, cancelled by support or revoked.
+    public var isRevoked: Bool { cancellationDate != nil || revocationDate != nil }
+}
+
+/// The state of an auto-renewable subscription from a signed renewal info.
+public struct RenewalInfo: Sendable, Hashable {
+    public var originalTransactionID: String?
+    public var productID: String?
+    public var autoRenewProductID: String?
+    public var autoRenewStatus: Int?
+    public var expirationIntent: Int?
+    public var renewalDate: Date?
+    public var isInBillingRetryPeriod: Bool?
+}
+
+/// The type and subtype of an App Store Server Notification V2.
+public struct NotificationInfo: Sendable, Hashable {
+    public var notificationType: String
+    public var subtype: String?
+    public var notificationUUID: String?
+}
+
+/// Everything known about one receipt without asking Apple, and the local verdict.
+public struct ReceiptAnalysis: Sendable {
+    public var format: ReceiptFormat
+    public var environment: ReceiptEnvironment?
+    public var bundleID: String?
+    public var signature: SignatureStatus
+    /// When the receipt was signed or created: the time its chain is validated at unless told otherwise.
+    public var signedDate: Date?
+    public var appVersion: String?
+    public var originalAppVersion: String?
+    /// Every purchase found, in receipt order (for a notification: the nested signed transaction).
+    public var transactions: [ReceiptTransaction]
+    public var renewalInfo: RenewalInfo?
+    public var notification: NotificationInfo?
+    /// For `unknown`: why the bytes are not a receipt.
+    public var unknownReason: String?
+    /// The local decision under the analyzer's catalog and policy.
+    public var verdict: LocalVerdict
+
+    public init(
+        format: ReceiptFormat, environment: ReceiptEnvironment? = nil, bundleID: String? = nil,
+        signature: SignatureStatus, signedDate: Date? = nil, appVersion: String? = nil,
+        originalAppVersion: String? = nil, transactions: [ReceiptTransaction] = [], renewalInfo: RenewalInfo? = nil,
+        notification: NotificationInfo? = nil, unknownReason: String? = nil,
+        verdict: LocalVerdict = .needsApple(reason: "not classified")
+    ) {
+        self.format = format
+        self.environment = environment
+        self.bundleID = bundleID
+        self.signature = signature
+        self.signedDate = signedDate
+        self.appVersion = appVersion
+        self.originalAppVersion = originalAppVersion
+        self.transactions = transactions
+        self.renewalInfo = renewalInfo
+        self.notification = notification
+        self.unknownReason = unknownReason
+        self.verdict = verdict
+    }
+
+    /// A result for bytes that are not a receipt.
+    static func unknown(_ reason: String) -> ReceiptAnalysis {
+        ReceiptAnalysis(
+            format: .unknown, signature: .notChecked(reason: "not a receipt"), unknownReason: reason,
+            verdict: .malformed(reason: reason))
+    }
+}

@@ -1,0 +1,143 @@
+import Foundation
+
+/// Decodes any Apple receipt format, verifies its signature offline and gives the local verdict.
+///
+/// One analyzer serves any number of concurrent callers: its only state is the cache of verified chains.
+/// ```swift
+/// let analyzer = ReceiptAnalyzer(trust: .apple, catalog: catalog, policy: AnalysisPolicy())
+/// let analysis = analyzer.analyze(bytes)          // validated at the receipt's own signing date
+/// ```
+public final class ReceiptAnalyzer: Sendable {
+    public let trust: TrustStore
+    public let catalog: Catalog
+    public let policy: AnalysisPolicy
+    /// The chain verifier and its cache (exposed for the benchmark's cold and warm cases).
+    public let chains: ChainVerifier
+
+    public init(trust: TrustStore = .apple, catalog: Catalog = .any, policy: AnalysisPolicy = AnalysisPolicy()) {
+        self.trust = trust
+        self.catalog = catalog
+        self.policy = policy
+        self.chains = ChainVerifier(trust: trust, requireAppleMarkerOIDs: policy.requireAppleMarkerOIDs)
+    }
+
+    /// Analyzes one receipt as received (raw bytes, base64 text or JWS text).
+    ///
+    /// - Parameter time: when to validate the certificate chain. Nil (the default) means at the receipt's own
+    ///   signing time (creation date, `signedDate` or purchase date), because every historical Apple leaf has
+    ///   expired since; only a receipt without any such date is validated at the current time.
+    public func analyze(_ input: [UInt8], at time: Date? = nil) -> ReceiptAnalysis {
+        var analysis = decodeAndVerify(input, at: time)
+        analysis.verdict = policy.verdict(for: analysis, catalog: catalog)
+        return analysis
+    }
+
+    private func decodeAndVerify(_ input: [UInt8], at time: Date?) -> ReceiptAnalysis {
+        let bytes: [UInt8]
+        do {
+            bytes = try ReceiptInput.normalize(input, maximumDecodedSize: policy.maximumDecodedSize)
+        } catch {
+            return .unknown(error.description)
+        }
+        if ReceiptInput.isJWSText(bytes[...]) {
+            return analyzeJWS(bytes, at: time, nested: false)
+        }
+        if AppReceipt.looksLikePKCS7(bytes) {
+            return analyzeAppReceipt(bytes, at: time)
+        }
+        if TransactionReceipt.looksLikeTransactionReceipt(bytes) {
+            return analyzeTransactionReceipt(bytes, at: time)
+        }
+        return .unknown(Self.describeUnknown(bytes))
+    }
+
+    private func analyzeAppReceipt(_ bytes: [UInt8], at time: Date?) -> ReceiptAnalysis {
+        let receipt: AppReceipt
+        do {
+            receipt = try AppReceipt(bytes: bytes)
+        } catch let error as BERError {
+            return .unknown("PKCS#7 structure is broken: \(error)")
+        } catch {
+            return .unknown("PKCS#7 structure is broken")
+        }
+        let validationTime = time ?? receipt.creationDate ?? Date()
+        let signature = chains.checkSignature(of: receipt, at: validationTime)
+        return ReceiptAnalysis(
+            format: .appReceipt, environment: receipt.environment, bundleID: receipt.bundleID, signature: signature,
+            signedDate: receipt.creationDate, appVersion: receipt.appVersion,
+            originalAppVersion: receipt.originalAppVersion, transactions: receipt.transactions)
+    }
+
+    private func analyzeTransactionReceipt(_ bytes: [UInt8], at time: Date?) -> ReceiptAnalysis {
+        let receipt: TransactionReceipt
+        do {
+            receipt = try TransactionReceipt(bytes: bytes)
+        } catch {
+            return .unknown("OpenStep text is not a transaction receipt: \(error.reason)")
+        }
+        let validationTime = time ?? receipt.purchaseDate ?? Date()
+        let signature = chains.checkSignature(of: receipt, at: validationTime)
+        return ReceiptAnalysis(
+            format: .transactionReceipt, environment: receipt.environment, bundleID: receipt.bundleID,
+            signature: signature, signedDate: receipt.purchaseDate, transactions: [receipt.transaction])
+    }
+
+    private func analyzeJWS(_ bytes: [UInt8], at time: Date?, nested: Bool) -> ReceiptAnalysis {
+        let jws: JWS
+        do {
+            jws = try JWS(text: bytes)
+        } catch {
+            return .unknown(error.reason)
+        }
+        let payload = jws.payload
+        let format = jws.format
+        let environmentText = payload.environment ?? payload.receiptType ?? payload.data?.environment
+        let environment = environmentText.map { ReceiptEnvironment.normalized($0) }
+        let signedDate = JWSPayload.date(payload.signedDate ?? payload.receiptCreationDate)
+        let allowUnanchored = policy.allowXcode && environment == .xcode
+        var signature = chains.checkSignature(
+            of: jws, at: time ?? signedDate ?? Date(), allowUnanchored: allowUnanchored)
+        var analysis = ReceiptAnalysis(
+            format: format, environment: environment, bundleID: payload.bundleId ?? payload.data?.bundleId,
+            signature: signature, signedDate: signedDate, appVersion: payload.applicationVersion,
+            originalAppVersion: payload.originalApplicationVersion)
+        switch format {
+        case .signedTransaction:
+            if let transaction = payload.transaction { analysis.transactions = [transaction] }
+        case .signedRenewalInfo:
+            analysis.renewalInfo = payload.renewalInfo
+        case .notification:
+            analysis.notification = NotificationInfo(
+                notificationType: payload.notificationType ?? "", subtype: payload.subtype,
+                notificationUUID: payload.notificationUUID)
+            guard !nested else { return .unknown("a notification nested in a notification") }
+            // The nested objects are JWS of their own; a notification is only as good as its worst part.
+            for nestedText in [payload.data?.signedTransactionInfo, payload.data?.signedRenewalInfo] {
+                guard let nestedText else { continue }
+                let inner = analyzeJWS(Array(nestedText.utf8), at: time, nested: true)
+                if inner.format == .unknown {
+                    signature = .invalid(reason: "nested JWS: \(inner.unknownReason ?? "malformed")")
+                } else if signature == .valid, inner.signature != .valid {
+                    signature = inner.signature
+                }
+                analysis.transactions += inner.transactions
+                if let renewal = inner.renewalInfo { analysis.renewalInfo = renewal }
+            }
+            analysis.signature = signature
+        default:
+            break
+        }
+        return analysis
+    }
+
+    /// A short description of bytes that are no receipt, without echoing them whole.
+    static func describeUnknown(_ bytes: [UInt8]) -> String {
+        let printable = bytes.allSatisfy { ($0 >= 0x20 && $0 < 0x7F) || ReceiptInput.isWhitespace($0) }
+        if printable {
+            let preview = String(decoding: bytes.prefix(24), as: UTF8.self)
+            return
+                "not a receipt: \(bytes.count) bytes of text without receipt structure (\"\(preview)\(bytes.count > 24 ? "…" : "")\")"
+        }
+        return "not a receipt: \(bytes.count) bytes, neither PKCS#7, JWS nor a transaction receipt"
+    }
+}

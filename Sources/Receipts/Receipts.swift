@@ -1,2 +1,0 @@
-/// The Receipts module. See README.md, "Architecture".
-public enum ReceiptsModule {}

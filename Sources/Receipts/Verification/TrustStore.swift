@@ -1,0 +1,44 @@
+import Foundation
+import X509
+
+/// The certificates a chain may end at. Configuration, not code: production uses `.apple`; tests and the
+/// Apple simulator add their own roots with `adding(anchors:)`.
+public struct TrustStore: Sendable {
+    /// The anchors, parsed once.
+    public private(set) var anchors: [Certificate]
+
+    public init(anchors: [Certificate] = []) { self.anchors = anchors }
+
+    /// Parses DER certificates; throws on the first that is not one.
+    public init(derEncodedAnchors: [[UInt8]]) throws {
+        self.anchors = try derEncodedAnchors.map { try Certificate(derEncoded: $0) }
+    }
+
+    /// Apple Inc. Root CA (PKCS#7 receipts) and Apple Root CA - G3 (JWS), shipped as resources.
+    public static let apple: TrustStore = {
+        var anchors: [Certificate] = []
+        for name in ["AppleIncRootCA", "AppleRootCA-G3"] {
+            guard
+                let url = Bundle.module.url(forResource: name, withExtension: "cer", subdirectory: "TrustAnchors")
+                    ?? Bundle.module.url(forResource: name, withExtension: "cer"),
+                let data = try? Data(contentsOf: url), let certificate = try? Certificate(derEncoded: Array(data))
+            else { continue }
+            anchors.append(certificate)
+        }
+        return TrustStore(anchors: anchors)
+    }()
+
+    /// This store plus more anchors (a test CA, the simulator's CA, Xcode's StoreKit certificate).
+    public func adding(anchors more: [Certificate]) -> TrustStore {
+        TrustStore(anchors: anchors + more)
+    }
+
+    /// Reads one certificate file, DER or PEM.
+    public static func loadCertificate(contentsOf url: URL) throws -> Certificate {
+        let data = try Data(contentsOf: url)
+        if let text = String(data: data, encoding: .utf8), text.contains("-----BEGIN CERTIFICATE-----") {
+            return try Certificate(pemEncoded: text)
+        }
+        return try Certificate(derEncoded: Array(data))
+    }
+}
