@@ -1,2 +1,226 @@
-/// The AppleSimulator module. See README.md, "Architecture".
-public enum AppleSimulatorModule {}
+import Crypto
+import Foundation
+import Hummingbird
+import Logging
+import Synchronization
+
+/// How an `AppleSimulator` runs. Each key has a flag of `verify-worker apple-sim`.
+public struct AppleSimulatorConfiguration: Sendable {
+    /// Interface to listen on (`--host`). Default: `127.0.0.1`.
+    public var host: String = "127.0.0.1"
+    /// Port to listen on; 0 picks a free one, reported by `waitUntilReady()` (`--port`). Default: 0.
+    public var port: Int = 0
+    /// Where keys, certificates and minted transactions persist across restarts (`--state-dir`); nil keeps
+    /// everything in memory and issues a fresh PKI per process. Default: nil.
+    public var stateDirectory: URL?
+    /// The app's shared secret; a verifyReceipt `password` that differs answers 21004
+    /// (`--shared-secret-file`, `VERIFY_SIM_SHARED_SECRET`). Never logged. Default: nil (any password).
+    public var sharedSecret: String?
+    /// The `appAppleId` in App Store Server API answers (`--app-apple-id`). Default: 1234567890.
+    public var appAppleId: Int64 = 1_234_567_890
+    /// When set, the signature of Server API bearer tokens is verified with this key
+    /// (`--api-public-key-file`, PEM). Default: nil (structure and claims only).
+    public var apiPublicKey: P256.Signing.PublicKey?
+    /// How many receipts (and, separately, exact request bodies) the verifyReceipt caches hold; each empties
+    /// when full. About 11 KB per entry and cache for a subscription receipt. Default: 4096.
+    public var verifyCacheLimit: Int = 4096
+    /// The largest request body accepted (bytes). Default: 8 MiB.
+    public var maxBodyBytes: Int = 8 << 20
+    /// Random numbers for fault injection. Default: the system generator.
+    public var random: any SimulatorRandomSource = SystemRandomSource()
+    /// The clock for dates in receipts and fault durations. Default: the system clock.
+    public var now: @Sendable () -> Date = { Date() }
+    /// The logger. Default: label `apple-sim`, level `notice`.
+    public var logger: Logger = {
+        var logger = Logger(label: "apple-sim")
+        logger.logLevel = .notice
+        return logger
+    }()
+
+    public init() {}
+
+    /// Sets `apiPublicKey` from a PEM P-256 public key.
+    public mutating func setAPIPublicKey(pem: String) throws {
+        apiPublicKey = try P256.Signing.PublicKey(pemRepresentation: pem)
+    }
+}
+
+/// A faithful Apple for tests, benchmarks and the demo: mints receipts signed by its own test PKI, answers
+/// verifyReceipt and the App Store Server API for them, injects faults on demand and counts every call.
+/// See docs/APPLE-SIMULATOR.md for the HTTP interface.
+///
+/// Use in-process: `let task = Task { try await simulator.run() }`, then `try await simulator.waitUntilReady()`
+/// for the bound port; cancel the task to stop.
+public final class AppleSimulator: Sendable {
+    public let configuration: AppleSimulatorConfiguration
+    public let pki: SimulatorPKI
+    public let stats = SimulatorStats()
+    let registry: TransactionRegistry
+    let faults: FaultInjector
+    let verifyReceipt: VerifyReceiptService
+    let serverAPI: ServerAPIService
+    private let readiness = Readiness()
+
+    public init(configuration: AppleSimulatorConfiguration = .init()) throws {
+        self.configuration = configuration
+        let now = configuration.now
+        if let directory = configuration.stateDirectory {
+            pki = try SimulatorPKI.loadOrGenerate(directory: directory, now: now())
+            registry = try TransactionRegistry(journalURL: directory.appendingPathComponent("transactions.jsonl"))
+        } else {
+            pki = try SimulatorPKI.generate(now: now())
+            registry = try TransactionRegistry(journalURL: nil)
+        }
+        faults = FaultInjector(random: configuration.random, now: now)
+        verifyReceipt = VerifyReceiptService(
+            pki: pki, registry: registry, sharedSecret: configuration.sharedSecret,
+            cacheLimit: max(1, configuration.verifyCacheLimit), now: now)
+        serverAPI = ServerAPIService(
+            pki: pki, registry: registry, appAppleId: configuration.appAppleId,
+            apiPublicKey: configuration.apiPublicKey, now: now)
+    }
+
+    // MARK: Running
+
+    /// Serves until the task is cancelled.
+    public func run() async throws {
+        try await withReadiness { try await makeApplication().run() }
+    }
+
+    /// Serves until SIGTERM or SIGINT, then returns (the command exits 0).
+    public func runUntilSignalled() async throws {
+        try await withReadiness { try await makeApplication().runService() }
+    }
+
+    /// The bound port, once the server listens. Throws if it failed to start.
+    public func waitUntilReady() async throws -> Int {
+        try await readiness.wait()
+    }
+
+    private func withReadiness(_ body: () async throws -> Void) async throws {
+        do {
+            try await body()
+            readiness.fail(AppleSimulatorError(.server, "the simulator stopped before it listened"))
+        } catch {
+            readiness.fail(error)
+            throw error
+        }
+    }
+
+    private func makeApplication() -> some ApplicationProtocol {
+        let readiness = self.readiness
+        return Application(
+            router: makeRouter(),
+            configuration: .init(
+                address: .hostname(configuration.host, port: configuration.port), serverName: nil, backlog: 1024),
+            onServerRunning: { channel in
+                readiness.ready(port: channel.localAddress?.port ?? 0)
+            },
+            logger: configuration.logger)
+    }
+
+    // MARK: In-process operations (also behind /sim/*)
+
+    /// Mints one receipt. Ids must be Apple-like (letters, digits, `.`, `-`, `_`; at most 200 characters).
+    public func mint(_ request: MintRequest) throws -> MintedReceipt {
+        for (name, value) in [("bundle_id", request.bundleId), ("product_id", request.productId)] {
+            guard Self.isIdentifier(value) else {
+                throw AppleSimulatorError(.invalidRequest, "\(name) must be 1-200 of [A-Za-z0-9._-]")
+            }
+        }
+        if let original = request.originalTransactionId, !Self.isIdentifier(original) {
+            throw AppleSimulatorError(.invalidRequest, "original_transaction_id must be 1-200 of [A-Za-z0-9._-]")
+        }
+        guard (1...1000).contains(request.quantity) else {
+            throw AppleSimulatorError(.invalidRequest, "quantity must be 1...1000")
+        }
+        let nowMs = AppleDates.nowMs(configuration.now())
+        let transaction = try registry.mint(request, nowMs: nowMs)
+        let receipt: String
+        switch request.format {
+        case .appReceipt:
+            // A receipt refreshed after a renewal lists the whole family, as Apple's do.
+            let purchases =
+                request.originalTransactionId == nil
+                ? [transaction] : registry.family(transaction.originalTransactionId)
+            var opaque = [UInt8](repeating: 0, count: 16)
+            for index in opaque.indices { opaque[index] = UInt8.random(in: 0...255) }
+            let appReceipt = SimulatedAppReceipt(
+                environment: request.environment, bundleId: request.bundleId, appVersion: "1",
+                originalAppVersion: "1.0", creationDateMs: nowMs, opaque: opaque,
+                sha1Hash: Array(Insecure.SHA1.hash(data: opaque + Array(request.bundleId.utf8))),
+                purchases: purchases)
+            receipt = Data(try appReceipt.signedDER(pki: pki)).base64EncodedString()
+        case .transactionReceipt:
+            receipt = try SimulatedTransactionReceipt.encode(transaction, pki: pki)
+        case .signedTransaction:
+            receipt = try SimulatedJWS.signTransaction(transaction, pki: pki, nowMs: nowMs)
+        }
+        return MintedReceipt(receipt: receipt, transaction: transaction)
+    }
+
+    /// Marks a minted transaction refunded (revoked) at `date`. Nil when the id is unknown.
+    public func refund(transactionId: String, at date: Date? = nil, reason: Int = 0) throws -> SimulatedTransaction? {
+        try registry.revoke(
+            transactionId, atMs: AppleDates.nowMs(date ?? configuration.now()), reason: reason == 1 ? 1 : 0)
+    }
+
+    /// Replaces the fault plan.
+    public func setFaults(_ plan: FaultPlan) { faults.set(plan) }
+
+    /// A transaction the simulator minted.
+    public func transaction(_ id: String) -> SimulatedTransaction? { registry.transaction(id) }
+
+    static func isIdentifier(_ text: String) -> Bool {
+        !text.isEmpty && text.utf8.count <= 200
+            && text.utf8.allSatisfy { byte in
+                (byte >= 0x30 && byte <= 0x39) || (byte >= 0x41 && byte <= 0x5A) || (byte >= 0x61 && byte <= 0x7A)
+                    || byte == UInt8(ascii: ".") || byte == UInt8(ascii: "-") || byte == UInt8(ascii: "_")
+            }
+    }
+}
+
+/// Hands the bound port to whoever awaits readiness.
+final class Readiness: Sendable {
+    private enum State {
+        case waiting([CheckedContinuation<Int, any Error>])
+        case ready(Int)
+        case failed(any Error)
+    }
+
+    private let state = Mutex(State.waiting([]))
+
+    func ready(port: Int) {
+        let waiters = state.withLock { state -> [CheckedContinuation<Int, any Error>] in
+            guard case .waiting(let waiters) = state else { return [] }
+            state = .ready(port)
+            return waiters
+        }
+        for waiter in waiters { waiter.resume(returning: port) }
+    }
+
+    func fail(_ error: any Error) {
+        let waiters = state.withLock { state -> [CheckedContinuation<Int, any Error>] in
+            guard case .waiting(let waiters) = state else { return [] }
+            state = .failed(error)
+            return waiters
+        }
+        for waiter in waiters { waiter.resume(throwing: error) }
+    }
+
+    func wait() async throws -> Int {
+        try await withCheckedThrowingContinuation { continuation in
+            let immediate = state.withLock { state -> Result<Int, any Error>? in
+                switch state {
+                case .waiting(var waiters):
+                    waiters.append(continuation)
+                    state = .waiting(waiters)
+                    return nil
+                case .ready(let port): return .success(port)
+                case .failed(let error): return .failure(error)
+                }
+            }
+            if let immediate { continuation.resume(with: immediate) }
+        }
+    }
+}

@@ -11,6 +11,7 @@ struct VerifyWorkerCommand: AsyncParsableCommand {
             DevBrokerCommand.self,
             ConfigReferenceCommand.self,
             InspectCommand.self,
+            AppleSimCommand.self,
             BenchCommand.self,
         ]
     )

@@ -1,0 +1,44 @@
+import Foundation
+
+/// The date spellings Apple uses: RFC 3339 inside receipts, `2015-08-10 07:14:32 Etc/GMT` and the
+/// `America/Los_Angeles` twin in verifyReceipt answers, and milliseconds since 1970 everywhere else.
+enum AppleDates {
+    static func nowMs(_ date: Date = Date()) -> Int64 {
+        Int64((date.timeIntervalSince1970 * 1000).rounded())
+    }
+
+    static func date(_ ms: Int64) -> Date { Date(timeIntervalSince1970: Double(ms) / 1000) }
+
+    /// `2015-08-10T07:14:32Z`, as in PKCS#7 receipt attributes.
+    static func rfc3339(_ ms: Int64) -> String {
+        date(ms).formatted(Date.ISO8601FormatStyle())
+    }
+
+    /// Parses RFC 3339 with or without fractional seconds, `Z` or an offset.
+    static func parseRFC3339(_ text: String) -> Int64? {
+        if let date = try? Date.ISO8601FormatStyle().parse(text) { return nowMs(date) }
+        if let date = try? Date.ISO8601FormatStyle(includingFractionalSeconds: true).parse(text) {
+            return nowMs(date)
+        }
+        // Xcode receipts use "+0100" offsets, which the strict style rejects.
+        let formatter = DateFormatter()
+        formatter.locale = Locale(identifier: "en_US_POSIX")
+        formatter.dateFormat = "yyyy-MM-dd'T'HH:mm:ssZ"
+        return formatter.date(from: text).map { nowMs($0) }
+    }
+
+    /// `2015-08-10 07:14:32 Etc/GMT`.
+    static func gmt(_ ms: Int64) -> String { format(ms, zone: "Etc/GMT", abbreviation: "UTC") }
+
+    /// `2015-08-10 00:14:32 America/Los_Angeles`.
+    static func pst(_ ms: Int64) -> String { format(ms, zone: "America/Los_Angeles", abbreviation: nil) }
+
+    private static func format(_ ms: Int64, zone: String, abbreviation: String?) -> String {
+        let formatter = DateFormatter()
+        formatter.locale = Locale(identifier: "en_US_POSIX")
+        formatter.timeZone =
+            TimeZone(identifier: zone) ?? abbreviation.flatMap { TimeZone(abbreviation: $0) } ?? .gmt
+        formatter.dateFormat = "yyyy-MM-dd HH:mm:ss"
+        return formatter.string(from: date(ms)) + " " + zone
+    }
+}

@@ -1,0 +1,191 @@
+import Crypto
+import Foundation
+
+/// The App Store Server API endpoints, for transactions the simulator minted:
+/// Get Transaction Info (`GET /inApps/v1/transactions/{id}`), Get Transaction History v2
+/// (`GET /inApps/v2/history/{id}`, 20 per page, `revision` query), Get All Subscription Statuses
+/// (`GET /inApps/v1/subscriptions/{id}`). The sandbox host is simulated under the `/sandbox` prefix.
+///
+/// A transaction of the other environment answers 404 with error 4040010 (so clients retry at sandbox, as with
+/// Apple); an unknown id answers 4040010 on Get Transaction Info and 4040005 (original transaction id not found)
+/// on the others. Every request needs a Bearer JWT shaped like App Store Connect's (ES256 header with `kid`,
+/// `aud` `appstoreconnect-v1`, `iss`, `bid`, an `exp` in the future); its signature is checked when a public key
+/// is configured.
+final class ServerAPIService: Sendable {
+    struct Reply: Sendable {
+        var httpStatus: Int
+        var body: [UInt8]
+        /// What `/sim/stats` counts: the Apple error code, or `http_<status>`.
+        var statusLabel: String
+    }
+
+    static let pageSize = 20
+
+    private let pki: SimulatorPKI
+    private let registry: TransactionRegistry
+    private let appAppleId: Int64
+    private let apiPublicKey: P256.Signing.PublicKey?
+    private let now: @Sendable () -> Date
+
+    init(
+        pki: SimulatorPKI, registry: TransactionRegistry, appAppleId: Int64, apiPublicKey: P256.Signing.PublicKey?,
+        now: @escaping @Sendable () -> Date
+    ) {
+        self.pki = pki
+        self.registry = registry
+        self.appAppleId = appAppleId
+        self.apiPublicKey = apiPublicKey
+        self.now = now
+    }
+
+    // MARK: Authentication
+
+    private struct JWTHeader: Decodable {
+        var alg: String
+        var kid: String?
+        var typ: String?
+    }
+
+    private struct JWTClaims: Decodable {
+        var iss: String?
+        var iat: Double?
+        var exp: Double?
+        var aud: String?
+        var bid: String?
+    }
+
+    /// Nil when the request may proceed, else the 401 to send.
+    func rejectUnauthorized(_ authorization: String?) -> Reply? {
+        let unauthorized = Reply(httpStatus: 401, body: [], statusLabel: "http_401")
+        guard let authorization, authorization.hasPrefix("Bearer ") else { return unauthorized }
+        let token = authorization.dropFirst("Bearer ".count)
+        let parts = token.split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count == 3,
+            let headerData = SimulatedJWS.decodeBase64URL(parts[0]),
+            let claimsData = SimulatedJWS.decodeBase64URL(parts[1]),
+            let signatureData = SimulatedJWS.decodeBase64URL(parts[2]),
+            let header = try? JSONDecoder().decode(JWTHeader.self, from: headerData),
+            let claims = try? JSONDecoder().decode(JWTClaims.self, from: claimsData),
+            header.alg == "ES256", header.kid?.isEmpty == false,
+            claims.aud == "appstoreconnect-v1", claims.iss?.isEmpty == false, claims.bid?.isEmpty == false,
+            let exp = claims.exp, exp > now().timeIntervalSince1970
+        else { return unauthorized }
+        if let apiPublicKey {
+            guard let signature = try? P256.Signing.ECDSASignature(rawRepresentation: signatureData),
+                apiPublicKey.isValidSignature(signature, for: Array("\(parts[0]).\(parts[1])".utf8))
+            else { return unauthorized }
+        }
+        return nil
+    }
+
+    // MARK: Endpoints
+
+    func transactionInfo(_ id: String, environment: SimulatedEnvironment) -> Reply {
+        switch lookup(id, environment: environment, unknownCode: 4_040_010) {
+        case .failure(let error): return error.reply
+        case .success(let transaction):
+            return sign {
+                ["signedTransactionInfo": try SimulatedJWS.signTransaction(transaction, pki: pki, nowMs: $0)]
+            }
+        }
+    }
+
+    func history(_ id: String, environment: SimulatedEnvironment, revision: String?) -> Reply {
+        switch lookup(id, environment: environment, unknownCode: 4_040_005) {
+        case .failure(let error): return error.reply
+        case .success(let transaction):
+            let all = registry.family(transaction.originalTransactionId)
+            let offset = revision.flatMap { Int($0) }.map { max(0, min($0, all.count)) } ?? 0
+            let end = min(offset + Self.pageSize, all.count)
+            return sign { nowMs in
+                [
+                    "revision": String(end),
+                    "hasMore": end < all.count,
+                    "bundleId": transaction.bundleId,
+                    "appAppleId": self.appAppleId,
+                    "environment": environment.rawValue,
+                    "signedTransactions": try all[offset..<end].map {
+                        try SimulatedJWS.signTransaction($0, pki: self.pki, nowMs: nowMs)
+                    },
+                ]
+            }
+        }
+    }
+
+    func subscriptions(_ id: String, environment: SimulatedEnvironment) -> Reply {
+        switch lookup(id, environment: environment, unknownCode: 4_040_005) {
+        case .failure(let error): return error.reply
+        case .success(let transaction):
+            let family = registry.family(transaction.originalTransactionId)
+            return sign { nowMs in
+                var data: [[String: Any]] = []
+                if let latest = family.last, latest.isSubscription, let first = family.first {
+                    let status: Int
+                    if latest.revocationDateMs != nil {
+                        status = 5
+                    } else if (latest.expiresDateMs ?? 0) <= nowMs {
+                        status = 2
+                    } else {
+                        status = 1
+                    }
+                    data.append([
+                        "subscriptionGroupIdentifier": SimulatedJWS.subscriptionGroup,
+                        "lastTransactions": [
+                            [
+                                "originalTransactionId": latest.originalTransactionId,
+                                "status": status,
+                                "signedTransactionInfo": try SimulatedJWS.signTransaction(
+                                    latest, pki: self.pki, nowMs: nowMs),
+                                "signedRenewalInfo": try SimulatedJWS.signRenewalInfo(
+                                    latest: latest, firstPurchaseMs: first.purchaseDateMs, pki: self.pki,
+                                    nowMs: nowMs),
+                            ] as [String: Any]
+                        ],
+                    ])
+                }
+                return [
+                    "environment": environment.rawValue,
+                    "appAppleId": self.appAppleId,
+                    "bundleId": transaction.bundleId,
+                    "data": data,
+                ]
+            }
+        }
+    }
+
+    // MARK: Helpers
+
+    private func lookup(
+        _ id: String, environment: SimulatedEnvironment, unknownCode: Int
+    ) -> Result<SimulatedTransaction, ReplyError> {
+        guard let transaction = registry.transaction(id) else {
+            let message =
+                unknownCode == 4_040_010 ? "Transaction id not found." : "Original transaction id not found."
+            return .failure(ReplyError(Self.error(404, code: unknownCode, message: message)))
+        }
+        guard transaction.environment == environment else {
+            return .failure(ReplyError(Self.error(404, code: 4_040_010, message: "Transaction id not found.")))
+        }
+        return .success(transaction)
+    }
+
+    private func sign(_ body: (Int64) throws -> [String: Any]) -> Reply {
+        do {
+            let object = try body(AppleDates.nowMs(now()))
+            return Reply(httpStatus: 200, body: VerifyReceiptService.json(object), statusLabel: "http_200")
+        } catch {
+            return Self.error(500, code: 5_000_000, message: "An unknown error occurred.")
+        }
+    }
+
+    static func error(_ httpStatus: Int, code: Int, message: String) -> Reply {
+        let body = VerifyReceiptService.json(["errorCode": code, "errorMessage": message])
+        return Reply(httpStatus: httpStatus, body: body, statusLabel: String(code))
+    }
+}
+
+/// A `Reply` carried through `Result`.
+struct ReplyError: Error {
+    var reply: ServerAPIService.Reply
+    init(_ reply: ServerAPIService.Reply) { self.reply = reply }
+}

@@ -1,0 +1,125 @@
+import Crypto
+import Foundation
+
+/// StoreKit 2 signed data as Apple sends it: a compact JWS, ES256, header `{"alg":"ES256","x5c":[leaf,
+/// intermediate, root]}` (standard base64 DER certificates), payload field names as in Apple's
+/// `JWSTransactionDecodedPayload` and `JWSRenewalInfoDecodedPayload`.
+enum SimulatedJWS {
+    struct Header: Codable {
+        var alg = "ES256"
+        var x5c: [String]
+    }
+
+    /// `JWSTransactionDecodedPayload`.
+    struct TransactionPayload: Codable, Equatable {
+        var transactionId: String
+        var originalTransactionId: String
+        var webOrderLineItemId: String?
+        var bundleId: String
+        var productId: String
+        var subscriptionGroupIdentifier: String?
+        var purchaseDate: Int64
+        var originalPurchaseDate: Int64
+        var expiresDate: Int64?
+        var quantity: Int
+        var type: String
+        var inAppOwnershipType: String
+        var signedDate: Int64
+        var revocationReason: Int?
+        var revocationDate: Int64?
+        var isUpgraded: Bool?
+        var environment: String
+        var transactionReason: String
+        var storefront: String
+        var storefrontId: String
+        var price: Int
+        var currency: String
+    }
+
+    /// `JWSRenewalInfoDecodedPayload`.
+    struct RenewalInfoPayload: Codable, Equatable {
+        var originalTransactionId: String
+        var autoRenewProductId: String
+        var productId: String
+        var autoRenewStatus: Int
+        var signedDate: Int64
+        var environment: String
+        var recentSubscriptionStartDate: Int64
+        var renewalDate: Int64?
+        var expirationIntent: Int?
+    }
+
+    /// The subscription group every simulated subscription belongs to.
+    static let subscriptionGroup = "SIM00001"
+
+    static func transactionPayload(_ transaction: SimulatedTransaction, signedDateMs: Int64) -> TransactionPayload {
+        TransactionPayload(
+            transactionId: transaction.transactionId,
+            originalTransactionId: transaction.originalTransactionId,
+            webOrderLineItemId: transaction.webOrderLineItemId,
+            bundleId: transaction.bundleId,
+            productId: transaction.productId,
+            subscriptionGroupIdentifier: transaction.isSubscription ? subscriptionGroup : nil,
+            purchaseDate: transaction.purchaseDateMs,
+            originalPurchaseDate: transaction.originalPurchaseDateMs,
+            expiresDate: transaction.expiresDateMs,
+            quantity: transaction.quantity,
+            type: transaction.productType,
+            inAppOwnershipType: "PURCHASED",
+            signedDate: signedDateMs,
+            revocationReason: transaction.revocationDateMs == nil ? nil : (transaction.revocationReason ?? 0),
+            revocationDate: transaction.revocationDateMs,
+            isUpgraded: transaction.isSubscription ? false : nil,
+            environment: transaction.environment.rawValue,
+            transactionReason: transaction.transactionId == transaction.originalTransactionId ? "PURCHASE" : "RENEWAL",
+            storefront: "USA",
+            storefrontId: "143441",
+            price: 990,
+            currency: "USD")
+    }
+
+    static func signTransaction(_ transaction: SimulatedTransaction, pki: SimulatorPKI, nowMs: Int64) throws -> String {
+        try sign(transactionPayload(transaction, signedDateMs: nowMs), pki: pki)
+    }
+
+    /// Renewal info for the latest transaction of a subscription family.
+    static func signRenewalInfo(
+        latest: SimulatedTransaction, firstPurchaseMs: Int64, pki: SimulatorPKI, nowMs: Int64
+    ) throws -> String {
+        let expired = (latest.expiresDateMs ?? .max) <= nowMs || latest.revocationDateMs != nil
+        let payload = RenewalInfoPayload(
+            originalTransactionId: latest.originalTransactionId,
+            autoRenewProductId: latest.productId,
+            productId: latest.productId,
+            autoRenewStatus: expired ? 0 : 1,
+            signedDate: nowMs,
+            environment: latest.environment.rawValue,
+            recentSubscriptionStartDate: firstPurchaseMs,
+            renewalDate: latest.expiresDateMs,
+            expirationIntent: expired ? 1 : nil)
+        return try sign(payload, pki: pki)
+    }
+
+    static func sign<Payload: Encodable>(_ payload: Payload, pki: SimulatorPKI) throws -> String {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        let header = base64URL(try encoder.encode(Header(x5c: pki.x5c)))
+        let body = base64URL(try encoder.encode(payload))
+        let signingInput = header + "." + body
+        let signature = try pki.ecLeafKey.signature(for: Array(signingInput.utf8))
+        return signingInput + "." + base64URL(signature.rawRepresentation)
+    }
+
+    static func base64URL<D: DataProtocol>(_ data: D) -> String {
+        Data(data).base64EncodedString()
+            .replacingOccurrences(of: "+", with: "-")
+            .replacingOccurrences(of: "/", with: "_")
+            .replacingOccurrences(of: "=", with: "")
+    }
+
+    static func decodeBase64URL<S: StringProtocol>(_ text: S) -> Data? {
+        var base64 = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        while base64.count % 4 != 0 { base64 += "=" }
+        return Data(base64Encoded: base64)
+    }
+}

@@ -1,0 +1,130 @@
+import Foundation
+
+/// The App Store environment a simulated purchase belongs to, spelled as Apple spells it in JWS payloads
+/// and verifyReceipt answers.
+public enum SimulatedEnvironment: String, Codable, Sendable, CaseIterable {
+    case production = "Production"
+    case sandbox = "Sandbox"
+
+    /// The value of attribute 0 in a PKCS#7 app receipt (`receipt_type` in verifyReceipt answers).
+    var receiptType: String {
+        switch self {
+        case .production: "Production"
+        case .sandbox: "ProductionSandbox"
+        }
+    }
+
+    /// The leading digit of transaction ids minted in this environment (Apple's sandbox ids start with 2).
+    var transactionIdPrefix: Int64 {
+        switch self {
+        case .production: 1
+        case .sandbox: 2
+        }
+    }
+}
+
+/// The receipt formats the simulator mints.
+public enum SimulatedReceiptFormat: String, Codable, Sendable, CaseIterable {
+    /// A PKCS#7 app receipt (iOS 7 and later), base64.
+    case appReceipt = "app_receipt"
+    /// An iOS 6 style transaction receipt (OpenStep text with `signature` and `purchase-info`), base64.
+    case transactionReceipt = "transaction_receipt"
+    /// A StoreKit 2 signed transaction (compact JWS, ES256).
+    case signedTransaction = "signed_transaction"
+}
+
+/// One purchase the simulator minted: what its registry remembers and what every receipt format carries.
+/// Dates are milliseconds since 1970, as Apple sends them.
+public struct SimulatedTransaction: Codable, Sendable, Equatable {
+    public var transactionId: String
+    public var originalTransactionId: String
+    public var bundleId: String
+    public var productId: String
+    public var environment: SimulatedEnvironment
+    public var quantity: Int
+    public var purchaseDateMs: Int64
+    public var originalPurchaseDateMs: Int64
+    /// Set for auto-renewable subscriptions.
+    public var expiresDateMs: Int64?
+    /// Set for auto-renewable subscriptions.
+    public var webOrderLineItemId: String?
+    /// StoreKit 2 product type (`Auto-Renewable Subscription`, `Non-Consumable`, `Consumable`, …).
+    public var productType: String
+    /// Set once the purchase was refunded or revoked (`POST /sim/refund`).
+    public var revocationDateMs: Int64?
+    /// Apple's revocation reason: 0 (other) or 1 (an app issue).
+    public var revocationReason: Int?
+
+    /// True for auto-renewable subscriptions (those with an expiry date).
+    var isSubscription: Bool { expiresDateMs != nil }
+}
+
+/// What a client asks `POST /sim/mint` for.
+public struct MintRequest: Sendable, Equatable {
+    public var bundleId: String
+    public var productId: String
+    public var format: SimulatedReceiptFormat
+    public var environment: SimulatedEnvironment
+    public var expiresDateMs: Int64?
+    public var quantity: Int
+    /// Mint a renewal (or another purchase) in an existing subscription family.
+    public var originalTransactionId: String?
+    /// The purchase date; now when absent.
+    public var purchaseDateMs: Int64?
+    /// StoreKit 2 product type; derived from `expiresDateMs` when absent.
+    public var productType: String?
+
+    public init(
+        bundleId: String,
+        productId: String,
+        format: SimulatedReceiptFormat,
+        environment: SimulatedEnvironment,
+        expiresDateMs: Int64? = nil,
+        quantity: Int = 1,
+        originalTransactionId: String? = nil,
+        purchaseDateMs: Int64? = nil,
+        productType: String? = nil
+    ) {
+        self.bundleId = bundleId
+        self.productId = productId
+        self.format = format
+        self.environment = environment
+        self.expiresDateMs = expiresDateMs
+        self.quantity = quantity
+        self.originalTransactionId = originalTransactionId
+        self.purchaseDateMs = purchaseDateMs
+        self.productType = productType
+    }
+}
+
+/// What `POST /sim/mint` answers.
+public struct MintedReceipt: Sendable, Equatable {
+    /// Base64 for app and transaction receipts, the compact JWS for signed transactions.
+    public var receipt: String
+    public var transaction: SimulatedTransaction
+}
+
+/// An error of the simulator itself (bad configuration, unreadable state, bad mint input).
+public struct AppleSimulatorError: Error, CustomStringConvertible, Sendable {
+    public enum Code: String, Sendable {
+        case invalidRequest = "invalid_request"
+        case unknownTransaction = "unknown_transaction"
+        case stateDirectory = "state_directory"
+        case certificates = "certificates"
+        case server = "server"
+    }
+
+    public var code: Code
+    public var message: String
+    public var file: String
+    public var line: Int
+
+    public init(_ code: Code, _ message: String, file: String = #fileID, line: Int = #line) {
+        self.code = code
+        self.message = message
+        self.file = file
+        self.line = line
+    }
+
+    public var description: String { "AppleSimulatorError.\(code.rawValue): \(message) (\(file):\(line))" }
+}

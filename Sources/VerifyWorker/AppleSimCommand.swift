@@ -1,0 +1,67 @@
+import AppleSimulator
+import ArgumentParser
+import Foundation
+
+/// `verify-worker apple-sim`: runs the Apple simulator until SIGTERM or SIGINT.
+struct AppleSimCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "apple-sim",
+        abstract: "Runs a simulated Apple (verifyReceipt, App Store Server API, receipt minting) for tests and demos.",
+        discussion: """
+            Prints `listening=http://HOST:PORT` once ready. Endpoints: docs/APPLE-SIMULATOR.md.
+            The shared secret comes from --shared-secret-file or VERIFY_SIM_SHARED_SECRET and is never logged.
+            """
+    )
+
+    @Option(help: "Port to listen on (0 picks a free one).")
+    var port: Int = 0
+
+    @Option(help: "Interface to listen on.")
+    var host: String = "127.0.0.1"
+
+    @Option(name: .customLong("state-dir"), help: "Directory where keys, certificates and mints persist.")
+    var stateDir: String?
+
+    @Option(name: .customLong("shared-secret-file"), help: "File holding the app's shared secret (21004 on mismatch).")
+    var sharedSecretFile: String?
+
+    @Option(
+        name: .customLong("api-public-key-file"), help: "PEM P-256 public key that Server API tokens must verify with.")
+    var apiPublicKeyFile: String?
+
+    @Option(name: .customLong("app-apple-id"), help: "appAppleId in Server API answers.")
+    var appAppleId: Int64 = 1_234_567_890
+
+    func run() async throws {
+        var configuration = AppleSimulatorConfiguration()
+        configuration.host = host
+        configuration.port = port
+        configuration.stateDirectory = stateDir.map { URL(fileURLWithPath: $0, isDirectory: true) }
+        configuration.appAppleId = appAppleId
+        if let sharedSecretFile {
+            guard let data = FileManager.default.contents(atPath: sharedSecretFile) else {
+                throw ValidationError("cannot read --shared-secret-file \(sharedSecretFile)")
+            }
+            configuration.sharedSecret = String(decoding: data, as: UTF8.self)
+                .trimmingCharacters(in: .whitespacesAndNewlines)
+        } else if let secret = ProcessInfo.processInfo.environment["VERIFY_SIM_SHARED_SECRET"], !secret.isEmpty {
+            configuration.sharedSecret = secret
+        }
+        if let apiPublicKeyFile {
+            guard let data = FileManager.default.contents(atPath: apiPublicKeyFile),
+                (try? configuration.setAPIPublicKey(pem: String(decoding: data, as: UTF8.self))) != nil
+            else { throw ValidationError("--api-public-key-file must hold a PEM P-256 public key") }
+        }
+        let simulator = try AppleSimulator(configuration: configuration)
+        let host = host
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { try await simulator.runUntilSignalled() }
+            group.addTask {
+                let port = try await simulator.waitUntilReady()
+                // Unbuffered, so a parent reading the pipe sees the line at once.
+                FileHandle.standardOutput.write(Data("listening=http://\(host):\(port)\n".utf8))
+            }
+            try await group.waitForAll()
+        }
+    }
+}

@@ -1,0 +1,48 @@
+import Foundation
+import Testing
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
+
+@Suite("Apple simulator: command", .timeLimit(.minutes(1)))
+struct AppleSimCommandTests {
+    @Test("`verify-worker apple-sim --port 0` prints its address, serves, and exits 0 on SIGTERM")
+    func commandLifecycle() async throws {
+        let binary = try TestEnvironment.verifyWorkerBinary()
+        let directory = try AppleSimTemporaryDirectory()
+        defer { directory.remove() }
+        let process = Process()
+        process.executableURL = binary
+        process.arguments = ["apple-sim", "--port", "0", "--state-dir", directory.file("state")]
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        defer { if process.isRunning { process.terminate() } }
+
+        // Read the first line (the address) without guessing a delay.
+        let line: String = await Task.detached {
+            var bytes: [UInt8] = []
+            while true {
+                let chunk = output.fileHandleForReading.readData(ofLength: 1)
+                guard let byte = chunk.first else { break }
+                if byte == UInt8(ascii: "\n") { break }
+                bytes.append(byte)
+            }
+            return String(decoding: bytes, as: UTF8.self)
+        }.value
+        #expect(line.hasPrefix("listening=http://127.0.0.1:"))
+        let base = try #require(URL(string: String(line.dropFirst("listening=".count))))
+
+        let (data, response) = try await URLSession.shared.data(from: base.appendingPathComponent("sim/roots"))
+        #expect((response as? HTTPURLResponse)?.statusCode == 200)
+        #expect(String(decoding: data, as: UTF8.self).contains("BEGIN CERTIFICATE"))
+        #expect(FileManager.default.fileExists(atPath: directory.file("state/pki-ec-root.pem")))
+
+        process.terminate()  // SIGTERM
+        await Task.detached { process.waitUntilExit() }.value
+        #expect(process.terminationReason == .exit)
+        #expect(process.terminationStatus == 0)
+    }
+}
