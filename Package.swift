@@ -167,6 +167,8 @@ let package = Package(
                 "RateLimiter",
                 "Ledger",
                 "Pipeline",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strictSettings
         ),

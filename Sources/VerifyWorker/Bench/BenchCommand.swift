@@ -10,6 +10,7 @@ struct BenchCommand: AsyncParsableCommand {
             BenchKafkaCommand.self,
             BenchRateLimiter.self,
             BenchReceiptsCommand.self,
+            BenchAppleCommand.self,
         ]
     )
 }

@@ -1,2 +1,0 @@
-/// The AppleClients module. See README.md, "Architecture".
-public enum AppleClientsModule {}

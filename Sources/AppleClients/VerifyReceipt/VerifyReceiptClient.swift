@@ -1,0 +1,153 @@
+import Foundation
+import Logging
+
+/// Apple's legacy `verifyReceipt` endpoint: one logical verification per call, environment hop included.
+///
+/// Production is asked first; 21007 repeats the request at sandbox and 21008 at production (one hop at most),
+/// 21002 is repeated once at once (Apple uses it for temporary issues too). Everything else that is temporary
+/// comes back as ``AppleOutcome/retryable(_:)`` for the caller's rate limiter to schedule.
+public struct VerifyReceiptClient: Sendable {
+    private let transport: any HTTPTransport
+    private let configuration: VerifyReceiptConfiguration
+    private let logger: Logger
+    private let now: @Sendable () -> Date
+
+    /// Creates a client. `now` is only used to read HTTP-date `Retry-After` headers.
+    public init(
+        transport: any HTTPTransport, configuration: VerifyReceiptConfiguration, logger: Logger,
+        now: @escaping @Sendable () -> Date = Date.init
+    ) {
+        self.transport = transport
+        self.configuration = configuration
+        self.logger = logger
+        self.now = now
+    }
+
+    /// Verifies a base64 receipt (an app receipt or an iOS 6 transaction receipt).
+    ///
+    /// Throws only `CancellationError`; every other failure is an ``AppleOutcome``.
+    public func verify(
+        receiptData: String, startingAt firstEnvironment: AppleEnvironment = .production
+    ) async throws -> AppleOutcome<VerifyReceiptResponse> {
+        var environment = firstEnvironment
+        var hopped = false
+        var repeatedMalformed = false
+        let body: [UInt8]
+        do {
+            body = try requestBody(receiptData: receiptData)
+        } catch {
+            return .failed(AppleClientError(code: .invalidRequest, detail: "the request body could not be encoded"))
+        }
+        while true {
+            let outcome = try await send(body, to: environment)
+            guard case .answered(let response) = outcome else { return outcome }
+            var metadata: Logger.Metadata = [
+                AppleLogKey.environment: "\(environment.rawValue)", AppleLogKey.status: "\(response.status.code)",
+            ]
+            switch response.status {
+            case .sandboxReceiptSentToProduction where !hopped && environment == .production:
+                hopped = true
+                environment = .sandbox
+                logger.debug("verifyReceipt: sandbox receipt, asking sandbox", metadata: metadata)
+            case .productionReceiptSentToSandbox where !hopped && environment == .sandbox:
+                hopped = true
+                environment = .production
+                logger.debug("verifyReceipt: production receipt, asking production", metadata: metadata)
+            case .malformedReceiptData where !repeatedMalformed:
+                repeatedMalformed = true
+                logger.debug("verifyReceipt: 21002, repeating once", metadata: metadata)
+            case .serverUnavailable, .internalDataAccessError:
+                return .retryable(
+                    AppleRetryAdvice(reason: .receiptStatus(response.status.code), environment: environment))
+            case .internalError(let code):
+                // Apple: `is-retryable` 1 means a temporary issue; absent is taken as temporary too.
+                if response.isRetryable ?? true {
+                    return .retryable(AppleRetryAdvice(reason: .receiptStatus(code), environment: environment))
+                }
+                return .answered(response)
+            default:
+                metadata[AppleLogKey.receiptEnvironment] = "\(response.environment.rawValue)"
+                logger.debug("verifyReceipt: answered", metadata: metadata)
+                return .answered(response)
+            }
+        }
+    }
+
+    /// One POST to one environment, mapped to an outcome (an answered status may still need a hop).
+    private func send(
+        _ body: [UInt8], to environment: AppleEnvironment
+    ) async throws -> AppleOutcome<
+        VerifyReceiptResponse
+    > {
+        let request = TransportRequest(
+            method: .post, url: configuration.url(for: environment),
+            headers: [("Content-Type", "application/json"), ("Accept", "application/json")], body: body,
+            timeout: configuration.requestTimeout)
+        let response: TransportResponse
+        do {
+            response = try await transport.execute(request)
+        } catch let error as HTTPTransportError {
+            logger.debug(
+                "verifyReceipt: transport failure",
+                metadata: [AppleLogKey.environment: "\(environment.rawValue)", AppleLogKey.error: "\(error)"])
+            if error.isRetryable {
+                return .retryable(AppleRetryAdvice(reason: .transport(error.code), environment: environment))
+            }
+            return .failed(AppleClientError(code: .transport, detail: error.description))
+        }
+        // (CancellationError and any other error propagate.)
+        switch response.status {
+        case 200:
+            do {
+                return .answered(try VerifyReceiptResponse.parse(response.body, answeredBy: environment))
+            } catch let error as AppleClientError {
+                return .failed(error)
+            }
+        case 408, 429, 500...599:
+            let retryAfter = RetryAfter.fromHTTPHeader(response.header("Retry-After"), now: now())
+            return .retryable(
+                AppleRetryAdvice(reason: .httpStatus(response.status), retryAfter: retryAfter, environment: environment)
+            )
+        default:
+            return .failed(
+                AppleClientError(
+                    code: .httpStatus, detail: "verifyReceipt answered HTTP \(response.status)",
+                    httpStatus: response.status))
+        }
+    }
+
+    private func requestBody(receiptData: String) throws -> [UInt8] {
+        struct Body: Encodable {
+            var receiptData: String
+            var password: String?
+            var excludeOldTransactions: Bool
+            enum CodingKeys: String, CodingKey {
+                case receiptData = "receipt-data"
+                case password
+                case excludeOldTransactions = "exclude-old-transactions"
+            }
+        }
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.withoutEscapingSlashes]
+        let body = Body(
+            receiptData: receiptData, password: configuration.sharedSecret?.value,
+            excludeOldTransactions: configuration.excludeOldTransactions)
+        return Array(try encoder.encode(body))
+    }
+}
+
+/// The log metadata keys of the Apple clients, in one place.
+public enum AppleLogKey {
+    /// The environment a request went to.
+    public static let environment = "apple.environment"
+    /// A verifyReceipt status.
+    public static let status = "apple.status"
+    /// The environment the answer is for.
+    public static let receiptEnvironment = "apple.receipt_environment"
+    /// An error's description (never holds secrets).
+    public static let error = "apple.error"
+    /// A Server API endpoint name.
+    public static let endpoint = "apple.endpoint"
+    /// A Server API error code.
+    public static let errorCode = "apple.error_code"
+}

@@ -1,0 +1,218 @@
+import AppleClients
+import Foundation
+import Testing
+
+@Suite("Apple clients: curl HTTP engine", .timeLimit(.minutes(1)))
+struct AppleClientsHTTPEngineTests {
+    private func withServer<T>(_ body: (AppleClientsFakeServer, String) async throws -> T) async throws -> T {
+        let server = AppleClientsFakeServer()
+        let port = try await server.start()
+        do {
+            let result = try await body(server, "http://127.0.0.1:\(port)")
+            await server.stop()
+            return result
+        } catch {
+            await server.stop()
+            throw error
+        }
+    }
+
+    private func transportError(_ body: () async throws -> Void) async -> HTTPTransportError? {
+        do {
+            try await body()
+            return nil
+        } catch {
+            return error as? HTTPTransportError
+        }
+    }
+
+    @Test("GET and POST round trip with headers and body")
+    func roundTrip() async throws {
+        let engine = try CurlHTTPEngine()
+        try await withServer { server, base in
+            server.enqueue("/echo", .json(#"{"ok":true}"#, headers: ["X-Answer": "42"]))
+            let response = try await engine.execute(
+                TransportRequest(
+                    method: .post, url: base + "/echo", headers: [("X-Test", "yes")], body: Array("hi".utf8)))
+            #expect(response.status == 200)
+            #expect(response.header("x-answer") == "42")
+            #expect(String(decoding: response.body, as: UTF8.self) == #"{"ok":true}"#)
+            let seen = try #require(server.received(path: "/echo").first)
+            #expect(seen.method == "POST")
+            #expect(seen.body == Array("hi".utf8))
+            #expect(seen.headers["x-test"] == "yes")
+            #expect(seen.headers["expect"] == nil)
+        }
+    }
+
+    @Test("Sequential requests reuse one connection")
+    func connectionReuse() async throws {
+        let engine = try CurlHTTPEngine()
+        try await withServer { server, base in
+            server.setFallback("/ping", .json("{}"))
+            for _ in 0..<20 {
+                _ = try await engine.execute(TransportRequest(url: base + "/ping"))
+            }
+            #expect(engine.statistics.connectionsOpened == 1)
+            #expect(engine.statistics.completed == 20)
+        }
+    }
+
+    @Test("Hundreds of concurrent requests all complete")
+    func manyConcurrentRequests() async throws {
+        let engine = try CurlHTTPEngine()
+        try await withServer { server, base in
+            server.setFallback("/slow", AppleClientsFakeServer.Reply(body: Array("x".utf8), delay: .milliseconds(50)))
+            let statuses = try await withThrowingTaskGroup(of: Int.self) { group in
+                for _ in 0..<300 {
+                    group.addTask { try await engine.execute(TransportRequest(url: base + "/slow")).status }
+                }
+                return try await group.reduce(into: [Int]()) { $0.append($1) }
+            }
+            #expect(statuses.count == 300)
+            #expect(statuses.allSatisfy { $0 == 200 })
+            #expect(engine.statistics.inFlight == 0)
+        }
+    }
+
+    @Test("Cancelling the task removes the transfer at once")
+    func cancellation() async throws {
+        let engine = try CurlHTTPEngine()
+        try await withServer { server, base in
+            server.setFallback("/hang", AppleClientsFakeServer.Reply(delay: .seconds(30)))
+            let task = Task { try await engine.execute(TransportRequest(url: base + "/hang")) }
+            _ = await server.nextArrival()
+            task.cancel()
+            let result = await task.result
+            #expect(throws: CancellationError.self) { try result.get() }
+            #expect(engine.statistics.inFlight == 0)
+        }
+    }
+
+    @Test("A task cancelled before it starts never reaches the server")
+    func cancelledBeforeStart() async throws {
+        let engine = try CurlHTTPEngine()
+        try await withServer { server, base in
+            let task = Task {
+                withUnsafeCurrentTask { $0?.cancel() }
+                return try await engine.execute(TransportRequest(url: base + "/never"))
+            }
+            await #expect(throws: CancellationError.self) { try await task.value }
+            #expect(server.received(path: "/never").isEmpty)
+        }
+    }
+
+    @Test("The total time limit turns into a retryable timeout")
+    func timeout() async throws {
+        let engine = try CurlHTTPEngine()
+        try await withServer { server, base in
+            server.setFallback("/slow", AppleClientsFakeServer.Reply(delay: .seconds(10)))
+            let error = await transportError {
+                _ = try await engine.execute(TransportRequest(url: base + "/slow", timeout: .milliseconds(200)))
+            }
+            #expect(error?.code == .timeout)
+            #expect(error?.isRetryable == true)
+        }
+    }
+
+    @Test("Bodies above the limit are aborted")
+    func responseSizeLimit() async throws {
+        let engine = try CurlHTTPEngine(configuration: HTTPEngineConfiguration(maxResponseBytes: 1024))
+        try await withServer { server, base in
+            server.enqueue("/big", AppleClientsFakeServer.Reply(body: Array(repeating: 65, count: 64 * 1024)))
+            server.enqueue("/small", AppleClientsFakeServer.Reply(body: Array(repeating: 65, count: 1024)))
+            let error = await transportError { _ = try await engine.execute(TransportRequest(url: base + "/big")) }
+            #expect(error?.code == .responseTooLarge)
+            #expect(error?.isRetryable == false)
+            let result1 = try await engine.execute(TransportRequest(url: base + "/small"))
+            #expect(result1.body.count == 1024)
+        }
+    }
+
+    @Test("A dropped connection is a retryable transport error")
+    func droppedConnection() async throws {
+        let engine = try CurlHTTPEngine()
+        try await withServer { server, base in
+            server.enqueue("/drop", AppleClientsFakeServer.Reply(body: Array("partial".utf8), dropConnection: true))
+            let error = await transportError { _ = try await engine.execute(TransportRequest(url: base + "/drop")) }
+            #expect(error?.code == .connectionLost)
+            #expect(error?.isRetryable == true)
+        }
+    }
+
+    @Test("Redirects are returned, never followed")
+    func redirectsNotFollowed() async throws {
+        let engine = try CurlHTTPEngine()
+        try await withServer { server, base in
+            server.enqueue("/moved", AppleClientsFakeServer.Reply(status: 302, headers: ["Location": base + "/target"]))
+            server.setFallback("/target", .json("{}"))
+            let response = try await engine.execute(TransportRequest(url: base + "/moved"))
+            #expect(response.status == 302)
+            #expect(server.received(path: "/target").isEmpty)
+        }
+    }
+
+    @Test("Schemes other than http and https are refused")
+    func otherSchemesRefused() async throws {
+        let engine = try CurlHTTPEngine()
+        let error = await transportError {
+            _ = try await engine.execute(TransportRequest(url: "file:///etc/passwd"))
+        }
+        #expect(error?.code == .invalidRequest)
+    }
+
+    @Test("The engine survives the server stopping and restarting")
+    func serverRestart() async throws {
+        let engine = try CurlHTTPEngine(configuration: HTTPEngineConfiguration(connectTimeout: .seconds(2)))
+        let server = AppleClientsFakeServer()
+        let port = try await server.start()
+        let url = "http://127.0.0.1:\(port)/ping"
+        server.setFallback("/ping", .json("{}"))
+        #expect(try await engine.execute(TransportRequest(url: url)).status == 200)
+
+        await server.stop()
+        for _ in 0..<3 {
+            let error = await transportError { _ = try await engine.execute(TransportRequest(url: url)) }
+            #expect(error?.isRetryable == true, "\(String(describing: error))")
+        }
+
+        let again = try await server.start(port: port)
+        #expect(again == port)
+        server.setFallback("/ping", .json("{}"))
+        for _ in 0..<3 {
+            #expect(try await engine.execute(TransportRequest(url: url)).status == 200)
+        }
+        await server.stop()
+    }
+
+    @Test("After shutdown, requests are refused")
+    func shutdown() async throws {
+        let engine = try CurlHTTPEngine()
+        engine.shutdown()
+        let error = await transportError { _ = try await engine.execute(TransportRequest(url: "http://127.0.0.1:9/")) }
+        #expect(error?.code == .engineShutDown)
+    }
+
+    @Test("TLS: a server with an unknown CA is rejected; with its CA configured it is accepted")
+    func tlsVerification() async throws {
+        let server = try await AppleClientsTLSServer.start()
+        defer { server.stop() }
+        let url = "https://127.0.0.1:\(server.port)/"
+
+        let systemTrust = try CurlHTTPEngine()
+        let rejected = await transportError { _ = try await systemTrust.execute(TransportRequest(url: url)) }
+        #expect(rejected?.code == .tlsVerificationFailed)
+        #expect(rejected?.isRetryable == false)
+
+        let trusting = try CurlHTTPEngine(configuration: HTTPEngineConfiguration(caBundlePath: server.caBundlePath))
+        let response = try await trusting.execute(TransportRequest(url: url))
+        #expect(response.status == 200)
+        #expect(String(decoding: response.body, as: UTF8.self) == "tls ok")
+
+        // The certificate names 127.0.0.1 only: the same server under another name fails host verification.
+        let wrongName = await transportError {
+            _ = try await trusting.execute(TransportRequest(url: "https://localhost:\(server.port)/"))
+        }
+        #expect(wrongName?.code == .tlsVerificationFailed)
+    }
+}
