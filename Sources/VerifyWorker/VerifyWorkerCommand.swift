@@ -8,6 +8,7 @@ struct VerifyWorkerCommand: AsyncParsableCommand {
         abstract: "Verifies Apple in-app purchase receipts from Kafka jobs and publishes verdicts.",
         subcommands: [
             // Subcommands are registered here, one line each, in the order a newcomer meets them.
+            DemoCommand.self,
             DevBrokerCommand.self,
             ConfigReferenceCommand.self,
             InspectCommand.self,

@@ -180,33 +180,63 @@ public struct SeedTrafficGenerator {
             transactionID: original.transactionID, isReplayByAnotherAccount: byAnother)
     }
 
-    /// Edits a genuine receipt after signing, keeping it well-formed: a JWS gets another payload under the old
-    /// signature; a base64 receipt gets one byte of its signed content changed.
+    /// Edits a genuine receipt after signing, keeping it well-formed: one digit of the transaction id changes
+    /// inside the signed content (the JWS payload, the PKCS#7 payload, the iOS 6 `purchase-info`), so the receipt
+    /// still parses and only its signature gives it away.
     private mutating func makeForged() -> GeneratedJob {
         let original = genuine[random.below(genuine.count)]
+        let transactionID = Array((original.transactionID ?? "").utf8)
         let forgedProof: ReceiptJob.Proof
-        switch original.job.proof {
-        case .signedTransaction(let jws):
-            let parts = jws.split(separator: ".", omittingEmptySubsequences: false).map(String.init)
-            var payload = Self.base64URLDecode(parts[1]) ?? []
-            if let index = payload.lastIndex(where: { $0 >= 0x30 && $0 <= 0x38 }) { payload[index] += 1 }
-            forgedProof = .signedTransaction([parts[0], Self.base64URLEncode(payload), parts[2]].joined(separator: "."))
-        case .receipt(let base64):
-            var bytes = [UInt8](Data(base64Encoded: base64) ?? Data())
-            // Change a digit in the middle third: inside the signed purchase data, away from the headers.
-            let range = (bytes.count / 3)..<(2 * bytes.count / 3)
-            if let index = bytes[range].firstIndex(where: { $0 >= 0x30 && $0 <= 0x38 }) {
-                bytes[index] += 1
-            } else if !range.isEmpty {
-                bytes[range.lowerBound] ^= 0x01
-            }
-            forgedProof = .receipt(Data(bytes).base64EncodedString())
+        switch (original.job.proof, original.format) {
+        case (.signedTransaction(let jws), _):
+            forgedProof = .signedTransaction(Self.forgingJWS(jws, transactionID: transactionID) ?? jws)
+        case (.receipt(let base64), .transactionReceipt):
+            forgedProof = .receipt(Self.forgingTransactionReceipt(base64, transactionID: transactionID) ?? base64)
+        case (.receipt(let base64), _):
+            let bytes = [UInt8](Data(base64Encoded: base64) ?? Data())
+            let forged = Self.alteringDigit(of: transactionID, in: bytes).map { Data($0).base64EncodedString() }
+            forgedProof = .receipt(forged ?? base64)
         default:
             forgedProof = original.job.proof
         }
         return GeneratedJob(
             category: .forged, job: newJob(forgedProof), format: original.format, environment: original.environment,
             transactionID: nil, isReplayByAnotherAccount: false)
+    }
+
+    /// Another payload under the old signature.
+    static func forgingJWS(_ jws: String, transactionID: [UInt8]) -> String? {
+        let parts = jws.split(separator: ".", omittingEmptySubsequences: false).map(String.init)
+        guard parts.count == 3, let payload = base64URLDecode(parts[1]),
+            let forged = alteringDigit(of: transactionID, in: payload)
+        else { return nil }
+        return [parts[0], base64URLEncode(forged), parts[2]].joined(separator: ".")
+    }
+
+    /// An iOS 6 receipt whose `purchase-info` (base64 inside the base64 OpenStep text) names another transaction.
+    static func forgingTransactionReceipt(_ base64: String, transactionID: [UInt8]) -> String? {
+        let marker = "\"purchase-info\" = \""
+        guard let data = Data(base64Encoded: base64), let text = String(data: data, encoding: .utf8),
+            let start = text.range(of: marker)?.upperBound, let end = text[start...].firstIndex(of: "\""),
+            let info = Data(base64Encoded: String(text[start..<end])),
+            let forged = alteringDigit(of: transactionID, in: [UInt8](info))
+        else { return nil }
+        let forgedText = text.replacingCharacters(in: start..<end, with: Data(forged).base64EncodedString())
+        return Data(forgedText.utf8).base64EncodedString()
+    }
+
+    /// `bytes` with the last digit of the first occurrence of `needle` changed (9 becomes 0, others go up by one).
+    static func alteringDigit(of needle: [UInt8], in bytes: [UInt8]) -> [UInt8]? {
+        guard !needle.isEmpty, needle.count <= bytes.count else { return nil }
+        for start in 0...(bytes.count - needle.count) where bytes[start..<(start + needle.count)].elementsEqual(needle)
+        {
+            guard let index = (start..<(start + needle.count)).last(where: { (0x30...0x39).contains(bytes[$0]) })
+            else { return nil }
+            var forged = bytes
+            forged[index] = bytes[index] == 0x39 ? 0x30 : bytes[index] + 1
+            return forged
+        }
+        return nil
     }
 
     static func base64URLDecode(_ text: String) -> [UInt8]? {
