@@ -154,7 +154,7 @@ struct DemoRun: Sendable {
             await tally.waitUntilAllDecided()
             let elapsed = started.duration(to: .now)
             // Closing ends each consumer's events (committing on revoke); the workers then return on their own.
-            for worker in workers { await worker.consumer.close() }
+            for worker in workers { await worker.close() }
             await collector.close()
             group.cancelAll()
             return tally.report(

@@ -74,6 +74,7 @@ final class DemoWorker: Sendable {
     private let offsets: DemoOffsetBook
     private let codec = MessageCodec()
     private let logger: Logger
+    private let slot: DemoConsumerSlot
 
     init(
         bootstrapServers: String, groupID: String, producer: KafkaProducer, decider: DemoJobDecider,
@@ -90,12 +91,19 @@ final class DemoWorker: Sendable {
                 await Self.handBack(revoked, offsets: offsets, consumer: consumer)
             })
         slot.consumer.withLock { $0 = consumer }
+        self.slot = slot
         try consumer.subscribe(topics: [Topics.jobs])
         self.consumer = consumer
         self.producer = producer
         self.decider = decider
         self.offsets = offsets
         self.logger = logger
+    }
+
+    /// Leaves the group (the revoke hook commits) and breaks the hook's reference cycle, so the client is freed.
+    func close() async {
+        await consumer.close()
+        slot.consumer.withLock { $0 = nil }
     }
 
     /// Reads until the consumer is closed, then lets every lane finish.
