@@ -63,8 +63,9 @@ final class DemoConsumerSlot: Sendable {
     let consumer = Mutex<KafkaConsumer?>(nil)
 }
 
-/// One demo worker: a consumer in the jobs group, one lane per partition (jobs of a partition, hence of an account,
-/// are decided in order), verdicts produced and awaited concurrently, offsets committed up to the lowest unfinished.
+/// One demo worker: a consumer in the jobs group; jobs of one account (one key) run in order, jobs of different
+/// accounts in parallel; offsets are committed up to the lowest unfinished one; fetching pauses while too many jobs
+/// are held.
 ///
 /// A simplified stand-in for the Pipeline (issue 7), which replaces it.
 final class DemoWorker: Sendable {
@@ -75,10 +76,12 @@ final class DemoWorker: Sendable {
     private let codec = MessageCodec()
     private let logger: Logger
     private let slot: DemoConsumerSlot
+    private let queue = Mutex(KeyOrderedQueue<[UInt8], KafkaConsumerMessage>())
+    private let flow: Mutex<FlowControl>
 
     init(
         bootstrapServers: String, groupID: String, producer: KafkaProducer, decider: DemoJobDecider,
-        logger: Logger
+        maximumInFlight: Int = 2_000, logger: Logger
     ) throws {
         let offsets = DemoOffsetBook()
         // The hook needs the consumer it is given to: it is set right after creation, before `subscribe`.
@@ -98,6 +101,7 @@ final class DemoWorker: Sendable {
         self.decider = decider
         self.offsets = offsets
         self.logger = logger
+        self.flow = Mutex(FlowControl(maximumInFlight: maximumInFlight))
     }
 
     /// Leaves the group (the revoke hook commits) and breaks the hook's reference cycle, so the client is freed.
@@ -106,37 +110,50 @@ final class DemoWorker: Sendable {
         slot.consumer.withLock { $0 = nil }
     }
 
-    /// Reads until the consumer is closed, then lets every lane finish.
+    /// Reads until the consumer is closed, then lets every job in flight finish.
     func run() async throws {
         try await withThrowingDiscardingTaskGroup { group in
-            var lanes: [KafkaTopicPartition: AsyncStream<KafkaConsumerMessage>.Continuation] = [:]
-            defer { lanes.values.forEach { $0.finish() } }
             for try await event in consumer.events {
                 switch event {
                 case .message(let message):
                     guard offsets.start(message) else { continue }
-                    if lanes[message.topicPartition] == nil {
-                        let (stream, continuation) = AsyncStream.makeStream(of: KafkaConsumerMessage.self)
-                        lanes[message.topicPartition] = continuation
-                        group.addTask { await self.runLane(stream) }
+                    apply(flow.withLock { $0.admitted() })
+                    let key = message.key ?? []
+                    if let ready = queue.withLock({ $0.enqueue(message, key: key) }) {
+                        group.addTask { await self.runKey(startingWith: ready) }
                     }
-                    lanes[message.topicPartition]?.yield(message)
                 case .partitionsAssigned(let partitions):
                     offsets.assign(partitions)
-                case .partitionsRevoked(let partitions):
-                    for partition in partitions { lanes.removeValue(forKey: partition)?.finish() }
+                    // A new assignment starts unpaused.
+                    if flow.withLock({ $0.isPaused }) { apply(.pause) }
+                case .partitionsRevoked:
+                    break
                 }
             }
         }
     }
 
-    /// Decides the jobs of one partition in order; their verdicts are delivered concurrently.
-    private func runLane(_ messages: AsyncStream<KafkaConsumerMessage>) async {
-        await withDiscardingTaskGroup { deliveries in
-            for await message in messages {
-                let record = await output(for: message)
-                deliveries.addTask { await self.deliver(record, for: message) }
+    /// Runs a job, then each job of the same key that queued behind it.
+    private func runKey(startingWith first: KafkaConsumerMessage) async {
+        var next: KafkaConsumerMessage? = first
+        while let message = next {
+            let record = await output(for: message)
+            await deliver(record, for: message)
+            apply(flow.withLock { $0.released() })
+            next = queue.withLock { $0.complete(key: message.key ?? []) }
+        }
+    }
+
+    private func apply(_ action: FlowControl.Action) {
+        let assignment = Array(consumer.assignment)
+        do {
+            switch action {
+            case .none: return
+            case .pause: try consumer.pause(assignment)
+            case .resume: try consumer.resume(assignment)
             }
+        } catch {
+            logger.warning("demo: pause or resume failed", metadata: ["error": "\(error)"])
         }
     }
 
