@@ -8,9 +8,9 @@ struct DemoCommand: AsyncParsableCommand {
         commandName: "demo",
         abstract: "Runs workers, a mock Kafka cluster and a simulated Apple in one process on seed-000-shaped traffic.",
         discussion: """
-            Produces receipt jobs (other apps' receipts, cracker receipts, repeats, forgeries and genuine purchases
-            in the three receipt formats, sandbox and production), decides them with W workers, and prints per
-            traffic category the verdicts, Apple calls versus jobs, throughput and submit-to-verdict latency.
+            Produces receipt jobs (other apps' receipts, cracker receipts, repeats, forgeries and genuine purchases \
+            in the three receipt formats, sandbox and production), decides them with W workers, and prints per \
+            traffic category the verdicts, Apple calls versus jobs, throughput and submit-to-verdict latency. \
             Repeats are recognised by an in-memory stand-in for the ledger.
             """
     )

@@ -88,7 +88,7 @@ final class DemoWorker: Sendable {
         let slot = DemoConsumerSlot()
         let consumer = try KafkaConsumer(
             configuration: KafkaConsumerConfiguration(bootstrapServers: bootstrapServers, groupID: groupID),
-            logger: logger,
+            logger: Self.kafkaLogger(logger),
             onRevoke: { revoked in
                 guard let consumer = slot.consumer.withLock({ $0 }) else { return }
                 await Self.handBack(revoked, offsets: offsets, consumer: consumer)
@@ -102,6 +102,14 @@ final class DemoWorker: Sendable {
         self.offsets = offsets
         self.logger = logger
         self.flow = Mutex(FlowControl(maximumInFlight: maximumInFlight))
+    }
+
+    /// The Kafka layer's logger: errors only, since an asynchronous commit refused during the closing rebalance is
+    /// expected (the revoke hook's synchronous commit covers it).
+    static func kafkaLogger(_ logger: Logger) -> Logger {
+        var kafkaLogger = logger
+        kafkaLogger.logLevel = max(logger.logLevel, .error)
+        return kafkaLogger
     }
 
     /// Leaves the group (the revoke hook commits) and breaks the hook's reference cycle, so the client is freed.
