@@ -88,6 +88,7 @@ let package = Package(
         .target(
             name: "AppleSimulator",
             dependencies: [
+                "Messages",
                 "Receipts",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "_CryptoExtras", package: "swift-crypto"),

@@ -12,6 +12,7 @@ struct VerifyWorkerCommand: AsyncParsableCommand {
             ConfigReferenceCommand.self,
             InspectCommand.self,
             AppleSimCommand.self,
+            DemoCommand.self,
             BenchCommand.self,
         ]
     )

@@ -1,0 +1,349 @@
+import AppleClients
+import AppleSimulator
+import Foundation
+import Kafka
+import Logging
+import Messages
+import RateLimiter
+import Receipts
+import Synchronization
+
+/// What `verify-worker demo` runs.
+struct DemoOptions: Sendable {
+    /// Jobs to produce. Default: 10 000.
+    var jobs = 10_000
+    /// The traffic mix. Default: seed 000's.
+    var mix = TrafficMix.seed000
+    /// Added latency of every simulated Apple answer, in milliseconds. Default: 0.
+    var appleLatencyMs: Double = 0
+    /// Share of Apple answers that are 21005 (overloaded). Default: 0.
+    var apple21005Ratio: Double = 0
+    /// Worker tasks (consumers in one group). Default: 2.
+    var workers = 2
+    /// Partitions of every topic. Default: 8.
+    var partitions = 8
+    /// How long one job may keep trying Apple before it is `unverifiable`. Default: 30 s.
+    var appleDeadline: Duration = .seconds(30)
+    /// Produce repeats only once every other job is decided, so a replay never races its original (for tests that
+    /// check each category's exact verdict). Default: false.
+    var repeatsLast = false
+    /// Traffic seed. Default: 42.
+    var seed: UInt64 = 42
+    /// How often `onProgress` is called; nil for never. Default: 1 s.
+    var progressInterval: Duration? = .seconds(1)
+}
+
+/// The app the demo verifies for.
+enum DemoApp {
+    static let bundleID = "com.example.verifyworker"
+    static let catalog = Catalog(
+        bundleIDs: [bundleID],
+        products: [
+            .init(id: "com.example.verifyworker.coins100", type: .consumable),
+            .init(id: "com.example.verifyworker.premium", type: .nonConsumable),
+            .init(id: "com.example.verifyworker.seasonpass", type: .nonRenewing),
+        ])
+}
+
+/// Progress of a running demo.
+struct DemoProgress: Sendable {
+    var jobs: Int
+    var produced: Int
+    var decided: Int
+    var appleCalls: Int
+    var elapsed: Duration
+}
+
+/// The outcome of a demo run: every generated job with the verdicts it got.
+struct DemoReport: Sendable {
+    struct Entry: Sendable {
+        var generated: GeneratedJob
+        /// Every verdict seen for the job (exactly one when nothing went wrong).
+        var verdicts: [Verdict]
+        var latency: Duration?
+    }
+
+    var entries: [Entry]
+    /// Requests the simulated Apple counted per endpoint, and answers per status.
+    var appleStats: SimulatorStats.Snapshot
+    /// From the first job produced to the last verdict read.
+    var elapsed: Duration
+    var workers: Int
+    var partitions: Int
+
+    /// Requests to Apple's verification endpoints (the simulator's own `sim/*` endpoints excluded).
+    var appleCalls: Int { appleStats.requests.filter { !$0.key.hasPrefix("sim/") }.values.reduce(0, +) }
+}
+
+/// Runs the whole system in one process: a mock Kafka cluster, the Apple simulator, W workers and a verdict reader.
+struct DemoRun: Sendable {
+    var options: DemoOptions
+    var logger: Logger
+
+    init(options: DemoOptions, logger: Logger = DemoRun.quietLogger) {
+        self.options = options
+        self.logger = logger
+    }
+
+    static let quietLogger: Logger = {
+        var logger = Logger(label: "demo")
+        logger.logLevel = .warning
+        return logger
+    }()
+
+    func run(onProgress: @escaping @Sendable (DemoProgress) -> Void = { _ in }) async throws -> DemoReport {
+        let cluster = try MockKafkaCluster(brokers: 1)
+        for topic in [Topics.jobs, Topics.verdicts, Topics.deadLetters, Topics.control] {
+            try cluster.createTopic(topic, partitions: options.partitions)
+        }
+        var simulatorConfiguration = AppleSimulatorConfiguration()
+        // Stopping the simulator by cancellation makes Hummingbird log a CancellationError: not worth showing.
+        simulatorConfiguration.logger.logLevel = .critical
+        let simulator = try AppleSimulator(configuration: simulatorConfiguration)
+        return try await withThrowingTaskGroup(of: Void.self) { services in
+            services.addTask { try await simulator.run() }
+            defer { services.cancelAll() }
+            let port = try await simulator.waitUntilReady()
+            simulator.setFaults(faultPlan())
+            return try await runPipeline(cluster: cluster, simulator: simulator, port: port, onProgress: onProgress)
+        }
+    }
+
+    private func faultPlan() -> FaultPlan {
+        var plan = FaultPlan()
+        plan.latencyMs = options.appleLatencyMs
+        plan.status21005Ratio = options.apple21005Ratio
+        return plan
+    }
+
+    private func runPipeline(
+        cluster: MockKafkaCluster, simulator: AppleSimulator, port: Int,
+        onProgress: @escaping @Sendable (DemoProgress) -> Void
+    ) async throws -> DemoReport {
+        let bootstrap = cluster.bootstrapServers
+        var generator = SeedTrafficGenerator(
+            simulator: simulator, bundleID: DemoApp.bundleID, productIDs: DemoApp.catalog.products.keys.sorted(),
+            mix: options.mix, seed: options.seed)
+        let generated = try generator.generate(count: options.jobs)
+        simulator.stats.reset()
+
+        let engine = try CurlHTTPEngine()
+        defer { engine.shutdown() }
+        let decider = makeDecider(simulator: simulator, engine: engine, port: port)
+        let producers = try (0..<options.workers).map { try makeProducer(bootstrap, clientID: "demo-worker-\($0)") }
+        let workers = try producers.enumerated().map { index, producer in
+            try DemoWorker(
+                bootstrapServers: bootstrap, groupID: "verify-worker-demo", producer: producer,
+                decider: decider(index), logger: logger)
+        }
+        let tally = DemoTally(jobs: generated)
+        let collector = try DemoVerdictCollector(bootstrapServers: bootstrap, tally: tally, logger: logger)
+        let frontend = try makeProducer(bootstrap, clientID: "demo-frontend")
+
+        let report = try await withThrowingTaskGroup(of: Void.self) { group in
+            for worker in workers { group.addTask { try await worker.run() } }
+            group.addTask { try await collector.run() }
+            try await waitForAssignment(workers, collector: collector)
+            let started = ContinuousClock.now
+            if let interval = options.progressInterval {
+                group.addTask {
+                    try await reportProgress(every: interval, tally: tally, simulator: simulator, onProgress)
+                }
+            }
+            try await produce(generated, with: frontend, tally: tally)
+            await tally.waitUntilAllDecided()
+            let elapsed = started.duration(to: .now)
+            // Closing ends each consumer's events (committing on revoke); the workers then return on their own.
+            for worker in workers { await worker.close() }
+            await collector.close()
+            group.cancelAll()
+            return tally.report(
+                appleStats: simulator.stats.snapshot(), elapsed: elapsed, workers: options.workers,
+                partitions: options.partitions)
+        }
+        for producer in producers + [frontend] { await producer.shutdown() }
+        return report
+    }
+
+    private func makeDecider(simulator: AppleSimulator, engine: CurlHTTPEngine, port: Int) -> (Int) -> DemoJobDecider {
+        let analyzer = ReceiptAnalyzer(
+            trust: TrustStore.apple.adding(anchors: [simulator.pki.rsaRoot, simulator.pki.ecRoot]),
+            catalog: DemoApp.catalog)
+        let client = VerifyReceiptClient(
+            transport: engine, configuration: .endpoints(base: "http://127.0.0.1:\(port)"), logger: logger)
+        let claims = DemoClaims()
+        return { index in
+            // One gate per worker, as each worker process would have its own.
+            let gate = AppleCallGate(
+                configuration: AppleCallGateConfiguration(label: "demo", workerID: "demo-worker-\(index)"),
+                clock: ContinuousClock())
+            let apple = DemoAppleVerifier(gate: gate, client: client, deadline: options.appleDeadline)
+            return DemoJobDecider(analyzer: analyzer, apple: apple, claims: claims)
+        }
+    }
+
+    private func makeProducer(_ bootstrap: String, clientID: String) throws -> KafkaProducer {
+        try KafkaProducer(
+            configuration: KafkaProducerConfiguration(bootstrapServers: bootstrap, clientID: clientID), logger: logger)
+    }
+
+    /// Produces the jobs keyed by account, each stamped and timed as it is submitted.
+    private func produce(_ generated: [GeneratedJob], with producer: KafkaProducer, tally: DemoTally) async throws {
+        let first = options.repeatsLast ? generated.filter { $0.category != .repeated } : generated
+        try await produceBatch(first, with: producer, tally: tally)
+        if options.repeatsLast {
+            await tally.waitUntilDecided(first.count)
+            try await produceBatch(generated.filter { $0.category == .repeated }, with: producer, tally: tally)
+        }
+    }
+
+    private func produceBatch(_ batch: [GeneratedJob], with producer: KafkaProducer, tally: DemoTally) async throws {
+        let codec = MessageCodec()
+        try await withThrowingDiscardingTaskGroup { group in
+            for generated in batch {
+                var job = generated.job
+                job.submittedAt = Date()
+                tally.submitted(job.jobID)
+                let record = KafkaProducerRecord(
+                    topic: Topics.jobs, key: Array(job.accountID.utf8), value: codec.encode(job))
+                group.addTask { _ = try await producer.send(record) }
+            }
+        }
+    }
+
+    /// Waits until the group has spread the partitions over the workers (so the run starts without a rebalance) and
+    /// the verdict reader has joined (so latencies do not include its group join).
+    private func waitForAssignment(_ workers: [DemoWorker], collector: DemoVerdictCollector) async throws {
+        let busy = min(workers.count, options.partitions)
+        let clock = ContinuousClock()
+        let limit = clock.now.advanced(by: .seconds(30))
+        while clock.now < limit {
+            let assignments = workers.map(\.consumer.assignment)
+            let covered = assignments.reduce(into: Set<KafkaTopicPartition>()) { $0.formUnion($1) }.count
+            if covered == options.partitions, assignments.filter({ !$0.isEmpty }).count == busy,
+                collector.consumer.assignment.count == options.partitions
+            {
+                return
+            }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        logger.warning("demo: the group did not settle within 30 s; starting anyway")
+    }
+
+    private func reportProgress(
+        every interval: Duration, tally: DemoTally, simulator: AppleSimulator,
+        _ onProgress: @Sendable (DemoProgress) -> Void
+    ) async throws {
+        let started = ContinuousClock.now
+        while true {
+            try await Task.sleep(for: interval)
+            var progress = tally.progress()
+            progress.appleCalls = simulator.stats.snapshot().requests.filter { !$0.key.hasPrefix("sim/") }.values
+                .reduce(0, +)
+            progress.elapsed = started.duration(to: .now)
+            onProgress(progress)
+        }
+    }
+}
+
+/// Submit times and verdicts per job, shared by the producer, the verdict reader and the progress display.
+final class DemoTally: Sendable {
+    private struct State {
+        var submittedAt: [String: ContinuousClock.Instant] = [:]
+        var verdicts: [String: [Verdict]] = [:]
+        var latencies: [String: Duration] = [:]
+        var decided = 0
+        var waiters: [(count: Int, continuation: CheckedContinuation<Void, Never>)] = []
+    }
+
+    private let generated: [GeneratedJob]
+    private let state = Mutex(State())
+
+    init(jobs: [GeneratedJob]) { generated = jobs }
+
+    func submitted(_ jobID: String) {
+        let now = ContinuousClock.now
+        state.withLock { $0.submittedAt[jobID] = now }
+    }
+
+    /// Records a verdict read from the verdicts topic.
+    func received(_ verdict: Verdict) {
+        let now = ContinuousClock.now
+        let ready = state.withLock { state -> [CheckedContinuation<Void, Never>] in
+            guard let submitted = state.submittedAt[verdict.jobID] else { return [] }
+            state.verdicts[verdict.jobID, default: []].append(verdict)
+            guard state.latencies[verdict.jobID] == nil else { return [] }
+            state.latencies[verdict.jobID] = submitted.duration(to: now)
+            state.decided += 1
+            let decided = state.decided
+            let ready = state.waiters.filter { $0.count <= decided }.map(\.continuation)
+            state.waiters.removeAll { $0.count <= decided }
+            return ready
+        }
+        ready.forEach { $0.resume() }
+    }
+
+    func waitUntilDecided(_ count: Int) async {
+        await withCheckedContinuation { continuation in
+            let ready = state.withLock { state in
+                guard state.decided < count else { return true }
+                state.waiters.append((count, continuation))
+                return false
+            }
+            if ready { continuation.resume() }
+        }
+    }
+
+    func waitUntilAllDecided() async { await waitUntilDecided(generated.count) }
+
+    func progress() -> DemoProgress {
+        state.withLock {
+            DemoProgress(
+                jobs: generated.count, produced: $0.submittedAt.count, decided: $0.decided, appleCalls: 0,
+                elapsed: .zero)
+        }
+    }
+
+    func report(appleStats: SimulatorStats.Snapshot, elapsed: Duration, workers: Int, partitions: Int) -> DemoReport {
+        state.withLock { state in
+            DemoReport(
+                entries: generated.map {
+                    DemoReport.Entry(
+                        generated: $0, verdicts: state.verdicts[$0.job.jobID] ?? [],
+                        latency: state.latencies[$0.job.jobID])
+                },
+                appleStats: appleStats, elapsed: elapsed, workers: workers, partitions: partitions)
+        }
+    }
+}
+
+/// Reads the verdicts topic in a group of its own and hands every verdict to the tally.
+final class DemoVerdictCollector: Sendable {
+    let consumer: KafkaConsumer
+    private let tally: DemoTally
+    private let logger: Logger
+
+    init(bootstrapServers: String, tally: DemoTally, logger: Logger) throws {
+        consumer = try KafkaConsumer(
+            configuration: KafkaConsumerConfiguration(
+                bootstrapServers: bootstrapServers, groupID: "verify-worker-demo-verdicts"),
+            logger: logger)
+        try consumer.subscribe(topics: [Topics.verdicts])
+        self.tally = tally
+        self.logger = logger
+    }
+
+    func run() async throws {
+        let codec = MessageCodec()
+        for try await event in consumer.events {
+            guard case .message(let message) = event else { continue }
+            do {
+                tally.received(try codec.decodeVerdict(message.value ?? []))
+            } catch {
+                logger.error("demo: unreadable verdict", metadata: ["error": "\(error)"])
+            }
+        }
+    }
+
+    func close() async { await consumer.close() }
+}

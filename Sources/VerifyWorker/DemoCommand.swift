@@ -1,0 +1,75 @@
+import AppleSimulator
+import ArgumentParser
+import Foundation
+
+/// `verify-worker demo`: the whole system in one process, with nothing installed.
+struct DemoCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "demo",
+        abstract: "Runs workers, a mock Kafka cluster and a simulated Apple in one process on seed-000-shaped traffic.",
+        discussion: """
+            Produces receipt jobs (other apps' receipts, cracker receipts, repeats, forgeries and genuine purchases \
+            in the three receipt formats, sandbox and production), decides them with W workers, and prints per \
+            traffic category the verdicts, Apple calls versus jobs, throughput and submit-to-verdict latency. \
+            Repeats are recognised by an in-memory stand-in for the ledger.
+            """
+    )
+
+    @Option(help: "Jobs to produce.")
+    var jobs: Int = 10_000
+
+    @Option(help: "Traffic mix: category=share pairs (other_app, cracker, repeat, forged, genuine).")
+    var mix: String = "other_app=0.79,cracker=0.093,repeat=0.01,forged=0.007,genuine=0.1"
+
+    @Option(name: .customLong("apple-latency-ms"), help: "Latency added to every simulated Apple answer.")
+    var appleLatencyMs: Double = 0
+
+    @Option(name: .customLong("apple-21005"), help: "Share of Apple answers that are 21005 (overloaded), 0...1.")
+    var apple21005: Double = 0
+
+    @Option(help: "Worker tasks (consumers in one group).")
+    var workers: Int = 2
+
+    @Option(help: "Partitions of every topic.")
+    var partitions: Int = 8
+
+    @Option(
+        name: .customLong("apple-deadline-s"), help: "Seconds a job may keep trying Apple before it is unverifiable.")
+    var appleDeadlineSeconds: Int = 30
+
+    func validate() throws {
+        guard jobs > 0 else { throw ValidationError("--jobs must be positive") }
+        guard workers > 0, partitions > 0 else { throw ValidationError("--workers and --partitions must be positive") }
+        guard TrafficMix(parsing: mix) != nil else {
+            throw ValidationError(
+                "--mix must look like other_app=0.79,cracker=0.093,repeat=0.01,forged=0.007,genuine=0.1")
+        }
+        guard (0...1).contains(apple21005), appleLatencyMs >= 0 else {
+            throw ValidationError("--apple-21005 must be within 0...1 and --apple-latency-ms not negative")
+        }
+    }
+
+    func run() async throws {
+        let isTerminal = isatty(1) == 1
+        var options = DemoOptions()
+        options.jobs = jobs
+        options.mix = TrafficMix(parsing: mix) ?? .seed000
+        options.appleLatencyMs = appleLatencyMs
+        options.apple21005Ratio = apple21005
+        options.workers = workers
+        options.partitions = partitions
+        options.appleDeadline = .seconds(appleDeadlineSeconds)
+        options.progressInterval = isTerminal ? .milliseconds(200) : .seconds(1)
+        print("demo: \(jobs) jobs, mix \(options.mix), \(workers) workers, \(partitions) partitions")
+        let report = try await DemoRun(options: options).run { progress in
+            if isTerminal {
+                FileHandle.standardOutput.write(Data(progress.bar.utf8))
+            } else {
+                print(progress.line)
+            }
+        }
+        if isTerminal { print("") }
+        print(report.table())
+        if report.missingAndDuplicated.missing > 0 { throw ExitCode.failure }
+    }
+}

@@ -1,0 +1,46 @@
+import AppleSimulator
+import Messages
+import Testing
+
+@testable import VerifyWorker
+
+@Suite("Demo run")
+struct DemoRunTests {
+    /// A mix with every category well represented in a few hundred jobs.
+    static let mix = TrafficMix(shares: [
+        .otherApp: 0.4, .cracker: 0.15, .repeated: 0.12, .forged: 0.08, .genuine: 0.25,
+    ])
+
+    @Test(
+        "every category gets its verdict, each job exactly one, and Apple sees only receipts it must check",
+        .timeLimit(.minutes(2)))
+    func seedMixVerdicts() async throws {
+        var options = DemoOptions()
+        options.jobs = 300
+        options.mix = Self.mix
+        options.repeatsLast = true
+        options.progressInterval = nil
+        let report = try await DemoRun(options: options).run()
+
+        #expect(report.entries.count == 300)
+        for entry in report.entries {
+            #expect(entry.verdicts.count == 1, "job \(entry.generated.job.jobID) got \(entry.verdicts.count) verdicts")
+        }
+        let expected: [String: String] = [
+            "other_app": "rejected/wrong_bundle", "cracker": "rejected/malformed",
+            "forged": "rejected/not_authenticated", "genuine": "granted",
+            "repeat (other account)": "rejected/replayed", "repeat (same account)": "already_granted/already_owned",
+        ]
+        let rows = report.verdictsByRow
+        for (row, label) in expected {
+            #expect(rows[row].map { Array($0.keys) } == [label], "\(row): \(rows[row] ?? [:])")
+        }
+
+        // Apple is asked once per genuine app or iOS 6 receipt (in its own environment) and for nothing else.
+        let receiptBased = report.entries.filter {
+            $0.generated.category == .genuine && $0.generated.format != .signedTransaction
+        }
+        #expect(report.appleCalls == receiptBased.count, "\(report.appleStats.requests)")
+        #expect(receiptBased.count > 0)
+    }
+}
