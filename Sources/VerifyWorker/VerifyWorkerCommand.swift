@@ -8,11 +8,11 @@ struct VerifyWorkerCommand: AsyncParsableCommand {
         abstract: "Verifies Apple in-app purchase receipts from Kafka jobs and publishes verdicts.",
         subcommands: [
             // Subcommands are registered here, one line each, in the order a newcomer meets them.
-            DevBrokerCommand.self,
-            ConfigReferenceCommand.self,
-            InspectCommand.self,
-            AppleSimCommand.self,
             DemoCommand.self,
+            DevBrokerCommand.self,
+            AppleSimCommand.self,
+            InspectCommand.self,
+            ConfigReferenceCommand.self,
             BenchCommand.self,
         ]
     )
