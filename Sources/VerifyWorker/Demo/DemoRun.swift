@@ -24,9 +24,10 @@ struct DemoOptions: Sendable {
     var partitions = 8
     /// How long one job may keep trying Apple before it is `unverifiable`. Default: 30 s.
     var appleDeadline: Duration = .seconds(30)
-    /// Produce repeats only once every other job is decided, so a replay never races its original (for tests that
-    /// check each category's exact verdict). Default: false.
-    var repeatsLast = false
+    /// Produce repeats only once every other job is decided, so a replay never races its original: in the field
+    /// a repeat arrives after the purchase it copies was verified. Off, a replay submitted in the same burst as its
+    /// original may be decided first and win the transaction (the original then gets `replayed`). Default: true.
+    var repeatsLast = true
     /// Traffic seed. Default: 42.
     var seed: UInt64 = 42
     /// How often `onProgress` is called; nil for never. Default: 1 s.
