@@ -5,8 +5,13 @@ import Synchronization
 /// Unlike a task group, this does not wait for the operation to finish after the deadline: a query stuck on a
 /// dead connection must not hang the caller. The operation is cancelled and left to end on its own; every write
 /// it could still commit is idempotent, so the caller's retry is safe either way.
+///
+/// `connect`, when given, is a second, earlier deadline: if `isConnected()` is still false after its timeout
+/// (the operation never got a connection), the call fails with `error` instead of waiting for `timeout`.
 func withDeadline<T: Sendable>(
-    _ timeout: Duration, _ what: String, _ operation: @escaping @Sendable () async throws -> T
+    _ timeout: Duration, _ what: String,
+    connect: (timeout: Duration, isConnected: @Sendable () -> Bool, error: @Sendable () -> LedgerError)? = nil,
+    _ operation: @escaping @Sendable () async throws -> T
 ) async throws -> T {
     let gate = ResumeGate<T>()
     return try await withTaskCancellationHandler {
@@ -25,8 +30,16 @@ func withDeadline<T: Sendable>(
                     work.cancel()
                 }
             }
+            let connectTimer = connect.map { connect in
+                Task {
+                    try await Task.sleep(for: connect.timeout)
+                    if !connect.isConnected(), gate.resume(.failure(connect.error())) {
+                        work.cancel()
+                    }
+                }
+            }
             gate.onFinish {
-                work.cancel(); timer.cancel()
+                work.cancel(); timer.cancel(); connectTimer?.cancel()
             }
         }
     } onCancel: {

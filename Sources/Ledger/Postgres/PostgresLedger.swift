@@ -22,6 +22,8 @@ public final class PostgresLedger: Ledger {
     public let schema: String?
     /// Tests only: SQL to run on the transaction's own connection at a labelled point of `apply`
     /// (`verdict`, `claim`), to make the database go away mid-transaction.
+    /// Connections leased so far, to tell a server that is down from a busy pool (see ``PostgresLease``).
+    private let leasesGranted = LeaseCounter()
     private let faultHook = Mutex<(@Sendable (String) -> String?)?>(nil)
 
     /// Key of the advisory lock that serializes migrations across workers ("vw-ledgr" in ASCII).
@@ -78,8 +80,8 @@ public final class PostgresLedger: Ledger {
 
     public func migrate() async throws {
         let schema = self.schema
-        let applied = try await operation("migrate") { client, logger in
-            try await client.withConnection { connection in
+        let applied = try await operation("migrate") { pool, logger in
+            try await pool.withConnection { connection in
                 try await Self.inTransaction(connection, logger: logger) {
                     // One worker migrates at a time; the others wait here, then find nothing left to do.
                     try await connection.query("SELECT pg_advisory_xact_lock(\(Self.migrationLockKey))", logger: logger)
@@ -131,28 +133,30 @@ public final class PostgresLedger: Ledger {
         -> LedgerSnapshot
     {
         let codec = self.codec
-        return try await operation("snapshot") { client, logger in
-            // One round trip: the job's verdict and the claims, as one statement (one consistent snapshot).
-            let rows = try await client.query(
-                """
-                SELECT NULL::text AS verdict_json, \(unescaped: Self.claimColumns)
-                FROM transaction_claims
-                WHERE transaction_id = ANY(\(transactionIDs)) OR original_transaction_id = ANY(\(originalTransactionIDs))
-                UNION ALL
-                SELECT verdict_json, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-                    NULL, NULL
-                FROM job_verdicts WHERE job_id = \(jobID)
-                """, logger: logger)
-            var snapshot = LedgerSnapshot()
-            for try await row in rows {
-                let cells = row.makeRandomAccess()
-                if let json = try cells[0].decode(String?.self) {
-                    snapshot.priorVerdict = try SQLiteLedger.decodeVerdict(json, codec: codec)
-                } else {
-                    snapshot.claims.append(try Self.claim(cells, offset: 1))
+        return try await operation("snapshot") { pool, logger in
+            try await pool.withConnection { connection in
+                // One round trip: the job's verdict and the claims, as one statement (one consistent snapshot).
+                let rows = try await connection.query(
+                    """
+                    SELECT NULL::text AS verdict_json, \(unescaped: Self.claimColumns)
+                    FROM transaction_claims
+                    WHERE transaction_id = ANY(\(transactionIDs)) OR original_transaction_id = ANY(\(originalTransactionIDs))
+                    UNION ALL
+                    SELECT verdict_json, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+                        NULL, NULL
+                    FROM job_verdicts WHERE job_id = \(jobID)
+                    """, logger: logger)
+                var snapshot = LedgerSnapshot()
+                for try await row in rows {
+                    let cells = row.makeRandomAccess()
+                    if let json = try cells[0].decode(String?.self) {
+                        snapshot.priorVerdict = try SQLiteLedger.decodeVerdict(json, codec: codec)
+                    } else {
+                        snapshot.claims.append(try Self.claim(cells, offset: 1))
+                    }
                 }
+                return snapshot
             }
-            return snapshot
         }
     }
 
@@ -162,8 +166,8 @@ public final class PostgresLedger: Ledger {
         let json = String(decoding: codec.encode(decision.verdict), as: UTF8.self)
         let verdict = try SQLiteLedger.decodeVerdict(json, codec: codec)
         let faultHook = self.faultHook.withLock { $0 }
-        let result = try await operation("apply") { client, logger in
-            try await client.withConnection { connection in
+        let result = try await operation("apply") { pool, logger in
+            try await pool.withConnection { connection in
                 try await Self.inTransaction(connection, logger: logger) { () -> (ApplyResult?, commit: Bool) in
                     if let sql = faultHook?("verdict") {
                         try await connection.query(PostgresQuery(unsafeSQL: sql), logger: logger)
@@ -196,8 +200,8 @@ public final class PostgresLedger: Ledger {
     }
 
     public func perform(_ writes: [LedgerWrite]) async throws -> Bool {
-        try await operation("perform") { client, logger in
-            try await client.withConnection { connection in
+        try await operation("perform") { pool, logger in
+            try await pool.withConnection { connection in
                 try await Self.inTransaction(connection, logger: logger) {
                     let ok = try await Self.write(writes, connection: connection, logger: logger)
                     return (ok, commit: ok)
@@ -207,9 +211,11 @@ public final class PostgresLedger: Ledger {
     }
 
     public func schemaVersions() async throws -> [Int] {
-        try await operation("schema versions") { client, logger in
-            try await client.query("SELECT version FROM ledger_migrations ORDER BY version", logger: logger)
-                .decode(Int.self).collected()
+        try await operation("schema versions") { pool, logger in
+            try await pool.withConnection { connection in
+                try await connection.query("SELECT version FROM ledger_migrations ORDER BY version", logger: logger)
+                    .decode(Int.self).collected()
+            }
         }
     }
 
@@ -220,8 +226,10 @@ public final class PostgresLedger: Ledger {
 
     /// Tests only: runs one statement (for example `pg_terminate_backend`) through the pool.
     func execute(unsafeSQL sql: String) async throws {
-        try await operation("execute") { client, logger in
-            _ = try await client.query(PostgresQuery(unsafeSQL: sql), logger: logger).collect()
+        try await operation("execute") { pool, logger in
+            try await pool.withConnection { connection in
+                _ = try await connection.query(PostgresQuery(unsafeSQL: sql), logger: logger).collect()
+            }
         }
     }
 
@@ -307,15 +315,33 @@ public final class PostgresLedger: Ledger {
         }
     }
 
-    /// Runs one ledger operation with its deadline, turning every failure into a ``LedgerError``.
+    /// Runs one ledger operation with its deadlines, turning every failure into a ``LedgerError``:
+    /// no connection within ``LedgerConfiguration/connectTimeout`` while no other operation got one either (the
+    /// server is down or unreachable: the pool keeps retrying in the background and would hold the request for up
+    /// to a minute) gives
+    /// ``LedgerError/Code/unavailable``; the whole operation taking longer than
+    /// ``LedgerConfiguration/operationTimeout`` gives ``LedgerError/Code/timeout``.
     private func operation<T: Sendable>(
-        _ what: String, _ body: @escaping @Sendable (PostgresClient, Logger) async throws -> T
+        _ what: String, _ body: @escaping @Sendable (PostgresLease, Logger) async throws -> T
     ) async throws -> T {
-        let client = self.client
+        let lease = PostgresLease(client: client, granted: leasesGranted)
         let logger = self.logger
+        let target = self.target
+        let connectTimeout = configuration.connectTimeout
         do {
-            return try await withDeadline(configuration.operationTimeout, "ledger \(what)") {
-                try await body(client, logger)
+            return try await withDeadline(
+                configuration.operationTimeout, "ledger \(what)",
+                connect: (
+                    connectTimeout, { !lease.starved },
+                    {
+                        LedgerError(
+                            .unavailable,
+                            "PostgreSQL \(what): no connection to \(target) within \(connectTimeout) "
+                                + "(server down or unreachable)")
+                    }
+                )
+            ) {
+                try await body(lease, logger)
             }
         } catch let error as LedgerError {
             throw error
@@ -386,4 +412,38 @@ extension AsyncSequence {
         for try await element in self { elements.append(element) }
         return elements
     }
+}
+
+/// One operation's access to the pool. It records whether the operation got a connection, and counts the
+/// connections every operation of the ledger got (`granted`), so that an operation still waiting at the connect
+/// timeout can tell a server that is down (nobody got one since it started) from a pool that is only busy.
+final class PostgresLease: Sendable {
+    let client: PostgresClient
+    let granted: LeaseCounter
+    let grantedAtStart: Int
+    let connected = Atomic<Bool>(false)
+
+    init(client: PostgresClient, granted: LeaseCounter) {
+        self.client = client
+        self.granted = granted
+        self.grantedAtStart = granted.value.load(ordering: .acquiring)
+    }
+
+    /// True when the operation is stuck: it has no connection and nobody got one since it started.
+    var starved: Bool {
+        !connected.load(ordering: .acquiring) && granted.value.load(ordering: .acquiring) == grantedAtStart
+    }
+
+    func withConnection<R>(_ body: (PostgresConnection) async throws -> R) async throws -> R {
+        try await client.withConnection { connection in
+            connected.store(true, ordering: .releasing)
+            _ = granted.value.wrappingAdd(1, ordering: .releasing)
+            return try await body(connection)
+        }
+    }
+}
+
+/// How many connections a ledger's operations have leased (wrapping), see ``PostgresLease``.
+final class LeaseCounter: Sendable {
+    let value = Atomic<Int>(0)
 }

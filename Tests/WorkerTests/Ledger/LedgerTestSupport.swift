@@ -64,19 +64,35 @@ enum LedgerTestSupport {
         }
     }
 
-    /// Runs a shell command (the test PostgreSQL's pause/resume), failing with its output.
-    static func shell(_ command: String) throws {
+    /// Runs a shell command (the test PostgreSQL's pause/resume), failing with its output. Awaits the exit without
+    /// blocking a thread of the concurrency pool (the time limit of the test still applies); the output goes to a
+    /// file, not a pipe, so a daemon the command leaves running cannot hold it open.
+    static func shell(_ command: String) async throws {
+        let log = FileManager.default.temporaryDirectory.appendingPathComponent("ledger-shell-\(UUID().uuidString).log")
+        guard FileManager.default.createFile(atPath: log.path, contents: nil) else {
+            throw LedgerTestFailure("cannot create \(log.path)")
+        }
+        defer { try? FileManager.default.removeItem(at: log) }
+        let output = try FileHandle(forWritingTo: log)
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/bin/bash")
         process.arguments = ["-c", command]
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        process.standardError = pipe
-        try process.run()
-        process.waitUntilExit()
-        let output = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        guard process.terminationStatus == 0 else {
-            throw LedgerTestFailure("`\(command)` failed (\(process.terminationStatus)): \(output)")
+        process.standardInput = FileHandle.nullDevice
+        process.standardOutput = output
+        process.standardError = output
+        let status: Int32 = try await withCheckedThrowingContinuation { continuation in
+            process.terminationHandler = { continuation.resume(returning: $0.terminationStatus) }
+            do {
+                try process.run()
+            } catch {
+                process.terminationHandler = nil
+                continuation.resume(throwing: error)
+            }
+        }
+        try? output.close()
+        guard status == 0 else {
+            let text = (try? String(contentsOf: log, encoding: .utf8)) ?? ""
+            throw LedgerTestFailure("`\(command)` failed (\(status)): \(text)")
         }
     }
 }
