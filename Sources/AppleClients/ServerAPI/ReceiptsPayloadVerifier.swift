@@ -32,15 +32,9 @@ public struct ReceiptsPayloadVerifier: SignedPayloadVerifier {
             throw Refusal(description: "signed payload belongs to another app")
         }
         let segments = jws.split(separator: ".", omittingEmptySubsequences: false)
-        guard segments.count == 3, let payload = Self.base64URLDecode(segments[1]) else {
+        guard segments.count == 3, let payload = Base64.decode(segments[1].utf8) else {
             throw Refusal(description: "signed payload is not a compact JWS")
         }
         return payload
-    }
-
-    static func base64URLDecode(_ text: Substring) -> [UInt8]? {
-        var standard = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
-        while standard.count % 4 != 0 { standard += "=" }
-        return Data(base64Encoded: standard).map { [UInt8]($0) }
     }
 }
