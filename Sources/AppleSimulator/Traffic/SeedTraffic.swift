@@ -207,10 +207,10 @@ public struct SeedTrafficGenerator {
     /// Another payload under the old signature.
     static func forgingJWS(_ jws: String, transactionID: [UInt8]) -> String? {
         let parts = jws.split(separator: ".", omittingEmptySubsequences: false).map(String.init)
-        guard parts.count == 3, let payload = base64URLDecode(parts[1]),
+        guard parts.count == 3, let payload = SimulatedJWS.decodeBase64URL(parts[1]).map({ [UInt8]($0) }),
             let forged = alteringDigit(of: transactionID, in: payload)
         else { return nil }
-        return [parts[0], base64URLEncode(forged), parts[2]].joined(separator: ".")
+        return [parts[0], SimulatedJWS.base64URL(forged), parts[2]].joined(separator: ".")
     }
 
     /// An iOS 6 receipt whose `purchase-info` (base64 inside the base64 OpenStep text) names another transaction.
@@ -239,16 +239,6 @@ public struct SeedTrafficGenerator {
         return nil
     }
 
-    static func base64URLDecode(_ text: String) -> [UInt8]? {
-        var standard = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
-        while standard.count % 4 != 0 { standard += "=" }
-        return Data(base64Encoded: standard).map { [UInt8]($0) }
-    }
-
-    static func base64URLEncode(_ bytes: [UInt8]) -> String {
-        Data(bytes).base64EncodedString().replacingOccurrences(of: "+", with: "-")
-            .replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
-    }
 }
 
 /// A small seeded generator (SplitMix64) so traffic is reproducible.
