@@ -193,16 +193,11 @@ public struct AppStoreServerAPIClient: Sendable {
                 headers: [("Authorization", "Bearer \(token)"), ("Accept", "application/json")],
                 timeout: configuration.requestTimeout)
             let response: TransportResponse
-            do {
-                response = try await transport.execute(request)
-            } catch let error as HTTPTransportError {
-                logger.debug(
-                    "App Store Server API: transport failure",
-                    metadata: [AppleLogKey.environment: "\(environment.rawValue)", AppleLogKey.error: "\(error)"])
-                if error.isRetryable {
-                    return .retryable(AppleRetryAdvice(reason: .transport(error.code), environment: environment))
-                }
-                return .failed(AppleClientError(code: .transport, detail: error.description))
+            switch try await transport.exchange(
+                request, environment: environment, logger: logger, label: "App Store Server API")
+            {
+            case .success(let answer): response = answer
+            case .failure(let failure): return failure.result()
             }
             last = classify(response, environment: environment)
             guard case .failed(let error) = last, environment == .production, only == nil else { return last }

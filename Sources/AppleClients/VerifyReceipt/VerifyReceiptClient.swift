@@ -84,16 +84,9 @@ public struct VerifyReceiptClient: Sendable {
             headers: [("Content-Type", "application/json"), ("Accept", "application/json")], body: body,
             timeout: configuration.requestTimeout)
         let response: TransportResponse
-        do {
-            response = try await transport.execute(request)
-        } catch let error as HTTPTransportError {
-            logger.debug(
-                "verifyReceipt: transport failure",
-                metadata: [AppleLogKey.environment: "\(environment.rawValue)", AppleLogKey.error: "\(error)"])
-            if error.isRetryable {
-                return .retryable(AppleRetryAdvice(reason: .transport(error.code), environment: environment))
-            }
-            return .failed(AppleClientError(code: .transport, detail: error.description))
+        switch try await transport.exchange(request, environment: environment, logger: logger, label: "verifyReceipt") {
+        case .success(let answer): response = answer
+        case .failure(let failure): return failure.result()
         }
         // (CancellationError and any other error propagate.)
         switch response.status {
