@@ -46,6 +46,9 @@ public enum ReceiptInput {
             }
             return decoded
         }
+        // Binary DER (a SEQUENCE) keeps its trailing bytes: they are signature bits and may well be 0x00, 0x20 or a
+        // line feed. Only text is trimmed.
+        if trimmed.first == 0x30 { return Array(input[trimmed.startIndex...]) }
         return Array(trimmed)
     }
 

@@ -156,6 +156,15 @@ struct ReceiptForgeryTests {
         flipped[bundleOffset] ^= 0x01
         #expect(analyzer.analyze(flipped).signature.code == "invalid")
 
+        // Raw DER whose last signature byte looks like whitespace or NUL is still read whole (not trimmed).
+        for lastByte: UInt8 in [0x00, 0x09, 0x0A, 0x0D, 0x20] {
+            var raw = receipt
+            raw[raw.count - 1] = lastByte
+            let analysis = analyzer.analyze(raw)
+            #expect(analysis.format == .appReceipt)
+            #expect(analysis.signature.code == "invalid" || analysis.signature == .valid)
+        }
+
         for length in [10, receipt.count / 3, receipt.count - 5] {
             #expect(analyzer.analyze(Array(receipt.prefix(length))).format == .unknown)
         }
