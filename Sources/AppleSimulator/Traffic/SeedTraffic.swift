@@ -1,5 +1,6 @@
 import Foundation
 import Messages
+import Receipts
 
 /// The kinds of traffic a purchase-verification endpoint receives, after seed 000's measurements.
 public enum TrafficCategory: String, CaseIterable, Sendable, Codable {
@@ -76,7 +77,7 @@ public struct SeedTrafficGenerator {
     public var mix: TrafficMix
     /// Share of genuine purchases minted in the sandbox (App Review and TestFlight buy there).
     public var sandboxShare: Double
-    private var random: SplitMix
+    private var random: SplitMix64
     private let simulator: AppleSimulator
     private var genuine: [GeneratedJob] = []
     private var otherAppPool: [(receipt: String, format: SimulatedReceiptFormat)] = []
@@ -93,7 +94,7 @@ public struct SeedTrafficGenerator {
         self.productIDs = productIDs
         self.mix = mix
         self.sandboxShare = sandboxShare
-        self.random = SplitMix(seed: seed)
+        self.random = SplitMix64(state: seed)
         self.runID = String(UInt64.random(in: 0...UInt64.max), radix: 36)
     }
 
@@ -241,17 +242,8 @@ public struct SeedTrafficGenerator {
 
 }
 
-/// A small seeded generator (SplitMix64) so traffic is reproducible.
-struct SplitMix {
-    private var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-    mutating func unit() -> Double { Double(next() >> 11) / Double(1 << 53) }
-    mutating func below(_ bound: Int) -> Int { Int(next() % UInt64(bound)) }
+/// Draws from the Receipts target's seeded SplitMix64, so traffic is reproducible.
+extension SplitMix64 {
+    fileprivate mutating func unit() -> Double { Double(next() >> 11) / Double(1 << 53) }
+    fileprivate mutating func below(_ bound: Int) -> Int { Int(next() % UInt64(bound)) }
 }
