@@ -132,6 +132,42 @@ let package = Package(
             swiftSettings: strictSettings
         ),
 
+        .target(
+            name: "Operations",
+            dependencies: [
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+            ],
+            swiftSettings: strictSettings
+        ),
+        .target(
+            name: "Gateway",
+            dependencies: [
+                "Kafka",
+                "Messages",
+                "Receipts",
+                "Operations",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+            ],
+            swiftSettings: strictSettings
+        ),
+        .target(
+            name: "Chaos",
+            dependencies: [
+                "Kafka",
+                "Messages",
+                "Receipts",
+                "Ledger",
+                "AppleSimulator",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strictSettings
+        ),
+
         // MARK: The command (thin)
         .executableTarget(
             name: "VerifyWorker",
@@ -144,6 +180,9 @@ let package = Package(
                 "RateLimiter",
                 "Ledger",
                 "Pipeline",
+                "Operations",
+                "Gateway",
+                "Chaos",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
@@ -167,6 +206,9 @@ let package = Package(
                 "RateLimiter",
                 "Ledger",
                 "Pipeline",
+                "Operations",
+                "Gateway",
+                "Chaos",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),

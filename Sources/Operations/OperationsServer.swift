@@ -1,0 +1,168 @@
+import Hummingbird
+import Logging
+import Metrics
+import Prometheus
+import Synchronization
+
+/// Whether a process can take traffic now, and if not, why (the reasons are codes, never ids or secrets).
+public struct Readiness: Sendable, Hashable {
+    public var isReady: Bool
+    /// Short reasons the process is not ready, e.g. `no_assignment`, `ledger_unreachable`.
+    public var reasons: [String]
+
+    public init(isReady: Bool, reasons: [String] = []) {
+        self.isReady = isReady
+        self.reasons = reasons
+    }
+
+    public static let ready = Readiness(isReady: true)
+
+    public static func notReady(_ reasons: String...) -> Readiness { Readiness(isReady: false, reasons: reasons) }
+}
+
+/// How the operations port runs. Flags and `VERIFY_METRICS_…` keys of the commands set it.
+public struct OperationsServerConfiguration: Sendable {
+    /// Interface to bind. Default: `0.0.0.0` (a pod's port must be reachable by the kubelet and Prometheus).
+    public var host: String
+    /// Port to bind; 0 picks a free one, reported by ``OperationsServer/waitUntilListening()``. Default: 9464.
+    public var port: Int
+
+    public init(host: String = "0.0.0.0", port: Int = 9464) {
+        self.host = host
+        self.port = port
+    }
+}
+
+/// The operations port every long-running command serves: `GET /healthz` (the process is alive and its event
+/// loops answer), `GET /readyz` (the process can do its work now; 503 with the reasons otherwise) and
+/// `GET /metrics` (everything recorded through swift-metrics, Prometheus text format).
+///
+/// Run it as a task next to the work; cancel the task to stop it.
+public final class OperationsServer: Sendable {
+    public let configuration: OperationsServerConfiguration
+    private let registry: PrometheusCollectorRegistry
+    private let readiness: @Sendable () async -> Readiness
+    private let logger: Logger
+    private let listening = ListeningSignal()
+
+    /// - Parameters:
+    ///   - registry: the registry the process's metrics factory writes to (``MetricsBootstrap/registry``).
+    ///   - readiness: asked on every `GET /readyz`; keep it cheap (read state, do not do I/O per probe).
+    public init(
+        configuration: OperationsServerConfiguration, registry: PrometheusCollectorRegistry,
+        logger: Logger, readiness: @escaping @Sendable () async -> Readiness
+    ) {
+        self.configuration = configuration
+        self.registry = registry
+        self.readiness = readiness
+        self.logger = logger
+    }
+
+    /// Serves until the task is cancelled.
+    public func run() async throws {
+        let listening = self.listening
+        let application = Application(
+            router: makeRouter(),
+            configuration: .init(
+                address: .hostname(configuration.host, port: configuration.port), serverName: nil),
+            onServerRunning: { channel in listening.ready(port: channel.localAddress?.port ?? 0) },
+            logger: logger)
+        do {
+            try await application.run()
+            listening.fail()
+        } catch {
+            listening.fail()
+            throw error
+        }
+    }
+
+    /// The bound port once the server listens; nil if it stopped or failed before listening.
+    public func waitUntilListening() async -> Int? {
+        await listening.wait()
+    }
+
+    private func makeRouter() -> Router<BasicRequestContext> {
+        let router = Router()
+        let registry = self.registry
+        let readiness = self.readiness
+        router.get("healthz") { _, _ in
+            Response(
+                status: .ok, headers: [.contentType: "text/plain"], body: .init(byteBuffer: ByteBuffer(string: "ok\n")))
+        }
+        router.get("readyz") { _, _ in
+            let state = await readiness()
+            let text = state.isReady ? "ready\n" : "not ready: " + state.reasons.joined(separator: ", ") + "\n"
+            return Response(
+                status: state.isReady ? .ok : .serviceUnavailable, headers: [.contentType: "text/plain"],
+                body: .init(byteBuffer: ByteBuffer(string: text)))
+        }
+        router.get("metrics") { _, _ in
+            var buffer: [UInt8] = []
+            buffer.reserveCapacity(16 << 10)
+            registry.emit(into: &buffer)
+            return Response(
+                status: .ok, headers: [.contentType: "text/plain; version=0.0.4"],
+                body: .init(byteBuffer: ByteBuffer(bytes: buffer)))
+        }
+        return router
+    }
+}
+
+/// The one Prometheus registry of a process, behind swift-metrics.
+public enum MetricsBootstrap {
+    private static let state = Mutex<PrometheusCollectorRegistry?>(nil)
+
+    /// Bootstraps swift-metrics with a Prometheus factory once per process and returns its registry; later calls
+    /// return the same registry (swift-metrics allows one bootstrap per process).
+    public static func registry() -> PrometheusCollectorRegistry {
+        state.withLock { current in
+            if let current { return current }
+            let registry = PrometheusCollectorRegistry()
+            var factory = PrometheusMetricsFactory(registry: registry)
+            factory.defaultDurationHistogramBuckets = [
+                .milliseconds(1), .milliseconds(5), .milliseconds(10), .milliseconds(25), .milliseconds(50),
+                .milliseconds(100), .milliseconds(250), .milliseconds(500), .seconds(1), .seconds(2.5), .seconds(5),
+                .seconds(10), .seconds(30),
+            ]
+            MetricsSystem.bootstrap(factory)
+            current = registry
+            return registry
+        }
+    }
+}
+
+/// Resolves waiters once the server's port is known (or the server failed).
+final class ListeningSignal: Sendable {
+    private struct State {
+        var port: Int?
+        var finished = false
+        var waiters: [CheckedContinuation<Int?, Never>] = []
+    }
+
+    private let state = Mutex(State())
+
+    func ready(port: Int) { resolve(port) }
+    func fail() { resolve(nil) }
+
+    private func resolve(_ port: Int?) {
+        let waiters = state.withLock { state -> [CheckedContinuation<Int?, Never>] in
+            guard !state.finished else { return [] }
+            state.finished = true
+            state.port = port
+            defer { state.waiters = [] }
+            return state.waiters
+        }
+        for waiter in waiters { waiter.resume(returning: port) }
+    }
+
+    func wait() async -> Int? {
+        await withCheckedContinuation { continuation in
+            let result = state.withLock { state -> Int?? in
+                if state.finished { return .some(state.port) }
+                state.waiters.append(continuation)
+                return .none
+            }
+            if let result { continuation.resume(returning: result) }
+        }
+    }
+}
