@@ -58,6 +58,15 @@ public final class OperationsServer: Sendable {
         self.logger = logger
     }
 
+    /// A server for the process's one registry (``MetricsBootstrap/registry()``, bootstrapping swift-metrics).
+    public convenience init(
+        configuration: OperationsServerConfiguration, logger: Logger,
+        readiness: @escaping @Sendable () async -> Readiness
+    ) {
+        self.init(
+            configuration: configuration, registry: MetricsBootstrap.registry(), logger: logger, readiness: readiness)
+    }
+
     /// Serves until the task is cancelled.
     public func run() async throws {
         let listening = self.listening
