@@ -7,7 +7,7 @@ import Synchronization
 ///
 /// Create it once, early in the command (it replaces the default action of the signals it watches).
 public final class TerminationSignals: Sendable {
-    private let latch = SignalLatch()
+    private let latch = OneShot<Int32>()
     /// Kept for the process lifetime: the sources stop delivering when released.
     private let sources: Mutex<[any DispatchSourceSignal]>
 
@@ -17,7 +17,7 @@ public final class TerminationSignals: Sendable {
         for number in signals {
             signal(number, SIG_IGN)
             let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
-            source.setEventHandler { latch.fire(number) }
+            source.setEventHandler { latch.resolve(number) }
             source.resume()
             sources.append(source)
         }
@@ -25,41 +25,10 @@ public final class TerminationSignals: Sendable {
     }
 
     /// The first signal received, or nil if none yet.
-    public var received: Int32? { latch.received }
+    public var received: Int32? { latch.value }
 
-    /// Waits for the first signal and returns its number (at once if one came already).
-    public func wait() async -> Int32 { await latch.wait() }
-}
-
-/// The first signal number, and the tasks waiting for it.
-final class SignalLatch: Sendable {
-    private struct State {
-        var received: Int32?
-        var waiters: [CheckedContinuation<Int32, Never>] = []
-    }
-
-    private let state = Mutex(State())
-
-    var received: Int32? { state.withLock { $0.received } }
-
-    func wait() async -> Int32 {
-        await withCheckedContinuation { continuation in
-            let received = state.withLock { state -> Int32? in
-                if let received = state.received { return received }
-                state.waiters.append(continuation)
-                return nil
-            }
-            if let received { continuation.resume(returning: received) }
-        }
-    }
-
-    func fire(_ number: Int32) {
-        let waiters = state.withLock { state -> [CheckedContinuation<Int32, Never>] in
-            guard state.received == nil else { return [] }
-            state.received = number
-            defer { state.waiters = [] }
-            return state.waiters
-        }
-        for waiter in waiters { waiter.resume(returning: number) }
-    }
+    /// Waits for the first signal and returns its number (at once if one came already); nil if the task is
+    /// cancelled first.
+    @discardableResult
+    public func wait() async -> Int32? { await latch.wait() }
 }

@@ -48,7 +48,9 @@ extension WorkerConfiguration {
 
     /// Reads `--flag value` and `--flag=value` pairs into key names. Throws ``ConfigurationError`` for a flag that
     /// is not a key or that lacks its value.
-    public static func parseFlags(_ arguments: [String]) throws(ConfigurationError) -> (
+    public static func parseFlags(
+        _ arguments: [String]
+    ) throws(ConfigurationError) -> (
         flags: [String: String], configFile: String?
     ) {
         var flags: [String: String] = [:]
@@ -68,7 +70,8 @@ extension WorkerConfiguration {
             if value == nil {
                 index += 1
                 guard index < arguments.count else {
-                    throw ConfigurationError(key: name.replacingOccurrences(of: "-", with: "_"), problem: "needs a value")
+                    throw ConfigurationError(
+                        key: name.replacingOccurrences(of: "-", with: "_"), problem: "needs a value")
                 }
                 value = arguments[index]
             }

@@ -71,7 +71,8 @@ public enum EvidenceMapping {
             productID: local.productID ?? "", productType: productType(ofJWSType: local.productType),
             purchaseDate: local.purchaseDate, expiresDate: local.expiresDate,
             revokedAt: local.revocationDate ?? local.cancellationDate, quantity: local.quantity)
-        if let renewal, renewal.originalTransactionID == nil || renewal.originalTransactionID == transaction.subscriptionKey
+        if let renewal,
+            renewal.originalTransactionID == nil || renewal.originalTransactionID == transaction.subscriptionKey
         {
             transaction.isInBillingRetry = renewal.isInBillingRetryPeriod ?? false
         }

@@ -139,7 +139,9 @@ public struct JobProcessor: Sendable {
 
     // MARK: Apple
 
-    func askApple(_ job: ReceiptJob, local: LocalEvidence, deadline: ContinuousClock.Instant) async throws
+    func askApple(
+        _ job: ReceiptJob, local: LocalEvidence, deadline: ContinuousClock.Instant
+    ) async throws
         -> PurchaseEvidence
     {
         var unavailable = local.evidence

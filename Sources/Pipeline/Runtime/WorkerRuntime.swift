@@ -7,7 +7,6 @@ import Messages
 import Operations
 import RateLimiter
 import Receipts
-import Synchronization
 
 /// `verify-worker run`: builds every part from a ``WorkerConfiguration`` and runs them until told to stop.
 ///
@@ -36,7 +35,9 @@ public struct WorkerRuntime: Sendable {
     }
 
     /// Reads the catalog and trust anchors the configuration names. Throws ``ConfigurationError`` naming the key.
-    public static func loadDecisionInputs(_ configuration: WorkerConfiguration) throws(ConfigurationError) -> (
+    public static func loadDecisionInputs(
+        _ configuration: WorkerConfiguration
+    ) throws(ConfigurationError) -> (
         Catalog, TrustStore
     ) {
         let catalog: Catalog
@@ -61,9 +62,12 @@ public struct WorkerRuntime: Sendable {
 
     /// Runs until `stop` returns (or a fatal fault), then drains. Throws for a configuration the parts refuse at
     /// start (an unreadable catalog, a bad key); never for a fault while running.
-    public func run(until stop: @escaping @Sendable () async -> Void) async throws -> Exit {
+    ///
+    /// - Parameter health: the worker's state as `/readyz` sees it (given by callers that watch it, like the demo).
+    public func run(
+        health: WorkerHealth = WorkerHealth(), until stop: @escaping @Sendable () async -> Void
+    ) async throws -> Exit {
         let (catalog, trust) = try Self.loadDecisionInputs(configuration)
-        let health = WorkerHealth()
         let ledger = try LedgerFactory.make(
             url: configuration.ledgerURL, configuration: LedgerConfiguration(), logger: logger)
         let engine = try CurlHTTPEngine(
@@ -106,7 +110,7 @@ public struct WorkerRuntime: Sendable {
                 catalog: JobProcessor.Configuration.decisionCatalog(catalog), allowSandbox: configuration.allowSandbox,
                 jobDeadline: configuration.jobDeadline),
             health: health, logger: logger)
-        let fatal = FatalLatch()
+        let fatal = OneShot<String>()
         let worker = try PipelineWorker(
             consumerConfiguration: consumerConfiguration, producer: producer, decider: processor,
             configuration: PipelineWorker.Configuration(
@@ -115,11 +119,12 @@ public struct WorkerRuntime: Sendable {
                     deadLetters: configuration.deadLetterTopic),
                 maximumInFlight: configuration.maximumInFlight,
                 maximumMessageBytes: configuration.maximumMessageBytes),
-            health: health, logger: logger, onFatal: { fatal.fire($0) })
+            health: health, logger: logger, onFatal: { fatal.resolve($0) })
 
         let exit = try await withThrowingTaskGroup(of: Void.self) { background in
             background.addTask { try await ledger.run() }
-            background.addTask { try await self.probeLedger(ledger, health: health) }
+            let migrated = OneShot<Void>()
+            background.addTask { try await self.probeLedger(ledger, health: health, migrated: migrated) }
             background.addTask { try await exchange.run { gate.ingest(signalJSON: $0) } }
             background.addTask { try await gate.runSignalPublisher() }
             if serveOperations {
@@ -135,6 +140,8 @@ public struct WorkerRuntime: Sendable {
             }
             let exit = try await withThrowingTaskGroup(of: Exit?.self) { main in
                 main.addTask {
+                    // Jobs wait for the schema: deciding against a ledger without tables only fails and backs off.
+                    guard await migrated.wait() != nil else { return nil }
                     try await worker.run()
                     return nil
                 }
@@ -143,13 +150,17 @@ public struct WorkerRuntime: Sendable {
                     return .drained
                 }
                 main.addTask {
-                    .fatal(await fatal.wait())
+                    await fatal.wait().map { .fatal($0) }
                 }
                 // The first of: a stop request, a fatal fault, or the worker ending on its own (consumer failure).
                 let first = try await main.next() ?? nil
                 logger.notice(
-                    "worker: draining", metadata: ["worker.drain_timeout": "\(configuration.drainTimeout)"])
-                await worker.drain()
+                    "worker: draining",
+                    metadata: [
+                        "worker.drain_timeout": "\(configuration.drainTimeout)",
+                        "worker.stop_reason": "\(first.map { "\($0)" } ?? "consumer ended")",
+                    ])
+                await worker.drain(timeout: configuration.drainTimeout)
                 main.cancelAll()
                 return first ?? .fatal("the consumer stopped")
             }
@@ -168,13 +179,14 @@ public struct WorkerRuntime: Sendable {
     }
 
     /// Migrates once reachable, then checks the ledger every few seconds for `/readyz`.
-    private func probeLedger(_ ledger: any Ledger, health: WorkerHealth) async throws {
+    private func probeLedger(_ ledger: any Ledger, health: WorkerHealth, migrated signal: OneShot<Void>) async throws {
         var migrated = false
         while !Task.isCancelled {
             do {
                 if !migrated {
                     try await ledger.migrate()
                     migrated = true
+                    signal.resolve(())
                 } else {
                     _ = try await ledger.schemaVersions()
                 }
@@ -211,7 +223,9 @@ public struct WorkerRuntime: Sendable {
             maximumQueuedWaiters: max(10_000, configuration.maximumInFlight))
     }
 
-    func serverAPIClient(engine: CurlHTTPEngine, analyzer: ReceiptAnalyzer, catalog: Catalog) throws
+    func serverAPIClient(
+        engine: CurlHTTPEngine, analyzer: ReceiptAnalyzer, catalog: Catalog
+    ) throws
         -> AppStoreServerAPIClient?
     {
         guard let key = configuration.serverAPIKey, let keyID = configuration.serverAPIKeyID,
@@ -232,36 +246,5 @@ public struct WorkerRuntime: Sendable {
                 sandboxBaseURL: configuration.serverAPISandboxURL, requestTimeout: configuration.appleRequestTimeout),
             signer: AppStoreTokenSigner(key: connectKey),
             verifier: ReceiptsPayloadVerifier(analyzer: analyzer, bundleID: bundleID), logger: logger)
-    }
-}
-
-/// Resolves once, with the first fatal reason.
-final class FatalLatch: Sendable {
-    private struct State {
-        var reason: String?
-        var waiters: [CheckedContinuation<String, Never>] = []
-    }
-
-    private let state = Mutex(State())
-
-    func fire(_ reason: String) {
-        let waiters = state.withLock { state -> [CheckedContinuation<String, Never>] in
-            guard state.reason == nil else { return [] }
-            state.reason = reason
-            defer { state.waiters = [] }
-            return state.waiters
-        }
-        for waiter in waiters { waiter.resume(returning: reason) }
-    }
-
-    func wait() async -> String {
-        await withCheckedContinuation { continuation in
-            let reason = state.withLock { state -> String? in
-                if let reason = state.reason { return reason }
-                state.waiters.append(continuation)
-                return nil
-            }
-            if let reason { continuation.resume(returning: reason) }
-        }
     }
 }

@@ -94,7 +94,9 @@ final class PipelineScheduler: Sendable {
 
     /// Ends a job: `processed` if ``beginProcessing(_:)`` let it run, `delivered` if its output reached Kafka (only
     /// then may the offset be committed past it). Returns the next job of the same key and what flow control asks.
-    func complete(_ admitted: Admitted, processed: Bool, delivered: Bool) -> (
+    func complete(
+        _ admitted: Admitted, processed: Bool, delivered: Bool
+    ) -> (
         next: Admitted?, flow: FlowControl.Action
     ) {
         let (result, waiters) = state.withLock { state in

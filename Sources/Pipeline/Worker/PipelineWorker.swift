@@ -21,8 +21,9 @@ public struct PipelineTopics: Sendable, Hashable {
     public var verdicts: String
     public var deadLetters: String
 
-    public init(jobs: String = Topics.jobs, verdicts: String = Topics.verdicts, deadLetters: String = Topics.deadLetters)
-    {
+    public init(
+        jobs: String = Topics.jobs, verdicts: String = Topics.verdicts, deadLetters: String = Topics.deadLetters
+    ) {
         self.jobs = jobs
         self.verdicts = verdicts
         self.deadLetters = deadLetters
@@ -123,11 +124,11 @@ public final class PipelineWorker: Sendable {
                     }
                 case .partitionsAssigned(let partitions):
                     scheduler.assigned(partitions)
-                    health.joined()
+                    health.assigned(partitions: consumer.assignment.count)
                     // A new assignment starts unpaused.
                     if scheduler.isPaused { apply(.pause) }
                 case .partitionsRevoked:
-                    break
+                    health.assigned(partitions: consumer.assignment.count)
                 }
             }
             group.cancelAll()
@@ -136,8 +137,28 @@ public final class PipelineWorker: Sendable {
 
     /// Stops fetching, lets running jobs finish within the consumer's revoke deadline, commits, leaves the group.
     /// ``run()`` then returns. Breaks the revoke hook's reference to the consumer, so the client is freed.
-    public func drain() async {
+    ///
+    /// Running jobs finish and their offsets are committed while the group is still stable, before leaving it: a
+    /// commit during the leave rebalance may be refused by the coordinator.
+    public func drain(timeout: Duration = .seconds(25)) async {
         health.draining()
+        let assignment = Array(consumer.assignment)
+        try? consumer.pause(assignment)
+        _ = scheduler.beginRevoke(assignment)
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { await self.scheduler.waitUntilIdle(assignment) }
+            group.addTask { try? await Task.sleep(for: timeout) }
+            await group.next()
+            group.cancelAll()
+        }
+        let commits = scheduler.endRevoke(assignment)
+        if !commits.isEmpty {
+            do {
+                try await consumer.commit(commits)
+            } catch {
+                logger.warning("kafka: commit at drain failed", metadata: [LogKeys.error: "\(error)"])
+            }
+        }
         await consumer.close()
         slot.consumer.withLock { $0 = nil }
     }
@@ -191,7 +212,8 @@ public final class PipelineWorker: Sendable {
         } catch let fatal as PipelineFatalError {
             if health.fail(fatal.description) {
                 logger.critical(
-                    "worker: fatal fault, stopping", metadata: [LogKeys.error: "\(fatal)", LogKeys.jobID: "\(job.jobID)"])
+                    "worker: fatal fault, stopping",
+                    metadata: [LogKeys.error: "\(fatal)", LogKeys.jobID: "\(job.jobID)"])
                 onFatal(fatal.description)
             }
             return nil

@@ -8,6 +8,7 @@ public final class WorkerHealth: Sendable {
         var fatal: String?
         var lastLedgerFailureLog: ContinuousClock.Instant?
         var draining = false
+        var assignedPartitions = 0
     }
 
     private let state = Mutex(State())
@@ -15,8 +16,16 @@ public final class WorkerHealth: Sendable {
 
     public init() {}
 
-    /// The consumer received its first assignment (possibly empty: more workers than partitions).
-    public func joined() { state.withLock { $0.joinedGroup = true } }
+    /// The consumer received an assignment (possibly empty: more workers than partitions).
+    public func assigned(partitions: Int) {
+        state.withLock {
+            $0.joinedGroup = true
+            $0.assignedPartitions = partitions
+        }
+    }
+
+    /// Partitions this worker holds now.
+    public var assignedPartitions: Int { state.withLock { $0.assignedPartitions } }
 
     public func ledgerSucceeded() { state.withLock { $0.ledgerReachable = true } }
 
