@@ -93,6 +93,11 @@ public struct JobProcessor: Sendable {
     public func process(_ job: ReceiptJob) async throws -> Decided {
         let started = ContinuousClock.now
         let local = localEvidence(for: job)
+        if let verdict = statelessRejection(job, local.evidence) {
+            Counter(label: MetricNames.appleCallsAvoided, dimensions: [("decided_by", verdict.decidedBy.rawValue)])
+                .increment()
+            return Decided(verdict: verdict, askedApple: false)
+        }
         if case .verdict(let verdict) = try await settle(job, local.evidence) {
             Counter(label: MetricNames.appleCallsAvoided, dimensions: [("decided_by", verdict.decidedBy.rawValue)])
                 .increment()
@@ -135,6 +140,21 @@ public struct JobProcessor: Sendable {
             // Nothing to read locally: the ledger may know the job; otherwise the Server API is asked.
             return LocalEvidence(evidence: PurchaseEvidence(source: .prefilter, authenticity: .unknown))
         }
+    }
+
+    /// A rejection the proof's bytes alone decide (not a receipt, another app, an unknown product, a bad
+    /// signature, an environment not allowed): no claim is involved, so the ledger is neither read nor written.
+    /// Most traffic is such junk (seed 000); recording it would make the ledger the bottleneck for nothing.
+    /// A redelivery gets the same verdict again (same `verdict_id`, outcome and reason; `decided_at` is the time of
+    /// that decision).
+    func statelessRejection(_ job: ReceiptJob, _ evidence: PurchaseEvidence) -> Verdict? {
+        guard evidence.rejection != nil || evidence.authenticity == .notAuthenticated else { return nil }
+        let policy = DecisionPolicy(allowSandbox: configuration.allowSandbox, now: now(), catalog: configuration.catalog)
+        let input = DecisionInput(job: job, evidence: evidence, snapshot: LedgerSnapshot(), policy: policy)
+        guard case .decided(let decision) = DecisionRules.decide(input), decision.writes.isEmpty,
+            decision.verdict.outcome == .rejected
+        else { return nil }
+        return decision.verdict
     }
 
     // MARK: Apple
