@@ -149,7 +149,8 @@ public struct JobProcessor: Sendable {
     /// that decision).
     func statelessRejection(_ job: ReceiptJob, _ evidence: PurchaseEvidence) -> Verdict? {
         guard evidence.rejection != nil || evidence.authenticity == .notAuthenticated else { return nil }
-        let policy = DecisionPolicy(allowSandbox: configuration.allowSandbox, now: now(), catalog: configuration.catalog)
+        let policy = DecisionPolicy(
+            allowSandbox: configuration.allowSandbox, now: now(), catalog: configuration.catalog)
         let input = DecisionInput(job: job, evidence: evidence, snapshot: LedgerSnapshot(), policy: policy)
         guard case .decided(let decision) = DecisionRules.decide(input), decision.writes.isEmpty,
             decision.verdict.outcome == .rejected

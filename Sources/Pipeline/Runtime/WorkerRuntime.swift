@@ -219,7 +219,7 @@ public struct WorkerRuntime: Sendable {
             concurrency: AIMDConfiguration(
                 floor: configuration.appleMinimumConcurrency, ceiling: configuration.appleMaximumConcurrency,
                 start: max(configuration.appleMinimumConcurrency, min(64, configuration.appleMaximumConcurrency))),
-            retryBudgetRatio: configuration.retryBudgetRatio,
+            retryBudgetRatio: configuration.retryBudgetRatio, retryBudgetMinimumPerSecond: 2,
             maximumQueuedWaiters: max(10_000, configuration.maximumInFlight))
     }
 
