@@ -77,7 +77,11 @@ public final class OperationsServer: Sendable {
             router: makeRouter(),
             configuration: .init(
                 address: .hostname(configuration.host, port: configuration.port), serverName: nil),
-            onServerRunning: { channel in listening.resolve(channel.localAddress?.port ?? 0) },
+            onServerRunning: { [logger] channel in
+                let port = channel.localAddress?.port ?? 0
+                logger.notice("operations: /healthz, /readyz and /metrics listening", metadata: ["ops.port": "\(port)"])
+                listening.resolve(port)
+            },
             logger: serverLogger)
         do {
             try await application.run()
