@@ -176,7 +176,7 @@ struct DemoRun: Sendable {
     /// The configuration `verify-worker run` would read, pointing at the in-process cluster, simulator and ledger.
     static func workerConfiguration(
         index: Int, bootstrap: String, port: Int, files: DemoFiles, ledgerURL: String? = nil,
-        jobDeadline: Duration = .seconds(30), extra: [String: String] = [:]
+        jobDeadline: Duration = .seconds(30), extra: [String: String] = [:], environment: [String: String] = [:]
     ) throws -> WorkerConfiguration {
         var flags = [
             "brokers": bootstrap,
@@ -194,6 +194,7 @@ struct DemoRun: Sendable {
         ]
         flags.merge(extra) { _, new in new }
         var sources = ConfigurationSources()
+        sources.addEnvironment(environment)
         try sources.addFlags(flags)
         return try WorkerConfiguration(sources)
     }

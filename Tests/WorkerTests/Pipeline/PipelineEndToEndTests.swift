@@ -1,4 +1,5 @@
 import AppleSimulator
+import Crypto
 import Foundation
 import Messages
 import Pipeline
@@ -186,6 +187,61 @@ struct PipelineEndToEndTests {
             for job in jobs {
                 #expect(Set(byJob[job.jobID]?.map(\.outcome) ?? []) == [.granted], "\(job.jobID)")
             }
+        }
+    }
+
+    @Test("a transaction id job is verified through the App Store Server API when a key is configured")
+    func transactionIDThroughServerAPI() async throws {
+        try await PipelineHarness.with { harness in
+            let key = P256.Signing.PrivateKey()
+            try harness.startWorker(
+                0,
+                extra: [
+                    "server_api_production_url": "http://127.0.0.1:\(harness.port)",
+                    "server_api_sandbox_url": "http://127.0.0.1:\(harness.port)/sandbox",
+                    "server_api_key_id": "TESTKEY123", "server_api_issuer_id": "issuer-e2e",
+                ],
+                environment: ["VERIFY_SERVER_API_KEY": key.pemRepresentation])
+            try await harness.waitUntilAssigned()
+            var jobs: [(ReceiptJob, String)] = []
+            for (index, environment) in [SimulatedEnvironment.production, .sandbox].enumerated() {
+                let minted = try harness.simulator.mint(
+                    MintRequest(
+                        bundleId: PipelineHarness.bundleID, productId: PipelineHarness.consumable,
+                        format: .signedTransaction, environment: environment))
+                let id = minted.transaction.transactionId
+                jobs.append(
+                    (
+                        ReceiptJob(
+                            jobID: "job-tid-\(index)", accountID: "acct-tid-\(index)", proof: .transactionID(id)), id
+                    ))
+            }
+            try await harness.submit(jobs.map(\.0))
+            try await harness.verdicts.waitForVerdicts(of: jobs.map(\.0.jobID))
+            for (job, transactionID) in jobs {
+                let verdict = try #require(harness.verdicts.byJob[job.jobID]?.first)
+                #expect(verdict.outcome == .granted)
+                #expect(verdict.decidedBy == .apple)
+                #expect(verdict.transactions.map(\.transactionID) == [transactionID])
+            }
+            let requests = harness.simulator.stats.snapshot().requests
+            #expect(requests["inApps/v1/transactions"] == 2, "production first: \(requests)")
+            #expect(requests["sandbox/inApps/v1/transactions"] == 1, "then sandbox for the sandbox one: \(requests)")
+        }
+    }
+
+    @Test("without a Server API key a transaction id job ends unverifiable, not lost")
+    func transactionIDWithoutServerAPI() async throws {
+        try await PipelineHarness.with { harness in
+            try harness.startWorker(0)
+            try await harness.waitUntilAssigned()
+            let job = ReceiptJob(
+                jobID: "job-tid-nokey", accountID: "acct-tid", proof: .transactionID("2000000000000001"))
+            try await harness.submit([job])
+            try await harness.verdicts.waitForVerdicts(of: [job.jobID])
+            let verdict = try #require(harness.verdicts.byJob[job.jobID]?.first)
+            #expect(verdict.outcome == .unverifiable)
+            #expect(verdict.reason == .appleUnavailable)
         }
     }
 }

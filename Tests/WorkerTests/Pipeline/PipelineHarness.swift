@@ -91,10 +91,13 @@ final class PipelineHarness: Sendable {
     // MARK: Workers
 
     /// Starts worker `index` (its own runtime, as a separate pod would be).
-    func startWorker(_ index: Int, extra: [String: String] = [:]) throws {
+    func startWorker(
+        _ index: Int, extra: [String: String] = [:], environment: [String: String] = [:],
+        jobDeadline: Duration = .seconds(60)
+    ) throws {
         let configuration = try DemoRun.workerConfiguration(
             index: index, bootstrap: cluster.bootstrapServers, port: port, files: files, ledgerURL: ledgerURL,
-            jobDeadline: .seconds(60), extra: extra)
+            jobDeadline: jobDeadline, extra: extra, environment: environment)
         let runtime = WorkerRuntime(configuration: configuration, logger: logger, serveOperations: false)
         let stop = OneShot<Void>()
         let health = WorkerHealth()
