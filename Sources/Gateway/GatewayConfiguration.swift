@@ -95,10 +95,13 @@ public struct GatewayConfiguration: Sendable {
     /// The producer: idempotent with `acks=all` (the Kafka layer's defaults), and a message timeout equal to the
     /// publish deadline so librdkafka gives up on a message when the request does.
     public var producerConfiguration: KafkaProducerConfiguration {
-        KafkaProducerConfiguration(
+        // A broker request may not outlive the message it carries.
+        var properties = ["request.timeout.ms": String(min(30_000, publishTimeoutMilliseconds))]
+        properties.merge(kafkaProperties) { _, given in given }
+        return KafkaProducerConfiguration(
             bootstrapServers: brokers, maxInFlightMessages: 10_000, lingerMilliseconds: 1,
             messageTimeoutMilliseconds: publishTimeoutMilliseconds, clientID: "verify-worker-gateway",
-            properties: kafkaProperties)
+            properties: properties)
     }
 
     /// Parses `name=value;name=value` (the `VERIFY_KAFKA_PROPERTIES` format).

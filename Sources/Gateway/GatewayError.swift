@@ -49,7 +49,8 @@ public struct GatewayError: Error, Sendable, Hashable, CustomStringConvertible {
     /// A codec error of the message contract, as the gateway answers it.
     public init(_ error: MessageError, file: String = #fileID, line: Int = #line) {
         let code: Code = error.code == .oversized ? .tooLarge : Code(rawValue: error.code.rawValue)
-        self.init(code, field: error.field, error.field.map { "\($0): \(error.detail)" } ?? error.detail,
+        self.init(
+            code, field: error.field, error.field.map { "\($0): \(error.detail)" } ?? error.detail,
             file: file, line: line)
     }
 

@@ -27,7 +27,7 @@ public final class ReceiptGateway: Sendable {
     private let operations: OperationsServer
     private let logger: Logger
     private let listening = PortSignal()
-    private let stopping = Mutex(false)
+    private let stopping: GatewayStopping
 
     /// The routes' labels in metrics.
     enum Route {
@@ -36,7 +36,7 @@ public final class ReceiptGateway: Sendable {
     }
 
     /// A gateway over a publisher of the caller's (tests, other transports).
-    public init(
+    public convenience init(
         configuration: GatewayConfiguration, publisher: any JobPublishing, logger: Logger,
         readiness: @escaping @Sendable () -> Readiness = { .ready }
     ) {
@@ -73,12 +73,13 @@ public final class ReceiptGateway: Sendable {
         self.publisher = publisher
         self.ownedProducer = ownedProducer
         self.logger = logger
-        let stopping = self.stopping
-        self.readiness = {
-            if stopping.withLock({ $0 }) { return .notReady("shutting_down") }
+        let stopping = GatewayStopping()
+        self.stopping = stopping
+        let gatewayReadiness: @Sendable () -> Readiness = {
+            if stopping.isSet { return .notReady("shutting_down") }
             return readiness()
         }
-        let gatewayReadiness = self.readiness
+        self.readiness = gatewayReadiness
         self.operations = OperationsServer(
             configuration: configuration.operations, registry: MetricsBootstrap.registry(), logger: logger,
             readiness: { gatewayReadiness() })
@@ -114,7 +115,7 @@ public final class ReceiptGateway: Sendable {
             }
             group.cancelAll()
         }
-        stopping.withLock { $0 = true }
+        stopping.set()
         listening.fail()
         if let producer = ownedProducer {
             await producer.shutdown(timeout: .seconds(configuration.drainTimeoutSeconds))
@@ -132,14 +133,16 @@ public final class ReceiptGateway: Sendable {
     private func makeRouter() -> Router<BasicRequestContext> {
         let router = Router()
         router.post("v1/receipts") { request, _ in
-            await self.handle(request, route: Route.receipts) { intake, body throws(GatewayError) in
+            await self.handle(request, route: Route.receipts) {
+                (intake: JobIntake, body: [UInt8]) throws(GatewayError) -> ReceiptJob in
                 try intake.job(fromFrontendJSON: body)
             } answer: { job, _ in
                 (202, GatewayJSON.encode(["job_id": job.jobID]))
             }
         }
         router.post("apple/notifications") { request, _ in
-            await self.handle(request, route: Route.notifications) { intake, body throws(GatewayError) in
+            await self.handle(request, route: Route.notifications) {
+                (intake: JobIntake, body: [UInt8]) throws(GatewayError) -> ReceiptJob in
                 try intake.job(fromNotificationJSON: body)
             } answer: { job, _ in
                 (200, GatewayJSON.encode(["job_id": job.jobID]))
@@ -194,7 +197,9 @@ public final class ReceiptGateway: Sendable {
             } else {
                 logger.debug(
                     "request refused",
-                    metadata: ["http.route": "\(route)", "verify.error": "\(error.code)", "verify.reason": "\(error.message)"])
+                    metadata: [
+                        "http.route": "\(route)", "verify.error": "\(error.code)", "verify.reason": "\(error.message)",
+                    ])
             }
             return Self.json(error.httpStatus, error.jsonBody)
         }
@@ -223,6 +228,13 @@ extension Logger {
         copy.logLevel = logLevel
         return copy
     }
+}
+
+/// Set once the gateway stops taking requests (readiness then says `shutting_down`).
+final class GatewayStopping: Sendable {
+    private let value = Mutex(false)
+    var isSet: Bool { value.withLock { $0 } }
+    func set() { value.withLock { $0 = true } }
 }
 
 /// Resolves waiters once the HTTP port is known (or the server stopped before listening).

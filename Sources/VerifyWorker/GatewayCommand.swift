@@ -61,7 +61,8 @@ struct GatewayCommand: AsyncParsableCommand {
         configuration.jobsTopic = jobsTopic ?? environment["VERIFY_JOBS_TOPIC"] ?? configuration.jobsTopic
         configuration.operations.port =
             try environment.int(metricsPort, "VERIFY_METRICS_PORT") ?? configuration.operations.port
-        configuration.operations.host = metricsHost ?? environment["VERIFY_METRICS_HOST"] ?? configuration.operations.host
+        configuration.operations.host =
+            metricsHost ?? environment["VERIFY_METRICS_HOST"] ?? configuration.operations.host
         configuration.maxBodyBytes =
             try environment.int(maxMessageBytes, "VERIFY_MAX_MESSAGE_BYTES") ?? configuration.maxBodyBytes
         configuration.publishTimeoutMilliseconds =
@@ -85,6 +86,7 @@ struct GatewayCommand: AsyncParsableCommand {
             label: "verify-worker.gateway", level: logLevel ?? environment["VERIFY_LOG_LEVEL"],
             format: logFormat ?? environment["VERIFY_LOG_FORMAT"])
         let gateway = try ReceiptGateway(configuration: configuration, logger: logger)
+        let topic = configuration.jobsTopic
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { try await gateway.run(handlingSignals: true) }
             group.addTask {
@@ -94,7 +96,7 @@ struct GatewayCommand: AsyncParsableCommand {
                     "gateway listening",
                     metadata: [
                         "http.port": "\(port)", "verify.metrics_port": "\(metrics)",
-                        "kafka.topic": "\(configuration.jobsTopic)",
+                        "kafka.topic": "\(topic)",
                     ])
             }
             try await group.waitForAll()

@@ -12,7 +12,8 @@ import Receipts
 struct SubmitCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "submit",
-        abstract: "Produces jobs from JSON lines (a file or stdin) or generated seed-mix traffic, one result line each.",
+        abstract:
+            "Produces jobs from JSON lines (a file or stdin) or generated seed-mix traffic, one result line each.",
         discussion: """
             Each input line is a receipt-job/v1 object (docs/messages.md; schema and job_id may be left out). \
             Each job is produced keyed by account_id and its delivery awaited; stdout gets one JSON line per job: \
@@ -78,14 +79,15 @@ struct SubmitCommand: AsyncParsableCommand {
         let engine = generate == nil ? nil : try CurlHTTPEngine()
         defer { engine?.shutdown() }
 
-        let outcome: Result<JobSubmitter.Summary, any Error>
+        let work: @Sendable () async throws -> JobSubmitter.Summary
         if let engine {
-            outcome = await Self.submitUntilSignalled(submitter, try generatedItems(engine: engine), signals: signals)
+            let plan = try generationPlan(engine: engine)
+            work = { try await submitter.submit(plan.items()) }
         } else {
             let lines = try LineReader.lines(of: file)
-            outcome = await Self.submitUntilSignalled(
-                submitter, JobSubmitter.items(from: lines, intake: JobIntake()), signals: signals)
+            work = { try await submitter.submit(JobSubmitter.items(from: lines, intake: JobIntake())) }
         }
+        let outcome = await Self.submitUntilSignalled(work, signals: signals)
         await producer.shutdown(timeout: .seconds(30))
         switch outcome {
         case .success(let summary):
@@ -98,13 +100,13 @@ struct SubmitCommand: AsyncParsableCommand {
     }
 
     /// Submits until the input ends or SIGTERM/SIGINT arrives; then reading stops and the sends in flight finish.
-    private static func submitUntilSignalled<Items: AsyncSequence>(
-        _ submitter: JobSubmitter, _ items: sending Items, signals: TerminationSignals
-    ) async -> Result<JobSubmitter.Summary, any Error> where Items.Element == JobSubmitter.Item {
+    private static func submitUntilSignalled(
+        _ work: @escaping @Sendable () async throws -> JobSubmitter.Summary, signals: TerminationSignals
+    ) async -> Result<JobSubmitter.Summary, any Error> {
         await withTaskGroup(of: Result<JobSubmitter.Summary, any Error>?.self) { group in
             group.addTask {
                 do {
-                    return .success(try await submitter.submit(items))
+                    return .success(try await work())
                 } catch {
                     return .failure(error)
                 }
@@ -124,9 +126,7 @@ struct SubmitCommand: AsyncParsableCommand {
     }
 
     /// Seed-000 traffic minted at the simulator over HTTP.
-    private func generatedItems(
-        engine: CurlHTTPEngine
-    ) throws -> AsyncMapSequence<SeedTrafficSequence, JobSubmitter.Item> {
+    private func generationPlan(engine: CurlHTTPEngine) throws -> SubmitGenerationPlan {
         guard let catalogFile, let simulator else { throw ValidationError("--generate needs a catalog and simulator") }
         guard let data = FileManager.default.contents(atPath: catalogFile) else {
             throw ValidationError("cannot read --catalog-file \(catalogFile)")
@@ -142,10 +142,25 @@ struct SubmitCommand: AsyncParsableCommand {
                     timeout: .seconds(30)))
             return (response.status, response.body)
         }
-        let generator = SeedTrafficGenerator(
+        return SubmitGenerationPlan(
             minter: minter, bundleID: bundleID, productIDs: catalog.products.keys.sorted(),
-            mix: mix.flatMap(TrafficMix.init(parsing:)) ?? .seed000, seed: seed)
-        return SeedTrafficSequence(generator: generator, count: count).map { generated in
+            mix: mix.flatMap(TrafficMix.init(parsing:)) ?? .seed000, seed: seed, count: count)
+    }
+}
+
+/// What `submit --generate seed-mix` generates; the sequence is made where it is read.
+struct SubmitGenerationPlan: Sendable {
+    var minter: RemoteSimulatorMinter
+    var bundleID: String
+    var productIDs: [String]
+    var mix: TrafficMix
+    var seed: UInt64
+    var count: Int
+
+    func items() -> AsyncMapSequence<SeedTrafficSequence, JobSubmitter.Item> {
+        let generator = SeedTrafficGenerator(
+            minter: minter, bundleID: bundleID, productIDs: productIDs, mix: mix, seed: seed)
+        return SeedTrafficSequence(generator: generator, count: count).map { generated -> JobSubmitter.Item in
             .job(line: nil, generated.job, category: generated.category.rawValue)
         }
     }

@@ -28,7 +28,8 @@ public enum HealthProbe {
     /// Healthy on HTTP 200 only; the line carries the status and the start of the body (the probes answer short
     /// text such as `ready` or `not ready: no_assignment`).
     public static func verdict(url: String, status: Int, body: [UInt8]) -> Verdict {
-        let text = String(decoding: body.prefix(200), as: UTF8.self)
+        let text =
+            String(decoding: body.prefix(200), as: UTF8.self)
             .split(whereSeparator: \.isNewline).first.map(String.init) ?? ""
         let healthy = status == 200
         return Verdict(

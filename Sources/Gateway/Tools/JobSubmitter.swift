@@ -21,6 +21,12 @@ public struct JobSubmitter: Sendable {
     public struct Summary: Sendable, Hashable, Encodable {
         public var submitted = 0
         public var failed = 0
+
+        public init(submitted: Int = 0, failed: Int = 0) {
+            self.submitted = submitted
+            self.failed = failed
+        }
+
         enum CodingKeys: String, CodingKey {
             case submitted
             case failed
@@ -57,7 +63,7 @@ public struct JobSubmitter: Sendable {
         lines.compactMap { line -> Item? in
             let trimmed = line.text.trimmingCharacters(in: .whitespaces)
             guard !trimmed.isEmpty else { return nil }
-            do {
+            do throws(GatewayError) {
                 return .job(line: line.number, try intake.job(fromFrontendJSON: Array(trimmed.utf8)), category: nil)
             } catch {
                 return .invalid(line: line.number, error)
@@ -109,13 +115,16 @@ public struct JobSubmitter: Sendable {
                     index += 1
                     outstanding[job.accountID, default: 0] += 1
                     running += 1
-                    let record = KafkaProducerRecord(
+                    let message = KafkaProducerRecord(
                         topic: topic, key: Array(job.accountID.utf8), value: codec.encode(job))
                     let producer = self.producer
                     group.addTask {
                         do {
-                            let report = try await producer.send(record)
-                            return (job.accountID, Self.successLine(line: line, job: job, report: report, category: category), true)
+                            let report = try await producer.send(message)
+                            return (
+                                job.accountID,
+                                Self.successLine(line: line, job: job, report: report, category: category), true
+                            )
                         } catch {
                             let code = (error as? KafkaError)?.code.name ?? "cancelled"
                             return (

@@ -9,7 +9,8 @@ import Testing
 @Suite("Deployment files: gateway and load generator", .timeLimit(.minutes(1)))
 struct GatewayDeploymentTests {
     static func services() throws -> [String: [String: Any]] {
-        let compose = try #require(try DeploymentFilesTests.yamlDocuments()["docker-compose.yml"]?.first as? [String: Any])
+        let compose = try #require(
+            try DeploymentFilesTests.yamlDocuments()["docker-compose.yml"]?.first as? [String: Any])
         return try #require(compose["services"] as? [String: [String: Any]])
     }
 

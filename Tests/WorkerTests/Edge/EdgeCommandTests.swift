@@ -54,7 +54,7 @@ struct EdgeCommandTests {
         try cluster.createTopic("receipt-jobs", partitions: 3)
         let input = [
             #"{"schema":"receipt-job/v1","job_id":"j1","account_id":"acct-1","receipt":"AAAA"}"#,
-            #"{"account_id":"acct-2"}"#,
+            #"{"receipt":"AAAA"}"#,
             "",
             #"{"job_id":"j3","account_id":"acct-1","signed_transaction":"a.b.c"}"#,
         ].joined(separator: "\n")
@@ -72,7 +72,8 @@ struct EdgeCommandTests {
         #expect(submitted.stderr.contains(#""failed":1"#))
 
         let tailed = try await EdgeProcess.run([
-            "tail", "--brokers", cluster.bootstrapServers, "--topic", "receipt-jobs", "--from-beginning", "--count", "2",
+            "tail", "--brokers", cluster.bootstrapServers, "--topic", "receipt-jobs", "--from-beginning", "--count",
+            "2",
         ])
         #expect(tailed.status == 0, "\(tailed.stderr)")
         let jobs = try tailed.lines.map { try MessageCodec().decodeJob(Array($0.utf8)) }

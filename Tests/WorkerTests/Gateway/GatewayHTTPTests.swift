@@ -90,11 +90,13 @@ struct GatewayHTTPTests {
                 try await harness.post("v1/receipts", json: ["account_id": "a", "receipt": "abc", "schema": "v9"]),
                 400, "unsupported_schema")
             expectError(
-                try await harness.post("v1/receipts", Array(#"{"account_id":"a","receipt":"b"}"#.utf8),
+                try await harness.post(
+                    "v1/receipts", Array(#"{"account_id":"a","receipt":"b"}"#.utf8),
                     contentType: "text/plain"),
                 415, "unsupported_media_type")
             expectError(
-                try await harness.post("v1/receipts", Array(#"{"account_id":"a","receipt":"b"}"#.utf8),
+                try await harness.post(
+                    "v1/receipts", Array(#"{"account_id":"a","receipt":"b"}"#.utf8),
                     contentType: nil),
                 415, "unsupported_media_type")
             let large = ["account_id": "a", "receipt": String(repeating: "A", count: 5_000)]
@@ -138,7 +140,8 @@ struct GatewayHTTPTests {
             #expect(try await harness.operations("healthz").status == 200)
 
             try harness.cluster.setBrokerDown(-1)
-            let receipt = try await harness.post("v1/receipts", json: ["account_id": "a", "receipt": "c", "job_id": "x"])
+            let receipt = try await harness.post(
+                "v1/receipts", json: ["account_id": "a", "receipt": "c", "job_id": "x"])
             #expect(receipt.status == 503, "\(receipt.text)")
             #expect(receipt.json["error"] as? String == "kafka_unavailable")
             let notification = try await harness.post(

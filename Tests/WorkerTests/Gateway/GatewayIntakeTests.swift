@@ -21,8 +21,9 @@ struct GatewayIntakeTests {
 
     @Test("job_id: null counts as absent; a non-string job_id is refused")
     func nullJobID() throws {
-        #expect(try intake.job(fromFrontendJSON: Array(#"{"job_id":null,"account_id":"a","receipt":"r"}"#.utf8)).jobID
-            == "generated")
+        #expect(
+            try intake.job(fromFrontendJSON: Array(#"{"job_id":null,"account_id":"a","receipt":"r"}"#.utf8)).jobID
+                == "generated")
         let error = #expect(throws: GatewayError.self) {
             try intake.job(fromFrontendJSON: Array(#"{"job_id":7,"account_id":"a","receipt":"r"}"#.utf8))
         }
@@ -45,7 +46,8 @@ struct GatewayIntakeTests {
     func errorsDoNotLeak() throws {
         let secret = "MIIsecretreceiptbytes"
         let error = #expect(throws: GatewayError.self) {
-            try intake.job(fromFrontendJSON: Array(#"{"account_id":"a","receipt":"\#(secret)","notification":"x"}"#.utf8))
+            try intake.job(
+                fromFrontendJSON: Array(#"{"account_id":"a","receipt":"\#(secret)","notification":"x"}"#.utf8))
         }
         #expect(error.map { !String(decoding: $0.jsonBody, as: UTF8.self).contains(secret) } == true)
     }
