@@ -65,6 +65,8 @@ public struct GatewayConfiguration: Sendable {
         ("VERIFY_GATEWAY_DRAIN_TIMEOUT_S", "SIGTERM flush deadline (default 25)"),
         ("VERIFY_METRICS_HOST", "interface of the operations port (default 0.0.0.0)"),
         ("VERIFY_METRICS_PORT", "operations port: /healthz /readyz /metrics (default 9464)"),
+        ("VERIFY_LOG_LEVEL", "trace, debug, info, notice, warning, error or critical (default info)"),
+        ("VERIFY_LOG_FORMAT", "json or text (default json)"),
     ]
 
     /// Checks the values; the error names the key.

@@ -1,5 +1,6 @@
 import Foundation
 import Gateway
+import Receipts
 import Testing
 
 @testable import VerifyWorker
@@ -50,11 +51,10 @@ struct GatewayDeploymentTests {
         #expect(command.rate == 500)
         #expect(command.simulator == "http://apple-sim:8443")
         #expect(command.catalogFile == "/etc/verify-worker/catalog.json")
-        // The catalog the compose file mounts has what the generator needs.
-        let catalog = try Data(
-            contentsOf: DeploymentFilesTests.root.appendingPathComponent("deploy/compose/catalog.json"))
-        let object = try #require(try JSONSerialization.jsonObject(with: catalog) as? [String: Any])
-        #expect((object["bundle_ids"] as? [String])?.isEmpty == false)
-        #expect((object["products"] as? [Any])?.isEmpty == false)
+        // The catalog the compose file mounts loads, and has what the generator needs.
+        let data = try Data(contentsOf: DeploymentFilesTests.root.appendingPathComponent("deploy/compose/catalog.json"))
+        let catalog = try Catalog.load(json: data)
+        #expect(!catalog.bundleIDs.isEmpty)
+        #expect(catalog.products.count == 4)
     }
 }

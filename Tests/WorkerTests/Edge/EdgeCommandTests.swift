@@ -32,17 +32,41 @@ enum EdgeProcess {
         process.standardOutput = output
         process.standardError = errors
         process.standardInput = input
+        // Blocking reads and the wait run on threads of their own, never on the cooperative pool: the servers
+        // this process hosts for the child (simulator, probes) need those threads to answer it.
+        let exited = EdgeBlocking.exitSignal(of: process)
         try process.run()
         if let stdin { input.fileHandleForWriting.write(Data(stdin.utf8)) }
         try input.fileHandleForWriting.close()
-        // Read both pipes to the end on threads of their own (reading blocks), then wait for the exit.
-        async let out = Task.detached { output.fileHandleForReading.readDataToEndOfFile() }.value
-        async let err = Task.detached { errors.fileHandleForReading.readDataToEndOfFile() }.value
+        async let out = EdgeBlocking.run { output.fileHandleForReading.readDataToEndOfFile() }
+        async let err = EdgeBlocking.run { errors.fileHandleForReading.readDataToEndOfFile() }
         let (stdout, stderr) = await (out, err)
-        await Task.detached { process.waitUntilExit() }.value
+        await exited()
         return Outcome(
             status: process.terminationStatus, stdout: String(decoding: stdout, as: UTF8.self),
             stderr: String(decoding: stderr, as: UTF8.self))
+    }
+}
+
+/// Blocking work on a thread of its own, awaited without holding a cooperative thread.
+enum EdgeBlocking {
+    static func run<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
+        await withCheckedContinuation { continuation in
+            let thread = Thread { continuation.resume(returning: body()) }
+            thread.start()
+        }
+    }
+
+    /// Installs a termination handler before the process starts; the returned function waits for the exit.
+    static func exitSignal(of process: Process) -> @Sendable () async -> Void {
+        let (stream, continuation) = AsyncStream<Void>.makeStream()
+        process.terminationHandler = { _ in
+            continuation.yield()
+            continuation.finish()
+        }
+        return {
+            for await _ in stream { break }
+        }
     }
 }
 
@@ -89,7 +113,7 @@ struct EdgeCommandTests {
         defer { try? FileManager.default.removeItem(at: directory) }
         let catalog = directory.appendingPathComponent("catalog.json")
         try Data(
-            #"{"bundle_ids":["com.example.edge"],"products":[{"product_id":"com.example.edge.gems","type":"consumable"}]}"#
+            #"{"bundle_ids":["com.example.edge"],"products":[{"id":"com.example.edge.gems","type":"consumable"}]}"#
                 .utf8
         ).write(to: catalog)
         try await AppleSimHarness.with { simulator in

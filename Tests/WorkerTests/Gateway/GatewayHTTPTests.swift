@@ -156,7 +156,8 @@ struct GatewayHTTPTests {
     @Test("unknown routes and methods are not jobs")
     func unknownRoute() async throws {
         try await GatewayTestHarness.with { harness in
-            #expect(try await harness.post("v1/other", json: ["a": 1]).status == 404)
+            let reply = try await harness.post("v1/other", json: ["a": 1])
+            #expect(reply.status == 404)
         }
     }
 }
