@@ -2,7 +2,7 @@ import Metrics
 
 /// The gateway's metric names, in one place. Served in Prometheus text by `/metrics` on the operations port.
 public enum GatewayMetrics {
-    /// Counter `{route, status}`: requests answered, by route (`receipts`, `notifications`, `other`) and HTTP status.
+    /// Counter `{route, status}`: requests answered, by route (`receipts`, `notifications`) and HTTP status.
     public static let requests = "verify_gateway_requests_total"
     /// Histogram `{route}`: time from the request's arrival to its answer, publish included.
     public static let requestDuration = "verify_gateway_request_duration_seconds"
