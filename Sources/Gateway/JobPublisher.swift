@@ -37,9 +37,10 @@ public final class KafkaJobPublisher: JobPublishing {
     public func publish(_ job: ReceiptJob) async throws(GatewayError) -> KafkaDeliveryReport {
         let record = KafkaProducerRecord(topic: topic, key: Array(job.accountID.utf8), value: codec.encode(job))
         let producer = self.producer
-        // librdkafka's own message timeout normally answers first; the margin only guards against a report
-        // that never comes.
-        let outcome = await Deadline.race(deadline + .seconds(1)) { try await producer.send(record) }
+        // librdkafka's own message timeout is the same, but it is checked only about once a second (and not
+        // at all for a message waiting for a place in the in-flight bound): the request's answer keeps to the
+        // deadline. A message answered 503 may still reach Kafka later; the retry with its job_id is harmless.
+        let outcome = await Deadline.race(deadline) { try await producer.send(record) }
         switch outcome {
         case .value(let report):
             lastPublishFailed.withLock { $0 = false }
