@@ -27,7 +27,11 @@ public final class ReceiptGateway: Sendable {
     private let operations: OperationsServer
     private let logger: Logger
     private let listening = PortSignal()
-    private let stopping: GatewayStopping
+    private let stopping: GatewayFlag
+    /// Set while `run` handles SIGTERM itself, so a fatal Kafka error can ask for a graceful stop.
+    private let handlesSignals = GatewayFlag()
+    /// The producer's fatal error, if it has one (the gateway then stops: only a new process recovers).
+    private let producerFatalError: @Sendable () -> (any Error)?
 
     /// The routes' labels in metrics.
     enum Route {
@@ -42,7 +46,7 @@ public final class ReceiptGateway: Sendable {
     ) {
         self.init(
             configuration: configuration, publisher: publisher, ownedProducer: nil, logger: logger,
-            readiness: readiness)
+            readiness: readiness, fatalError: { nil })
     }
 
     /// A gateway with its own idempotent producer to `configuration.brokers`, flushed and closed when `run` ends.
@@ -59,13 +63,15 @@ public final class ReceiptGateway: Sendable {
             readiness: {
                 let state = publisher.readiness
                 return Readiness(isReady: state.isReady, reasons: state.reasons)
-            })
+            }, fatalError: { producer.fatalError })
     }
 
     private init(
         configuration: GatewayConfiguration, publisher: any JobPublishing, ownedProducer: KafkaProducer?,
-        logger: Logger, readiness: @escaping @Sendable () -> Readiness
+        logger: Logger, readiness: @escaping @Sendable () -> Readiness,
+        fatalError: @escaping @Sendable () -> (any Error)?
     ) {
+        self.producerFatalError = fatalError
         self.configuration = configuration
         self.intake = JobIntake(
             codec: MessageCodec(maximumMessageBytes: configuration.maxBodyBytes),
@@ -73,7 +79,7 @@ public final class ReceiptGateway: Sendable {
         self.publisher = publisher
         self.ownedProducer = ownedProducer
         self.logger = logger
-        let stopping = GatewayStopping()
+        let stopping = GatewayFlag()
         self.stopping = stopping
         let gatewayReadiness: @Sendable () -> Readiness = {
             if stopping.isSet { return .notReady("shutting_down") }
@@ -88,7 +94,11 @@ public final class ReceiptGateway: Sendable {
     /// Serves until SIGTERM/SIGINT (when `handlingSignals`) or until the task is cancelled. On a signal the HTTP
     /// server stops accepting, finishes the requests in flight (each waits for its delivery report), then the
     /// producer is flushed for up to the drain timeout and closed.
+    ///
+    /// When the producer fails for good (librdkafka's fatal error), the gateway stops the same way and `run` throws
+    /// that error, so the process exits non-zero and its supervisor starts a fresh one.
     public func run(handlingSignals: Bool = true) async throws {
+        if handlingSignals { handlesSignals.set() }
         let listening = self.listening
         let application = Application(
             router: makeRouter(),
@@ -121,6 +131,7 @@ public final class ReceiptGateway: Sendable {
             await producer.shutdown(timeout: .seconds(configuration.drainTimeoutSeconds))
         }
         logger.info("gateway stopped")
+        if let fatal = producerFatalError() { throw fatal }
         if let failure, !(failure is CancellationError) { throw failure }
     }
 
@@ -194,6 +205,7 @@ public final class ReceiptGateway: Sendable {
             if error.httpStatus >= 500 {
                 logger.warning(
                     "request not accepted", metadata: ["http.route": "\(route)", "verify.error": "\(error.code)"])
+                stopIfKafkaFailedForGood()
             } else {
                 logger.debug(
                     "request refused",
@@ -203,6 +215,15 @@ public final class ReceiptGateway: Sendable {
             }
             return Self.json(error.httpStatus, error.jsonBody)
         }
+    }
+
+    /// A producer in librdkafka's fatal state never recovers: stop gracefully (finishing other requests) so the
+    /// process exits non-zero and is replaced.
+    private func stopIfKafkaFailedForGood() {
+        guard let fatal = producerFatalError(), handlesSignals.isSet, !stopping.isSet else { return }
+        logger.critical("kafka producer failed for good; stopping the gateway", metadata: ["kafka.error": "\(fatal)"])
+        stopping.set()
+        kill(getpid(), SIGTERM)
     }
 
     /// `application/json`, with or without parameters (`; charset=utf-8`).
@@ -230,8 +251,8 @@ extension Logger {
     }
 }
 
-/// Set once the gateway stops taking requests (readiness then says `shutting_down`).
-final class GatewayStopping: Sendable {
+/// A flag set once (the gateway stops taking requests; signals are handled).
+final class GatewayFlag: Sendable {
     private let value = Mutex(false)
     var isSet: Bool { value.withLock { $0 } }
     func set() { value.withLock { $0 = true } }

@@ -143,10 +143,16 @@ struct EdgeCommandTests {
         defer { task.cancel() }
         let port = try #require(await server.waitUntilListening())
 
-        let healthy = try await EdgeProcess.run(["healthcheck", "--url", "http://127.0.0.1:\(port)/healthz"])
+        // A generous limit: under a full parallel test run this process's threads are busy, and the probe must
+        // not fail for that (the limit bounds the wait, it is not a guessed delay).
+        let healthy = try await EdgeProcess.run([
+            "healthcheck", "--url", "http://127.0.0.1:\(port)/healthz", "--timeout-ms", "30000",
+        ])
         #expect(healthy.status == 0, "\(healthy.stderr)")
         #expect(healthy.stderr.hasPrefix("healthy"))
-        let notReady = try await EdgeProcess.run(["healthcheck", "--url", "http://127.0.0.1:\(port)/readyz"])
+        let notReady = try await EdgeProcess.run([
+            "healthcheck", "--url", "http://127.0.0.1:\(port)/readyz", "--timeout-ms", "30000",
+        ])
         #expect(notReady.status == 1)
         #expect(notReady.stderr.contains("503"))
         #expect(notReady.stderr.split(separator: "\n").count == 1, "one line on stderr")
