@@ -10,7 +10,8 @@ public enum ReceiptCostBreakdown {
     /// certificate, decoding the header and the payload.
     public static func jws(_ input: [UInt8], seconds: Double) -> [String: Double] {
         var result: [String: Double] = [:]
-        guard let text = try? ReceiptInput.normalize(input), let jws = try? JWS(text: text), let header = try? jws.header(), let x5c = header.x5c, x5c.count >= 2,
+        guard let text = try? ReceiptInput.normalize(input), let jws = try? JWS(text: text),
+            let header = try? jws.header(), let x5c = header.x5c, x5c.count >= 2,
             let leafDER = Base64.decode(x5c[0].utf8), let issuerDER = Base64.decode(x5c[1].utf8),
             let leaf = try? Certificate(derEncoded: leafDER), let issuer = try? Certificate(derEncoded: issuerDER),
             let key = P256.Signing.PublicKey(leaf.publicKey),

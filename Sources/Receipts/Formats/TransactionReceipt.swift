@@ -71,7 +71,9 @@ struct TransactionReceipt {
         var fields = PurchaseInfoFields()
         try Self.forEachEntry(inner) { key, value in fields.read(key: key, value: value) }
         func text(_ value: OpenStepValue) -> String { String(decoding: value.bytes(in: inner), as: UTF8.self) }
-        func milliseconds(_ value: OpenStepValue?) -> Date? { value.flatMap { Self.milliseconds(value: $0.bytes(in: inner)) } }
+        func milliseconds(_ value: OpenStepValue?) -> Date? {
+            value.flatMap { Self.milliseconds(value: $0.bytes(in: inner)) }
+        }
 
         purchaseInfo = decoded
         environment =
@@ -160,7 +162,8 @@ struct TransactionReceipt {
             guard digit < 10 else { return nil }
             let (shifted, overflow1) = value.multipliedReportingOverflow(by: 10)
             let (next, overflow2) =
-                negative ? shifted.subtractingReportingOverflow(Int64(digit)) : shifted.addingReportingOverflow(Int64(digit))
+                negative
+                ? shifted.subtractingReportingOverflow(Int64(digit)) : shifted.addingReportingOverflow(Int64(digit))
             guard !overflow1 && !overflow2 else { return nil }
             value = next
             index += 1

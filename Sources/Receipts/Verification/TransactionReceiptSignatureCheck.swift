@@ -50,7 +50,8 @@ extension ChainVerifier {
                     "signing certificate (1024-bit key) is issued by Apple iTunes Store Certification Authority, "
                         + "which is not a configured anchor")
             }
-            return buildPath(leaf: OfferedCertificate(der: certificateBytes, certificate: certificate), intermediates: [])
+            return buildPath(
+                leaf: OfferedCertificate(der: certificateBytes, certificate: certificate), intermediates: [])
         }
         return outcome.status(at: time)
     }

@@ -32,7 +32,9 @@ struct ReceiptDecodingTests {
             }
             #expect(Base64.decode(wrapped) == bytes, "length \(length)")
             let unpadded = encoded.filter { $0 != UInt8(ascii: "=") }
-            let urlSafe = unpadded.map { $0 == UInt8(ascii: "+") ? UInt8(ascii: "-") : $0 == UInt8(ascii: "/") ? UInt8(ascii: "_") : $0 }
+            let urlSafe = unpadded.map {
+                $0 == UInt8(ascii: "+") ? UInt8(ascii: "-") : $0 == UInt8(ascii: "/") ? UInt8(ascii: "_") : $0
+            }
             #expect(Base64.decode(urlSafe) == bytes)
             let spaced = encoded.map { $0 == UInt8(ascii: "+") ? UInt8(ascii: " ") : $0 }
             #expect(Base64.decode(spaced) == bytes)
@@ -115,8 +117,9 @@ struct ReceiptDecodingTests {
             #expect(parsed.signature.code == "not_checked")
             #expect(parsed.verdict != .locallyVerified)
         }
-        #expect(analyzer.analyzeWithoutVerifying(try ReceiptsTestSupport.bytes("tpinappreceipt/receipt-sandbox-legacy"))
-            .transactions.count == 187)
+        #expect(
+            analyzer.analyzeWithoutVerifying(try ReceiptsTestSupport.bytes("tpinappreceipt/receipt-sandbox-legacy"))
+                .transactions.count == 187)
     }
 
     /// The same DER element with an indefinite length: `tag 0x80 contents 00 00`.
@@ -130,7 +133,8 @@ struct ReceiptDecodingTests {
         let pki = try ReceiptsTestPKI.make(rsa: true)
         let analyzer = ReceiptAnalyzer(trust: pki.trust)
         let purchases = (1...40).map { (id: "10000000000000\($0 + 10)", product: "product.\($0 % 3)") }
-        let der = ReceiptsTestPKI.payload(bundleID: "com.example.app", created: "2023-11-14T22:13:20Z", purchases: purchases)
+        let der = ReceiptsTestPKI.payload(
+            bundleID: "com.example.app", created: "2023-11-14T22:13:20Z", purchases: purchases)
         let reference = analyzer.analyze(try pki.pkcs7(payload: der))
         #expect(reference.signature == .valid)
         #expect(reference.transactions.count == 40)
@@ -147,9 +151,12 @@ struct ReceiptDecodingTests {
             Array(der[(der[1] < 0x80 ? 2 : 2 + Int(der[1] & 0x7F))...])
                 + ReceiptsTestPKI.attribute(17, Self.indefinite(record)))
         let mixed = analyzer.analyze(try pki.pkcs7(payload: mixedPayload))
-        let fastMixed = analyzer.analyze(try pki.pkcs7(payload: ReceiptsTestPKI.tlv(
-            0x31,
-            Array(der[(der[1] < 0x80 ? 2 : 2 + Int(der[1] & 0x7F))...]) + ReceiptsTestPKI.attribute(17, record))))
+        let fastMixed = analyzer.analyze(
+            try pki.pkcs7(
+                payload: ReceiptsTestPKI.tlv(
+                    0x31,
+                    Array(der[(der[1] < 0x80 ? 2 : 2 + Int(der[1] & 0x7F))...]) + ReceiptsTestPKI.attribute(17, record))
+            ))
         for analysis in [outer, mixed, fastMixed] {
             #expect(analysis.signature == .valid)
             #expect(analysis.bundleID == reference.bundleID)
