@@ -42,6 +42,24 @@ public final class ReceiptAnalyzer: Sendable {
     }
 
     private static let parseOnly = SignatureStatus.notChecked(reason: "parsed without verifying the signature")
+    private static let otherApp = SignatureStatus.notChecked(
+        reason: "another app's receipt (bundle id not in the catalog): signature not checked")
+
+    /// Whether a receipt naming `bundleID` is worth a signature check: not when the catalog lists bundle ids and
+    /// this is none of them. Most traffic is other apps' receipts (seed 000, 79%); they are rejected as
+    /// `wrong_bundle` whatever their signature, so checking it would only spend CPU.
+    private func isWorthVerifying(bundleID: String?) -> Bool {
+        guard !catalog.bundleIDs.isEmpty, let bundleID else { return true }
+        return catalog.bundleIDs.contains(bundleID)
+    }
+
+    private func signatureStatus(
+        verify: Bool, bundleID: String?, _ check: () -> SignatureStatus
+    ) -> SignatureStatus {
+        guard verify else { return Self.parseOnly }
+        guard isWorthVerifying(bundleID: bundleID) else { return Self.otherApp }
+        return check()
+    }
 
     private func decodeAndVerify(_ input: [UInt8], at time: Date?, verify: Bool) -> ReceiptAnalysis {
         let bytes: [UInt8]
@@ -72,7 +90,9 @@ public final class ReceiptAnalyzer: Sendable {
             return .unknown("PKCS#7 structure is broken")
         }
         let validationTime = time ?? receipt.creationDate ?? Date()
-        let signature = verify ? chains.checkSignature(of: receipt, at: validationTime) : Self.parseOnly
+        let signature = signatureStatus(verify: verify, bundleID: receipt.bundleID) {
+            chains.checkSignature(of: receipt, at: validationTime)
+        }
         return ReceiptAnalysis(
             format: .appReceipt, environment: receipt.environment, bundleID: receipt.bundleID, signature: signature,
             signedDate: receipt.creationDate, appVersion: receipt.appVersion,
@@ -87,7 +107,9 @@ public final class ReceiptAnalyzer: Sendable {
             return .unknown("OpenStep text is not a transaction receipt: \(error.reason)")
         }
         let validationTime = time ?? receipt.purchaseDate ?? Date()
-        let signature = verify ? chains.checkSignature(of: receipt, at: validationTime) : Self.parseOnly
+        let signature = signatureStatus(verify: verify, bundleID: receipt.bundleID) {
+            chains.checkSignature(of: receipt, at: validationTime)
+        }
         return ReceiptAnalysis(
             format: .transactionReceipt, environment: receipt.environment, bundleID: receipt.bundleID,
             signature: signature, signedDate: receipt.purchaseDate, transactions: [receipt.transaction])
@@ -106,10 +128,9 @@ public final class ReceiptAnalyzer: Sendable {
         let environment = environmentText.map { ReceiptEnvironment.normalized($0) }
         let signedDate = JWSPayload.date(payload.signedDate ?? payload.receiptCreationDate)
         let allowUnanchored = policy.allowXcode && environment == .xcode
-        var signature =
-            verify
-            ? chains.checkSignature(of: jws, at: time ?? signedDate ?? Date(), allowUnanchored: allowUnanchored)
-            : Self.parseOnly
+        var signature = signatureStatus(verify: verify, bundleID: payload.bundleId ?? payload.data?.bundleId) {
+            chains.checkSignature(of: jws, at: time ?? signedDate ?? Date(), allowUnanchored: allowUnanchored)
+        }
         var analysis = ReceiptAnalysis(
             format: format, environment: environment, bundleID: payload.bundleId ?? payload.data?.bundleId,
             signature: signature, signedDate: signedDate, appVersion: payload.applicationVersion,
