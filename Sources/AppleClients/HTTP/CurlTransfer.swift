@@ -13,6 +13,8 @@ final class CurlTransfer {
     /// Raw header lines of the current response, as received.
     var headerBytes: [UInt8] = []
     var exceededLimit = false
+    /// The `Content-Length` of the current response, when it sent one; sizes the body buffer.
+    var announcedLength: Int?
     /// Owned by this transfer: built by `curl_slist_append`, freed with `curl_slist_free_all` in `deinit`
     /// (the transfer outlives the easy handle's use of it, which ends at `curl_multi_remove_handle`).
     var headerList: UnsafeMutablePointer<curl_slist>?
@@ -170,8 +172,9 @@ private func curlWriteCallback(
     }
     if let data, length > 0 {
         if transfer.body.isEmpty {
-            // Most answers arrive in one or two pieces; start with room for a typical verifyReceipt answer.
-            transfer.body.reserveCapacity(min(max(length, 16 * 1024), transfer.maxResponseBytes))
+            // One allocation for the whole body when its length was announced (and within the limit).
+            let announced = min(transfer.announcedLength ?? 0, transfer.maxResponseBytes)
+            transfer.body.reserveCapacity(max(length, announced))
         }
         transfer.body.append(contentsOf: UnsafeRawBufferPointer(start: data, count: length))
     }
@@ -190,10 +193,37 @@ private func curlHeaderCallback(
     if line.starts(with: "HTTP/".utf8) {
         transfer.headerBytes.removeAll(keepingCapacity: true)
         transfer.headerBytes.reserveCapacity(512)
+        transfer.announcedLength = nil
+    } else if let length = contentLength(line) {
+        transfer.announcedLength = length
     }
     guard transfer.headerBytes.count + length <= 64 * 1024 else { return 0 }
     transfer.headerBytes.append(contentsOf: line)
     return length
+}
+
+/// The value of a `Content-Length` header line, if `line` is one with a plain decimal value.
+private func contentLength(_ line: UnsafeRawBufferPointer) -> Int? {
+    let name = "content-length:".utf8
+    guard line.count > name.count, line.count < name.count + 24 else { return nil }
+    for (byte, expected) in zip(line, name) where byte | 0x20 != expected | 0x20 {
+        return nil
+    }
+    var value = 0
+    var digits = 0
+    for byte in line.dropFirst(name.count) {
+        switch byte {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"):
+            digits += 1
+            guard digits <= 18 else { return nil }  // no overflow on hostile input
+            value = value * 10 + Int(byte - UInt8(ascii: "0"))
+        case 0x20, 0x09, 0x0D, 0x0A:
+            continue
+        default:
+            return nil
+        }
+    }
+    return digits > 0 ? value : nil
 }
 
 /// What the poll thread hands back: the status, the raw header block and the body.

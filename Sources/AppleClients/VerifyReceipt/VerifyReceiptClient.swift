@@ -124,8 +124,15 @@ public struct VerifyReceiptClient: Sendable {
     /// Appends `text` as a JSON string literal: quotes, backslashes and control characters escaped, everything
     /// else (slashes and non-ASCII UTF-8 included) as is.
     static func appendJSONString(_ text: String, to body: inout [UInt8]) {
-        let hexDigits = Array("0123456789abcdef".utf8)
         body.append(UInt8(ascii: "\""))
+        // Base64 receipts never need escaping: then the text is copied in one piece (the byte loop below cost
+        // 6 % of a benchmark's CPU samples).
+        if !text.utf8.contains(where: { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }) {
+            body.append(contentsOf: text.utf8)
+            body.append(UInt8(ascii: "\""))
+            return
+        }
+        let hexDigits = Array("0123456789abcdef".utf8)
         for byte in text.utf8 {
             switch byte {
             case UInt8(ascii: "\""), UInt8(ascii: "\\"):
