@@ -127,8 +127,14 @@ public struct VerifyReceiptClient: Sendable {
         body.append(UInt8(ascii: "\""))
         // Base64 receipts never need escaping: then the text is copied in one piece (the byte loop below cost
         // 6 % of a benchmark's CPU samples).
-        if !text.utf8.contains(where: { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }) {
-            body.append(contentsOf: text.utf8)
+        let copiedWhole: Bool? = text.utf8.withContiguousStorageIfAvailable { bytes in
+            for byte in bytes where byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") {
+                return false
+            }
+            body.append(contentsOf: bytes)
+            return true
+        }
+        if copiedWhole == true {
             body.append(UInt8(ascii: "\""))
             return
         }
