@@ -194,7 +194,7 @@ private func curlHeaderCallback(
         transfer.headerBytes.removeAll(keepingCapacity: true)
         transfer.headerBytes.reserveCapacity(512)
         transfer.announcedLength = nil
-    } else if let length = contentLength(line) {
+    } else if let length = curlContentLength(line) {
         transfer.announcedLength = length
     }
     guard transfer.headerBytes.count + length <= 64 * 1024 else { return 0 }
@@ -203,7 +203,7 @@ private func curlHeaderCallback(
 }
 
 /// The value of a `Content-Length` header line, if `line` is one with a plain decimal value.
-private func contentLength(_ line: UnsafeRawBufferPointer) -> Int? {
+func curlContentLength(_ line: UnsafeRawBufferPointer) -> Int? {
     let name = "content-length:".utf8
     guard line.count > name.count, line.count < name.count + 24 else { return nil }
     for (byte, expected) in zip(line, name) where byte | 0x20 != expected | 0x20 {

@@ -1,6 +1,7 @@
-import AppleClients
 import Foundation
 import Testing
+
+@testable import AppleClients
 
 @Suite("Apple clients: curl HTTP engine", .serialized, .timeLimit(.minutes(1)))
 struct AppleClientsHTTPEngineTests {
@@ -256,5 +257,29 @@ struct AppleClientsHTTPEngineTests {
             _ = try await trusting.execute(TransportRequest(url: "https://localhost:\(server.port)/"))
         }
         #expect(wrongName?.code == .tlsVerificationFailed)
+    }
+}
+
+@Suite("Apple clients: Content-Length header lines")
+struct AppleClientsContentLengthTests {
+    private func length(_ line: String) -> Int? {
+        Array(line.utf8).withUnsafeBytes { curlContentLength($0) }
+    }
+
+    @Test("Plain values in any letter case are read; anything else is ignored")
+    func values() {
+        #expect(length("Content-Length: 6617\r\n") == 6617)
+        #expect(length("content-length:0\r\n") == 0)
+        #expect(length("CONTENT-LENGTH: \t42 \r\n") == 42)
+        #expect(length("Content-Type: application/json\r\n") == nil)
+        #expect(length("Content-Length: 12a\r\n") == nil)
+        #expect(length("Content-Length: -1\r\n") == nil)
+        #expect(length("Content-Length: \r\n") == nil)
+    }
+
+    @Test("Hostile lengths do not overflow")
+    func overflow() {
+        #expect(length("Content-Length: 99999999999999999999\r\n") == nil)
+        #expect(length("Content-Length: 999999999999999999\r\n") == 999_999_999_999_999_999)
     }
 }
