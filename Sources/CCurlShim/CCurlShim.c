@@ -39,3 +39,19 @@ CURLcode ccurl_easy_getinfo_pointer(CURL *handle, CURLINFO info, void **value) {
 CURLMcode ccurl_multi_setopt_long(CURLM *multi, CURLMoption option, long value) {
     return curl_multi_setopt(multi, option, value);
 }
+
+CURLMcode ccurl_multi_setopt_socket_callback(CURLM *multi, ccurl_socket_callback callback, void *context) {
+    CURLMcode result = curl_multi_setopt(multi, CURLMOPT_SOCKETFUNCTION, callback);
+    if (result != CURLM_OK) {
+        return result;
+    }
+    return curl_multi_setopt(multi, CURLMOPT_SOCKETDATA, context);
+}
+
+CURLMcode ccurl_multi_setopt_timer_callback(CURLM *multi, ccurl_timer_callback callback, void *context) {
+    CURLMcode result = curl_multi_setopt(multi, CURLMOPT_TIMERFUNCTION, callback);
+    if (result != CURLM_OK) {
+        return result;
+    }
+    return curl_multi_setopt(multi, CURLMOPT_TIMERDATA, context);
+}

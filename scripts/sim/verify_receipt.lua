@@ -11,8 +11,14 @@ wrk.body = file:read("*a")
 file:close()
 wrk.headers["Content-Type"] = "application/json"
 
-local non200 = 0
-local not_status0 = 0
+-- Counters are globals of each thread's Lua state; done() runs in the main state and sums them with thread:get.
+non200 = 0
+not_status0 = 0
+local threads = {}
+
+setup = function(thread)
+  table.insert(threads, thread)
+end
 
 response = function(status, headers, body)
   if status ~= 200 then
@@ -23,8 +29,14 @@ response = function(status, headers, body)
 end
 
 done = function(summary, latency, requests)
+  local bad_status, not_zero = 0, 0
+  for _, thread in ipairs(threads) do
+    bad_status = bad_status + thread:get("non200")
+    not_zero = not_zero + thread:get("not_status0")
+  end
   io.write(string.format("requests=%d non200=%d not_status0=%d errors=%d\n",
-    summary.requests, non200, not_status0,
-    summary.errors.connect + summary.errors.read + summary.errors.write + summary.errors.status + summary.errors.timeout))
+    summary.requests, bad_status, not_zero,
+    summary.errors.connect + summary.errors.read + summary.errors.write + summary.errors.status
+      + summary.errors.timeout))
   io.write(string.format("p50_us=%d p99_us=%d\n", latency:percentile(50), latency:percentile(99)))
 end

@@ -25,7 +25,7 @@ public struct VerifyReceiptLoad: Sendable {
         public var fractionOfBound: Double
         /// Connections libcurl opened during warm-up and run.
         public var connectionsOpened: Int?
-        /// Share of the run the curl poll thread spent working (not waiting in `curl_multi_poll`).
+        /// Share of the run the curl thread spent working (not waiting in `epoll_wait`).
         public var pollThreadBusyFraction: Double?
         public var pollLoopIterations: Int?
 

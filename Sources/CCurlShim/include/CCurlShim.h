@@ -2,8 +2,12 @@
 #define CCURLSHIM_H
 
 // Typed, non-variadic wrappers for libcurl's variadic setopt/getinfo calls, which Swift cannot import.
-// One function per argument type; each returns libcurl's own CURLcode.
+// One function per argument type; each returns libcurl's own CURLcode (or CURLMcode).
 #include <curl/curl.h>
+// The engine drives libcurl from an epoll set and is woken through an eventfd; Swift's Glibc module does not
+// export these two headers, so they are made visible here.
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
 
 CURLcode ccurl_easy_setopt_long(CURL *handle, CURLoption option, long value);
 CURLcode ccurl_easy_setopt_string(CURL *handle, CURLoption option, const char *value);
@@ -15,5 +19,16 @@ CURLcode ccurl_easy_getinfo_long(CURL *handle, CURLINFO info, long *value);
 CURLcode ccurl_easy_getinfo_double(CURL *handle, CURLINFO info, double *value);
 CURLcode ccurl_easy_getinfo_pointer(CURL *handle, CURLINFO info, void **value);
 CURLMcode ccurl_multi_setopt_long(CURLM *multi, CURLMoption option, long value);
+
+/// libcurl's CURLMOPT_SOCKETFUNCTION signature: which events `socket` must be watched for (`what`: CURL_POLL_*).
+typedef int (*ccurl_socket_callback)(CURL *easy, curl_socket_t socket, int what, void *context, void *socket_context);
+/// libcurl's CURLMOPT_TIMERFUNCTION signature: call curl_multi_socket_action(CURL_SOCKET_TIMEOUT) after
+/// `timeout_ms` (-1: no timer).
+typedef int (*ccurl_timer_callback)(CURLM *multi, long timeout_ms, void *context);
+
+/// Sets CURLMOPT_SOCKETFUNCTION and CURLMOPT_SOCKETDATA together; returns the first failure.
+CURLMcode ccurl_multi_setopt_socket_callback(CURLM *multi, ccurl_socket_callback callback, void *context);
+/// Sets CURLMOPT_TIMERFUNCTION and CURLMOPT_TIMERDATA together; returns the first failure.
+CURLMcode ccurl_multi_setopt_timer_callback(CURLM *multi, ccurl_timer_callback callback, void *context);
 
 #endif

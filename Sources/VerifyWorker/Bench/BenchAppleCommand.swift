@@ -6,7 +6,8 @@ import Logging
 
 /// `verify-worker bench apple`: verifyReceipt calls per second and latency with many concurrent requests, next to
 /// the Little's-law bound (concurrency / latency) of the same run, against the in-process Apple simulator at each
-/// requested added latency (default 0 and 100 ms), or against `--url`.
+/// requested added latency (default 0 and 100 ms), or against `--url`. With the in-process simulator and `wrk`
+/// installed, the same run also measures the simulator alone under wrk (0 ms), so both rates come from one run.
 struct BenchAppleCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "apple",
@@ -31,16 +32,42 @@ struct BenchAppleCommand: AsyncParsableCommand {
     @Option(help: "Most connections to one host (CURLMOPT_MAX_HOST_CONNECTIONS).")
     var maxHostConnections: Int = 1024
 
+    @Option(help: "Seconds of wrk against the in-process simulator (0 ms latency) after the client runs; 0: skip.")
+    var wrkSeconds: Int = 10
+
+    @Option(help: "wrk connections.")
+    var wrkConnections: Int = 64
+
+    @Option(help: "wrk threads.")
+    var wrkThreads: Int = 2
+
+    /// What the command prints.
+    struct Output: Encodable {
+        var client: [VerifyReceiptLoad.Report]
+        /// The simulator alone under wrk, when measured.
+        var simulatorUnderWrk: WrkLoad.Report?
+        /// Why wrk was not run, when it was not.
+        var wrkSkipped: String?
+
+        enum CodingKeys: String, CodingKey {
+            case client
+            case simulatorUnderWrk = "simulator_under_wrk"
+            case wrkSkipped = "wrk_skipped"
+        }
+    }
+
     func run() async throws {
         let latencies = latencyMs.split(separator: ",").compactMap { Int($0.trimmingCharacters(in: .whitespaces)) }
         guard !latencies.isEmpty, latencies.allSatisfy({ $0 >= 0 }) else {
             throw ValidationError("--latency-ms takes whole milliseconds, comma-separated")
         }
-        var runs: [VerifyReceiptLoad.Report] = []
+        var output = Output(client: [])
         if let url {
             for latency in latencies {
-                runs.append(try await measure(base: url, receipt: Self.placeholderReceipt, latency: latency))
+                output.client.append(
+                    try await measure(base: url, receipt: Self.placeholderReceipt, latency: latency))
             }
+            output.wrkSkipped = "--url given: measure the server with scripts/sim/bench_verify_receipt.sh"
         } else {
             var configuration = AppleSimulatorConfiguration()
             configuration.logger.logLevel = .critical
@@ -56,13 +83,27 @@ struct BenchAppleCommand: AsyncParsableCommand {
                 var faults = FaultPlan()
                 faults.latencyMs = Double(latency)
                 simulator.setFaults(faults)
-                runs.append(
+                output.client.append(
                     try await measure(base: "http://127.0.0.1:\(port)", receipt: minted.receipt, latency: latency))
+            }
+            simulator.setFaults(FaultPlan())
+            if wrkSeconds <= 0 {
+                output.wrkSkipped = "--wrk-seconds 0"
+            } else if let wrk = WrkLoad.findExecutable() {
+                let encoder = JSONEncoder()
+                encoder.outputFormatting = .withoutEscapingSlashes
+                let body = try encoder.encode(["receipt-data": minted.receipt])
+                output.simulatorUnderWrk = try await WrkLoad(
+                    executable: wrk, url: "http://127.0.0.1:\(port)/verifyReceipt", body: Array(body),
+                    connections: wrkConnections, threads: wrkThreads, durationSeconds: wrkSeconds
+                ).run()
+            } else {
+                output.wrkSkipped = "wrk is not installed (apt-get install wrk)"
             }
         }
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
-        print(String(decoding: try encoder.encode(runs), as: UTF8.self))
+        print(String(decoding: try encoder.encode(output), as: UTF8.self))
     }
 
     private func measure(base: String, receipt: String, latency: Int) async throws -> VerifyReceiptLoad.Report {

@@ -1,6 +1,7 @@
-import AppleClients
 import Foundation
 import Testing
+
+@testable import AppleClients
 
 @Suite("Apple clients: curl HTTP engine", .serialized, .timeLimit(.minutes(1)))
 struct AppleClientsHTTPEngineTests {
@@ -55,6 +56,49 @@ struct AppleClientsHTTPEngineTests {
             }
             #expect(engine.statistics.connectionsOpened == 1)
             #expect(engine.statistics.completed == 20)
+        }
+    }
+
+    @Test("A reused easy handle carries nothing of the previous request (method, body, headers)")
+    func reusedHandleStartsClean() async throws {
+        // A pool of one handle: every request below runs on the same easy handle, one after the other.
+        let engine = try CurlHTTPEngine(configuration: HTTPEngineConfiguration(easyHandlePoolSize: 1))
+        try await withServer { server, base in
+            server.setFallback("/post", .json("{}"))
+            server.setFallback("/get", .json("{}"))
+            _ = try await engine.execute(
+                TransportRequest(
+                    method: .post, url: base + "/post", headers: [("X-Only-Once", "1")], body: Array("first".utf8)))
+            _ = try await engine.execute(TransportRequest(url: base + "/get"))
+            _ = try await engine.execute(
+                TransportRequest(method: .post, url: base + "/post", body: Array("second, longer".utf8)))
+            _ = try await engine.execute(TransportRequest(method: .post, url: base + "/post", body: []))
+
+            let get = try #require(server.received(path: "/get").first)
+            #expect(get.method == "GET")
+            #expect(get.body.isEmpty)
+            #expect(get.headers["x-only-once"] == nil)
+            let posts = server.received(path: "/post")
+            #expect(posts.map(\.body) == [Array("first".utf8), Array("second, longer".utf8), []])
+            #expect(posts.map { $0.headers["x-only-once"] } == ["1", nil, nil])
+            #expect(engine.statistics.connectionsOpened == 1)
+        }
+    }
+
+    @Test("Requests submitted while the loop waits are started at once, not at the next timer")
+    func wakeUpStartsWorkPromptly() async throws {
+        let engine = try CurlHTTPEngine()
+        try await withServer { server, base in
+            server.setFallback("/ping", .json("{}"))
+            _ = try await engine.execute(TransportRequest(url: base + "/ping"))
+            // The loop is now idle in epoll_wait (its safety timeout is 1 s); each request must wake it.
+            let clock = ContinuousClock()
+            let started = clock.now
+            for _ in 0..<10 {
+                _ = try await engine.execute(TransportRequest(url: base + "/ping"))
+            }
+            #expect(started.duration(to: clock.now) < .seconds(5))
+            #expect(engine.statistics.completed == 11)
         }
     }
 
@@ -213,5 +257,29 @@ struct AppleClientsHTTPEngineTests {
             _ = try await trusting.execute(TransportRequest(url: "https://localhost:\(server.port)/"))
         }
         #expect(wrongName?.code == .tlsVerificationFailed)
+    }
+}
+
+@Suite("Apple clients: Content-Length header lines")
+struct AppleClientsContentLengthTests {
+    private func length(_ line: String) -> Int? {
+        Array(line.utf8).withUnsafeBytes { curlContentLength($0) }
+    }
+
+    @Test("Plain values in any letter case are read; anything else is ignored")
+    func values() {
+        #expect(length("Content-Length: 6617\r\n") == 6617)
+        #expect(length("content-length:0\r\n") == 0)
+        #expect(length("CONTENT-LENGTH: \t42 \r\n") == 42)
+        #expect(length("Content-Type: application/json\r\n") == nil)
+        #expect(length("Content-Length: 12a\r\n") == nil)
+        #expect(length("Content-Length: -1\r\n") == nil)
+        #expect(length("Content-Length: \r\n") == nil)
+    }
+
+    @Test("Hostile lengths do not overflow")
+    func overflow() {
+        #expect(length("Content-Length: 99999999999999999999\r\n") == nil)
+        #expect(length("Content-Length: 999999999999999999\r\n") == 999_999_999_999_999_999)
     }
 }

@@ -1,0 +1,101 @@
+import CCurlShim
+import Glibc
+
+/// The poll thread's readiness source: an epoll set of the sockets libcurl asks to watch, plus an eventfd that
+/// callers signal when they add or cancel work.
+///
+/// Only the poll thread registers sockets and waits; callers reach the eventfd through ``CurlWakeUp``, which the
+/// engine's shared state invalidates before ``close()``.
+final class CurlEventSet {
+    /// Owned by this set: created in `init`, closed in ``close()``.
+    private let epoll: Int32
+    /// Owned by this set: created in `init`, closed in ``close()``. Non-blocking; callers write 1 to wake the loop.
+    let wakeUpDescriptor: Int32
+    /// Sockets currently in the epoll set, by descriptor, so that a change is one `epoll_ctl` call.
+    private var registered: Set<Int32> = []
+    /// Owned by this set: allocated in `init`, freed in ``close()``; `epoll_wait` fills it.
+    private let readyEvents: UnsafeMutablePointer<epoll_event>
+    private let readyCapacity = 512
+    private var isClosed = false
+
+    init() throws(HTTPTransportError) {
+        let epoll = epoll_create1(Int32(EPOLL_CLOEXEC))
+        guard epoll >= 0 else {
+            throw HTTPTransportError(code: .other, detail: "epoll_create1 failed (errno \(errno))")
+        }
+        let wakeUp = eventfd(0, Int32(EFD_CLOEXEC) | Int32(EFD_NONBLOCK))
+        guard wakeUp >= 0 else {
+            let failure = errno
+            Glibc.close(epoll)
+            throw HTTPTransportError(code: .other, detail: "eventfd failed (errno \(failure))")
+        }
+        var event = epoll_event()
+        event.events = EPOLLIN.rawValue
+        event.data.fd = wakeUp
+        guard epoll_ctl(epoll, EPOLL_CTL_ADD, wakeUp, &event) == 0 else {
+            let failure = errno
+            Glibc.close(wakeUp)
+            Glibc.close(epoll)
+            throw HTTPTransportError(code: .other, detail: "epoll_ctl(eventfd) failed (errno \(failure))")
+        }
+        self.epoll = epoll
+        self.wakeUpDescriptor = wakeUp
+        self.readyEvents = .allocate(capacity: readyCapacity)
+    }
+
+    /// Watches `socket` for the given readiness (level-triggered), adding it to the set or changing its events.
+    func watch(_ socket: Int32, readable: Bool, writable: Bool) {
+        var event = epoll_event()
+        event.events = (readable ? EPOLLIN.rawValue : 0) | (writable ? EPOLLOUT.rawValue : 0)
+        event.data.fd = socket
+        if registered.contains(socket) {
+            // The socket may have been closed and its number reused without a removal: then it is new to epoll.
+            if epoll_ctl(epoll, EPOLL_CTL_MOD, socket, &event) != 0, errno == ENOENT {
+                _ = epoll_ctl(epoll, EPOLL_CTL_ADD, socket, &event)
+            }
+        } else {
+            registered.insert(socket)
+            if epoll_ctl(epoll, EPOLL_CTL_ADD, socket, &event) != 0, errno == EEXIST {
+                _ = epoll_ctl(epoll, EPOLL_CTL_MOD, socket, &event)
+            }
+        }
+    }
+
+    /// Stops watching `socket` (libcurl calls this before it closes the socket).
+    func forget(_ socket: Int32) {
+        guard registered.remove(socket) != nil else { return }
+        _ = epoll_ctl(epoll, EPOLL_CTL_DEL, socket, nil)
+    }
+
+    /// Waits up to `timeoutMilliseconds` (-1: no limit) and returns the ready events; valid until the next call.
+    func wait(timeoutMilliseconds: Int32) -> UnsafeMutableBufferPointer<epoll_event> {
+        let count = epoll_wait(epoll, readyEvents, Int32(readyCapacity), timeoutMilliseconds)
+        // EINTR and other failures read as "nothing ready"; the loop simply turns again.
+        return UnsafeMutableBufferPointer(start: readyEvents, count: max(Int(count), 0))
+    }
+
+    /// Empties the eventfd's counter so that it stops reading as ready.
+    func drainWakeUp() {
+        var value: UInt64 = 0
+        _ = read(wakeUpDescriptor, &value, MemoryLayout<UInt64>.size)
+    }
+
+    /// Closes both descriptors. Called once by the poll thread after libcurl's handles are cleaned up.
+    func close() {
+        guard !isClosed else { return }
+        isClosed = true
+        Glibc.close(wakeUpDescriptor)
+        Glibc.close(epoll)
+        readyEvents.deallocate()
+    }
+}
+
+/// Wakes the poll thread by writing to its eventfd. Safe from any thread (`write` on an eventfd is atomic).
+struct CurlWakeUp: Sendable {
+    let descriptor: Int32
+
+    func signal() {
+        var one: UInt64 = 1
+        _ = write(descriptor, &one, MemoryLayout<UInt64>.size)
+    }
+}
