@@ -34,6 +34,9 @@ struct DemoOptions: Sendable {
     var seed: UInt64 = 42
     /// How often `onProgress` is called; nil for never. Default: 1 s.
     var progressInterval: Duration? = .seconds(1)
+    /// Worker configuration keys (as in `verify-worker run --help`) set over the demo's own, e.g.
+    /// `apple_max_concurrency` or `max_in_flight` for `bench pipeline`. Default: none.
+    var workerSettings: [String: String] = [:]
 }
 
 /// The app the demo verifies for.
@@ -176,8 +179,7 @@ struct DemoRun: Sendable {
     ) throws
         -> WorkerConfiguration
     {
-        var sources = ConfigurationSources()
-        try sources.addFlags([
+        var settings = [
             "brokers": bootstrap,
             "group_id": "verify-worker-demo",
             "worker_id": "demo-worker-\(index)",
@@ -190,7 +192,10 @@ struct DemoRun: Sendable {
             "job_deadline_s": String(max(1, Int(options.appleDeadline.components.seconds))),
             "max_in_flight": "5000",
             "drain_timeout_s": "5",
-        ])
+        ]
+        settings.merge(options.workerSettings) { _, override in override }
+        var sources = ConfigurationSources()
+        try sources.addFlags(settings)
         return try WorkerConfiguration(sources)
     }
 
