@@ -24,7 +24,7 @@ public struct ProcessMemory: Sendable, Codable, Equatable {
         for line in status.split(separator: "\n") {
             let parts = line.split(separator: ":", maxSplits: 1)
             guard parts.count == 2, parts[0] == "VmRSS" || parts[0] == "VmHWM" else { continue }
-            let words = parts[1].split(separator: " ")
+            let words = parts[1].split(whereSeparator: { $0 == " " || $0 == "\t" })
             guard let kilobytes = words.first.flatMap({ Int($0) }), words.count == 2, words[1] == "kB" else {
                 continue
             }

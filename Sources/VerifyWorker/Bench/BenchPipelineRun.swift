@@ -124,7 +124,7 @@ struct PipelineBenchmark: Sendable {
         mixOptions.workerSettings["apple_max_concurrency"] = String(options.appleConcurrency)
         mixOptions.workerSettings["apple_min_concurrency"] = String(options.appleConcurrency)
         let watcher = GaugeWatcher(registry: registry)
-        let mixReport = try await watcher.watch { try await DemoRun(options: mixOptions).run() }
+        let mixReport = try await watcher.watch { [mixOptions] in try await DemoRun(options: mixOptions).run() }
         let mix = throughput(mixReport.value)
         let bound = Double(options.workers * options.appleConcurrency) * 1_000 / Double(options.appleLatencyMs)
         let appleRate = Double(mix.appleCalls) / mix.seconds
@@ -161,7 +161,7 @@ struct PipelineBenchmark: Sendable {
         ]
         let before = ProcessMemory.current()?.residentBytes ?? 0
         let started = ContinuousClock.now
-        let watched = try await GaugeWatcher(registry: registry).watch { try await DemoRun(options: demo).run() }
+        let watched = try await GaugeWatcher(registry: registry).watch { [demo] in try await DemoRun(options: demo).run() }
         let seconds = started.duration(to: .now).seconds
         let report = watched.value
         return .init(
@@ -211,16 +211,21 @@ struct GaugeWatcher: Sendable {
         var concurrencyLimit: Double?
     }
 
+    /// The peaks so far, shared by the sampling task and the caller.
+    final class Recorder: Sendable {
+        let peaks = Mutex(Peaks())
+    }
+
     let registry: PrometheusCollectorRegistry
 
     func watch<Value: Sendable>(
         _ body: @escaping @Sendable () async throws -> Value
     ) async throws -> (value: Value, peaks: Peaks) {
-        let peaks = Mutex(Peaks())
+        let recorder = Recorder()
         let value = try await withThrowingTaskGroup(of: Value?.self) { group in
             group.addTask {
                 while !Task.isCancelled {
-                    sample(into: peaks)
+                    sample(into: recorder)
                     try? await Task.sleep(for: .milliseconds(50))
                 }
                 return nil
@@ -236,15 +241,15 @@ struct GaugeWatcher: Sendable {
             guard let result else { throw CancellationError() }
             return result
         }
-        return (value, peaks.withLock { $0 })
+        return (value, recorder.peaks.withLock { $0 })
     }
 
-    private func sample(into peaks: Mutex<Peaks>) {
+    private func sample(into recorder: Recorder) {
         let metrics = PrometheusTextSample(registry.emitToString())
         let inFlight = metrics.sum(of: MetricNames.inFlight)
         let limit = metrics.values(of: RateLimiterMetricNames.concurrencyLimit).max()
         let resident = ProcessMemory.current()?.residentBytes ?? 0
-        peaks.withLock { peaks in
+        recorder.peaks.withLock { peaks in
             if inFlight > peaks.inFlight {
                 peaks.inFlight = inFlight
                 peaks.residentAtPeakInFlight = resident

@@ -33,6 +33,7 @@ struct ProcessWorkerTests {
             let sample = PrometheusTextSample(metrics.body)
             #expect(sample.sum(of: MetricNames.jobsConsumed) >= Double(jobs.count))
             #expect(sample.sum(of: MetricNames.verdicts) >= Double(jobs.count))
+            #expect(sample.values(of: MetricNames.inFlight).count == 1, "no \(MetricNames.inFlight) gauge")
 
             worker.child.signal(SIGTERM)
             #expect(try await worker.child.exitStatus(within: .seconds(30)) == 0)
