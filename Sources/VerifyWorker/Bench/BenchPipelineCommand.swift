@@ -12,7 +12,8 @@ struct BenchPipelineCommand: AsyncParsableCommand {
             consume-and-commit, with messages the size of a job); (b) throughput on locally decided traffic \
             (other-app and cracker receipts); (c) throughput on the seed-000 mix with Apple at --apple-latency-ms \
             and --apple-concurrency calls per worker, next to the bound workers x concurrency / latency; (d) p50/p99 \
-            submit-to-verdict latency of (b) and (c). Progress goes to stderr. Figures: docs/BENCHMARKS.md.
+            submit-to-verdict latency of (b) and (c) (one burst each: mostly queueing) and of a run of the seed mix \
+            submitted at half the throughput of (c). Progress goes to stderr. Figures: docs/BENCHMARKS.md.
             """
     )
 
@@ -23,13 +24,16 @@ struct BenchPipelineCommand: AsyncParsableCommand {
     var localJobs = 20_000
 
     @Option(help: "Jobs of the seed-mix run.")
-    var mixJobs = 20_000
+    var mixJobs = 10_000
 
     @Option(help: "Simulated Apple latency of the seed-mix run, in milliseconds.")
     var appleLatencyMs = 100
 
     @Option(help: "Concurrent Apple calls per worker in the seed-mix run (floor and ceiling of the gate).")
-    var appleConcurrency = 8
+    var appleConcurrency = 2
+
+    @Option(help: "Jobs of the paced latency run (submitted at half the seed-mix throughput).")
+    var latencyJobs = 3_000
 
     @Option(help: "Jobs held in flight at once in the memory run (0 skips it).")
     var memoryJobs = 10_000
@@ -41,7 +45,7 @@ struct BenchPipelineCommand: AsyncParsableCommand {
     var partitions = 16
 
     func validate() throws {
-        guard kafkaMessages > 0, localJobs > 0, mixJobs > 0, memoryJobs >= 0 else {
+        guard kafkaMessages > 0, localJobs > 0, mixJobs > 0, latencyJobs > 0, memoryJobs >= 0 else {
             throw ValidationError("message and job counts must be positive")
         }
         guard appleLatencyMs > 0, appleConcurrency > 0, workers > 0, partitions > 0 else {
@@ -52,7 +56,8 @@ struct BenchPipelineCommand: AsyncParsableCommand {
     func run() async throws {
         let options = PipelineBenchmarkOptions(
             kafkaMessages: kafkaMessages, localJobs: localJobs, mixJobs: mixJobs, appleLatencyMs: appleLatencyMs,
-            appleConcurrency: appleConcurrency, memoryJobs: memoryJobs, workers: workers, partitions: partitions)
+            appleConcurrency: appleConcurrency, latencyJobs: latencyJobs, memoryJobs: memoryJobs, workers: workers,
+            partitions: partitions)
         let result = try await PipelineBenchmark(options: options) { line in
             FileHandle.standardError.write(Data("bench pipeline: \(line)\n".utf8))
         }.run()

@@ -15,13 +15,15 @@ struct PipelineBenchmarkOptions: Sendable {
     var kafkaMessages = 50_000
     /// Jobs of the locally decided run (b). Default: 20 000.
     var localJobs = 20_000
-    /// Jobs of the seed-mix run (c). Default: 20 000.
-    var mixJobs = 20_000
+    /// Jobs of the seed-mix run (c). Default: 10 000.
+    var mixJobs = 10_000
     /// Simulated Apple latency of the seed-mix run, in milliseconds. Default: 100.
     var appleLatencyMs = 100
-    /// Concurrent Apple calls per worker in run (c): the gate's floor and ceiling both, so the bound is exact.
-    /// Default: 8.
-    var appleConcurrency = 8
+    /// Concurrent Apple calls per worker in run (c): the gate's floor and ceiling both, so the bound is exact. Low
+    /// enough that Apple, not the local work, limits the run. Default: 2.
+    var appleConcurrency = 2
+    /// Jobs of the paced latency run (d), submitted at half the throughput of (c). Default: 3 000.
+    var latencyJobs = 3_000
     /// Jobs held at once in the memory run (e) (also that run's `max_in_flight`). Default: 10 000.
     var memoryJobs = 10_000
     /// Workers (consumers of one group, in this process) of runs (b) and (c). Default: 2.
@@ -61,12 +63,27 @@ struct PipelineBenchmarkResult: Codable, Sendable {
         var run: Throughput
         var appleLatencyMs: Int
         var appleConcurrencyPerWorker: Int
-        /// The highest `verify_ratelimiter_concurrency_limit` seen during the run (one worker's gate).
+        /// The highest `verify_ratelimiter_concurrency_limit` seen while calls were in flight (the two workers' gates
+        /// share one label in this process, so this is one gate's limit).
         var observedConcurrencyLimit: Double?
+        /// Apple calls over the whole run.
         var appleCallsPerSecond: Double
+        /// From the first submit to the last verdict decided by Apple (the jobs go out in one burst): the part of the
+        /// run that Apple bounds.
+        var applePhaseSeconds: Double
+        var applePhaseCallsPerSecond: Double
         /// workers × concurrency / latency: the most Apple calls per second the limit allows.
         var boundAppleCallsPerSecond: Double
+        /// `apple_phase_calls_per_second / bound_apple_calls_per_second`.
         var ratioToBound: Double
+    }
+
+    struct LatencyRun: Codable, Sendable {
+        var jobs: Int
+        var submitRatePerSecond: Double
+        var appleLatencyMs: Int
+        var undecided: Int
+        var latency: LatencySummary
     }
 
     struct MemoryRun: Codable, Sendable {
@@ -82,10 +99,13 @@ struct PipelineBenchmarkResult: Codable, Sendable {
     }
 
     var cores: Int
+    /// The 1-minute load average at the end (other processes share the machine).
+    var loadAverage1m: Double?
     var memory: MemoryRun?
     var kafka: KafkaCeiling
     var local: LocalRun
     var seedMix: AppleBoundRun
+    var pacedLatency: LatencyRun
 }
 
 /// Runs every part of `bench pipeline` in this process, one after the other, each on a fresh mock cluster and
@@ -127,15 +147,31 @@ struct PipelineBenchmark: Sendable {
         let mixReport = try await watcher.watch { [mixOptions] in try await DemoRun(options: mixOptions).run() }
         let mix = throughput(mixReport.value)
         let bound = Double(options.workers * options.appleConcurrency) * 1_000 / Double(options.appleLatencyMs)
-        let appleRate = Double(mix.appleCalls) / mix.seconds
+        let applePhase =
+            mixReport.value.entries.filter { $0.verdicts.first?.decidedBy == .apple }.compactMap(\.latency).max()?
+            .seconds ?? mix.seconds
+        let applePhaseRate = Double(mix.appleCalls) / applePhase
+
+        let rate = (mix.jobsPerSecond / 2).rounded(.down)
+        progress("(d) \(options.latencyJobs) seed-mix jobs at \(Int(rate))/s, Apple at \(options.appleLatencyMs) ms")
+        var pacedOptions = mixOptions
+        pacedOptions.jobs = options.latencyJobs
+        pacedOptions.submitRatePerSecond = max(1, rate)
+        let paced = throughput(try await DemoRun(options: pacedOptions).run())
 
         return PipelineBenchmarkResult(
-            cores: ProcessInfo.processInfo.activeProcessorCount, memory: memory, kafka: kafka,
+            cores: ProcessInfo.processInfo.activeProcessorCount, loadAverage1m: Self.loadAverage(), memory: memory,
+            kafka: kafka,
             local: .init(run: local, ratioToKafkaCeiling: local.jobsPerSecond / kafka.ceilingMessagesPerSecond),
             seedMix: .init(
                 run: mix, appleLatencyMs: options.appleLatencyMs, appleConcurrencyPerWorker: options.appleConcurrency,
-                observedConcurrencyLimit: mixReport.peaks.concurrencyLimit, appleCallsPerSecond: appleRate,
-                boundAppleCallsPerSecond: bound, ratioToBound: appleRate / bound))
+                observedConcurrencyLimit: mixReport.peaks.concurrencyLimit,
+                appleCallsPerSecond: Double(mix.appleCalls) / mix.seconds, applePhaseSeconds: applePhase,
+                applePhaseCallsPerSecond: applePhaseRate, boundAppleCallsPerSecond: bound,
+                ratioToBound: applePhaseRate / bound),
+            pacedLatency: .init(
+                jobs: paced.jobs, submitRatePerSecond: max(1, rate), appleLatencyMs: options.appleLatencyMs,
+                undecided: paced.undecided, latency: paced.latency))
     }
 
     private func demoOptions(jobs: Int) -> DemoOptions {
@@ -161,7 +197,9 @@ struct PipelineBenchmark: Sendable {
         ]
         let before = ProcessMemory.current()?.residentBytes ?? 0
         let started = ContinuousClock.now
-        let watched = try await GaugeWatcher(registry: registry).watch { [demo] in try await DemoRun(options: demo).run() }
+        let watched = try await GaugeWatcher(registry: registry).watch { [demo] in
+            try await DemoRun(options: demo).run()
+        }
         let seconds = started.duration(to: .now).seconds
         let report = watched.value
         return .init(
@@ -197,6 +235,12 @@ struct PipelineBenchmark: Sendable {
         let codec = MessageCodec()
         let sizes = try generator.generate(count: 500).map { codec.encode($0.job).count }
         return max(1, sizes.reduce(0, +) / sizes.count)
+    }
+
+    /// The first field of `/proc/loadavg`, or nil where there is none.
+    static func loadAverage() -> Double? {
+        guard let data = FileManager.default.contents(atPath: "/proc/loadavg") else { return nil }
+        return String(decoding: data, as: UTF8.self).split(separator: " ").first.flatMap { Double($0) }
     }
 
     static func mebibytes(_ bytes: Int) -> Double { (Double(bytes) / 1_048_576 * 10).rounded() / 10 }
@@ -247,7 +291,10 @@ struct GaugeWatcher: Sendable {
     private func sample(into recorder: Recorder) {
         let metrics = PrometheusTextSample(registry.emitToString())
         let inFlight = metrics.sum(of: MetricNames.inFlight)
-        let limit = metrics.values(of: RateLimiterMetricNames.concurrencyLimit).max()
+        // The gauge keeps the last value of an earlier run's gate until this run's gate records: read it only while
+        // calls are in flight.
+        let callsInFlight = metrics.sum(of: RateLimiterMetricNames.inFlight)
+        let limit = callsInFlight > 0 ? metrics.values(of: RateLimiterMetricNames.concurrencyLimit).max() : nil
         let resident = ProcessMemory.current()?.residentBytes ?? 0
         recorder.peaks.withLock { peaks in
             if inFlight > peaks.inFlight {

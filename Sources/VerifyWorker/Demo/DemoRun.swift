@@ -37,6 +37,9 @@ struct DemoOptions: Sendable {
     /// Worker configuration keys (as in `verify-worker run --help`) set over the demo's own, e.g.
     /// `apple_max_concurrency` or `max_in_flight` for `bench pipeline`. Default: none.
     var workerSettings: [String: String] = [:]
+    /// Submit at most this many jobs per second (evenly spaced) instead of all at once, to measure latency below
+    /// saturation. Default: nil (one burst).
+    var submitRatePerSecond: Double?
 }
 
 /// The app the demo verifies for.
@@ -216,8 +219,13 @@ struct DemoRun: Sendable {
 
     private func produceBatch(_ batch: [GeneratedJob], with producer: KafkaProducer, tally: DemoTally) async throws {
         let codec = MessageCodec()
+        let clock = ContinuousClock()
+        let started = clock.now
         try await withThrowingDiscardingTaskGroup { group in
-            for generated in batch {
+            for (index, generated) in batch.enumerated() {
+                if let rate = options.submitRatePerSecond, rate > 0 {
+                    try await clock.sleep(until: started.advanced(by: .seconds(Double(index) / rate)))
+                }
                 var job = generated.job
                 job.submittedAt = Date()
                 tally.submitted(job.jobID)

@@ -81,15 +81,15 @@ struct ProcessWorkerTests {
         .timeLimit(.minutes(2)))
     func killNineLosesNothing() async throws {
         try await ProcessTestStack.withStack { stack, verdicts in
-            try await stack.setAppleLatency(milliseconds: 100)
+            try await stack.setAppleLatency(milliseconds: 300)
             let limits = ["VERIFY_APPLE_MAX_CONCURRENCY": "4", "VERIFY_APPLE_MIN_CONCURRENCY": "4"]
 
             let victim = try stack.startWorker("kill-worker-1", overrides: limits)
             try await victim.waitUntilReady()
-            let jobs = try stack.jobs(150, mix: Self.mix)
+            let jobs = try stack.jobs(200, mix: Self.mix)
             try await stack.produce(jobs)
             try await ProcessTest.eventually("some verdicts before the kill", within: .seconds(40)) {
-                verdicts.decided(jobs) >= 20
+                verdicts.decided(jobs) >= 10
             }
             victim.child.signal(SIGKILL)
             #expect(try await victim.child.exitStatus(within: .seconds(10)) == 128 + SIGKILL)
@@ -100,6 +100,10 @@ struct ProcessWorkerTests {
             try await survivor.waitUntilReady()
             try await verdicts.waitForAll(jobs, within: .seconds(60)) { survivor.child.logTail() }
             verdicts.checkConsistency(jobs)
+            // Jobs decided after an offset still waiting for Apple were not committed at the kill: the restart reads
+            // them again, so the identical-verdict check above had repeats to compare.
+            let repeated = verdicts.all.values.filter { $0.count > 1 }.count
+            #expect(repeated > 0, "no job was redelivered after kill -9")
             survivor.child.signal(SIGTERM)
             #expect(try await survivor.child.exitStatus(within: .seconds(30)) == 0)
         }
@@ -108,12 +112,12 @@ struct ProcessWorkerTests {
     @Test("two workers in one group, a third joins and leaves under load: nothing lost", .timeLimit(.minutes(2)))
     func rebalanceUnderLoad() async throws {
         try await ProcessTestStack.withStack(partitions: 6) { stack, verdicts in
-            try await stack.setAppleLatency(milliseconds: 100)
-            let limits = ["VERIFY_APPLE_MAX_CONCURRENCY": "4", "VERIFY_APPLE_MIN_CONCURRENCY": "4"]
+            try await stack.setAppleLatency(milliseconds: 300)
+            let limits = ["VERIFY_APPLE_MAX_CONCURRENCY": "2", "VERIFY_APPLE_MIN_CONCURRENCY": "2"]
 
             let workers = try ["group-worker-1", "group-worker-2"].map { try stack.startWorker($0, overrides: limits) }
             for worker in workers { try await worker.waitUntilReady() }
-            let jobs = try stack.jobs(300, mix: Self.mix)
+            let jobs = try stack.jobs(400, mix: Self.mix)
             try await stack.produce(jobs)
             try await ProcessTest.eventually("some verdicts before the join", within: .seconds(40)) {
                 verdicts.decided(jobs) >= 20
