@@ -26,4 +26,33 @@ public struct PrometheusTextSample: Sendable {
 
     /// The sum of `name` over its label sets (0 when absent).
     public func sum(of name: String) -> Double { values(of: name).reduce(0, +) }
+
+    /// The cumulative bucket counts of the histogram `name` (summed over its other labels), by upper bound in
+    /// seconds (`+Inf` as infinity).
+    public func histogramBuckets(of name: String) -> [Double: Double] {
+        var buckets: [Double: Double] = [:]
+        for sample in samples where sample.series.hasPrefix(name + "_bucket{") {
+            guard let range = sample.series.range(of: #"le=""#) else { continue }
+            let rest = sample.series[range.upperBound...]
+            guard let end = rest.firstIndex(of: "\"") else { continue }
+            let text = rest[..<end]
+            guard let bound = text == "+Inf" ? Double.infinity : Double(text) else { continue }
+            buckets[bound, default: 0] += sample.value
+        }
+        return buckets
+    }
+
+    /// The upper bound (seconds) of the bucket holding the `fraction` quantile of the observations recorded between
+    /// `earlier` and `later` (two `histogramBuckets` readings); nil when none were recorded.
+    public static func quantileUpperBound(
+        _ fraction: Double, from earlier: [Double: Double], to later: [Double: Double]
+    )
+        -> Double?
+    {
+        let bounds = later.keys.sorted()
+        guard let total = bounds.last.map({ later[$0, default: 0] - earlier[$0, default: 0] }), total > 0 else {
+            return nil
+        }
+        return bounds.first { later[$0, default: 0] - earlier[$0, default: 0] >= fraction * total }
+    }
 }

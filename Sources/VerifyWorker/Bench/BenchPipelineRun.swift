@@ -84,6 +84,11 @@ struct PipelineBenchmarkResult: Codable, Sendable {
         var appleLatencyMs: Int
         var undecided: Int
         var latency: LatencySummary
+        /// The worker's own view (`verify_job_duration_seconds`: from `submitted_at` to the verdict's delivery
+        /// report), as the upper bounds of the histogram buckets holding p50 and p99; the rest of `latency` is the
+        /// verdict reader's hop.
+        var workerP50AtMostMs: Double?
+        var workerP99AtMostMs: Double?
     }
 
     struct MemoryRun: Codable, Sendable {
@@ -157,7 +162,16 @@ struct PipelineBenchmark: Sendable {
         var pacedOptions = mixOptions
         pacedOptions.jobs = options.latencyJobs
         pacedOptions.submitRatePerSecond = max(1, rate)
+        let durationsBefore = PrometheusTextSample(registry.emitToString()).histogramBuckets(
+            of: MetricNames.verdictLatency)
         let paced = throughput(try await DemoRun(options: pacedOptions).run())
+        let durationsAfter = PrometheusTextSample(registry.emitToString()).histogramBuckets(
+            of: MetricNames.verdictLatency)
+        let workerQuantile = { (fraction: Double) in
+            PrometheusTextSample.quantileUpperBound(fraction, from: durationsBefore, to: durationsAfter).map {
+                $0 * 1_000
+            }
+        }
 
         return PipelineBenchmarkResult(
             cores: ProcessInfo.processInfo.activeProcessorCount, loadAverage1m: Self.loadAverage(), memory: memory,
@@ -171,7 +185,8 @@ struct PipelineBenchmark: Sendable {
                 ratioToBound: applePhaseRate / bound),
             pacedLatency: .init(
                 jobs: paced.jobs, submitRatePerSecond: max(1, rate), appleLatencyMs: options.appleLatencyMs,
-                undecided: paced.undecided, latency: paced.latency))
+                undecided: paced.undecided, latency: paced.latency, workerP50AtMostMs: workerQuantile(0.5),
+                workerP99AtMostMs: workerQuantile(0.99)))
     }
 
     private func demoOptions(jobs: Int) -> DemoOptions {

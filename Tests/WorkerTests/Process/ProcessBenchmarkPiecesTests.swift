@@ -40,4 +40,29 @@ struct ProcessBenchmarkPiecesTests {
         #expect(sample.values(of: "verify_jobs_in_flight") == [7])
         #expect(sample.sum(of: "verify_absent") == 0)
     }
+
+    @Test("PrometheusTextSample reads histogram buckets and the bucket of a quantile between two readings")
+    func histogramQuantile() {
+        let before = PrometheusTextSample(
+            """
+            d_bucket{le="0.1"} 10
+            d_bucket{le="1.0"} 10
+            d_bucket{le="+Inf"} 10
+            """
+        ).histogramBuckets(of: "d")
+        let after = PrometheusTextSample(
+            """
+            d_bucket{le="0.1"} 60
+            d_bucket{le="1.0"} 108
+            d_bucket{le="+Inf"} 110
+            d_sum 12
+            """
+        ).histogramBuckets(of: "d")
+        #expect(after[0.1] == 60)
+        #expect(after[.infinity] == 110)
+        #expect(PrometheusTextSample.quantileUpperBound(0.5, from: before, to: after) == 0.1)
+        #expect(PrometheusTextSample.quantileUpperBound(0.99, from: before, to: after) == .infinity)
+        #expect(PrometheusTextSample.quantileUpperBound(0.9, from: before, to: after) == 1.0)
+        #expect(PrometheusTextSample.quantileUpperBound(0.5, from: after, to: after) == nil)
+    }
 }
