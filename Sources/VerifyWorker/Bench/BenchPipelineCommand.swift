@@ -44,6 +44,9 @@ struct BenchPipelineCommand: AsyncParsableCommand {
     @Option(help: "Partitions of every topic (the mock cluster keeps about 5 MB per partition).")
     var partitions = 16
 
+    @Option(help: "The workers' librdkafka properties (name=value;...), for tuning experiments.")
+    var workerKafkaProperties = ""
+
     func validate() throws {
         guard kafkaMessages > 0, localJobs > 0, mixJobs > 0, latencyJobs > 0, memoryJobs >= 0 else {
             throw ValidationError("message and job counts must be positive")
@@ -57,7 +60,7 @@ struct BenchPipelineCommand: AsyncParsableCommand {
         let options = PipelineBenchmarkOptions(
             kafkaMessages: kafkaMessages, localJobs: localJobs, mixJobs: mixJobs, appleLatencyMs: appleLatencyMs,
             appleConcurrency: appleConcurrency, latencyJobs: latencyJobs, memoryJobs: memoryJobs, workers: workers,
-            partitions: partitions)
+            partitions: partitions, workerKafkaProperties: workerKafkaProperties)
         let result = try await PipelineBenchmark(options: options) { line in
             FileHandle.standardError.write(Data("bench pipeline: \(line)\n".utf8))
         }.run()

@@ -30,6 +30,8 @@ struct PipelineBenchmarkOptions: Sendable {
     var workers = 2
     /// Partitions of every topic; the mock cluster keeps about 5 MB per partition. Default: 16.
     var partitions = 16
+    /// The workers' `kafka_properties` (librdkafka `name=value;…`), for tuning experiments. Default: none.
+    var workerKafkaProperties = ""
 }
 
 /// The figures `bench pipeline` prints (snake_case JSON).
@@ -195,6 +197,9 @@ struct PipelineBenchmark: Sendable {
         demo.workers = options.workers
         demo.partitions = options.partitions
         demo.progressInterval = nil
+        if !options.workerKafkaProperties.isEmpty {
+            demo.workerSettings["kafka_properties"] = options.workerKafkaProperties
+        }
         return demo
     }
 
@@ -207,9 +212,9 @@ struct PipelineBenchmark: Sendable {
         demo.mix = TrafficMix(shares: [.genuine: 1])
         demo.appleLatencyMs = 12_000
         demo.appleDeadline = .seconds(8)
-        demo.workerSettings = [
+        demo.workerSettings = demo.workerSettings.merging([
             "max_in_flight": String(options.memoryJobs), "apple_max_concurrency": "4", "apple_min_concurrency": "4",
-        ]
+        ]) { _, new in new }
         let before = ProcessMemory.current()?.residentBytes ?? 0
         let started = ContinuousClock.now
         let watched = try await GaugeWatcher(registry: registry).watch { [demo] in
