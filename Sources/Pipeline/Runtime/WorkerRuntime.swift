@@ -70,6 +70,9 @@ public struct WorkerRuntime: Sendable {
         health: WorkerHealth = WorkerHealth(), until stop: @escaping @Sendable () async -> Void
     ) async throws -> Exit {
         let (catalog, trust) = try Self.loadDecisionInputs(configuration)
+        // Metrics objects bind to the factory bootstrapped when they are created (the worker's counters and the
+        // gate's gauges are created below, once): bootstrap before any part exists, or they stay silent.
+        let registry = serveOperations ? MetricsBootstrap.registry() : nil
         let ledger = try LedgerFactory.make(
             url: configuration.ledgerURL, configuration: LedgerConfiguration(), logger: logger)
         let engine = try CurlHTTPEngine(
@@ -129,11 +132,11 @@ public struct WorkerRuntime: Sendable {
             background.addTask { try await self.probeLedger(ledger, health: health, migrated: migrated) }
             background.addTask { try await exchange.run { gate.ingest(signalJSON: $0) } }
             background.addTask { try await gate.runSignalPublisher() }
-            if serveOperations {
+            if let registry {
                 let server = OperationsServer(
                     configuration: OperationsServerConfiguration(
                         host: configuration.metricsHost, port: configuration.metricsPort),
-                    logger: logger,
+                    registry: registry, logger: logger,
                     readiness: {
                         let reasons = health.notReadyReasons
                         return Readiness(isReady: reasons.isEmpty, reasons: reasons)

@@ -12,6 +12,7 @@ struct BenchCommand: AsyncParsableCommand {
             BenchAppleCommand.self,
             BenchReceiptsCommand.self,
             BenchLedgerCommand.self,
+            BenchPipelineCommand.self,
         ]
     )
 }

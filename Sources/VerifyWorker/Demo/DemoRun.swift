@@ -36,6 +36,12 @@ struct DemoOptions: Sendable {
     var seed: UInt64 = 42
     /// How often `onProgress` is called; nil for never. Default: 1 s.
     var progressInterval: Duration? = .seconds(1)
+    /// Worker configuration keys (as in `verify-worker run --help`) set over the demo's own, e.g.
+    /// `apple_max_concurrency` or `max_in_flight` for `bench pipeline`. Default: none.
+    var workerSettings: [String: String] = [:]
+    /// Submit at most this many jobs per second (evenly spaced) instead of all at once, to measure latency below
+    /// saturation. Default: nil (one burst).
+    var submitRatePerSecond: Double?
 }
 
 /// The app the demo verifies for.
@@ -144,7 +150,7 @@ struct DemoRun: Sendable {
             for index in 0..<options.workers {
                 let configuration = try Self.workerConfiguration(
                     index: index, bootstrap: bootstrap, port: port, files: directory, ledgerURL: options.ledgerURL,
-                    jobDeadline: options.appleDeadline)
+                    jobDeadline: options.appleDeadline, extra: options.workerSettings)
                 let runtime = WorkerRuntime(configuration: configuration, logger: logger, serveOperations: false)
                 group.addTask { _ = try await runtime.run(health: health[index]) { await stop.wait() } }
             }
@@ -216,8 +222,13 @@ struct DemoRun: Sendable {
 
     private func produceBatch(_ batch: [GeneratedJob], with producer: KafkaProducer, tally: DemoTally) async throws {
         let codec = MessageCodec()
+        let clock = ContinuousClock()
+        let started = clock.now
         try await withThrowingDiscardingTaskGroup { group in
-            for generated in batch {
+            for (index, generated) in batch.enumerated() {
+                if let rate = options.submitRatePerSecond, rate > 0 {
+                    try await clock.sleep(until: started.advanced(by: .seconds(Double(index) / rate)))
+                }
                 var job = generated.job
                 job.submittedAt = Date()
                 tally.submitted(job.jobID)

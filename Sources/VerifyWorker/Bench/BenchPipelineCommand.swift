@@ -1,0 +1,72 @@
+import ArgumentParser
+import Foundation
+
+/// `verify-worker bench pipeline`: the worker's throughput, latency and memory next to the raw Kafka ceiling.
+struct BenchPipelineCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "pipeline",
+        abstract: "Measures the whole pipeline in one process and prints JSON.",
+        discussion: """
+            In one run, each part on a fresh mock cluster, Apple simulator and SQLite ledger: (e) resident memory \
+            with --memory-jobs jobs in flight in one worker; (a) the raw Kafka ceiling (bench kafka's produce and \
+            consume-and-commit, with messages the size of a job); (b) throughput on locally decided traffic \
+            (other-app and cracker receipts); (c) throughput on the seed-000 mix with Apple at --apple-latency-ms \
+            and --apple-concurrency calls per worker, next to the bound workers x concurrency / latency; (d) p50/p99 \
+            submit-to-verdict latency of (b) and (c) (one burst each: mostly queueing) and of a run of the seed mix \
+            submitted at half the throughput of (c). Progress goes to stderr. Figures: docs/BENCHMARKS.md.
+            """
+    )
+
+    @Option(help: "Messages of the raw Kafka run.")
+    var kafkaMessages = 50_000
+
+    @Option(help: "Jobs of the locally decided run.")
+    var localJobs = 20_000
+
+    @Option(help: "Jobs of the seed-mix run.")
+    var mixJobs = 10_000
+
+    @Option(help: "Simulated Apple latency of the seed-mix run, in milliseconds.")
+    var appleLatencyMs = 100
+
+    @Option(help: "Concurrent Apple calls per worker in the seed-mix run (floor and ceiling of the gate).")
+    var appleConcurrency = 2
+
+    @Option(help: "Jobs of the paced latency run (submitted at half the seed-mix throughput).")
+    var latencyJobs = 3_000
+
+    @Option(help: "Jobs held in flight at once in the memory run (0 skips it).")
+    var memoryJobs = 10_000
+
+    @Option(help: "Workers (consumers of one group, in this process).")
+    var workers = 2
+
+    @Option(help: "Partitions of every topic (the mock cluster keeps about 5 MB per partition).")
+    var partitions = 16
+
+    @Option(help: "The workers' librdkafka properties (name=value;...), for tuning experiments.")
+    var workerKafkaProperties = ""
+
+    func validate() throws {
+        guard kafkaMessages > 0, localJobs > 0, mixJobs > 0, latencyJobs > 0, memoryJobs >= 0 else {
+            throw ValidationError("message and job counts must be positive")
+        }
+        guard appleLatencyMs > 0, appleConcurrency > 0, workers > 0, partitions > 0 else {
+            throw ValidationError("latency, concurrency, workers and partitions must be positive")
+        }
+    }
+
+    func run() async throws {
+        let options = PipelineBenchmarkOptions(
+            kafkaMessages: kafkaMessages, localJobs: localJobs, mixJobs: mixJobs, appleLatencyMs: appleLatencyMs,
+            appleConcurrency: appleConcurrency, latencyJobs: latencyJobs, memoryJobs: memoryJobs, workers: workers,
+            partitions: partitions, workerKafkaProperties: workerKafkaProperties)
+        let result = try await PipelineBenchmark(options: options) { line in
+            FileHandle.standardError.write(Data("bench pipeline: \(line)\n".utf8))
+        }.run()
+        let encoder = JSONEncoder()
+        encoder.keyEncodingStrategy = .convertToSnakeCase
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+        FileHandle.standardOutput.write(try encoder.encode(result) + Data("\n".utf8))
+    }
+}

@@ -1,0 +1,36 @@
+import Ledger
+import Testing
+
+@testable import Pipeline
+
+/// `ProofRejectionCache`, the worker's memory of proofs rejected by their bytes alone (changed with bench pipeline).
+@Suite("Process: proof rejection cache")
+struct ProcessRejectionCacheTests {
+    static let evidence = PurchaseEvidence(source: .prefilter, authenticity: .unknown, bundleID: "com.other.game")
+
+    @Test("a hit needs the exact bytes; the oldest proofs leave once the byte budget is spent; large ones are not kept")
+    func exactBytesAndBudget() {
+        let cache = ProofRejectionCache(maximumProofBytes: 100, byteBudget: 250)
+        let first = [UInt8](repeating: 1, count: 100)
+        cache.insert(Self.evidence, for: first)
+        #expect(cache.evidence(for: first) == Self.evidence)
+        #expect(cache.evidence(for: first.dropLast() + [2]) == nil)
+        cache.insert(Self.evidence, for: [UInt8](repeating: 2, count: 100))
+        cache.insert(Self.evidence, for: [UInt8](repeating: 3, count: 100))
+        #expect(cache.evidence(for: first) == nil)
+        #expect(cache.count == 2)
+        cache.insert(Self.evidence, for: [UInt8](repeating: 4, count: 101))
+        #expect(cache.evidence(for: [UInt8](repeating: 4, count: 101)) == nil)
+        #expect(cache.count == 2)
+    }
+
+    @Test("many insertions keep the count within the budget")
+    func staysBounded() {
+        let cache = ProofRejectionCache(maximumProofBytes: 8, byteBudget: 80)
+        for index in 0..<5_000 {
+            cache.insert(Self.evidence, for: withUnsafeBytes(of: UInt64(index)) { Array($0) })
+        }
+        #expect(cache.count == 10)
+        #expect(cache.evidence(for: withUnsafeBytes(of: UInt64(4_999)) { Array($0) }) == Self.evidence)
+    }
+}
