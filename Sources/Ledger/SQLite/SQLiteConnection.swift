@@ -23,7 +23,7 @@ final class SQLiteConnection {
             busyTimeout.components.seconds * 1000 + busyTimeout.components.attoseconds / 1_000_000_000_000_000
         sqlite3_busy_timeout(handle, Int32(clamping: milliseconds))
         sqlite3_extended_result_codes(handle, 1)
-        try execute("PRAGMA journal_mode=WAL")
+        try executeRetryingBusy("PRAGMA journal_mode=WAL", for: busyTimeout)
         try execute("PRAGMA synchronous=NORMAL")
         try execute("PRAGMA foreign_keys=ON")
     }
@@ -38,6 +38,20 @@ final class SQLiteConnection {
     }
 
     var isOpen: Bool { db != nil }
+
+    /// Runs `sql`, retrying while the database is busy, up to `timeout`. For switching a new file to WAL: SQLite
+    /// answers SQLITE_BUSY at once, without the busy handler, when several processes open a fresh file together.
+    func executeRetryingBusy(_ sql: String, for timeout: Duration) throws(LedgerError) {
+        let clock = ContinuousClock()
+        let deadline = clock.now.advanced(by: timeout)
+        while true {
+            do {
+                return try execute(sql)
+            } catch let error where error.code == .busy && clock.now < deadline {
+                usleep(10_000)
+            }
+        }
+    }
 
     /// Runs SQL without parameters or results (pragmas, DDL, BEGIN/COMMIT).
     func execute(_ sql: String) throws(LedgerError) {
