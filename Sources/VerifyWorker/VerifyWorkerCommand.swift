@@ -14,6 +14,7 @@ struct VerifyWorkerCommand: AsyncParsableCommand {
             InspectCommand.self,
             ConfigReferenceCommand.self,
             BenchCommand.self,
+            ChaosCommand.self,
         ]
     )
 }

@@ -1,0 +1,100 @@
+import ArgumentParser
+import Chaos
+import Foundation
+import Logging
+
+/// `verify-worker chaos`: the multi-process chaos harness (issue 8). The logic lives in the Chaos target.
+struct ChaosCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "chaos",
+        abstract:
+            "Runs a worker cluster under failure and checks that no purchase is lost, granted twice or misgranted.",
+        discussion: """
+            Starts `verify-worker dev-broker`, `verify-worker apple-sim`, a private PostgreSQL (scripts/test-postgres.sh, \
+            or --ledger-url) and N `verify-worker run` processes in one group; submits the seed-000 mix plus \
+            adversarial cases; kills, terminates and restarts workers, takes a broker down, injects broker request \
+            errors, stops PostgreSQL, and switches the simulator to 21005 storms, 503s and timeouts. Then reads every \
+            verdict, dead letter and the ledger and checks the invariants of docs/RELIABILITY.md. Prints a JSON \
+            summary and exits 1 on any violation.
+            """
+    )
+
+    @Option(help: "Seed-mix jobs (short default; --long means 100,000).")
+    var jobs: Int?
+
+    @Flag(help: "Long mode: 100,000 jobs unless --jobs is given.")
+    var long = false
+
+    @Option(help: "Worker processes.")
+    var workers: Int = 3
+
+    @Option(help: "Traffic and schedule seed.")
+    var seed: UInt64 = 1
+
+    @Option(help: "Cycle the fault schedule for at least this many seconds.")
+    var duration: Int?
+
+    @Option(help: "Adversarial corpus messages to push through the live workers.")
+    var fuzz: Int = 0
+
+    @Option(
+        name: .customLong("ledger-url"), help: "Use this PostgreSQL ledger (the PostgreSQL outage is then skipped).")
+    var ledgerURL: String?
+
+    @Option(name: .customLong("pg-script"), help: "Path of scripts/test-postgres.sh (default: found from the binary).")
+    var postgresScript: String?
+
+    @Option(help: "Partitions of every topic.")
+    var partitions: Int = 12
+
+    @Option(name: .customLong("fault-hold-s"), help: "Seconds each fault lasts.")
+    var faultHoldSeconds: Int = 3
+
+    @Flag(name: .customLong("no-faults"), help: "A baseline run without the fault schedule.")
+    var noFaults = false
+
+    @Flag(name: .customLong("allow-sandbox"), help: "Run the workers with VERIFY_ALLOW_SANDBOX=true.")
+    var allowSandbox = false
+
+    @Option(
+        name: .customLong("work-dir"),
+        help: "Keep state and logs here (default: a temporary directory, kept on failure).")
+    var workDirectory: String?
+
+    func validate() throws {
+        guard (1...32).contains(workers) else { throw ValidationError("--workers must be 1...32") }
+        guard (jobs ?? 1) > 0, fuzz >= 0 else { throw ValidationError("--jobs must be positive, --fuzz not negative") }
+        guard faultHoldSeconds > 0 else { throw ValidationError("--fault-hold-s must be positive") }
+    }
+
+    func run() async throws {
+        var logger = Logger(label: "verify.chaos")
+        logger.logLevel = .info
+        var configuration = ChaosConfiguration(binary: URL(fileURLWithPath: CommandLine.arguments[0]), logger: logger)
+        configuration.binary = Self.executable()
+        configuration.jobs = jobs ?? (long ? 100_000 : 2_000)
+        configuration.workers = workers
+        configuration.seed = seed
+        configuration.duration = duration.map { .seconds($0) }
+        configuration.fuzz = fuzz
+        configuration.ledgerURL = ledgerURL
+        configuration.postgresScript = postgresScript.map { URL(fileURLWithPath: $0) }
+        configuration.partitions = partitions
+        configuration.faultHold = .seconds(faultHoldSeconds)
+        configuration.faults = !noFaults
+        configuration.allowSandbox = allowSandbox
+        configuration.workDirectory = workDirectory.map { URL(fileURLWithPath: $0, isDirectory: true) }
+        if long { configuration.settleTimeout = .seconds(900) }
+        let report = try await ChaosRun(configuration: configuration).run()
+        print(report.json)
+        if report.violations > 0 { throw ExitCode(1) }
+    }
+
+    /// This executable, for the child processes.
+    static func executable() -> URL {
+        if let path = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe") {
+            return URL(fileURLWithPath: path)
+        }
+        return URL(fileURLWithPath: CommandLine.arguments[0])
+    }
+}
