@@ -80,7 +80,8 @@ final class ChaosEnvironment: Sendable {
             try startWorker(index, environment: workerEnvironment)
         }
         for index in 0..<configuration.workers where !(await waitForReady(index, within: .seconds(90))) {
-            throw ChaosError("worker \(index) was not ready within 90 s (log: \(workerLog(index).path))")
+            let tail = (try? String(contentsOf: workerLog(index), encoding: .utf8))?.suffix(400) ?? ""
+            throw ChaosError("worker \(index) was not ready within 90 s (log: \(workerLog(index).path)): \(tail)")
         }
 
         // 3. Read verdicts and dead letters; submit; inject faults meanwhile.
@@ -351,9 +352,16 @@ final class ChaosEnvironment: Sendable {
         try startWorker(index, environment: workerEnvironment.withLock { $0 })
     }
 
+    /// Polls the worker's `/readyz` until it answers 200; false when the time runs out or the worker exits.
     private func waitForReady(_ index: Int, within limit: Duration) async -> Bool {
         let port = services.withLock { $0.metricsPorts[index] }
-        return await ChaosHTTP.waitForOK("http://127.0.0.1:\(port)/readyz", within: limit)
+        let deadline = clock.now.advanced(by: limit)
+        while clock.now < deadline {
+            if await ChaosHTTP.status("http://127.0.0.1:\(port)/readyz") == 200 { return true }
+            if worker(index)?.exit != nil { return false }
+            try? await Task.sleep(for: .milliseconds(100))
+        }
+        return false
     }
 
     private func worker(_ index: Int) -> ChaosProcess? { services.withLock { $0.workers[index] } }

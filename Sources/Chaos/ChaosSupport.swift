@@ -42,17 +42,6 @@ enum ChaosHTTP {
         guard let (_, response) = try? await session.data(for: request) else { return false }
         return ((response as? HTTPURLResponse)?.statusCode).map { (200..<300).contains($0) } ?? false
     }
-
-    /// Polls `url` until it answers 200 or the deadline passes; true when it did.
-    static func waitForOK(_ url: String, within limit: Duration) async -> Bool {
-        let clock = ContinuousClock()
-        let deadline = clock.now.advanced(by: limit)
-        while clock.now < deadline {
-            if await status(url) == 200 { return true }
-            try? await Task.sleep(for: .milliseconds(100))
-        }
-        return false
-    }
 }
 
 /// A free TCP port on loopback, chosen by the kernel (bind to port 0, read it back, close).
