@@ -125,6 +125,7 @@ let package = Package(
                 "AppleClients",
                 "RateLimiter",
                 "Ledger",
+                "Operations",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),

@@ -43,7 +43,7 @@ public final class OperationsServer: Sendable {
     private let registry: PrometheusCollectorRegistry
     private let readiness: @Sendable () async -> Readiness
     private let logger: Logger
-    private let listening = ListeningSignal()
+    private let listening = OneShot<Int?>()
 
     /// - Parameters:
     ///   - registry: the registry the process's metrics factory writes to (``MetricsBootstrap/registry``).
@@ -58,6 +58,15 @@ public final class OperationsServer: Sendable {
         self.logger = logger
     }
 
+    /// A server for the process's one registry (``MetricsBootstrap/registry()``, bootstrapping swift-metrics).
+    public convenience init(
+        configuration: OperationsServerConfiguration, logger: Logger,
+        readiness: @escaping @Sendable () async -> Readiness
+    ) {
+        self.init(
+            configuration: configuration, registry: MetricsBootstrap.registry(), logger: logger, readiness: readiness)
+    }
+
     /// Serves until the task is cancelled.
     public func run() async throws {
         let listening = self.listening
@@ -65,20 +74,20 @@ public final class OperationsServer: Sendable {
             router: makeRouter(),
             configuration: .init(
                 address: .hostname(configuration.host, port: configuration.port), serverName: nil),
-            onServerRunning: { channel in listening.ready(port: channel.localAddress?.port ?? 0) },
+            onServerRunning: { channel in listening.resolve(channel.localAddress?.port ?? 0) },
             logger: logger)
         do {
             try await application.run()
-            listening.fail()
+            listening.resolve(nil)
         } catch {
-            listening.fail()
+            listening.resolve(nil)
             throw error
         }
     }
 
     /// The bound port once the server listens; nil if it stopped or failed before listening.
     public func waitUntilListening() async -> Int? {
-        await listening.wait()
+        await listening.wait() ?? nil
     }
 
     private func makeRouter() -> Router<BasicRequestContext> {
@@ -127,42 +136,6 @@ public enum MetricsBootstrap {
             MetricsSystem.bootstrap(factory)
             current = registry
             return registry
-        }
-    }
-}
-
-/// Resolves waiters once the server's port is known (or the server failed).
-final class ListeningSignal: Sendable {
-    private struct State {
-        var port: Int?
-        var finished = false
-        var waiters: [CheckedContinuation<Int?, Never>] = []
-    }
-
-    private let state = Mutex(State())
-
-    func ready(port: Int) { resolve(port) }
-    func fail() { resolve(nil) }
-
-    private func resolve(_ port: Int?) {
-        let waiters = state.withLock { state -> [CheckedContinuation<Int?, Never>] in
-            guard !state.finished else { return [] }
-            state.finished = true
-            state.port = port
-            defer { state.waiters = [] }
-            return state.waiters
-        }
-        for waiter in waiters { waiter.resume(returning: port) }
-    }
-
-    func wait() async -> Int? {
-        await withCheckedContinuation { continuation in
-            let result = state.withLock { state -> Int?? in
-                if state.finished { return .some(state.port) }
-                state.waiters.append(continuation)
-                return .none
-            }
-            if let result { continuation.resume(returning: result) }
         }
     }
 }

@@ -1,6 +1,7 @@
 import AppleSimulator
 import ArgumentParser
 import Foundation
+import Logging
 
 /// `verify-worker demo`: the whole system in one process, with nothing installed.
 struct DemoCommand: AsyncParsableCommand {
@@ -11,7 +12,8 @@ struct DemoCommand: AsyncParsableCommand {
             Produces receipt jobs (other apps' receipts, cracker receipts, repeats, forgeries and genuine purchases \
             in the three receipt formats, sandbox and production), decides them with W workers, and prints per \
             traffic category the verdicts, Apple calls versus jobs, throughput and submit-to-verdict latency. \
-            Repeats are recognised by an in-memory stand-in for the ledger.
+            The workers are the real ones (`verify-worker run`'s runtime) with a SQLite ledger in a temporary \
+            directory.
             """
     )
 
@@ -37,6 +39,9 @@ struct DemoCommand: AsyncParsableCommand {
         name: .customLong("apple-deadline-s"), help: "Seconds a job may keep trying Apple before it is unverifiable.")
     var appleDeadlineSeconds: Int = 30
 
+    @Option(help: "Log level of the workers (trace, debug, info, notice, warning, error).")
+    var logLevel: String = "warning"
+
     func validate() throws {
         guard jobs > 0 else { throw ValidationError("--jobs must be positive") }
         guard workers > 0, partitions > 0 else { throw ValidationError("--workers and --partitions must be positive") }
@@ -61,7 +66,9 @@ struct DemoCommand: AsyncParsableCommand {
         options.appleDeadline = .seconds(appleDeadlineSeconds)
         options.progressInterval = isTerminal ? .milliseconds(200) : .seconds(1)
         print("demo: \(jobs) jobs, mix \(options.mix), \(workers) workers, \(partitions) partitions")
-        let report = try await DemoRun(options: options).run { progress in
+        var logger = Logger(label: "demo")
+        logger.logLevel = Logger.Level(rawValue: logLevel) ?? .warning
+        let report = try await DemoRun(options: options, logger: logger).run { progress in
             if isTerminal {
                 FileHandle.standardOutput.write(Data(progress.bar.utf8))
             } else {

@@ -2,6 +2,7 @@ import ArgumentParser
 import Dispatch
 import Foundation
 import Kafka
+import Operations
 import Synchronization
 
 /// `verify-worker dev-broker`: hosts librdkafka's mock Kafka cluster in this process for local runs
@@ -46,7 +47,7 @@ struct DevBrokerCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let signals = DevBrokerSignals(watching: [SIGTERM, SIGINT])
+        let signals = TerminationSignals()
         let cluster = try MockKafkaCluster(brokers: brokers)
         for topic in topics.split(separator: ",").map({ $0.trimmingCharacters(in: .whitespaces) }) where !topic.isEmpty
         {
@@ -61,7 +62,7 @@ struct DevBrokerCommand: AsyncParsableCommand {
         }
         control.name = "dev-broker-control"
         control.start()
-        await signals.next()
+        _ = await signals.wait()
     }
 }
 
@@ -70,55 +71,5 @@ private enum DevBrokerOutput {
     static let lock = Mutex(())
     static func writeLine(_ line: String) {
         lock.withLock { _ in FileHandle.standardOutput.write(Data((line + "\n").utf8)) }
-    }
-}
-
-/// Turns SIGTERM/SIGINT into an awaitable event with Dispatch signal sources (the default action
-/// is disabled, so the command can return normally and exit 0).
-private final class DevBrokerSignals: Sendable {
-    private let latch = DevBrokerSignalLatch()
-    /// Kept for the process lifetime; the sources stop delivering if released.
-    private let sources: Mutex<[any DispatchSourceSignal]>
-
-    init(watching signals: [Int32]) {
-        var sources: [any DispatchSourceSignal] = []
-        for number in signals {
-            signal(number, SIG_IGN)
-            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
-            source.setEventHandler { [latch] in latch.fire() }
-            source.resume()
-            sources.append(source)
-        }
-        self.sources = Mutex(sources)
-    }
-
-    func next() async { await latch.wait() }
-}
-
-private final class DevBrokerSignalLatch: Sendable {
-    private struct State {
-        var received = false
-        var waiter: CheckedContinuation<Void, Never>?
-    }
-    private let state = Mutex(State())
-
-    func fire() {
-        let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
-            state.received = true
-            defer { state.waiter = nil }
-            return state.waiter
-        }
-        waiter?.resume()
-    }
-
-    func wait() async {
-        await withCheckedContinuation { continuation in
-            let received = state.withLock { state -> Bool in
-                if state.received { return true }
-                state.waiter = continuation
-                return false
-            }
-            if received { continuation.resume() }
-        }
     }
 }

@@ -9,6 +9,7 @@ struct VerifyWorkerCommand: AsyncParsableCommand {
         subcommands: [
             // Subcommands are registered here, one line each, in the order a newcomer meets them.
             DemoCommand.self,
+            RunCommand.self,
             DevBrokerCommand.self,
             AppleSimCommand.self,
             InspectCommand.self,

@@ -4,6 +4,8 @@ import Foundation
 import Kafka
 import Logging
 import Messages
+import Operations
+import Pipeline
 import RateLimiter
 import Receipts
 import Synchronization
@@ -128,23 +130,23 @@ struct DemoRun: Sendable {
         let generated = try generator.generate(count: options.jobs)
         simulator.stats.reset()
 
-        let engine = try CurlHTTPEngine()
-        defer { engine.shutdown() }
-        let decider = makeDecider(simulator: simulator, engine: engine, port: port)
-        let producers = try (0..<options.workers).map { try makeProducer(bootstrap, clientID: "demo-worker-\($0)") }
-        let workers = try producers.enumerated().map { index, producer in
-            try DemoWorker(
-                bootstrapServers: bootstrap, groupID: "verify-worker-demo", producer: producer,
-                decider: decider(index), logger: logger)
-        }
+        let directory = try DemoFiles(simulator: simulator)
+        defer { directory.remove() }
+        let health = (0..<options.workers).map { _ in WorkerHealth() }
+        let stop = OneShot<Void>()
         let tally = DemoTally(jobs: generated)
         let collector = try DemoVerdictCollector(bootstrapServers: bootstrap, tally: tally, logger: logger)
         let frontend = try makeProducer(bootstrap, clientID: "demo-frontend")
 
         let report = try await withThrowingTaskGroup(of: Void.self) { group in
-            for worker in workers { group.addTask { try await worker.run() } }
+            for index in 0..<options.workers {
+                let configuration = try workerConfiguration(
+                    index: index, bootstrap: bootstrap, port: port, files: directory)
+                let runtime = WorkerRuntime(configuration: configuration, logger: logger, serveOperations: false)
+                group.addTask { _ = try await runtime.run(health: health[index]) { await stop.wait() } }
+            }
             group.addTask { try await collector.run() }
-            try await waitForAssignment(workers, collector: collector)
+            try await waitForAssignment(health, collector: collector)
             let started = ContinuousClock.now
             if let interval = options.progressInterval {
                 group.addTask {
@@ -154,33 +156,42 @@ struct DemoRun: Sendable {
             try await produce(generated, with: frontend, tally: tally)
             await tally.waitUntilAllDecided()
             let elapsed = started.duration(to: .now)
-            // Closing ends each consumer's events (committing on revoke); the workers then return on their own.
-            for worker in workers { await worker.close() }
+            // Stopping drains each worker (committing on revoke); their runs then return on their own.
+            stop.resolve(())
             await collector.close()
-            group.cancelAll()
-            return tally.report(
+            let report = tally.report(
                 appleStats: simulator.stats.snapshot(), elapsed: elapsed, workers: options.workers,
                 partitions: options.partitions)
+            // The workers return once drained; the progress reporter only ends by cancellation.
+            group.cancelAll()
+            return report
         }
-        for producer in producers + [frontend] { await producer.shutdown() }
+        await frontend.shutdown()
         return report
     }
 
-    private func makeDecider(simulator: AppleSimulator, engine: CurlHTTPEngine, port: Int) -> (Int) -> DemoJobDecider {
-        let analyzer = ReceiptAnalyzer(
-            trust: TrustStore.apple.adding(anchors: [simulator.pki.rsaRoot, simulator.pki.ecRoot]),
-            catalog: DemoApp.catalog)
-        let client = VerifyReceiptClient(
-            transport: engine, configuration: .endpoints(base: "http://127.0.0.1:\(port)"), logger: logger)
-        let claims = DemoClaims()
-        return { index in
-            // One gate per worker, as each worker process would have its own.
-            let gate = AppleCallGate(
-                configuration: AppleCallGateConfiguration(label: "demo", workerID: "demo-worker-\(index)"),
-                clock: ContinuousClock())
-            let apple = DemoAppleVerifier(gate: gate, client: client, deadline: options.appleDeadline)
-            return DemoJobDecider(analyzer: analyzer, apple: apple, claims: claims)
-        }
+    /// The configuration `verify-worker run` would read, pointing at the in-process cluster, simulator and ledger.
+    private func workerConfiguration(
+        index: Int, bootstrap: String, port: Int, files: DemoFiles
+    ) throws
+        -> WorkerConfiguration
+    {
+        var sources = ConfigurationSources()
+        try sources.addFlags([
+            "brokers": bootstrap,
+            "group_id": "verify-worker-demo",
+            "worker_id": "demo-worker-\(index)",
+            "ledger_url": "sqlite:" + files.ledger.path,
+            "catalog_file": files.catalog.path,
+            "trust_anchors": files.anchors.map(\.path).joined(separator: ","),
+            "allow_sandbox": "true",
+            "verify_receipt_production_url": "http://127.0.0.1:\(port)/verifyReceipt",
+            "verify_receipt_sandbox_url": "http://127.0.0.1:\(port)/sandbox/verifyReceipt",
+            "job_deadline_s": String(max(1, Int(options.appleDeadline.components.seconds))),
+            "max_in_flight": "5000",
+            "drain_timeout_s": "5",
+        ])
+        return try WorkerConfiguration(sources)
     }
 
     private func makeProducer(_ bootstrap: String, clientID: String) throws -> KafkaProducer {
@@ -214,14 +225,13 @@ struct DemoRun: Sendable {
 
     /// Waits until the group has spread the partitions over the workers (so the run starts without a rebalance) and
     /// the verdict reader has joined (so latencies do not include its group join).
-    private func waitForAssignment(_ workers: [DemoWorker], collector: DemoVerdictCollector) async throws {
+    private func waitForAssignment(_ workers: [WorkerHealth], collector: DemoVerdictCollector) async throws {
         let busy = min(workers.count, options.partitions)
         let clock = ContinuousClock()
         let limit = clock.now.advanced(by: .seconds(30))
         while clock.now < limit {
-            let assignments = workers.map(\.consumer.assignment)
-            let covered = assignments.reduce(into: Set<KafkaTopicPartition>()) { $0.formUnion($1) }.count
-            if covered == options.partitions, assignments.filter({ !$0.isEmpty }).count == busy,
+            let assigned = workers.map(\.assignedPartitions)
+            if assigned.reduce(0, +) == options.partitions, assigned.filter({ $0 > 0 }).count == busy,
                 collector.consumer.assignment.count == options.partitions
             {
                 return
@@ -347,4 +357,33 @@ final class DemoVerdictCollector: Sendable {
     }
 
     func close() async { await consumer.close() }
+}
+
+/// The files a worker reads (catalog, trust anchors) and its SQLite ledger, in a temporary directory.
+struct DemoFiles: Sendable {
+    let directory: URL
+    let catalog: URL
+    let anchors: [URL]
+    let ledger: URL
+
+    init(simulator: AppleSimulator) throws {
+        directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "verify-worker-demo-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        catalog = directory.appendingPathComponent("catalog.json")
+        try JSONEncoder().encode(DemoApp.catalog).write(to: catalog)
+        let pem = try simulator.pki.rootsPEM()
+        let marker = "-----END CERTIFICATE-----"
+        var anchors: [URL] = []
+        for (index, part) in pem.components(separatedBy: marker).enumerated()
+        where part.contains("-----BEGIN CERTIFICATE-----") {
+            let url = directory.appendingPathComponent("root-\(index).pem")
+            try Data((part.trimmingCharacters(in: .whitespacesAndNewlines) + "\n" + marker + "\n").utf8).write(to: url)
+            anchors.append(url)
+        }
+        self.anchors = anchors
+        ledger = directory.appendingPathComponent("ledger.sqlite")
+    }
+
+    func remove() { try? FileManager.default.removeItem(at: directory) }
 }

@@ -1,0 +1,126 @@
+import AppleClients
+import Foundation
+import Logging
+import Metrics
+import RateLimiter
+
+/// Calls Apple on a job's behalf through the worker's ``AppleCallGate``: waits for a permit, reports how the call
+/// went (so the gate's limits adapt), and retries temporary failures with full-jitter backoff until the job's
+/// deadline. The clients never sleep or retry on their own; this is the only retry loop of the worker.
+public struct AppleCaller: Sendable {
+    /// What came of asking Apple.
+    public enum Result<Answer: Sendable>: Sendable {
+        case answered(Answer)
+        /// Apple could not be asked, or kept refusing, until the deadline (or the failure cannot be retried).
+        case unavailable(reason: String)
+    }
+
+    public let gate: AppleCallGate<ContinuousClock>
+    public let retryPolicy: RetryPolicy
+    let logger: Logger
+
+    public init(gate: AppleCallGate<ContinuousClock>, retryPolicy: RetryPolicy, logger: Logger) {
+        self.gate = gate
+        self.retryPolicy = retryPolicy
+        self.logger = logger
+    }
+
+    /// Runs `call` through the gate until it answers, fails for good, or `deadline` passes.
+    /// Throws only `CancellationError`.
+    public func call<Answer: Sendable>(
+        _ endpoint: AppleEndpoint, deadline: ContinuousClock.Instant,
+        _ call: () async throws -> AppleOutcome<Answer>
+    ) async throws -> Result<Answer> {
+        let clock = ContinuousClock()
+        var random = SystemRandomNumberGenerator()
+        var attempt = 1
+        var lastProblem = "no attempt made"
+        while true {
+            let permit: AppleCallGate<ContinuousClock>.Permit
+            do {
+                permit = try await gate.acquire(
+                    endpoint, priority: attempt == 1 ? .firstAttempt : .retry, deadline: deadline)
+            } catch let error as AppleCallGateError {
+                return .unavailable(reason: "\(error.code.rawValue) after \(lastProblem)")
+            }
+            let started = clock.now
+            let outcome: AppleOutcome<Answer>
+            do {
+                outcome = try await call()
+            } catch {
+                gate.report(permit, .notSent)
+                throw error
+            }
+            let latency = started.duration(to: clock.now)
+            Timer(label: MetricNames.appleLatency, dimensions: [("endpoint", endpoint.name)])
+                .recordNanoseconds(latency.nanosecondsClamped)
+            let callOutcome: CallOutcome
+            switch outcome {
+            case .answered(let answer):
+                gate.report(permit, .success(latency: latency))
+                Counter(label: MetricNames.appleCalls, dimensions: [("endpoint", endpoint.name), ("status", "ok")])
+                    .increment()
+                return .answered(answer)
+            case .failed(let error):
+                gate.report(permit, .failure)
+                Counter(
+                    label: MetricNames.appleCalls, dimensions: [("endpoint", endpoint.name), ("status", "failed")]
+                ).increment()
+                return .unavailable(reason: error.code.description)
+            case .retryable(let advice):
+                callOutcome = Self.callOutcome(advice)
+                gate.report(permit, callOutcome)
+                Counter(
+                    label: MetricNames.appleCalls,
+                    dimensions: [("endpoint", endpoint.name), ("status", Self.statusLabel(advice.reason))]
+                ).increment()
+                lastProblem = advice.reason.description
+            }
+            let remaining = clock.now.duration(to: deadline)
+            switch retryPolicy.decide(
+                attempt: attempt, outcome: callOutcome, remainingUntilDeadline: remaining, using: &random)
+            {
+            case .stop(let reason):
+                return .unavailable(reason: "\(reason.rawValue) after \(lastProblem)")
+            case .retry(let delay):
+                logger.debug(
+                    "apple: retrying", metadata: [LogKeys.endpoint: "\(endpoint.name)", LogKeys.attempt: "\(attempt)"])
+                try await Task.sleep(for: delay)
+                attempt += 1
+            }
+        }
+    }
+
+    /// How the gate should count a retryable answer: overload signals slow it down, other failures count as errors.
+    static func callOutcome(_ advice: AppleRetryAdvice) -> CallOutcome {
+        switch advice.reason {
+        case .receiptStatus(21005), .httpStatus(503), .httpStatus(429):
+            .throttled(retryAfter: advice.retryAfter)
+        case .transport(let code) where code == .timeout:
+            .timeout
+        default:
+            .failure
+        }
+    }
+
+    /// A low-cardinality status label: the verifyReceipt status, the HTTP status, the API error or the transport
+    /// failure kind.
+    static func statusLabel(_ reason: AppleRetryAdvice.Reason) -> String {
+        switch reason {
+        case .receiptStatus(let status): String(status)
+        case .apiErrorCode(let code): String(code)
+        case .httpStatus(let status): "http_\(status)"
+        case .transport(let code): "transport_\(code)"
+        }
+    }
+}
+
+extension Duration {
+    /// Whole nanoseconds, clamped to `Int64` (for swift-metrics timers).
+    var nanosecondsClamped: Int64 {
+        let (seconds, attoseconds) = components
+        let (product, overflow) = seconds.multipliedReportingOverflow(by: 1_000_000_000)
+        guard !overflow else { return seconds > 0 ? .max : .min }
+        return product.addingReportingOverflow(attoseconds / 1_000_000_000).partialValue
+    }
+}

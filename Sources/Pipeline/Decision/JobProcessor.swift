@@ -1,0 +1,246 @@
+import AppleClients
+import Foundation
+import Ledger
+import Logging
+import Messages
+import Metrics
+import RateLimiter
+import Receipts
+
+/// Decides one job: local analysis, the ledger, Apple only when neither suffices, then the ledger again to record
+/// the verdict and the claims atomically. The same job decided again (a redelivery) gets the recorded verdict.
+///
+/// ```
+/// proof ──▶ ReceiptAnalyzer ──▶ evidence ──▶ LedgerSettlement ──▶ verdict
+///                                                 │ needs Apple
+///                                                 ▼
+///                          AppleCaller (gate, retries) ──▶ evidence ──▶ LedgerSettlement ──▶ verdict
+/// ```
+public struct JobProcessor: Sendable {
+    /// The settings of the decision stage.
+    public struct Configuration: Sendable {
+        /// The catalog in the ledger rules' terms.
+        public var catalog: DecisionCatalog
+        public var allowSandbox: Bool
+        /// How long a job may wait for Apple before it ends `unverifiable` / `apple_unavailable`.
+        public var jobDeadline: Duration
+        /// The first wait after a ledger failure; it doubles up to ``ledgerMaximumBackoff``.
+        public var ledgerInitialBackoff: Duration
+        public var ledgerMaximumBackoff: Duration
+
+        public init(
+            catalog: DecisionCatalog, allowSandbox: Bool, jobDeadline: Duration = .seconds(600),
+            ledgerInitialBackoff: Duration = .milliseconds(100), ledgerMaximumBackoff: Duration = .seconds(5)
+        ) {
+            self.catalog = catalog
+            self.allowSandbox = allowSandbox
+            self.jobDeadline = jobDeadline
+            self.ledgerInitialBackoff = ledgerInitialBackoff
+            self.ledgerMaximumBackoff = ledgerMaximumBackoff
+        }
+
+        /// The ledger rules' catalog for the receipts catalog.
+        public static func decisionCatalog(_ catalog: Catalog) -> DecisionCatalog {
+            DecisionCatalog(
+                bundleIDs: catalog.bundleIDs,
+                products: catalog.products.mapValues { type in
+                    switch type {
+                    case .consumable: .consumable
+                    case .nonConsumable: .nonConsumable
+                    case .autoRenewable: .autoRenewable
+                    case .nonRenewing: .nonRenewing
+                    }
+                })
+        }
+    }
+
+    /// A decided job.
+    public struct Decided: Sendable {
+        public var verdict: Verdict
+        /// Whether Apple was called for this job (the rest were decided locally).
+        public var askedApple: Bool
+    }
+
+    public let analyzer: ReceiptAnalyzer
+    public let ledger: any Ledger
+    public let configuration: Configuration
+    let apple: AppleCaller
+    let verifyReceipt: VerifyReceiptClient
+    let serverAPI: AppStoreServerAPIClient?
+    let health: WorkerHealth
+    let logger: Logger
+    let now: @Sendable () -> Date
+
+    public init(
+        analyzer: ReceiptAnalyzer, ledger: any Ledger, apple: AppleCaller, verifyReceipt: VerifyReceiptClient,
+        serverAPI: AppStoreServerAPIClient?, configuration: Configuration, health: WorkerHealth, logger: Logger,
+        now: @escaping @Sendable () -> Date = Date.init
+    ) {
+        self.analyzer = analyzer
+        self.ledger = ledger
+        self.apple = apple
+        self.verifyReceipt = verifyReceipt
+        self.serverAPI = serverAPI
+        self.configuration = configuration
+        self.health = health
+        self.logger = logger
+        self.now = now
+    }
+
+    /// Decides `job`. Ledger failures are retried until the ledger answers (the job stays in flight, so its offset
+    /// is not committed); throws `CancellationError` when the task is cancelled, and ``PipelineFatalError`` when the
+    /// ledger reports a fault that retrying cannot fix.
+    public func process(_ job: ReceiptJob) async throws -> Decided {
+        let started = ContinuousClock.now
+        let local = localEvidence(for: job)
+        if let verdict = statelessRejection(job, local.evidence) {
+            Counter(label: MetricNames.appleCallsAvoided, dimensions: [("decided_by", verdict.decidedBy.rawValue)])
+                .increment()
+            return Decided(verdict: verdict, askedApple: false)
+        }
+        if case .verdict(let verdict) = try await settle(job, local.evidence) {
+            Counter(label: MetricNames.appleCallsAvoided, dimensions: [("decided_by", verdict.decidedBy.rawValue)])
+                .increment()
+            return Decided(verdict: verdict, askedApple: false)
+        }
+        let deadline = started.advanced(by: configuration.jobDeadline)
+        let evidence = try await askApple(job, local: local, deadline: deadline)
+        switch try await settle(job, evidence) {
+        case .verdict(let verdict):
+            return Decided(verdict: verdict, askedApple: true)
+        case .needsApple:
+            // The rules decide whenever Apple answered or was unavailable; this is a safety net, never a loop.
+            var unavailable = local.evidence
+            unavailable.appleUnavailable = true
+            guard case .verdict(let verdict) = try await settle(job, unavailable) else {
+                throw PipelineFatalError("the decision rules asked for Apple after Apple was asked")
+            }
+            return Decided(verdict: verdict, askedApple: true)
+        }
+    }
+
+    // MARK: Local evidence
+
+    struct LocalEvidence {
+        var evidence: PurchaseEvidence
+        var analysis: ReceiptAnalysis?
+        /// The proof's bytes after normalization (for verifyReceipt's `receipt-data`).
+        var normalized: [UInt8]?
+    }
+
+    func localEvidence(for job: ReceiptJob) -> LocalEvidence {
+        switch job.proof {
+        case .receipt(let text), .signedTransaction(let text), .notification(let text):
+            let bytes = Array(text.utf8)
+            let analysis = analyzer.analyze(bytes)
+            let normalized = try? ReceiptInput.normalize(bytes, maximumDecodedSize: analyzer.policy.maximumDecodedSize)
+            return LocalEvidence(
+                evidence: EvidenceMapping.evidence(from: analysis), analysis: analysis, normalized: normalized)
+        case .transactionID:
+            // Nothing to read locally: the ledger may know the job; otherwise the Server API is asked.
+            return LocalEvidence(evidence: PurchaseEvidence(source: .prefilter, authenticity: .unknown))
+        }
+    }
+
+    /// A rejection the proof's bytes alone decide (not a receipt, another app, an unknown product, a bad
+    /// signature, an environment not allowed): no claim is involved, so the ledger is neither read nor written.
+    /// Most traffic is such junk (seed 000); recording it would make the ledger the bottleneck for nothing.
+    /// A redelivery gets the same verdict again (same `verdict_id`, outcome and reason; `decided_at` is the time of
+    /// that decision).
+    func statelessRejection(_ job: ReceiptJob, _ evidence: PurchaseEvidence) -> Verdict? {
+        guard evidence.rejection != nil || evidence.authenticity == .notAuthenticated else { return nil }
+        let policy = DecisionPolicy(allowSandbox: configuration.allowSandbox, now: now(), catalog: configuration.catalog)
+        let input = DecisionInput(job: job, evidence: evidence, snapshot: LedgerSnapshot(), policy: policy)
+        guard case .decided(let decision) = DecisionRules.decide(input), decision.writes.isEmpty,
+            decision.verdict.outcome == .rejected
+        else { return nil }
+        return decision.verdict
+    }
+
+    // MARK: Apple
+
+    func askApple(
+        _ job: ReceiptJob, local: LocalEvidence, deadline: ContinuousClock.Instant
+    ) async throws
+        -> PurchaseEvidence
+    {
+        var unavailable = local.evidence
+        unavailable.appleUnavailable = true
+        switch job.proof {
+        case .receipt:
+            guard let bytes = local.normalized else { return unavailable }
+            let receiptData = Data(bytes).base64EncodedString()
+            let environment: AppleEnvironment = local.analysis?.environment == .sandbox ? .sandbox : .production
+            let result = try await apple.call(.verifyReceipt, deadline: deadline) {
+                try await verifyReceipt.verify(receiptData: receiptData, startingAt: environment)
+            }
+            switch result {
+            case .answered(let response):
+                return EvidenceMapping.evidence(from: response, local: local.evidence)
+            case .unavailable(let reason):
+                logger.notice(
+                    "apple: verifyReceipt unavailable for the job",
+                    metadata: [LogKeys.jobID: "\(job.jobID)", LogKeys.error: "\(reason)"])
+                return unavailable
+            }
+        case .transactionID(let transactionID):
+            guard let serverAPI else {
+                logger.notice(
+                    "apple: a transaction id job needs the App Store Server API, which is not configured",
+                    metadata: [LogKeys.jobID: "\(job.jobID)"])
+                return unavailable
+            }
+            let result = try await apple.call(.transactionInfo, deadline: deadline) {
+                try await serverAPI.transactionInfo(transactionID: transactionID)
+            }
+            switch result {
+            case .answered(let answer):
+                return EvidenceMapping.evidence(from: answer)
+            case .unavailable(let reason):
+                logger.notice(
+                    "apple: transaction info unavailable for the job",
+                    metadata: [LogKeys.jobID: "\(job.jobID)", LogKeys.error: "\(reason)"])
+                return unavailable
+            }
+        case .signedTransaction, .notification:
+            // A JWS is verified locally or not at all: Apple cannot vouch for a chain that does not verify.
+            return unavailable
+        }
+    }
+
+    // MARK: Ledger
+
+    func settle(_ job: ReceiptJob, _ evidence: PurchaseEvidence) async throws -> LedgerSettlement.Outcome {
+        var backoff = configuration.ledgerInitialBackoff
+        while true {
+            do {
+                let policy = DecisionPolicy(
+                    allowSandbox: configuration.allowSandbox, now: now(), catalog: configuration.catalog)
+                let outcome = try await LedgerSettlement.settle(
+                    job: job, evidence: evidence, policy: policy, ledger: ledger)
+                health.ledgerSucceeded()
+                return outcome
+            } catch let error as LedgerError {
+                health.ledgerFailed()
+                guard error.isRetryable else {
+                    throw PipelineFatalError("the ledger reported \(error.code.rawValue): \(error.detail)")
+                }
+                if health.shouldLogLedgerFailure() {
+                    logger.warning(
+                        "ledger: operation failed, the job waits and retries",
+                        metadata: [LogKeys.jobID: "\(job.jobID)", LogKeys.error: "\(error)"])
+                }
+                try await Task.sleep(for: backoff)
+                backoff = min(backoff * 2, configuration.ledgerMaximumBackoff)
+            }
+        }
+    }
+}
+
+/// A fault the worker cannot work around (a ledger schema newer than this build, a corrupt row): the worker stops
+/// taking jobs, reports not ready and exits non-zero, so its partitions move to a healthy worker.
+public struct PipelineFatalError: Error, Sendable, CustomStringConvertible {
+    public var description: String
+
+    public init(_ description: String) { self.description = description }
+}

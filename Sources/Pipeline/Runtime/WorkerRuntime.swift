@@ -1,0 +1,250 @@
+import AppleClients
+import Foundation
+import Kafka
+import Ledger
+import Logging
+import Messages
+import Operations
+import RateLimiter
+import Receipts
+
+/// `verify-worker run`: builds every part from a ``WorkerConfiguration`` and runs them until told to stop.
+///
+/// Parts and their lifetimes: the ledger (its connection pool), the HTTP engine to Apple, the call gate and its
+/// cluster-wide throttle exchange on the control topic, the operations port (`/healthz`, `/readyz`, `/metrics`),
+/// and the ``PipelineWorker``. Stopping (SIGTERM, or a fatal fault) drains the worker first, then flushes the
+/// producer, then stops the rest.
+public struct WorkerRuntime: Sendable {
+    /// Why the runtime stopped.
+    public enum Exit: Sendable, Equatable {
+        /// Asked to stop; drained.
+        case drained
+        /// A fault the worker cannot work around (exit non-zero so the orchestrator restarts it).
+        case fatal(String)
+    }
+
+    public let configuration: WorkerConfiguration
+    let logger: Logger
+    /// Whether to serve the operations port (the command does; in-process tests may not).
+    let serveOperations: Bool
+
+    public init(configuration: WorkerConfiguration, logger: Logger, serveOperations: Bool = true) {
+        self.configuration = configuration
+        self.logger = logger
+        self.serveOperations = serveOperations
+    }
+
+    /// Reads the catalog and trust anchors the configuration names. Throws ``ConfigurationError`` naming the key.
+    public static func loadDecisionInputs(
+        _ configuration: WorkerConfiguration
+    ) throws(ConfigurationError) -> (
+        Catalog, TrustStore
+    ) {
+        let catalog: Catalog
+        do {
+            catalog = try Catalog.load(json: Data(contentsOf: URL(fileURLWithPath: configuration.catalogFile)))
+        } catch {
+            throw ConfigurationError(key: "catalog_file", problem: "cannot read a catalog from the file: \(error)")
+        }
+        guard !catalog.bundleIDs.isEmpty else {
+            throw ConfigurationError(key: "catalog_file", problem: "the catalog lists no bundle id")
+        }
+        var trust = TrustStore.apple
+        for path in configuration.trustAnchorFiles {
+            do {
+                trust = trust.adding(anchors: [try TrustStore.loadCertificate(contentsOf: URL(fileURLWithPath: path))])
+            } catch {
+                throw ConfigurationError(key: "trust_anchors", problem: "cannot read a certificate from \(path)")
+            }
+        }
+        return (catalog, trust)
+    }
+
+    /// Runs until `stop` returns (or a fatal fault), then drains. Throws for a configuration the parts refuse at
+    /// start (an unreadable catalog, a bad key); never for a fault while running.
+    ///
+    /// - Parameter health: the worker's state as `/readyz` sees it (given by callers that watch it, like the demo).
+    public func run(
+        health: WorkerHealth = WorkerHealth(), until stop: @escaping @Sendable () async -> Void
+    ) async throws -> Exit {
+        let (catalog, trust) = try Self.loadDecisionInputs(configuration)
+        let ledger = try LedgerFactory.make(
+            url: configuration.ledgerURL, configuration: LedgerConfiguration(), logger: logger)
+        let engine = try CurlHTTPEngine(
+            configuration: HTTPEngineConfiguration(
+                connectTimeout: configuration.appleConnectTimeout, requestTimeout: configuration.appleRequestTimeout,
+                caBundlePath: configuration.caBundle))
+        defer { engine.shutdown() }
+        let producer = try KafkaProducer(
+            configuration: KafkaProducerConfiguration(
+                bootstrapServers: configuration.brokers, maxInFlightMessages: configuration.maximumInFlight,
+                clientID: configuration.workerID, properties: configuration.kafkaProperties),
+            logger: logger)
+        let consumerConfiguration = KafkaConsumerConfiguration(
+            bootstrapServers: configuration.brokers, groupID: configuration.groupID,
+            revokeDeadline: configuration.drainTimeout, clientID: configuration.workerID,
+            properties: configuration.kafkaProperties)
+        let exchange = try ThrottleSignalExchange(
+            producer: producer, consumerConfiguration: consumerConfiguration, topic: configuration.controlTopic,
+            workerID: configuration.workerID, logger: logger)
+        let gate = AppleCallGate(
+            configuration: gateConfiguration(), clock: ContinuousClock(), publish: exchange.publish)
+        let analyzer = ReceiptAnalyzer(
+            trust: trust, catalog: catalog,
+            policy: AnalysisPolicy(
+                allowedEnvironments: configuration.allowSandbox ? [.production, .sandbox] : [.production],
+                allowXcode: configuration.allowXcode, maximumDecodedSize: configuration.maximumReceiptBytes))
+        let processor = JobProcessor(
+            analyzer: analyzer, ledger: ledger,
+            apple: AppleCaller(gate: gate, retryPolicy: RetryPolicy(maxAttempts: 50), logger: logger),
+            verifyReceipt: VerifyReceiptClient(
+                transport: engine,
+                configuration: VerifyReceiptConfiguration(
+                    productionURL: configuration.verifyReceiptProductionURL,
+                    sandboxURL: configuration.verifyReceiptSandboxURL,
+                    sharedSecret: configuration.sharedSecret.map { AppleSharedSecret($0.value) },
+                    requestTimeout: configuration.appleRequestTimeout),
+                logger: logger),
+            serverAPI: try serverAPIClient(engine: engine, analyzer: analyzer, catalog: catalog),
+            configuration: JobProcessor.Configuration(
+                catalog: JobProcessor.Configuration.decisionCatalog(catalog), allowSandbox: configuration.allowSandbox,
+                jobDeadline: configuration.jobDeadline),
+            health: health, logger: logger)
+        let fatal = OneShot<String>()
+        let worker = try PipelineWorker(
+            consumerConfiguration: consumerConfiguration, producer: producer, decider: processor,
+            configuration: PipelineWorker.Configuration(
+                topics: PipelineTopics(
+                    jobs: configuration.jobsTopic, verdicts: configuration.verdictsTopic,
+                    deadLetters: configuration.deadLetterTopic),
+                maximumInFlight: configuration.maximumInFlight,
+                maximumMessageBytes: configuration.maximumMessageBytes),
+            health: health, logger: logger, onFatal: { fatal.resolve($0) })
+
+        let exit = try await withThrowingTaskGroup(of: Void.self) { background in
+            background.addTask { try await ledger.run() }
+            let migrated = OneShot<Void>()
+            background.addTask { try await self.probeLedger(ledger, health: health, migrated: migrated) }
+            background.addTask { try await exchange.run { gate.ingest(signalJSON: $0) } }
+            background.addTask { try await gate.runSignalPublisher() }
+            if serveOperations {
+                let server = OperationsServer(
+                    configuration: OperationsServerConfiguration(
+                        host: configuration.metricsHost, port: configuration.metricsPort),
+                    logger: logger,
+                    readiness: {
+                        let reasons = health.notReadyReasons
+                        return Readiness(isReady: reasons.isEmpty, reasons: reasons)
+                    })
+                background.addTask { try await server.run() }
+            }
+            let exit = try await withThrowingTaskGroup(of: Exit?.self) { main in
+                main.addTask {
+                    // Jobs wait for the schema: deciding against a ledger without tables only fails and backs off.
+                    guard await migrated.wait() != nil else { return nil }
+                    try await worker.run()
+                    return nil
+                }
+                main.addTask {
+                    await stop()
+                    return .drained
+                }
+                main.addTask {
+                    await fatal.wait().map { .fatal($0) }
+                }
+                // The first of: a stop request, a fatal fault, or the worker ending on its own (consumer failure).
+                let first = try await main.next() ?? nil
+                logger.notice(
+                    "worker: draining",
+                    metadata: [
+                        "worker.drain_timeout": "\(configuration.drainTimeout)",
+                        "worker.stop_reason": "\(first.map { "\($0)" } ?? "consumer ended")",
+                    ])
+                await worker.drain(timeout: configuration.drainTimeout)
+                main.cancelAll()
+                return first ?? .fatal("the consumer stopped")
+            }
+            do {
+                try await producer.flush(timeout: .seconds(10))
+            } catch {
+                logger.warning("kafka: flush at shutdown failed", metadata: [LogKeys.error: "\(error)"])
+            }
+            background.cancelAll()
+            gate.shutDown()
+            return exit
+        }
+        await producer.shutdown(timeout: .seconds(5))
+        logger.notice("worker: stopped", metadata: ["worker.exit": "\(exit)"])
+        return exit
+    }
+
+    /// Migrates once reachable, then checks the ledger every few seconds for `/readyz`.
+    private func probeLedger(_ ledger: any Ledger, health: WorkerHealth, migrated signal: OneShot<Void>) async throws {
+        var migrated = false
+        while !Task.isCancelled {
+            do {
+                if !migrated {
+                    try await ledger.migrate()
+                    migrated = true
+                    signal.resolve(())
+                } else {
+                    _ = try await ledger.schemaVersions()
+                }
+                health.ledgerSucceeded()
+            } catch let error as LedgerError where !error.isRetryable {
+                health.ledgerFailed()
+                health.fail("ledger: \(error.code.rawValue)")
+                logger.critical("ledger: unusable", metadata: [LogKeys.error: "\(error)"])
+            } catch {
+                health.ledgerFailed()
+                logger.warning("ledger: not reachable", metadata: [LogKeys.error: "\(error)"])
+            }
+            try await Task.sleep(for: migrated ? .seconds(5) : .seconds(1))
+        }
+    }
+
+    func gateConfiguration() -> AppleCallGateConfiguration {
+        let verifyRate = configuration.verifyReceiptRatePerSecond
+        var limits = EndpointRateLimit.appleDefaults(
+            environment: .production,
+            verifyReceiptCeiling: EndpointRateLimit(ratePerSecond: verifyRate, burst: max(1, Int(verifyRate / 10))))
+        let apiLimit = EndpointRateLimit(
+            ratePerSecond: configuration.serverAPIRatePerSecond,
+            burst: max(1, Int(configuration.serverAPIRatePerSecond / 10)))
+        for endpoint in [AppleEndpoint.transactionInfo, .transactionHistory, .subscriptionStatuses] {
+            limits[endpoint] = apiLimit
+        }
+        return AppleCallGateConfiguration(
+            label: "apple", workerID: configuration.workerID, rateLimits: limits,
+            concurrency: AIMDConfiguration(
+                floor: configuration.appleMinimumConcurrency, ceiling: configuration.appleMaximumConcurrency,
+                start: max(configuration.appleMinimumConcurrency, min(64, configuration.appleMaximumConcurrency))),
+            retryBudgetRatio: configuration.retryBudgetRatio,
+            maximumQueuedWaiters: max(10_000, configuration.maximumInFlight))
+    }
+
+    func serverAPIClient(
+        engine: CurlHTTPEngine, analyzer: ReceiptAnalyzer, catalog: Catalog
+    ) throws
+        -> AppStoreServerAPIClient?
+    {
+        guard let key = configuration.serverAPIKey, let keyID = configuration.serverAPIKeyID,
+            let issuerID = configuration.serverAPIIssuerID
+        else { return nil }
+        let bundleID = catalog.bundleIDs.sorted().first ?? ""
+        let connectKey: AppStoreConnectKey
+        do {
+            connectKey = try AppStoreConnectKey(
+                keyID: keyID, issuerID: issuerID, bundleID: bundleID, privateKeyPEM: key.value)
+        } catch {
+            throw ConfigurationError(key: "server_api_key", problem: "not a P-256 private key in PEM (.p8)")
+        }
+        return AppStoreServerAPIClient(
+            transport: engine,
+            configuration: AppStoreServerAPIConfiguration(
+                productionBaseURL: configuration.serverAPIProductionURL,
+                sandboxBaseURL: configuration.serverAPISandboxURL, requestTimeout: configuration.appleRequestTimeout),
+            signer: AppStoreTokenSigner(key: connectKey),
+            verifier: ReceiptsPayloadVerifier(analyzer: analyzer, bundleID: bundleID), logger: logger)
+    }
+}

@@ -1,0 +1,196 @@
+import Kafka
+import Synchronization
+
+/// The scheduling state of one worker under one lock: offsets in flight per partition (commit up to the lowest
+/// unfinished one), jobs waiting behind an earlier job of the same key, the in-flight bound, and partitions being
+/// revoked. Every transition is one short critical section, so a message is never half admitted when a revoke
+/// begins.
+final class PipelineScheduler: Sendable {
+    /// A message taken for processing, with the assignment generation of its partition: work finished for an
+    /// earlier assignment never moves the offsets of a later one.
+    struct Admitted: Sendable {
+        var message: KafkaConsumerMessage
+        var generation: UInt64
+    }
+
+    private struct Partition {
+        var offsets = PartitionOffsets()
+        var generation: UInt64
+        /// Jobs of this partition being processed now (not those waiting for their key).
+        var running = 0
+    }
+
+    private struct State {
+        var partitions: [KafkaTopicPartition: Partition] = [:]
+        var revoking: Set<KafkaTopicPartition> = []
+        var queue = KeyOrderedQueue<[UInt8], Admitted>()
+        var flow: FlowControl
+        var nextGeneration: UInt64 = 1
+        var idleWaiters: [(partitions: Set<KafkaTopicPartition>, continuation: CheckedContinuation<Void, Never>)] = []
+
+        mutating func generation(of partition: KafkaTopicPartition) -> UInt64 {
+            if let existing = partitions[partition] { return existing.generation }
+            defer { nextGeneration += 1 }
+            partitions[partition] = Partition(generation: nextGeneration)
+            return nextGeneration
+        }
+
+        func isIdle(_ set: Set<KafkaTopicPartition>) -> Bool {
+            set.allSatisfy { (partitions[$0]?.running ?? 0) == 0 }
+        }
+
+        /// Removes and returns the waiters whose partitions are all idle now.
+        mutating func takeIdleWaiters() -> [CheckedContinuation<Void, Never>] {
+            var ready: [CheckedContinuation<Void, Never>] = []
+            var waiting: [(partitions: Set<KafkaTopicPartition>, continuation: CheckedContinuation<Void, Never>)] = []
+            for waiter in idleWaiters {
+                if isIdle(waiter.partitions) {
+                    ready.append(waiter.continuation)
+                } else {
+                    waiting.append(waiter)
+                }
+            }
+            idleWaiters = waiting
+            return ready
+        }
+    }
+
+    private let state: Mutex<State>
+
+    init(maximumInFlight: Int) {
+        state = Mutex(State(flow: FlowControl(maximumInFlight: maximumInFlight)))
+    }
+
+    /// Jobs held (running or waiting for their key).
+    var inFlight: Int { state.withLock { $0.flow.inFlight } }
+
+    var isPaused: Bool { state.withLock { $0.flow.isPaused } }
+
+    /// Takes a consumed message: nil when its partition is being revoked or the offset was taken already.
+    /// Otherwise the message to start now (this one, unless its key is busy) and what flow control asks.
+    func admit(_ message: KafkaConsumerMessage) -> (ready: Admitted?, flow: FlowControl.Action)? {
+        state.withLock { state in
+            let partition = message.topicPartition
+            guard !state.revoking.contains(partition) else { return nil }
+            let generation = state.generation(of: partition)
+            guard state.partitions[partition]?.offsets.start(message.offset) == true else { return nil }
+            let flow = state.flow.admitted()
+            let admitted = Admitted(message: message, generation: generation)
+            return (state.queue.enqueue(admitted, key: message.key ?? []), flow)
+        }
+    }
+
+    /// Marks a job as running; false when its partition was revoked meanwhile (the job is then skipped: the next
+    /// owner of the partition reads it again).
+    func beginProcessing(_ admitted: Admitted) -> Bool {
+        state.withLock { state in
+            let partition = admitted.message.topicPartition
+            guard !state.revoking.contains(partition), state.partitions[partition]?.generation == admitted.generation
+            else { return false }
+            state.partitions[partition]?.running += 1
+            return true
+        }
+    }
+
+    /// Ends a job: `processed` if ``beginProcessing(_:)`` let it run, `delivered` if its output reached Kafka (only
+    /// then may the offset be committed past it). Returns the next job of the same key and what flow control asks.
+    func complete(
+        _ admitted: Admitted, processed: Bool, delivered: Bool
+    ) -> (
+        next: Admitted?, flow: FlowControl.Action
+    ) {
+        let (result, waiters) = state.withLock { state in
+            let partition = admitted.message.topicPartition
+            if processed, state.partitions[partition]?.generation == admitted.generation {
+                state.partitions[partition]?.running -= 1
+                if delivered { state.partitions[partition]?.offsets.finish(admitted.message.offset) }
+            }
+            let next = state.queue.complete(key: admitted.message.key ?? [])
+            let flow = state.flow.released()
+            return ((next, flow), state.takeIdleWaiters())
+        }
+        for waiter in waiters { waiter.resume() }
+        return result
+    }
+
+    /// The offsets to commit now: for each partition whose lowest unfinished offset moved since the last call.
+    func takeCommits() -> [KafkaCommitOffset] {
+        state.withLock { state in
+            var commits: [KafkaCommitOffset] = []
+            for key in state.partitions.keys where !state.revoking.contains(key) {
+                if let offset = state.partitions[key]?.offsets.takeCommit() {
+                    commits.append(KafkaCommitOffset(topicPartition: key, offset: offset))
+                }
+            }
+            return commits
+        }
+    }
+
+    /// Offsets consumed but not yet committable, per partition (the commit lag gauge).
+    func uncommitted() -> [(KafkaTopicPartition, Int64)] {
+        state.withLock { state in
+            state.partitions.compactMap { key, partition in
+                guard let next = partition.offsets.nextOffset else { return nil }
+                return (key, next - (partition.offsets.committable ?? next))
+            }
+        }
+    }
+
+    /// Starts revoking: no job of these partitions is admitted or started any more; jobs waiting behind a busy key
+    /// are dropped (the next owner reads them again). Returns what flow control asks.
+    func beginRevoke(_ partitions: [KafkaTopicPartition]) -> FlowControl.Action {
+        state.withLock { state in
+            let set = Set(partitions)
+            state.revoking.formUnion(set)
+            let dropped = state.queue.removeWaiting { set.contains($0.message.topicPartition) }
+            return dropped.isEmpty ? .none : state.flow.released(count: dropped.count)
+        }
+    }
+
+    /// Waits until no job of `partitions` is running (cancellable: the consumer bounds the revoke hook).
+    func waitUntilIdle(_ partitions: [KafkaTopicPartition]) async {
+        let set = Set(partitions)
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                let idle = state.withLock { state -> Bool in
+                    // Checked under the lock: a cancellation after this point finds the waiter and resumes it.
+                    if state.isIdle(set) || Task.isCancelled { return true }
+                    state.idleWaiters.append((set, continuation))
+                    return false
+                }
+                if idle { continuation.resume() }
+            }
+        } onCancel: {
+            releaseIdleWaiters()
+        }
+    }
+
+    /// Gives up waiting (the revoke deadline passed): resumes every idle waiter.
+    func releaseIdleWaiters() {
+        let waiters = state.withLock { state -> [CheckedContinuation<Void, Never>] in
+            defer { state.idleWaiters = [] }
+            return state.idleWaiters.map(\.continuation)
+        }
+        for waiter in waiters { waiter.resume() }
+    }
+
+    /// Ends a revoke: forgets the partitions and returns the offsets to commit for them.
+    func endRevoke(_ partitions: [KafkaTopicPartition]) -> [KafkaCommitOffset] {
+        state.withLock { state in
+            partitions.compactMap { key in
+                defer { state.partitions[key] = nil }
+                return state.partitions[key]?.offsets.committable.map {
+                    KafkaCommitOffset(topicPartition: key, offset: $0)
+                }
+            }
+        }
+    }
+
+    /// A new assignment: these partitions are read again from their committed offsets.
+    func assigned(_ partitions: [KafkaTopicPartition]) {
+        state.withLock { state in
+            state.revoking.subtract(partitions)
+            for key in partitions { state.partitions[key] = nil }
+        }
+    }
+}

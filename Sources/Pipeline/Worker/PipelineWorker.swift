@@ -1,0 +1,335 @@
+import Foundation
+import Kafka
+import Logging
+import Messages
+import Metrics
+import Synchronization
+
+/// Decides jobs. ``JobProcessor`` is the worker's; tests give simpler ones.
+public protocol JobDeciding: Sendable {
+    /// Decides `job`; throws `CancellationError` when cancelled and ``PipelineFatalError`` when the worker must stop.
+    func decide(_ job: ReceiptJob) async throws -> JobProcessor.Decided
+}
+
+extension JobProcessor: JobDeciding {
+    public func decide(_ job: ReceiptJob) async throws -> Decided { try await process(job) }
+}
+
+/// Where a worker reads and writes.
+public struct PipelineTopics: Sendable, Hashable {
+    public var jobs: String
+    public var verdicts: String
+    public var deadLetters: String
+
+    public init(
+        jobs: String = Topics.jobs, verdicts: String = Topics.verdicts, deadLetters: String = Topics.deadLetters
+    ) {
+        self.jobs = jobs
+        self.verdicts = verdicts
+        self.deadLetters = deadLetters
+    }
+}
+
+/// One worker's Kafka loop: consumes jobs, runs them with high concurrency inside each partition while keeping
+/// each account's jobs in order, produces one verdict (or dead letter) per message and commits each partition up to
+/// its lowest unfinished offset once the output's delivery report came back.
+///
+/// - Memory is bounded: above `maximumInFlight` held jobs the assignment is paused, and resumed below 75 %.
+/// - On revoke (a rebalance, or ``drain()``): no new job of those partitions starts, jobs waiting behind a busy key
+///   are dropped, running jobs finish (bounded by the consumer's revoke deadline), then the offsets are committed.
+/// - Delivery is at least once: a crash before the commit redelivers; the ledger gives a redelivered job the
+///   verdict it got first, and `verdict_id` lets consumers de-duplicate.
+public final class PipelineWorker: Sendable {
+    public struct Configuration: Sendable {
+        public var topics: PipelineTopics
+        /// Jobs held at most (running and waiting); partitions are paused above it.
+        public var maximumInFlight: Int
+        public var maximumMessageBytes: Int
+        /// How often finished offsets are committed (asynchronously; revokes commit synchronously).
+        public var commitInterval: Duration
+
+        public init(
+            topics: PipelineTopics = PipelineTopics(), maximumInFlight: Int = 10_000,
+            maximumMessageBytes: Int = 1 << 20, commitInterval: Duration = .milliseconds(200)
+        ) {
+            self.topics = topics
+            self.maximumInFlight = maximumInFlight
+            self.maximumMessageBytes = maximumMessageBytes
+            self.commitInterval = commitInterval
+        }
+    }
+
+    public let consumer: KafkaConsumer
+    public let health: WorkerHealth
+    private let producer: KafkaProducer
+    private let decider: any JobDeciding
+    private let configuration: Configuration
+    private let scheduler: PipelineScheduler
+    private let codec: MessageCodec
+    private let logger: Logger
+    private let slot: ConsumerSlot
+    private let onFatal: @Sendable (String) -> Void
+    private let metrics = PipelineMetrics()
+
+    /// - Parameters:
+    ///   - consumerConfiguration: its `revokeDeadline` bounds how long a revoke (and a drain) waits for running jobs.
+    ///   - producer: delivers verdicts and dead letters (shared with the throttle signals).
+    ///   - onFatal: called once when a job hits a fault the worker cannot work around; the caller drains and exits.
+    public init(
+        consumerConfiguration: KafkaConsumerConfiguration, producer: KafkaProducer, decider: any JobDeciding,
+        configuration: Configuration = Configuration(), health: WorkerHealth = WorkerHealth(), logger: Logger,
+        onFatal: @escaping @Sendable (String) -> Void = { _ in }
+    ) throws {
+        let scheduler = PipelineScheduler(maximumInFlight: configuration.maximumInFlight)
+        // The hook needs the consumer it is given to: set right after creation, before `subscribe`.
+        let slot = ConsumerSlot()
+        let hookLogger = logger
+        let consumer = try KafkaConsumer(
+            configuration: consumerConfiguration, logger: logger,
+            onRevoke: { revoked in
+                guard let consumer = slot.consumer.withLock({ $0 }) else { return }
+                await Self.handBack(revoked, scheduler: scheduler, consumer: consumer, logger: hookLogger)
+            })
+        slot.consumer.withLock { $0 = consumer }
+        self.slot = slot
+        self.consumer = consumer
+        self.producer = producer
+        self.decider = decider
+        self.configuration = configuration
+        self.scheduler = scheduler
+        self.codec = MessageCodec(maximumMessageBytes: configuration.maximumMessageBytes)
+        self.health = health
+        self.logger = logger
+        self.onFatal = onFatal
+        try consumer.subscribe(topics: [configuration.topics.jobs])
+    }
+
+    /// Jobs held now (running or waiting for their account's earlier job).
+    public var inFlight: Int { scheduler.inFlight }
+
+    /// Reads until the consumer is closed (by ``drain()``), then abandons what is still running: those jobs were
+    /// not committed and will be read again by the partitions' next owner.
+    public func run() async throws {
+        try await withThrowingDiscardingTaskGroup { group in
+            group.addTask { await self.commitPeriodically() }
+            for try await event in consumer.events {
+                switch event {
+                case .message(let message):
+                    metrics.consumed.increment()
+                    guard let (ready, flow) = scheduler.admit(message) else { continue }
+                    apply(flow)
+                    metrics.inFlight.record(scheduler.inFlight)
+                    if let ready {
+                        group.addTask { await self.runLane(startingWith: ready) }
+                    }
+                case .partitionsAssigned(let partitions):
+                    scheduler.assigned(partitions)
+                    health.assigned(partitions: consumer.assignment.count)
+                    // A new assignment starts unpaused.
+                    if scheduler.isPaused { apply(.pause) }
+                case .partitionsRevoked:
+                    health.assigned(partitions: consumer.assignment.count)
+                }
+            }
+            group.cancelAll()
+        }
+    }
+
+    /// Stops fetching, lets running jobs finish within the consumer's revoke deadline, commits, leaves the group.
+    /// ``run()`` then returns. Breaks the revoke hook's reference to the consumer, so the client is freed.
+    ///
+    /// Running jobs finish and their offsets are committed while the group is still stable, before leaving it: a
+    /// commit during the leave rebalance may be refused by the coordinator.
+    public func drain(timeout: Duration = .seconds(25)) async {
+        health.draining()
+        let assignment = Array(consumer.assignment)
+        try? consumer.pause(assignment)
+        _ = scheduler.beginRevoke(assignment)
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { await self.scheduler.waitUntilIdle(assignment) }
+            group.addTask { try? await Task.sleep(for: timeout) }
+            await group.next()
+            group.cancelAll()
+        }
+        let commits = scheduler.endRevoke(assignment)
+        if !commits.isEmpty {
+            do {
+                try await consumer.commit(commits)
+            } catch {
+                logger.warning("kafka: commit at drain failed", metadata: [LogKeys.error: "\(error)"])
+            }
+        }
+        await consumer.close()
+        slot.consumer.withLock { $0 = nil }
+    }
+
+    // MARK: Jobs
+
+    /// Runs a job, then each job of the same key that queued behind it.
+    private func runLane(startingWith first: PipelineScheduler.Admitted) async {
+        var next: PipelineScheduler.Admitted? = first
+        while let admitted = next {
+            var delivered = false
+            let processed = scheduler.beginProcessing(admitted)
+            if processed, !Task.isCancelled {
+                if let record = await output(for: admitted.message) {
+                    delivered = await deliver(record)
+                }
+            }
+            let (following, flow) = scheduler.complete(admitted, processed: processed, delivered: delivered)
+            apply(flow)
+            metrics.inFlight.record(scheduler.inFlight)
+            next = following
+        }
+    }
+
+    /// The verdict of a job, or a dead letter for a message that is not a job; nil if the job could not be decided
+    /// (cancelled, or a fatal fault): it stays uncommitted.
+    private func output(for message: KafkaConsumerMessage) async -> KafkaProducerRecord? {
+        let value = message.value ?? []
+        let topics = configuration.topics
+        let job: ReceiptJob
+        do {
+            job = try codec.decodeJob(value)
+        } catch {
+            let letter = DeadLetter(
+                rejecting: value, key: message.key, error: error, topic: message.topic, partition: message.partition,
+                offset: message.offset)
+            metrics.deadLetter(reason: letter.reason)
+            logger.notice(
+                "job: not a valid job, dead-lettered",
+                metadata: [
+                    LogKeys.partition: "\(message.partition)", LogKeys.offset: "\(message.offset)",
+                    LogKeys.reason: "\(letter.reason)",
+                ])
+            return KafkaProducerRecord(
+                topic: topics.deadLetters, key: message.key, value: value,
+                headers: letter.headers.map { KafkaHeader(name: $0.name, value: $0.value) })
+        }
+        let decided: JobProcessor.Decided
+        do {
+            decided = try await decider.decide(job)
+        } catch let fatal as PipelineFatalError {
+            if health.fail(fatal.description) {
+                logger.critical(
+                    "worker: fatal fault, stopping",
+                    metadata: [LogKeys.error: "\(fatal)", LogKeys.jobID: "\(job.jobID)"])
+                onFatal(fatal.description)
+            }
+            return nil
+        } catch {
+            return nil
+        }
+        let verdict = decided.verdict
+        metrics.verdict(verdict, submittedAt: job.submittedAt)
+        logger.debug(
+            "job: decided",
+            metadata: [
+                LogKeys.jobID: "\(job.jobID)", LogKeys.partition: "\(message.partition)",
+                LogKeys.offset: "\(message.offset)", LogKeys.outcome: "\(verdict.outcome.rawValue)",
+                LogKeys.reason: "\(verdict.reason?.rawValue ?? "")", LogKeys.decidedBy: "\(verdict.decidedBy.rawValue)",
+            ])
+        return KafkaProducerRecord(
+            topic: topics.verdicts, key: Array(verdict.accountID.utf8), value: codec.encode(verdict))
+    }
+
+    /// Produces until delivered (the idempotent producer makes resending safe) or cancelled.
+    private func deliver(_ record: KafkaProducerRecord) async -> Bool {
+        var backoff = Duration.milliseconds(50)
+        while !Task.isCancelled {
+            do {
+                _ = try await producer.send(record)
+                return true
+            } catch {
+                logger.warning(
+                    "kafka: output not delivered, retrying",
+                    metadata: [LogKeys.topic: "\(record.topic)", LogKeys.error: "\(error)"])
+                try? await Task.sleep(for: backoff)
+                backoff = min(backoff * 2, .seconds(2))
+            }
+        }
+        return false
+    }
+
+    // MARK: Kafka plumbing
+
+    private func apply(_ action: FlowControl.Action) {
+        let assignment = Array(consumer.assignment)
+        do {
+            switch action {
+            case .none: return
+            case .pause: try consumer.pause(assignment)
+            case .resume: try consumer.resume(assignment)
+            }
+        } catch {
+            logger.warning("kafka: pause or resume failed", metadata: [LogKeys.error: "\(error)"])
+        }
+    }
+
+    private func commitPeriodically() async {
+        while !Task.isCancelled {
+            try? await Task.sleep(for: configuration.commitInterval)
+            let commits = scheduler.takeCommits()
+            for (partition, lag) in scheduler.uncommitted() {
+                metrics.commitLag(partition: partition.partition, lag)
+            }
+            guard !commits.isEmpty else { continue }
+            do {
+                try consumer.commitAsync(commits)
+            } catch {
+                logger.warning("kafka: commit failed", metadata: [LogKeys.error: "\(error)"])
+            }
+        }
+    }
+
+    /// The revoke hook: no new work from those partitions, running jobs finish, then commit where they end.
+    private static func handBack(
+        _ revoked: [KafkaTopicPartition], scheduler: PipelineScheduler, consumer: KafkaConsumer, logger: Logger
+    ) async {
+        let flow = scheduler.beginRevoke(revoked)
+        if flow == .resume {
+            try? consumer.resume(Array(consumer.assignment))
+        }
+        await scheduler.waitUntilIdle(revoked)
+        let commits = scheduler.endRevoke(revoked)
+        guard !commits.isEmpty else { return }
+        do {
+            try await consumer.commit(commits)
+        } catch {
+            logger.warning("kafka: commit on revoke failed", metadata: [LogKeys.error: "\(error)"])
+        }
+    }
+}
+
+/// Holds a consumer for its own revoke hook.
+final class ConsumerSlot: Sendable {
+    let consumer = Mutex<KafkaConsumer?>(nil)
+}
+
+/// The worker's metrics (names in ``MetricNames``).
+struct PipelineMetrics: Sendable {
+    let consumed = Counter(label: MetricNames.jobsConsumed)
+    let inFlight = Gauge(label: MetricNames.inFlight)
+
+    func verdict(_ verdict: Verdict, submittedAt: Date?) {
+        Counter(
+            label: MetricNames.verdicts,
+            dimensions: [
+                ("outcome", verdict.outcome.rawValue), ("reason", verdict.reason?.rawValue ?? "none"),
+                ("decided_by", verdict.decidedBy.rawValue),
+            ]
+        ).increment()
+        if let submittedAt {
+            let seconds = max(0, Date().timeIntervalSince(submittedAt))
+            Timer(label: MetricNames.verdictLatency).recordNanoseconds(Int64(min(seconds, 1e9) * 1e9))
+        }
+    }
+
+    func deadLetter(reason: String) {
+        Counter(label: MetricNames.deadLetters, dimensions: [("reason", reason)]).increment()
+    }
+
+    func commitLag(partition: Int32, _ lag: Int64) {
+        Gauge(label: MetricNames.commitLag, dimensions: [("partition", String(partition))]).record(lag)
+    }
+}

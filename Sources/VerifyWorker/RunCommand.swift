@@ -1,0 +1,60 @@
+import ArgumentParser
+import Foundation
+import Logging
+import Operations
+import Pipeline
+
+/// `verify-worker run`: the worker. Consumes `receipt-jobs`, publishes `receipt-verdicts`, until SIGTERM.
+struct RunCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "run",
+        abstract: "Run a worker: consume receipt jobs, decide them, publish verdicts (until SIGTERM).",
+        discussion: WorkerConfiguration.flagsHelp())
+
+    @Argument(parsing: .captureForPassthrough, help: "Configuration flags (listed below).")
+    var options: [String] = []
+
+    func run() async throws {
+        let signals = TerminationSignals()
+        let configuration: WorkerConfiguration
+        do {
+            configuration = try WorkerConfiguration.load(
+                arguments: options, environment: ProcessInfo.processInfo.environment)
+        } catch {
+            FileHandle.standardError.write(Data("verify-worker run: \(error)\n".utf8))
+            throw ExitCode(2)
+        }
+        let logger = Self.bootstrapLogging(configuration)
+        logger.notice(
+            "worker: starting",
+            metadata: [
+                LogKeys.workerID: "\(configuration.workerID)", LogKeys.groupID: "\(configuration.groupID)",
+                LogKeys.topic: "\(configuration.jobsTopic)",
+            ])
+        let exit: WorkerRuntime.Exit
+        do {
+            exit = try await WorkerRuntime(configuration: configuration, logger: logger).run {
+                _ = await signals.wait()
+            }
+        } catch let error as ConfigurationError {
+            FileHandle.standardError.write(Data("verify-worker run: \(error)\n".utf8))
+            throw ExitCode(2)
+        }
+        if case .fatal = exit { throw ExitCode(1) }
+    }
+
+    /// JSON lines (or text) on standard error at the configured level, for every logger of the process.
+    static func bootstrapLogging(_ configuration: WorkerConfiguration) -> Logger {
+        let level = Logger.Level(rawValue: configuration.logLevel) ?? .info
+        let json = configuration.logFormat == "json"
+        LoggingSystem.bootstrap { label in
+            if json { return JSONLogHandler(label: label, level: level) }
+            var handler = StreamLogHandler.standardError(label: label)
+            handler.logLevel = level
+            return handler
+        }
+        var logger = Logger(label: "verify-worker")
+        logger[metadataKey: LogKeys.workerID] = "\(configuration.workerID)"
+        return logger
+    }
+}
