@@ -65,6 +65,7 @@ final class ChaosEnvironment: Sendable {
         var builder = ChaosTrafficBuilder(
             simulator: minting, seed: configuration.seed, allowSandbox: configuration.allowSandbox, runID: runID)
         builder.baitURL = canary.url
+        builder.ios6Refunds = configuration.ios6Refunds
         let traffic = try builder.build(jobs: configuration.jobs, fuzz: configuration.fuzz)
         let catalogFile = directory.appendingPathComponent("catalog.json")
         try JSONEncoder().encode(ChaosApp.catalog).write(to: catalogFile)
@@ -138,6 +139,7 @@ final class ChaosEnvironment: Sendable {
         // 4. The ledger and the invariants.
         let snapshot = tally.snapshot
         let ledgerView = try await readLedger(url: ledgerURL, traffic: traffic, verdicts: snapshot.verdicts)
+        writeRecords(traffic: traffic, verdicts: snapshot.verdicts)
         let checker = ChaosInvariantChecker(jobs: traffic.jobs, malformedKeys: traffic.malformedKeys)
         let (found, counts) = checker.check(
             verdicts: snapshot.verdicts, deadLetters: snapshot.deadLetters, ledger: ledgerView)
@@ -160,12 +162,31 @@ final class ChaosEnvironment: Sendable {
             fuzz: configuration.fuzz, cases: traffic.cases, workers: configuration.workers,
             partitions: configuration.partitions, seed: configuration.seed,
             verdictsDelivered: counts.verdictsDelivered, jobsDecided: counts.jobsDecided,
-            duplicatesDelivered: counts.duplicatesDelivered, deadLetters: counts.deadLetters,
+            duplicatesDelivered: counts.duplicatesDelivered, redecided: counts.redecided, deadLetters: counts.deadLetters,
             grantedTransactions: counts.grantedTransactions, outcomes: counts.outcomes,
             faultsInjected: faults.filter { $0.detail?.hasPrefix("skipped") != true }.count, faults: faults,
             violations: violations.count, violationKinds: kinds,
             violationExamples: violations.prefix(25).map(\.description),
             appleRequests: appleRequests, elapsedSeconds: secondsSinceStart, workDirectory: directory.path)
+    }
+
+    /// `jobs.jsonl` (id, account, category, grantable transaction) and `verdicts.jsonl` (every delivery) in the work
+    /// directory, for looking into a violation. Neither holds a receipt.
+    private func writeRecords(traffic: ChaosTraffic, verdicts: [Verdict]) {
+        var jobs = ""
+        for job in traffic.jobs {
+            let object: [String: String] = [
+                "job_id": job.jobID, "account_id": job.accountID, "category": job.category,
+                "grantable": job.grantableTransactionID ?? "",
+            ]
+            if let data = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys]) {
+                jobs += String(decoding: data, as: UTF8.self) + "\n"
+            }
+        }
+        try? Data(jobs.utf8).write(to: directory.appendingPathComponent("jobs.jsonl"))
+        let codec = MessageCodec()
+        let lines = verdicts.map { String(decoding: codec.encode($0), as: UTF8.self) }.joined(separator: "\n")
+        try? Data(lines.utf8).write(to: directory.appendingPathComponent("verdicts.jsonl"))
     }
 
     /// The simulator's request counts per endpoint (`GET /sim/stats`).

@@ -58,8 +58,9 @@ public enum ChaosViolation: Sendable, Hashable, CustomStringConvertible {
     case missingVerdict(jobID: String)
     /// A verdict for a job id the run never submitted.
     case unknownVerdict(jobID: String)
-    /// A job got verdicts that differ (a redelivery must repeat the first verdict exactly).
-    case inconsistentVerdicts(jobID: String, distinct: Int)
+    /// A job got verdicts whose decisions differ (a redelivery must repeat the first decision); `fields` names what
+    /// differs.
+    case inconsistentVerdicts(jobID: String, distinct: Int, fields: [String])
     /// A verdict names another account than its job.
     case wrongAccount(jobID: String)
     /// One transaction granted to more than one account.
@@ -67,7 +68,7 @@ public enum ChaosViolation: Sendable, Hashable, CustomStringConvertible {
     /// One transaction granted by more than one job (of the same account): an entitlement given twice.
     case grantedTwice(transactionID: String, jobs: [String])
     /// A grant for something that is not an authentic, grantable purchase.
-    case inauthenticGranted(jobID: String, transactionID: String?)
+    case inauthenticGranted(jobID: String, transactionID: String?, category: String)
     /// An authentic purchase that no job got granted; `outcomes` are the verdicts its jobs got.
     case authenticNotGranted(transactionID: String, outcomes: [String])
     /// Adversarial input that did not end `rejected`.
@@ -97,14 +98,15 @@ public enum ChaosViolation: Sendable, Hashable, CustomStringConvertible {
         switch self {
         case .missingVerdict(let job): "job \(job): no verdict"
         case .unknownVerdict(let job): "verdict for job \(job), which was never submitted"
-        case .inconsistentVerdicts(let job, let distinct): "job \(job): \(distinct) different verdicts"
+        case .inconsistentVerdicts(let job, let distinct, let fields):
+            "job \(job): \(distinct) different verdicts (\(fields.joined(separator: ", ")))"
         case .wrongAccount(let job): "job \(job): verdict for another account or with another verdict_id"
         case .grantedToSeveralAccounts(let tx, let accounts):
             "transaction \(tx) granted to \(accounts.count) accounts: \(accounts.joined(separator: ", "))"
         case .grantedTwice(let tx, let jobs):
             "transaction \(tx) granted by \(jobs.count) jobs: \(jobs.joined(separator: ", "))"
-        case .inauthenticGranted(let job, let tx):
-            "job \(job): granted \(tx ?? "nothing") but is not an authentic purchase"
+        case .inauthenticGranted(let job, let tx, let category):
+            "job \(job) (\(category)): granted \(tx ?? "nothing") but is not an authentic purchase"
         case .authenticNotGranted(let tx, let outcomes):
             "authentic transaction \(tx) never granted (verdicts: \(outcomes.joined(separator: ", ")))"
         case .notRejected(let job, let outcome): "adversarial job \(job) ended \(outcome), not rejected"
@@ -174,6 +176,32 @@ public struct ChaosInvariantChecker: Sendable {
         public var grantedTransactions = 0
         /// Decided jobs per outcome.
         public var outcomes: [String: Int] = [:]
+        /// Jobs delivered more than once with the same decision but another `decided_at`: decided again on
+        /// redelivery rather than read back from the ledger (local rejections, which the ledger does not record).
+        public var redecided = 0
+    }
+
+    /// A verdict without its `decided_at`: what a redelivery must repeat.
+    static func decision(_ verdict: Verdict) -> Verdict {
+        var decision = verdict
+        decision.decidedAt = Date(timeIntervalSince1970: 0)
+        return decision
+    }
+
+    static func differingFields(_ verdicts: [Verdict]) -> [String] {
+        guard let first = verdicts.first else { return [] }
+        var fields = Set<String>()
+        for other in verdicts.dropFirst() {
+            if other.outcome != first.outcome { fields.insert("outcome") }
+            if other.reason != first.reason { fields.insert("reason") }
+            if other.accountID != first.accountID { fields.insert("account_id") }
+            if other.decidedBy != first.decidedBy { fields.insert("decided_by") }
+            if other.environment != first.environment { fields.insert("environment") }
+            if other.transactions != first.transactions { fields.insert("transactions") }
+            if other.appleStatus != first.appleStatus { fields.insert("apple_status") }
+            if other.decidedAt != first.decidedAt { fields.insert("decided_at") }
+        }
+        return fields.sorted()
     }
 
     /// The violations (empty when every promise held) and the tally.
@@ -206,8 +234,14 @@ public struct ChaosInvariantChecker: Sendable {
             tally.jobsDecided += 1
             tally.duplicatesDelivered += all.count - 1
             tally.outcomes[verdict.outcome.rawValue, default: 0] += 1
-            let distinct = Set(all).count
-            if distinct > 1 { violations.append(.inconsistentVerdicts(jobID: job.jobID, distinct: distinct)) }
+            let decisions = Set(all.map(Self.decision))
+            if decisions.count > 1 {
+                violations.append(
+                    .inconsistentVerdicts(
+                        jobID: job.jobID, distinct: decisions.count, fields: Self.differingFields(all)))
+            } else if Set(all).count > 1 {
+                tally.redecided += 1
+            }
             if all.contains(where: {
                 $0.accountID != job.accountID || $0.verdictID != Verdict.verdictID(forJob: job.jobID)
             }) {
@@ -226,11 +260,13 @@ public struct ChaosInvariantChecker: Sendable {
             let job = jobsByID[jobID]
             let granted = verdict.transactions.map(\.transactionID)
             if granted.isEmpty || job?.grantableTransactionID == nil {
-                violations.append(.inauthenticGranted(jobID: jobID, transactionID: granted.first))
+                violations.append(
+                    .inauthenticGranted(jobID: jobID, transactionID: granted.first, category: job?.category ?? "?"))
             }
             for transactionID in granted {
                 if !authentic.contains(transactionID), job?.grantableTransactionID != nil {
-                    violations.append(.inauthenticGranted(jobID: jobID, transactionID: transactionID))
+                    violations.append(
+                        .inauthenticGranted(jobID: jobID, transactionID: transactionID, category: job?.category ?? "?"))
                 }
                 grantingJobs[transactionID, default: []].insert(jobID)
                 grantingAccounts[transactionID, default: []].insert(verdict.accountID)

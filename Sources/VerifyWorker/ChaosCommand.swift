@@ -56,6 +56,11 @@ struct ChaosCommand: AsyncParsableCommand {
     @Flag(name: .customLong("allow-sandbox"), help: "Run the workers with VERIFY_ALLOW_SANDBOX=true.")
     var allowSandbox = false
 
+    @Flag(
+        name: .customLong("ios6-refunds"),
+        help: "Also submit refunded iOS 6 receipts (a known gap today, see docs/RELIABILITY.md).")
+    var ios6Refunds = false
+
     @Option(
         name: .customLong("work-dir"),
         help: "Keep state and logs here (default: a temporary directory, kept on failure).")
@@ -83,6 +88,7 @@ struct ChaosCommand: AsyncParsableCommand {
         configuration.faultHold = .seconds(faultHoldSeconds)
         configuration.faults = !noFaults
         configuration.allowSandbox = allowSandbox
+        configuration.ios6Refunds = ios6Refunds
         configuration.workDirectory = workDirectory.map { URL(fileURLWithPath: $0, isDirectory: true) }
         if long { configuration.settleTimeout = .seconds(900) }
         let report = try await ChaosRun(configuration: configuration).run()
