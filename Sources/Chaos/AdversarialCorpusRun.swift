@@ -1,3 +1,4 @@
+import AppleSimulator
 import Foundation
 import Messages
 import Receipts
@@ -81,5 +82,31 @@ public struct AdversarialCorpusRun: Sendable {
 
     static func seconds(_ duration: Duration) -> Double {
         Double(duration.components.seconds) + Double(duration.components.attoseconds) * 1e-18
+    }
+}
+
+extension AdversarialCorpusRun {
+    /// The run `verify-worker chaos --fuzz-in-process N` makes: mutation seeds are receipts of another app minted by
+    /// an in-process simulator (all three formats), analyzed with the simulator's roots trusted and the chaos
+    /// catalog, as a worker of the chaos run would.
+    public static func standard(seed: UInt64) throws -> AdversarialCorpusRun {
+        var configuration = AppleSimulatorConfiguration()
+        configuration.logger.logLevel = .critical
+        let simulator = try AppleSimulator(configuration: configuration)
+        var seeds: [String] = []
+        for format in SimulatedReceiptFormat.allCases {
+            for environment in [SimulatedEnvironment.production, .sandbox] {
+                seeds.append(
+                    try simulator.mint(
+                        MintRequest(
+                            bundleId: "com.other.game", productId: "com.other.game.coins", format: format,
+                            environment: environment)
+                    ).receipt)
+            }
+        }
+        let analyzer = ReceiptAnalyzer(
+            trust: TrustStore.apple.adding(anchors: [simulator.pki.rsaRoot, simulator.pki.ecRoot]),
+            catalog: ChaosApp.catalog)
+        return AdversarialCorpusRun(corpus: AdversarialJobCorpus(receiptSeeds: seeds, seed: seed), analyzer: analyzer)
     }
 }

@@ -88,7 +88,8 @@ final class ChaosEnvironment: Sendable {
         // 3. Read verdicts and dead letters; submit; inject faults meanwhile.
         let tally = ChaosTally(
             expectedJobs: Set(traffic.jobs.map(\.jobID)), expectedDeadLetters: traffic.malformedKeys)
-        let reader = try ChaosReader(bootstrap: bootstrap, groupID: "\(runID)-reader", tally: tally, logger: logger)
+        let reader = try ChaosReader(
+            bootstrap: bootstrap, groupID: "\(runID)-reader", tally: tally, logger: quietLogger)
         let producer = try KafkaProducer(
             configuration: KafkaProducerConfiguration(bootstrapServers: bootstrap, clientID: "\(runID)-frontend"),
             logger: quietLogger)
@@ -162,7 +163,8 @@ final class ChaosEnvironment: Sendable {
             fuzz: configuration.fuzz, cases: traffic.cases, workers: configuration.workers,
             partitions: configuration.partitions, seed: configuration.seed,
             verdictsDelivered: counts.verdictsDelivered, jobsDecided: counts.jobsDecided,
-            duplicatesDelivered: counts.duplicatesDelivered, redecided: counts.redecided, deadLetters: counts.deadLetters,
+            duplicatesDelivered: counts.duplicatesDelivered, redecided: counts.redecided,
+            deadLetters: counts.deadLetters,
             grantedTransactions: counts.grantedTransactions, outcomes: counts.outcomes,
             faultsInjected: faults.filter { $0.detail?.hasPrefix("skipped") != true }.count, faults: faults,
             violations: violations.count, violationKinds: kinds,
@@ -223,9 +225,10 @@ final class ChaosEnvironment: Sendable {
 
     private var stepLength: Duration { configuration.faultHold + .seconds(2) }
 
+    /// The harness's own Kafka clients: a broker taken down on purpose makes librdkafka log connection errors.
     private var quietLogger: Logger {
         var logger = configuration.logger
-        logger.logLevel = .error
+        logger.logLevel = .critical
         return logger
     }
 
@@ -629,7 +632,7 @@ final class ChaosReader: Sendable {
 
     init(bootstrap: String, groupID: String, tally: ChaosTally, logger: Logger) throws {
         var quiet = logger
-        quiet.logLevel = .error
+        quiet.logLevel = .critical
         consumer = try KafkaConsumer(
             configuration: KafkaConsumerConfiguration(bootstrapServers: bootstrap, groupID: groupID), logger: quiet)
         try consumer.subscribe(topics: [Topics.verdicts, Topics.deadLetters])

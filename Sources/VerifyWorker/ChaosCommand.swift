@@ -38,6 +38,11 @@ struct ChaosCommand: AsyncParsableCommand {
     var fuzz: Int = 0
 
     @Option(
+        name: .customLong("fuzz-in-process"),
+        help: "Only feed N corpus messages through decode and local analysis in this process, print the figures, exit.")
+    var fuzzInProcess: Int?
+
+    @Option(
         name: .customLong("ledger-url"), help: "Use this PostgreSQL ledger (the PostgreSQL outage is then skipped).")
     var ledgerURL: String?
 
@@ -73,6 +78,14 @@ struct ChaosCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
+        if let fuzzInProcess {
+            let report = try AdversarialCorpusRun.standard(seed: seed).run(count: fuzzInProcess)
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+            print(String(decoding: try encoder.encode(report), as: UTF8.self))
+            if report.locallyVerified > 0 { throw ExitCode(1) }
+            return
+        }
         var logger = Logger(label: "verify.chaos")
         logger.logLevel = .info
         var configuration = ChaosConfiguration(binary: URL(fileURLWithPath: CommandLine.arguments[0]), logger: logger)
