@@ -66,6 +66,7 @@ final class ChaosEnvironment: Sendable {
             simulator: minting, seed: configuration.seed, allowSandbox: configuration.allowSandbox, runID: runID)
         builder.baitURL = canary.url
         builder.ios6Refunds = configuration.ios6Refunds
+        builder.fuzzSizeLimit = configuration.fuzzSizeLimit
         let traffic = try builder.build(jobs: configuration.jobs, fuzz: configuration.fuzz)
         let catalogFile = directory.appendingPathComponent("catalog.json")
         try JSONEncoder().encode(ChaosApp.catalog).write(to: catalogFile)
@@ -343,7 +344,7 @@ final class ChaosEnvironment: Sendable {
             "VERIFY_SHARED_SECRET_FILE": secretFile.path,
             "VERIFY_DRAIN_TIMEOUT_S": "\(configuration.drainTimeoutSeconds)",
             "VERIFY_APPLE_REQUEST_TIMEOUT_MS": "2000",
-            "VERIFY_JOB_DEADLINE_S": "600",
+            "VERIFY_JOB_DEADLINE_S": "\(configuration.jobDeadlineSeconds)",
             "VERIFY_METRICS_HOST": "127.0.0.1",
             "VERIFY_LOG_FORMAT": "json",
             "VERIFY_LOG_LEVEL": configuration.workerLogLevel,

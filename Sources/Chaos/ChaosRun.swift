@@ -44,6 +44,10 @@ public struct ChaosConfiguration: Sendable {
     public var allowSandbox = false
     /// Submit refunded iOS 6 receipts too (a known gap, see ``ChaosTrafficBuilder/ios6Refunds``). Default: false.
     public var ios6Refunds = false
+    /// `VERIFY_JOB_DEADLINE_S` of the workers: how long a job may wait for Apple. Default: 600 (the worker's).
+    public var jobDeadlineSeconds = 600
+    /// The largest corpus message submitted to the live workers. Default: 200 000 bytes.
+    public var fuzzSizeLimit = 200_000
     /// `VERIFY_DRAIN_TIMEOUT_S` of the workers. Default: 10.
     public var drainTimeoutSeconds = 10
     /// `VERIFY_LOG_LEVEL` of the workers (`trace` for the security check of their logs). Default: info.

@@ -43,6 +43,21 @@ struct ChaosCommand: AsyncParsableCommand {
     var fuzzInProcess: Int?
 
     @Option(
+        name: .customLong("fuzz-size-limit"),
+        help: "Cut corpus messages to this many bytes (default: 200,000 live, 2 MiB in-process).")
+    var fuzzSizeLimit: Int?
+
+    @Option(name: .customLong("job-deadline-s"), help: "VERIFY_JOB_DEADLINE_S of the workers.")
+    var jobDeadlineSeconds: Int = 600
+
+    @Option(
+        name: .customLong("settle-timeout-s"),
+        help:
+            "How long to wait for every message to settle after a fault and at the end (default: 180, 900 with --long)."
+    )
+    var settleTimeoutSeconds: Int?
+
+    @Option(
         name: .customLong("ledger-url"), help: "Use this PostgreSQL ledger (the PostgreSQL outage is then skipped).")
     var ledgerURL: String?
 
@@ -79,7 +94,8 @@ struct ChaosCommand: AsyncParsableCommand {
 
     func run() async throws {
         if let fuzzInProcess {
-            let report = try AdversarialCorpusRun.standard(seed: seed).run(count: fuzzInProcess)
+            let report = try AdversarialCorpusRun.standard(seed: seed, sizeLimit: fuzzSizeLimit ?? (2 << 20))
+                .run(count: fuzzInProcess)
             let encoder = JSONEncoder()
             encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
             print(String(decoding: try encoder.encode(report), as: UTF8.self))
@@ -104,6 +120,9 @@ struct ChaosCommand: AsyncParsableCommand {
         configuration.ios6Refunds = ios6Refunds
         configuration.workDirectory = workDirectory.map { URL(fileURLWithPath: $0, isDirectory: true) }
         if long { configuration.settleTimeout = .seconds(900) }
+        if let settleTimeoutSeconds { configuration.settleTimeout = .seconds(settleTimeoutSeconds) }
+        if let fuzzSizeLimit { configuration.fuzzSizeLimit = fuzzSizeLimit }
+        configuration.jobDeadlineSeconds = jobDeadlineSeconds
         let report = try await ChaosRun(configuration: configuration).run()
         print(report.json)
         if report.violations > 0 { throw ExitCode(1) }

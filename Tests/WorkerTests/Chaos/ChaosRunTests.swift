@@ -30,6 +30,8 @@ struct ChaosRunTests {
         configuration.seed = 8
         configuration.faultHold = .seconds(2)
         configuration.settleTimeout = .seconds(60)
+        // Trace level: the run's log audit then proves no worker line holds the shared secret or a receipt.
+        configuration.workerLogLevel = "trace"
         configuration.postgresScript = TestEnvironment.packageRoot.appendingPathComponent("scripts/test-postgres.sh")
         let report = try await ChaosRun(configuration: configuration).run()
         #expect(report.violations == 0, "\(report.violationExamples.joined(separator: "\n")) (\(report.workDirectory))")
