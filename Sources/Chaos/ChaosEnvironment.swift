@@ -489,12 +489,14 @@ final class ChaosEnvironment: Sendable {
                 detail = "skipped: the ledger was given with --ledger-url"
             }
         case .apple21005, .apple503, .appleTimeouts:
+            let ratio = min(1, max(0, configuration.appleFaultRatio))
             let plan =
                 switch fault {
-                case .apple21005: "{\"status_21005_ratio\": 1}"
-                case .apple503: "{\"http_503_ratio\": 1}"
-                default: "{\"timeout_ratio\": 0.5, \"timeout_hold_ms\": 4000}"
+                case .apple21005: "{\"status_21005_ratio\": \(ratio)}"
+                case .apple503: "{\"http_503_ratio\": \(ratio)}"
+                default: "{\"timeout_ratio\": \(min(0.5, ratio)), \"timeout_hold_ms\": 4000}"
                 }
+            target = "ratio \(ratio)"
             if let simulatorURL {
                 if !(await ChaosHTTP.post("\(simulatorURL)/sim/faults", json: plan)) {
                     detail = "POST /sim/faults failed"

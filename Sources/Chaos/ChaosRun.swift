@@ -36,6 +36,9 @@ public struct ChaosConfiguration: Sendable {
     public var brokers = 3
     /// Inject the fault schedule (off: a baseline run). Default: true.
     public var faults = true
+    /// Share of Apple requests the 21005 and 503 storms fail (the timeout storm holds at most half of them).
+    /// Default: 1 (every request).
+    public var appleFaultRatio = 1.0
     /// How long each fault lasts before it is cleared. Default: 3 s.
     public var faultHold: Duration = .seconds(3)
     /// How long the run may wait for the verdicts after the last fault. Default: 180 s.

@@ -58,6 +58,11 @@ struct ChaosCommand: AsyncParsableCommand {
     var settleTimeoutSeconds: Int?
 
     @Option(
+        name: .customLong("apple-fault-ratio"),
+        help: "Share of Apple requests the 21005 and 503 storms fail, 0...1.")
+    var appleFaultRatio: Double = 1
+
+    @Option(
         name: .customLong("ledger-url"), help: "Use this PostgreSQL ledger (the PostgreSQL outage is then skipped).")
     var ledgerURL: String?
 
@@ -123,6 +128,7 @@ struct ChaosCommand: AsyncParsableCommand {
         if let settleTimeoutSeconds { configuration.settleTimeout = .seconds(settleTimeoutSeconds) }
         if let fuzzSizeLimit { configuration.fuzzSizeLimit = fuzzSizeLimit }
         configuration.jobDeadlineSeconds = jobDeadlineSeconds
+        configuration.appleFaultRatio = appleFaultRatio
         let report = try await ChaosRun(configuration: configuration).run()
         print(report.json)
         if report.violations > 0 { throw ExitCode(1) }
