@@ -130,6 +130,8 @@ final class ChaosEnvironment: Sendable {
                         .runFailed("only \(tally.settled) of \(expectedSettled) messages settled in time"))
                 }
             }
+            // The metrics too must not carry a secret or a receipt in a label: saved as a log for the audit.
+            await saveMetrics()
             // Drain every worker with SIGTERM (itself checked): they commit, and redeliveries still in flight arrive.
             await stopWorkersGracefully()
             try? await Task.sleep(for: .seconds(2))
@@ -529,6 +531,15 @@ final class ChaosEnvironment: Sendable {
     }
 
     // MARK: End
+
+    /// Each worker's `/metrics` text, as `metrics-worker-N.log` (audited with the logs).
+    private func saveMetrics() async {
+        let ports = services.withLock { $0.metricsPorts }
+        for (index, port) in ports.enumerated() {
+            guard let data = await ChaosHTTP.get("http://127.0.0.1:\(port)/metrics") else { continue }
+            try? data.write(to: log("metrics-worker-\(index)"))
+        }
+    }
 
     /// SIGTERM to every worker; each must exit 0 within the drain timeout.
     private func stopWorkersGracefully() async {
