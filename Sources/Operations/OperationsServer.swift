@@ -70,12 +70,19 @@ public final class OperationsServer: Sendable {
     /// Serves until the task is cancelled.
     public func run() async throws {
         let listening = self.listening
+        // Hummingbird logs its own cancellation at error level when the task ends; failures to bind are thrown.
+        var serverLogger = logger
+        serverLogger.logLevel = .critical
         let application = Application(
             router: makeRouter(),
             configuration: .init(
                 address: .hostname(configuration.host, port: configuration.port), serverName: nil),
-            onServerRunning: { channel in listening.resolve(channel.localAddress?.port ?? 0) },
-            logger: logger)
+            onServerRunning: { [logger] channel in
+                let port = channel.localAddress?.port ?? 0
+                logger.notice("operations: /healthz, /readyz and /metrics listening", metadata: ["ops.port": "\(port)"])
+                listening.resolve(port)
+            },
+            logger: serverLogger)
         do {
             try await application.run()
             listening.resolve(nil)

@@ -26,6 +26,9 @@ public struct AppleCallGateConfiguration: Sendable, Hashable {
     public var retryBudgetRatio: Double
     /// The largest burst of retries the budget allows. Default: 10.
     public var retryBudgetMaxTokens: Double
+    /// Retries the budget allows per second whatever the traffic, so few jobs in a storm still progress.
+    /// Default: 0 (retries earned by first attempts only); the worker sets 2.
+    public var retryBudgetMinimumPerSecond: Double
     /// What callers meet while the breaker is open. Default: ``OpenBreakerBehaviour/wait``.
     public var whenBreakerOpen: OpenBreakerBehaviour
     /// The most callers that may wait; more are refused with ``AppleCallGateError/Code/queueFull``. Default: 10 000.
@@ -48,6 +51,7 @@ public struct AppleCallGateConfiguration: Sendable, Hashable {
         breaker: CircuitBreakerConfiguration = CircuitBreakerConfiguration(),
         retryBudgetRatio: Double = 0.1,
         retryBudgetMaxTokens: Double = 10,
+        retryBudgetMinimumPerSecond: Double = 0,
         whenBreakerOpen: OpenBreakerBehaviour = .wait,
         maximumQueuedWaiters: Int = 10_000,
         maximumRetryAfter: Duration = .seconds(60),
@@ -63,6 +67,7 @@ public struct AppleCallGateConfiguration: Sendable, Hashable {
         self.breaker = breaker
         self.retryBudgetRatio = retryBudgetRatio
         self.retryBudgetMaxTokens = retryBudgetMaxTokens
+        self.retryBudgetMinimumPerSecond = retryBudgetMinimumPerSecond
         self.whenBreakerOpen = whenBreakerOpen
         self.maximumQueuedWaiters = max(0, maximumQueuedWaiters)
         self.maximumRetryAfter = max(maximumRetryAfter, .zero)

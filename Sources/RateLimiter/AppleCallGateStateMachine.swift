@@ -48,6 +48,8 @@ struct AppleCallGateStateMachine<Instant: InstantProtocol<Duration>, Payload> wh
     private var concurrency: AIMDConcurrencyLimit<Instant>
     private var breaker: CircuitBreaker<Instant>
     private var budget: RetryBudget
+    /// When the budget last earned its time-based tokens.
+    private var budgetEarnedAt: Instant
     private var cluster: ClusterThrottle<Instant>
     private var buckets: [AppleEndpoint: TokenBucket<Instant>] = [:]
     private var localHoldUntil: Instant?
@@ -72,7 +74,10 @@ struct AppleCallGateStateMachine<Instant: InstantProtocol<Duration>, Payload> wh
         self.configuration = configuration
         self.concurrency = AIMDConcurrencyLimit(configuration: configuration.concurrency)
         self.breaker = CircuitBreaker(configuration: configuration.breaker, origin: now)
-        self.budget = RetryBudget(ratio: configuration.retryBudgetRatio, maxTokens: configuration.retryBudgetMaxTokens)
+        self.budget = RetryBudget(
+            ratio: configuration.retryBudgetRatio, maxTokens: configuration.retryBudgetMaxTokens,
+            minimumPerSecond: configuration.retryBudgetMinimumPerSecond)
+        self.budgetEarnedAt = now
         self.cluster = ClusterThrottle(
             localWorkerID: configuration.workerID, maximumSignalLifetime: configuration.maximumRemoteSignalLifetime,
             followRemoteOpenBreaker: configuration.followRemoteOpenBreaker)
@@ -281,6 +286,10 @@ struct AppleCallGateStateMachine<Instant: InstantProtocol<Duration>, Payload> wh
 
     private mutating func refresh(now: Instant) {
         breaker.refresh(now: now)
+        if budgetEarnedAt < now {
+            budget.earn(over: budgetEarnedAt.duration(to: now))
+            budgetEarnedAt = now
+        }
         if let expiry = remoteNextExpiry, expiry <= now {
             cluster.expire(now: now)
             recomputeRemote(now: now)
@@ -428,7 +437,8 @@ struct AppleCallGateStateMachine<Instant: InstantProtocol<Duration>, Payload> wh
                 position += 1
                 guard var waiter = waiters[id], blockedEndpoints.contains(waiter.endpoint) == false else { continue }
                 if priority == .retry, budget.canRetry == false {
-                    // Retries wait for first attempts to earn tokens; no timer can help.
+                    // Retries wait for first attempts to earn tokens, or for time to (a minimum rate).
+                    if let wait = budget.timeUntilRetry { wakeCandidates.append(now.advanced(by: wait)) }
                     if waiter.countedBudgetExhaustion == false {
                         waiter.countedBudgetExhaustion = true
                         waiters[id] = waiter

@@ -27,12 +27,41 @@ public final class ReceiptAnalyzer: Sendable {
     ///   signing time (creation date, `signedDate` or purchase date), because every historical Apple leaf has
     ///   expired since; only a receipt without any such date is validated at the current time.
     public func analyze(_ input: [UInt8], at time: Date? = nil) -> ReceiptAnalysis {
-        var analysis = decodeAndVerify(input, at: time)
+        var analysis = decodeAndVerify(input, at: time, verify: true)
         analysis.verdict = policy.verdict(for: analysis, catalog: catalog)
         return analysis
     }
 
-    private func decodeAndVerify(_ input: [UInt8], at time: Date?) -> ReceiptAnalysis {
+    /// Decodes and parses one receipt fully (every field and transaction), but checks no signature: `signature` is
+    /// `notChecked`, so a JWS is never `locallyVerified` and an app or iOS 6 receipt always needs Apple. For
+    /// inspection and for measuring the parser alone; a worker's decisions come from `analyze`.
+    public func analyzeWithoutVerifying(_ input: [UInt8]) -> ReceiptAnalysis {
+        var analysis = decodeAndVerify(input, at: nil, verify: false)
+        analysis.verdict = policy.verdict(for: analysis, catalog: catalog)
+        return analysis
+    }
+
+    private static let parseOnly = SignatureStatus.notChecked(reason: "parsed without verifying the signature")
+    private static let otherApp = SignatureStatus.notChecked(
+        reason: "another app's receipt (bundle id not in the catalog): signature not checked")
+
+    /// Whether a receipt naming `bundleID` is worth a signature check: not when the catalog lists bundle ids and
+    /// this is none of them. Most traffic is other apps' receipts (seed 000, 79%); they are rejected as
+    /// `wrong_bundle` whatever their signature, so checking it would only spend CPU.
+    private func isWorthVerifying(bundleID: String?) -> Bool {
+        guard !catalog.bundleIDs.isEmpty, let bundleID else { return true }
+        return catalog.bundleIDs.contains(bundleID)
+    }
+
+    private func signatureStatus(
+        verify: Bool, bundleID: String?, _ check: () -> SignatureStatus
+    ) -> SignatureStatus {
+        guard verify else { return Self.parseOnly }
+        guard isWorthVerifying(bundleID: bundleID) else { return Self.otherApp }
+        return check()
+    }
+
+    private func decodeAndVerify(_ input: [UInt8], at time: Date?, verify: Bool) -> ReceiptAnalysis {
         let bytes: [UInt8]
         do {
             bytes = try ReceiptInput.normalize(input, maximumDecodedSize: policy.maximumDecodedSize)
@@ -40,18 +69,18 @@ public final class ReceiptAnalyzer: Sendable {
             return .unknown(error.description)
         }
         if ReceiptInput.isJWSText(bytes[...]) {
-            return analyzeJWS(bytes, at: time, nested: false)
+            return analyzeJWS(bytes, at: time, nested: false, verify: verify)
         }
         if AppReceipt.looksLikePKCS7(bytes) {
-            return analyzeAppReceipt(bytes, at: time)
+            return analyzeAppReceipt(bytes, at: time, verify: verify)
         }
         if TransactionReceipt.looksLikeTransactionReceipt(bytes) {
-            return analyzeTransactionReceipt(bytes, at: time)
+            return analyzeTransactionReceipt(bytes, at: time, verify: verify)
         }
         return .unknown(Self.describeUnknown(bytes))
     }
 
-    private func analyzeAppReceipt(_ bytes: [UInt8], at time: Date?) -> ReceiptAnalysis {
+    private func analyzeAppReceipt(_ bytes: [UInt8], at time: Date?, verify: Bool) -> ReceiptAnalysis {
         let receipt: AppReceipt
         do {
             receipt = try AppReceipt(bytes: bytes)
@@ -61,14 +90,16 @@ public final class ReceiptAnalyzer: Sendable {
             return .unknown("PKCS#7 structure is broken")
         }
         let validationTime = time ?? receipt.creationDate ?? Date()
-        let signature = chains.checkSignature(of: receipt, at: validationTime)
+        let signature = signatureStatus(verify: verify, bundleID: receipt.bundleID) {
+            chains.checkSignature(of: receipt, at: validationTime)
+        }
         return ReceiptAnalysis(
             format: .appReceipt, environment: receipt.environment, bundleID: receipt.bundleID, signature: signature,
             signedDate: receipt.creationDate, appVersion: receipt.appVersion,
             originalAppVersion: receipt.originalAppVersion, transactions: receipt.transactions)
     }
 
-    private func analyzeTransactionReceipt(_ bytes: [UInt8], at time: Date?) -> ReceiptAnalysis {
+    private func analyzeTransactionReceipt(_ bytes: [UInt8], at time: Date?, verify: Bool) -> ReceiptAnalysis {
         let receipt: TransactionReceipt
         do {
             receipt = try TransactionReceipt(bytes: bytes)
@@ -76,13 +107,15 @@ public final class ReceiptAnalyzer: Sendable {
             return .unknown("OpenStep text is not a transaction receipt: \(error.reason)")
         }
         let validationTime = time ?? receipt.purchaseDate ?? Date()
-        let signature = chains.checkSignature(of: receipt, at: validationTime)
+        let signature = signatureStatus(verify: verify, bundleID: receipt.bundleID) {
+            chains.checkSignature(of: receipt, at: validationTime)
+        }
         return ReceiptAnalysis(
             format: .transactionReceipt, environment: receipt.environment, bundleID: receipt.bundleID,
             signature: signature, signedDate: receipt.purchaseDate, transactions: [receipt.transaction])
     }
 
-    private func analyzeJWS(_ bytes: [UInt8], at time: Date?, nested: Bool) -> ReceiptAnalysis {
+    private func analyzeJWS(_ bytes: [UInt8], at time: Date?, nested: Bool, verify: Bool) -> ReceiptAnalysis {
         let jws: JWS
         do {
             jws = try JWS(text: bytes)
@@ -95,8 +128,9 @@ public final class ReceiptAnalyzer: Sendable {
         let environment = environmentText.map { ReceiptEnvironment.normalized($0) }
         let signedDate = JWSPayload.date(payload.signedDate ?? payload.receiptCreationDate)
         let allowUnanchored = policy.allowXcode && environment == .xcode
-        var signature = chains.checkSignature(
-            of: jws, at: time ?? signedDate ?? Date(), allowUnanchored: allowUnanchored)
+        var signature = signatureStatus(verify: verify, bundleID: payload.bundleId ?? payload.data?.bundleId) {
+            chains.checkSignature(of: jws, at: time ?? signedDate ?? Date(), allowUnanchored: allowUnanchored)
+        }
         var analysis = ReceiptAnalysis(
             format: format, environment: environment, bundleID: payload.bundleId ?? payload.data?.bundleId,
             signature: signature, signedDate: signedDate, appVersion: payload.applicationVersion,
@@ -114,7 +148,7 @@ public final class ReceiptAnalyzer: Sendable {
             // The nested objects are JWS of their own; a notification is only as good as its worst part.
             for nestedText in [payload.data?.signedTransactionInfo, payload.data?.signedRenewalInfo] {
                 guard let nestedText else { continue }
-                let inner = analyzeJWS(Array(nestedText.utf8), at: time, nested: true)
+                let inner = analyzeJWS(Array(nestedText.utf8), at: time, nested: true, verify: verify)
                 if inner.format == .unknown {
                     signature = .invalid(reason: "nested JWS: \(inner.unknownReason ?? "malformed")")
                 } else if signature == .valid, inner.signature != .valid {

@@ -15,6 +15,11 @@ struct RunCommand: AsyncParsableCommand {
     var options: [String] = []
 
     func run() async throws {
+        // The flags are passed through to the configuration reader, so help is answered here.
+        if options.contains("--help") || options.contains("-h") {
+            print(Self.helpMessage())
+            return
+        }
         let signals = TerminationSignals()
         let configuration: WorkerConfiguration
         do {

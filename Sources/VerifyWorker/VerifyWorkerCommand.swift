@@ -14,6 +14,10 @@ struct VerifyWorkerCommand: AsyncParsableCommand {
             AppleSimCommand.self,
             InspectCommand.self,
             ConfigReferenceCommand.self,
+            GatewayCommand.self,
+            SubmitCommand.self,
+            TailCommand.self,
+            HealthcheckCommand.self,
             BenchCommand.self,
             ChaosCommand.self,
         ]

@@ -67,10 +67,78 @@ public struct GeneratedJob: Sendable {
     public var isReplayByAnotherAccount: Bool
 }
 
+/// A receipt minted for generated traffic: what the generator needs of `POST /sim/mint`'s answer.
+public struct TrafficReceipt: Sendable, Hashable {
+    /// Base64 for app and transaction receipts, the compact JWS for signed transactions.
+    public var receipt: String
+    public var transactionID: String
+
+    public init(receipt: String, transactionID: String) {
+        self.receipt = receipt
+        self.transactionID = transactionID
+    }
+}
+
+/// Where generated traffic gets genuine receipts: the in-process ``AppleSimulator`` or a simulator reached over
+/// HTTP (``RemoteSimulatorMinter``).
+public protocol ReceiptMinting: Sendable {
+    func mintTrafficReceipt(_ request: MintRequest) async throws -> TrafficReceipt
+}
+
+extension AppleSimulator: ReceiptMinting {
+    public func mintTrafficReceipt(_ request: MintRequest) async throws -> TrafficReceipt {
+        let minted = try mint(request)
+        return TrafficReceipt(receipt: minted.receipt, transactionID: minted.transaction.transactionId)
+    }
+}
+
+/// Mints at a running simulator with `POST /sim/mint` (docs/APPLE-SIMULATOR.md). The HTTP exchange is the
+/// caller's (`post` sends a JSON body to a URL and returns the status and body), so this target needs no HTTP
+/// client of its own.
+public struct RemoteSimulatorMinter: ReceiptMinting {
+    public typealias Post = @Sendable (_ url: String, _ body: [UInt8]) async throws -> (status: Int, body: [UInt8])
+
+    /// The simulator's base URL, e.g. `http://apple-sim:8443`.
+    public var baseURL: String
+    private let post: Post
+
+    public init(baseURL: String, post: @escaping Post) {
+        var base = baseURL
+        while base.hasSuffix("/") { base.removeLast() }
+        self.baseURL = base
+        self.post = post
+    }
+
+    public func mintTrafficReceipt(_ request: MintRequest) async throws -> TrafficReceipt {
+        var object: [String: Any] = [
+            "bundle_id": request.bundleId, "product_id": request.productId, "format": request.format.rawValue,
+            "environment": request.environment.rawValue, "quantity": request.quantity,
+        ]
+        if let expires = request.expiresDateMs { object["expires_at"] = expires }
+        if let original = request.originalTransactionId { object["original_transaction_id"] = original }
+        if let purchase = request.purchaseDateMs { object["purchase_date"] = purchase }
+        if let type = request.productType { object["type"] = type }
+        let body = try JSONSerialization.data(withJSONObject: object)
+        let (status, answer) = try await post(baseURL + "/sim/mint", Array(body))
+        guard status == 200 else {
+            throw AppleSimulatorError(.server, "POST \(baseURL)/sim/mint answered HTTP \(status)")
+        }
+        guard let json = (try? JSONSerialization.jsonObject(with: Data(answer))) as? [String: Any],
+            let receipt = json["receipt"] as? String, let transactionID = json["transaction_id"] as? String
+        else {
+            throw AppleSimulatorError(.server, "POST \(baseURL)/sim/mint: the answer lacks receipt or transaction_id")
+        }
+        return TrafficReceipt(receipt: receipt, transactionID: transactionID)
+    }
+}
+
 /// Makes traffic shaped like seed 000 with receipts the simulator mints: genuine purchases of the app, authentic
 /// receipts of other apps (a small pool, reused as crackers reuse them), cracker receipts, repeats of earlier
 /// genuine jobs and forgeries made by editing a genuine receipt after signing. Deterministic for a given seed,
 /// apart from the simulator's own ids and signatures.
+///
+/// With the in-process simulator, `next()` mints synchronously; with any ``ReceiptMinting`` (a simulator over
+/// HTTP), `nextJob()` awaits the mint. Both draw the same sequence for the same seed.
 public struct SeedTrafficGenerator {
     public var bundleID: String
     public var productIDs: [String]
@@ -78,7 +146,9 @@ public struct SeedTrafficGenerator {
     /// Share of genuine purchases minted in the sandbox (App Review and TestFlight buy there).
     public var sandboxShare: Double
     private var random: SplitMix64
-    private let simulator: AppleSimulator
+    /// Set when minting can be done synchronously, in process.
+    private let simulator: AppleSimulator?
+    private let minter: any ReceiptMinting
     private var genuine: [GeneratedJob] = []
     private var otherAppPool: [(receipt: String, format: SimulatedReceiptFormat)] = []
     private var sequence = 0
@@ -88,8 +158,20 @@ public struct SeedTrafficGenerator {
         simulator: AppleSimulator, bundleID: String, productIDs: [String], mix: TrafficMix = .seed000,
         sandboxShare: Double = 0.2, seed: UInt64 = 42
     ) {
+        self.init(
+            minter: simulator, bundleID: bundleID, productIDs: productIDs, mix: mix, sandboxShare: sandboxShare,
+            seed: seed)
+    }
+
+    /// A generator that mints through `minter` (call ``nextJob()``; ``next()`` works only with an in-process
+    /// simulator).
+    public init(
+        minter: any ReceiptMinting, bundleID: String, productIDs: [String], mix: TrafficMix = .seed000,
+        sandboxShare: Double = 0.2, seed: UInt64 = 42
+    ) {
         precondition(!productIDs.isEmpty, "the generator needs at least one product")
-        self.simulator = simulator
+        self.minter = minter
+        self.simulator = minter as? AppleSimulator
         self.bundleID = bundleID
         self.productIDs = productIDs
         self.mix = mix
@@ -98,18 +180,69 @@ public struct SeedTrafficGenerator {
         self.runID = String(UInt64.random(in: 0...UInt64.max), radix: 36)
     }
 
-    /// The next job.
+    /// What the next job needs before it can be made.
+    private enum Step {
+        case ready(GeneratedJob)
+        case needsMint(MintRequest, PendingMint)
+    }
+
+    /// A job waiting for its receipt.
+    private enum PendingMint {
+        case genuine(SimulatedReceiptFormat, SimulatedEnvironment)
+        case otherAppPool(SimulatedReceiptFormat)
+    }
+
+    /// The next job, minting in process. Throws if the generator was made with a remote minter (use
+    /// ``nextJob()``).
     public mutating func next() throws -> GeneratedJob {
+        switch step() {
+        case .ready(let job):
+            return job
+        case .needsMint(let request, let pending):
+            guard let simulator else {
+                throw AppleSimulatorError(.server, "this generator mints remotely: call nextJob()")
+            }
+            let minted = try simulator.mint(request)
+            return finish(
+                pending, TrafficReceipt(receipt: minted.receipt, transactionID: minted.transaction.transactionId))
+        }
+    }
+
+    /// The next job, minting through the generator's ``ReceiptMinting``.
+    public mutating func nextJob() async throws -> GeneratedJob {
+        switch step() {
+        case .ready(let job):
+            return job
+        case .needsMint(let request, let pending):
+            return finish(pending, try await minter.mintTrafficReceipt(request))
+        }
+    }
+
+    private mutating func step() -> Step {
         sequence += 1
         var category = mix.pick(random.unit())
         if category == .repeated, genuine.isEmpty { category = .genuine }
         if category == .forged, genuine.isEmpty { category = .genuine }
         switch category {
-        case .genuine: return try makeGenuine()
-        case .otherApp: return try makeOtherApp()
-        case .cracker: return makeCracker()
-        case .repeated: return makeRepeat()
-        case .forged: return makeForged()
+        case .genuine: return planGenuine()
+        case .otherApp: return planOtherApp()
+        case .cracker: return .ready(makeCracker())
+        case .repeated: return .ready(makeRepeat())
+        case .forged: return .ready(makeForged())
+        }
+    }
+
+    private mutating func finish(_ pending: PendingMint, _ minted: TrafficReceipt) -> GeneratedJob {
+        switch pending {
+        case .genuine(let format, let environment):
+            let generated = GeneratedJob(
+                category: .genuine, job: newJob(Self.proof(minted.receipt, format: format)), format: format,
+                environment: environment, transactionID: minted.transactionID, isReplayByAnotherAccount: false)
+            genuine.append(generated)
+            return generated
+        case .otherAppPool(let format):
+            otherAppPool.append((minted.receipt, format))
+            return pickOtherApp()
         }
     }
 
@@ -135,28 +268,27 @@ public struct SeedTrafficGenerator {
         SimulatedReceiptFormat.allCases[random.below(SimulatedReceiptFormat.allCases.count)]
     }
 
-    private mutating func makeGenuine() throws -> GeneratedJob {
+    private mutating func planGenuine() -> Step {
         let format = pickFormat()
         let environment: SimulatedEnvironment = random.unit() < sandboxShare ? .sandbox : .production
         let product = productIDs[random.below(productIDs.count)]
-        let minted = try simulator.mint(
-            MintRequest(bundleId: bundleID, productId: product, format: format, environment: environment))
-        let generated = GeneratedJob(
-            category: .genuine, job: newJob(Self.proof(minted.receipt, format: format)), format: format,
-            environment: environment, transactionID: minted.transaction.transactionId,
-            isReplayByAnotherAccount: false)
-        genuine.append(generated)
-        return generated
+        return .needsMint(
+            MintRequest(bundleId: bundleID, productId: product, format: format, environment: environment),
+            .genuine(format, environment))
     }
 
-    private mutating func makeOtherApp() throws -> GeneratedJob {
+    private mutating func planOtherApp() -> Step {
         if otherAppPool.count < 24 {
             let format = pickFormat()
             let app = "com.other\(otherAppPool.count).game"
-            let minted = try simulator.mint(
-                MintRequest(bundleId: app, productId: app + ".coins", format: format, environment: .production))
-            otherAppPool.append((minted.receipt, format))
+            return .needsMint(
+                MintRequest(bundleId: app, productId: app + ".coins", format: format, environment: .production),
+                .otherAppPool(format))
         }
+        return .ready(pickOtherApp())
+    }
+
+    private mutating func pickOtherApp() -> GeneratedJob {
         let (receipt, format) = otherAppPool[random.below(otherAppPool.count)]
         return GeneratedJob(
             category: .otherApp, job: newJob(Self.proof(receipt, format: format)), format: format, environment: nil,
@@ -246,4 +378,30 @@ public struct SeedTrafficGenerator {
 extension SplitMix64 {
     fileprivate mutating func unit() -> Double { Double(next() >> 11) / Double(1 << 53) }
     fileprivate mutating func below(_ bound: Int) -> Int { Int(next() % UInt64(bound)) }
+}
+
+/// `count` generated jobs as an async sequence, minting through the generator's ``ReceiptMinting`` (for tools
+/// that stream traffic, such as `verify-worker submit --generate seed-mix`).
+public struct SeedTrafficSequence: AsyncSequence {
+    public typealias Element = GeneratedJob
+    private let generator: SeedTrafficGenerator
+    private let count: Int
+
+    public init(generator: SeedTrafficGenerator, count: Int) {
+        self.generator = generator
+        self.count = count
+    }
+
+    public struct AsyncIterator: AsyncIteratorProtocol {
+        var generator: SeedTrafficGenerator
+        var remaining: Int
+
+        public mutating func next() async throws -> GeneratedJob? {
+            guard remaining > 0 else { return nil }
+            remaining -= 1
+            return try await generator.nextJob()
+        }
+    }
+
+    public func makeAsyncIterator() -> AsyncIterator { AsyncIterator(generator: generator, remaining: count) }
 }

@@ -90,10 +90,13 @@ public struct JobProcessor: Sendable {
     /// Decides `job`. Ledger failures are retried until the ledger answers (the job stays in flight, so its offset
     /// is not committed); throws `CancellationError` when the task is cancelled, and ``PipelineFatalError`` when the
     /// ledger reports a fault that retrying cannot fix.
-    public func process(_ job: ReceiptJob) async throws -> Decided {
+    ///
+    /// - Parameter recordedAt: the job record's Kafka timestamp; rejections decided from the proof alone take it as
+    ///   their `decided_at`, so a redelivery repeats the verdict exactly without the ledger.
+    public func process(_ job: ReceiptJob, recordedAt: Date? = nil) async throws -> Decided {
         let started = ContinuousClock.now
         let local = localEvidence(for: job)
-        if let verdict = statelessRejection(job, local.evidence) {
+        if let verdict = statelessRejection(job, local.evidence, decidedAt: recordedAt ?? job.submittedAt ?? now()) {
             Counter(label: MetricNames.appleCallsAvoided, dimensions: [("decided_by", verdict.decidedBy.rawValue)])
                 .increment()
             return Decided(verdict: verdict, askedApple: false)
@@ -145,11 +148,12 @@ public struct JobProcessor: Sendable {
     /// A rejection the proof's bytes alone decide (not a receipt, another app, an unknown product, a bad
     /// signature, an environment not allowed): no claim is involved, so the ledger is neither read nor written.
     /// Most traffic is such junk (seed 000); recording it would make the ledger the bottleneck for nothing.
-    /// A redelivery gets the same verdict again (same `verdict_id`, outcome and reason; `decided_at` is the time of
-    /// that decision).
-    func statelessRejection(_ job: ReceiptJob, _ evidence: PurchaseEvidence) -> Verdict? {
+    /// A redelivery gets the same verdict again, `decided_at` included: it is the job record's timestamp (or the
+    /// job's `submitted_at`), not the time of this delivery.
+    func statelessRejection(_ job: ReceiptJob, _ evidence: PurchaseEvidence, decidedAt: Date) -> Verdict? {
         guard evidence.rejection != nil || evidence.authenticity == .notAuthenticated else { return nil }
-        let policy = DecisionPolicy(allowSandbox: configuration.allowSandbox, now: now(), catalog: configuration.catalog)
+        let policy = DecisionPolicy(
+            allowSandbox: configuration.allowSandbox, now: decidedAt, catalog: configuration.catalog)
         let input = DecisionInput(job: job, evidence: evidence, snapshot: LedgerSnapshot(), policy: policy)
         guard case .decided(let decision) = DecisionRules.decide(input), decision.writes.isEmpty,
             decision.verdict.outcome == .rejected

@@ -32,6 +32,8 @@ public struct WorkerRuntime: Sendable {
         self.configuration = configuration
         self.logger = logger
         self.serveOperations = serveOperations
+        // Before any part creates a metric: swift-metrics binds each metric to the factory in force at creation.
+        if serveOperations { _ = MetricsBootstrap.registry() }
     }
 
     /// Reads the catalog and trust anchors the configuration names. Throws ``ConfigurationError`` naming the key.
@@ -219,7 +221,7 @@ public struct WorkerRuntime: Sendable {
             concurrency: AIMDConfiguration(
                 floor: configuration.appleMinimumConcurrency, ceiling: configuration.appleMaximumConcurrency,
                 start: max(configuration.appleMinimumConcurrency, min(64, configuration.appleMaximumConcurrency))),
-            retryBudgetRatio: configuration.retryBudgetRatio,
+            retryBudgetRatio: configuration.retryBudgetRatio, retryBudgetMinimumPerSecond: 2,
             maximumQueuedWaiters: max(10_000, configuration.maximumInFlight))
     }
 

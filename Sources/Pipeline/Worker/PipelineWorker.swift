@@ -7,12 +7,15 @@ import Synchronization
 
 /// Decides jobs. ``JobProcessor`` is the worker's; tests give simpler ones.
 public protocol JobDeciding: Sendable {
-    /// Decides `job`; throws `CancellationError` when cancelled and ``PipelineFatalError`` when the worker must stop.
-    func decide(_ job: ReceiptJob) async throws -> JobProcessor.Decided
+    /// Decides `job`, read from a record written at `recordedAt`; throws `CancellationError` when cancelled and
+    /// ``PipelineFatalError`` when the worker must stop.
+    func decide(_ job: ReceiptJob, recordedAt: Date?) async throws -> JobProcessor.Decided
 }
 
 extension JobProcessor: JobDeciding {
-    public func decide(_ job: ReceiptJob) async throws -> Decided { try await process(job) }
+    public func decide(_ job: ReceiptJob, recordedAt: Date?) async throws -> Decided {
+        try await process(job, recordedAt: recordedAt)
+    }
 }
 
 /// Where a worker reads and writes.
@@ -208,7 +211,8 @@ public final class PipelineWorker: Sendable {
         }
         let decided: JobProcessor.Decided
         do {
-            decided = try await decider.decide(job)
+            let recordedAt = message.timestampMilliseconds.map { Date(timeIntervalSince1970: Double($0) / 1000) }
+            decided = try await decider.decide(job, recordedAt: recordedAt)
         } catch let fatal as PipelineFatalError {
             if health.fail(fatal.description) {
                 logger.critical(

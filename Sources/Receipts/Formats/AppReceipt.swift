@@ -137,8 +137,19 @@ struct AppReceipt {
         try parsePayload()
     }
 
-    /// Reads the payload SET of (type, version, value) attributes and the in-app purchase records.
+    /// Reads the payload SET of (type, version, value) attributes and the in-app purchase records: the fast scanner
+    /// for definite-length DER, this generic BER reading for anything else.
     private mutating func parsePayload() throws {
+        if let fields = AppReceiptPayloadScanner.read(payload) {
+            environment = fields.environment
+            bundleID = fields.bundleID
+            appVersion = fields.appVersion
+            originalAppVersion = fields.originalAppVersion
+            creationDate = fields.creationDate
+            expirationDate = fields.expirationDate
+            transactions = fields.transactions
+            return
+        }
         let payloadBytes = Array(payload)
         let reader = BERReader(payloadBytes)
         let set = try reader.element(at: 0, limit: payloadBytes.count)

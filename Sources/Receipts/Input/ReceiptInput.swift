@@ -34,12 +34,27 @@ public enum ReceiptInput {
         guard trimmed.count / 2 <= maximumDecodedSize else {
             throw .tooLarge(decodedSize: trimmed.count / 4 * 3, limit: maximumDecodedSize)
         }
+        if isJWSText(trimmed) {
+            guard trimmed.count <= maximumDecodedSize else {
+                throw .tooLarge(decodedSize: trimmed.count, limit: maximumDecodedSize)
+            }
+            return Array(trimmed)
+        }
+        // The common case in one pass: text that is base64 (as `looksLikeBase64` defines it) and decodes. The
+        // estimate bounds the output before any byte is decoded.
+        if trimmed.count / 4 * 3 <= maximumDecodedSize, let decoded = Base64.decodeIfBase64(trimmed),
+            decoded.significant >= 4
+        {
+            guard decoded.bytes.count <= maximumDecodedSize else {
+                throw .tooLarge(decodedSize: decoded.bytes.count, limit: maximumDecodedSize)
+            }
+            return decoded.bytes
+        }
         let isBase64 = looksLikeBase64(trimmed)
         let estimate = isBase64 ? trimmed.count / 4 * 3 : trimmed.count
         guard estimate <= maximumDecodedSize else {
             throw .tooLarge(decodedSize: estimate, limit: maximumDecodedSize)
         }
-        if isJWSText(trimmed) { return Array(trimmed) }
         if isBase64, let decoded = Base64.decode(trimmed) {
             guard decoded.count <= maximumDecodedSize else {
                 throw .tooLarge(decodedSize: decoded.count, limit: maximumDecodedSize)
@@ -92,99 +107,5 @@ public enum ReceiptInput {
         while start < end, isWhitespace(input[start]) || input[start] == 0 { start += 1 }
         while end > start, isWhitespace(input[end - 1]) || input[end - 1] == 0 { end -= 1 }
         return input[start..<end]
-    }
-}
-
-/// A forgiving base64 decoder: both alphabets, optional padding, ignores line breaks, and reads a space between
-/// base64 characters as the `+` that form encoding turned into a space.
-public enum Base64 {
-    /// The 6-bit value of one base64 character of either alphabet, or nil.
-    @inline(__always)
-    static func value(of byte: UInt8) -> UInt8? {
-        switch byte {
-        case UInt8(ascii: "A")...UInt8(ascii: "Z"): byte - UInt8(ascii: "A")
-        case UInt8(ascii: "a")...UInt8(ascii: "z"): byte - UInt8(ascii: "a") + 26
-        case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0") + 52
-        case UInt8(ascii: "+"), UInt8(ascii: "-"): 62
-        case UInt8(ascii: "/"), UInt8(ascii: "_"): 63
-        default: nil
-        }
-    }
-
-    /// Per byte: its 6-bit value, `skip` for line breaks and tabs, `pad` for `=`, `invalid` otherwise.
-    /// A space decodes as 62 (`+`), because form encoding turns `+` into a space.
-    private static let table: [UInt8] = {
-        var table = [UInt8](repeating: invalid, count: 256)
-        for byte in 0..<256 {
-            if let value = value(of: UInt8(byte)) { table[byte] = value }
-        }
-        table[0x20] = 62
-        for byte: UInt8 in [0x0A, 0x0D, 0x09] { table[Int(byte)] = skip }
-        table[Int(UInt8(ascii: "="))] = pad
-        return table
-    }()
-    private static let invalid: UInt8 = 0xFF
-    private static let skip: UInt8 = 0xFE
-    private static let pad: UInt8 = 0xFD
-
-    /// Decodes base64 text; nil when a character is not base64 or the length cannot be valid.
-    /// Spaces are read as `+`, line breaks and tabs are skipped, and decoding stops at the first `=`.
-    public static func decode<Bytes: Collection<UInt8>>(_ text: Bytes) -> [UInt8]? {
-        let result = text.withContiguousStorageIfAvailable { decode(buffer: $0) }
-        if let result { return result }
-        return Array(text).withUnsafeBufferPointer { decode(buffer: $0) }
-    }
-
-    private static func decode(buffer: UnsafeBufferPointer<UInt8>) -> [UInt8]? {
-        var output = [UInt8](repeating: 0, count: buffer.count / 4 * 3 + 3)
-        var written = 0
-        let ok = table.withUnsafeBufferPointer { table -> Bool in
-            output.withUnsafeMutableBufferPointer { out -> Bool in
-                var accumulator: UInt32 = 0
-                var count = 0
-                for byte in buffer {
-                    let sextet = table[Int(byte)]
-                    if sextet < 64 {
-                        accumulator = accumulator << 6 | UInt32(sextet)
-                        count += 1
-                        if count == 4 {
-                            out[written] = UInt8(truncatingIfNeeded: accumulator >> 16)
-                            out[written + 1] = UInt8(truncatingIfNeeded: accumulator >> 8)
-                            out[written + 2] = UInt8(truncatingIfNeeded: accumulator)
-                            written += 3
-                            accumulator = 0
-                            count = 0
-                        }
-                    } else if sextet == skip {
-                        continue
-                    } else if sextet == pad {
-                        break
-                    } else {
-                        return false
-                    }
-                }
-                switch count {
-                case 0: break
-                case 2:
-                    out[written] = UInt8(truncatingIfNeeded: accumulator >> 4)
-                    written += 1
-                case 3:
-                    out[written] = UInt8(truncatingIfNeeded: accumulator >> 10)
-                    out[written + 1] = UInt8(truncatingIfNeeded: accumulator >> 2)
-                    written += 2
-                default: return false
-                }
-                return true
-            }
-        }
-        guard ok else { return nil }
-        output.removeSubrange(written...)
-        return output
-    }
-
-    /// Decodes base64url without padding (JWS segments); nil on any other character.
-    static func decodeURL(_ text: ArraySlice<UInt8>) -> [UInt8]? {
-        for byte in text where value(of: byte) == nil && byte != UInt8(ascii: "=") { return nil }
-        return decode(text)
     }
 }

@@ -43,28 +43,30 @@ extension ChainVerifier {
     }
 
     private func buildCMSChain(_ signing: AppReceipt.Signing) -> Outcome {
-        var certificates: [Certificate] = []
+        var offered: [OfferedCertificate] = []
         for encoded in signing.certificates {
-            guard let certificate = try? Certificate(derEncoded: Array(encoded)) else {
+            guard let certificate = offeredCertificate(Array(encoded)) else {
                 return .invalid("a certificate in the receipt cannot be parsed")
             }
-            certificates.append(certificate)
+            offered.append(certificate)
         }
-        guard let leaf = Self.signerCertificate(signing.signerIdentifier, in: certificates) else {
+        guard let leafIndex = Self.signerCertificateIndex(signing.signerIdentifier, in: offered.map(\.certificate))
+        else {
             return .invalid("the signer's certificate is not in the receipt")
         }
-        return buildPath(leaf: leaf, intermediates: certificates.filter { $0 != leaf })
+        let leaf = offered[leafIndex]
+        return buildPath(leaf: leaf, intermediates: offered.filter { $0.certificate != leaf.certificate })
     }
 
-    /// The certificate named by an `issuerAndSerialNumber` signer identifier.
-    static func signerCertificate(_ identifier: ArraySlice<UInt8>, in certificates: [Certificate]) -> Certificate? {
+    /// The index of the certificate named by an `issuerAndSerialNumber` signer identifier.
+    static func signerCertificateIndex(_ identifier: ArraySlice<UInt8>, in certificates: [Certificate]) -> Int? {
         let bytes = Array(identifier)
         let reader = BERReader(bytes)
         guard let sid = try? reader.element(at: 0, limit: bytes.count), sid.identifier == BERTag.sequence,
             let parts = try? reader.children(of: sid), parts.count == 2, parts[1].identifier == BERTag.integer
-        else { return certificates.count == 1 ? certificates.first : nil }
+        else { return certificates.count == 1 ? 0 : nil }
         let serial = bytes[parts[1].contents]
-        return certificates.first { certificate in
+        return certificates.firstIndex { certificate in
             Array(certificate.serialNumber.bytes).elementsEqual(serial)
         }
     }

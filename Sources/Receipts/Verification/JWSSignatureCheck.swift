@@ -14,7 +14,7 @@ extension ChainVerifier {
         let outcome = self.outcome(forKey: key) { buildJWSChain(jws, allowUnanchored: allowUnanchored) }
         guard case .trusted(let chain) = outcome else { return outcome.status(at: time) }
         guard jws.signature.count == 64,
-            let publicKey = P256.Signing.PublicKey(chain.leaf.publicKey),
+            let publicKey = chain.p256Key,
             let signature = try? P256.Signing.ECDSASignature(rawRepresentation: jws.signature),
             publicKey.isValidSignature(signature, for: SHA256.hash(data: jws.signingInput))
         else { return .invalid(reason: "ES256 signature does not verify") }
@@ -33,18 +33,18 @@ extension ChainVerifier {
         }
         guard header.alg == "ES256" else { return .invalid("JWS alg must be ES256") }
         guard let x5c = header.x5c, !x5c.isEmpty else { return .untrusted("JWS header has no x5c certificate chain") }
-        var certificates: [Certificate] = []
+        var certificates: [OfferedCertificate] = []
         for encoded in x5c.prefix(4) {
-            guard let der = Base64.decode(encoded.utf8), let certificate = try? Certificate(derEncoded: der) else {
+            guard let der = Base64.decode(encoded.utf8), let certificate = offeredCertificate(der) else {
                 return .invalid("an x5c certificate cannot be parsed")
             }
             certificates.append(certificate)
         }
         if certificates.count != 3 {
             if allowUnanchored, let leaf = certificates.first {
-                var chain = VerifiedChain(leaf: leaf, notBefore: .distantPast, notAfter: .distantFuture)
-                chain.unanchored = true
-                return .trusted(chain)
+                return .trusted(
+                    VerifiedChain(
+                        leaf: leaf.certificate, notBefore: .distantPast, notAfter: .distantFuture, unanchored: true))
             }
             return .untrusted("x5c must hold three certificates, found \(certificates.count)")
         }

@@ -50,7 +50,8 @@ extension ChainVerifier {
                     "signing certificate (1024-bit key) is issued by Apple iTunes Store Certification Authority, "
                         + "which is not a configured anchor")
             }
-            return buildPath(leaf: certificate, intermediates: [])
+            return buildPath(
+                leaf: OfferedCertificate(der: certificateBytes, certificate: certificate), intermediates: [])
         }
         return outcome.status(at: time)
     }
@@ -58,7 +59,7 @@ extension ChainVerifier {
     /// The RSA key of a legacy signing certificate (1024-bit keys accepted), read with the BER reader because
     /// swift-certificates rejects keys under 2048 bits. Cached per certificate.
     private func legacySigningKey(_ certificate: [UInt8]) -> _RSA.Signing.PublicKey? {
-        if let cached = legacyKeys.withLock({ $0[certificate] }) { return cached }
+        if let cached = legacyKeys.withLock({ $0[ByteKey(certificate)] }) { return cached }
         let reader = BERReader(certificate)
         guard let outer = try? reader.element(at: 0, limit: certificate.count),
             let parts = try? reader.children(of: outer), let tbs = parts.first,
@@ -71,7 +72,7 @@ extension ChainVerifier {
         guard let key = try? _RSA.Signing.PublicKey(unsafeDERRepresentation: spki) else { return nil }
         legacyKeys.withLock { keys in
             if keys.count >= Self.cacheCapacity { keys.removeAll() }
-            keys[certificate] = key
+            keys[ByteKey(certificate)] = key
         }
         return key
     }

@@ -25,6 +25,9 @@ struct BenchReceiptsCommand: ParsableCommand {
     @Flag(help: "Skip the Python peers.")
     var noPeers = false
 
+    @Option(name: .customLong("case"), help: "Run only this case (repeatable); default: every case.")
+    var onlyCases: [String] = []
+
     @Option(help: "Instead of benchmarking, run N mutated inputs through the analyzer and report.")
     var fuzz: Int?
 
@@ -32,7 +35,14 @@ struct BenchReceiptsCommand: ParsableCommand {
         let directory = URL(
             fileURLWithPath: fixtures ?? ProcessInfo.processInfo.environment["VERIFY_FIXTURES_DIR"]
                 ?? "../shared/fixtures")
-        let cases = try ReceiptBenchCase.all(in: directory)
+        var cases = try ReceiptBenchCase.all(in: directory)
+        if !onlyCases.isEmpty {
+            cases = cases.filter { onlyCases.contains($0.name) }
+            guard !cases.isEmpty else {
+                throw ValidationError(
+                    "no such case; cases: \(ReceiptBenchCase.definitions.map(\.name).joined(separator: ", "))")
+            }
+        }
         if let fuzz {
             try runFuzz(count: fuzz, cases: cases, directory: directory)
             return
@@ -67,8 +77,16 @@ struct BenchReceiptsCommand: ParsableCommand {
                 results[index]["ratio_to_fastest_peer"] = (mine / fastest * 100).rounded() / 100
             }
         }
+        var breakdown: [String: Any] = [:]
+        if let jws = cases.first(where: { $0.name.contains("jws") }) {
+            breakdown["jws"] = ReceiptCostBreakdown.jws(jws.input, seconds: 0.25)
+        }
+        if let large = cases.first(where: { $0.name == "app_receipt_187_purchases" }) {
+            breakdown["app_receipt_187_purchases"] = ReceiptCostBreakdown.appReceipt(large.input, seconds: 0.25)
+        }
         var output: [String: Any] = [
             "benchmark": "receipts", "cores": 1, "seconds_per_case": seconds, "cases": results,
+            "cost_breakdown_microseconds": breakdown,
         ]
         if let peerError { output["peers_error"] = peerError }
         let data = try JSONSerialization.data(withJSONObject: output, options: [.prettyPrinted, .sortedKeys])
@@ -93,7 +111,8 @@ struct BenchReceiptsCommand: ParsableCommand {
     }
 
     private func runFuzz(count: Int, cases: [ReceiptBenchCase], directory: URL) throws {
-        var seeds = cases.map(\.input)
+        var files = Set<String>()
+        var seeds = cases.filter { files.insert($0.file).inserted }.map(\.input)
         // Binary forms too, so mutations hit the BER reader directly and not only the base64 decoder.
         for benchCase in cases where benchCase.name.contains("app_receipt") {
             if let decoded = Base64.decode(benchCase.input) { seeds.append(decoded) }
@@ -113,20 +132,35 @@ struct BenchReceiptsCommand: ParsableCommand {
 
 /// One benchmark case: a fixture read as a client would send it (base64 or JWS text).
 struct ReceiptBenchCase {
+    /// What each receipt of a case costs.
+    enum Mode {
+        /// Decode, parse, signature and chain at signing time; the chain cache keeps what it learnt.
+        case verified
+        /// Decode and full parse, no signature (the iOS 6 peer runs a regex and verifies nothing either).
+        case parseOnly
+        /// The chain cache is emptied before every receipt but verified intermediates are kept: a leaf never
+        /// seen before under a known Apple intermediate.
+        case coldLeaf
+        /// Every cache is emptied before every receipt: root, intermediate and leaf checked from scratch.
+        case fullyCold
+    }
+
     var name: String
     var file: String
     var path: String
     var input: [UInt8]
-    /// The JWS cold case clears the chain cache before every receipt.
-    var coldChainCache = false
+    var mode: Mode
 
-    static let definitions: [(name: String, file: String, cold: Bool)] = [
-        ("ios6_transaction_receipt", "venice/legacy_transaction_receipt_ios6.b64", false),
-        ("small_app_receipt", "mbaasy/validator_receipts_unified.txt", false),
-        ("app_receipt_187_purchases", "tpinappreceipt/receipt-sandbox-legacy", false),
-        ("production_app_receipt", "tpinappreceipt/receipt-production", false),
-        ("jws_cold_chain_cache", "go-iap/real_sandbox_signedRenewalInfo_2000000335310644.jws", true),
-        ("jws_warm_chain_cache", "go-iap/real_sandbox_signedRenewalInfo_2000000335310644.jws", false),
+    static let jwsFixture = "go-iap/real_sandbox_signedRenewalInfo_2000000335310644.jws"
+    static let definitions: [(name: String, file: String, mode: Mode)] = [
+        ("ios6_transaction_receipt", "venice/legacy_transaction_receipt_ios6.b64", .verified),
+        ("ios6_transaction_receipt_parse_only", "venice/legacy_transaction_receipt_ios6.b64", .parseOnly),
+        ("small_app_receipt", "mbaasy/validator_receipts_unified.txt", .verified),
+        ("app_receipt_187_purchases", "tpinappreceipt/receipt-sandbox-legacy", .verified),
+        ("production_app_receipt", "tpinappreceipt/receipt-production", .verified),
+        ("jws_fully_cold", jwsFixture, .fullyCold),
+        ("jws_cold_leaf", jwsFixture, .coldLeaf),
+        ("jws_warm_chain_cache", jwsFixture, .verified),
     ]
 
     static func all(in directory: URL) throws -> [ReceiptBenchCase] {
@@ -137,7 +171,7 @@ struct ReceiptBenchCase {
             }
             return ReceiptBenchCase(
                 name: definition.name, file: definition.file, path: url.path, input: Array(data),
-                coldChainCache: definition.cold)
+                mode: definition.mode)
         }
     }
 
@@ -146,13 +180,15 @@ struct ReceiptBenchCase {
         ReceiptAnalyzer(trust: .apple, catalog: .any, policy: AnalysisPolicy())
     }
 
-    /// Receipts per second on the calling thread, each fully analyzed (decode, signature, chain at signing time).
+    /// Receipts per second on the calling thread, each analyzed as the case's mode says.
     func measure(seconds: Double) throws -> Double {
         let analyzer = Self.analyzer()
         let check = analyzer.analyze(input)
+        // iOS 6 receipts are signed by a CA that is not shipped, so they stay `untrusted` (signature checked).
         guard check.format != .unknown, check.signature == .valid || name.contains("ios6") else {
             throw ValidationError("benchmark fixture \(file) did not verify: \(check.signature)")
         }
+        let parseOnly = mode == .parseOnly
         let clock = ContinuousClock()
         let budget = Duration.milliseconds(Int64(seconds * 1000))
         var count = 0
@@ -161,8 +197,13 @@ struct ReceiptBenchCase {
         var elapsed = Duration.zero
         while elapsed < budget {
             for _ in 0..<16 {
-                if coldChainCache { analyzer.chains.removeAllCachedChains() }
-                transactions &+= analyzer.analyze(input).transactions.count  // keeps the work observable
+                switch mode {
+                case .verified, .parseOnly: break
+                case .coldLeaf: analyzer.chains.removeCachedLeafChains()
+                case .fullyCold: analyzer.chains.removeAllCachedChains()
+                }
+                let analysis = parseOnly ? analyzer.analyzeWithoutVerifying(input) : analyzer.analyze(input)
+                transactions &+= analysis.transactions.count  // keeps the work observable
                 count += 1
             }
             elapsed = started.duration(to: clock.now)

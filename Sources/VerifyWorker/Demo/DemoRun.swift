@@ -26,6 +26,8 @@ struct DemoOptions: Sendable {
     var partitions = 8
     /// How long one job may keep trying Apple before it is `unverifiable`. Default: 30 s.
     var appleDeadline: Duration = .seconds(30)
+    /// The workers' ledger; nil: a SQLite file in the run's temporary directory.
+    var ledgerURL: String?
     /// Produce repeats only once every other job is decided, so a replay never races its original: in the field
     /// a repeat arrives after the purchase it copies was verified. Off, a replay submitted in the same burst as its
     /// original may be decided first and win the transaction (the original then gets `replayed`). Default: true.
@@ -140,8 +142,9 @@ struct DemoRun: Sendable {
 
         let report = try await withThrowingTaskGroup(of: Void.self) { group in
             for index in 0..<options.workers {
-                let configuration = try workerConfiguration(
-                    index: index, bootstrap: bootstrap, port: port, files: directory)
+                let configuration = try Self.workerConfiguration(
+                    index: index, bootstrap: bootstrap, port: port, files: directory, ledgerURL: options.ledgerURL,
+                    jobDeadline: options.appleDeadline)
                 let runtime = WorkerRuntime(configuration: configuration, logger: logger, serveOperations: false)
                 group.addTask { _ = try await runtime.run(health: health[index]) { await stop.wait() } }
             }
@@ -171,26 +174,28 @@ struct DemoRun: Sendable {
     }
 
     /// The configuration `verify-worker run` would read, pointing at the in-process cluster, simulator and ledger.
-    private func workerConfiguration(
-        index: Int, bootstrap: String, port: Int, files: DemoFiles
-    ) throws
-        -> WorkerConfiguration
-    {
-        var sources = ConfigurationSources()
-        try sources.addFlags([
+    static func workerConfiguration(
+        index: Int, bootstrap: String, port: Int, files: DemoFiles, ledgerURL: String? = nil,
+        jobDeadline: Duration = .seconds(30), extra: [String: String] = [:], environment: [String: String] = [:]
+    ) throws -> WorkerConfiguration {
+        var flags = [
             "brokers": bootstrap,
             "group_id": "verify-worker-demo",
             "worker_id": "demo-worker-\(index)",
-            "ledger_url": "sqlite:" + files.ledger.path,
+            "ledger_url": ledgerURL ?? "sqlite:" + files.ledger.path,
             "catalog_file": files.catalog.path,
             "trust_anchors": files.anchors.map(\.path).joined(separator: ","),
             "allow_sandbox": "true",
             "verify_receipt_production_url": "http://127.0.0.1:\(port)/verifyReceipt",
             "verify_receipt_sandbox_url": "http://127.0.0.1:\(port)/sandbox/verifyReceipt",
-            "job_deadline_s": String(max(1, Int(options.appleDeadline.components.seconds))),
+            "job_deadline_s": String(max(1, Int(jobDeadline.components.seconds))),
             "max_in_flight": "5000",
             "drain_timeout_s": "5",
-        ])
+        ]
+        flags.merge(extra) { _, new in new }
+        var sources = ConfigurationSources()
+        sources.addEnvironment(environment)
+        try sources.addFlags(flags)
         return try WorkerConfiguration(sources)
     }
 

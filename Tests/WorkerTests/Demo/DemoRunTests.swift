@@ -13,9 +13,12 @@ struct DemoRunTests {
 
     @Test(
         "every category gets its verdict, each job exactly one, and Apple sees only receipts it must check",
-        .timeLimit(.minutes(2)))
-    func seedMixVerdicts() async throws {
+        .timeLimit(.minutes(2)), arguments: LedgerBackend.allCases)
+    func seedMixVerdicts(backend: LedgerBackend) async throws {
+        let ledgerURL = try LedgerTestSupport.freshURL(backend)
+        defer { LedgerTestSupport.removeFiles(of: ledgerURL) }
         var options = DemoOptions()
+        options.ledgerURL = ledgerURL
         options.jobs = 300
         options.mix = Self.mix
         options.repeatsLast = true

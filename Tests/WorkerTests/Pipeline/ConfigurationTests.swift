@@ -146,3 +146,48 @@ struct ConfigurationReferenceTests {
             "docs/CONFIGURATION.md is out of date: regenerate it with `verify-worker config-reference`")
     }
 }
+
+@Suite("Worker command line")
+struct WorkerCommandLineTests {
+    static let environment = ["VERIFY_CATALOG_FILE": "/etc/catalog.json", "VERIFY_GROUP_ID": "from-env"]
+
+    @Test("--name value and --name=value both work, flags win over the environment, a file comes first")
+    func flags() throws {
+        let files = ["/etc/worker.env": "VERIFY_GROUP_ID=from-file\nVERIFY_JOBS_TOPIC=file-jobs\n"]
+        let configuration = try WorkerConfiguration.load(
+            arguments: ["--group-id", "from-flag", "--max-in-flight=77", "--config-file", "/etc/worker.env"],
+            environment: Self.environment,
+            readFile: { path in
+                guard let text = files[path] else { throw CocoaError(.fileNoSuchFile) }
+                return text
+            })
+        #expect(configuration.groupID == "from-flag")
+        #expect(configuration.maximumInFlight == 77)
+        #expect(configuration.jobsTopic == "file-jobs")
+        #expect(configuration.catalogFile == "/etc/catalog.json")
+    }
+
+    @Test(
+        "a bad command line is one error naming the key",
+        arguments: [
+            (["--bogus", "1"], "--bogus"), (["--group-id"], "group_id"), (["stray"], "stray"),
+            (["--shared-secret", "s3cret"], "shared_secret"), (["--max-in-flight", "many"], "max_in_flight"),
+        ])
+    func badCommandLine(arguments: [String], key: String) {
+        #expect {
+            _ = try WorkerConfiguration.load(arguments: arguments, environment: Self.environment)
+        } throws: { error in
+            guard let error = error as? ConfigurationError else { return false }
+            return error.key == key && !error.description.contains("s3cret")
+        }
+    }
+
+    @Test("the help text lists every key with its environment name and default")
+    func help() {
+        let help = WorkerConfiguration.flagsHelp()
+        for key in WorkerConfiguration.keys {
+            #expect(help.contains(key.environmentName), "\(key.name)")
+            if let flag = key.flagName { #expect(help.contains(flag + " <value>"), "\(flag)") }
+        }
+    }
+}

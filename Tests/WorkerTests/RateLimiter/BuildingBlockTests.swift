@@ -159,6 +159,27 @@ struct RateLimiterRetryPolicyTests {
         }
     }
 
+    @Test("a minimum rate lets retries go on with no first attempts, at that rate and no faster")
+    func budgetMinimumRate() {
+        var budget = RetryBudget(ratio: 0.1, maxTokens: 2, minimumPerSecond: 4)
+        let first = budget.tryWithdrawRetry()
+        let second = budget.tryWithdrawRetry()
+        #expect(first && second)
+        #expect(!budget.canRetry)
+        #expect(budget.timeUntilRetry == .milliseconds(250))
+        budget.earn(over: .milliseconds(100))
+        #expect(!budget.canRetry)
+        #expect(budget.timeUntilRetry == .milliseconds(150))
+        budget.earn(over: .milliseconds(150))
+        let third = budget.tryWithdrawRetry()
+        #expect(third)
+        #expect(!budget.canRetry)
+        // Time never fills more than the burst.
+        budget.earn(over: .seconds(60))
+        #expect(budget.tokens == 2)
+        #expect(RetryBudget(ratio: 0.1, maxTokens: 1).timeUntilRetry == nil)
+    }
+
     @Test("retries stop when the budget is spent and resume as first attempts earn tokens")
     func budget() {
         var budget = RetryBudget(ratio: 0.1, maxTokens: 5)

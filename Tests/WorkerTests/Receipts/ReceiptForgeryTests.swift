@@ -152,9 +152,16 @@ struct ReceiptForgeryTests {
         #expect(analyzer.analyze(resigned).verdict.code == "not_authenticated")
 
         var flipped = receipt
-        let bundleOffset = try #require(receipt.firstRange(of: Array("com.example.app".utf8))).lowerBound
-        flipped[bundleOffset] ^= 0x01
+        let transactionOffset = try #require(receipt.firstRange(of: Array("1000000000000002".utf8))).upperBound - 1
+        flipped[transactionOffset] ^= 0x01
         #expect(analyzer.analyze(flipped).signature.code == "invalid")
+
+        // A receipt altered into another app's is rejected as such without spending a signature check on it.
+        var otherApp = receipt
+        let bundleOffset = try #require(receipt.firstRange(of: Array("com.example.app".utf8))).lowerBound
+        otherApp[bundleOffset] ^= 0x01
+        #expect(analyzer.analyze(otherApp).signature.code == "not_checked")
+        #expect(analyzer.analyze(otherApp).verdict.code == "wrong_bundle")
 
         // Raw DER whose last signature byte looks like whitespace or NUL is still read whole (not trimmed).
         for lastByte: UInt8 in [0x00, 0x09, 0x0A, 0x0D, 0x20] {

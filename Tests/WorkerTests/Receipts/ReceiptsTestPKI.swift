@@ -14,6 +14,8 @@ struct ReceiptsTestPKI {
     var root: Certificate
     var intermediate: Certificate
     var leaf: Certificate
+    /// The intermediate's key, to issue more leaves under the same intermediate (`withNewLeaf`).
+    var intermediateKey: Certificate.PrivateKey
     /// The leaf's key: EC for JWS, RSA for PKCS#7.
     var ecKey: P256.Signing.PrivateKey?
     var rsaKey: _RSA.Signing.PrivateKey?
@@ -35,7 +37,6 @@ struct ReceiptsTestPKI {
             rsaKey.map { Certificate.PublicKey($0.publicKey) } ?? Certificate.PublicKey(ecKey.publicKey)
         let rootName = try DistinguishedName { CommonName("Receipts Test Root") }
         let intermediateName = try DistinguishedName { CommonName("Receipts Test Intermediate") }
-        let leafName = try DistinguishedName { CommonName("Receipts Test Leaf") }
         let start = Date(timeIntervalSince1970: 1_262_304_000)  // 2010
         let end = Date(timeIntervalSince1970: 2_208_988_800)  // 2040
         let ca = try Certificate.Extension(BasicConstraints.isCertificateAuthority(maxPathLength: nil), critical: true)
@@ -51,15 +52,46 @@ struct ReceiptsTestPKI {
             version: .v3, serialNumber: .init(), publicKey: intermediateKey.publicKey, notValidBefore: start,
             notValidAfter: end, issuer: rootName, subject: intermediateName, signatureAlgorithm: .ecdsaWithSHA256,
             extensions: try Certificate.Extensions(intermediateExtensions), issuerPrivateKey: rootKey)
-        var leafExtensions = [try Certificate.Extension(BasicConstraints.notCertificateAuthority, critical: true)]
-        if leafMarker { leafExtensions.append(.init(oid: Self.leafMarker, critical: false, value: [0x05, 0x00])) }
-        let leaf = try Certificate(
-            version: .v3, serialNumber: .init(), publicKey: leafPublicKey,
-            notValidBefore: validity.lowerBound, notValidAfter: validity.upperBound,
-            issuer: intermediateName, subject: leafName, signatureAlgorithm: .ecdsaWithSHA256,
-            extensions: try Certificate.Extensions(leafExtensions), issuerPrivateKey: intermediateKey)
+        let leaf = try Self.leaf(
+            publicKey: leafPublicKey, marker: leafMarker, validity: validity, issuer: intermediateName,
+            issuerKey: intermediateKey)
         return ReceiptsTestPKI(
-            root: root, intermediate: intermediate, leaf: leaf, ecKey: rsa ? nil : ecKey, rsaKey: rsaKey)
+            root: root, intermediate: intermediate, leaf: leaf, intermediateKey: intermediateKey,
+            ecKey: rsa ? nil : ecKey, rsaKey: rsaKey)
+    }
+
+    static func leaf(
+        publicKey: Certificate.PublicKey, marker: Bool, validity: ClosedRange<Date>, issuer: DistinguishedName,
+        issuerKey: Certificate.PrivateKey
+    ) throws -> Certificate {
+        var extensions = [try Certificate.Extension(BasicConstraints.notCertificateAuthority, critical: true)]
+        if marker { extensions.append(.init(oid: Self.leafMarker, critical: false, value: [0x05, 0x00])) }
+        return try Certificate(
+            version: .v3, serialNumber: .init(), publicKey: publicKey,
+            notValidBefore: validity.lowerBound, notValidAfter: validity.upperBound,
+            issuer: issuer, subject: try DistinguishedName { CommonName("Receipts Test Leaf") },
+            signatureAlgorithm: .ecdsaWithSHA256, extensions: try Certificate.Extensions(extensions),
+            issuerPrivateKey: issuerKey)
+    }
+
+    /// The same root and intermediate with a new leaf key and certificate, issued by `issuerKey` (default: the
+    /// intermediate's key; another key makes a leaf that only claims to come from the intermediate).
+    func withNewLeaf(
+        rsa: Bool = false, marker: Bool = true, validity: ClosedRange<Date>? = nil,
+        issuerKey: Certificate.PrivateKey? = nil
+    ) throws -> ReceiptsTestPKI {
+        let validity =
+            validity ?? Date(timeIntervalSince1970: 1_577_836_800)...Date(timeIntervalSince1970: 1_893_456_000)
+        let ecKey = P256.Signing.PrivateKey()
+        let rsaKey = rsa ? try Self.newRSAKey() : nil
+        let publicKey = rsaKey.map { Certificate.PublicKey($0.publicKey) } ?? Certificate.PublicKey(ecKey.publicKey)
+        var copy = self
+        copy.leaf = try Self.leaf(
+            publicKey: publicKey, marker: marker, validity: validity, issuer: intermediate.subject,
+            issuerKey: issuerKey ?? intermediateKey)
+        copy.ecKey = rsa ? nil : ecKey
+        copy.rsaKey = rsaKey
+        return copy
     }
 
     var trust: TrustStore { TrustStore(anchors: [root]) }

@@ -1,0 +1,135 @@
+import Foundation
+import Messages
+
+/// Turns request bodies into jobs with the message contract's rules (``MessageCodec``: size limit, strict
+/// fields, one proof), so that what the gateway publishes is never dead-lettered by a worker.
+public struct JobIntake: Sendable {
+    public var codec: MessageCodec
+    /// The `account_id` of jobs made from App Store Server Notifications (they name no account; the worker finds
+    /// the owner of the subscription in its ledger).
+    public var notificationAccountID: String
+    /// Makes a `job_id` for a frontend's job that has none. Default: a random UUID.
+    public var makeJobID: @Sendable () -> String
+    /// Now, for `submitted_at` of notification jobs.
+    public var now: @Sendable () -> Date
+
+    /// Prefix of the `job_id` of a notification job, followed by the notification's `notificationUUID`.
+    public static let notificationJobIDPrefix = "apple-notification-"
+
+    public init(
+        codec: MessageCodec = MessageCodec(), notificationAccountID: String = "apple-notification",
+        makeJobID: @escaping @Sendable () -> String = { UUID().uuidString.lowercased() },
+        now: @escaping @Sendable () -> Date = { Date() }
+    ) {
+        self.codec = codec
+        self.notificationAccountID = notificationAccountID
+        self.makeJobID = makeJobID
+        self.now = now
+    }
+
+    /// A job in the `receipt-job/v1` wire shape (docs/messages.md). Two fields may be left out: `schema` (taken
+    /// as `receipt-job/v1`) and `job_id` (a new UUID; a frontend that retries should send its own, so that the
+    /// retry is the same job downstream).
+    public func job(fromFrontendJSON body: [UInt8]) throws(GatewayError) -> ReceiptJob {
+        guard body.count <= codec.maximumMessageBytes else {
+            throw GatewayError(.tooLarge, "\(body.count) bytes, limit \(codec.maximumMessageBytes)")
+        }
+        guard let object = (try? JSONSerialization.jsonObject(with: Data(body))) as? [String: Any] else {
+            throw GatewayError(.notJSON, "the body must be a JSON object in UTF-8")
+        }
+        var additions: [String: String] = [:]
+        if object["schema"] == nil || object["schema"] is NSNull { additions["schema"] = ReceiptJob.schema }
+        if object["job_id"] == nil || object["job_id"] is NSNull { additions["job_id"] = makeJobID() }
+        let completed = additions.isEmpty ? body : Self.inserting(additions, into: body)
+        do {
+            return try codec.decodeJob(completed)
+        } catch {
+            throw GatewayError(error)
+        }
+    }
+
+    /// An App Store Server Notifications V2 request, `{"signedPayload": "<JWS>"}`, as a job whose proof is the
+    /// signed payload. The payload is read without verifying its signature (the worker verifies it) and only for
+    /// its `notificationUUID`: the `job_id` is derived from it, so Apple's retries of one notification are one job.
+    public func job(fromNotificationJSON body: [UInt8]) throws(GatewayError) -> ReceiptJob {
+        guard body.count <= codec.maximumMessageBytes else {
+            throw GatewayError(.tooLarge, "\(body.count) bytes, limit \(codec.maximumMessageBytes)")
+        }
+        guard let object = (try? JSONSerialization.jsonObject(with: Data(body))) as? [String: Any] else {
+            throw GatewayError(.notJSON, "the body must be a JSON object in UTF-8")
+        }
+        guard let raw = object["signedPayload"], !(raw is NSNull) else {
+            throw GatewayError(.missingField, field: "signedPayload", "signedPayload: required")
+        }
+        guard let signedPayload = raw as? String else {
+            throw GatewayError(.wrongType, field: "signedPayload", "signedPayload: expected string")
+        }
+        let uuid = try NotificationPeek.notificationUUID(ofSignedPayload: signedPayload)
+        let job = ReceiptJob(
+            jobID: Self.notificationJobIDPrefix + uuid.lowercased(), accountID: notificationAccountID,
+            proof: .notification(signedPayload), submittedAt: now())
+        do {
+            try job.validate()
+        } catch let error as MessageError {
+            throw GatewayError(error)
+        } catch {
+            throw GatewayError(.invalidValue, "the notification does not make a valid job")
+        }
+        return job
+    }
+
+    /// `body` (a JSON object) with string members added right after its opening brace. The original bytes are
+    /// kept as sent, so the codec reads exactly what the frontend wrote plus the additions.
+    static func inserting(_ members: [String: String], into body: [UInt8]) -> [UInt8] {
+        guard let brace = body.firstIndex(of: UInt8(ascii: "{")) else { return body }
+        var inserted: [UInt8] = []
+        for (name, value) in members.sorted(by: { $0.key < $1.key }) {
+            inserted += GatewayJSON.encode(name) + [UInt8(ascii: ":")] + GatewayJSON.encode(value)
+            inserted.append(UInt8(ascii: ","))
+        }
+        // An empty object `{}` must not get a trailing comma.
+        let rest = body[(brace + 1)...]
+        if rest.first(where: { ![0x20, 0x09, 0x0A, 0x0D].contains($0) }) == UInt8(ascii: "}") {
+            inserted.removeLast()
+        }
+        return Array(body[...brace]) + inserted + Array(rest)
+    }
+}
+
+/// Reads the unverified payload of a notification's JWS, only for its `notificationUUID`.
+enum NotificationPeek {
+    /// The longest `notificationUUID` accepted (Apple's are 36-character UUIDs).
+    static let maximumUUIDLength = 64
+
+    static func notificationUUID(ofSignedPayload jws: String) throws(GatewayError) -> String {
+        let segments = jws.split(separator: ".", omittingEmptySubsequences: false)
+        guard segments.count == 3 else {
+            throw GatewayError(.invalidValue, field: "signedPayload", "signedPayload: not a compact JWS")
+        }
+        guard let payload = base64URLDecode(segments[1]),
+            let object = (try? JSONSerialization.jsonObject(with: payload)) as? [String: Any]
+        else {
+            throw GatewayError(.invalidValue, field: "signedPayload", "signedPayload: payload is not base64url JSON")
+        }
+        guard let uuid = object["notificationUUID"] as? String else {
+            throw GatewayError(
+                .invalidValue, field: "signedPayload.notificationUUID", "signedPayload: no notificationUUID")
+        }
+        let allowed = uuid.utf8.allSatisfy { byte in
+            (0x30...0x39).contains(byte) || (0x41...0x5A).contains(byte) || (0x61...0x7A).contains(byte)
+                || byte == UInt8(ascii: "-")
+        }
+        guard !uuid.isEmpty, uuid.utf8.count <= maximumUUIDLength, allowed else {
+            throw GatewayError(
+                .invalidValue, field: "signedPayload.notificationUUID",
+                "signedPayload: notificationUUID must be 1-\(maximumUUIDLength) letters, digits or dashes")
+        }
+        return uuid
+    }
+
+    static func base64URLDecode(_ text: Substring) -> Data? {
+        var base64 = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        while base64.count % 4 != 0 { base64.append("=") }
+        return Data(base64Encoded: base64)
+    }
+}

@@ -1,0 +1,141 @@
+import Kafka
+import Logging
+import Messages
+import Synchronization
+
+/// Publishes one job and returns once Kafka acknowledged it. The gateway answers 2xx only after this returns.
+public protocol JobPublishing: Sendable {
+    /// - Throws: ``GatewayError`` with code `kafka_unavailable` when Kafka did not acknowledge in time or
+    ///   refused the message.
+    func publish(_ job: ReceiptJob) async throws(GatewayError) -> KafkaDeliveryReport
+}
+
+/// Publishes jobs to `receipt-jobs` keyed by `account_id` through an idempotent producer (`acks=all`), each
+/// within a deadline.
+public final class KafkaJobPublisher: JobPublishing {
+    public let producer: KafkaProducer
+    public let topic: String
+    private let codec: MessageCodec
+    private let deadline: Duration
+    private let logger: Logger
+    /// Whether the last publish failed for want of Kafka (cleared by the next success): the readiness signal.
+    private let lastPublishFailed = Mutex(false)
+
+    /// - Parameter deadline: how long `publish` waits for the delivery report. Give the producer a
+    ///   `message.timeout.ms` no longer than this so librdkafka gives up on the message at the same time.
+    public init(
+        producer: KafkaProducer, topic: String = Topics.jobs, codec: MessageCodec = MessageCodec(),
+        deadline: Duration, logger: Logger
+    ) {
+        self.producer = producer
+        self.topic = topic
+        self.codec = codec
+        self.deadline = deadline
+        self.logger = logger
+    }
+
+    public func publish(_ job: ReceiptJob) async throws(GatewayError) -> KafkaDeliveryReport {
+        let record = KafkaProducerRecord(topic: topic, key: Array(job.accountID.utf8), value: codec.encode(job))
+        let producer = self.producer
+        // librdkafka's own message timeout is the same, but it is checked only about once a second (and not
+        // at all for a message waiting for a place in the in-flight bound): the request's answer keeps to the
+        // deadline. A message answered 503 may still reach Kafka later; the retry with its job_id is harmless.
+        let outcome = await Deadline.race(deadline) { try await producer.send(record) }
+        switch outcome {
+        case .value(let report):
+            lastPublishFailed.withLock { $0 = false }
+            return report
+        case .failure(let error):
+            lastPublishFailed.withLock { $0 = true }
+            logger.warning(
+                "job not acknowledged by kafka",
+                metadata: ["verify.job_id": "\(job.jobID)", "kafka.topic": "\(topic)", "kafka.error": "\(error)"])
+            if let kafka = error as? KafkaError, kafka.code == .shuttingDown {
+                throw GatewayError(.shuttingDown, "the gateway is shutting down; retry with the same job_id")
+            }
+            throw GatewayError(.kafkaUnavailable, "Kafka did not acknowledge the job; retry with the same job_id")
+        case .timedOut:
+            lastPublishFailed.withLock { $0 = true }
+            logger.warning(
+                "job not acknowledged by kafka within the deadline",
+                metadata: ["verify.job_id": "\(job.jobID)", "kafka.topic": "\(topic)"])
+            throw GatewayError(
+                .kafkaUnavailable, "Kafka did not acknowledge the job in time; retry with the same job_id")
+        }
+    }
+
+    /// Ready unless the producer failed for good or the last publish found Kafka unavailable.
+    public var readiness: (isReady: Bool, reasons: [String]) {
+        if producer.fatalError != nil { return (false, ["kafka_fatal"]) }
+        if lastPublishFailed.withLock({ $0 }) { return (false, ["kafka_unavailable"]) }
+        return (true, [])
+    }
+}
+
+/// Waits for an operation up to a deadline. The operation is not cancelled when the deadline passes (a
+/// produce already handed to librdkafka cannot be taken back); its late result is dropped.
+enum Deadline {
+    enum Outcome<T: Sendable>: Sendable {
+        case value(T)
+        case failure(any Error)
+        case timedOut
+    }
+
+    static func race<T: Sendable>(
+        _ deadline: Duration, _ operation: @escaping @Sendable () async throws -> T
+    ) async -> Outcome<T> {
+        let once = OnceContinuation<Outcome<T>>()
+        return await withCheckedContinuation { continuation in
+            once.set(continuation)
+            let timer = Task {
+                try? await Task.sleep(for: deadline)
+                once.resume(.timedOut)
+            }
+            Task {
+                do {
+                    once.resume(.value(try await operation()))
+                } catch {
+                    once.resume(.failure(error))
+                }
+                timer.cancel()
+            }
+        }
+    }
+}
+
+/// Resumes a continuation once, whichever of several racers comes first.
+final class OnceContinuation<T: Sendable>: Sendable {
+    private struct State {
+        var continuation: CheckedContinuation<T, Never>?
+        var early: T?
+        var done = false
+    }
+
+    private let state = Mutex(State())
+
+    func set(_ continuation: CheckedContinuation<T, Never>) {
+        let early = state.withLock { state -> T? in
+            if let early = state.early {
+                state.early = nil
+                return early
+            }
+            state.continuation = continuation
+            return nil
+        }
+        if let early { continuation.resume(returning: early) }
+    }
+
+    func resume(_ value: T) {
+        let continuation = state.withLock { state -> CheckedContinuation<T, Never>? in
+            guard !state.done else { return nil }
+            state.done = true
+            guard let continuation = state.continuation else {
+                state.early = value
+                return nil
+            }
+            state.continuation = nil
+            return continuation
+        }
+        continuation?.resume(returning: value)
+    }
+}

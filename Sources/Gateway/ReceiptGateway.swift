@@ -1,0 +1,295 @@
+import Foundation
+import Hummingbird
+import Kafka
+import Logging
+import Messages
+import Operations
+import Synchronization
+
+/// The edge service of `verify-worker gateway`: a small HTTP server that turns requests into jobs on
+/// `receipt-jobs` and answers only once Kafka acknowledged them.
+///
+/// - `POST /v1/receipts`: a frontend's job (the `receipt-job/v1` JSON; `job_id` and `schema` may be left out),
+///   answered `202 {"job_id": …}` after the delivery report.
+/// - `POST /apple/notifications`: an App Store Server Notifications V2 body `{"signedPayload": …}`, answered
+///   `200` after the delivery report and `5xx` otherwise, so that Apple retries. The job id comes from the
+///   notification's `notificationUUID`, so a retry is the same job.
+///
+/// Errors are `{"error": code, "message": …}` with 400 (bad JSON or fields), 413 (too large), 415 (not JSON)
+/// or 503 (Kafka did not acknowledge; retry with the same `job_id`). No body or proof is ever logged.
+/// `/healthz`, `/readyz` and `/metrics` are served on the operations port.
+public final class ReceiptGateway: Sendable {
+    public let configuration: GatewayConfiguration
+    private let intake: JobIntake
+    private let publisher: any JobPublishing
+    private let readiness: @Sendable () -> Readiness
+    private let ownedProducer: KafkaProducer?
+    private let operations: OperationsServer
+    private let logger: Logger
+    private let listening = PortSignal()
+    private let stopping: GatewayFlag
+    /// Set while `run` handles SIGTERM itself, so a fatal Kafka error can ask for a graceful stop.
+    private let handlesSignals = GatewayFlag()
+    /// The producer's fatal error, if it has one (the gateway then stops: only a new process recovers).
+    private let producerFatalError: @Sendable () -> (any Error)?
+
+    /// The routes' labels in metrics.
+    enum Route {
+        static let receipts = "receipts"
+        static let notifications = "notifications"
+    }
+
+    /// A gateway over a publisher of the caller's (tests, other transports).
+    public convenience init(
+        configuration: GatewayConfiguration, publisher: any JobPublishing, logger: Logger,
+        readiness: @escaping @Sendable () -> Readiness = { .ready }
+    ) {
+        self.init(
+            configuration: configuration, publisher: publisher, ownedProducer: nil, logger: logger,
+            readiness: readiness, fatalError: { nil })
+    }
+
+    /// A gateway with its own idempotent producer to `configuration.brokers`, flushed and closed when `run` ends.
+    public convenience init(configuration: GatewayConfiguration, logger: Logger) throws {
+        try configuration.validate()
+        let producer = try KafkaProducer(
+            configuration: configuration.producerConfiguration, logger: logger.with(label: "kafka.producer"))
+        let publisher = KafkaJobPublisher(
+            producer: producer, topic: configuration.jobsTopic,
+            codec: MessageCodec(maximumMessageBytes: configuration.maxBodyBytes),
+            deadline: .milliseconds(configuration.publishTimeoutMilliseconds), logger: logger)
+        self.init(
+            configuration: configuration, publisher: publisher, ownedProducer: producer, logger: logger,
+            readiness: {
+                let state = publisher.readiness
+                return Readiness(isReady: state.isReady, reasons: state.reasons)
+            }, fatalError: { producer.fatalError })
+    }
+
+    private init(
+        configuration: GatewayConfiguration, publisher: any JobPublishing, ownedProducer: KafkaProducer?,
+        logger: Logger, readiness: @escaping @Sendable () -> Readiness,
+        fatalError: @escaping @Sendable () -> (any Error)?
+    ) {
+        self.producerFatalError = fatalError
+        self.configuration = configuration
+        self.intake = JobIntake(
+            codec: MessageCodec(maximumMessageBytes: configuration.maxBodyBytes),
+            notificationAccountID: configuration.notificationAccountID)
+        self.publisher = publisher
+        self.ownedProducer = ownedProducer
+        self.logger = logger
+        let stopping = GatewayFlag()
+        self.stopping = stopping
+        let gatewayReadiness: @Sendable () -> Readiness = {
+            if stopping.isSet { return .notReady("shutting_down") }
+            return readiness()
+        }
+        self.readiness = gatewayReadiness
+        self.operations = OperationsServer(
+            configuration: configuration.operations, registry: MetricsBootstrap.registry(), logger: logger,
+            readiness: { gatewayReadiness() })
+    }
+
+    /// Serves until SIGTERM/SIGINT (when `handlingSignals`) or until the task is cancelled. On a signal the HTTP
+    /// server stops accepting, finishes the requests in flight (each waits for its delivery report), then the
+    /// producer is flushed for up to the drain timeout and closed.
+    ///
+    /// When the producer fails for good (librdkafka's fatal error), the gateway stops the same way and `run` throws
+    /// that error, so the process exits non-zero and its supervisor starts a fresh one.
+    public func run(handlingSignals: Bool = true) async throws {
+        if handlingSignals { handlesSignals.set() }
+        let listening = self.listening
+        let application = Application(
+            router: makeRouter(),
+            configuration: .init(
+                address: .hostname(configuration.host, port: configuration.port), serverName: nil, backlog: 1024),
+            onServerRunning: { channel in listening.ready(port: channel.localAddress?.port ?? 0) },
+            logger: logger)
+        let operations = self.operations
+        let logger = self.logger
+        var failure: (any Error)?
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask {
+                do {
+                    try await operations.run()
+                } catch is CancellationError {
+                } catch {
+                    logger.error("operations port stopped", metadata: ["verify.error": "\(error)"])
+                }
+            }
+            do {
+                try await application.runService(gracefulShutdownSignals: handlingSignals ? [.sigterm, .sigint] : [])
+            } catch {
+                failure = error
+            }
+            group.cancelAll()
+        }
+        stopping.set()
+        listening.fail()
+        if let producer = ownedProducer {
+            await producer.shutdown(timeout: .seconds(configuration.drainTimeoutSeconds))
+        }
+        logger.info("gateway stopped")
+        if let fatal = producerFatalError() { throw fatal }
+        if let failure, !(failure is CancellationError) { throw failure }
+    }
+
+    /// The bound HTTP port once the server listens; nil if it stopped or failed first.
+    public func waitUntilListening() async -> Int? { await listening.wait() }
+
+    /// The bound operations port once it listens.
+    public func waitUntilOperationsListening() async -> Int? { await operations.waitUntilListening() }
+
+    private func makeRouter() -> Router<BasicRequestContext> {
+        let router = Router()
+        router.post("v1/receipts") { request, _ in
+            await self.handle(request, route: Route.receipts) {
+                (intake: JobIntake, body: [UInt8]) throws(GatewayError) -> ReceiptJob in
+                try intake.job(fromFrontendJSON: body)
+            } answer: { job, _ in
+                (202, GatewayJSON.encode(["job_id": job.jobID]))
+            }
+        }
+        router.post("apple/notifications") { request, _ in
+            await self.handle(request, route: Route.notifications) {
+                (intake: JobIntake, body: [UInt8]) throws(GatewayError) -> ReceiptJob in
+                try intake.job(fromNotificationJSON: body)
+            } answer: { job, _ in
+                (200, GatewayJSON.encode(["job_id": job.jobID]))
+            }
+        }
+        return router
+    }
+
+    /// One request: content type, size, job, publish, answer. Everything that goes wrong becomes a JSON error.
+    private func handle(
+        _ request: Request, route: String,
+        makeJob: (JobIntake, [UInt8]) throws(GatewayError) -> ReceiptJob,
+        answer: (ReceiptJob, KafkaDeliveryReport) -> (Int, [UInt8])
+    ) async -> Response {
+        let start = ContinuousClock.now
+        var request = request
+        do throws(GatewayError) {
+            guard Self.isJSON(request.headers[.contentType]) else {
+                throw GatewayError(.unsupportedMediaType, "Content-Type must be application/json")
+            }
+            let limit = configuration.maxBodyBytes
+            if let length = request.headers[.contentLength].flatMap({ Int($0) }), length > limit {
+                throw GatewayError(.tooLarge, "\(length) bytes, limit \(limit)")
+            }
+            let body: [UInt8]
+            do {
+                let buffer = try await request.collectBody(upTo: limit)
+                body = buffer.getBytes(at: buffer.readerIndex, length: buffer.readableBytes) ?? []
+            } catch let error as HTTPError where error.status == .contentTooLarge {
+                throw GatewayError(.tooLarge, "the body is larger than \(limit) bytes")
+            } catch {
+                throw GatewayError(.notJSON, "the body could not be read")
+            }
+            let job = try makeJob(intake, body)
+            let report = try await publisher.publish(job)
+            GatewayMetrics.recordPublished(route: route)
+            logger.debug(
+                "job published",
+                metadata: [
+                    "verify.job_id": "\(job.jobID)", "http.route": "\(route)",
+                    "kafka.partition": "\(report.topicPartition.partition)", "kafka.offset": "\(report.offset)",
+                ])
+            let (status, bytes) = answer(job, report)
+            GatewayMetrics.recordAnswer(route: route, status: status, since: start)
+            return Self.json(status, bytes)
+        } catch {
+            GatewayMetrics.recordError(route: route, error)
+            GatewayMetrics.recordAnswer(route: route, status: error.httpStatus, since: start)
+            if error.httpStatus >= 500 {
+                logger.warning(
+                    "request not accepted", metadata: ["http.route": "\(route)", "verify.error": "\(error.code)"])
+                stopIfKafkaFailedForGood()
+            } else {
+                logger.debug(
+                    "request refused",
+                    metadata: [
+                        "http.route": "\(route)", "verify.error": "\(error.code)", "verify.reason": "\(error.message)",
+                    ])
+            }
+            return Self.json(error.httpStatus, error.jsonBody)
+        }
+    }
+
+    /// A producer in librdkafka's fatal state never recovers: stop gracefully (finishing other requests) so the
+    /// process exits non-zero and is replaced.
+    private func stopIfKafkaFailedForGood() {
+        guard let fatal = producerFatalError(), handlesSignals.isSet, !stopping.isSet else { return }
+        logger.critical("kafka producer failed for good; stopping the gateway", metadata: ["kafka.error": "\(fatal)"])
+        stopping.set()
+        kill(getpid(), SIGTERM)
+    }
+
+    /// `application/json`, with or without parameters (`; charset=utf-8`).
+    static func isJSON(_ contentType: String?) -> Bool {
+        guard let contentType else { return false }
+        let mediaType = contentType.split(separator: ";", maxSplits: 1).first ?? ""
+        return mediaType.trimmingCharacters(in: .whitespaces).lowercased() == "application/json"
+    }
+
+    static func json(_ status: Int, _ body: [UInt8]) -> Response {
+        var bytes = body
+        bytes.append(UInt8(ascii: "\n"))
+        return Response(
+            status: HTTPResponse.Status(code: status), headers: [.contentType: "application/json"],
+            body: ResponseBody(byteBuffer: ByteBuffer(bytes: bytes)))
+    }
+}
+
+extension Logger {
+    /// A copy with another label (swift-log labels are fixed at creation; metadata and level are kept).
+    func with(label: String) -> Logger {
+        var copy = Logger(label: label)
+        copy.logLevel = logLevel
+        return copy
+    }
+}
+
+/// A flag set once (the gateway stops taking requests; signals are handled).
+final class GatewayFlag: Sendable {
+    private let value = Mutex(false)
+    var isSet: Bool { value.withLock { $0 } }
+    func set() { value.withLock { $0 = true } }
+}
+
+/// Resolves waiters once the HTTP port is known (or the server stopped before listening).
+final class PortSignal: Sendable {
+    private struct State {
+        var port: Int?
+        var finished = false
+        var waiters: [CheckedContinuation<Int?, Never>] = []
+    }
+
+    private let state = Mutex(State())
+
+    func ready(port: Int) { resolve(port) }
+    func fail() { resolve(nil) }
+
+    private func resolve(_ port: Int?) {
+        let waiters = state.withLock { state -> [CheckedContinuation<Int?, Never>] in
+            guard !state.finished else { return [] }
+            state.finished = true
+            state.port = port
+            defer { state.waiters = [] }
+            return state.waiters
+        }
+        for waiter in waiters { waiter.resume(returning: port) }
+    }
+
+    func wait() async -> Int? {
+        await withCheckedContinuation { continuation in
+            let result = state.withLock { state -> Int?? in
+                if state.finished { return .some(state.port) }
+                state.waiters.append(continuation)
+                return .none
+            }
+            if let result { continuation.resume(returning: result) }
+        }
+    }
+}

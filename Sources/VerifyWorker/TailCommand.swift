@@ -1,0 +1,50 @@
+import ArgumentParser
+import Foundation
+import Gateway
+import Kafka
+import Logging
+import Messages
+
+/// `verify-worker tail`: prints a topic's messages (verdicts by default) as JSON lines.
+struct TailCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "tail",
+        abstract: "Prints verdicts (or any topic's values) as JSON lines, one per message.",
+        discussion: """
+            Without --group, a group of its own reads from the end (or from the beginning with \
+            --from-beginning) and commits nothing. With --group, offsets are committed as messages are printed, \
+            so the next tail of that group resumes after them. A value that is not one line of JSON is printed as \
+            {"partition","offset","value_base64"}. Exits after --count messages, or 0 on SIGTERM/SIGINT.
+            """
+    )
+
+    @Option(help: "Kafka bootstrap servers (VERIFY_BROKERS, default localhost:9092).")
+    var brokers: String?
+    @Option(help: "Topic to read (default receipt-verdicts, or VERIFY_VERDICTS_TOPIC).")
+    var topic: String?
+    @Flag(name: .customLong("from-beginning"), help: "Start at the oldest message when the group has no offset.")
+    var fromBeginning = false
+    @Option(help: "Exit after this many messages.")
+    var count: Int?
+    @Option(help: "Consumer group (default: a new one that commits nothing).")
+    var group: String?
+
+    func validate() throws {
+        if let count, count < 1 { throw ValidationError("--count must be positive") }
+    }
+
+    func run() async throws {
+        let environment = EdgeEnvironment()
+        var logger = Logger(label: "verify-worker.tail")
+        logger.logLevel = .warning
+        let consumer = KafkaConsumerConfiguration(
+            bootstrapServers: brokers ?? environment["VERIFY_BROKERS"] ?? "localhost:9092",
+            groupID: group ?? TopicTail.ephemeralGroupID(),
+            autoOffsetReset: fromBeginning ? "earliest" : "latest", clientID: "verify-worker-tail")
+        let tail = TopicTail(
+            consumer: consumer, topic: topic ?? environment["VERIFY_VERDICTS_TOPIC"] ?? Topics.verdicts,
+            count: count, commits: group != nil, output: EdgeOutput.line)
+        let signals = TerminationSignals()
+        _ = try await tail.run(logger: logger) { await signals.wait() }
+    }
+}

@@ -1,0 +1,60 @@
+import Foundation
+import Gateway
+import Receipts
+import Testing
+
+@testable import VerifyWorker
+
+/// The compose stack's edge services: the gateway is there with a health check, and the load generator's command
+/// line is one `verify-worker submit` accepts.
+@Suite("Deployment files: gateway and load generator", .timeLimit(.minutes(1)))
+struct GatewayDeploymentTests {
+    static func services() throws -> [String: [String: Any]] {
+        let compose = try #require(
+            try DeploymentFilesTests.yamlDocuments()["docker-compose.yml"]?.first as? [String: Any])
+        return try #require(compose["services"] as? [String: [String: Any]])
+    }
+
+    @Test("the gateway service publishes its port, probes itself with verify-worker healthcheck and names its keys")
+    func gatewayService() throws {
+        let gateway = try #require(try Self.services()["gateway"])
+        #expect(gateway["command"] as? [String] == ["gateway"])
+        #expect((gateway["ports"] as? [String])?.contains("8080:8080") == true)
+        let test = try #require((gateway["healthcheck"] as? [String: Any])?["test"] as? [String])
+        #expect(Array(test.prefix(3)) == ["CMD", "verify-worker", "healthcheck"])
+        let environment = try #require(gateway["environment"] as? [String: Any])
+        let known = Set(GatewayConfiguration.keys.map(\.environment))
+        for key in environment.keys where key.hasPrefix("VERIFY_") {
+            #expect(known.contains(key), "gateway: unknown key \(key)")
+        }
+        #expect(environment["VERIFY_BROKERS"] as? String == "kafka:9092")
+    }
+
+    @Test("every healthcheck that calls verify-worker uses a subcommand that parses")
+    func healthchecksParse() throws {
+        for (name, service) in try Self.services() {
+            guard let test = (service["healthcheck"] as? [String: Any])?["test"] as? [String],
+                test.count > 2, test[1] == "verify-worker"
+            else { continue }
+            let command = try VerifyWorkerCommand.parseAsRoot(Array(test.dropFirst(2)))
+            #expect(command is HealthcheckCommand, "\(name): \(test)")
+        }
+    }
+
+    @Test("the load generator's exact command line parses as submit --generate seed-mix")
+    func loadgenParses() throws {
+        let loadgen = try #require(try Self.services()["loadgen"])
+        let arguments = try #require(loadgen["command"] as? [String])
+        let command = try #require(try VerifyWorkerCommand.parseAsRoot(arguments) as? SubmitCommand)
+        #expect(command.generate == "seed-mix")
+        #expect(command.count == 100_000)
+        #expect(command.rate == 500)
+        #expect(command.simulator == "http://apple-sim:8443")
+        #expect(command.catalogFile == "/etc/verify-worker/catalog.json")
+        // The catalog the compose file mounts loads, and has what the generator needs.
+        let data = try Data(contentsOf: DeploymentFilesTests.root.appendingPathComponent("deploy/compose/catalog.json"))
+        let catalog = try Catalog.load(json: data)
+        #expect(!catalog.bundleIDs.isEmpty)
+        #expect(catalog.products.count == 4)
+    }
+}

@@ -1,0 +1,196 @@
+import AppleSimulator
+import Foundation
+import Gateway
+import Kafka
+import Logging
+import Messages
+import Operations
+import Testing
+
+/// Runs the built `verify-worker` as a child process and collects its output.
+enum EdgeProcess {
+    struct Outcome {
+        var status: Int32
+        var stdout: String
+        var stderr: String
+        var lines: [String] { stdout.split(separator: "\n").map(String.init) }
+        var jsonLines: [[String: Any]] {
+            lines.compactMap { (try? JSONSerialization.jsonObject(with: Data($0.utf8))) as? [String: Any] }
+        }
+    }
+
+    static func run(_ arguments: [String], stdin: String? = nil) async throws -> Outcome {
+        let process = Process()
+        process.executableURL = try TestEnvironment.verifyWorkerBinary()
+        process.arguments = arguments
+        var environment = ProcessInfo.processInfo.environment
+        environment["VERIFY_BROKERS"] = nil
+        process.environment = environment
+        let output = Pipe()
+        let errors = Pipe()
+        let input = Pipe()
+        process.standardOutput = output
+        process.standardError = errors
+        process.standardInput = input
+        // Blocking reads and the wait run on threads of their own, never on the cooperative pool: the servers
+        // this process hosts for the child (simulator, probes) need those threads to answer it.
+        let exited = EdgeBlocking.exitSignal(of: process)
+        try process.run()
+        if let stdin { input.fileHandleForWriting.write(Data(stdin.utf8)) }
+        try input.fileHandleForWriting.close()
+        async let out = EdgeBlocking.run { output.fileHandleForReading.readDataToEndOfFile() }
+        async let err = EdgeBlocking.run { errors.fileHandleForReading.readDataToEndOfFile() }
+        let (stdout, stderr) = await (out, err)
+        await exited()
+        return Outcome(
+            status: process.terminationStatus, stdout: String(decoding: stdout, as: UTF8.self),
+            stderr: String(decoding: stderr, as: UTF8.self))
+    }
+}
+
+/// Blocking work on a thread of its own, awaited without holding a cooperative thread.
+enum EdgeBlocking {
+    static func run<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
+        await withCheckedContinuation { continuation in
+            let thread = Thread { continuation.resume(returning: body()) }
+            thread.start()
+        }
+    }
+
+    /// Installs a termination handler before the process starts; the returned function waits for the exit.
+    static func exitSignal(of process: Process) -> @Sendable () async -> Void {
+        let (stream, continuation) = AsyncStream<Void>.makeStream()
+        process.terminationHandler = { _ in
+            continuation.yield()
+            continuation.finish()
+        }
+        return {
+            for await _ in stream { break }
+        }
+    }
+}
+
+@Suite("Edge commands: submit, tail, healthcheck", .timeLimit(.minutes(1)))
+struct EdgeCommandTests {
+    @Test("submit produces JSON lines keyed by account, reports a bad line by number, and tail reads them back")
+    func submitAndTail() async throws {
+        let cluster = try MockKafkaCluster(brokers: 1)
+        try cluster.createTopic("receipt-jobs", partitions: 3)
+        let input = [
+            #"{"schema":"receipt-job/v1","job_id":"j1","account_id":"acct-1","receipt":"AAAA"}"#,
+            #"{"receipt":"AAAA"}"#,
+            "",
+            #"{"job_id":"j3","account_id":"acct-1","signed_transaction":"a.b.c"}"#,
+        ].joined(separator: "\n")
+        let submitted = try await EdgeProcess.run(
+            ["submit", "--brokers", cluster.bootstrapServers, "--topic", "receipt-jobs", "-"], stdin: input)
+        #expect(submitted.status == 1, "one line failed: \(submitted.stderr)")
+        let results = submitted.jsonLines
+        #expect(results.count == 3, "\(submitted.stdout)")
+        let bad = try #require(results.first { $0["error"] != nil })
+        #expect(bad["line"] as? Int == 2)
+        #expect(bad["error"] as? String == "missing_field")
+        let good = results.filter { $0["offset"] != nil }
+        #expect(Set(good.compactMap { $0["job_id"] as? String }) == ["j1", "j3"])
+        #expect(Set(good.compactMap { $0["partition"] as? Int }).count == 1, "one account, one partition")
+        #expect(submitted.stderr.contains(#""failed":1"#))
+
+        let tailed = try await EdgeProcess.run([
+            "tail", "--brokers", cluster.bootstrapServers, "--topic", "receipt-jobs", "--from-beginning", "--count",
+            "2",
+        ])
+        #expect(tailed.status == 0, "\(tailed.stderr)")
+        let jobs = try tailed.lines.map { try MessageCodec().decodeJob(Array($0.utf8)) }
+        #expect(jobs.map(\.jobID) == ["j1", "j3"], "one account's jobs arrive in input order")
+    }
+
+    @Test("submit --generate seed-mix mints at a simulator over HTTP and labels each job's category")
+    func submitGenerated() async throws {
+        let cluster = try MockKafkaCluster(brokers: 1)
+        try cluster.createTopic("receipt-jobs", partitions: 2)
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("edge-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let catalog = directory.appendingPathComponent("catalog.json")
+        try Data(
+            #"{"bundle_ids":["com.example.edge"],"products":[{"id":"com.example.edge.gems","type":"consumable"}]}"#
+                .utf8
+        ).write(to: catalog)
+        try await AppleSimHarness.with { simulator in
+            let outcome = try await EdgeProcess.run([
+                "submit", "--generate", "seed-mix", "--count", "40", "--rate", "2000", "--simulator",
+                simulator.base.absoluteString, "--catalog-file", catalog.path, "--brokers", cluster.bootstrapServers,
+                "--mix", "other_app=0.5,genuine=0.3,cracker=0.2",
+            ])
+            #expect(outcome.status == 0, "\(outcome.stderr)")
+            let results = outcome.jsonLines
+            #expect(results.count == 40)
+            let categories = Set(results.compactMap { $0["category"] as? String })
+            #expect(categories.isSubset(of: ["other_app", "genuine", "cracker", "repeat", "forged"]))
+            #expect(categories.contains("genuine"))
+            #expect(simulator.simulator.stats.snapshot().requests["sim/mint", default: 0] > 0)
+        }
+    }
+
+    @Test("healthcheck exits 0 on 200, 1 on 503 or no server, and refuses other hosts")
+    func healthcheck() async throws {
+        var logger = Logger(label: "edge-test")
+        logger.logLevel = .critical
+        let server = OperationsServer(
+            configuration: .init(host: "127.0.0.1", port: 0), registry: MetricsBootstrap.registry(), logger: logger,
+            readiness: { .notReady("warming_up") })
+        let task = Task { try await server.run() }
+        defer { task.cancel() }
+        let port = try #require(await server.waitUntilListening())
+
+        // A generous limit: under a full parallel test run this process's threads are busy, and the probe must
+        // not fail for that (the limit bounds the wait, it is not a guessed delay).
+        let healthy = try await EdgeProcess.run([
+            "healthcheck", "--url", "http://127.0.0.1:\(port)/healthz", "--timeout-ms", "30000",
+        ])
+        #expect(healthy.status == 0, "\(healthy.stderr)")
+        #expect(healthy.stderr.hasPrefix("healthy"))
+        let notReady = try await EdgeProcess.run([
+            "healthcheck", "--url", "http://127.0.0.1:\(port)/readyz", "--timeout-ms", "30000",
+        ])
+        #expect(notReady.status == 1)
+        #expect(notReady.stderr.contains("503"))
+        #expect(notReady.stderr.split(separator: "\n").count == 1, "one line on stderr")
+
+        task.cancel()
+        _ = await task.result
+        let gone = try await EdgeProcess.run([
+            "healthcheck", "--url", "http://127.0.0.1:\(port)/healthz", "--timeout-ms", "500",
+        ])
+        #expect(gone.status == 1)
+        let remote = try await EdgeProcess.run(["healthcheck", "--url", "http://example.com/healthz"])
+        #expect(remote.status != 0)
+    }
+}
+
+@Suite("Edge: seed traffic through a minting protocol")
+struct EdgeSeedTrafficTests {
+    @Test("in-process and protocol minting draw the same categories for the same seed")
+    func sameSequence() async throws {
+        var configuration = AppleSimulatorConfiguration()
+        configuration.pki = try AppleSimHarness.sharedPKI.get()
+        let simulator = try AppleSimulator(configuration: configuration)
+        var direct = SeedTrafficGenerator(simulator: simulator, bundleID: "com.example.app", productIDs: ["p1", "p2"])
+        var viaProtocol = SeedTrafficGenerator(
+            minter: EdgeCountingMinter(simulator: simulator), bundleID: "com.example.app", productIDs: ["p1", "p2"])
+        for _ in 0..<60 {
+            let a = try direct.next()
+            let b = try await viaProtocol.nextJob()
+            #expect(a.category == b.category)
+            #expect(a.format == b.format)
+        }
+    }
+}
+
+/// A minter that is not the simulator type itself, so the generator takes the protocol path.
+struct EdgeCountingMinter: ReceiptMinting {
+    let simulator: AppleSimulator
+    func mintTrafficReceipt(_ request: MintRequest) async throws -> TrafficReceipt {
+        try await simulator.mintTrafficReceipt(request)
+    }
+}
