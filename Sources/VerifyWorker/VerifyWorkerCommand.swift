@@ -19,6 +19,7 @@ struct VerifyWorkerCommand: AsyncParsableCommand {
             TailCommand.self,
             HealthcheckCommand.self,
             BenchCommand.self,
+            ChaosCommand.self,
         ]
     )
 }

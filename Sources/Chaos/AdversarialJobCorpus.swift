@@ -1,0 +1,349 @@
+import Foundation
+import Messages
+import Receipts
+
+/// One adversarial message for `receipt-jobs`: the Kafka key and value bytes, and what kind of attack it is.
+public struct AdversarialMessage: Sendable {
+    /// The kinds of hostile input a frontend may pass through (or a compromised frontend may write).
+    public enum Kind: String, Sendable, CaseIterable, Codable {
+        /// Random bytes, not JSON at all.
+        case randomBytes = "random_bytes"
+        /// A job's JSON cut short.
+        case truncatedJSON = "truncated_json"
+        /// Fields far beyond their limits (ids, proofs, unknown fields), some past the message limit.
+        case hugeField = "huge_field"
+        /// Fields of the wrong JSON type (numbers for ids, objects for proofs, bad dates).
+        case wrongTypes = "wrong_types"
+        /// Arrays and objects nested thousands deep, at the top and inside fields.
+        case deeplyNestedJSON = "deeply_nested_json"
+        /// Invalid UTF-8 bytes and lone surrogates in strings.
+        case invalidUTF8 = "invalid_utf8"
+        /// Large base64 proofs, and base64 nested in base64 many times over.
+        case base64Bomb = "base64_bomb"
+        /// PKCS#7 (DER) with absurd lengths, indefinite forms and deep nesting.
+        case absurdPKCS7 = "absurd_pkcs7"
+        /// JWS with giant, malformed or hostile headers (`alg: none`, `x5u`/`jku` URLs, huge `x5c`).
+        case hostileJWS = "hostile_jws"
+        /// A real receipt with a few bytes mutated (the Receipts fuzzer's mutations).
+        case mutatedReceipt = "mutated_receipt"
+        /// Proofs that name URLs or hosts, to tempt a worker into following them.
+        case urlBait = "url_bait"
+    }
+
+    public var kind: Kind
+    /// Unique per message: the dead-letter topic keeps it, so a run can tell its messages apart.
+    public var key: String
+    public var value: [UInt8]
+}
+
+/// A deterministic generator of hostile `receipt-jobs` messages, for the in-process fuzz test (decode and analyze)
+/// and `verify-worker chaos --fuzz N` (through a live worker). The same seed gives the same messages.
+///
+/// Every message is either not a job at all (it must go to the dead-letter topic) or a job whose proof is not an
+/// authentic purchase (it must be rejected): ``classify(_:codec:)`` says which, with the worker's own codec.
+public struct AdversarialJobCorpus: Sendable {
+    /// Real receipts (base64 or JWS text) to mutate; may be empty.
+    public var receiptSeeds: [String]
+    /// Prefix of every key and job id, so several runs can share topics.
+    public var tag: String
+    /// Where URL bait points: a listener that must never see a connection. Default: port 9 (discard) on loopback.
+    public var baitURL: String
+    /// Messages longer than this are cut to it (a cut job is truncated JSON: still hostile, and a dead letter).
+    /// Live runs lower it to what the broker carries. Default: 2 MiB (every kind whole).
+    public var sizeLimit = 2 << 20
+    private var random: SplitMix64
+    private var sequence = 0
+
+    public init(
+        receiptSeeds: [String] = [], seed: UInt64 = 0xC4A0_5EED, tag: String = "fuzz",
+        baitURL: String = "http://127.0.0.1:9/bait"
+    ) {
+        self.receiptSeeds = receiptSeeds
+        self.tag = tag
+        self.baitURL = baitURL
+        self.random = SplitMix64(state: seed)
+    }
+
+    /// What the worker must do with a message.
+    public enum Expectation: Sendable, Equatable {
+        /// Not a job: the dead-letter topic.
+        case deadLetter
+        /// A job: a verdict (for these inputs, a rejection).
+        case job(ReceiptJob)
+    }
+
+    /// Decodes as the worker does.
+    public static func classify(_ value: [UInt8], codec: MessageCodec = MessageCodec()) -> Expectation {
+        do {
+            return .job(try codec.decodeJob(value))
+        } catch {
+            return .deadLetter
+        }
+    }
+
+    /// The next message; kinds rotate so every kind appears in any window of `Kind.allCases.count` messages.
+    public mutating func next() -> AdversarialMessage {
+        sequence += 1
+        let kind = AdversarialMessage.Kind.allCases[(sequence - 1) % AdversarialMessage.Kind.allCases.count]
+        let key = "\(tag)-\(sequence)"
+        var value = make(kind, key: key)
+        if value.count > sizeLimit { value.removeSubrange(sizeLimit...) }
+        return AdversarialMessage(kind: kind, key: key, value: value)
+    }
+
+    /// `count` messages.
+    public mutating func generate(count: Int) -> [AdversarialMessage] {
+        (0..<count).map { _ in next() }
+    }
+
+    // MARK: Kinds
+
+    private mutating func make(_ kind: AdversarialMessage.Kind, key: String) -> [UInt8] {
+        switch kind {
+        case .randomBytes: return randomBytes(count: below(512))
+        case .truncatedJSON:
+            let whole = jobJSON(key: key, proofField: "receipt", proof: .string(plausibleProof()))
+            return Array(whole.prefix(below(max(1, whole.count))))
+        case .hugeField: return hugeField(key: key)
+        case .wrongTypes: return wrongTypes(key: key)
+        case .deeplyNestedJSON: return deeplyNested(key: key)
+        case .invalidUTF8: return invalidUTF8(key: key)
+        case .base64Bomb: return base64Bomb(key: key)
+        case .absurdPKCS7:
+            return jobJSON(key: key, proofField: "receipt", proof: .string(Data(absurdDER()).base64EncodedString()))
+        case .hostileJWS: return jobJSON(key: key, proofField: "signed_transaction", proof: .string(hostileJWS()))
+        case .mutatedReceipt:
+            guard !receiptSeeds.isEmpty else {
+                return jobJSON(key: key, proofField: "receipt", proof: .string(plausibleProof()))
+            }
+            let seed = receiptSeeds[below(receiptSeeds.count)]
+            let isJWS = seed.hasPrefix("eyJ")
+            let mutated = ReceiptFuzzer.mutate(Array(seed.utf8), using: &random)
+            // A mutation may leave invalid UTF-8; JSON cannot carry that, so it is replaced (still hostile text).
+            return jobJSON(
+                key: key, proofField: isJWS ? "signed_transaction" : "receipt",
+                proof: .string(String(decoding: mutated, as: UTF8.self)))
+        case .urlBait: return urlBait(key: key)
+        }
+    }
+
+    private mutating func hugeField(key: String) -> [UInt8] {
+        switch below(6) {
+        case 0:  // An id past its 256-byte limit.
+            return jobJSON(
+                key: key, jobID: String(repeating: "j", count: 257 + below(100_000)), proofField: "receipt",
+                proof: .string("MIIT"))
+        case 1:
+            return jobJSON(
+                key: key, accountID: String(repeating: "a", count: 257 + below(10_000)),
+                proofField: "receipt", proof: .string("MIIT"))
+        case 2:  // A whole message past the 1 MiB limit.
+            return jobJSON(
+                key: key, proofField: "receipt", proof: .string(String(repeating: "A", count: (1 << 20) + 16)))
+        case 3:  // An unknown field of 300 KB: tolerated, the job itself is garbage.
+            return jobJSON(
+                key: key, proofField: "receipt", proof: .string("bm90IGEgcmVjZWlwdA=="),
+                extra: "\"padding\":\"\(String(repeating: "x", count: 300_000))\"")
+        case 4:  // A device id past its limit.
+            return jobJSON(
+                key: key, proofField: "receipt", proof: .string("MIIT"),
+                extra: "\"device_id\":\"\(String(repeating: "d", count: 300 + below(5_000)))\"")
+        default:  // A JWS-looking proof of 600 KB: inside the message limit, garbage to the analysis.
+            return jobJSON(
+                key: key, proofField: "signed_transaction",
+                proof: .string("eyJ" + String(repeating: "Q", count: 600_000) + ".e30.AA"))
+        }
+    }
+
+    private mutating func wrongTypes(key: String) -> [UInt8] {
+        let base = "\"schema\":\"receipt-job/v1\",\"account_id\":\"\(key)\""
+        let variants = [
+            "{\(base),\"job_id\":12345,\"receipt\":\"MIIT\"}",
+            "{\(base),\"job_id\":\"\(key)\",\"receipt\":{\"data\":\"MIIT\"}}",
+            "{\(base),\"job_id\":\"\(key)\",\"receipt\":[\"MIIT\"]}",
+            "{\(base),\"job_id\":\"\(key)\",\"receipt\":true}",
+            "{\(base),\"job_id\":\"\(key)\",\"receipt\":null}",
+            "{\(base),\"job_id\":\"\(key)\",\"receipt\":\"MIIT\",\"submitted_at\":\"yesterday\"}",
+            "{\(base),\"job_id\":\"\(key)\",\"receipt\":\"MIIT\",\"submitted_at\":1700000000}",
+            "{\"schema\":2,\"job_id\":\"\(key)\",\"account_id\":\"\(key)\",\"receipt\":\"MIIT\"}",
+            "{\"schema\":\"receipt-job/v9\",\"job_id\":\"\(key)\",\"account_id\":\"\(key)\",\"receipt\":\"MIIT\"}",
+            "{\(base),\"job_id\":\"\(key)\"}",
+            "{\(base),\"job_id\":\"\(key)\",\"receipt\":\"MIIT\",\"signed_transaction\":\"eyJ.e30.AA\"}",
+            "{\(base),\"job_id\":\"\(key)\",\"receipt\":\"\"}",
+            "[\"\(key)\"]",
+            "\"\(key)\"",
+            "null",
+            "{\(base),\"job_id\":\"\(key)\",\"receipt\":\"MIIT\",\"bundle_id\":[]}",
+            "{\(base),\"job_id\":\"\(key)\",\"receipt\":1e999999}",
+        ]
+        return Array(variants[below(variants.count)].utf8)
+    }
+
+    private mutating func deeplyNested(key: String) -> [UInt8] {
+        let depth = [64, 600, 5_000, 100_000][below(4)]
+        let open = below(2) == 0 ? "[" : "{\"a\":"
+        let close = open == "[" ? "]" : "}"
+        let nested = String(repeating: open, count: depth) + "1" + String(repeating: close, count: depth)
+        switch below(3) {
+        case 0: return Array(nested.utf8)
+        case 1: return jobJSON(key: key, proofField: "receipt", proof: .string("MIIT"), extra: "\"x\":\(nested)")
+        default: return jobJSON(key: key, proofField: "receipt", proof: .raw(nested))
+        }
+    }
+
+    private mutating func invalidUTF8(key: String) -> [UInt8] {
+        let bad: [[UInt8]] = [
+            [0xC0, 0x80], [0xFF], [0xED, 0xA0, 0x80], [0xF8, 0x88, 0x80, 0x80, 0x80], [0xE2, 0x82],
+        ]
+        let prefix = Array(
+            "{\"schema\":\"receipt-job/v1\",\"job_id\":\"\(key)\",\"account_id\":\"\(key)\",\"receipt\":\"".utf8)
+        switch below(3) {
+        case 0:
+            return prefix + Array("MII".utf8) + bad[below(bad.count)] + Array("T\"}".utf8)
+        case 1:  // A lone surrogate escape: valid JSON syntax, not a valid string.
+            return prefix + Array("\\ud800MIIT\"}".utf8)
+        default:  // Invalid UTF-8 in the id.
+            return Array("{\"schema\":\"receipt-job/v1\",\"job_id\":\"".utf8) + bad[below(bad.count)]
+                + Array("\",\"account_id\":\"\(key)\",\"receipt\":\"MIIT\"}".utf8)
+        }
+    }
+
+    private mutating func base64Bomb(key: String) -> [UInt8] {
+        switch below(3) {
+        case 0:  // Base64 of base64 of … of a receipt-looking prefix, 12 layers deep.
+            var text = "MIIT" + String(repeating: "A", count: 64)
+            for _ in 0..<12 { text = Data(text.utf8).base64EncodedString() }
+            return jobJSON(key: key, proofField: "receipt", proof: .string(text))
+        case 1:  // 700 KB of decoded zeros: inside the limits, nothing to find.
+            return jobJSON(
+                key: key, proofField: "receipt",
+                proof: .string(Data(count: 700_000).base64EncodedString()))
+        default:  // Base64 wrapped every 4 characters with spaces and line breaks.
+            let chunks = stride(from: 0, to: 40_000, by: 4).map { _ in "MIIT" }
+            return jobJSON(key: key, proofField: "receipt", proof: .string(chunks.joined(separator: "\n ")))
+        }
+    }
+
+    /// DER that claims a PKCS#7 `signedData` and then lies about its lengths or nests without end.
+    private mutating func absurdDER() -> [UInt8] {
+        let signedData: [UInt8] = [0x06, 0x09, 0x2A, 0x86, 0x48, 0x86, 0xF7, 0x0D, 0x01, 0x07, 0x02]
+        switch below(6) {
+        case 0: return [0x30, 0x84, 0xFF, 0xFF, 0xFF, 0xFF] + signedData
+        case 1: return [0x30, 0x88, 0x7F, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF] + signedData + [0xA0, 0x80]
+        case 2: return [0x30, 0x80] + signedData + Array(repeating: [0xA0, 0x80], count: 20_000).flatMap { $0 }
+        case 3:
+            return [0x30, 0x82, 0x01, 0x00] + signedData
+                + [0xA0, 0x84, 0x7F, 0xFF, 0xFF, 0xF0, 0x30, 0x84, 0x7F, 0xFF, 0xFF, 0xF0]
+        case 4:  // A long chain of definite-length SEQUENCEs, each one byte too long for its parent.
+            var bytes: [UInt8] = [0x02, 0x01, 0x00]
+            for _ in 0..<2_000 {
+                bytes = [0x30, 0x82, UInt8((bytes.count + 1) >> 8), UInt8((bytes.count + 1) & 0xFF)] + bytes
+            }
+            return [0x30, 0x80] + signedData + bytes
+        default: return [0x30, 0x81] + signedData + randomBytes(count: below(256))
+        }
+    }
+
+    private mutating func hostileJWS() -> String {
+        func b64url(_ text: String) -> String { Self.base64URL(Array(text.utf8)) }
+        let payload = b64url("{\"transactionId\":\"1000000000000001\",\"bundleId\":\"com.example.verifyworker\"}")
+        switch below(7) {
+        case 0: return b64url("{\"alg\":\"none\"}") + "." + payload + "."
+        case 1: return b64url("{\"alg\":\"HS256\",\"kid\":\"x\"}") + "." + payload + "." + b64url("sig")
+        case 2:  // A 200 KB header.
+            return b64url("{\"alg\":\"ES256\",\"x\":\"\(String(repeating: "h", count: 200_000))\"}") + "." + payload
+                + ".AA"
+        case 3:  // Thousands of junk certificates in x5c.
+            let chain = Array(repeating: "\"MIIB\"", count: 5_000).joined(separator: ",")
+            return b64url("{\"alg\":\"ES256\",\"x5c\":[\(chain)]}") + "." + payload + ".AA"
+        case 4: return b64url("{\"alg\":\"ES256\",\"x5c\":\"not-an-array\"}") + "." + payload + ".AA"
+        case 5: return "eyJ" + String(repeating: ".", count: below(5_000))
+        default: return b64url("{\"alg\":\"ES256\",\"x5c\":[{\"a\":1}],\"crit\":[\"x\"]}") + ".%%%." + payload
+        }
+    }
+
+    private mutating func urlBait(key: String) -> [UInt8] {
+        func b64url(_ text: String) -> String { Self.base64URL(Array(text.utf8)) }
+        let payload = b64url("{\"transactionId\":\"1000000000000002\",\"bundleId\":\"com.example.verifyworker\"}")
+        switch below(4) {
+        case 0:
+            return jobJSON(
+                key: key, proofField: "signed_transaction",
+                proof: .string(
+                    b64url("{\"alg\":\"ES256\",\"x5u\":\"\(baitURL)\",\"jku\":\"\(baitURL)\"}")
+                        + "." + payload + ".AA"))
+        case 1: return jobJSON(key: key, proofField: "receipt", proof: .string(baitURL))
+        case 2:
+            return jobJSON(
+                key: key, proofField: "receipt",
+                proof: .string(
+                    Data("{ \"signature\" = \"\(baitURL)\"; \"purchase-info\" = \"\(baitURL)\"; }".utf8)
+                        .base64EncodedString()))
+        default:
+            return jobJSON(
+                key: key, proofField: "receipt", proof: .string(Data(baitURL.utf8).base64EncodedString()),
+                extra: "\"callback_url\":\"\(baitURL)\",\"verify_receipt_url\":\"\(baitURL)\"")
+        }
+    }
+
+    // MARK: Building blocks
+
+    private enum Proof {
+        case string(String)
+        case raw(String)
+    }
+
+    private func jobJSON(
+        key: String, jobID: String? = nil, accountID: String? = nil, proofField: String, proof: Proof,
+        extra: String? = nil
+    ) -> [UInt8] {
+        var text =
+            "{\"schema\":\"receipt-job/v1\",\"job_id\":\"\(jobID ?? key)\",\"account_id\":\"\(accountID ?? key)\""
+        text += ",\"bundle_id\":\"com.example.verifyworker\""
+        switch proof {
+        case .string(let value): text += ",\"\(proofField)\":\"\(Self.escaped(value))\""
+        case .raw(let value): text += ",\"\(proofField)\":\(value)"
+        }
+        if let extra { text += "," + extra }
+        text += "}"
+        return Array(text.utf8)
+    }
+
+    private mutating func plausibleProof() -> String {
+        if !receiptSeeds.isEmpty { return receiptSeeds[below(receiptSeeds.count)] }
+        return Data(randomBytes(count: 64 + below(256))).base64EncodedString()
+    }
+
+    private mutating func randomBytes(count: Int) -> [UInt8] {
+        (0..<count).map { _ in UInt8(truncatingIfNeeded: random.next()) }
+    }
+
+    private mutating func below(_ bound: Int) -> Int { bound <= 1 ? 0 : Int(random.next() % UInt64(bound)) }
+
+    /// JSON string escaping (quotes, backslashes, control characters).
+    static func escaped(_ text: String) -> String {
+        var result = ""
+        result.reserveCapacity(text.utf8.count)
+        for scalar in text.unicodeScalars {
+            switch scalar {
+            case "\"": result += "\\\""
+            case "\\": result += "\\\\"
+            case "\n": result += "\\n"
+            case "\r": result += "\\r"
+            case "\t": result += "\\t"
+            default:
+                if scalar.value < 0x20 {
+                    result += String(format: "\\u%04x", scalar.value)
+                } else {
+                    result.unicodeScalars.append(scalar)
+                }
+            }
+        }
+        return result
+    }
+
+    static func base64URL(_ bytes: [UInt8]) -> String {
+        Data(bytes).base64EncodedString().replacingOccurrences(of: "+", with: "-")
+            .replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
+    }
+}

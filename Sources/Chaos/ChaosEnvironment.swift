@@ -1,0 +1,678 @@
+import AppleSimulator
+import Foundation
+import Kafka
+import Ledger
+import Logging
+import Messages
+import Receipts
+import Synchronization
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// One run's processes and state, from start to tear-down.
+final class ChaosEnvironment: Sendable {
+    let configuration: ChaosConfiguration
+    let directory: URL
+    let runID: String
+    let started: ContinuousClock.Instant
+    private let logger: Logger
+    private let services = Mutex<Services>(Services())
+    private let clock = ContinuousClock()
+
+    private struct Services {
+        var broker: ChaosProcess?
+        var simulator: ChaosProcess?
+        var workers: [ChaosProcess?] = []
+        var metricsPorts: [Int] = []
+        var postgresState: URL?
+        var faults: [ChaosFaultRecord] = []
+        var violations: [ChaosViolation] = []
+    }
+
+    init(configuration: ChaosConfiguration, directory: URL, runID: String, started: ContinuousClock.Instant) throws {
+        self.configuration = configuration
+        self.directory = directory
+        self.runID = runID
+        self.started = started
+        self.logger = configuration.logger
+    }
+
+    private var secondsSinceStart: Double { Self.seconds(started.duration(to: clock.now)) }
+
+    static func seconds(_ duration: Duration) -> Double {
+        Double(duration.components.seconds) + Double(duration.components.attoseconds) * 1e-18
+    }
+
+    // MARK: The run
+
+    func run() async throws -> ChaosReport {
+        // 1. Mint the traffic with an in-process simulator sharing the state directory, before the simulator process
+        // starts: it then loads the same PKI and the journal of minted (and refunded) transactions.
+        let stateDirectory = directory.appendingPathComponent("sim", isDirectory: true)
+        let sharedSecret = "chaos-\(runID)-\(UInt64.random(in: 0...UInt64.max))"
+        let secretFile = directory.appendingPathComponent("shared_secret")
+        try Data(sharedSecret.utf8).write(to: secretFile)
+        var simulatorConfiguration = AppleSimulatorConfiguration()
+        simulatorConfiguration.stateDirectory = stateDirectory
+        simulatorConfiguration.sharedSecret = sharedSecret
+        simulatorConfiguration.logger.logLevel = .critical
+        let minting = try AppleSimulator(configuration: simulatorConfiguration)
+        logger.info("chaos: minting traffic", metadata: ["chaos.jobs": "\(configuration.jobs)"])
+        let canary = try ChaosCanary()
+        defer { canary.stop() }
+        var builder = ChaosTrafficBuilder(
+            simulator: minting, seed: configuration.seed, allowSandbox: configuration.allowSandbox, runID: runID)
+        builder.baitURL = canary.url
+        builder.ios6Refunds = configuration.ios6Refunds
+        builder.fuzzSizeLimit = configuration.fuzzSizeLimit
+        let traffic = try builder.build(jobs: configuration.jobs, fuzz: configuration.fuzz)
+        let catalogFile = directory.appendingPathComponent("catalog.json")
+        try JSONEncoder().encode(ChaosApp.catalog).write(to: catalogFile)
+
+        // 2. Services.
+        let bootstrap = try await startBroker()
+        let simulatorURL = try await startSimulator(stateDirectory: stateDirectory, secretFile: secretFile)
+        let ledgerURL = try startLedger()
+        let workerEnvironment = makeWorkerEnvironment(
+            bootstrap: bootstrap, simulatorURL: simulatorURL, ledgerURL: ledgerURL, catalogFile: catalogFile,
+            stateDirectory: stateDirectory, secretFile: secretFile)
+        for index in 0..<configuration.workers {
+            try startWorker(index, environment: workerEnvironment)
+        }
+        for index in 0..<configuration.workers where !(await waitForReady(index, within: .seconds(90))) {
+            let tail = (try? String(contentsOf: workerLog(index), encoding: .utf8))?.suffix(400) ?? ""
+            throw ChaosError("worker \(index) was not ready within 90 s (log: \(workerLog(index).path)): \(tail)")
+        }
+
+        // 3. Read verdicts and dead letters; submit; inject faults meanwhile.
+        let tally = ChaosTally(
+            expectedJobs: Set(traffic.jobs.map(\.jobID)), expectedDeadLetters: traffic.malformedKeys)
+        let reader = try ChaosReader(
+            bootstrap: bootstrap, groupID: "\(runID)-reader", tally: tally, logger: quietLogger)
+        let producer = try KafkaProducer(
+            configuration: KafkaProducerConfiguration(bootstrapServers: bootstrap, clientID: "\(runID)-frontend"),
+            logger: quietLogger)
+        let expectedSettled = traffic.jobs.count + traffic.malformedKeys.count
+        let settledBySubmission = Self.settledCounts(traffic)
+        let submitter = ChaosSubmitter(producer: producer, traffic: traffic)
+
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { try await reader.run() }
+            let schedule = faultSchedule()
+            let slices = submitter.slices(schedule.count + 1)
+            for (index, slice) in slices.enumerated() {
+                // Each fault meets a slice of messages in flight: the slice is being produced when it strikes.
+                async let submitted: Void = submitter.submit(slice)
+                guard index < schedule.count else {
+                    try await submitted
+                    break
+                }
+                try await Task.sleep(for: .milliseconds(300))
+                var record = await inject(schedule[index], index: index)
+                try await submitted
+                let clearedAt = clock.now
+                let target = settledBySubmission[slice.upperBound]
+                if await tally.waitUntilSettled(target, within: configuration.settleTimeout) {
+                    record.recoverySeconds = Self.seconds(clearedAt.duration(to: clock.now))
+                }
+                services.withLock { $0.faults.append(record) }
+                logger.info(
+                    "chaos: fault cleared",
+                    metadata: [
+                        "chaos.fault": "\(schedule[index])", "chaos.recovery_s": "\(record.recoverySeconds ?? -1)",
+                    ])
+            }
+            if !(await tally.waitUntilSettled(expectedSettled, within: configuration.settleTimeout)) {
+                services.withLock {
+                    $0.violations.append(
+                        .runFailed("only \(tally.settled) of \(expectedSettled) messages settled in time"))
+                }
+            }
+            // The metrics too must not carry a secret or a receipt in a label: saved as a log for the audit.
+            await saveMetrics()
+            // Drain every worker with SIGTERM (itself checked): they commit, and redeliveries still in flight arrive.
+            await stopWorkersGracefully()
+            try? await Task.sleep(for: .seconds(2))
+            await reader.close()
+            group.cancelAll()
+        }
+        await producer.shutdown(timeout: .seconds(5))
+
+        // 4. The ledger and the invariants.
+        let snapshot = tally.snapshot
+        let ledgerView = try await readLedger(url: ledgerURL, traffic: traffic, verdicts: snapshot.verdicts)
+        writeRecords(traffic: traffic, verdicts: snapshot.verdicts)
+        let checker = ChaosInvariantChecker(jobs: traffic.jobs, malformedKeys: traffic.malformedKeys)
+        let (found, counts) = checker.check(
+            verdicts: snapshot.verdicts, deadLetters: snapshot.deadLetters, ledger: ledgerView)
+        let (faults, runViolations) = services.withLock { ($0.faults, $0.violations) }
+        var violations = runViolations + found
+        if canary.hits > 0 {
+            violations.append(.unexpectedAppleEndpoint("the URL bait listener (\(canary.hits) connections)"))
+        }
+        let appleRequests = await simulatorRequests()
+        for endpoint in appleRequests.keys.sorted() where !Self.isConfiguredEndpoint(endpoint) {
+            violations.append(.unexpectedAppleEndpoint(endpoint))
+        }
+        for finding in ChaosLogAudit.audit(directory: directory, secrets: [sharedSecret]) {
+            violations.append(.leakInLog(finding.description))
+        }
+        var kinds: [String: Int] = [:]
+        for violation in violations { kinds[violation.kind, default: 0] += 1 }
+        return ChaosReport(
+            jobs: traffic.jobs.count, messages: traffic.messages.count, malformed: traffic.malformedKeys.count,
+            fuzz: configuration.fuzz, cases: traffic.cases, workers: configuration.workers,
+            partitions: configuration.partitions, seed: configuration.seed,
+            verdictsDelivered: counts.verdictsDelivered, jobsDecided: counts.jobsDecided,
+            duplicatesDelivered: counts.duplicatesDelivered, redecided: counts.redecided,
+            deadLetters: counts.deadLetters,
+            grantedTransactions: counts.grantedTransactions, outcomes: counts.outcomes,
+            faultsInjected: faults.filter { $0.detail?.hasPrefix("skipped") != true }.count, faults: faults,
+            violations: violations.count, violationKinds: kinds,
+            violationExamples: violations.prefix(25).map(\.description),
+            appleRequests: appleRequests, elapsedSeconds: secondsSinceStart, workDirectory: directory.path)
+    }
+
+    /// `jobs.jsonl` (id, account, category, grantable transaction) and `verdicts.jsonl` (every delivery) in the work
+    /// directory, for looking into a violation. Neither holds a receipt.
+    private func writeRecords(traffic: ChaosTraffic, verdicts: [Verdict]) {
+        var jobs = ""
+        for job in traffic.jobs {
+            let object: [String: String] = [
+                "job_id": job.jobID, "account_id": job.accountID, "category": job.category,
+                "grantable": job.grantableTransactionID ?? "",
+            ]
+            if let data = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys]) {
+                jobs += String(decoding: data, as: UTF8.self) + "\n"
+            }
+        }
+        try? Data(jobs.utf8).write(to: directory.appendingPathComponent("jobs.jsonl"))
+        let codec = MessageCodec()
+        let lines = verdicts.map { String(decoding: codec.encode($0), as: UTF8.self) }.joined(separator: "\n")
+        try? Data(lines.utf8).write(to: directory.appendingPathComponent("verdicts.jsonl"))
+    }
+
+    /// The simulator's request counts per endpoint (`GET /sim/stats`).
+    private func simulatorRequests() async -> [String: Int] {
+        guard let base = simulatorBase, let data = await ChaosHTTP.get("\(base)/sim/stats"),
+            let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any],
+            let requests = object["requests"] as? [String: Any]
+        else { return [:] }
+        return requests.compactMapValues { ($0 as? NSNumber)?.intValue }
+    }
+
+    /// The endpoints a worker may call: verifyReceipt and the App Store Server API, production and sandbox (and the
+    /// harness's own `sim/*` calls).
+    static func isConfiguredEndpoint(_ endpoint: String) -> Bool {
+        let path = endpoint.hasPrefix("sandbox/") ? String(endpoint.dropFirst("sandbox/".count)) : endpoint
+        return path == "verifyReceipt" || path.hasPrefix("inApps/") || endpoint.hasPrefix("sim/")
+    }
+
+    /// For each number of submitted messages, how many settlements (job ids decided + malformed keys dead-lettered)
+    /// they amount to: repeated job ids count once.
+    static func settledCounts(_ traffic: ChaosTraffic) -> [Int] {
+        var counts = [0]
+        var seen = Set<String>()
+        let codec = MessageCodec()
+        for message in traffic.messages {
+            let identity =
+                (try? codec.decodeJob(message.value)).map { "job:" + $0.jobID }
+                ?? "dead-letter:" + String(decoding: message.key, as: UTF8.self)
+            seen.insert(identity)
+            counts.append(seen.count)
+        }
+        return counts
+    }
+
+    private var stepLength: Duration { configuration.faultHold + .seconds(2) }
+
+    /// The harness's own Kafka clients: a broker taken down on purpose makes librdkafka log connection errors.
+    private var quietLogger: Logger {
+        var logger = configuration.logger
+        logger.logLevel = .critical
+        return logger
+    }
+
+    // MARK: Services
+
+    private func log(_ name: String) -> URL { directory.appendingPathComponent("\(name).log") }
+    func workerLog(_ index: Int) -> URL { log("worker-\(index)") }
+
+    private func startBroker() async throws -> String {
+        let broker = try ChaosProcess(
+            name: "dev-broker", executable: configuration.binary,
+            arguments: [
+                "dev-broker", "--brokers", "\(configuration.brokers)", "--partitions", "\(configuration.partitions)",
+            ],
+            environment: ProcessInfo.processInfo.environment, logFile: log("dev-broker"), readStdout: true,
+            openStdin: true)
+        services.withLock { $0.broker = broker }
+        guard let line = await broker.waitForLine(timeout: .seconds(60), where: { $0.hasPrefix("bootstrap=") }) else {
+            throw ChaosError("dev-broker did not print bootstrap= within 60 s (log: \(log("dev-broker").path))")
+        }
+        return String(line.dropFirst("bootstrap=".count))
+    }
+
+    private func startSimulator(stateDirectory: URL, secretFile: URL) async throws -> String {
+        let simulator = try ChaosProcess(
+            name: "apple-sim", executable: configuration.binary,
+            arguments: [
+                "apple-sim", "--port", "0", "--state-dir", stateDirectory.path, "--shared-secret-file",
+                secretFile.path,
+            ],
+            environment: ProcessInfo.processInfo.environment, logFile: log("apple-sim"), readStdout: true,
+            openStdin: false)
+        services.withLock { $0.simulator = simulator }
+        guard let line = await simulator.waitForLine(timeout: .seconds(120), where: { $0.hasPrefix("listening=") })
+        else {
+            throw ChaosError("apple-sim did not print listening= within 120 s (log: \(log("apple-sim").path))")
+        }
+        return String(line.dropFirst("listening=".count))
+    }
+
+    private func startLedger() throws -> String {
+        if let url = configuration.ledgerURL { return url }
+        guard let script = postgresScript else {
+            throw ChaosError(
+                "no --ledger-url and scripts/test-postgres.sh not found: give --ledger-url postgres://… or --pg-script")
+        }
+        let state = directory.appendingPathComponent("pg-state")
+        let output = try runScript(script, ["start"], state: state)
+        services.withLock { $0.postgresState = state }
+        guard let url = output.split(separator: "\n").last.map(String.init), url.hasPrefix("postgres") else {
+            throw ChaosError("test-postgres.sh start printed no URL")
+        }
+        return url
+    }
+
+    private var postgresScript: URL? {
+        if let script = configuration.postgresScript { return script }
+        var directory = configuration.binary.deletingLastPathComponent()
+        for _ in 0..<5 {
+            let candidate = directory.appendingPathComponent("scripts/test-postgres.sh")
+            if FileManager.default.fileExists(atPath: candidate.path) { return candidate }
+            directory.deleteLastPathComponent()
+        }
+        let local = URL(fileURLWithPath: "scripts/test-postgres.sh")
+        return FileManager.default.fileExists(atPath: local.path) ? local : nil
+    }
+
+    /// Runs `test-postgres.sh` with this run's private state file; returns its stdout.
+    @discardableResult
+    private func runScript(_ script: URL, _ arguments: [String], state: URL) throws -> String {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/bin/bash")
+        process.arguments = [script.path] + arguments
+        var environment = ProcessInfo.processInfo.environment
+        environment["VERIFY_PG_STATE"] = state.path
+        process.environment = environment
+        let output = directory.appendingPathComponent("pg-\(arguments.joined(separator: "-")).out")
+        FileManager.default.createFile(atPath: output.path, contents: nil)
+        let handle = try FileHandle(forWritingTo: output)
+        process.standardOutput = handle
+        process.standardError = handle
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+        process.waitUntilExit()
+        try? handle.close()
+        let text = (try? String(contentsOf: output, encoding: .utf8)) ?? ""
+        guard process.terminationStatus == 0 else {
+            throw ChaosError("test-postgres.sh \(arguments.joined(separator: " ")) failed: \(text.suffix(300))")
+        }
+        return text.trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
+    private func makeWorkerEnvironment(
+        bootstrap: String, simulatorURL: String, ledgerURL: String, catalogFile: URL, stateDirectory: URL,
+        secretFile: URL
+    ) -> [String: String] {
+        var environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("VERIFY_") }
+        let settings: [String: String] = [
+            "VERIFY_BROKERS": bootstrap,
+            "VERIFY_GROUP_ID": "\(runID)-workers",
+            "VERIFY_LEDGER_URL": ledgerURL,
+            "VERIFY_CATALOG_FILE": catalogFile.path,
+            "VERIFY_TRUST_ANCHORS": [
+                stateDirectory.appendingPathComponent("pki-rsa-root.pem").path,
+                stateDirectory.appendingPathComponent("pki-ec-root.pem").path,
+            ].joined(separator: ","),
+            "VERIFY_ALLOW_SANDBOX": configuration.allowSandbox ? "true" : "false",
+            "VERIFY_VERIFY_RECEIPT_PRODUCTION_URL": "\(simulatorURL)/verifyReceipt",
+            "VERIFY_VERIFY_RECEIPT_SANDBOX_URL": "\(simulatorURL)/sandbox/verifyReceipt",
+            "VERIFY_SERVER_API_PRODUCTION_URL": simulatorURL,
+            "VERIFY_SERVER_API_SANDBOX_URL": "\(simulatorURL)/sandbox",
+            "VERIFY_SHARED_SECRET_FILE": secretFile.path,
+            "VERIFY_DRAIN_TIMEOUT_S": "\(configuration.drainTimeoutSeconds)",
+            "VERIFY_APPLE_REQUEST_TIMEOUT_MS": "2000",
+            "VERIFY_JOB_DEADLINE_S": "\(configuration.jobDeadlineSeconds)",
+            "VERIFY_METRICS_HOST": "127.0.0.1",
+            "VERIFY_LOG_FORMAT": "json",
+            "VERIFY_LOG_LEVEL": configuration.workerLogLevel,
+        ]
+        environment.merge(settings) { _, new in new }
+        return environment
+    }
+
+    private func startWorker(_ index: Int, environment base: [String: String]) throws {
+        let port = services.withLock { services -> Int in
+            while services.metricsPorts.count <= index { services.metricsPorts.append(chaosFreePort()) }
+            return services.metricsPorts[index]
+        }
+        var environment = base
+        environment["VERIFY_METRICS_PORT"] = "\(port)"
+        environment["VERIFY_WORKER_ID"] = "\(runID)-worker-\(index)"
+        let worker = try ChaosProcess(
+            name: "worker-\(index)", executable: configuration.binary, arguments: ["run"], environment: environment,
+            logFile: workerLog(index), readStdout: false, openStdin: false)
+        services.withLock { services in
+            while services.workers.count <= index { services.workers.append(nil) }
+            services.workers[index] = worker
+        }
+        workerEnvironment.withLock { $0 = base }
+    }
+
+    private let workerEnvironment = Mutex<[String: String]>([:])
+
+    private func restartWorker(_ index: Int) throws {
+        try startWorker(index, environment: workerEnvironment.withLock { $0 })
+    }
+
+    /// Polls the worker's `/readyz` until it answers 200; false when the time runs out or the worker exits.
+    private func waitForReady(_ index: Int, within limit: Duration) async -> Bool {
+        let port = services.withLock { $0.metricsPorts[index] }
+        let deadline = clock.now.advanced(by: limit)
+        while clock.now < deadline {
+            if await ChaosHTTP.status("http://127.0.0.1:\(port)/readyz") == 200 { return true }
+            if worker(index)?.exit != nil { return false }
+            try? await Task.sleep(for: .milliseconds(100))
+        }
+        return false
+    }
+
+    private func worker(_ index: Int) -> ChaosProcess? { services.withLock { $0.workers[index] } }
+
+    // MARK: Faults
+
+    enum Fault: String, CaseIterable, CustomStringConvertible {
+        case killWorker = "kill_worker"
+        case sigtermWorker = "sigterm_worker"
+        case brokerDown = "broker_down"
+        case brokerErrors = "broker_errors"
+        case postgresOutage = "postgres_outage"
+        case apple21005 = "apple_21005"
+        case apple503 = "apple_503"
+        case appleTimeouts = "apple_timeouts"
+
+        var description: String { rawValue }
+    }
+
+    /// Every fault once, in a seeded order; with a duration, cycles until it has passed (estimated per step).
+    private func faultSchedule() -> [Fault] {
+        guard configuration.faults else { return [] }
+        var random = SplitMix64(state: configuration.seed ^ 0xFA17)
+        var schedule = Fault.allCases.shuffled(using: &random)
+        if let duration = configuration.duration {
+            let perCycle = Self.seconds(stepLength) * Double(Fault.allCases.count) * 2
+            let cycles = max(1, Int((Self.seconds(duration) / perCycle).rounded(.up)))
+            for _ in 1..<cycles { schedule += Fault.allCases.shuffled(using: &random) }
+        }
+        return schedule
+    }
+
+    /// Injects one fault, holds it, clears it; returns its record (recovery is measured by the caller).
+    private func inject(_ fault: Fault, index: Int) async -> ChaosFaultRecord {
+        let at = secondsSinceStart
+        let hold = configuration.faultHold
+        var random = SplitMix64(state: configuration.seed &+ UInt64(index) &* 0x9E37)
+        let victim = Int(random.next() % UInt64(max(1, configuration.workers)))
+        var target: String?
+        var detail: String?
+        let simulatorURL = simulatorBase
+        logger.info("chaos: injecting", metadata: ["chaos.fault": "\(fault)"])
+        let injected = clock.now
+        switch fault {
+        case .killWorker:
+            target = "worker-\(victim)"
+            worker(victim)?.signal(SIGKILL)
+            _ = await worker(victim)?.waitForExit(timeout: .seconds(10))
+            try? await Task.sleep(for: hold)
+            do {
+                try restartWorker(victim)
+                if !(await waitForReady(victim, within: .seconds(60))) { detail = "restarted worker not ready in 60 s" }
+            } catch {
+                detail = "restart failed: \(error)"
+            }
+        case .sigtermWorker:
+            target = "worker-\(victim)"
+            if let process = worker(victim) {
+                process.signal(SIGTERM)
+                let limit = Duration.seconds(configuration.drainTimeoutSeconds + 15)
+                let exit = await process.waitForExit(timeout: limit)
+                detail = exit.map { "\($0)" } ?? "still running after \(limit)"
+                if exit != .exited(0) {
+                    services.withLock {
+                        $0.violations.append(.drainFailed(worker: victim, detail: detail ?? "unknown"))
+                    }
+                    if exit == nil { process.signal(SIGKILL) }
+                }
+            }
+            do {
+                try restartWorker(victim)
+                _ = await waitForReady(victim, within: .seconds(60))
+            } catch {
+                detail = (detail ?? "") + "; restart failed: \(error)"
+            }
+        case .brokerDown:
+            let broker = 1 + Int(random.next() % UInt64(max(1, configuration.brokers)))
+            target = "broker-\(broker)"
+            await control("down \(broker)")
+            try? await Task.sleep(for: hold)
+            await control("up \(broker)")
+        case .brokerErrors:
+            // Produce, fetch and offset-commit requests fail a few times with retriable errors.
+            target = "produce,fetch,offset_commit"
+            await control("errors 0 8 7")
+            await control("errors 1 8 6")
+            await control("errors 8 4 7")
+            try? await Task.sleep(for: hold)
+            for api in [0, 1, 8] { await control("clear-errors \(api)") }
+        case .postgresOutage:
+            if let script = postgresScript, let state = services.withLock({ $0.postgresState }) {
+                do {
+                    try runScript(script, ["pause"], state: state)
+                    try? await Task.sleep(for: hold)
+                    try runScript(script, ["resume"], state: state)
+                } catch {
+                    detail = "\(error)"
+                }
+            } else {
+                detail = "skipped: the ledger was given with --ledger-url"
+            }
+        case .apple21005, .apple503, .appleTimeouts:
+            let ratio = min(1, max(0, configuration.appleFaultRatio))
+            let plan =
+                switch fault {
+                case .apple21005: "{\"status_21005_ratio\": \(ratio)}"
+                case .apple503: "{\"http_503_ratio\": \(ratio)}"
+                default: "{\"timeout_ratio\": \(min(0.5, ratio)), \"timeout_hold_ms\": 4000}"
+                }
+            target = "ratio \(ratio)"
+            if let simulatorURL {
+                if !(await ChaosHTTP.post("\(simulatorURL)/sim/faults", json: plan)) {
+                    detail = "POST /sim/faults failed"
+                }
+                try? await Task.sleep(for: hold)
+                await ChaosHTTP.post("\(simulatorURL)/sim/faults", json: "{}")
+            }
+        }
+        return ChaosFaultRecord(
+            kind: fault.rawValue, target: target, atSeconds: at,
+            heldSeconds: Self.seconds(injected.duration(to: clock.now)), recoverySeconds: nil, detail: detail)
+    }
+
+    private var simulatorBase: String? {
+        services.withLock { $0.simulator }?.lines.first { $0.hasPrefix("listening=") }
+            .map { String($0.dropFirst("listening=".count)) }
+    }
+
+    /// One dev-broker control line; waits for its reply.
+    private func control(_ command: String) async {
+        guard let broker = services.withLock({ $0.broker }) else { return }
+        let before = broker.lines.count
+        broker.send(line: command)
+        let reply = await broker.waitForLine(timeout: .seconds(10), after: before) {
+            $0.hasPrefix("ok") || $0.hasPrefix("error")
+        }
+        if let reply, reply.hasPrefix("error") {
+            logger.warning("chaos: dev-broker refused a command", metadata: ["chaos.command": "\(command)"])
+        }
+    }
+
+    // MARK: End
+
+    /// Each worker's `/metrics` text, as `metrics-worker-N.log` (audited with the logs).
+    private func saveMetrics() async {
+        let ports = services.withLock { $0.metricsPorts }
+        for (index, port) in ports.enumerated() {
+            guard let data = await ChaosHTTP.get("http://127.0.0.1:\(port)/metrics") else { continue }
+            try? data.write(to: log("metrics-worker-\(index)"))
+        }
+    }
+
+    /// SIGTERM to every worker; each must exit 0 within the drain timeout.
+    private func stopWorkersGracefully() async {
+        let workers = services.withLock { $0.workers }
+        await withTaskGroup(of: Void.self) { group in
+            for (index, worker) in workers.enumerated() {
+                guard let worker, worker.exit == nil else { continue }
+                group.addTask {
+                    worker.signal(SIGTERM)
+                    let limit = Duration.seconds(self.configuration.drainTimeoutSeconds + 15)
+                    let exit = await worker.waitForExit(timeout: limit)
+                    if exit != .exited(0) {
+                        self.services.withLock {
+                            $0.violations.append(
+                                .drainFailed(worker: index, detail: exit.map { "\($0) at the end" } ?? "still running"))
+                        }
+                        worker.signal(SIGKILL)
+                    }
+                }
+            }
+        }
+    }
+
+    /// The ledger's record of every job and the claims on every transaction the run cares about.
+    private func readLedger(url: String, traffic: ChaosTraffic, verdicts: [Verdict]) async throws -> ChaosLedgerView {
+        var transactions: [String: Set<String>] = [:]
+        for job in traffic.jobs where job.category != "fuzz_job" {
+            transactions[job.jobID] = Set([job.grantableTransactionID].compactMap { $0 })
+        }
+        for verdict in verdicts where verdict.outcome == .granted || transactions[verdict.jobID] != nil {
+            transactions[verdict.jobID, default: []].formUnion(verdict.transactions.map(\.transactionID))
+        }
+        let queries = transactions
+        var ledgerLogger = configuration.logger
+        ledgerLogger.logLevel = .error
+        return try await LedgerFactory.withLedger(url: url, logger: ledgerLogger) { ledger in
+            try await withThrowingTaskGroup(of: LedgerSnapshot?.self) { group in
+                var view = ChaosLedgerView()
+                var pending = queries.makeIterator()
+                func addNext(_ group: inout ThrowingTaskGroup<LedgerSnapshot?, any Error>) -> Bool {
+                    guard let (jobID, ids) = pending.next() else { return false }
+                    group.addTask {
+                        try await ledger.snapshot(
+                            jobID: jobID, transactionIDs: ids.sorted(), originalTransactionIDs: [])
+                    }
+                    return true
+                }
+                for _ in 0..<8 where !addNext(&group) { break }
+                while let snapshot = try await group.next() {
+                    if let snapshot {
+                        if let prior = snapshot.priorVerdict { view.recordedVerdicts[prior.jobID] = prior }
+                        for claim in snapshot.claims {
+                            view.claims[claim.transactionID] = ChaosClaim(
+                                transactionID: claim.transactionID, accountID: claim.accountID,
+                                grantedJobID: claim.grantedJobID)
+                        }
+                    }
+                    _ = addNext(&group)
+                }
+                return view
+            }
+        }
+    }
+
+    /// Stops everything that is still running and the private PostgreSQL.
+    func tearDown() async {
+        let (broker, simulator, workers, postgres) = services.withLock {
+            ($0.broker, $0.simulator, $0.workers, $0.postgresState)
+        }
+        for worker in workers.compactMap({ $0 }) where worker.exit == nil { worker.signal(SIGKILL) }
+        await simulator?.stop()
+        await broker?.stop()
+        if let postgres, let script = postgresScript { _ = try? runScript(script, ["stop"], state: postgres) }
+    }
+}
+
+/// Produces the traffic, slice by slice.
+struct ChaosSubmitter: Sendable {
+    let producer: KafkaProducer
+    let traffic: ChaosTraffic
+
+    /// The messages cut into `count` consecutive ranges.
+    func slices(_ count: Int) -> [Range<Int>] {
+        let total = traffic.messages.count
+        let size = max(1, (total + max(1, count) - 1) / max(1, count))
+        return stride(from: 0, to: max(total, 1), by: size).map { $0..<min(total, $0 + size) }
+    }
+
+    /// Produces one range and waits for every delivery report.
+    func submit(_ range: Range<Int>) async throws {
+        try await withThrowingDiscardingTaskGroup { group in
+            for message in traffic.messages[range] {
+                let record = KafkaProducerRecord(topic: Topics.jobs, key: message.key, value: message.value)
+                group.addTask { _ = try await producer.send(record) }
+            }
+        }
+    }
+}
+
+/// Reads `receipt-verdicts` and `receipt-jobs-dlq` from the beginning in a group of its own.
+final class ChaosReader: Sendable {
+    let consumer: KafkaConsumer
+    private let tally: ChaosTally
+
+    init(bootstrap: String, groupID: String, tally: ChaosTally, logger: Logger) throws {
+        var quiet = logger
+        quiet.logLevel = .critical
+        consumer = try KafkaConsumer(
+            configuration: KafkaConsumerConfiguration(bootstrapServers: bootstrap, groupID: groupID), logger: quiet)
+        try consumer.subscribe(topics: [Topics.verdicts, Topics.deadLetters])
+        self.tally = tally
+    }
+
+    func run() async throws {
+        let codec = MessageCodec()
+        for try await event in consumer.events {
+            guard case .message(let message) = event else { continue }
+            let value = message.value ?? []
+            if message.topic == Topics.verdicts {
+                if let verdict = try? codec.decodeVerdict(value) {
+                    tally.received(verdict: verdict)
+                } else {
+                    tally.unreadable()
+                }
+            } else {
+                let headers = message.headers.map { (name: $0.name, value: $0.value ?? []) }
+                let letter = DeadLetter(key: message.key, value: value, headers: headers)
+                tally.received(
+                    deadLetterKey: String(decoding: message.key ?? [], as: UTF8.self),
+                    reason: letter?.reason ?? "no dlq headers")
+            }
+        }
+    }
+
+    func close() async { await consumer.close() }
+}

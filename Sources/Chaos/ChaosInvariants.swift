@@ -1,0 +1,328 @@
+import Foundation
+import Messages
+
+/// One job a chaos run submitted, with what it is known to be.
+public struct ChaosSubmittedJob: Sendable, Hashable {
+    public var jobID: String
+    public var accountID: String
+    /// The transaction this job proves authentically and that the deployment must grant, to exactly one account
+    /// (several jobs may carry it: repeats, replays, concurrent submissions). Nil for every proof that must never
+    /// be granted (other apps, crackers, forgeries, sandbox in production, expired, refunded, adversarial input).
+    public var grantableTransactionID: String?
+    /// The verdict must be `rejected` (adversarial input: never granted, never left undecided).
+    public var mustBeRejected: Bool
+    /// For the summary: the traffic category or adversarial case.
+    public var category: String
+
+    public init(
+        jobID: String, accountID: String, grantableTransactionID: String? = nil, mustBeRejected: Bool = false,
+        category: String
+    ) {
+        self.jobID = jobID
+        self.accountID = accountID
+        self.grantableTransactionID = grantableTransactionID
+        self.mustBeRejected = mustBeRejected
+        self.category = category
+    }
+}
+
+/// A claim as the ledger holds it, reduced to what the invariants compare.
+public struct ChaosClaim: Sendable, Hashable {
+    public var transactionID: String
+    public var accountID: String
+    public var grantedJobID: String
+
+    public init(transactionID: String, accountID: String, grantedJobID: String) {
+        self.transactionID = transactionID
+        self.accountID = accountID
+        self.grantedJobID = grantedJobID
+    }
+}
+
+/// What the ledger says at the end of a run, read through the `Ledger` API.
+public struct ChaosLedgerView: Sendable, Hashable {
+    /// The verdict the ledger recorded per job id (jobs it never recorded are absent).
+    public var recordedVerdicts: [String: Verdict]
+    /// The claims on the transactions the run cares about, by transaction id.
+    public var claims: [String: ChaosClaim]
+
+    public init(recordedVerdicts: [String: Verdict] = [:], claims: [String: ChaosClaim] = [:]) {
+        self.recordedVerdicts = recordedVerdicts
+        self.claims = claims
+    }
+}
+
+/// A broken promise, found by ``ChaosInvariantChecker``. The description names ids only, never a receipt.
+public enum ChaosViolation: Sendable, Hashable, CustomStringConvertible {
+    /// A submitted job has no verdict.
+    case missingVerdict(jobID: String)
+    /// A verdict for a job id the run never submitted.
+    case unknownVerdict(jobID: String)
+    /// A job got verdicts whose decisions differ (a redelivery must repeat the first decision); `fields` names what
+    /// differs.
+    case inconsistentVerdicts(jobID: String, distinct: Int, fields: [String])
+    /// A verdict names another account than its job.
+    case wrongAccount(jobID: String)
+    /// One transaction granted to more than one account.
+    case grantedToSeveralAccounts(transactionID: String, accounts: [String])
+    /// One transaction granted by more than one job (of the same account): an entitlement given twice.
+    case grantedTwice(transactionID: String, jobs: [String])
+    /// A grant for something that is not an authentic, grantable purchase.
+    case inauthenticGranted(jobID: String, transactionID: String?, category: String)
+    /// An authentic purchase that no job got granted; `outcomes` are the verdicts its jobs got.
+    case authenticNotGranted(transactionID: String, outcomes: [String])
+    /// Adversarial input that did not end `rejected`.
+    case notRejected(jobID: String, outcome: String)
+    /// A granted job whose verdict the ledger did not record.
+    case ledgerMissingVerdict(jobID: String)
+    /// The ledger recorded another verdict than the one published.
+    case ledgerVerdictDiffers(jobID: String)
+    /// A granted transaction without a claim in the ledger.
+    case ledgerClaimMissing(transactionID: String, jobID: String)
+    /// The ledger's owner of a granted transaction is not the account of the job that was granted it.
+    case ledgerClaimDiffers(transactionID: String, jobID: String)
+    /// A dead letter that is not one of the deliberately malformed messages.
+    case unexpectedDeadLetter(key: String, reason: String)
+    /// A deliberately malformed message that never reached the dead-letter topic.
+    case missingDeadLetter(key: String)
+    /// A worker sent SIGTERM did not drain and exit 0 in time.
+    case drainFailed(worker: Int, detail: String)
+    /// A log line holds a secret or a receipt.
+    case leakInLog(String)
+    /// The simulator saw a request to an endpoint the workers were not configured with.
+    case unexpectedAppleEndpoint(String)
+    /// The run itself could not complete (a process did not start, the verdicts never arrived).
+    case runFailed(String)
+
+    public var description: String {
+        switch self {
+        case .missingVerdict(let job): "job \(job): no verdict"
+        case .unknownVerdict(let job): "verdict for job \(job), which was never submitted"
+        case .inconsistentVerdicts(let job, let distinct, let fields):
+            "job \(job): \(distinct) different verdicts (\(fields.joined(separator: ", ")))"
+        case .wrongAccount(let job): "job \(job): verdict for another account or with another verdict_id"
+        case .grantedToSeveralAccounts(let tx, let accounts):
+            "transaction \(tx) granted to \(accounts.count) accounts: \(accounts.joined(separator: ", "))"
+        case .grantedTwice(let tx, let jobs):
+            "transaction \(tx) granted by \(jobs.count) jobs: \(jobs.joined(separator: ", "))"
+        case .inauthenticGranted(let job, let tx, let category):
+            "job \(job) (\(category)): granted \(tx ?? "nothing") but is not an authentic purchase"
+        case .authenticNotGranted(let tx, let outcomes):
+            "authentic transaction \(tx) never granted (verdicts: \(outcomes.joined(separator: ", ")))"
+        case .notRejected(let job, let outcome): "adversarial job \(job) ended \(outcome), not rejected"
+        case .ledgerMissingVerdict(let job): "job \(job): granted but the ledger recorded no verdict"
+        case .ledgerVerdictDiffers(let job): "job \(job): the ledger recorded another verdict than the one published"
+        case .ledgerClaimMissing(let tx, let job): "transaction \(tx) granted by job \(job) has no ledger claim"
+        case .ledgerClaimDiffers(let tx, let job): "transaction \(tx): the ledger's claim is not job \(job)'s account"
+        case .unexpectedDeadLetter(let key, let reason): "unexpected dead letter (key \(key), reason \(reason))"
+        case .missingDeadLetter(let key): "malformed message \(key) never reached the dead-letter topic"
+        case .drainFailed(let worker, let detail): "worker \(worker) did not drain on SIGTERM: \(detail)"
+        case .leakInLog(let detail): "log leak: \(detail)"
+        case .unexpectedAppleEndpoint(let endpoint): "the simulator was asked for \(endpoint)"
+        case .runFailed(let detail): "run failed: \(detail)"
+        }
+    }
+
+    /// A short, stable name of the kind of violation (for counts in the summary).
+    public var kind: String {
+        switch self {
+        case .missingVerdict: "missing_verdict"
+        case .unknownVerdict: "unknown_verdict"
+        case .inconsistentVerdicts: "inconsistent_verdicts"
+        case .wrongAccount: "wrong_account"
+        case .grantedToSeveralAccounts: "granted_to_several_accounts"
+        case .grantedTwice: "granted_twice"
+        case .inauthenticGranted: "inauthentic_granted"
+        case .authenticNotGranted: "authentic_not_granted"
+        case .notRejected: "not_rejected"
+        case .ledgerMissingVerdict: "ledger_missing_verdict"
+        case .ledgerVerdictDiffers: "ledger_verdict_differs"
+        case .ledgerClaimMissing: "ledger_claim_missing"
+        case .ledgerClaimDiffers: "ledger_claim_differs"
+        case .unexpectedDeadLetter: "unexpected_dead_letter"
+        case .missingDeadLetter: "missing_dead_letter"
+        case .drainFailed: "drain_failed"
+        case .leakInLog: "leak_in_log"
+        case .unexpectedAppleEndpoint: "unexpected_apple_endpoint"
+        case .runFailed: "run_failed"
+        }
+    }
+}
+
+/// The invariants of issue 8, as one pure function of what was submitted and what came out: every job has a
+/// verdict; a job's verdicts are identical; no transaction is granted to two accounts (or twice); granted
+/// transactions are exactly the authentic ones; the ledger agrees with the verdicts; the dead-letter topic holds
+/// only the deliberately malformed messages.
+public struct ChaosInvariantChecker: Sendable {
+    /// What was submitted.
+    public var jobs: [ChaosSubmittedJob]
+    /// Kafka keys of the deliberately malformed messages.
+    public var malformedKeys: Set<String>
+
+    public init(jobs: [ChaosSubmittedJob], malformedKeys: Set<String>) {
+        self.jobs = jobs
+        self.malformedKeys = malformedKeys
+    }
+
+    /// What the check found, besides the violations.
+    public struct Tally: Sendable, Hashable, Codable {
+        /// Verdict records read (every delivery).
+        public var verdictsDelivered = 0
+        /// Jobs with at least one verdict.
+        public var jobsDecided = 0
+        /// Deliveries beyond the first per job (at-least-once; consumers de-duplicate on `verdict_id`).
+        public var duplicatesDelivered = 0
+        public var deadLetters = 0
+        public var grantedTransactions = 0
+        /// Decided jobs per outcome.
+        public var outcomes: [String: Int] = [:]
+        /// Jobs delivered more than once with the same decision but another `decided_at`: decided again on
+        /// redelivery rather than read back from the ledger (local rejections, which the ledger does not record).
+        public var redecided = 0
+    }
+
+    /// A verdict without its `decided_at`: what a redelivery must repeat.
+    static func decision(_ verdict: Verdict) -> Verdict {
+        var decision = verdict
+        decision.decidedAt = Date(timeIntervalSince1970: 0)
+        return decision
+    }
+
+    static func differingFields(_ verdicts: [Verdict]) -> [String] {
+        guard let first = verdicts.first else { return [] }
+        var fields = Set<String>()
+        for other in verdicts.dropFirst() {
+            if other.outcome != first.outcome { fields.insert("outcome") }
+            if other.reason != first.reason { fields.insert("reason") }
+            if other.accountID != first.accountID { fields.insert("account_id") }
+            if other.decidedBy != first.decidedBy { fields.insert("decided_by") }
+            if other.environment != first.environment { fields.insert("environment") }
+            if other.transactions != first.transactions { fields.insert("transactions") }
+            if other.appleStatus != first.appleStatus { fields.insert("apple_status") }
+            if other.decidedAt != first.decidedAt { fields.insert("decided_at") }
+        }
+        return fields.sorted()
+    }
+
+    /// The violations (empty when every promise held) and the tally.
+    public func check(
+        verdicts: [Verdict], deadLetters: [(key: String, reason: String)], ledger: ChaosLedgerView?
+    ) -> (violations: [ChaosViolation], tally: Tally) {
+        var violations: [ChaosViolation] = []
+        var tally = Tally()
+        tally.verdictsDelivered = verdicts.count
+        tally.deadLetters = deadLetters.count
+
+        let jobsByID = Dictionary(jobs.map { ($0.jobID, $0) }, uniquingKeysWith: { first, _ in first })
+        var delivered: [String: [Verdict]] = [:]
+        for verdict in verdicts {
+            guard jobsByID[verdict.jobID] != nil else {
+                violations.append(.unknownVerdict(jobID: verdict.jobID))
+                continue
+            }
+            delivered[verdict.jobID, default: []].append(verdict)
+        }
+
+        // Every job a verdict; a job's verdicts identical; each for the job's account.
+        var first: [String: Verdict] = [:]
+        for job in jobsByID.values.sorted(by: { $0.jobID < $1.jobID }) {
+            guard let all = delivered[job.jobID], let verdict = all.first else {
+                violations.append(.missingVerdict(jobID: job.jobID))
+                continue
+            }
+            first[job.jobID] = verdict
+            tally.jobsDecided += 1
+            tally.duplicatesDelivered += all.count - 1
+            tally.outcomes[verdict.outcome.rawValue, default: 0] += 1
+            let decisions = Set(all.map(Self.decision))
+            if decisions.count > 1 {
+                violations.append(
+                    .inconsistentVerdicts(
+                        jobID: job.jobID, distinct: decisions.count, fields: Self.differingFields(all)))
+            } else if Set(all).count > 1 {
+                tally.redecided += 1
+            }
+            if all.contains(where: {
+                $0.accountID != job.accountID || $0.verdictID != Verdict.verdictID(forJob: job.jobID)
+            }) {
+                violations.append(.wrongAccount(jobID: job.jobID))
+            }
+            if job.mustBeRejected, verdict.outcome != .rejected {
+                violations.append(.notRejected(jobID: job.jobID, outcome: verdict.outcome.rawValue))
+            }
+        }
+
+        // Grants: only authentic purchases, each to one account by one job, and every authentic one granted.
+        let authentic = Set(jobs.compactMap(\.grantableTransactionID))
+        var grantingJobs: [String: Set<String>] = [:]
+        var grantingAccounts: [String: Set<String>] = [:]
+        for (jobID, verdict) in first.sorted(by: { $0.key < $1.key }) where verdict.outcome == .granted {
+            let job = jobsByID[jobID]
+            let granted = verdict.transactions.map(\.transactionID)
+            if granted.isEmpty || job?.grantableTransactionID == nil {
+                violations.append(
+                    .inauthenticGranted(jobID: jobID, transactionID: granted.first, category: job?.category ?? "?"))
+            }
+            for transactionID in granted {
+                if !authentic.contains(transactionID), job?.grantableTransactionID != nil {
+                    violations.append(
+                        .inauthenticGranted(jobID: jobID, transactionID: transactionID, category: job?.category ?? "?"))
+                }
+                grantingJobs[transactionID, default: []].insert(jobID)
+                grantingAccounts[transactionID, default: []].insert(verdict.accountID)
+            }
+        }
+        tally.grantedTransactions = grantingJobs.count
+        for (transactionID, accounts) in grantingAccounts.sorted(by: { $0.key < $1.key }) {
+            if accounts.count > 1 {
+                violations.append(.grantedToSeveralAccounts(transactionID: transactionID, accounts: accounts.sorted()))
+            } else if let jobs = grantingJobs[transactionID], jobs.count > 1 {
+                violations.append(.grantedTwice(transactionID: transactionID, jobs: jobs.sorted()))
+            }
+        }
+        for transactionID in authentic.sorted() where grantingJobs[transactionID] == nil {
+            let outcomes = jobs.filter { $0.grantableTransactionID == transactionID }.map { job in
+                first[job.jobID].map {
+                    [$0.outcome.rawValue, $0.reason?.rawValue].compactMap { $0 }.joined(separator: "/")
+                }
+                    ?? "none"
+            }
+            violations.append(.authenticNotGranted(transactionID: transactionID, outcomes: outcomes))
+        }
+
+        // The ledger agrees: grants are recorded with their claims; any verdict it recorded is the published one.
+        if let ledger {
+            for (jobID, verdict) in first.sorted(by: { $0.key < $1.key }) {
+                if let recorded = ledger.recordedVerdicts[jobID] {
+                    if recorded != verdict { violations.append(.ledgerVerdictDiffers(jobID: jobID)) }
+                } else if verdict.outcome == .granted || verdict.outcome == .alreadyGranted {
+                    violations.append(.ledgerMissingVerdict(jobID: jobID))
+                }
+                guard verdict.outcome == .granted else { continue }
+                for transaction in verdict.transactions {
+                    guard let claim = ledger.claims[transaction.transactionID] else {
+                        violations.append(.ledgerClaimMissing(transactionID: transaction.transactionID, jobID: jobID))
+                        continue
+                    }
+                    if claim.accountID != verdict.accountID || claim.grantedJobID != jobID {
+                        violations.append(.ledgerClaimDiffers(transactionID: transaction.transactionID, jobID: jobID))
+                    }
+                }
+            }
+        }
+
+        // Dead letters: exactly the deliberately malformed messages (each at least once).
+        var deadLettered = Set<String>()
+        for letter in deadLetters {
+            if malformedKeys.contains(letter.key) {
+                deadLettered.insert(letter.key)
+            } else {
+                violations.append(.unexpectedDeadLetter(key: letter.key, reason: letter.reason))
+            }
+        }
+        for key in malformedKeys.sorted() where !deadLettered.contains(key) {
+            violations.append(.missingDeadLetter(key: key))
+        }
+        return (violations, tally)
+    }
+}

@@ -1,0 +1,219 @@
+import Foundation
+import Messages
+import Synchronization
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// Small HTTP calls of the harness (readiness probes, the simulator's fault and stats endpoints), through
+/// Foundation's URLSession: the harness talks only to loopback services it started.
+enum ChaosHTTP {
+    static let session: URLSession = {
+        let configuration = URLSessionConfiguration.ephemeral
+        configuration.timeoutIntervalForRequest = 5
+        return URLSession(configuration: configuration)
+    }()
+
+    /// The status code of a GET, or nil when nothing answered.
+    static func status(_ url: String) async -> Int? {
+        guard let url = URL(string: url) else { return nil }
+        guard let (_, response) = try? await session.data(from: url) else { return nil }
+        return (response as? HTTPURLResponse)?.statusCode
+    }
+
+    /// The body of a GET.
+    static func get(_ url: String) async -> Data? {
+        guard let url = URL(string: url) else { return nil }
+        return try? await session.data(from: url).0
+    }
+
+    /// POSTs a JSON body; true on a 2xx answer.
+    @discardableResult
+    static func post(_ url: String, json: String) async -> Bool {
+        guard let url = URL(string: url) else { return false }
+        var request = URLRequest(url: url)
+        request.httpMethod = "POST"
+        request.setValue("application/json", forHTTPHeaderField: "Content-Type")
+        request.httpBody = Data(json.utf8)
+        guard let (_, response) = try? await session.data(for: request) else { return false }
+        return ((response as? HTTPURLResponse)?.statusCode).map { (200..<300).contains($0) } ?? false
+    }
+}
+
+/// A free TCP port on loopback, chosen by the kernel (bind to port 0, read it back, close).
+func chaosFreePort() -> Int {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    guard fd >= 0 else { return Int.random(in: 20_000...40_000) }
+    defer { close(fd) }
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_port = 0
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    let bound = withUnsafePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+    }
+    guard bound == 0 else { return Int.random(in: 20_000...40_000) }
+    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+    let named = withUnsafeMutablePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
+    }
+    guard named == 0 else { return Int.random(in: 20_000...40_000) }
+    return Int(UInt16(bigEndian: address.sin_port))
+}
+
+/// Every verdict and dead letter read back, shared by the reader task and the fault schedule (which waits on it to
+/// measure recovery).
+final class ChaosTally: Sendable {
+    private struct State {
+        var verdicts: [Verdict] = []
+        var decided = Set<String>()
+        var deadLetters: [(key: String, reason: String)] = []
+        var deadLettered = Set<String>()
+        var unreadable = 0
+        var waiters: [(count: Int, continuation: CheckedContinuation<Void, Never>)] = []
+    }
+
+    /// Job ids and malformed keys the run waits for.
+    private let expectedJobs: Set<String>
+    private let expectedDeadLetters: Set<String>
+    private let state = Mutex(State())
+
+    init(expectedJobs: Set<String>, expectedDeadLetters: Set<String>) {
+        self.expectedJobs = expectedJobs
+        self.expectedDeadLetters = expectedDeadLetters
+    }
+
+    func received(verdict: Verdict) {
+        resume { state in
+            state.verdicts.append(verdict)
+            if expectedJobs.contains(verdict.jobID) { state.decided.insert(verdict.jobID) }
+        }
+    }
+
+    func received(deadLetterKey key: String, reason: String) {
+        resume { state in
+            state.deadLetters.append((key, reason))
+            if expectedDeadLetters.contains(key) { state.deadLettered.insert(key) }
+        }
+    }
+
+    func unreadable() { state.withLock { $0.unreadable += 1 } }
+
+    /// Expected jobs with a verdict plus expected dead letters seen: the run's progress.
+    var settled: Int { state.withLock { $0.decided.count + $0.deadLettered.count } }
+
+    var snapshot: (verdicts: [Verdict], deadLetters: [(key: String, reason: String)], unreadable: Int) {
+        state.withLock { ($0.verdicts, $0.deadLetters, $0.unreadable) }
+    }
+
+    /// Waits until `count` messages are settled, at most `limit`; true when they were.
+    func waitUntilSettled(_ count: Int, within limit: Duration) async -> Bool {
+        await withTaskGroup(of: Bool.self) { group in
+            group.addTask {
+                await withCheckedContinuation { continuation in
+                    let ready = self.state.withLock { state in
+                        if state.decided.count + state.deadLettered.count >= count { return true }
+                        state.waiters.append((count, continuation))
+                        return false
+                    }
+                    if ready { continuation.resume() }
+                }
+                return true
+            }
+            group.addTask {
+                try? await Task.sleep(for: limit)
+                return false
+            }
+            let first = await group.next() ?? false
+            group.cancelAll()
+            if !first { self.releaseAll() }
+            return first
+        }
+    }
+
+    private func releaseAll() {
+        let waiters = state.withLock { state in
+            defer { state.waiters = [] }
+            return state.waiters.map(\.continuation)
+        }
+        for waiter in waiters { waiter.resume() }
+    }
+
+    private func resume(_ update: (inout State) -> Void) {
+        let ready = state.withLock { state -> [CheckedContinuation<Void, Never>] in
+            update(&state)
+            let settled = state.decided.count + state.deadLettered.count
+            let ready = state.waiters.filter { $0.count <= settled }.map(\.continuation)
+            state.waiters.removeAll { $0.count <= settled }
+            return ready
+        }
+        for waiter in ready { waiter.resume() }
+    }
+}
+
+/// A loopback listener that URL bait in the adversarial corpus points at: any connection means a worker followed a
+/// URL found in a job.
+final class ChaosCanary: Sendable {
+    let port: Int
+    private let descriptor: Int32
+    private let connections = ChaosCounter()
+
+    init() throws {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw ChaosError("canary: socket() failed") }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = 0
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
+        }
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let named = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
+        }
+        guard bound == 0, named == 0, listen(fd, 16) == 0 else {
+            Glibc.close(fd)
+            throw ChaosError("canary: cannot listen on loopback")
+        }
+        descriptor = fd
+        port = Int(UInt16(bigEndian: address.sin_port))
+        let thread = Thread { [connections] in
+            while true {
+                let client = accept(fd, nil, nil)
+                if client < 0 {
+                    if errno == EINTR { continue }
+                    return
+                }
+                connections.increment()
+                Glibc.close(client)
+            }
+        }
+        thread.name = "chaos-canary"
+        thread.start()
+    }
+
+    var url: String { "http://127.0.0.1:\(port)/bait" }
+
+    /// Connections accepted so far.
+    var hits: Int { connections.value }
+
+    /// Stops listening (the accept loop then ends).
+    func stop() {
+        shutdown(descriptor, Int32(SHUT_RDWR))
+        Glibc.close(descriptor)
+    }
+}
+
+/// A counter shared with a thread.
+final class ChaosCounter: Sendable {
+    private let count = Mutex(0)
+    func increment() { count.withLock { $0 += 1 } }
+    var value: Int { count.withLock { $0 } }
+}

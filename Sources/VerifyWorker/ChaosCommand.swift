@@ -1,0 +1,144 @@
+import ArgumentParser
+import Chaos
+import Foundation
+import Logging
+
+/// `verify-worker chaos`: the multi-process chaos harness (issue 8). The logic lives in the Chaos target.
+struct ChaosCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "chaos",
+        abstract:
+            "Runs a worker cluster under failure and checks that no purchase is lost, granted twice or misgranted.",
+        discussion: """
+            Starts `verify-worker dev-broker`, `verify-worker apple-sim`, a private PostgreSQL (scripts/test-postgres.sh, \
+            or --ledger-url) and N `verify-worker run` processes in one group; submits the seed-000 mix plus \
+            adversarial cases; kills, terminates and restarts workers, takes a broker down, injects broker request \
+            errors, stops PostgreSQL, and switches the simulator to 21005 storms, 503s and timeouts. Then reads every \
+            verdict, dead letter and the ledger and checks the invariants of docs/RELIABILITY.md. Prints a JSON \
+            summary and exits 1 on any violation.
+            """
+    )
+
+    @Option(help: "Seed-mix jobs (short default; --long means 100,000).")
+    var jobs: Int?
+
+    @Flag(help: "Long mode: 100,000 jobs unless --jobs is given.")
+    var long = false
+
+    @Option(help: "Worker processes.")
+    var workers: Int = 3
+
+    @Option(help: "Traffic and schedule seed.")
+    var seed: UInt64 = 1
+
+    @Option(help: "Cycle the fault schedule for at least this many seconds.")
+    var duration: Int?
+
+    @Option(help: "Adversarial corpus messages to push through the live workers.")
+    var fuzz: Int = 0
+
+    @Option(
+        name: .customLong("fuzz-in-process"),
+        help: "Only feed N corpus messages through decode and local analysis in this process, print the figures, exit.")
+    var fuzzInProcess: Int?
+
+    @Option(
+        name: .customLong("fuzz-size-limit"),
+        help: "Cut corpus messages to this many bytes (default: 200,000 live, 2 MiB in-process).")
+    var fuzzSizeLimit: Int?
+
+    @Option(name: .customLong("job-deadline-s"), help: "VERIFY_JOB_DEADLINE_S of the workers.")
+    var jobDeadlineSeconds: Int = 600
+
+    @Option(
+        name: .customLong("settle-timeout-s"),
+        help:
+            "How long to wait for every message to settle after a fault and at the end (default: 180, 900 with --long)."
+    )
+    var settleTimeoutSeconds: Int?
+
+    @Option(
+        name: .customLong("apple-fault-ratio"),
+        help: "Share of Apple requests the 21005 and 503 storms fail, 0...1.")
+    var appleFaultRatio: Double = 1
+
+    @Option(
+        name: .customLong("ledger-url"), help: "Use this PostgreSQL ledger (the PostgreSQL outage is then skipped).")
+    var ledgerURL: String?
+
+    @Option(name: .customLong("pg-script"), help: "Path of scripts/test-postgres.sh (default: found from the binary).")
+    var postgresScript: String?
+
+    @Option(help: "Partitions of every topic.")
+    var partitions: Int = 12
+
+    @Option(name: .customLong("fault-hold-s"), help: "Seconds each fault lasts.")
+    var faultHoldSeconds: Int = 3
+
+    @Flag(name: .customLong("no-faults"), help: "A baseline run without the fault schedule.")
+    var noFaults = false
+
+    @Flag(name: .customLong("allow-sandbox"), help: "Run the workers with VERIFY_ALLOW_SANDBOX=true.")
+    var allowSandbox = false
+
+    @Flag(
+        name: .customLong("ios6-refunds"),
+        help: "Also submit refunded iOS 6 receipts (a known gap today, see docs/RELIABILITY.md).")
+    var ios6Refunds = false
+
+    @Option(
+        name: .customLong("work-dir"),
+        help: "Keep state and logs here (default: a temporary directory, kept on failure).")
+    var workDirectory: String?
+
+    func validate() throws {
+        guard (1...32).contains(workers) else { throw ValidationError("--workers must be 1...32") }
+        guard (jobs ?? 1) > 0, fuzz >= 0 else { throw ValidationError("--jobs must be positive, --fuzz not negative") }
+        guard faultHoldSeconds > 0 else { throw ValidationError("--fault-hold-s must be positive") }
+    }
+
+    func run() async throws {
+        if let fuzzInProcess {
+            let report = try AdversarialCorpusRun.standard(seed: seed, sizeLimit: fuzzSizeLimit ?? (2 << 20))
+                .run(count: fuzzInProcess)
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+            print(String(decoding: try encoder.encode(report), as: UTF8.self))
+            if report.locallyVerified > 0 { throw ExitCode(1) }
+            return
+        }
+        var logger = Logger(label: "verify.chaos")
+        logger.logLevel = .info
+        var configuration = ChaosConfiguration(binary: URL(fileURLWithPath: CommandLine.arguments[0]), logger: logger)
+        configuration.binary = Self.executable()
+        configuration.jobs = jobs ?? (long ? 100_000 : 2_000)
+        configuration.workers = workers
+        configuration.seed = seed
+        configuration.duration = duration.map { .seconds($0) }
+        configuration.fuzz = fuzz
+        configuration.ledgerURL = ledgerURL
+        configuration.postgresScript = postgresScript.map { URL(fileURLWithPath: $0) }
+        configuration.partitions = partitions
+        configuration.faultHold = .seconds(faultHoldSeconds)
+        configuration.faults = !noFaults
+        configuration.allowSandbox = allowSandbox
+        configuration.ios6Refunds = ios6Refunds
+        configuration.workDirectory = workDirectory.map { URL(fileURLWithPath: $0, isDirectory: true) }
+        if long { configuration.settleTimeout = .seconds(900) }
+        if let settleTimeoutSeconds { configuration.settleTimeout = .seconds(settleTimeoutSeconds) }
+        if let fuzzSizeLimit { configuration.fuzzSizeLimit = fuzzSizeLimit }
+        configuration.jobDeadlineSeconds = jobDeadlineSeconds
+        configuration.appleFaultRatio = appleFaultRatio
+        let report = try await ChaosRun(configuration: configuration).run()
+        print(report.json)
+        if report.violations > 0 { throw ExitCode(1) }
+    }
+
+    /// This executable, for the child processes.
+    static func executable() -> URL {
+        if let path = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe") {
+            return URL(fileURLWithPath: path)
+        }
+        return URL(fileURLWithPath: CommandLine.arguments[0])
+    }
+}

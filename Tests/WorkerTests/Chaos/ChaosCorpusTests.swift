@@ -1,0 +1,74 @@
+import Chaos
+import Foundation
+import Messages
+import Receipts
+import Testing
+
+/// The adversarial corpus through the worker's decode and analysis path, in-process: no crash, no hang, never
+/// authentic. CI runs a small count; `CHAOS_CORPUS_COUNT=1000000 swift test --filter ChaosCorpusTests` (or
+/// `verify-worker chaos --fuzz-in-process N`) runs the long mode.
+@Suite("Chaos: adversarial corpus")
+struct ChaosCorpusTests {
+    static var count: Int {
+        ProcessInfo.processInfo.environment["CHAOS_CORPUS_COUNT"].flatMap(Int.init) ?? 3_000
+    }
+
+    static func seeds() throws -> [String] {
+        try [
+            "mbaasy/validator_receipts_unified.txt", "venice/legacy_transaction_receipt_ios6.b64",
+            "go-iap/real_sandbox_signedRenewalInfo_2000000335310644.jws",
+        ].map { String(decoding: try TestEnvironment.fixture($0), as: UTF8.self) }
+    }
+
+    @Test("Every kind: a dead letter or a job the analysis rejects, in bounded time", .timeLimit(.minutes(10)))
+    func corpusThroughDecodeAndAnalysis() throws {
+        let corpus = AdversarialJobCorpus(receiptSeeds: try Self.seeds(), seed: 7)
+        let analyzer = ReceiptAnalyzer(trust: .apple, catalog: ChaosApp.catalog)
+        let report = AdversarialCorpusRun(corpus: corpus, analyzer: analyzer).run(count: Self.count)
+        #expect(report.inputs == Self.count)
+        #expect(Set(report.kinds.keys) == Set(AdversarialMessage.Kind.allCases.map(\.rawValue)))
+        #expect(report.locallyVerified == 0)
+        #expect(report.deadLetters > 0 && report.jobs > 0)
+        // The largest message is ~1 MiB; in a debug build on a busy machine the slowest takes about a second.
+        // Several would mean super-linear work somewhere (release figures: docs/RELIABILITY.md).
+        #expect(report.slowestSeconds < 3.0, "slowest: \(report.slowestKind ?? "?") \(report.slowestSeconds) s")
+    }
+
+    @Test("The corpus is deterministic for a seed, and keys are unique")
+    func deterministic() {
+        var first = AdversarialJobCorpus(seed: 99, tag: "t")
+        var second = AdversarialJobCorpus(seed: 99, tag: "t")
+        let a = first.generate(count: 200)
+        let b = second.generate(count: 200)
+        #expect(a.map(\.value) == b.map(\.value))
+        #expect(Set(a.map(\.key)).count == 200)
+    }
+
+    @Test("Each kind is classified as the worker's codec decodes it")
+    func classification() {
+        var corpus = AdversarialJobCorpus(seed: 3, tag: "c")
+        for message in corpus.generate(count: 500) {
+            switch AdversarialJobCorpus.classify(message.value) {
+            case .deadLetter:
+                #expect(throws: MessageError.self) { try MessageCodec().decodeJob(message.value) }
+            case .job(let job):
+                // A job keeps the key as its identity, so a live run can match verdicts to messages.
+                #expect(job.jobID == message.key || job.accountID == message.key)
+            }
+        }
+    }
+
+    @Test("Deep nesting, invalid UTF-8 and oversized messages are dead letters")
+    func notJobs() throws {
+        let deep = Array((String(repeating: "[", count: 100_000) + String(repeating: "]", count: 100_000)).utf8)
+        #expect(AdversarialJobCorpus.classify(deep) == .deadLetter)
+        let huge =
+            Array("{\"schema\":\"receipt-job/v1\",\"job_id\":\"a\",\"account_id\":\"b\",\"receipt\":\"".utf8)
+            + Array(repeating: UInt8(ascii: "A"), count: 1 << 20) + Array("\"}".utf8)
+        #expect(AdversarialJobCorpus.classify(huge) == .deadLetter)
+        let invalid =
+            Array("{\"schema\":\"receipt-job/v1\",\"job_id\":\"".utf8) + [0xC0, 0x80]
+            + Array("\",\"account_id\":\"b\",\"receipt\":\"MIIT\"}".utf8)
+        #expect(AdversarialJobCorpus.classify(invalid) == .deadLetter)
+    }
+}

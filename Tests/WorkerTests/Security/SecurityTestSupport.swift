@@ -1,0 +1,65 @@
+import AppleClients
+import Foundation
+import Logging
+import Synchronization
+
+/// Every log record of a logger, rendered as one line (level, message, metadata, source), for the checks that no
+/// secret, key or receipt is ever logged.
+final class SecurityLogCapture: Sendable {
+    private let stored = Mutex<[String]>([])
+
+    var lines: [String] { stored.withLock { $0 } }
+
+    func logger(_ label: String) -> Logger {
+        var logger = Logger(label: label) { label in SecurityLogHandler(capture: self, label: label) }
+        logger.logLevel = .trace
+        return logger
+    }
+
+    fileprivate func append(_ line: String) { stored.withLock { $0.append(line) } }
+
+    /// The lines that contain any of `needles` (each needle named, never printed whole).
+    func leaks(of needles: [(name: String, value: String)]) -> [String] {
+        lines.flatMap { line in
+            needles.filter { !$0.value.isEmpty && line.contains($0.value) }.map { "\($0.name) in: \(line.prefix(160))" }
+        }
+    }
+}
+
+struct SecurityLogHandler: LogHandler {
+    let capture: SecurityLogCapture
+    let label: String
+    var metadata: Logger.Metadata = [:]
+    var logLevel: Logger.Level = .trace
+
+    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+        get { metadata[key] }
+        set { metadata[key] = newValue }
+    }
+
+    func log(
+        level: Logger.Level, message: Logger.Message, metadata explicit: Logger.Metadata?, source: String,
+        file: String, function: String, line: UInt
+    ) {
+        var all = metadata
+        all.merge(explicit ?? [:]) { $1 }
+        capture.append("\(label) \(level) \(message) \(all) \(source)")
+    }
+}
+
+/// An HTTP transport that answers every request itself and records where each one went.
+final class SecuritySpyTransport: HTTPTransport {
+    private let urls = Mutex<[String]>([])
+    let answer: @Sendable (TransportRequest) -> TransportResponse
+
+    init(answer: @escaping @Sendable (TransportRequest) -> TransportResponse) {
+        self.answer = answer
+    }
+
+    var requested: [String] { urls.withLock { $0 } }
+
+    func execute(_ request: TransportRequest) async throws -> TransportResponse {
+        urls.withLock { $0.append(request.url) }
+        return answer(request)
+    }
+}
