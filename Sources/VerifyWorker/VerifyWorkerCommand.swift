@@ -18,8 +18,8 @@ struct VerifyWorkerCommand: AsyncParsableCommand {
             SubmitCommand.self,
             TailCommand.self,
             HealthcheckCommand.self,
-            BenchCommand.self,
             ChaosCommand.self,
+            BenchCommand.self,
         ]
     )
 }
