@@ -258,7 +258,7 @@ final class VerifyReceiptService: Sendable {
         }
         let mine = current(transaction)
         if let revoked = mine.revocationDateMs {
-            receiptObject["cancellation_date"] = String(revoked)
+            receiptObject.merge(Self.dateFields("cancellation_date", revoked)) { _, new in new }
             receiptObject["cancellation_reason"] = String(mine.revocationReason ?? 0)
         }
         var body: [String: Any] = ["status": 0, "receipt": receiptObject]
@@ -274,7 +274,7 @@ final class VerifyReceiptService: Sendable {
                 latestObject[key.replacingOccurrences(of: "-", with: "_")] = value
             }
             if let revoked = latest.revocationDateMs {
-                latestObject["cancellation_date"] = String(revoked)
+                latestObject.merge(Self.dateFields("cancellation_date", revoked)) { _, new in new }
                 latestObject["cancellation_reason"] = String(latest.revocationReason ?? 0)
             }
             let expires = latest.expiresDateMs ?? 0

@@ -272,8 +272,9 @@ extension PendingRenewalInfo {
 }
 
 extension LenientJSON {
-    /// A date from the `…_ms` field, else from the text field (Apple's `yyyy-MM-dd HH:mm:ss Etc/GMT`).
+    /// A date from the `…_ms` field, else from the text field (Apple's `yyyy-MM-dd HH:mm:ss Etc/GMT`), else from
+    /// the text field holding milliseconds (iOS 6 style receipts write `expires_date` and friends that way).
     func date(milliseconds: String, text: String) -> Date? {
-        self[milliseconds]?.millisecondsDate ?? self[text]?.textDate
+        self[milliseconds]?.millisecondsDate ?? self[text]?.textDate ?? self[text]?.millisecondsDate
     }
 }

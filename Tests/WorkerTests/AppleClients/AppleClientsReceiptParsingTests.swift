@@ -52,6 +52,23 @@ struct AppleClientsReceiptParsingTests {
         #expect(response.latestReceiptInfo.map(\.transactionID) == ["1000000180703127"])
     }
 
+    @Test("A refund in an iOS 6 style answer: cancellation_date as milliseconds, or as text")
+    func iOS6Refund() throws {
+        for cancellation in [
+            #""cancellation_date":"1448346881000""#, #""cancellation_date":1448346881000"#,
+            #""cancellation_date":"2015-11-24 06:34:41 Etc/GMT""#,
+        ] {
+            let response = try parse(
+                text: """
+                    {"status":0,"receipt":{"bid":"com.example.app","transaction_id":"1000000181298734",
+                     "original_transaction_id":"1000000181298734","product_id":"coins","quantity":"1",
+                     "purchase_date_ms":"1448346800000",\(cancellation),"cancellation_reason":"0"}}
+                    """)
+            let transaction = try #require(response.receipt?.inApp.first)
+            #expect(transaction.cancellationDate == date(ms: 1_448_346_881_000), "\(cancellation)")
+        }
+    }
+
     @Test("21006: expired, body still used (mbaasy and venice)")
     func expiredSubscription() throws {
         let mbaasy = try parse("mbaasy/validator_remote_expired_transaction.json")
