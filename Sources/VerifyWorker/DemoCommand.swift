@@ -39,6 +39,9 @@ struct DemoCommand: AsyncParsableCommand {
         name: .customLong("apple-deadline-s"), help: "Seconds a job may keep trying Apple before it is unverifiable.")
     var appleDeadlineSeconds: Int = 30
 
+    @Option(help: "Ledger of the workers: postgres://… or sqlite:PATH (default: a SQLite file in a temporary directory).")
+    var ledgerURL: String?
+
     @Option(help: "Log level of the workers (trace, debug, info, notice, warning, error).")
     var logLevel: String = "warning"
 
@@ -64,6 +67,7 @@ struct DemoCommand: AsyncParsableCommand {
         options.workers = workers
         options.partitions = partitions
         options.appleDeadline = .seconds(appleDeadlineSeconds)
+        options.ledgerURL = ledgerURL
         options.progressInterval = isTerminal ? .milliseconds(200) : .seconds(1)
         print("demo: \(jobs) jobs, mix \(options.mix), \(workers) workers, \(partitions) partitions")
         var logger = Logger(label: "demo")
