@@ -39,7 +39,7 @@ struct DemoCommand: AsyncParsableCommand {
         name: .customLong("apple-deadline-s"), help: "Seconds a job may keep trying Apple before it is unverifiable.")
     var appleDeadlineSeconds: Int = 30
 
-    @Option(help: "Ledger of the workers: postgres://… or sqlite:PATH (default: a SQLite file in a temporary directory).")
+    @Option(help: "Ledger of the workers: postgres://… or sqlite:PATH (default: SQLite in a temporary directory).")
     var ledgerURL: String?
 
     @Option(help: "Log level of the workers (trace, debug, info, notice, warning, error).")
