@@ -64,6 +64,22 @@ enum LedgerTestSupport {
         }
     }
 
+    /// ``settle(_:_:_:policy:)``, trying again after retryable ledger failures (timeouts, busy, contention), as the
+    /// pipeline does; gives up after 20 attempts.
+    static func settleRetrying(
+        _ ledger: some Ledger, _ job: ReceiptJob, _ evidence: PurchaseEvidence,
+        policy: DecisionPolicy = LedgerFixtures.policy()
+    ) async throws -> Verdict {
+        var attempt = 1
+        while true {
+            do {
+                return try await settle(ledger, job, evidence, policy: policy)
+            } catch let error as LedgerError where error.isRetryable && attempt < 20 {
+                attempt += 1
+            }
+        }
+    }
+
     /// Runs a shell command (the test PostgreSQL's pause/resume), failing with its output. Awaits the exit without
     /// blocking a thread of the concurrency pool (the time limit of the test still applies); the output goes to a
     /// file, not a pipe, so a daemon the command leaves running cannot hold it open.
