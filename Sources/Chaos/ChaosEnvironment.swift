@@ -315,13 +315,31 @@ final class ChaosEnvironment: Sendable {
         process.standardError = handle
         process.standardInput = FileHandle.nullDevice
         try process.run()
-        process.waitUntilExit()
+        let status = Self.waitForExit(process)
         try? handle.close()
         let text = (try? String(contentsOf: output, encoding: .utf8)) ?? ""
-        guard process.terminationStatus == 0 else {
+        guard status == 0 else {
             throw ChaosError("test-postgres.sh \(arguments.joined(separator: " ")) failed: \(text.suffix(300))")
         }
         return text.trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
+    /// Waits for `process` to end and returns its exit status. Not `waitUntilExit()`: on Linux it was seen to spin
+    /// forever in a loaded test process after the script had exited (the termination was never noticed), so the
+    /// child is also reaped here directly. If Foundation reaped it first and still reports it running, the status is
+    /// unknown and taken as 0; callers check the script's output.
+    static func waitForExit(_ process: Process) -> Int32 {
+        let pid = process.processIdentifier
+        while true {
+            if !process.isRunning { return process.terminationStatus }
+            var status: Int32 = 0
+            let reaped = waitpid(pid, &status, WNOHANG)
+            if reaped == pid { return (status & 0x7f) == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f) }
+            if reaped == -1 && errno == ECHILD {
+                return process.isRunning ? 0 : process.terminationStatus
+            }
+            usleep(10_000)
+        }
     }
 
     private func makeWorkerEnvironment(
