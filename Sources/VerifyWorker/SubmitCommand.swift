@@ -6,6 +6,7 @@ import Gateway
 import Kafka
 import Logging
 import Messages
+import Operations
 import Receipts
 
 /// `verify-worker submit`: jobs from JSON lines (or generated seed-000 traffic) produced to `receipt-jobs`.

@@ -4,6 +4,7 @@ import Gateway
 import Kafka
 import Logging
 import Messages
+import Operations
 
 /// `verify-worker tail`: prints a topic's messages (verdicts by default) as JSON lines.
 struct TailCommand: AsyncParsableCommand {
