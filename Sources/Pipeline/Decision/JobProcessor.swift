@@ -102,21 +102,15 @@ public struct JobProcessor: Sendable {
         if let proof, let cached = rejectedProofs.evidence(for: proof),
             let verdict = statelessRejection(job, cached, decidedAt: decidedAt)
         {
-            Counter(label: MetricNames.appleCallsAvoided, dimensions: [("decided_by", verdict.decidedBy.rawValue)])
-                .increment()
-            return Decided(verdict: verdict, askedApple: false)
+            return decidedLocally(verdict)
         }
         let local = localEvidence(for: job)
         if let verdict = statelessRejection(job, local.evidence, decidedAt: decidedAt) {
             if let proof { rejectedProofs.insert(local.evidence, for: proof) }
-            Counter(label: MetricNames.appleCallsAvoided, dimensions: [("decided_by", verdict.decidedBy.rawValue)])
-                .increment()
-            return Decided(verdict: verdict, askedApple: false)
+            return decidedLocally(verdict)
         }
         if case .verdict(let verdict) = try await settle(job, local.evidence) {
-            Counter(label: MetricNames.appleCallsAvoided, dimensions: [("decided_by", verdict.decidedBy.rawValue)])
-                .increment()
-            return Decided(verdict: verdict, askedApple: false)
+            return decidedLocally(verdict)
         }
         let deadline = started.advanced(by: configuration.jobDeadline)
         let evidence = try await askApple(job, local: local, deadline: deadline)
@@ -132,6 +126,13 @@ public struct JobProcessor: Sendable {
             }
             return Decided(verdict: verdict, askedApple: true)
         }
+    }
+
+    /// A verdict reached without calling Apple, counted as an Apple call avoided.
+    private func decidedLocally(_ verdict: Verdict) -> Decided {
+        Counter(label: MetricNames.appleCallsAvoided, dimensions: [("decided_by", verdict.decidedBy.rawValue)])
+            .increment()
+        return Decided(verdict: verdict, askedApple: false)
     }
 
     // MARK: Local evidence
