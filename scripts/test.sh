@@ -33,6 +33,9 @@ swift test --skip-build 2>&1 | tee "$log"
 status=${PIPESTATUS[0]}
 set -e
 if [ "$status" != 0 ]; then
+    # The broker tests log a lot; repeat what failed at the end so that the tail of a CI log names it.
+    echo "test: what failed:" >&2
+    grep -E -A4 '(✘|recorded an issue|Fatal error|error: )' "$log" | grep -v 'kafka.facility=' | tail -n 80 >&2 || true
     echo "test: FAILED (swift test exited $status)" >&2
     exit "$status"
 fi
