@@ -5,17 +5,21 @@ import Foundation
 import Logging
 
 /// `verify-worker bench apple`: verifyReceipt calls per second and latency with many concurrent requests, next to
-/// the Little's-law bound (concurrency / latency) of the same run, against the in-process Apple simulator at each
-/// requested added latency (default 0 and 100 ms), or against `--url`. With the in-process simulator and `wrk`
-/// installed, the same run also measures the simulator alone under wrk (0 ms), so both rates come from one run.
+/// the Little's-law bound (concurrency / latency) of the same run, against the Apple simulator at each requested
+/// added latency (default 0 and 100 ms), or against `--url`. With `wrk` installed, the same run also measures the
+/// in-process simulator alone under wrk (0 ms), so both rates come from one run.
 struct BenchAppleCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "apple",
         abstract: "verifyReceipt throughput and latency through the curl engine, against the Apple simulator or --url."
     )
 
-    @Option(help: "Base URL of an Apple look-alike serving POST /verifyReceipt. Omitted: the in-process simulator.")
+    @Option(
+        help: "Base URL of an Apple look-alike serving POST /verifyReceipt. Omitted: the in-process simulator.")
     var url: String?
+
+    @Option(help: "curl engines (each its own multi handle and thread) the calls are spread over, round robin.")
+    var shards: Int = 1
 
     @Option(help: "Concurrent callers.")
     var concurrency: Int = 1000
@@ -61,6 +65,7 @@ struct BenchAppleCommand: AsyncParsableCommand {
         guard !latencies.isEmpty, latencies.allSatisfy({ $0 >= 0 }) else {
             throw ValidationError("--latency-ms takes whole milliseconds, comma-separated")
         }
+        guard shards >= 1 else { throw ValidationError("--shards must be at least 1") }
         var output = Output(client: [])
         if let url {
             for latency in latencies {
@@ -77,37 +82,44 @@ struct BenchAppleCommand: AsyncParsableCommand {
             let port = try await simulator.waitUntilReady()
             let minted = try simulator.mint(
                 MintRequest(
-                    bundleId: "com.example.verifyworker", productId: "com.example.verifyworker.gems100",
-                    format: .appReceipt, environment: .production))
+                    bundleId: Self.bundleID, productId: Self.productID, format: .appReceipt,
+                    environment: .production))
+            let base = "http://127.0.0.1:\(port)"
             for latency in latencies {
                 var faults = FaultPlan()
                 faults.latencyMs = Double(latency)
                 simulator.setFaults(faults)
-                output.client.append(
-                    try await measure(base: "http://127.0.0.1:\(port)", receipt: minted.receipt, latency: latency))
+                output.client.append(try await measure(base: base, receipt: minted.receipt, latency: latency))
             }
             simulator.setFaults(FaultPlan())
-            if wrkSeconds <= 0 {
-                output.wrkSkipped = "--wrk-seconds 0"
-            } else if let wrk = WrkLoad.findExecutable() {
-                let encoder = JSONEncoder()
-                encoder.outputFormatting = .withoutEscapingSlashes
-                let body = try encoder.encode(["receipt-data": minted.receipt])
-                output.simulatorUnderWrk = try await WrkLoad(
-                    executable: wrk, url: "http://127.0.0.1:\(port)/verifyReceipt", body: Array(body),
-                    connections: wrkConnections, threads: wrkThreads, durationSeconds: wrkSeconds
-                ).run()
-            } else {
-                output.wrkSkipped = "wrk is not installed (apt-get install wrk)"
-            }
+            try await runWrk(base: base, receipt: minted.receipt, into: &output)
         }
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
         print(String(decoding: try encoder.encode(output), as: UTF8.self))
     }
 
+    /// wrk against the simulator at `base` (0 ms of added latency), unless skipped or not installed.
+    private func runWrk(base: String, receipt: String, into output: inout Output) async throws {
+        guard wrkSeconds > 0 else {
+            output.wrkSkipped = "--wrk-seconds 0"
+            return
+        }
+        guard let wrk = WrkLoad.findExecutable() else {
+            output.wrkSkipped = "wrk is not installed (apt-get install wrk)"
+            return
+        }
+        var body: [UInt8] = Array(#"{"receipt-data":"#.utf8)
+        body.append(contentsOf: "\"\(receipt)\"}".utf8)
+        output.simulatorUnderWrk = try await WrkLoad(
+            executable: wrk, url: base + "/verifyReceipt", body: body, connections: wrkConnections,
+            threads: wrkThreads, durationSeconds: wrkSeconds
+        ).run()
+    }
+
     private func measure(base: String, receipt: String, latency: Int) async throws -> VerifyReceiptLoad.Report {
-        let engine = try CurlHTTPEngine(
+        let engine = try ShardedCurlEngine(
+            shards: shards,
             configuration: HTTPEngineConfiguration(
                 maxHostConnections: maxHostConnections, maxTotalConnections: max(maxHostConnections, 2048)))
         defer { engine.shutdown() }
@@ -119,6 +131,9 @@ struct BenchAppleCommand: AsyncParsableCommand {
             configuredLatency: latency > 0 ? .milliseconds(latency) : nil)
         return try await load.run()
     }
+
+    static let bundleID = "com.example.verifyworker"
+    static let productID = "com.example.verifyworker.gems100"
 
     /// A well-formed receipt prefix for servers that only need a body (with `--url`).
     static let placeholderReceipt = "TUlJVGJ3WUpLb1pJaHZjTkFRY0NvSUlUWURDQ0UxdwIBATELMAkGBSsOAwIaBQAw"
