@@ -6,8 +6,9 @@ import Logging
 
 /// `verify-worker bench apple`: verifyReceipt calls per second and latency with many concurrent requests, next to
 /// the Little's-law bound (concurrency / latency) of the same run, against the Apple simulator at each requested
-/// added latency (default 0 and 100 ms), or against `--url`. With `wrk` installed, the same run also measures the
-/// in-process simulator alone under wrk (0 ms), so both rates come from one run.
+/// added latency (default 0 and 100 ms), or against `--url`. The simulator runs in a child process
+/// (`verify-worker apple-sim --port 0`) unless `--in-process-simulator` is given. With `wrk` installed, the same run
+/// also measures the simulator alone under wrk (0 ms), so both rates come from one run.
 struct BenchAppleCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "apple",
@@ -15,8 +16,11 @@ struct BenchAppleCommand: AsyncParsableCommand {
     )
 
     @Option(
-        help: "Base URL of an Apple look-alike serving POST /verifyReceipt. Omitted: the in-process simulator.")
+        help: "Base URL of an Apple look-alike serving POST /verifyReceipt. Omitted: the simulator in a child process.")
     var url: String?
+
+    @Flag(help: "Run the simulator inside this process (shares its CPU and cooperative pool with the client).")
+    var inProcessSimulator = false
 
     @Option(help: "curl engines (each its own multi handle and thread) the calls are spread over, round robin.")
     var shards: Int = 1
@@ -52,11 +56,14 @@ struct BenchAppleCommand: AsyncParsableCommand {
         var simulatorUnderWrk: WrkLoad.Report?
         /// Why wrk was not run, when it was not.
         var wrkSkipped: String?
+        /// How the simulator's child process ended, when not with exit 0 after SIGTERM.
+        var simulatorExit: String?
 
         enum CodingKeys: String, CodingKey {
             case client
             case simulatorUnderWrk = "simulator_under_wrk"
             case wrkSkipped = "wrk_skipped"
+            case simulatorExit = "simulator_exit"
         }
     }
 
@@ -73,7 +80,7 @@ struct BenchAppleCommand: AsyncParsableCommand {
                     try await measure(base: url, receipt: Self.placeholderReceipt, latency: latency))
             }
             output.wrkSkipped = "--url given: measure the server with scripts/sim/bench_verify_receipt.sh"
-        } else {
+        } else if inProcessSimulator {
             var configuration = AppleSimulatorConfiguration()
             configuration.logger.logLevel = .critical
             let simulator = try AppleSimulator(configuration: configuration)
@@ -93,6 +100,25 @@ struct BenchAppleCommand: AsyncParsableCommand {
             }
             simulator.setFaults(FaultPlan())
             try await runWrk(base: base, receipt: minted.receipt, into: &output)
+        } else {
+            let child = try await SimulatorChildProcess.start(executable: Self.ownExecutable())
+            do {
+                let controlEngine = try CurlHTTPEngine()
+                defer { controlEngine.shutdown() }
+                let control = SimulatorControl(transport: controlEngine, baseURL: child.baseURL)
+                let receipt = try await control.mintAppReceipt(bundleID: Self.bundleID, productID: Self.productID)
+                for latency in latencies {
+                    try await control.setLatency(milliseconds: latency)
+                    output.client.append(try await measure(base: child.baseURL, receipt: receipt, latency: latency))
+                }
+                try await control.setLatency(milliseconds: 0)
+                try await runWrk(base: child.baseURL, receipt: receipt, into: &output)
+            } catch {
+                await child.stop()
+                throw error
+            }
+            let exit = await child.stop()
+            if exit != .exited(0) { output.simulatorExit = exit.description }
         }
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
@@ -130,6 +156,11 @@ struct BenchAppleCommand: AsyncParsableCommand {
             client: client, engine: engine, concurrency: concurrency, requests: requests, receiptData: receipt,
             configuredLatency: latency > 0 ? .milliseconds(latency) : nil)
         return try await load.run()
+    }
+
+    /// This program's own executable, to start `apple-sim` from.
+    static func ownExecutable() -> String {
+        (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
     }
 
     static let bundleID = "com.example.verifyworker"
