@@ -92,6 +92,8 @@ final class CurlEasyHandle {
         results.append(ccurl_easy_setopt_pointer(pointer, CURLOPT_ERRORBUFFER, handle.errorBuffer))
         results.append(ccurl_easy_setopt_write_callback(pointer, curlWriteCallback))
         results.append(ccurl_easy_setopt_header_callback(pointer, curlHeaderCallback))
+        // Sockets close-on-exec: a child process must not keep a connection (or its epoll registration) alive.
+        results.append(ccurl_easy_setopt_close_on_exec(pointer))
         if let failed = results.first(where: { $0 != CURLE_OK }) {
             return .failure(
                 HTTPTransportError(

@@ -1,3 +1,4 @@
+import CCurlShim
 import Glibc
 import Testing
 
