@@ -1,20 +1,20 @@
 import Foundation
 import Hummingbird
+import NIOCore
 
 extension AppleSimulator {
-    func makeRouter() -> Router<BasicRequestContext> {
-        let router = Router(context: BasicRequestContext.self)
+    func makeRouter() -> Router<SimulatorRequestContext> {
+        let router = Router(context: SimulatorRequestContext.self)
 
         // Apple's endpoints: counted, subject to faults.
         for endpoint in [VerifyReceiptEndpoint.production, .sandbox] {
             let path = endpoint == .production ? "verifyReceipt" : "sandbox/verifyReceipt"
-            router.post(RouterPath(path)) { request, _ -> Response in
+            router.post(RouterPath(path)) { request, context -> Response in
                 var request = request
                 let body = try await request.collectBody(upTo: self.configuration.maxBodyBytes)
-                let bytes = body.getBytes(at: body.readerIndex, length: body.readableBytes) ?? []
-                return await self.appleCall(endpoint: path, isVerifyReceipt: true) {
-                    let answer = self.verifyReceipt.answer(requestBody: bytes, endpoint: endpoint)
-                    return (200, answer.body, String(answer.status))
+                return await self.appleCall(endpoint: path, isVerifyReceipt: true, on: context.eventLoop) {
+                    let answer = self.verifyReceipt.answer(requestBody: body, endpoint: endpoint)
+                    return (200, answer.buffer, String(answer.status))
                 }
             }
         }
@@ -36,12 +36,12 @@ extension AppleSimulator {
                 let name = prefix + path
                 router.get(RouterPath(name + "/:id")) { request, context -> Response in
                     let id = context.parameters.get("id") ?? ""
-                    return await self.appleCall(endpoint: name, isVerifyReceipt: false) {
+                    return await self.appleCall(endpoint: name, isVerifyReceipt: false, on: context.eventLoop) {
                         if let rejection = self.serverAPI.rejectUnauthorized(request.headers[.authorization]) {
-                            return (rejection.httpStatus, rejection.body, rejection.statusLabel)
+                            return (rejection.httpStatus, ByteBuffer(bytes: rejection.body), rejection.statusLabel)
                         }
                         let reply = handler(id, request)
-                        return (reply.httpStatus, reply.body, reply.statusLabel)
+                        return (reply.httpStatus, ByteBuffer(bytes: reply.body), reply.statusLabel)
                     }
                 }
             }
@@ -120,15 +120,16 @@ extension AppleSimulator {
 
     /// Counts the call, applies the fault plan, then answers with `body()` (HTTP status, body, status label).
     private func appleCall(
-        endpoint: String, isVerifyReceipt: Bool, _ body: () -> (Int, [UInt8], String)
+        endpoint: String, isVerifyReceipt: Bool, on eventLoop: any EventLoop, _ body: () -> (Int, ByteBuffer, String)
     ) async -> Response {
         stats.record(endpoint: endpoint)
         let (delayMs, outcome) = faults.draw()
-        if delayMs > 0 { try? await Task.sleep(for: .milliseconds(delayMs)) }
+        // On the connection's event loop: a timer there costs far less than a Task.sleep per request.
+        if delayMs > 0 { await eventLoop.simulatorDelay(milliseconds: delayMs) }
         switch outcome {
         case .timeout(let holdMs):
             stats.record(status: "timeout")
-            try? await Task.sleep(for: .milliseconds(holdMs))
+            await eventLoop.simulatorDelay(milliseconds: Double(holdMs))
             return Self.response(504, [])
         case .http503:
             stats.record(status: "http_503")
@@ -151,9 +152,9 @@ extension AppleSimulator {
                     "errorCode": 5_000_001, "errorMessage": "An unknown error occurred. Please try again.",
                 ]))
         case .answer:
-            let (status, bytes, label) = body()
+            let (status, buffer, label) = body()
             stats.record(status: label)
-            return Self.response(status, bytes)
+            return Self.response(status, buffer)
         }
     }
 
@@ -168,11 +169,14 @@ extension AppleSimulator {
     }
 
     static func response(_ status: Int, _ body: [UInt8], contentType: String = "application/json") -> Response {
+        response(status, ByteBuffer(bytes: body), contentType: contentType)
+    }
+
+    static func response(_ status: Int, _ body: ByteBuffer, contentType: String = "application/json") -> Response {
         var headers = HTTPFields()
-        if !body.isEmpty { headers[.contentType] = contentType }
+        if body.readableBytes > 0 { headers[.contentType] = contentType }
         return Response(
-            status: HTTPResponse.Status(code: status), headers: headers,
-            body: ResponseBody(byteBuffer: ByteBuffer(bytes: body)))
+            status: HTTPResponse.Status(code: status), headers: headers, body: ResponseBody(byteBuffer: body))
     }
 
     /// Reads `POST /sim/mint` JSON.

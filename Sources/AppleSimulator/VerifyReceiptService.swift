@@ -1,4 +1,5 @@
 import Foundation
+import NIOCore
 import Synchronization
 
 /// Which verifyReceipt host a request reached.
@@ -21,6 +22,14 @@ final class VerifyReceiptService: Sendable {
     struct Answer: Sendable {
         var status: Int
         var body: [UInt8]
+        /// `body` as the buffer a response sends: made once, so a cached answer is sent without a copy.
+        var buffer: ByteBuffer
+
+        init(status: Int, body: [UInt8]) {
+            self.status = status
+            self.body = body
+            self.buffer = ByteBuffer(bytes: body)
+        }
     }
 
     private struct CacheKey: Hashable {
@@ -50,9 +59,24 @@ final class VerifyReceiptService: Sendable {
     /// Final answers keyed by endpoint and the exact request body: a repeated request skips JSON decoding.
     private let answers = Mutex<[AnswerKey: CachedAnswer]>([:])
 
+    /// The request body as received: hashing and comparing a buffer costs less than decoding it into a string.
+    /// Equality compares every byte; the hash reads only the length and the last 256 bytes (a receipt's signature
+    /// sits at its end), so a lookup does not hash kilobytes of base64.
     private struct AnswerKey: Hashable {
         var endpoint: VerifyReceiptEndpoint
-        var body: String
+        var body: ByteBuffer
+
+        func hash(into hasher: inout Hasher) {
+            hasher.combine(endpoint)
+            hasher.combine(body.readableBytes)
+            body.withUnsafeReadableBytes { bytes in
+                hasher.combine(bytes: UnsafeRawBufferPointer(rebasing: bytes.suffix(256)))
+            }
+        }
+
+        static func == (lhs: AnswerKey, rhs: AnswerKey) -> Bool {
+            lhs.endpoint == rhs.endpoint && lhs.body == rhs.body
+        }
     }
 
     private struct CachedAnswer {
@@ -79,14 +103,20 @@ final class VerifyReceiptService: Sendable {
 
     /// Answers one request body.
     func answer(requestBody: [UInt8], endpoint: VerifyReceiptEndpoint) -> Answer {
+        answer(requestBody: ByteBuffer(bytes: requestBody), endpoint: endpoint)
+    }
+
+    /// Answers one request body, as received.
+    func answer(requestBody: ByteBuffer, endpoint: VerifyReceiptEndpoint) -> Answer {
         let nowMs = AppleDates.nowMs(now())
-        let answerKey = AnswerKey(endpoint: endpoint, body: String(decoding: requestBody, as: UTF8.self))
+        let answerKey = AnswerKey(endpoint: endpoint, body: requestBody)
         if let cached = answers.withLock({ $0[answerKey] }),
             isFresh(families: cached.families, validUntilMs: cached.validUntilMs, nowMs: nowMs)
         {
             return cached.answer
         }
-        let (answer, entry) = decide(requestBody: requestBody, endpoint: endpoint, nowMs: nowMs)
+        let bytes = requestBody.getBytes(at: requestBody.readerIndex, length: requestBody.readableBytes) ?? []
+        let (answer, entry) = decide(requestBody: bytes, endpoint: endpoint, nowMs: nowMs)
         if let entry {
             let cached = CachedAnswer(answer: answer, families: entry.families, validUntilMs: entry.validUntilMs)
             answers.withLock { answers in

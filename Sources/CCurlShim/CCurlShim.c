@@ -1,5 +1,7 @@
 #include "CCurlShim.h"
 
+#include <fcntl.h>
+
 CURLcode ccurl_easy_setopt_long(CURL *handle, CURLoption option, long value) {
     return curl_easy_setopt(handle, option, value);
 }
@@ -54,4 +56,18 @@ CURLMcode ccurl_multi_setopt_timer_callback(CURLM *multi, ccurl_timer_callback c
         return result;
     }
     return curl_multi_setopt(multi, CURLMOPT_TIMERDATA, context);
+}
+
+int ccurl_sockopt_close_on_exec(void *context, curl_socket_t socket, curlsocktype purpose) {
+    (void)context;
+    (void)purpose;
+    int flags = fcntl(socket, F_GETFD);
+    if (flags >= 0) {
+        (void)fcntl(socket, F_SETFD, flags | FD_CLOEXEC);
+    }
+    return CURL_SOCKOPT_OK;
+}
+
+CURLcode ccurl_easy_setopt_close_on_exec(CURL *handle) {
+    return curl_easy_setopt(handle, CURLOPT_SOCKOPTFUNCTION, ccurl_sockopt_close_on_exec);
 }

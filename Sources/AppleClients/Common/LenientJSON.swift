@@ -12,8 +12,13 @@ enum LenientJSON: Sendable {
     case object([String: LenientJSON])
 
     /// Parses `bytes`, or returns nil for anything that is not JSON (or nested deeper than `maxDepth`).
-    static func parse(_ bytes: [UInt8], maxDepth: Int = 64) -> LenientJSON? {
-        var parser = LenientJSONParser(bytes: bytes, maxDepth: maxDepth)
+    ///
+    /// Members whose key `skipping` accepts are checked for well-formedness but not kept: their values are never
+    /// built (no string copied, nothing allocated for them).
+    static func parse(
+        _ bytes: [UInt8], maxDepth: Int = 64, skipping: (@Sendable (String) -> Bool)? = nil
+    ) -> LenientJSON? {
+        var parser = LenientJSONParser(bytes: bytes, maxDepth: maxDepth, skipping: skipping)
         return parser.parseDocument()
     }
 
@@ -100,11 +105,13 @@ enum LenientJSON: Sendable {
 private struct LenientJSONParser {
     let bytes: [UInt8]
     let maxDepth: Int
+    let skipping: (@Sendable (String) -> Bool)?
     var index = 0
 
-    init(bytes: [UInt8], maxDepth: Int) {
+    init(bytes: [UInt8], maxDepth: Int, skipping: (@Sendable (String) -> Bool)?) {
         self.bytes = bytes
         self.maxDepth = maxDepth
+        self.skipping = skipping
     }
 
     mutating func parseDocument() -> LenientJSON? {
@@ -158,8 +165,12 @@ private struct LenientJSONParser {
             skipWhitespace()
             guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else { return nil }
             index += 1
-            guard let value = parseValue(depth: depth) else { return nil }
-            members[key] = value
+            if let skipping, skipping(key) {
+                guard skipValue(depth: depth) else { return nil }
+            } else {
+                guard let value = parseValue(depth: depth) else { return nil }
+                members[key] = value
+            }
             skipWhitespace()
             guard index < bytes.count else { return nil }
             if bytes[index] == UInt8(ascii: ",") {
@@ -195,6 +206,36 @@ private struct LenientJSONParser {
                 return nil
             }
         }
+    }
+
+    /// Steps over one value without building it; false when it is not well-formed.
+    private mutating func skipValue(depth: Int) -> Bool {
+        skipWhitespace()
+        guard index < bytes.count else { return false }
+        guard bytes[index] == UInt8(ascii: "\"") else { return parseValue(depth: depth) != nil }
+        index += 1  // opening quote
+        while index < bytes.count {
+            let byte = bytes[index]
+            index += 1
+            switch byte {
+            case UInt8(ascii: "\""):
+                return true
+            case UInt8(ascii: "\\"):
+                guard index < bytes.count else { return false }
+                let escape = bytes[index]
+                index += 1
+                if escape == UInt8(ascii: "u") {
+                    guard hex4() != nil else { return false }
+                } else if !"\"\\/bfnrt".utf8.contains(escape) {
+                    return false
+                }
+            case 0..<0x20:
+                return false
+            default:
+                continue
+            }
+        }
+        return false
     }
 
     private mutating func parseString() -> String? {

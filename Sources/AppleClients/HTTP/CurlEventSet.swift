@@ -11,8 +11,16 @@ final class CurlEventSet {
     private let epoll: Int32
     /// Owned by this set: created in `init`, closed in ``close()``. Non-blocking; callers write 1 to wake the loop.
     let wakeUpDescriptor: Int32
-    /// Sockets currently in the epoll set, by descriptor, so that a change is one `epoll_ctl` call.
-    private var registered: Set<Int32> = []
+    /// Sockets in the epoll set, by descriptor, with the events registered, so that a change is one `epoll_ctl`
+    /// call and an unchanged request none.
+    private var registered: [Int32: Registration] = [:]
+
+    private struct Registration {
+        var events: UInt32
+        /// libcurl stopped watching the socket (an idle connection back in its cache) but it stays in the epoll
+        /// set, so that its next transfer needs one `epoll_ctl` instead of a DEL now and an ADD then.
+        var parked: Bool
+    }
     /// Owned by this set: allocated in `init`, freed in ``close()``; `epoll_wait` fills it.
     private let readyEvents: UnsafeMutablePointer<epoll_event>
     private let readyCapacity = 512
@@ -48,22 +56,44 @@ final class CurlEventSet {
         var event = epoll_event()
         event.events = (readable ? EPOLLIN.rawValue : 0) | (writable ? EPOLLOUT.rawValue : 0)
         event.data.fd = socket
-        if registered.contains(socket) {
-            // The socket may have been closed and its number reused without a removal: then it is new to epoll.
+        if let current = registered[socket] {
+            // libcurl reports a socket's close (REMOVE) before it closes it, so an unparked socket is the same one.
+            if !current.parked && current.events == event.events { return }
+            registered[socket] = Registration(events: event.events, parked: false)
+            // A parked socket may have been closed and its number reused: then it is new to epoll.
             if epoll_ctl(epoll, EPOLL_CTL_MOD, socket, &event) != 0, errno == ENOENT {
                 _ = epoll_ctl(epoll, EPOLL_CTL_ADD, socket, &event)
             }
         } else {
-            registered.insert(socket)
+            registered[socket] = Registration(events: event.events, parked: false)
             if epoll_ctl(epoll, EPOLL_CTL_ADD, socket, &event) != 0, errno == EEXIST {
                 _ = epoll_ctl(epoll, EPOLL_CTL_MOD, socket, &event)
             }
         }
     }
 
-    /// Stops watching `socket` (libcurl calls this before it closes the socket).
+    /// Stops watching `socket` for libcurl (called before libcurl closes it, or when a connection goes idle).
+    ///
+    /// A socket registered for reading only is parked rather than removed: an idle connection reads nothing until
+    /// its next transfer, and if the peer closes it meanwhile, the loop removes it on that event
+    /// (``isParked(_:)``, ``remove(_:)``); a closed descriptor leaves the epoll set by itself.
     func forget(_ socket: Int32) {
-        guard registered.remove(socket) != nil else { return }
+        guard let current = registered[socket], !current.parked else { return }
+        if current.events == EPOLLIN.rawValue {
+            registered[socket]?.parked = true
+        } else {
+            remove(socket)
+        }
+    }
+
+    /// Whether `socket` is in the set only because it was parked (libcurl does not watch it).
+    func isParked(_ socket: Int32) -> Bool {
+        registered[socket]?.parked ?? false
+    }
+
+    /// Takes `socket` out of the epoll set.
+    func remove(_ socket: Int32) {
+        guard registered.removeValue(forKey: socket) != nil else { return }
         _ = epoll_ctl(epoll, EPOLL_CTL_DEL, socket, nil)
     }
 

@@ -65,6 +65,12 @@ final class CurlMultiDriver {
                     events.drainWakeUp()
                     continue
                 }
+                if events.isParked(socket) {
+                    // An idle connection libcurl does not watch became readable (the peer closed it): stop
+                    // watching it; libcurl finds it dead when it next tries to reuse it.
+                    events.remove(socket)
+                    continue
+                }
                 var flags: Int32 = 0
                 if event.events & EPOLLIN.rawValue != 0 { flags |= CURL_CSELECT_IN }
                 if event.events & EPOLLOUT.rawValue != 0 { flags |= CURL_CSELECT_OUT }

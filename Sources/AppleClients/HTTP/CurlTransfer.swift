@@ -7,7 +7,9 @@ import CCurlShim
 final class CurlTransfer {
     let id: UInt64
     let request: TransportRequest
-    let continuation: CheckedContinuation<CurlRawResponse, any Error>
+    /// Resumed exactly once: by the poll thread when the transfer ends (``CurlMultiDriver`` removes the transfer
+    /// from its table first), or by the caller when the submission was refused.
+    let continuation: UnsafeContinuation<CurlRawResponse, any Error>
     let maxResponseBytes: Int
     var body: [UInt8] = []
     /// Raw header lines of the current response, as received.
@@ -15,22 +17,15 @@ final class CurlTransfer {
     var exceededLimit = false
     /// The `Content-Length` of the current response, when it sent one; sizes the body buffer.
     var announcedLength: Int?
-    /// Owned by this transfer: built by `curl_slist_append`, freed with `curl_slist_free_all` in `deinit`
-    /// (the transfer outlives the easy handle's use of it, which ends at `curl_multi_remove_handle`).
-    var headerList: UnsafeMutablePointer<curl_slist>?
 
     init(
-        id: UInt64, request: TransportRequest, continuation: CheckedContinuation<CurlRawResponse, any Error>,
+        id: UInt64, request: TransportRequest, continuation: UnsafeContinuation<CurlRawResponse, any Error>,
         maxResponseBytes: Int
     ) {
         self.id = id
         self.request = request
         self.continuation = continuation
         self.maxResponseBytes = maxResponseBytes
-    }
-
-    deinit {
-        if let headerList { curl_slist_free_all(headerList) }
     }
 }
 
@@ -45,6 +40,13 @@ final class CurlEasyHandle {
     let pointer: UnsafeMutableRawPointer
     /// Owned by this object; libcurl writes its error text into it (registered with `CURLOPT_ERRORBUFFER`).
     let errorBuffer: UnsafeMutablePointer<CChar>
+    /// Owned by this object: the request header list of the last transfer, built by `curl_slist_append` and freed
+    /// with `curl_slist_free_all` when a transfer needs other headers, or in `deinit` after `curl_easy_cleanup`.
+    /// A transfer uses it until `curl_multi_remove_handle`, before the handle's next transfer is prepared.
+    private var headerList: UnsafeMutablePointer<curl_slist>?
+    /// What `headerList` was built from. The Apple clients send the same headers on every call, so the list is
+    /// built once per handle instead of a few `malloc`s per request.
+    private var headerListSource: (headers: [(name: String, value: String)], isPost: Bool)?
 
     private init(pointer: UnsafeMutableRawPointer) {
         self.pointer = pointer
@@ -54,6 +56,7 @@ final class CurlEasyHandle {
 
     deinit {
         curl_easy_cleanup(pointer)
+        if let headerList { curl_slist_free_all(headerList) }
         errorBuffer.deallocate()
     }
 
@@ -89,6 +92,8 @@ final class CurlEasyHandle {
         results.append(ccurl_easy_setopt_pointer(pointer, CURLOPT_ERRORBUFFER, handle.errorBuffer))
         results.append(ccurl_easy_setopt_write_callback(pointer, curlWriteCallback))
         results.append(ccurl_easy_setopt_header_callback(pointer, curlHeaderCallback))
+        // Sockets close-on-exec: a child process must not keep a connection (or its epoll registration) alive.
+        results.append(ccurl_easy_setopt_close_on_exec(pointer))
         if let failed = results.first(where: { $0 != CURLE_OK }) {
             return .failure(
                 HTTPTransportError(
@@ -117,16 +122,10 @@ final class CurlEasyHandle {
         check(ccurl_easy_setopt_pointer(pointer, CURLOPT_WRITEDATA, context))
         check(ccurl_easy_setopt_pointer(pointer, CURLOPT_HEADERDATA, context))
 
-        var list: UnsafeMutablePointer<curl_slist>? = nil
-        for header in request.headers {
-            list = curl_slist_append(list, header.name + ": " + header.value)
-        }
         switch request.method {
         case .get:
             check(ccurl_easy_setopt_long(pointer, CURLOPT_HTTPGET, 1))
         case .post:
-            // No `Expect: 100-continue` round trip before the body.
-            list = curl_slist_append(list, "Expect:")
             let body = request.body ?? []
             check(ccurl_easy_setopt_long(pointer, CURLOPT_POST, 1))
             check(ccurl_easy_setopt_long(pointer, CURLOPT_POSTFIELDSIZE, body.count))
@@ -138,9 +137,10 @@ final class CurlEasyHandle {
             }
             check(copied)
         }
-        transfer.headerList = list
-        // Always set, so that a reused handle never keeps the previous transfer's (freed) list.
-        check(ccurl_easy_setopt_slist(pointer, CURLOPT_HTTPHEADER, list))
+        // Always set, so that a reused handle never keeps a list that was freed.
+        check(
+            ccurl_easy_setopt_slist(
+                pointer, CURLOPT_HTTPHEADER, headers(request.headers, isPost: request.method == .post)))
 
         guard failed == CURLE_OK else {
             return HTTPTransportError(
@@ -148,6 +148,27 @@ final class CurlEasyHandle {
                 detail: String(cString: curl_easy_strerror(failed)))
         }
         return nil
+    }
+
+    /// The header list for `headers`: the one already built when the previous transfer sent the same headers.
+    private func headers(
+        _ headers: [(name: String, value: String)], isPost: Bool
+    ) -> UnsafeMutablePointer<curl_slist>? {
+        if let source = headerListSource, source.isPost == isPost, source.headers.count == headers.count,
+            zip(source.headers, headers).allSatisfy({ $0.name == $1.name && $0.value == $1.value })
+        {
+            return headerList
+        }
+        if let headerList { curl_slist_free_all(headerList) }
+        var list: UnsafeMutablePointer<curl_slist>? = nil
+        for header in headers {
+            list = curl_slist_append(list, header.name + ": " + header.value)
+        }
+        // No `Expect: 100-continue` round trip before a body.
+        if isPost { list = curl_slist_append(list, "Expect:") }
+        headerList = list
+        headerListSource = (headers, isPost)
+        return list
     }
 
     private static func isHTTPS(_ url: String) -> Bool {

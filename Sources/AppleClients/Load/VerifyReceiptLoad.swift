@@ -1,3 +1,4 @@
+import Foundation
 import Synchronization
 
 /// A closed-loop load test of ``VerifyReceiptClient``: `concurrency` callers each send one verification after
@@ -25,9 +26,16 @@ public struct VerifyReceiptLoad: Sendable {
         public var fractionOfBound: Double
         /// Connections libcurl opened during warm-up and run.
         public var connectionsOpened: Int?
-        /// Share of the run the curl thread spent working (not waiting in `epoll_wait`).
-        public var pollThreadBusyFraction: Double?
+        /// Share of the run the curl threads spent working (not waiting in `epoll_wait`), one entry per engine
+        /// shard.
+        public var pollThreadBusyFraction: [Double]?
+        /// Turns of the poll loops, all shards together.
         public var pollLoopIterations: Int?
+        /// How many curl engines (threads) the calls were spread over.
+        public var engineShards: Int?
+        /// The machine's 1-minute load average (`/proc/loadavg`) when the measured phase started and ended.
+        public var loadAverageStart: Double?
+        public var loadAverageEnd: Double?
 
         enum CodingKeys: String, CodingKey {
             case concurrency, requests, answered, retryable, failed
@@ -43,12 +51,15 @@ public struct VerifyReceiptLoad: Sendable {
             case connectionsOpened = "connections_opened"
             case pollThreadBusyFraction = "poll_thread_busy_fraction"
             case pollLoopIterations = "poll_loop_iterations"
+            case engineShards = "engine_shards"
+            case loadAverageStart = "load_average_start"
+            case loadAverageEnd = "load_average_end"
         }
     }
 
     public var client: VerifyReceiptClient
     /// When given, its counters go into the report.
-    public var engine: CurlHTTPEngine?
+    public var engine: ShardedCurlEngine?
     public var concurrency: Int
     public var requests: Int
     public var receiptData: String
@@ -56,7 +67,7 @@ public struct VerifyReceiptLoad: Sendable {
 
     /// Describes a run.
     public init(
-        client: VerifyReceiptClient, engine: CurlHTTPEngine?, concurrency: Int, requests: Int, receiptData: String,
+        client: VerifyReceiptClient, engine: ShardedCurlEngine?, concurrency: Int, requests: Int, receiptData: String,
         configuredLatency: Duration?
     ) {
         self.client = client
@@ -77,11 +88,13 @@ public struct VerifyReceiptLoad: Sendable {
             _ = try await client.verify(receiptData: receiptData)
             unloaded.append(start.duration(to: clock.now))
         }
-        let before = engine?.statistics
+        let before = engine?.shardStatistics
+        let loadAtStart = Self.loadAverage()
         let started = clock.now
         let result = try await phase(requests: requests)
         let elapsed = started.duration(to: clock.now)
-        let after = engine?.statistics
+        let after = engine?.shardStatistics
+        let loadAtEnd = Self.loadAverage()
 
         let latencies = result.latencies.sorted()
         let elapsedSeconds = elapsed.seconds
@@ -98,11 +111,16 @@ public struct VerifyReceiptLoad: Sendable {
             configuredLatencyMs: configuredLatency.map { $0.seconds * 1000 },
             unloadedLatencyP50Ms: unloadedP50 * 1000, littleBoundCallsPerSecond: bound,
             fractionOfBound: throughput / bound,
-            connectionsOpened: after?.connectionsOpened,
+            connectionsOpened: after.map { $0.reduce(0) { $0 + $1.connectionsOpened } },
             pollThreadBusyFraction: before.flatMap { before in
-                after.map { ($0.busyTime - before.busyTime).seconds / max(elapsedSeconds, 1e-9) }
+                after.map { after in
+                    zip(before, after).map { ($1.busyTime - $0.busyTime).seconds / max(elapsedSeconds, 1e-9) }
+                }
             },
-            pollLoopIterations: before.flatMap { before in after.map { $0.loopIterations - before.loopIterations } })
+            pollLoopIterations: before.flatMap { before in
+                after.map { after in zip(before, after).reduce(0) { $0 + $1.1.loopIterations - $1.0.loopIterations } }
+            },
+            engineShards: after?.count, loadAverageStart: loadAtStart, loadAverageEnd: loadAtEnd)
     }
 
     private struct PhaseResult: Sendable {
@@ -144,6 +162,12 @@ public struct VerifyReceiptLoad: Sendable {
             }
             return total
         }
+    }
+
+    /// The 1-minute load average from `/proc/loadavg`, or nil where there is none.
+    public static func loadAverage() -> Double? {
+        guard let text = try? String(contentsOfFile: "/proc/loadavg", encoding: .utf8) else { return nil }
+        return text.split(separator: " ").first.flatMap { Double($0) }
     }
 
     private static func percentile(_ sorted: [Duration], _ fraction: Double) -> Duration {

@@ -67,7 +67,7 @@ public struct WrkLoad: Sendable {
     }
 
     /// Runs wrk to the end and parses its report. wrk runs in a child process; this task waits without blocking a
-    /// thread of the cooperative pool (the blocking wait is on a thread of its own).
+    /// thread of the cooperative pool (the blocking reads and wait are on threads of their own).
     public func run() async throws -> Report {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
             "wrk-load-\(UUID().uuidString)", isDirectory: true)
@@ -78,34 +78,23 @@ public struct WrkLoad: Sendable {
         try Data(body).write(to: bodyFile)
         try Data(Self.script.utf8).write(to: scriptFile)
 
-        let process = Process()
-        process.executableURL = executable
-        process.arguments = [
-            "-t\(threads)", "-c\(connections)", "-d\(durationSeconds)s", "--latency", "-s", scriptFile.path, url,
-        ]
-        var environment = ProcessInfo.processInfo.environment
-        environment["RECEIPT_BODY_FILE"] = bodyFile.path
-        process.environment = environment
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = output
-
-        let text = try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<String, any Error>) in
-            let thread = Thread {
-                do {
-                    try process.run()
-                    let data = output.fileHandleForReading.readDataToEndOfFile()
-                    process.waitUntilExit()
-                    continuation.resume(returning: String(decoding: data, as: UTF8.self))
-                } catch {
-                    continuation.resume(throwing: error)
-                }
-            }
-            thread.name = "wrk-load"
-            thread.start()
+        // Started and reaped by SpawnedProcess, not Foundation's Process (whose waitUntilExit spun once under load).
+        let process = try SpawnedProcess(
+            executable: executable.path,
+            arguments: [
+                "-t\(threads)", "-c\(connections)", "-d\(durationSeconds)s", "--latency", "-s", scriptFile.path, url,
+            ],
+            environment: ["RECEIPT_BODY_FILE": bodyFile.path])
+        let text = await process.allLines().joined(separator: "\n")
+        // stdout closed: wrk has ended or is ending.
+        let exit: SpawnedProcess.Exit
+        if let ended = await process.waitForExit(timeout: .seconds(30)) {
+            exit = ended
+        } else {
+            exit = await process.stop()
         }
-        guard process.terminationStatus == 0 else {
-            throw Failure(description: "wrk exited with status \(process.terminationStatus): \(text.suffix(500))")
+        guard exit == .exited(0) else {
+            throw Failure(description: "wrk ended with \(exit): \(text.suffix(500))")
         }
         return try parse(text)
     }

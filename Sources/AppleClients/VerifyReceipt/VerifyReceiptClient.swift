@@ -36,21 +36,21 @@ public struct VerifyReceiptClient: Sendable {
         while true {
             let outcome = try await send(body, to: environment)
             guard case .answered(let response) = outcome else { return outcome }
-            var metadata: Logger.Metadata = [
-                AppleLogKey.environment: "\(environment.rawValue)", AppleLogKey.status: "\(response.status.code)",
-            ]
             switch response.status {
             case .sandboxReceiptSentToProduction where !hopped && environment == .production:
                 hopped = true
                 environment = .sandbox
-                logger.debug("verifyReceipt: sandbox receipt, asking sandbox", metadata: metadata)
+                logger.debug(
+                    "verifyReceipt: sandbox receipt, asking sandbox", metadata: Self.metadata(environment, response))
             case .productionReceiptSentToSandbox where !hopped && environment == .sandbox:
                 hopped = true
                 environment = .production
-                logger.debug("verifyReceipt: production receipt, asking production", metadata: metadata)
+                logger.debug(
+                    "verifyReceipt: production receipt, asking production",
+                    metadata: Self.metadata(environment, response))
             case .malformedReceiptData where !repeatedMalformed:
                 repeatedMalformed = true
-                logger.debug("verifyReceipt: 21002, repeating once", metadata: metadata)
+                logger.debug("verifyReceipt: 21002, repeating once", metadata: Self.metadata(environment, response))
             case .serverUnavailable, .internalDataAccessError:
                 return .retryable(
                     AppleRetryAdvice(reason: .receiptStatus(response.status.code), environment: environment))
@@ -61,11 +61,23 @@ public struct VerifyReceiptClient: Sendable {
                 }
                 return .answered(response)
             default:
-                metadata[AppleLogKey.receiptEnvironment] = "\(response.environment.rawValue)"
-                logger.debug("verifyReceipt: answered", metadata: metadata)
+                logger.debug(
+                    "verifyReceipt: answered", metadata: Self.metadata(environment, response, receiptEnvironment: true))
                 return .answered(response)
             }
         }
+    }
+
+    /// Log metadata of an answer; called only inside `logger.debug`'s autoclosure, so it costs nothing (no
+    /// dictionary, no strings) unless debug logging is on.
+    private static func metadata(
+        _ environment: AppleEnvironment, _ response: VerifyReceiptResponse, receiptEnvironment: Bool = false
+    ) -> Logger.Metadata {
+        var metadata: Logger.Metadata = [
+            AppleLogKey.environment: "\(environment.rawValue)", AppleLogKey.status: "\(response.status.code)",
+        ]
+        if receiptEnvironment { metadata[AppleLogKey.receiptEnvironment] = "\(response.environment.rawValue)" }
+        return metadata
     }
 
     /// One POST to one environment, mapped to an outcome (an answered status may still need a hop).
@@ -75,8 +87,7 @@ public struct VerifyReceiptClient: Sendable {
         VerifyReceiptResponse
     > {
         let request = TransportRequest(
-            method: .post, url: configuration.url(for: environment),
-            headers: [("Content-Type", "application/json"), ("Accept", "application/json")], body: body,
+            method: .post, url: configuration.url(for: environment), headers: Self.headers, body: body,
             timeout: configuration.requestTimeout)
         let response: TransportResponse
         switch try await transport.exchange(request, environment: environment, logger: logger, label: "verifyReceipt") {
@@ -103,6 +114,11 @@ public struct VerifyReceiptClient: Sendable {
                     httpStatus: response.status))
         }
     }
+
+    /// The same on every request (one array, not one per call).
+    private static let headers: [(name: String, value: String)] = [
+        ("Content-Type", "application/json"), ("Accept", "application/json"),
+    ]
 
     /// The JSON body `{"receipt-data": …, "password": …, "exclude-old-transactions": …}`, written directly: it is
     /// built once per verification, and `JSONEncoder` cost more than the rest of the request on the client side.

@@ -128,7 +128,7 @@ extension VerifyReceiptResponse {
     /// object with an integer `status`, or when a part Apple documents as an object or array has another shape.
     /// The error names the field, never its value.
     static func parse(_ body: [UInt8], answeredBy: AppleEnvironment) throws -> VerifyReceiptResponse {
-        guard let json = LenientJSON.parse(body), json.objectValue != nil else {
+        guard let json = LenientJSON.parse(body, skipping: unreadMember), json.objectValue != nil else {
             throw malformed("the body is not a JSON object")
         }
         guard let statusCode = json["status"]?.intValue else {
@@ -154,6 +154,12 @@ extension VerifyReceiptResponse {
                 json["latest_expired_receipt_info"], path: "latest_expired_receipt_info"),
             pendingRenewalInfo: try renewals(json["pending_renewal_info"]),
             isRetryable: (json["is-retryable"] ?? json["is_retryable"])?.boolValue)
+    }
+
+    /// Members this parser never reads, so their values are not built: the Pacific-time twins of every date
+    /// (`…_pst`), and `latest_receipt`, which repeats the whole base64 receipt (kilobytes) in subscription answers.
+    private static let unreadMember: @Sendable (String) -> Bool = { key in
+        key.utf8.count > 4 && (key.hasSuffix("_pst") || key == "latest_receipt")
     }
 
     /// An array of transaction objects, or (iOS 6) a single object.

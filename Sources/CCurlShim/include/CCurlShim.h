@@ -31,4 +31,11 @@ CURLMcode ccurl_multi_setopt_socket_callback(CURLM *multi, ccurl_socket_callback
 /// Sets CURLMOPT_TIMERFUNCTION and CURLMOPT_TIMERDATA together; returns the first failure.
 CURLMcode ccurl_multi_setopt_timer_callback(CURLM *multi, ccurl_timer_callback callback, void *context);
 
+/// CURLOPT_SOCKOPTFUNCTION callback: marks each socket libcurl opens close-on-exec (libcurl before 8.17 does not),
+/// so that a child process never inherits, and keeps open, one of the engine's connections. Always returns
+/// CURL_SOCKOPT_OK.
+int ccurl_sockopt_close_on_exec(void *context, curl_socket_t socket, curlsocktype purpose);
+/// Sets CURLOPT_SOCKOPTFUNCTION to ccurl_sockopt_close_on_exec.
+CURLcode ccurl_easy_setopt_close_on_exec(CURL *handle);
+
 #endif

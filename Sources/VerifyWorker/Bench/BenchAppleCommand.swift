@@ -5,17 +5,25 @@ import Foundation
 import Logging
 
 /// `verify-worker bench apple`: verifyReceipt calls per second and latency with many concurrent requests, next to
-/// the Little's-law bound (concurrency / latency) of the same run, against the in-process Apple simulator at each
-/// requested added latency (default 0 and 100 ms), or against `--url`. With the in-process simulator and `wrk`
-/// installed, the same run also measures the simulator alone under wrk (0 ms), so both rates come from one run.
+/// the Little's-law bound (concurrency / latency) of the same run, against the Apple simulator at each requested
+/// added latency (default 0 and 100 ms), or against `--url`. The simulator runs in a child process
+/// (`verify-worker apple-sim --port 0`) unless `--in-process-simulator` is given. With `wrk` installed, the same run
+/// also measures the simulator alone under wrk (0 ms), so both rates come from one run.
 struct BenchAppleCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "apple",
         abstract: "verifyReceipt throughput and latency through the curl engine, against the Apple simulator or --url."
     )
 
-    @Option(help: "Base URL of an Apple look-alike serving POST /verifyReceipt. Omitted: the in-process simulator.")
+    @Option(
+        help: "Base URL of an Apple look-alike serving POST /verifyReceipt. Omitted: the simulator in a child process.")
     var url: String?
+
+    @Flag(help: "Run the simulator inside this process (shares its CPU and cooperative pool with the client).")
+    var inProcessSimulator = false
+
+    @Option(help: "curl engines (each its own multi handle and thread) the calls are spread over, round robin.")
+    var shards: Int = 1
 
     @Option(help: "Concurrent callers.")
     var concurrency: Int = 1000
@@ -48,11 +56,14 @@ struct BenchAppleCommand: AsyncParsableCommand {
         var simulatorUnderWrk: WrkLoad.Report?
         /// Why wrk was not run, when it was not.
         var wrkSkipped: String?
+        /// How the simulator's child process ended, when not with exit 0 after SIGTERM.
+        var simulatorExit: String?
 
         enum CodingKeys: String, CodingKey {
             case client
             case simulatorUnderWrk = "simulator_under_wrk"
             case wrkSkipped = "wrk_skipped"
+            case simulatorExit = "simulator_exit"
         }
     }
 
@@ -61,6 +72,7 @@ struct BenchAppleCommand: AsyncParsableCommand {
         guard !latencies.isEmpty, latencies.allSatisfy({ $0 >= 0 }) else {
             throw ValidationError("--latency-ms takes whole milliseconds, comma-separated")
         }
+        guard shards >= 1 else { throw ValidationError("--shards must be at least 1") }
         var output = Output(client: [])
         if let url {
             for latency in latencies {
@@ -68,7 +80,7 @@ struct BenchAppleCommand: AsyncParsableCommand {
                     try await measure(base: url, receipt: Self.placeholderReceipt, latency: latency))
             }
             output.wrkSkipped = "--url given: measure the server with scripts/sim/bench_verify_receipt.sh"
-        } else {
+        } else if inProcessSimulator {
             var configuration = AppleSimulatorConfiguration()
             configuration.logger.logLevel = .critical
             let simulator = try AppleSimulator(configuration: configuration)
@@ -77,37 +89,63 @@ struct BenchAppleCommand: AsyncParsableCommand {
             let port = try await simulator.waitUntilReady()
             let minted = try simulator.mint(
                 MintRequest(
-                    bundleId: "com.example.verifyworker", productId: "com.example.verifyworker.gems100",
-                    format: .appReceipt, environment: .production))
+                    bundleId: Self.bundleID, productId: Self.productID, format: .appReceipt,
+                    environment: .production))
+            let base = "http://127.0.0.1:\(port)"
             for latency in latencies {
                 var faults = FaultPlan()
                 faults.latencyMs = Double(latency)
                 simulator.setFaults(faults)
-                output.client.append(
-                    try await measure(base: "http://127.0.0.1:\(port)", receipt: minted.receipt, latency: latency))
+                output.client.append(try await measure(base: base, receipt: minted.receipt, latency: latency))
             }
             simulator.setFaults(FaultPlan())
-            if wrkSeconds <= 0 {
-                output.wrkSkipped = "--wrk-seconds 0"
-            } else if let wrk = WrkLoad.findExecutable() {
-                let encoder = JSONEncoder()
-                encoder.outputFormatting = .withoutEscapingSlashes
-                let body = try encoder.encode(["receipt-data": minted.receipt])
-                output.simulatorUnderWrk = try await WrkLoad(
-                    executable: wrk, url: "http://127.0.0.1:\(port)/verifyReceipt", body: Array(body),
-                    connections: wrkConnections, threads: wrkThreads, durationSeconds: wrkSeconds
-                ).run()
-            } else {
-                output.wrkSkipped = "wrk is not installed (apt-get install wrk)"
+            try await runWrk(base: base, receipt: minted.receipt, into: &output)
+        } else {
+            let child = try await SimulatorChildProcess.start(executable: Self.ownExecutable())
+            do {
+                let controlEngine = try CurlHTTPEngine()
+                defer { controlEngine.shutdown() }
+                let control = SimulatorControl(transport: controlEngine, baseURL: child.baseURL)
+                let receipt = try await control.mintAppReceipt(bundleID: Self.bundleID, productID: Self.productID)
+                for latency in latencies {
+                    try await control.setLatency(milliseconds: latency)
+                    output.client.append(try await measure(base: child.baseURL, receipt: receipt, latency: latency))
+                }
+                try await control.setLatency(milliseconds: 0)
+                try await runWrk(base: child.baseURL, receipt: receipt, into: &output)
+            } catch {
+                await child.stop()
+                throw error
             }
+            let exit = await child.stop()
+            if exit != .exited(0) { output.simulatorExit = exit.description }
         }
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
         print(String(decoding: try encoder.encode(output), as: UTF8.self))
     }
 
+    /// wrk against the simulator at `base` (0 ms of added latency), unless skipped or not installed.
+    private func runWrk(base: String, receipt: String, into output: inout Output) async throws {
+        guard wrkSeconds > 0 else {
+            output.wrkSkipped = "--wrk-seconds 0"
+            return
+        }
+        guard let wrk = WrkLoad.findExecutable() else {
+            output.wrkSkipped = "wrk is not installed (apt-get install wrk)"
+            return
+        }
+        var body: [UInt8] = Array(#"{"receipt-data":"#.utf8)
+        body.append(contentsOf: "\"\(receipt)\"}".utf8)
+        output.simulatorUnderWrk = try await WrkLoad(
+            executable: wrk, url: base + "/verifyReceipt", body: body, connections: wrkConnections,
+            threads: wrkThreads, durationSeconds: wrkSeconds
+        ).run()
+    }
+
     private func measure(base: String, receipt: String, latency: Int) async throws -> VerifyReceiptLoad.Report {
-        let engine = try CurlHTTPEngine(
+        let engine = try ShardedCurlEngine(
+            shards: shards,
             configuration: HTTPEngineConfiguration(
                 maxHostConnections: maxHostConnections, maxTotalConnections: max(maxHostConnections, 2048)))
         defer { engine.shutdown() }
@@ -119,6 +157,14 @@ struct BenchAppleCommand: AsyncParsableCommand {
             configuredLatency: latency > 0 ? .milliseconds(latency) : nil)
         return try await load.run()
     }
+
+    /// This program's own executable, to start `apple-sim` from.
+    static func ownExecutable() -> String {
+        (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
+    }
+
+    static let bundleID = "com.example.verifyworker"
+    static let productID = "com.example.verifyworker.gems100"
 
     /// A well-formed receipt prefix for servers that only need a body (with `--url`).
     static let placeholderReceipt = "TUlJVGJ3WUpLb1pJaHZjTkFRY0NvSUlUWURDQ0UxdwIBATELMAkGBSsOAwIaBQAw"
