@@ -188,7 +188,13 @@ final class ChaosEnvironment: Sendable {
             }
         }
         await producer.shutdown(timeout: .seconds(5))
-        let harnessErrors = offsets.holes + retention.errors
+        var harnessErrors = offsets.holes + retention.errors
+        if submitter.stalls.value > 0 {
+            harnessErrors.append(
+                ChaosHarnessError(
+                    kind: .windowStalled,
+                    detail: "nothing settled for \(configuration.settleTimeout) while the window was full; window off"))
+        }
 
         // 4. The ledger and the invariants.
         let snapshot = tally.snapshot
@@ -761,9 +767,11 @@ struct ChaosSubmitter: Sendable {
     let tally: ChaosTally
     let deliveries: ChaosDeliveryLog
     let windowBytes: Int
-    /// How long one message may wait for room before it is sent anyway (the harness error check reports whatever the
-    /// broker deleted meanwhile).
+    /// How long one message may wait for room. After the first wait that runs out, the window is off for the rest of
+    /// the run (one stall costs this once, not once per message) and the stall is a harness error: what the broker
+    /// deleted meanwhile is reported by the retention check.
     let stallTimeout: Duration
+    let stalls = ChaosCounter()
 
     /// The messages cut into `count` consecutive ranges.
     func slices(_ count: Int) -> [Range<Int>] {
@@ -779,7 +787,11 @@ struct ChaosSubmitter: Sendable {
                 let message = traffic.messages[index]
                 let identity = identities[index]
                 let bytes = message.value.count + message.key.count
-                _ = await tally.waitForRoom(limit: max(0, windowBytes - bytes), within: stallTimeout)
+                if stalls.value == 0,
+                    !(await tally.waitForRoom(limit: max(0, windowBytes - bytes), within: stallTimeout))
+                {
+                    stalls.increment()
+                }
                 tally.submitting(jobID: identity.jobID, deadLetterKey: identity.key, bytes: bytes)
                 let record = KafkaProducerRecord(topic: Topics.jobs, key: message.key, value: message.value)
                 group.addTask {

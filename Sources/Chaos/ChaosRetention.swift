@@ -17,6 +17,8 @@ public struct ChaosHarnessError: Sendable, Hashable, CustomStringConvertible {
         case deletedBeforeSettled = "deleted_before_settled"
         /// A partition's watermarks could not be read at the end.
         case watermarksUnavailable = "watermarks_unavailable"
+        /// The submitter's window stayed full for the stall timeout: messages were not settling.
+        case windowStalled = "window_stalled"
     }
 
     public var kind: Kind
