@@ -51,8 +51,15 @@ public struct AdversarialJobCorpus: Sendable {
     /// Messages longer than this are cut to it (a cut job is truncated JSON: still hostile, and a dead letter).
     /// Live runs lower it to what the broker carries. Default: 2 MiB (every kind whole).
     public var sizeLimit = 2 << 20
+    /// Share of messages that may take their kind's large forms (megabyte proofs, 100,000-deep nesting, 200 KB JWS
+    /// headers, 20,000 DER levels); the others keep every kind and variant but at a few kilobytes at most. 1 (every
+    /// message at full size) is the in-process default; long live runs use about 0.01, so that a million inputs
+    /// still hold thousands of each large form yet pass through a worker at its small-message speed. Default: 1.
+    public var heavyShare = 1.0
     private var random: SplitMix64
     private var sequence = 0
+    /// Whether the message being made may take its large forms.
+    private var heavy = true
 
     public init(
         receiptSeeds: [String] = [], seed: UInt64 = 0xC4A0_5EED, tag: String = "fuzz",
@@ -86,6 +93,8 @@ public struct AdversarialJobCorpus: Sendable {
         sequence += 1
         let kind = AdversarialMessage.Kind.allCases[(sequence - 1) % AdversarialMessage.Kind.allCases.count]
         let key = "\(tag)-\(sequence)"
+        // Drawn only when some messages are to stay small: the default stream of messages is unchanged.
+        heavy = heavyShare >= 1 || Double(random.next() % 1_000_000) < heavyShare * 1_000_000
         var value = make(kind, key: key)
         if value.count > sizeLimit { value.removeSubrange(sizeLimit...) }
         return AdversarialMessage(kind: kind, key: key, value: value)
@@ -131,27 +140,29 @@ public struct AdversarialJobCorpus: Sendable {
         switch below(6) {
         case 0:  // An id past its 256-byte limit.
             return jobJSON(
-                key: key, jobID: String(repeating: "j", count: 257 + below(100_000)), proofField: "receipt",
+                key: key, jobID: String(repeating: "j", count: 257 + below(large(100_000, small: 300))),
+                proofField: "receipt",
                 proof: .string("MIIT"))
         case 1:
             return jobJSON(
-                key: key, accountID: String(repeating: "a", count: 257 + below(10_000)),
+                key: key, accountID: String(repeating: "a", count: 257 + below(large(10_000, small: 300))),
                 proofField: "receipt", proof: .string("MIIT"))
         case 2:  // A whole message past the 1 MiB limit.
             return jobJSON(
-                key: key, proofField: "receipt", proof: .string(String(repeating: "A", count: (1 << 20) + 16)))
+                key: key, proofField: "receipt",
+                proof: .string(String(repeating: "A", count: large((1 << 20) + 16, small: 4_096))))
         case 3:  // An unknown field of 300 KB: tolerated, the job itself is garbage.
             return jobJSON(
                 key: key, proofField: "receipt", proof: .string("bm90IGEgcmVjZWlwdA=="),
-                extra: "\"padding\":\"\(String(repeating: "x", count: 300_000))\"")
+                extra: "\"padding\":\"\(String(repeating: "x", count: large(300_000, small: 4_096)))\"")
         case 4:  // A device id past its limit.
             return jobJSON(
                 key: key, proofField: "receipt", proof: .string("MIIT"),
-                extra: "\"device_id\":\"\(String(repeating: "d", count: 300 + below(5_000)))\"")
+                extra: "\"device_id\":\"\(String(repeating: "d", count: 300 + below(large(5_000, small: 300))))\"")
         default:  // A JWS-looking proof of 600 KB: inside the message limit, garbage to the analysis.
             return jobJSON(
                 key: key, proofField: "signed_transaction",
-                proof: .string("eyJ" + String(repeating: "Q", count: 600_000) + ".e30.AA"))
+                proof: .string("eyJ" + String(repeating: "Q", count: large(600_000, small: 4_096)) + ".e30.AA"))
         }
     }
 
@@ -180,7 +191,7 @@ public struct AdversarialJobCorpus: Sendable {
     }
 
     private mutating func deeplyNested(key: String) -> [UInt8] {
-        let depth = [64, 600, 5_000, 100_000][below(4)]
+        let depth = [64, 600, 5_000, large(100_000, small: 2_000)][below(4)]
         let open = below(2) == 0 ? "[" : "{\"a\":"
         let close = open == "[" ? "]" : "}"
         let nested = String(repeating: open, count: depth) + "1" + String(repeating: close, count: depth)
@@ -217,9 +228,9 @@ public struct AdversarialJobCorpus: Sendable {
         case 1:  // 700 KB of decoded zeros: inside the limits, nothing to find.
             return jobJSON(
                 key: key, proofField: "receipt",
-                proof: .string(Data(count: 700_000).base64EncodedString()))
+                proof: .string(Data(count: large(700_000, small: 3_000)).base64EncodedString()))
         default:  // Base64 wrapped every 4 characters with spaces and line breaks.
-            let chunks = stride(from: 0, to: 40_000, by: 4).map { _ in "MIIT" }
+            let chunks = stride(from: 0, to: large(40_000, small: 2_000), by: 4).map { _ in "MIIT" }
             return jobJSON(key: key, proofField: "receipt", proof: .string(chunks.joined(separator: "\n ")))
         }
     }
@@ -230,13 +241,15 @@ public struct AdversarialJobCorpus: Sendable {
         switch below(6) {
         case 0: return [0x30, 0x84, 0xFF, 0xFF, 0xFF, 0xFF] + signedData
         case 1: return [0x30, 0x88, 0x7F, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF] + signedData + [0xA0, 0x80]
-        case 2: return [0x30, 0x80] + signedData + Array(repeating: [0xA0, 0x80], count: 20_000).flatMap { $0 }
+        case 2:
+            return [0x30, 0x80] + signedData
+                + Array(repeating: [0xA0, 0x80], count: large(20_000, small: 500)).flatMap { $0 }
         case 3:
             return [0x30, 0x82, 0x01, 0x00] + signedData
                 + [0xA0, 0x84, 0x7F, 0xFF, 0xFF, 0xF0, 0x30, 0x84, 0x7F, 0xFF, 0xFF, 0xF0]
         case 4:  // A long chain of definite-length SEQUENCEs, each one byte too long for its parent.
             var bytes: [UInt8] = [0x02, 0x01, 0x00]
-            for _ in 0..<2_000 {
+            for _ in 0..<large(2_000, small: 200) {
                 bytes = [0x30, 0x82, UInt8((bytes.count + 1) >> 8), UInt8((bytes.count + 1) & 0xFF)] + bytes
             }
             return [0x30, 0x80] + signedData + bytes
@@ -251,13 +264,15 @@ public struct AdversarialJobCorpus: Sendable {
         case 0: return b64url("{\"alg\":\"none\"}") + "." + payload + "."
         case 1: return b64url("{\"alg\":\"HS256\",\"kid\":\"x\"}") + "." + payload + "." + b64url("sig")
         case 2:  // A 200 KB header.
-            return b64url("{\"alg\":\"ES256\",\"x\":\"\(String(repeating: "h", count: 200_000))\"}") + "." + payload
+            return b64url(
+                "{\"alg\":\"ES256\",\"x\":\"\(String(repeating: "h", count: large(200_000, small: 2_000)))\"}") + "."
+                + payload
                 + ".AA"
         case 3:  // Thousands of junk certificates in x5c.
-            let chain = Array(repeating: "\"MIIB\"", count: 5_000).joined(separator: ",")
+            let chain = Array(repeating: "\"MIIB\"", count: large(5_000, small: 100)).joined(separator: ",")
             return b64url("{\"alg\":\"ES256\",\"x5c\":[\(chain)]}") + "." + payload + ".AA"
         case 4: return b64url("{\"alg\":\"ES256\",\"x5c\":\"not-an-array\"}") + "." + payload + ".AA"
-        case 5: return "eyJ" + String(repeating: ".", count: below(5_000))
+        case 5: return "eyJ" + String(repeating: ".", count: below(large(5_000, small: 500)))
         default: return b64url("{\"alg\":\"ES256\",\"x5c\":[{\"a\":1}],\"crit\":[\"x\"]}") + ".%%%." + payload
         }
     }
@@ -317,6 +332,9 @@ public struct AdversarialJobCorpus: Sendable {
     private mutating func randomBytes(count: Int) -> [UInt8] {
         (0..<count).map { _ in UInt8(truncatingIfNeeded: random.next()) }
     }
+
+    /// `full` for a message that may be large, else `small`.
+    private func large(_ full: Int, small: Int) -> Int { heavy ? full : min(full, small) }
 
     private mutating func below(_ bound: Int) -> Int { bound <= 1 ? 0 : Int(random.next() % UInt64(bound)) }
 

@@ -17,7 +17,7 @@ final class ChaosEnvironment: Sendable {
     let directory: URL
     let runID: String
     let started: ContinuousClock.Instant
-    private let logger: Logger
+    let logger: Logger
     private let services = Mutex<Services>(Services())
     private let clock = ContinuousClock()
 
@@ -67,11 +67,24 @@ final class ChaosEnvironment: Sendable {
         builder.baitURL = canary.url
         builder.ios6Refunds = configuration.ios6Refunds
         builder.fuzzSizeLimit = configuration.fuzzSizeLimit
+        builder.fuzzHeavyShare = configuration.fuzzHeavyShare
         let traffic = try builder.build(jobs: configuration.jobs, fuzz: configuration.fuzz)
         let catalogFile = directory.appendingPathComponent("catalog.json")
         try JSONEncoder().encode(ChaosApp.catalog).write(to: catalogFile)
 
-        // 2. Services.
+        // 2. Services. Topics get enough partitions that the planned volume stays far below the mock broker's
+        // 5 MiB per partition (see ``ChaosHarnessError``), and the submitter keeps a window of unsettled bytes.
+        let identities = Self.identities(traffic)
+        let plannedBytes = traffic.messages.reduce(0) { $0 + $1.value.count + $1.key.count }
+        let partitions = configuration.partitions ?? Self.partitions(forPlannedBytes: plannedBytes)
+        partitionCount.withLock { $0 = partitions }
+        let window = configuration.flowWindowBytes ?? partitions * Self.windowBytesPerPartition
+        logger.info(
+            "chaos: traffic minted",
+            metadata: [
+                "chaos.messages": "\(traffic.messages.count)", "chaos.planned_mb": "\(plannedBytes >> 20)",
+                "chaos.partitions": "\(partitions)", "chaos.window_kb": "\(window >> 10)",
+            ])
         let bootstrap = try await startBroker()
         let simulatorURL = try await startSimulator(stateDirectory: stateDirectory, secretFile: secretFile)
         let ledgerURL = try startLedger()
@@ -87,16 +100,24 @@ final class ChaosEnvironment: Sendable {
         }
 
         // 3. Read verdicts and dead letters; submit; inject faults meanwhile.
+        var retention: (errors: [ChaosHarnessError], deleted: (jobs: Set<String>, deadLetters: Set<String>)) = (
+            [], ([], [])
+        )
+        var trimmed: [String: Int] = [:]
         let tally = ChaosTally(
             expectedJobs: Set(traffic.jobs.map(\.jobID)), expectedDeadLetters: traffic.malformedKeys)
+        let offsets = ChaosOffsetTracker()
         let reader = try ChaosReader(
-            bootstrap: bootstrap, groupID: "\(runID)-reader", tally: tally, logger: quietLogger)
+            bootstrap: bootstrap, groupID: "\(runID)-reader", tally: tally, offsets: offsets, logger: quietLogger)
         let producer = try KafkaProducer(
             configuration: KafkaProducerConfiguration(bootstrapServers: bootstrap, clientID: "\(runID)-frontend"),
             logger: quietLogger)
         let expectedSettled = traffic.jobs.count + traffic.malformedKeys.count
         let settledBySubmission = Self.settledCounts(traffic)
-        let submitter = ChaosSubmitter(producer: producer, traffic: traffic)
+        let deliveries = ChaosDeliveryLog()
+        let submitter = ChaosSubmitter(
+            producer: producer, traffic: traffic, identities: identities, tally: tally, deliveries: deliveries,
+            windowBytes: window, stallTimeout: configuration.settleTimeout)
 
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { try await reader.run() }
@@ -107,6 +128,9 @@ final class ChaosEnvironment: Sendable {
                 async let submitted: Void = submitter.submit(slice)
                 guard index < schedule.count else {
                     try await submitted
+                    logger.info(
+                        "chaos: last slice submitted",
+                        metadata: ["chaos.messages": "\(slice.upperBound)", "chaos.settled": "\(tally.settled)"])
                     break
                 }
                 try await Task.sleep(for: .milliseconds(300))
@@ -124,27 +148,62 @@ final class ChaosEnvironment: Sendable {
                         "chaos.fault": "\(schedule[index])", "chaos.recovery_s": "\(record.recoverySeconds ?? -1)",
                     ])
             }
-            if !(await tally.waitUntilSettled(expectedSettled, within: configuration.settleTimeout)) {
-                services.withLock {
-                    $0.violations.append(
-                        .runFailed("only \(tally.settled) of \(expectedSettled) messages settled in time"))
-                }
-            }
+            let settledInTime = await tally.waitUntilSettled(expectedSettled, within: configuration.settleTimeout)
+            logger.info(
+                "chaos: settled, stopping the workers",
+                metadata: ["chaos.settled": "\(tally.settled)", "chaos.expected": "\(expectedSettled)"])
             // The metrics too must not carry a secret or a receipt in a label: saved as a log for the audit.
             await saveMetrics()
             // Drain every worker with SIGTERM (itself checked): they commit, and redeliveries still in flight arrive.
             await stopWorkersGracefully()
-            try? await Task.sleep(for: .seconds(2))
+            // Redeliveries still in flight when the workers stopped: read until the reader has every partition's
+            // high watermark (bounded), not for a guessed time.
+            let (jobMarks, readMarks) = await watermarks(producer: producer, partitions: partitions)
+            await reader.readUntil(readMarks, offsets: offsets, within: .seconds(30))
             await reader.close()
             group.cancelAll()
+            retention = ChaosRetentionCheck.check(
+                deliveries: deliveries.entries, jobWatermarks: jobMarks, unsettled: tally.unsettled,
+                readerNext: offsets.next, readWatermarks: readMarks)
+            if jobMarks.count < partitions || readMarks.count < 2 * partitions {
+                retention.errors.append(
+                    ChaosHarnessError(
+                        kind: .watermarksUnavailable,
+                        detail: "read \(jobMarks.count + readMarks.count) of \(3 * partitions) partitions' watermarks"))
+            }
+            // Messages the broker deleted unsettled are harness errors; only the others make the run a failure.
+            let unsettled = tally.unsettled
+            let missing =
+                unsettled.jobs.subtracting(retention.deleted.jobs).count
+                + unsettled.deadLetters.subtracting(retention.deleted.deadLetters).count
+            if !settledInTime, missing > 0 {
+                services.withLock {
+                    $0.violations.append(
+                        .runFailed("\(missing) of \(expectedSettled) messages did not settle in time"))
+                }
+            }
+            trimmed = [Topics.jobs: jobMarks.values.filter { $0.low > 0 }.count]
+            for topic in [Topics.verdicts, Topics.deadLetters] {
+                trimmed[topic] = readMarks.filter { $0.key.topic == topic && $0.value.low > 0 }.count
+            }
         }
         await producer.shutdown(timeout: .seconds(5))
+        var harnessErrors = offsets.holes + retention.errors
+        if submitter.stalls.value > 0 {
+            harnessErrors.append(
+                ChaosHarnessError(
+                    kind: .windowStalled,
+                    detail: "nothing settled for \(configuration.settleTimeout) while the window was full; window off"))
+        }
 
         // 4. The ledger and the invariants.
         let snapshot = tally.snapshot
         let ledgerView = try await readLedger(url: ledgerURL, traffic: traffic, verdicts: snapshot.verdicts)
         writeRecords(traffic: traffic, verdicts: snapshot.verdicts)
-        let checker = ChaosInvariantChecker(jobs: traffic.jobs, malformedKeys: traffic.malformedKeys)
+        // Messages the broker deleted before they settled are harness errors, not lost jobs: left out of the check.
+        let checker = ChaosInvariantChecker(
+            jobs: traffic.jobs.filter { !retention.deleted.jobs.contains($0.jobID) },
+            malformedKeys: traffic.malformedKeys.subtracting(retention.deleted.deadLetters))
         let (found, counts) = checker.check(
             verdicts: snapshot.verdicts, deadLetters: snapshot.deadLetters, ledger: ledgerView)
         let (faults, runViolations) = services.withLock { ($0.faults, $0.violations) }
@@ -164,7 +223,7 @@ final class ChaosEnvironment: Sendable {
         return ChaosReport(
             jobs: traffic.jobs.count, messages: traffic.messages.count, malformed: traffic.malformedKeys.count,
             fuzz: configuration.fuzz, cases: traffic.cases, workers: configuration.workers,
-            partitions: configuration.partitions, seed: configuration.seed,
+            partitions: partitions, seed: configuration.seed,
             verdictsDelivered: counts.verdictsDelivered, jobsDecided: counts.jobsDecided,
             duplicatesDelivered: counts.duplicatesDelivered, redecided: counts.redecided,
             deadLetters: counts.deadLetters,
@@ -172,8 +231,66 @@ final class ChaosEnvironment: Sendable {
             faultsInjected: faults.filter { $0.detail?.hasPrefix("skipped") != true }.count, faults: faults,
             violations: violations.count, violationKinds: kinds,
             violationExamples: violations.prefix(25).map(\.description),
-            appleRequests: appleRequests, elapsedSeconds: secondsSinceStart, workDirectory: directory.path)
+            appleRequests: appleRequests, elapsedSeconds: secondsSinceStart, workDirectory: directory.path,
+            harnessErrors: harnessErrors.count,
+            harnessErrorKinds: harnessErrors.reduce(into: [:]) { $0[$1.kind.rawValue, default: 0] += 1 },
+            harnessErrorExamples: harnessErrors.prefix(25).map(\.description), plannedMegabytes: plannedBytes >> 20,
+            windowKilobytes: window >> 10, largestJobPartitionKilobytes: deliveries.largestPartitionBytes >> 10,
+            trimmedPartitions: trimmed, workerOffsetResets: workerOffsetResets())
     }
+
+    /// Lines in which a worker's librdkafka reset a fetch position because the broker no longer held the offset
+    /// (`Offset out of range`): the broker deleted what a worker had not read yet (not necessarily unsettled: a
+    /// redelivery of settled jobs after a restart ends the same way).
+    private func workerOffsetResets() -> Int {
+        (0..<configuration.workers).reduce(0) { total, index in
+            let text = (try? String(contentsOf: workerLog(index), encoding: .utf8)) ?? ""
+            return total + text.components(separatedBy: "Offset out of range").count - 1
+        }
+    }
+
+    /// The watermarks of every partition of the three topics (those that answered).
+    func watermarks(
+        producer: KafkaProducer, partitions: Int
+    ) async -> (jobs: [Int32: KafkaWatermarks], read: [KafkaTopicPartition: KafkaWatermarks]) {
+        var jobs: [Int32: KafkaWatermarks] = [:]
+        var read: [KafkaTopicPartition: KafkaWatermarks] = [:]
+        for partition in 0..<Int32(partitions) {
+            if let marks = try? await producer.watermarks(topic: Topics.jobs, partition: partition) {
+                jobs[partition] = marks
+            }
+            for topic in [Topics.verdicts, Topics.deadLetters] {
+                if let marks = try? await producer.watermarks(topic: topic, partition: partition) {
+                    read[KafkaTopicPartition(topic: topic, partition: partition)] = marks
+                }
+            }
+        }
+        return (jobs, read)
+    }
+
+    /// The mock broker keeps 5 MiB per partition; a run plans at most 20 MiB of traffic per partition (the window
+    /// keeps what is unsettled far smaller), between 12 and 64 partitions.
+    static func partitions(forPlannedBytes bytes: Int) -> Int {
+        min(64, max(12, (bytes + (20 << 20) - 1) / (20 << 20)))
+    }
+
+    /// Unsettled bytes allowed per partition on average: a tenth of what the mock broker keeps.
+    static let windowBytesPerPartition = 512 << 10
+
+    /// Each message's job id (nil for a non-job) and key, as the worker will decode it.
+    static func identities(_ traffic: ChaosTraffic) -> [ChaosSubmitter.Identity] {
+        let codec = MessageCodec()
+        return traffic.messages.map { message in
+            ChaosSubmitter.Identity(
+                jobID: (try? codec.decodeJob(message.value))?.jobID,
+                key: String(decoding: message.key, as: UTF8.self))
+        }
+    }
+
+    let partitionCount = Mutex(12)
+
+    /// Violations the services recorded (drains that failed).
+    var serviceViolations: [ChaosViolation] { services.withLock { $0.violations } }
 
     /// `jobs.jsonl` (id, account, category, grantable transaction) and `verdicts.jsonl` (every delivery) in the work
     /// directory, for looking into a violation. Neither holds a receipt.
@@ -195,7 +312,7 @@ final class ChaosEnvironment: Sendable {
     }
 
     /// The simulator's request counts per endpoint (`GET /sim/stats`).
-    private func simulatorRequests() async -> [String: Int] {
+    func simulatorRequests() async -> [String: Int] {
         guard let base = simulatorBase, let data = await ChaosHTTP.get("\(base)/sim/stats"),
             let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any],
             let requests = object["requests"] as? [String: Any]
@@ -229,7 +346,7 @@ final class ChaosEnvironment: Sendable {
     private var stepLength: Duration { configuration.faultHold + .seconds(2) }
 
     /// The harness's own Kafka clients: a broker taken down on purpose makes librdkafka log connection errors.
-    private var quietLogger: Logger {
+    var quietLogger: Logger {
         var logger = configuration.logger
         logger.logLevel = .critical
         return logger
@@ -240,11 +357,12 @@ final class ChaosEnvironment: Sendable {
     private func log(_ name: String) -> URL { directory.appendingPathComponent("\(name).log") }
     func workerLog(_ index: Int) -> URL { log("worker-\(index)") }
 
-    private func startBroker() async throws -> String {
+    func startBroker() async throws -> String {
         let broker = try ChaosProcess(
             name: "dev-broker", executable: configuration.binary,
             arguments: [
-                "dev-broker", "--brokers", "\(configuration.brokers)", "--partitions", "\(configuration.partitions)",
+                "dev-broker", "--brokers", "\(configuration.brokers)", "--partitions",
+                "\(partitionCount.withLock { $0 })",
             ],
             environment: ProcessInfo.processInfo.environment, logFile: log("dev-broker"), readStdout: true,
             openStdin: true)
@@ -255,7 +373,7 @@ final class ChaosEnvironment: Sendable {
         return String(line.dropFirst("bootstrap=".count))
     }
 
-    private func startSimulator(stateDirectory: URL, secretFile: URL) async throws -> String {
+    func startSimulator(stateDirectory: URL, secretFile: URL) async throws -> String {
         let simulator = try ChaosProcess(
             name: "apple-sim", executable: configuration.binary,
             arguments: [
@@ -272,7 +390,7 @@ final class ChaosEnvironment: Sendable {
         return String(line.dropFirst("listening=".count))
     }
 
-    private func startLedger() throws -> String {
+    func startLedger() throws -> String {
         if let url = configuration.ledgerURL { return url }
         guard let script = postgresScript else {
             throw ChaosError(
@@ -342,7 +460,7 @@ final class ChaosEnvironment: Sendable {
         }
     }
 
-    private func makeWorkerEnvironment(
+    func makeWorkerEnvironment(
         bootstrap: String, simulatorURL: String, ledgerURL: String, catalogFile: URL, stateDirectory: URL,
         secretFile: URL
     ) -> [String: String] {
@@ -373,7 +491,7 @@ final class ChaosEnvironment: Sendable {
         return environment
     }
 
-    private func startWorker(_ index: Int, environment base: [String: String]) throws {
+    func startWorker(_ index: Int, environment base: [String: String]) throws {
         let port = services.withLock { services -> Int in
             while services.metricsPorts.count <= index { services.metricsPorts.append(chaosFreePort()) }
             return services.metricsPorts[index]
@@ -393,12 +511,12 @@ final class ChaosEnvironment: Sendable {
 
     private let workerEnvironment = Mutex<[String: String]>([:])
 
-    private func restartWorker(_ index: Int) throws {
+    func restartWorker(_ index: Int) throws {
         try startWorker(index, environment: workerEnvironment.withLock { $0 })
     }
 
     /// Polls the worker's `/readyz` until it answers 200; false when the time runs out or the worker exits.
-    private func waitForReady(_ index: Int, within limit: Duration) async -> Bool {
+    func waitForReady(_ index: Int, within limit: Duration) async -> Bool {
         let port = services.withLock { $0.metricsPorts[index] }
         let deadline = clock.now.advanced(by: limit)
         while clock.now < deadline {
@@ -409,7 +527,7 @@ final class ChaosEnvironment: Sendable {
         return false
     }
 
-    private func worker(_ index: Int) -> ChaosProcess? { services.withLock { $0.workers[index] } }
+    func worker(_ index: Int) -> ChaosProcess? { services.withLock { $0.workers[index] } }
 
     // MARK: Faults
 
@@ -551,7 +669,7 @@ final class ChaosEnvironment: Sendable {
     // MARK: End
 
     /// Each worker's `/metrics` text, as `metrics-worker-N.log` (audited with the logs).
-    private func saveMetrics() async {
+    func saveMetrics() async {
         let ports = services.withLock { $0.metricsPorts }
         for (index, port) in ports.enumerated() {
             guard let data = await ChaosHTTP.get("http://127.0.0.1:\(port)/metrics") else { continue }
@@ -560,7 +678,7 @@ final class ChaosEnvironment: Sendable {
     }
 
     /// SIGTERM to every worker; each must exit 0 within the drain timeout.
-    private func stopWorkersGracefully() async {
+    func stopWorkersGracefully() async {
         let workers = services.withLock { $0.workers }
         await withTaskGroup(of: Void.self) { group in
             for (index, worker) in workers.enumerated() {
@@ -634,10 +752,26 @@ final class ChaosEnvironment: Sendable {
     }
 }
 
-/// Produces the traffic, slice by slice.
+/// Produces the traffic, slice by slice, keeping at most `windowBytes` of it unsettled (flow control: the mock broker
+/// deletes the oldest batches of a partition past 5 MiB, so nothing may wait for a worker behind that much newer data).
 struct ChaosSubmitter: Sendable {
+    /// What settles a message: a verdict for its job id, or (not a job) a dead letter with its key.
+    struct Identity: Sendable {
+        var jobID: String?
+        var key: String
+    }
+
     let producer: KafkaProducer
     let traffic: ChaosTraffic
+    let identities: [Identity]
+    let tally: ChaosTally
+    let deliveries: ChaosDeliveryLog
+    let windowBytes: Int
+    /// How long one message may wait for room. After the first wait that runs out, the window is off for the rest of
+    /// the run (one stall costs this once, not once per message) and the stall is a harness error: what the broker
+    /// deleted meanwhile is reported by the retention check.
+    let stallTimeout: Duration
+    let stalls = ChaosCounter()
 
     /// The messages cut into `count` consecutive ranges.
     func slices(_ count: Int) -> [Range<Int>] {
@@ -649,9 +783,25 @@ struct ChaosSubmitter: Sendable {
     /// Produces one range and waits for every delivery report.
     func submit(_ range: Range<Int>) async throws {
         try await withThrowingDiscardingTaskGroup { group in
-            for message in traffic.messages[range] {
+            for index in range {
+                let message = traffic.messages[index]
+                let identity = identities[index]
+                let bytes = message.value.count + message.key.count
+                if stalls.value == 0,
+                    !(await tally.waitForRoom(limit: max(0, windowBytes - bytes), within: stallTimeout))
+                {
+                    stalls.increment()
+                }
+                tally.submitting(jobID: identity.jobID, deadLetterKey: identity.key, bytes: bytes)
                 let record = KafkaProducerRecord(topic: Topics.jobs, key: message.key, value: message.value)
-                group.addTask { _ = try await producer.send(record) }
+                group.addTask {
+                    let report = try await producer.send(record)
+                    deliveries.delivered(
+                        ChaosDeliveryLog.Entry(
+                            jobID: identity.jobID, deadLetterKey: identity.key,
+                            partition: report.topicPartition.partition, offset: report.offset),
+                        bytes: bytes)
+                }
             }
         }
     }
@@ -661,20 +811,37 @@ struct ChaosSubmitter: Sendable {
 final class ChaosReader: Sendable {
     let consumer: KafkaConsumer
     private let tally: ChaosTally
+    private let offsets: ChaosOffsetTracker
 
-    init(bootstrap: String, groupID: String, tally: ChaosTally, logger: Logger) throws {
+    init(bootstrap: String, groupID: String, tally: ChaosTally, offsets: ChaosOffsetTracker, logger: Logger) throws {
         var quiet = logger
         quiet.logLevel = .critical
         consumer = try KafkaConsumer(
             configuration: KafkaConsumerConfiguration(bootstrapServers: bootstrap, groupID: groupID), logger: quiet)
         try consumer.subscribe(topics: [Topics.verdicts, Topics.deadLetters])
         self.tally = tally
+        self.offsets = offsets
+    }
+
+    /// Waits until the reader has read up to every partition's high watermark, at most `limit`.
+    func readUntil(
+        _ watermarks: [KafkaTopicPartition: KafkaWatermarks], offsets: ChaosOffsetTracker, within limit: Duration
+    ) async {
+        let deadline = ContinuousClock.now.advanced(by: limit)
+        while ContinuousClock.now < deadline {
+            let next = offsets.next
+            if watermarks.allSatisfy({ $0.value.high <= (next[$0.key] ?? 0) || $0.value.high == $0.value.low }) {
+                return
+            }
+            try? await Task.sleep(for: .milliseconds(50))
+        }
     }
 
     func run() async throws {
         let codec = MessageCodec()
         for try await event in consumer.events {
             guard case .message(let message) = event else { continue }
+            offsets.read(message.topicPartition, offset: message.offset)
             let value = message.value ?? []
             if message.topic == Topics.verdicts {
                 if let verdict = try? codec.decodeVerdict(value) {

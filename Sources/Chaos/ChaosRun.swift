@@ -30,8 +30,12 @@ public struct ChaosConfiguration: Sendable {
     /// `scripts/test-postgres.sh`. Default: found beside the package the binary was built in, or in the working
     /// directory.
     public var postgresScript: URL?
-    /// Partitions of every topic. Default: 12.
-    public var partitions = 12
+    /// Partitions of every topic. Nil: from the planned volume, at most 20 MiB per partition, between 12 and 64 (the mock
+    /// broker keeps only 5 MiB per partition). Default: nil.
+    public var partitions: Int?
+    /// Bytes submitted and not yet settled (no verdict, no dead letter) before the submitter waits. Nil: 512 KiB per
+    /// partition. Default: nil.
+    public var flowWindowBytes: Int?
     /// Mock brokers. Default: 3.
     public var brokers = 3
     /// Inject the fault schedule (off: a baseline run). Default: true.
@@ -51,6 +55,8 @@ public struct ChaosConfiguration: Sendable {
     public var jobDeadlineSeconds = 600
     /// The largest corpus message submitted to the live workers. Default: 200 000 bytes.
     public var fuzzSizeLimit = 200_000
+    /// ``AdversarialJobCorpus/heavyShare`` of the run's corpus messages. Default: 1.
+    public var fuzzHeavyShare = 1.0
     /// `VERIFY_DRAIN_TIMEOUT_S` of the workers. Default: 10.
     public var drainTimeoutSeconds = 10
     /// `VERIFY_LOG_LEVEL` of the workers (`trace` for the security check of their logs). Default: info.
@@ -115,6 +121,19 @@ public struct ChaosReport: Sendable, Codable {
     public var appleRequests: [String: Int]
     public var elapsedSeconds: Double
     public var workDirectory: String
+    /// What the harness could not check because the broker deleted it first (``ChaosHarnessError``); not violations,
+    /// but a run with any is not clean.
+    public var harnessErrors: Int
+    public var harnessErrorKinds: [String: Int]
+    public var harnessErrorExamples: [String]
+    /// The traffic's size, the submitter's window and the most bytes produced to one `receipt-jobs` partition.
+    public var plannedMegabytes: Int
+    public var windowKilobytes: Int
+    public var largestJobPartitionKilobytes: Int
+    /// Partitions per topic whose low watermark had moved past 0 at the end (the broker deleted old batches).
+    public var trimmedPartitions: [String: Int]
+    /// Worker log lines `Offset out of range` (a fetch position the broker had deleted; see ``ChaosHarnessError``).
+    public var workerOffsetResets: Int
 
     enum CodingKeys: String, CodingKey {
         case jobs, messages, malformed, fuzz, cases, workers, partitions, seed, outcomes, faults, violations
@@ -130,6 +149,14 @@ public struct ChaosReport: Sendable, Codable {
         case appleRequests = "apple_requests"
         case elapsedSeconds = "elapsed_s"
         case workDirectory = "work_directory"
+        case harnessErrors = "harness_errors"
+        case harnessErrorKinds = "harness_error_kinds"
+        case harnessErrorExamples = "harness_error_examples"
+        case plannedMegabytes = "planned_mb"
+        case windowKilobytes = "window_kb"
+        case largestJobPartitionKilobytes = "largest_job_partition_kb"
+        case trimmedPartitions = "trimmed_partitions"
+        case workerOffsetResets = "worker_offset_resets"
     }
 
     public var json: String {

@@ -75,29 +75,121 @@ final class ChaosTally: Sendable {
         var deadLettered = Set<String>()
         var unreadable = 0
         var waiters: [(count: Int, continuation: CheckedContinuation<Void, Never>)] = []
+        /// Bytes submitted per job id / dead-letter key that has not settled yet (the flow-control window).
+        var pendingJobs: [String: Int] = [:]
+        var pendingLetters: [String: Int] = [:]
+        var outstandingBytes = 0
+        var roomWaiters: [(limit: Int, continuation: CheckedContinuation<Void, Never>)] = []
+        /// Job ids and malformed keys the run waits for.
+        var expectedJobs: Set<String>
+        var expectedDeadLetters: Set<String>
+        /// Without kept records (the live fuzz run): outcomes counted, and what broke its promise.
+        var outcomes: [String: Int] = [:]
+        var notRejected: [String] = []
+        var unexpected: [String] = []
     }
 
-    /// Job ids and malformed keys the run waits for.
-    private let expectedJobs: Set<String>
-    private let expectedDeadLetters: Set<String>
-    private let state = Mutex(State())
+    private let state: Mutex<State>
+    /// Keep every verdict and dead letter (the chaos run's checker needs them); off for the live fuzz run, whose
+    /// million inputs are checked as they arrive.
+    private let keepsRecords: Bool
 
-    init(expectedJobs: Set<String>, expectedDeadLetters: Set<String>) {
-        self.expectedJobs = expectedJobs
-        self.expectedDeadLetters = expectedDeadLetters
+    init(expectedJobs: Set<String>, expectedDeadLetters: Set<String>, keepsRecords: Bool = true) {
+        self.state = Mutex(State(expectedJobs: expectedJobs, expectedDeadLetters: expectedDeadLetters))
+        self.keepsRecords = keepsRecords
     }
 
     func received(verdict: Verdict) {
         resume { state in
-            state.verdicts.append(verdict)
-            if expectedJobs.contains(verdict.jobID) { state.decided.insert(verdict.jobID) }
+            if keepsRecords {
+                state.verdicts.append(verdict)
+            } else {
+                state.outcomes[verdict.outcome.rawValue, default: 0] += 1
+                if !state.expectedJobs.contains(verdict.jobID) {
+                    state.unexpected.append("verdict for job \(verdict.jobID.prefix(64)), never submitted")
+                } else if verdict.outcome != .rejected {
+                    state.notRejected.append("job \(verdict.jobID.prefix(64)) ended \(verdict.outcome.rawValue)")
+                }
+            }
+            if state.expectedJobs.contains(verdict.jobID) { state.decided.insert(verdict.jobID) }
+            if let bytes = state.pendingJobs.removeValue(forKey: verdict.jobID) { state.outstandingBytes -= bytes }
         }
     }
 
     func received(deadLetterKey key: String, reason: String) {
         resume { state in
-            state.deadLetters.append((key, reason))
-            if expectedDeadLetters.contains(key) { state.deadLettered.insert(key) }
+            if keepsRecords {
+                state.deadLetters.append((key, reason))
+            } else {
+                state.outcomes["dead_letter", default: 0] += 1
+                if !state.expectedDeadLetters.contains(key) {
+                    state.unexpected.append("dead letter \(key.prefix(64)) (\(reason)), not expected")
+                }
+            }
+            if state.expectedDeadLetters.contains(key) { state.deadLettered.insert(key) }
+            if let bytes = state.pendingLetters.removeValue(forKey: key) { state.outstandingBytes -= bytes }
+        }
+    }
+
+    /// The live fuzz run's findings: outcome counts, jobs not rejected, verdicts or dead letters not expected.
+    var findings: (outcomes: [String: Int], notRejected: [String], unexpected: [String]) {
+        state.withLock { ($0.outcomes, $0.notRejected, $0.unexpected) }
+    }
+
+    /// A message of `bytes` bytes is about to be produced: it counts against the window until its job id has a
+    /// verdict (or, for a non-job, its key a dead letter). A job id already decided adds nothing.
+    func submitting(jobID: String?, deadLetterKey: String, bytes: Int, expect: Bool = false) {
+        state.withLock { state in
+            if expect {
+                if let jobID {
+                    state.expectedJobs.insert(jobID)
+                } else {
+                    state.expectedDeadLetters.insert(deadLetterKey)
+                }
+            }
+            if let jobID {
+                guard !state.decided.contains(jobID) else { return }
+                state.pendingJobs[jobID, default: 0] += bytes
+            } else {
+                guard !state.deadLettered.contains(deadLetterKey) else { return }
+                state.pendingLetters[deadLetterKey, default: 0] += bytes
+            }
+            state.outstandingBytes += bytes
+        }
+    }
+
+    /// Bytes produced whose message has not settled yet.
+    var outstandingBytes: Int { state.withLock { $0.outstandingBytes } }
+
+    /// Job ids and dead-letter keys submitted and not settled yet.
+    var unsettled: (jobs: Set<String>, deadLetters: Set<String>) {
+        state.withLock { (Set($0.pendingJobs.keys), Set($0.pendingLetters.keys)) }
+    }
+
+    /// Waits until at most `limit` bytes are outstanding, at most `timeout`; true when they were.
+    func waitForRoom(limit: Int, within timeout: Duration) async -> Bool {
+        // The common case, once per message: no task group, no timer.
+        if state.withLock({ $0.outstandingBytes <= limit }) { return true }
+        return await withTaskGroup(of: Bool.self) { group in
+            group.addTask {
+                await withCheckedContinuation { continuation in
+                    let ready = self.state.withLock { state in
+                        if state.outstandingBytes <= limit { return true }
+                        state.roomWaiters.append((limit, continuation))
+                        return false
+                    }
+                    if ready { continuation.resume() }
+                }
+                return true
+            }
+            group.addTask {
+                try? await Task.sleep(for: timeout)
+                return false
+            }
+            let first = await group.next() ?? false
+            group.cancelAll()
+            if !first { self.releaseAll(rooms: true) }
+            return first
         }
     }
 
@@ -130,13 +222,19 @@ final class ChaosTally: Sendable {
             }
             let first = await group.next() ?? false
             group.cancelAll()
-            if !first { self.releaseAll() }
+            if !first { self.releaseAll(rooms: false) }
             return first
         }
     }
 
-    private func releaseAll() {
+    /// Resumes the waiters of one kind (a wait timed out: its continuation must not leak). The harness has at most
+    /// one wait of each kind at a time.
+    private func releaseAll(rooms: Bool) {
         let waiters = state.withLock { state in
+            if rooms {
+                defer { state.roomWaiters = [] }
+                return state.roomWaiters.map(\.continuation)
+            }
             defer { state.waiters = [] }
             return state.waiters.map(\.continuation)
         }
@@ -147,8 +245,11 @@ final class ChaosTally: Sendable {
         let ready = state.withLock { state -> [CheckedContinuation<Void, Never>] in
             update(&state)
             let settled = state.decided.count + state.deadLettered.count
-            let ready = state.waiters.filter { $0.count <= settled }.map(\.continuation)
+            var ready = state.waiters.filter { $0.count <= settled }.map(\.continuation)
             state.waiters.removeAll { $0.count <= settled }
+            let bytes = state.outstandingBytes
+            ready += state.roomWaiters.filter { $0.limit >= bytes }.map(\.continuation)
+            state.roomWaiters.removeAll { $0.limit >= bytes }
             return ready
         }
         for waiter in ready { waiter.resume() }

@@ -100,6 +100,8 @@ public struct ChaosTrafficBuilder {
     public var ios6Refunds = false
     /// The largest corpus message submitted (see ``AdversarialJobCorpus/sizeLimit``). Default: 200 000 bytes.
     public var fuzzSizeLimit = 200_000
+    /// ``AdversarialJobCorpus/heavyShare`` of the corpus messages. Default: 1.
+    public var fuzzHeavyShare = 1.0
 
     public init(simulator: AppleSimulator, seed: UInt64, allowSandbox: Bool, runID: String) {
         self.simulator = simulator
@@ -212,6 +214,7 @@ public struct ChaosTrafficBuilder {
         var corpus = AdversarialJobCorpus(receiptSeeds: Array(seeds), seed: seed ^ 0xF022, tag: "\(runID)-fuzz")
         // The mock broker takes messages up to 1 MB and keeps ~5 MB per partition: live fuzz stays well below.
         corpus.sizeLimit = fuzzSizeLimit
+        corpus.heavyShare = fuzzHeavyShare
         corpus.baitURL = baitURL
         let codec = MessageCodec()
         for _ in 0..<fuzz {

@@ -58,6 +58,9 @@ public final class KafkaProducer: Sendable {
         stopPolling.set()
     }
 
+    /// For the producer's own extensions in this module (`watermarks`). Do not hand it out further.
+    var rdKafkaClient: RDKafkaClient { client }
+
     /// Messages sent and not yet acknowledged.
     public var inFlightCount: Int { limiter.inFlight }
 

@@ -44,8 +44,24 @@ struct ChaosCommand: AsyncParsableCommand {
 
     @Option(
         name: .customLong("fuzz-size-limit"),
-        help: "Cut corpus messages to this many bytes (default: 200,000 live, 2 MiB in-process).")
+        help:
+            "Cut corpus messages to this many bytes (default: 200,000 in the chaos run, 900,000 with --live-fuzz, 2 MiB in-process)."
+    )
     var fuzzSizeLimit: Int?
+
+    @Option(
+        name: .customLong("live-fuzz"),
+        help: "Only feed N corpus messages through a live cluster (no faults): each must end a dead letter or rejected."
+    )
+    var liveFuzz: Int?
+
+    @Option(
+        name: .customLong("fuzz-heavy-share"),
+        help: "Share of corpus messages that may take their megabyte-sized forms (default: 1, 0.01 with --live-fuzz).")
+    var fuzzHeavyShare: Double?
+
+    @Option(name: .customLong("rss-limit-mb"), help: "With --live-fuzz: the most resident MiB a worker may reach.")
+    var rssLimitMegabytes: Int = 1_024
 
     @Option(name: .customLong("job-deadline-s"), help: "VERIFY_JOB_DEADLINE_S of the workers.")
     var jobDeadlineSeconds: Int = 600
@@ -69,8 +85,13 @@ struct ChaosCommand: AsyncParsableCommand {
     @Option(name: .customLong("pg-script"), help: "Path of scripts/test-postgres.sh (default: found from the binary).")
     var postgresScript: String?
 
-    @Option(help: "Partitions of every topic.")
-    var partitions: Int = 12
+    @Option(help: "Partitions of every topic (default: from the planned volume, 12...64).")
+    var partitions: Int?
+
+    @Option(
+        name: .customLong("flow-window-kb"),
+        help: "Unsettled kilobytes the submitter allows before it waits (default: 512 per partition).")
+    var flowWindowKilobytes: Int?
 
     @Option(name: .customLong("fault-hold-s"), help: "Seconds each fault lasts.")
     var faultHoldSeconds: Int = 3
@@ -95,12 +116,17 @@ struct ChaosCommand: AsyncParsableCommand {
         guard (1...32).contains(workers) else { throw ValidationError("--workers must be 1...32") }
         guard (jobs ?? 1) > 0, fuzz >= 0 else { throw ValidationError("--jobs must be positive, --fuzz not negative") }
         guard faultHoldSeconds > 0 else { throw ValidationError("--fault-hold-s must be positive") }
+        guard (fuzzHeavyShare ?? 0) >= 0, (fuzzHeavyShare ?? 0) <= 1 else {
+            throw ValidationError("--fuzz-heavy-share must be 0...1")
+        }
+        guard (liveFuzz ?? 1) > 0 else { throw ValidationError("--live-fuzz must be positive") }
     }
 
     func run() async throws {
         if let fuzzInProcess {
-            let report = try AdversarialCorpusRun.standard(seed: seed, sizeLimit: fuzzSizeLimit ?? (2 << 20))
-                .run(count: fuzzInProcess)
+            var run = try AdversarialCorpusRun.standard(seed: seed, sizeLimit: fuzzSizeLimit ?? (2 << 20))
+            run.corpus.heavyShare = fuzzHeavyShare ?? 1
+            let report = run.run(count: fuzzInProcess)
             let encoder = JSONEncoder()
             encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
             print(String(decoding: try encoder.encode(report), as: UTF8.self))
@@ -119,6 +145,7 @@ struct ChaosCommand: AsyncParsableCommand {
         configuration.ledgerURL = ledgerURL
         configuration.postgresScript = postgresScript.map { URL(fileURLWithPath: $0) }
         configuration.partitions = partitions
+        configuration.flowWindowBytes = flowWindowKilobytes.map { $0 << 10 }
         configuration.faultHold = .seconds(faultHoldSeconds)
         configuration.faults = !noFaults
         configuration.allowSandbox = allowSandbox
@@ -129,9 +156,21 @@ struct ChaosCommand: AsyncParsableCommand {
         if let fuzzSizeLimit { configuration.fuzzSizeLimit = fuzzSizeLimit }
         configuration.jobDeadlineSeconds = jobDeadlineSeconds
         configuration.appleFaultRatio = appleFaultRatio
+        if let fuzzHeavyShare { configuration.fuzzHeavyShare = fuzzHeavyShare }
+        if let liveFuzz {
+            var plan = ChaosLiveFuzzPlan()
+            plan.inputs = liveFuzz
+            plan.heavyShare = fuzzHeavyShare ?? 0.01
+            plan.rssLimitMegabytes = rssLimitMegabytes
+            configuration.fuzzSizeLimit = fuzzSizeLimit ?? 900_000
+            let report = try await ChaosRun(configuration: configuration).runLiveFuzz(plan)
+            print(report.json)
+            if report.violations > 0 || report.harnessErrors > 0 { throw ExitCode(1) }
+            return
+        }
         let report = try await ChaosRun(configuration: configuration).run()
         print(report.json)
-        if report.violations > 0 { throw ExitCode(1) }
+        if report.violations > 0 || report.harnessErrors > 0 { throw ExitCode(1) }
     }
 
     /// This executable, for the child processes.

@@ -72,3 +72,35 @@ struct ChaosCorpusTests {
         #expect(AdversarialJobCorpus.classify(invalid) == .deadLetter)
     }
 }
+
+/// The long live fuzz mode's size profile: every kind and variant, mostly small.
+@Suite("Chaos: corpus size profile")
+struct ChaosCorpusSizeProfileTests {
+    @Test("With no large forms every kind still appears and no message passes 64 KiB")
+    func smallOnly() {
+        var corpus = AdversarialJobCorpus(seed: 5, tag: "s")
+        corpus.heavyShare = 0
+        let messages = corpus.generate(count: 1_100)
+        #expect(Set(messages.map(\.kind)) == Set(AdversarialMessage.Kind.allCases))
+        let largest = messages.map(\.value.count).max() ?? 0
+        #expect(largest < 64 << 10, "largest: \(largest)")
+    }
+
+    @Test("A share of 1% keeps some large forms among mostly small messages")
+    func mostlySmall() {
+        var corpus = AdversarialJobCorpus(seed: 6, tag: "m")
+        corpus.heavyShare = 0.01
+        let sizes = corpus.generate(count: 5_500).map(\.value.count).sorted()
+        #expect(sizes[sizes.count / 2] < 4_096, "median: \(sizes[sizes.count / 2])")
+        #expect(sizes.filter { $0 > 100_000 }.count > 0)
+        #expect(sizes.filter { $0 > 100_000 }.count < 5_500 / 50)
+    }
+
+    @Test("The default share leaves the message stream as it was")
+    func defaultUnchanged() {
+        var plain = AdversarialJobCorpus(seed: 9, tag: "d")
+        var full = AdversarialJobCorpus(seed: 9, tag: "d")
+        full.heavyShare = 1
+        #expect(plain.generate(count: 110).map(\.value) == full.generate(count: 110).map(\.value))
+    }
+}
