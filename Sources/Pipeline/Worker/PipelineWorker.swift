@@ -128,10 +128,12 @@ public final class PipelineWorker: Sendable {
                 case .partitionsAssigned(let partitions):
                     scheduler.assigned(partitions)
                     health.assigned(partitions: consumer.assignment.count)
+                    metrics.assignedPartitions.record(consumer.assignment.count)
                     // A new assignment starts unpaused.
                     if scheduler.isPaused { apply(.pause) }
                 case .partitionsRevoked:
                     health.assigned(partitions: consumer.assignment.count)
+                    metrics.assignedPartitions.record(consumer.assignment.count)
                 }
             }
             group.cancelAll()
@@ -314,6 +316,7 @@ final class ConsumerSlot: Sendable {
 struct PipelineMetrics: Sendable {
     let consumed = Counter(label: MetricNames.jobsConsumed)
     let inFlight = Gauge(label: MetricNames.inFlight)
+    let assignedPartitions = Gauge(label: MetricNames.assignedPartitions)
 
     func verdict(_ verdict: Verdict, submittedAt: Date?) {
         Counter(

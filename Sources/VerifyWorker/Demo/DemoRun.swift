@@ -42,6 +42,17 @@ struct DemoOptions: Sendable {
     /// Submit at most this many jobs per second (evenly spaced) instead of all at once, to measure latency below
     /// saturation. Default: nil (one burst).
     var submitRatePerSecond: Double?
+    /// Run each worker as a child process of this executable (`verify-worker run`, configured through `VERIFY_…`
+    /// variables) instead of in this process, so its memory and metrics are its own. Default: nil (in process).
+    var workerExecutable: URL?
+}
+
+/// Watches worker child processes during a run (`bench pipeline` samples their metrics and memory).
+struct DemoWorkerWatch: Sendable {
+    /// Runs from the moment every worker holds its partitions until the last verdict is read; then cancelled.
+    var running: @Sendable ([DemoWorkerProcess]) async -> Void
+    /// Called once every job is decided, before the workers are stopped.
+    var decided: @Sendable ([DemoWorkerProcess]) async -> Void
 }
 
 /// The app the demo verifies for.
@@ -102,7 +113,9 @@ struct DemoRun: Sendable {
         return logger
     }()
 
-    func run(onProgress: @escaping @Sendable (DemoProgress) -> Void = { _ in }) async throws -> DemoReport {
+    func run(
+        watch: DemoWorkerWatch? = nil, onProgress: @escaping @Sendable (DemoProgress) -> Void = { _ in }
+    ) async throws -> DemoReport {
         let cluster = try MockKafkaCluster(brokers: 1)
         for topic in [Topics.jobs, Topics.verdicts, Topics.deadLetters, Topics.control] {
             try cluster.createTopic(topic, partitions: options.partitions)
@@ -116,7 +129,8 @@ struct DemoRun: Sendable {
             defer { services.cancelAll() }
             let port = try await simulator.waitUntilReady()
             simulator.setFaults(faultPlan())
-            return try await runPipeline(cluster: cluster, simulator: simulator, port: port, onProgress: onProgress)
+            return try await runPipeline(
+                cluster: cluster, simulator: simulator, port: port, watch: watch, onProgress: onProgress)
         }
     }
 
@@ -128,7 +142,7 @@ struct DemoRun: Sendable {
     }
 
     private func runPipeline(
-        cluster: MockKafkaCluster, simulator: AppleSimulator, port: Int,
+        cluster: MockKafkaCluster, simulator: AppleSimulator, port: Int, watch: DemoWorkerWatch?,
         onProgress: @escaping @Sendable (DemoProgress) -> Void
     ) async throws -> DemoReport {
         let bootstrap = cluster.bootstrapServers
@@ -145,28 +159,67 @@ struct DemoRun: Sendable {
         let tally = DemoTally(jobs: generated)
         let collector = try DemoVerdictCollector(bootstrapServers: bootstrap, tally: tally, logger: logger)
         let frontend = try makeProducer(bootstrap, clientID: "demo-frontend")
+        var processes: [DemoWorkerProcess] = []
+        if let executable = options.workerExecutable {
+            do {
+                for index in 0..<options.workers {
+                    let settings = Self.workerSettings(
+                        index: index, bootstrap: bootstrap, port: port, files: directory, ledgerURL: options.ledgerURL,
+                        jobDeadline: options.appleDeadline, extra: options.workerSettings)
+                    // Checked here, so a bad setting fails with its key rather than as a child that exits.
+                    _ = try Self.configuration(settings)
+                    processes.append(
+                        try DemoWorkerProcess(
+                            index: index, executable: executable, settings: settings, directory: directory.directory))
+                }
+            } catch {
+                await Self.stop(processes)
+                throw error
+            }
+        }
 
-        let report = try await withThrowingTaskGroup(of: Void.self) { group in
-            for index in 0..<options.workers {
-                let configuration = try Self.workerConfiguration(
-                    index: index, bootstrap: bootstrap, port: port, files: directory, ledgerURL: options.ledgerURL,
-                    jobDeadline: options.appleDeadline, extra: options.workerSettings)
-                let runtime = WorkerRuntime(configuration: configuration, logger: logger, serveOperations: false)
-                group.addTask { _ = try await runtime.run(health: health[index]) { await stop.wait() } }
+        let report = try await withThrowingTaskGroup(of: Void.self) { [processes] group in
+            if processes.isEmpty {
+                for index in 0..<options.workers {
+                    let configuration = try Self.workerConfiguration(
+                        index: index, bootstrap: bootstrap, port: port, files: directory, ledgerURL: options.ledgerURL,
+                        jobDeadline: options.appleDeadline, extra: options.workerSettings)
+                    let runtime = WorkerRuntime(configuration: configuration, logger: logger, serveOperations: false)
+                    group.addTask { _ = try await runtime.run(health: health[index]) { await stop.wait() } }
+                }
             }
             group.addTask { try await collector.run() }
-            try await waitForAssignment(health, collector: collector)
+            do {
+                if processes.isEmpty {
+                    try await waitForAssignment(health, collector: collector)
+                } else {
+                    try await waitForAssignment(processes, collector: collector)
+                }
+            } catch {
+                await Self.stop(processes)
+                throw error
+            }
+            if let watch, !processes.isEmpty {
+                group.addTask { await watch.running(processes) }
+            }
             let started = ContinuousClock.now
             if let interval = options.progressInterval {
                 group.addTask {
                     try await reportProgress(every: interval, tally: tally, simulator: simulator, onProgress)
                 }
             }
-            try await produce(generated, with: frontend, tally: tally)
+            do {
+                try await produce(generated, with: frontend, tally: tally)
+            } catch {
+                await Self.stop(processes)
+                throw error
+            }
             await tally.waitUntilAllDecided()
             let elapsed = started.duration(to: .now)
+            if let watch, !processes.isEmpty { await watch.decided(processes) }
             // Stopping drains each worker (committing on revoke); their runs then return on their own.
             stop.resolve(())
+            await Self.stop(processes)
             await collector.close()
             let report = tally.report(
                 appleStats: simulator.stats.snapshot(), elapsed: elapsed, workers: options.workers,
@@ -184,6 +237,27 @@ struct DemoRun: Sendable {
         index: Int, bootstrap: String, port: Int, files: DemoFiles, ledgerURL: String? = nil,
         jobDeadline: Duration = .seconds(30), extra: [String: String] = [:], environment: [String: String] = [:]
     ) throws -> WorkerConfiguration {
+        try configuration(
+            workerSettings(
+                index: index, bootstrap: bootstrap, port: port, files: files, ledgerURL: ledgerURL,
+                jobDeadline: jobDeadline, extra: extra),
+            environment: environment)
+    }
+
+    static func configuration(
+        _ settings: [String: String], environment: [String: String] = [:]
+    ) throws -> WorkerConfiguration {
+        var sources = ConfigurationSources()
+        sources.addEnvironment(environment)
+        try sources.addFlags(settings)
+        return try WorkerConfiguration(sources)
+    }
+
+    /// The worker's configuration keys and values (`extra` over the demo's own).
+    static func workerSettings(
+        index: Int, bootstrap: String, port: Int, files: DemoFiles, ledgerURL: String?, jobDeadline: Duration,
+        extra: [String: String]
+    ) -> [String: String] {
         var flags = [
             "brokers": bootstrap,
             "group_id": "verify-worker-demo",
@@ -199,10 +273,14 @@ struct DemoRun: Sendable {
             "drain_timeout_s": "5",
         ]
         flags.merge(extra) { _, new in new }
-        var sources = ConfigurationSources()
-        sources.addEnvironment(environment)
-        try sources.addFlags(flags)
-        return try WorkerConfiguration(sources)
+        return flags
+    }
+
+    /// Stops worker children (SIGTERM: each drains and commits), all at once.
+    static func stop(_ processes: [DemoWorkerProcess]) async {
+        await withTaskGroup(of: Void.self) { group in
+            for process in processes { group.addTask { await process.stop() } }
+        }
     }
 
     private func makeProducer(_ bootstrap: String, clientID: String) throws -> KafkaProducer {
@@ -255,6 +333,33 @@ struct DemoRun: Sendable {
             try await Task.sleep(for: .milliseconds(20))
         }
         logger.warning("demo: the group did not settle within 30 s; starting anyway")
+    }
+
+    /// The same for worker children: each reports its partitions (`verify_assigned_partitions`) on `/metrics`.
+    private func waitForAssignment(_ workers: [DemoWorkerProcess], collector: DemoVerdictCollector) async throws {
+        let busy = min(workers.count, options.partitions)
+        let clock = ContinuousClock()
+        // Generous: each child builds its parts and migrates the ledger before it joins.
+        let limit = clock.now.advanced(by: .seconds(90))
+        while clock.now < limit {
+            var assigned: [Int] = []
+            for worker in workers {
+                if worker.hasExited {
+                    let log = (try? String(contentsOf: worker.logFile, encoding: .utf8)) ?? ""
+                    throw DemoWorkerProcessError(
+                        "worker \(worker.index) exited at start (log \(worker.logFile.path)): \(log.suffix(400))")
+                }
+                let sample = await worker.metrics()
+                assigned.append(Int(sample?.sum(of: MetricNames.assignedPartitions) ?? 0))
+            }
+            if assigned.reduce(0, +) == options.partitions, assigned.filter({ $0 > 0 }).count == busy,
+                collector.consumer.assignment.count == options.partitions
+            {
+                return
+            }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        throw DemoWorkerProcessError("the worker processes did not hold every partition within 90 s")
     }
 
     private func reportProgress(
