@@ -148,14 +148,15 @@ public struct JobProcessor: Sendable {
     /// outlive it across the ledger and Apple waits that follow.
     func readProof(_ job: ReceiptJob, decidedAt: Date) -> ProofReading {
         let proof = job.proof.text.map { Array($0.utf8) }
-        if let proof, let cached = rejectedProofs.evidence(for: proof),
+        let key = proof.flatMap { rejectedProofs.key(for: $0) }
+        if let key, let cached = rejectedProofs.evidence(for: key),
             let verdict = statelessRejection(job, cached, decidedAt: decidedAt)
         {
             return .rejected(verdict)
         }
         let local = localEvidence(for: job, bytes: proof)
         if let verdict = statelessRejection(job, local.evidence, decidedAt: decidedAt) {
-            if let proof { rejectedProofs.insert(local.evidence, for: proof) }
+            if let key { rejectedProofs.insert(local.evidence, for: key) }
             return .rejected(verdict)
         }
         return .evidence(local)

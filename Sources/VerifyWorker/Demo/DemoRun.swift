@@ -232,6 +232,12 @@ struct DemoRun: Sendable {
         return report
     }
 
+    /// librdkafka's mock cluster answers a fetch only when `fetch.wait.max.ms` (500 ms by default) has passed, even
+    /// when data is there; a real broker answers as soon as it has data. On the mock every Kafka hop would cost up to
+    /// half a second, so the demo's consumers (workers and verdict reader) wait 10 ms. Real deployments keep the
+    /// default; a `kafka_properties` given in `workerSettings` replaces this one.
+    static let mockFetchProperties = "fetch.wait.max.ms=10;fetch.error.backoff.ms=10"
+
     /// The configuration `verify-worker run` would read, pointing at the in-process cluster, simulator and ledger.
     static func workerConfiguration(
         index: Int, bootstrap: String, port: Int, files: DemoFiles, ledgerURL: String? = nil,
@@ -271,6 +277,7 @@ struct DemoRun: Sendable {
             "job_deadline_s": String(max(1, Int(jobDeadline.components.seconds))),
             "max_in_flight": "5000",
             "drain_timeout_s": "5",
+            "kafka_properties": DemoRun.mockFetchProperties,
         ]
         flags.merge(extra) { _, new in new }
         return flags
@@ -302,17 +309,33 @@ struct DemoRun: Sendable {
         let codec = MessageCodec()
         let clock = ContinuousClock()
         let started = clock.now
-        try await withThrowingDiscardingTaskGroup { group in
-            for (index, generated) in batch.enumerated() {
-                if let rate = options.submitRatePerSecond, rate > 0 {
-                    try await clock.sleep(until: started.advanced(by: .seconds(Double(index) / rate)))
+        // In chunks of a task group each: a group finds a finished child by walking its list of children, so one
+        // group of 20 000 sends spent most of this process's CPU on that walk (perf, `bench pipeline` (b)). Eight
+        // lanes take every eighth chunk, so one chunk's delivery reports are awaited while others are sent.
+        let chunk = 250
+        let lanes = 8
+        let chunkStarts = Array(stride(from: 0, to: batch.count, by: chunk))
+        try await withThrowingDiscardingTaskGroup { lanesGroup in
+            for lane in 0..<lanes {
+                lanesGroup.addTask {
+                    for chunkStart in chunkStarts.dropFirst(lane).enumerated().filter({ $0.offset % lanes == 0 })
+                        .map(\.element)
+                    {
+                        try await withThrowingDiscardingTaskGroup { group in
+                            for index in chunkStart..<min(chunkStart + chunk, batch.count) {
+                                if let rate = options.submitRatePerSecond, rate > 0 {
+                                    try await clock.sleep(until: started.advanced(by: .seconds(Double(index) / rate)))
+                                }
+                                var job = batch[index].job
+                                job.submittedAt = Date()
+                                tally.submitted(job.jobID)
+                                let record = KafkaProducerRecord(
+                                    topic: Topics.jobs, key: Array(job.accountID.utf8), value: codec.encode(job))
+                                group.addTask { _ = try await producer.send(record) }
+                            }
+                        }
+                    }
                 }
-                var job = generated.job
-                job.submittedAt = Date()
-                tally.submitted(job.jobID)
-                let record = KafkaProducerRecord(
-                    topic: Topics.jobs, key: Array(job.accountID.utf8), value: codec.encode(job))
-                group.addTask { _ = try await producer.send(record) }
             }
         }
     }
@@ -458,7 +481,8 @@ final class DemoVerdictCollector: Sendable {
     init(bootstrapServers: String, tally: DemoTally, logger: Logger) throws {
         consumer = try KafkaConsumer(
             configuration: KafkaConsumerConfiguration(
-                bootstrapServers: bootstrapServers, groupID: "verify-worker-demo-verdicts"),
+                bootstrapServers: bootstrapServers, groupID: "verify-worker-demo-verdicts",
+                properties: ["fetch.wait.max.ms": "10", "fetch.error.backoff.ms": "10"]),
             logger: logger)
         try consumer.subscribe(topics: [Topics.verdicts])
         self.tally = tally
