@@ -25,7 +25,7 @@ struct BenchPipelineCommand: AsyncParsableCommand {
     var localJobs = 20_000
 
     @Option(help: "Jobs of the seed-mix run.")
-    var mixJobs = 10_000
+    var mixJobs = 20_000
 
     @Option(help: "Simulated Apple latency of the seed-mix run, in milliseconds.")
     var appleLatencyMs = 100
@@ -43,7 +43,7 @@ struct BenchPipelineCommand: AsyncParsableCommand {
     var workers = 2
 
     @Option(help: "Partitions of every topic (the mock cluster keeps about 5 MB per partition).")
-    var partitions = 16
+    var partitions = 32
 
     @Option(help: "The workers' librdkafka properties (name=value;...), for tuning experiments.")
     var workerKafkaProperties = ""

@@ -15,8 +15,9 @@ struct PipelineBenchmarkOptions: Sendable {
     var kafkaMessages = 50_000
     /// Jobs of the locally decided run (b). Default: 20 000.
     var localJobs = 20_000
-    /// Jobs of the seed-mix run (c). Default: 10 000.
-    var mixJobs = 10_000
+    /// Jobs of the seed-mix run (c): enough that the workers' unequal shares of Apple-bound accounts (random, by
+    /// key) leave a short tail. Default: 20 000.
+    var mixJobs = 20_000
     /// Simulated Apple latency of the seed-mix run, in milliseconds. Default: 100.
     var appleLatencyMs = 100
     /// Concurrent Apple calls per worker in run (c): the gate's floor and ceiling both, so the bound is exact. Low
@@ -28,8 +29,9 @@ struct PipelineBenchmarkOptions: Sendable {
     var memoryJobs = 10_000
     /// Workers (consumers of one group, in this process) of runs (b) and (c). Default: 2.
     var workers = 2
-    /// Partitions of every topic; the mock cluster keeps about 5 MB per partition. Default: 16.
-    var partitions = 16
+    /// Partitions of every topic; the mock cluster keeps about 5 MB per partition (20 000 seed-mix jobs need more
+    /// than 16). Default: 32.
+    var partitions = 32
     /// The workers' `kafka_properties` (librdkafka `name=value;…`), for tuning experiments. Default: none.
     var workerKafkaProperties = ""
     /// Run the workers inside the bench process (the method before 2026-11-22 12:00) instead of as `verify-worker
@@ -233,6 +235,9 @@ struct PipelineBenchmark: Sendable {
     private var mixOptions: DemoOptions {
         var mixOptions = demoOptions(jobs: options.mixJobs)
         mixOptions.appleLatencyMs = Double(options.appleLatencyMs)
+        // Apple-bound jobs queue behind the pinned limit for the whole run (30 s with 20 000 jobs): the demo's 30 s
+        // deadline would end the last of them unverifiable, and the run early.
+        mixOptions.appleDeadline = .seconds(600)
         mixOptions.workerSettings["apple_max_concurrency"] = String(options.appleConcurrency)
         mixOptions.workerSettings["apple_min_concurrency"] = String(options.appleConcurrency)
         return mixOptions
@@ -270,8 +275,11 @@ struct PipelineBenchmark: Sendable {
         mix.workerCpuSeconds = mixCPU?.workers
         mix.benchCpuSeconds = mixCPU?.bench
         let bound = Double(options.workers * options.appleConcurrency) * 1_000 / Double(options.appleLatencyMs)
+        // From the first submit to the last verdict Apple decided: each job's own submit offset plus its latency (the
+        // burst itself takes seconds to submit).
         let applePhase =
-            mixReport.entries.filter { $0.verdicts.first?.decidedBy == .apple }.compactMap(\.latency).max()?
+            mixReport.entries.filter { $0.verdicts.first?.decidedBy == .apple }
+            .compactMap { entry in entry.latency.map { $0 + (entry.submittedAfter ?? .zero) } }.max()?
             .seconds ?? mix.seconds
         let applePhaseRate = Double(mix.appleCalls) / applePhase
 
@@ -328,15 +336,17 @@ struct PipelineBenchmark: Sendable {
         return demo
     }
 
-    /// One worker holds `memoryJobs` genuine jobs at once: Apple answers after 12 s and admits 4 calls at a time,
-    /// so every other job waits in the call gate until its 8 s deadline ends it as `unverifiable`.
+    /// One worker holds `memoryJobs` genuine jobs at once: Apple answers after 30 s (past the 15 s request timeout)
+    /// and admits 4 calls at a time, so every other job waits in the call gate until its 20 s deadline ends it as
+    /// `unverifiable`. The deadline is long enough for every job to be consumed before the first one ends, even on a
+    /// loaded machine (with 8 s, 7 700 of 10 000 were held at once at a load average of 15).
     private func measureMemory(registry: PrometheusCollectorRegistry) async throws -> PipelineBenchmarkResult.MemoryRun
     {
         var demo = demoOptions(jobs: options.memoryJobs)
         demo.workers = 1
         demo.mix = TrafficMix(shares: [.genuine: 1])
-        demo.appleLatencyMs = 12_000
-        demo.appleDeadline = .seconds(8)
+        demo.appleLatencyMs = 30_000
+        demo.appleDeadline = .seconds(20)
         demo.workerSettings = demo.workerSettings.merging([
             "max_in_flight": String(options.memoryJobs), "apple_max_concurrency": "4", "apple_min_concurrency": "4",
         ]) { _, new in new }

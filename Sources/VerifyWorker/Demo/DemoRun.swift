@@ -83,6 +83,8 @@ struct DemoReport: Sendable {
         /// Every verdict seen for the job (exactly one when nothing went wrong).
         var verdicts: [Verdict]
         var latency: Duration?
+        /// When the job was submitted, from the start of the run (the first submit).
+        var submittedAfter: Duration?
     }
 
     var entries: [Entry]
@@ -222,7 +224,7 @@ struct DemoRun: Sendable {
             await Self.stop(processes)
             await collector.close()
             let report = tally.report(
-                appleStats: simulator.stats.snapshot(), elapsed: elapsed, workers: options.workers,
+                appleStats: simulator.stats.snapshot(), started: started, elapsed: elapsed, workers: options.workers,
                 partitions: options.partitions)
             // The workers return once drained; the progress reporter only ends by cancellation.
             group.cancelAll()
@@ -459,13 +461,19 @@ final class DemoTally: Sendable {
         }
     }
 
-    func report(appleStats: SimulatorStats.Snapshot, elapsed: Duration, workers: Int, partitions: Int) -> DemoReport {
+    func report(
+        appleStats: SimulatorStats.Snapshot, started: ContinuousClock.Instant? = nil, elapsed: Duration, workers: Int,
+        partitions: Int
+    ) -> DemoReport {
         state.withLock { state in
             DemoReport(
-                entries: generated.map {
-                    DemoReport.Entry(
-                        generated: $0, verdicts: state.verdicts[$0.job.jobID] ?? [],
-                        latency: state.latencies[$0.job.jobID])
+                entries: generated.map { generated in
+                    let id = generated.job.jobID
+                    return DemoReport.Entry(
+                        generated: generated, verdicts: state.verdicts[id] ?? [], latency: state.latencies[id],
+                        submittedAfter: started.flatMap { started in
+                            state.submittedAt[id].map { started.duration(to: $0) }
+                        })
                 },
                 appleStats: appleStats, elapsed: elapsed, workers: workers, partitions: partitions)
         }

@@ -37,7 +37,7 @@ final class DemoWorkerProcess: Sendable {
         environment["VERIFY_METRICS_PORT"] = String(metricsPort)
         environment["VERIFY_LOG_FORMAT"] = "text"
         environment["VERIFY_LOG_LEVEL"] = "warning"
-        FileManager.default.createFile(atPath: logFile.path, contents: nil)
+        _ = FileManager.default.createFile(atPath: logFile.path, contents: nil)
         let log = try FileHandle(forWritingTo: logFile)
         let process = Process()
         process.executableURL = executable
