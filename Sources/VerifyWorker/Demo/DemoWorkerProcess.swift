@@ -67,14 +67,22 @@ final class DemoWorkerProcess: Sendable {
     var hasExited: Bool { exited.value != nil }
 
     /// The worker's `/metrics`, or nil while it does not answer.
+    ///
+    /// The request runs in a task of its own, which the caller's cancellation does not reach: cancelling a task
+    /// that awaits `URLSession.data(for:)` deadlocked FoundationNetworking here (the cancellation handler holds the
+    /// task's status lock while the session fails the request and resumes that same task). The request ends by
+    /// itself within its 5 s timeout.
     func metrics() async -> PrometheusTextSample? {
         guard let url = URL(string: "http://127.0.0.1:\(metricsPort)/metrics") else { return nil }
         var request = URLRequest(url: url)
         request.timeoutInterval = 5
-        guard let (data, response) = try? await URLSession.shared.data(for: request),
-            (response as? HTTPURLResponse)?.statusCode == 200
-        else { return nil }
-        return PrometheusTextSample(String(decoding: data, as: UTF8.self))
+        let text = await Task {
+            guard let (data, response) = try? await URLSession.shared.data(for: request),
+                (response as? HTTPURLResponse)?.statusCode == 200
+            else { return String?.none }
+            return String(decoding: data, as: UTF8.self)
+        }.value
+        return text.map(PrometheusTextSample.init)
     }
 
     /// The worker's resident memory (`/proc/PID/status`).
