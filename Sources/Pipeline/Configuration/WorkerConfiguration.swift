@@ -12,6 +12,8 @@ public struct WorkerConfiguration: Sendable {
     public var controlTopic: String
     /// librdkafka properties passed through as they are, after the safe defaults.
     public var kafkaProperties: [String: String]
+    /// librdkafka's `queued.max.messages.kbytes` for the worker's consumers.
+    public var kafkaPrefetchKilobytes: Int
     public var workerID: String
 
     // MARK: Decisions
@@ -63,6 +65,10 @@ public struct WorkerConfiguration: Sendable {
         .init(
             "kafka_properties", default: "",
             "Extra librdkafka properties, `name=value` separated by `;` (e.g. security.protocol=SSL)."),
+        .init(
+            "kafka_prefetch_kbytes", default: "8192",
+            "Most KiB of messages the consumer prefetches ahead of the worker (librdkafka queued.max.messages.kbytes, "
+                + "whose 65536 default only costs memory: max_in_flight already holds the work)."),
         .init("worker_id", default: "the host name", "This worker's id in throttle signals and logs."),
         .init(
             "ledger_url", default: "sqlite:verify-ledger.sqlite",
@@ -145,6 +151,7 @@ public struct WorkerConfiguration: Sendable {
         deadLetterTopic = try reader.string("dead_letter_topic")
         controlTopic = try reader.string("control_topic")
         kafkaProperties = try reader.properties("kafka_properties")
+        kafkaPrefetchKilobytes = try reader.int("kafka_prefetch_kbytes", in: 1...2_097_151)
         workerID = sources.values["worker_id"] ?? hostName
         ledgerURL = try reader.string("ledger_url")
         guard

@@ -97,17 +97,11 @@ public struct JobProcessor: Sendable {
     ///   their `decided_at`, so a redelivery repeats the verdict exactly without the ledger.
     public func process(_ job: ReceiptJob, recordedAt: Date? = nil) async throws -> Decided {
         let started = ContinuousClock.now
-        let proof = job.proof.text.map { Array($0.utf8) }
         let decidedAt = recordedAt ?? job.submittedAt ?? now()
-        if let proof, let cached = rejectedProofs.evidence(for: proof),
-            let verdict = statelessRejection(job, cached, decidedAt: decidedAt)
-        {
-            return decidedLocally(verdict)
-        }
-        let local = localEvidence(for: job)
-        if let verdict = statelessRejection(job, local.evidence, decidedAt: decidedAt) {
-            if let proof { rejectedProofs.insert(local.evidence, for: proof) }
-            return decidedLocally(verdict)
+        let local: LocalEvidence
+        switch readProof(job, decidedAt: decidedAt) {
+        case .rejected(let verdict): return decidedLocally(verdict)
+        case .evidence(let evidence): local = evidence
         }
         if case .verdict(let verdict) = try await settle(job, local.evidence) {
             return decidedLocally(verdict)
@@ -137,30 +131,57 @@ public struct JobProcessor: Sendable {
 
     // MARK: Local evidence
 
+    /// What a job's proof says, without the proof: a job that waits for the ledger or Apple (thousands may) keeps
+    /// its job and this, not a copy of the proof's bytes.
     struct LocalEvidence {
         var evidence: PurchaseEvidence
         var analysis: ReceiptAnalysis?
-        /// The proof's bytes as sent (verifyReceipt's `receipt-data` is their normalization; see ``normalized``).
-        var proof: [UInt8]?
     }
 
-    func localEvidence(for job: ReceiptJob) -> LocalEvidence {
-        switch job.proof {
-        case .receipt(let text), .signedTransaction(let text), .notification(let text):
-            let bytes = Array(text.utf8)
-            let analysis = analyzer.analyze(bytes)
-            return LocalEvidence(evidence: EvidenceMapping.evidence(from: analysis), analysis: analysis, proof: bytes)
-        case .transactionID:
-            // Nothing to read locally: the ledger may know the job; otherwise the Server API is asked.
+    enum ProofReading {
+        /// The bytes alone reject the job.
+        case rejected(Verdict)
+        case evidence(LocalEvidence)
+    }
+
+    /// Reads the proof (or finds it among recently rejected ones). Synchronous, so the proof's bytes made here do not
+    /// outlive it across the ledger and Apple waits that follow.
+    func readProof(_ job: ReceiptJob, decidedAt: Date) -> ProofReading {
+        let proof = job.proof.text.map { Array($0.utf8) }
+        let key = proof.flatMap { rejectedProofs.key(for: $0) }
+        if let key, let cached = rejectedProofs.evidence(for: key),
+            let verdict = statelessRejection(job, cached, decidedAt: decidedAt)
+        {
+            return .rejected(verdict)
+        }
+        let local = localEvidence(for: job, bytes: proof)
+        if let verdict = statelessRejection(job, local.evidence, decidedAt: decidedAt) {
+            if let key { rejectedProofs.insert(local.evidence, for: key) }
+            return .rejected(verdict)
+        }
+        return .evidence(local)
+    }
+
+    func localEvidence(for job: ReceiptJob, bytes: [UInt8]?) -> LocalEvidence {
+        guard let bytes else {
+            // A bare transaction id: nothing to read locally. The ledger may know the job; otherwise the Server API
+            // is asked.
             return LocalEvidence(evidence: PurchaseEvidence(source: .prefilter, authenticity: .unknown))
         }
+        let analysis = analyzer.analyze(bytes)
+        return LocalEvidence(evidence: EvidenceMapping.evidence(from: analysis), analysis: analysis)
     }
 
     /// The proof normalized for verifyReceipt. Computed only for the jobs that go to Apple: normalizing scans and
     /// decodes the whole proof, most jobs are decided without Apple, and the analyzer has already normalized once
     /// (done twice for every job, it was about a sixth of a locally decided job's CPU in `bench pipeline`).
-    func normalized(_ proof: [UInt8]?) -> [UInt8]? {
-        proof.flatMap { try? ReceiptInput.normalize($0, maximumDecodedSize: analyzer.policy.maximumDecodedSize) }
+    func normalized(_ text: String) -> [UInt8]? {
+        try? ReceiptInput.normalize(Array(text.utf8), maximumDecodedSize: analyzer.policy.maximumDecodedSize)
+    }
+
+    /// verifyReceipt's `receipt-data`: the normalized proof in base64.
+    func receiptData(_ text: String) -> String? {
+        normalized(text).map { Data($0).base64EncodedString() }
     }
 
     /// A rejection the proof's bytes alone decide (not a receipt, another app, an unknown product, a bad
@@ -189,12 +210,13 @@ public struct JobProcessor: Sendable {
         var unavailable = local.evidence
         unavailable.appleUnavailable = true
         switch job.proof {
-        case .receipt:
-            guard let bytes = normalized(local.proof) else { return unavailable }
-            let receiptData = Data(bytes).base64EncodedString()
+        case .receipt(let text):
+            guard normalized(text) != nil else { return unavailable }
             let environment: AppleEnvironment = local.analysis?.environment == .sandbox ? .sandbox : .production
             let result = try await apple.call(.verifyReceipt, deadline: deadline) {
-                try await verifyReceipt.verify(receiptData: receiptData, startingAt: environment)
+                // Made once a permit is held, not before: thousands of jobs may wait for a permit, and each would
+                // hold its receipt decoded and re-encoded. Deterministic, so it succeeds here as it did above.
+                try await verifyReceipt.verify(receiptData: receiptData(text) ?? "", startingAt: environment)
             }
             switch result {
             case .answered(let response):

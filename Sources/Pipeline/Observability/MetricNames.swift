@@ -14,6 +14,8 @@ public enum MetricNames {
     public static let appleLatency = "verify_apple_call_duration_seconds"
     /// Gauge: jobs held by this worker (running or waiting for their account's earlier job).
     public static let inFlight = "verify_jobs_in_flight"
+    /// Gauge: partitions of the jobs topic assigned to this worker now.
+    public static let assignedPartitions = "verify_assigned_partitions"
     /// Gauge, label `partition`: offsets between the newest consumed and the committed position.
     public static let commitLag = "verify_commit_lag"
     /// Counter, label `reason`: messages sent to the dead-letter topic.

@@ -85,10 +85,7 @@ public struct WorkerRuntime: Sendable {
                 bootstrapServers: configuration.brokers, maxInFlightMessages: configuration.maximumInFlight,
                 clientID: configuration.workerID, properties: configuration.kafkaProperties),
             logger: logger)
-        let consumerConfiguration = KafkaConsumerConfiguration(
-            bootstrapServers: configuration.brokers, groupID: configuration.groupID,
-            revokeDeadline: configuration.drainTimeout, clientID: configuration.workerID,
-            properties: configuration.kafkaProperties)
+        let consumerConfiguration = consumerConfiguration()
         let exchange = try ThrottleSignalExchange(
             producer: producer, consumerConfiguration: consumerConfiguration, topic: configuration.controlTopic,
             workerID: configuration.workerID, logger: logger)
@@ -181,6 +178,16 @@ public struct WorkerRuntime: Sendable {
         await producer.shutdown(timeout: .seconds(5))
         logger.notice("worker: stopped", metadata: ["worker.exit": "\(exit)"])
         return exit
+    }
+
+    /// The consumers' settings (jobs and control topic): `kafka_prefetch_kbytes` bounds librdkafka's prefetch queue,
+    /// `kafka_properties` (applied after) may override anything.
+    public func consumerConfiguration() -> KafkaConsumerConfiguration {
+        var properties = ["queued.max.messages.kbytes": String(configuration.kafkaPrefetchKilobytes)]
+        properties.merge(configuration.kafkaProperties) { _, override in override }
+        return KafkaConsumerConfiguration(
+            bootstrapServers: configuration.brokers, groupID: configuration.groupID,
+            revokeDeadline: configuration.drainTimeout, clientID: configuration.workerID, properties: properties)
     }
 
     /// Migrates once reachable, then checks the ledger every few seconds for `/readyz`.

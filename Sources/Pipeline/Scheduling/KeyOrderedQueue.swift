@@ -5,7 +5,28 @@
 /// memory is bounded by the pipeline's in-flight limit, which counts waiting and running jobs alike.
 public struct KeyOrderedQueue<Key: Hashable & Sendable, Job: Sendable>: Sendable {
     /// Waiting jobs per key whose head is running. A key is present while one of its jobs runs.
-    private var waiting: [Key: ArraySlice<Job>] = [:]
+    private var waiting: [Key: Lane] = [:]
+
+    /// A FIFO that lets go of each job as it is taken (an `ArraySlice` keeps popped elements in its buffer until
+    /// the whole slice is freed: a long lane kept every finished job's message alive). Two stacks: amortized O(1).
+    private struct Lane: Sendable {
+        /// The next jobs, the first at the end.
+        var front: [Job] = []
+        /// Later jobs, in arrival order.
+        var back: [Job] = []
+
+        mutating func append(_ job: Job) { back.append(job) }
+
+        mutating func popFirst() -> Job? {
+            if front.isEmpty {
+                front = back.reversed()
+                back = []
+            }
+            return front.popLast()
+        }
+
+        var inOrder: [Job] { front.reversed() + back }
+    }
 
     public init() {}
 
@@ -18,23 +39,23 @@ public struct KeyOrderedQueue<Key: Hashable & Sendable, Job: Sendable>: Sendable
     /// Adds a job. Returns it back if it may start now, nil if it waits behind an earlier job of its key.
     public mutating func enqueue(_ job: Job, key: Key) -> Job? {
         if waiting[key] != nil {
-            waiting[key]!.append(job)
+            waiting[key]?.append(job)
             waitingCount += 1
             return nil
         }
-        waiting[key] = []
+        waiting[key] = Lane()
         return job
     }
 
     /// Marks the running job of `key` as complete and returns the next job of that key to start, if any.
     public mutating func complete(key: Key) -> Job? {
-        guard var queue = waiting[key] else { return nil }
-        guard let next = queue.popFirst() else {
+        guard waiting[key] != nil else { return nil }
+        // In place (optional chaining on the subscript): no copy of the lane per job.
+        guard let next = waiting[key]?.popFirst() else {
             waiting[key] = nil
             return nil
         }
         waitingCount -= 1
-        waiting[key] = queue
         return next
     }
 
@@ -42,12 +63,13 @@ public struct KeyOrderedQueue<Key: Hashable & Sendable, Job: Sendable>: Sendable
     /// are the caller's to finish or abandon).
     public mutating func removeWaiting(where shouldRemove: (Job) -> Bool) -> [Job] {
         var removed: [Job] = []
-        for (key, queue) in waiting {
+        for (key, lane) in waiting {
+            let queue = lane.inOrder
             let kept = queue.filter { !shouldRemove($0) }
             if kept.count != queue.count {
                 removed.append(contentsOf: queue.filter(shouldRemove))
                 waitingCount -= queue.count - kept.count
-                waiting[key] = ArraySlice(kept)
+                waiting[key] = Lane(back: kept)
             }
         }
         return removed

@@ -123,15 +123,20 @@ public final class PipelineWorker: Sendable {
                     apply(flow)
                     metrics.inFlight.record(scheduler.inFlight)
                     if let ready {
-                        group.addTask { await self.runLane(startingWith: ready) }
+                        // Through a handoff, not a capture: the task's closure would keep the message's bytes
+                        // alive for as long as the lane runs.
+                        let handoff = Handoff(ready)
+                        group.addTask { await self.runLane(startingWith: handoff) }
                     }
                 case .partitionsAssigned(let partitions):
                     scheduler.assigned(partitions)
                     health.assigned(partitions: consumer.assignment.count)
+                    metrics.assignedPartitions.record(consumer.assignment.count)
                     // A new assignment starts unpaused.
                     if scheduler.isPaused { apply(.pause) }
                 case .partitionsRevoked:
                     health.assigned(partitions: consumer.assignment.count)
+                    metrics.assignedPartitions.record(consumer.assignment.count)
                 }
             }
             group.cancelAll()
@@ -169,13 +174,23 @@ public final class PipelineWorker: Sendable {
     // MARK: Jobs
 
     /// Runs a job, then each job of the same key that queued behind it.
-    private func runLane(startingWith first: PipelineScheduler.Admitted) async {
-        var next: PipelineScheduler.Admitted? = first
-        while let admitted = next {
+    private func runLane(startingWith first: Handoff<PipelineScheduler.Admitted>) async {
+        var next = first.take()
+        while var admitted = next {
+            next = nil
             var delivered = false
             let processed = scheduler.beginProcessing(admitted)
             if processed, !Task.isCancelled {
-                if let record = await output(for: admitted.message) {
+                let parsed = parse(admitted.message)
+                // The message's bytes are not needed once decoded: a job waiting for Apple (thousands may) keeps
+                // only its decoded form, not a second copy of the proof.
+                admitted.message = admitted.message.withoutPayload
+                let record: KafkaProducerRecord?
+                switch parsed {
+                case .deadLetter(let letter): record = letter
+                case .job(let job): record = await verdictRecord(for: job, message: admitted.message)
+                }
+                if let record {
                     delivered = await deliver(record)
                 }
             }
@@ -186,14 +201,18 @@ public final class PipelineWorker: Sendable {
         }
     }
 
-    /// The verdict of a job, or a dead letter for a message that is not a job; nil if the job could not be decided
-    /// (cancelled, or a fatal fault): it stays uncommitted.
-    private func output(for message: KafkaConsumerMessage) async -> KafkaProducerRecord? {
+    /// A consumed message: a job, or a message that is not one and its dead letter.
+    enum Parsed {
+        case job(ReceiptJob)
+        case deadLetter(KafkaProducerRecord)
+    }
+
+    /// Decodes a message as a job, or makes the dead letter of a message that is not one.
+    func parse(_ message: KafkaConsumerMessage) -> Parsed {
         let value = message.value ?? []
         let topics = configuration.topics
-        let job: ReceiptJob
         do {
-            job = try codec.decodeJob(value)
+            return .job(try codec.decodeJob(value))
         } catch {
             let letter = DeadLetter(
                 rejecting: value, key: message.key, error: error, topic: message.topic, partition: message.partition,
@@ -205,10 +224,17 @@ public final class PipelineWorker: Sendable {
                     LogKeys.partition: "\(message.partition)", LogKeys.offset: "\(message.offset)",
                     LogKeys.reason: "\(letter.reason)",
                 ])
-            return KafkaProducerRecord(
-                topic: topics.deadLetters, key: message.key, value: value,
-                headers: letter.headers.map { KafkaHeader(name: $0.name, value: $0.value) })
+            return .deadLetter(
+                KafkaProducerRecord(
+                    topic: topics.deadLetters, key: message.key, value: value,
+                    headers: letter.headers.map { KafkaHeader(name: $0.name, value: $0.value) }))
         }
+    }
+
+    /// The verdict of a job read from `message` (its payload may be gone); nil if the job could not be decided
+    /// (cancelled, or a fatal fault): it stays uncommitted.
+    private func verdictRecord(for job: ReceiptJob, message: KafkaConsumerMessage) async -> KafkaProducerRecord? {
+        let topics = configuration.topics
         let decided: JobProcessor.Decided
         do {
             let recordedAt = message.timestampMilliseconds.map { Date(timeIntervalSince1970: Double($0) / 1000) }
@@ -305,6 +331,27 @@ public final class PipelineWorker: Sendable {
     }
 }
 
+extension KafkaConsumerMessage {
+    /// The message without its value and headers: what the scheduler needs (partition, offset, key, timestamp).
+    var withoutPayload: KafkaConsumerMessage {
+        var stripped = self
+        stripped.value = nil
+        stripped.headers = []
+        return stripped
+    }
+}
+
+/// A value passed once from one task to another: taking it leaves the box empty, so the box (captured by a task's
+/// closure) does not keep the value alive after the receiver is done with it.
+final class Handoff<Value: Sendable>: Sendable {
+    private let value: Mutex<Value?>
+
+    init(_ value: Value) { self.value = Mutex(value) }
+
+    /// The value the first time; nil after.
+    func take() -> Value? { value.withLock { $0.take() } }
+}
+
 /// Holds a consumer for its own revoke hook.
 final class ConsumerSlot: Sendable {
     let consumer = Mutex<KafkaConsumer?>(nil)
@@ -314,6 +361,7 @@ final class ConsumerSlot: Sendable {
 struct PipelineMetrics: Sendable {
     let consumed = Counter(label: MetricNames.jobsConsumed)
     let inFlight = Gauge(label: MetricNames.inFlight)
+    let assignedPartitions = Gauge(label: MetricNames.assignedPartitions)
 
     func verdict(_ verdict: Verdict, submittedAt: Date?) {
         Counter(

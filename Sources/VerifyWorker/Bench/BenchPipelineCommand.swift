@@ -7,8 +7,9 @@ struct BenchPipelineCommand: AsyncParsableCommand {
         commandName: "pipeline",
         abstract: "Measures the whole pipeline in one process and prints JSON.",
         discussion: """
-            In one run, each part on a fresh mock cluster, Apple simulator and SQLite ledger: (e) resident memory \
-            with --memory-jobs jobs in flight in one worker; (a) the raw Kafka ceiling (bench kafka's produce and \
+            In one run, each part on a fresh mock cluster, Apple simulator and SQLite ledger in this process, the \
+            workers as `verify-worker run` children of the same executable (--workers-in-process: in this \
+            process): (e) resident memory of one worker with --memory-jobs jobs in flight; (a) the raw Kafka ceiling (bench kafka's produce and \
             consume-and-commit, with messages the size of a job); (b) throughput on locally decided traffic \
             (other-app and cracker receipts); (c) throughput on the seed-000 mix with Apple at --apple-latency-ms \
             and --apple-concurrency calls per worker, next to the bound workers x concurrency / latency; (d) p50/p99 \
@@ -24,7 +25,7 @@ struct BenchPipelineCommand: AsyncParsableCommand {
     var localJobs = 20_000
 
     @Option(help: "Jobs of the seed-mix run.")
-    var mixJobs = 10_000
+    var mixJobs = 20_000
 
     @Option(help: "Simulated Apple latency of the seed-mix run, in milliseconds.")
     var appleLatencyMs = 100
@@ -42,10 +43,23 @@ struct BenchPipelineCommand: AsyncParsableCommand {
     var workers = 2
 
     @Option(help: "Partitions of every topic (the mock cluster keeps about 5 MB per partition).")
-    var partitions = 16
+    var partitions = 32
 
     @Option(help: "The workers' librdkafka properties (name=value;...), for tuning experiments.")
     var workerKafkaProperties = ""
+
+    @Flag(help: "Run the workers inside the bench process instead of as `verify-worker run` children.")
+    var workersInProcess = false
+
+    @Option(help: "The parts to run, comma-separated letters: a (raw Kafka), b, c, d, e.")
+    var parts = "a,b,c,d,e"
+
+    private var selectedParts: Set<PipelineBenchmarkPart> {
+        Set(
+            parts.split(separator: ",").compactMap {
+                PipelineBenchmarkPart(rawValue: $0.trimmingCharacters(in: .whitespaces))
+            })
+    }
 
     func validate() throws {
         guard kafkaMessages > 0, localJobs > 0, mixJobs > 0, latencyJobs > 0, memoryJobs >= 0 else {
@@ -54,13 +68,18 @@ struct BenchPipelineCommand: AsyncParsableCommand {
         guard appleLatencyMs > 0, appleConcurrency > 0, workers > 0, partitions > 0 else {
             throw ValidationError("latency, concurrency, workers and partitions must be positive")
         }
+        let names = parts.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
+        guard !names.isEmpty, names.allSatisfy({ PipelineBenchmarkPart(rawValue: $0) != nil }) else {
+            throw ValidationError("--parts takes letters from a, b, c, d, e separated by commas")
+        }
     }
 
     func run() async throws {
         let options = PipelineBenchmarkOptions(
             kafkaMessages: kafkaMessages, localJobs: localJobs, mixJobs: mixJobs, appleLatencyMs: appleLatencyMs,
             appleConcurrency: appleConcurrency, latencyJobs: latencyJobs, memoryJobs: memoryJobs, workers: workers,
-            partitions: partitions, workerKafkaProperties: workerKafkaProperties)
+            partitions: partitions, workerKafkaProperties: workerKafkaProperties, workersInProcess: workersInProcess,
+            parts: selectedParts)
         let result = try await PipelineBenchmark(options: options) { line in
             FileHandle.standardError.write(Data("bench pipeline: \(line)\n".utf8))
         }.run()

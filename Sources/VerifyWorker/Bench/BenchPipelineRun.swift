@@ -15,8 +15,9 @@ struct PipelineBenchmarkOptions: Sendable {
     var kafkaMessages = 50_000
     /// Jobs of the locally decided run (b). Default: 20 000.
     var localJobs = 20_000
-    /// Jobs of the seed-mix run (c). Default: 10 000.
-    var mixJobs = 10_000
+    /// Jobs of the seed-mix run (c): enough that the workers' unequal shares of Apple-bound accounts (random, by
+    /// key) leave a short tail. Default: 20 000.
+    var mixJobs = 20_000
     /// Simulated Apple latency of the seed-mix run, in milliseconds. Default: 100.
     var appleLatencyMs = 100
     /// Concurrent Apple calls per worker in run (c): the gate's floor and ceiling both, so the bound is exact. Low
@@ -28,10 +29,16 @@ struct PipelineBenchmarkOptions: Sendable {
     var memoryJobs = 10_000
     /// Workers (consumers of one group, in this process) of runs (b) and (c). Default: 2.
     var workers = 2
-    /// Partitions of every topic; the mock cluster keeps about 5 MB per partition. Default: 16.
-    var partitions = 16
+    /// Partitions of every topic; the mock cluster keeps about 5 MB per partition (20 000 seed-mix jobs need more
+    /// than 16). Default: 32.
+    var partitions = 32
     /// The workers' `kafka_properties` (librdkafka `name=value;…`), for tuning experiments. Default: none.
     var workerKafkaProperties = ""
+    /// Run the workers inside the bench process (the method before 2026-11-22 12:00) instead of as `verify-worker
+    /// run` children. Default: false (children: their memory and metrics are their own).
+    var workersInProcess = false
+    /// The parts to run. Default: all.
+    var parts = Set(PipelineBenchmarkPart.allCases)
 }
 
 /// The figures `bench pipeline` prints (snake_case JSON).
@@ -54,11 +61,16 @@ struct PipelineBenchmarkResult: Codable, Sendable {
         var outcomes: [String: Int]
         var appleCalls: Int
         var latency: LatencySummary
+        /// Worker children only: CPU seconds each worker used from the first submit to the last verdict, and the
+        /// bench process's (mock cluster, frontend producer, verdict reader, simulator) over the same time.
+        var workerCpuSeconds: [Double]?
+        var benchCpuSeconds: Double?
     }
 
     struct LocalRun: Codable, Sendable {
         var run: Throughput
-        var ratioToKafkaCeiling: Double
+        /// Present when (a) ran too.
+        var ratioToKafkaCeiling: Double?
     }
 
     struct AppleBoundRun: Codable, Sendable {
@@ -78,6 +90,32 @@ struct PipelineBenchmarkResult: Codable, Sendable {
         var boundAppleCallsPerSecond: Double
         /// `apple_phase_calls_per_second / bound_apple_calls_per_second`.
         var ratioToBound: Double
+        /// Worker children only: from the first worker's first Apple call to the last worker's last one, as their
+        /// own counters show (sampled every 50 ms), so the Kafka hops before the first call and after the last one
+        /// are left out; and the simulator's calls over it, against the bound.
+        var workersApplePhaseSeconds: Double?
+        var workersApplePhaseRatioToBound: Double?
+        /// Worker children only: each worker's calls over its own Apple-busy interval against its own bound.
+        var perWorker: [WorkerAppleUse]?
+    }
+
+    /// One worker's use of its Apple concurrency in run (c), from its own `/metrics`.
+    struct WorkerAppleUse: Codable, Sendable {
+        var worker: Int
+        /// `verify_apple_calls_total` (a verifyReceipt call redirected from production to sandbox counts once here
+        /// and twice at the simulator).
+        var appleCalls: Int
+        /// From its first Apple call to its last (sampled every 50 ms; the midpoints between samples).
+        var busySeconds: Double
+        var callsPerSecond: Double
+        /// concurrency / latency.
+        var boundCallsPerSecond: Double
+        var ratioToBound: Double
+        /// Time spent in calls (`verify_apple_call_duration_seconds_sum`) over busy time x concurrency: the share of
+        /// the permits' time spent waiting for Apple; the rest is per-call overhead or no work.
+        var permitOccupancy: Double
+        /// Mean duration of one call, ms.
+        var meanCallMs: Double
     }
 
     struct LatencyRun: Codable, Sendable {
@@ -103,16 +141,34 @@ struct PipelineBenchmarkResult: Codable, Sendable {
         var peakResidentMiB: Double
         var seconds: Double
         var undecided: Int
+        /// Whether the worker ran as a child process; then the `worker_*` figures are its own and the `resident_*`
+        /// ones are the bench process's (mock cluster, simulator, generator, verdict reader).
+        var workerProcess: Bool?
+        var workerResidentMiBBefore: Double?
+        var workerResidentMiBAtPeakInFlight: Double?
+        var workerPeakResidentMiB: Double?
     }
 
     var cores: Int
     /// The 1-minute load average at the end (other processes share the machine).
     var loadAverage1m: Double?
+    /// Whether the workers ran inside the bench process (`--workers-in-process`) rather than as children.
+    var workersInProcess: Bool
+    /// Each part is present when it ran (`--parts`).
     var memory: MemoryRun?
-    var kafka: KafkaCeiling
-    var local: LocalRun
-    var seedMix: AppleBoundRun
-    var pacedLatency: LatencyRun
+    var kafka: KafkaCeiling?
+    var local: LocalRun?
+    var seedMix: AppleBoundRun?
+    var pacedLatency: LatencyRun?
+}
+
+/// The parts of `bench pipeline`, by the letters of issue 7.
+enum PipelineBenchmarkPart: String, CaseIterable, Sendable {
+    case kafka = "a"
+    case local = "b"
+    case mix = "c"
+    case latency = "d"
+    case memory = "e"
 }
 
 /// Runs every part of `bench pipeline` in this process, one after the other, each on a fresh mock cluster and
@@ -124,71 +180,147 @@ struct PipelineBenchmark: Sendable {
     func run() async throws -> PipelineBenchmarkResult {
         // Before any worker starts: the gauges this benchmark watches are read back from the registry.
         let registry = MetricsBootstrap.registry()
+        let parts = options.parts
+        var result = PipelineBenchmarkResult(
+            cores: ProcessInfo.processInfo.activeProcessorCount, workersInProcess: options.workersInProcess)
 
-        var memory: PipelineBenchmarkResult.MemoryRun?
-        if options.memoryJobs > 0 {
+        if parts.contains(.memory), options.memoryJobs > 0 {
             progress("(e) memory with \(options.memoryJobs) jobs in flight")
-            memory = try await measureMemory(registry: registry)
+            result.memory = try await measureMemory(registry: registry)
         }
+        if parts.contains(.kafka) {
+            result.kafka = try await kafkaCeiling()
+        }
+        if parts.contains(.local) {
+            let local = try await localThroughput()
+            result.local = .init(
+                run: local, ratioToKafkaCeiling: result.kafka.map { local.jobsPerSecond / $0.ceilingMessagesPerSecond })
+        }
+        if parts.contains(.mix) || parts.contains(.latency) {
+            let mix = try await seedMix(registry: registry)
+            if parts.contains(.mix) { result.seedMix = mix }
+            if parts.contains(.latency) {
+                result.pacedLatency = try await pacedLatency(
+                    registry: registry, rate: max(1, (mix.run.jobsPerSecond / 2).rounded(.down)))
+            }
+        }
+        result.loadAverage1m = Self.loadAverage()
+        return result
+    }
 
+    private func kafkaCeiling() async throws -> PipelineBenchmarkResult.KafkaCeiling {
         let jobBytes = try averageLocalJobBytes()
         progress("(a) raw Kafka: \(options.kafkaMessages) messages of \(jobBytes) bytes")
         let raw = try await KafkaThroughputBenchmark(
             messages: options.kafkaMessages, messageBytes: jobBytes, brokers: 1,
             partitions: max(options.partitions, options.kafkaMessages * jobBytes / (3 << 20) + 1)
         ).run()
-        let kafka = PipelineBenchmarkResult.KafkaCeiling(
+        return PipelineBenchmarkResult.KafkaCeiling(
             raw: raw, ceilingMessagesPerSecond: min(raw.produceMessagesPerSecond, raw.consumeCommitMessagesPerSecond))
+    }
 
+    private func localThroughput() async throws -> PipelineBenchmarkResult.Throughput {
         progress("(b) \(options.localJobs) locally decided jobs (other-app and cracker receipts)")
         var localOptions = demoOptions(jobs: options.localJobs)
         localOptions.mix = TrafficMix(shares: [.otherApp: 0.79, .cracker: 0.093])
-        let local = try await throughput(DemoRun(options: localOptions).run())
+        let localSampler = WorkerProcessSampler()
+        var local = try await throughput(DemoRun(options: localOptions).run(watch: localSampler.watch))
+        if !options.workersInProcess {
+            local.workerCpuSeconds = localSampler.cpuSeconds()
+            local.benchCpuSeconds = localSampler.benchCpuSeconds()
+        }
+        return local
+    }
 
-        progress("(c) \(options.mixJobs) seed-mix jobs, Apple at \(options.appleLatencyMs) ms")
+    private var mixOptions: DemoOptions {
         var mixOptions = demoOptions(jobs: options.mixJobs)
         mixOptions.appleLatencyMs = Double(options.appleLatencyMs)
+        // Apple-bound jobs queue behind the pinned limit for the whole run (30 s with 20 000 jobs): the demo's 30 s
+        // deadline would end the last of them unverifiable, and the run early.
+        mixOptions.appleDeadline = .seconds(600)
         mixOptions.workerSettings["apple_max_concurrency"] = String(options.appleConcurrency)
         mixOptions.workerSettings["apple_min_concurrency"] = String(options.appleConcurrency)
-        let watcher = GaugeWatcher(registry: registry)
-        let mixReport = try await watcher.watch { [mixOptions] in try await DemoRun(options: mixOptions).run() }
-        let mix = throughput(mixReport.value)
+        return mixOptions
+    }
+
+    private func seedMix(
+        registry: PrometheusCollectorRegistry
+    ) async throws -> PipelineBenchmarkResult.AppleBoundRun {
+        progress("(c) \(options.mixJobs) seed-mix jobs, Apple at \(options.appleLatencyMs) ms")
+        let mixOptions = self.mixOptions
+        let mixReport: DemoReport
+        var observedLimit: Double?
+        var perWorker: [PipelineBenchmarkResult.WorkerAppleUse]?
+        var workersPhase: Double?
+        var mixCPU: (workers: [Double], bench: Double?)?
+        if options.workersInProcess {
+            let watched = try await GaugeWatcher(registry: registry).watch { [mixOptions] in
+                try await DemoRun(options: mixOptions).run()
+            }
+            mixReport = watched.value
+            observedLimit = watched.peaks.concurrencyLimit
+        } else {
+            let sampler = WorkerProcessSampler()
+            mixReport = try await DemoRun(options: mixOptions).run(watch: sampler.watch)
+            mixCPU = (sampler.cpuSeconds(), sampler.benchCpuSeconds())
+            observedLimit = sampler.peakConcurrencyLimit()
+            let uses = sampler.appleUse(
+                concurrency: options.appleConcurrency, latencyMs: options.appleLatencyMs)
+            perWorker = uses.map(\.use)
+            let starts = uses.compactMap(\.start)
+            let ends = uses.compactMap(\.end)
+            if let start = starts.min(), let end = ends.max(), end > start { workersPhase = end - start }
+        }
+        var mix = throughput(mixReport)
+        mix.workerCpuSeconds = mixCPU?.workers
+        mix.benchCpuSeconds = mixCPU?.bench
         let bound = Double(options.workers * options.appleConcurrency) * 1_000 / Double(options.appleLatencyMs)
+        // From the first submit to the last verdict Apple decided: each job's own submit offset plus its latency (the
+        // burst itself takes seconds to submit).
         let applePhase =
-            mixReport.value.entries.filter { $0.verdicts.first?.decidedBy == .apple }.compactMap(\.latency).max()?
+            mixReport.entries.filter { $0.verdicts.first?.decidedBy == .apple }
+            .compactMap { entry in entry.latency.map { $0 + (entry.submittedAfter ?? .zero) } }.max()?
             .seconds ?? mix.seconds
         let applePhaseRate = Double(mix.appleCalls) / applePhase
 
-        let rate = (mix.jobsPerSecond / 2).rounded(.down)
+        return .init(
+            run: mix, appleLatencyMs: options.appleLatencyMs, appleConcurrencyPerWorker: options.appleConcurrency,
+            observedConcurrencyLimit: observedLimit,
+            appleCallsPerSecond: Double(mix.appleCalls) / mix.seconds, applePhaseSeconds: applePhase,
+            applePhaseCallsPerSecond: applePhaseRate, boundAppleCallsPerSecond: bound,
+            ratioToBound: applePhaseRate / bound, workersApplePhaseSeconds: workersPhase,
+            workersApplePhaseRatioToBound: workersPhase.map { Double(mix.appleCalls) / $0 / bound },
+            perWorker: perWorker)
+    }
+
+    private func pacedLatency(
+        registry: PrometheusCollectorRegistry, rate: Double
+    ) async throws -> PipelineBenchmarkResult.LatencyRun {
         progress("(d) \(options.latencyJobs) seed-mix jobs at \(Int(rate))/s, Apple at \(options.appleLatencyMs) ms")
         var pacedOptions = mixOptions
         pacedOptions.jobs = options.latencyJobs
-        pacedOptions.submitRatePerSecond = max(1, rate)
-        let durationsBefore = PrometheusTextSample(registry.emitToString()).histogramBuckets(
+        pacedOptions.submitRatePerSecond = rate
+        var durationsBefore = PrometheusTextSample(registry.emitToString()).histogramBuckets(
             of: MetricNames.verdictLatency)
-        let paced = throughput(try await DemoRun(options: pacedOptions).run())
-        let durationsAfter = PrometheusTextSample(registry.emitToString()).histogramBuckets(
+        let pacedSampler = WorkerProcessSampler()
+        let paced = throughput(try await DemoRun(options: pacedOptions).run(watch: pacedSampler.watch))
+        var durationsAfter = PrometheusTextSample(registry.emitToString()).histogramBuckets(
             of: MetricNames.verdictLatency)
+        if !options.workersInProcess {
+            // Fresh children: their histograms hold this run only.
+            durationsBefore = [:]
+            durationsAfter = pacedSampler.finalHistogram(of: MetricNames.verdictLatency)
+        }
         let workerQuantile = { (fraction: Double) in
             PrometheusTextSample.quantileUpperBound(fraction, from: durationsBefore, to: durationsAfter).map {
                 $0 * 1_000
             }
         }
 
-        return PipelineBenchmarkResult(
-            cores: ProcessInfo.processInfo.activeProcessorCount, loadAverage1m: Self.loadAverage(), memory: memory,
-            kafka: kafka,
-            local: .init(run: local, ratioToKafkaCeiling: local.jobsPerSecond / kafka.ceilingMessagesPerSecond),
-            seedMix: .init(
-                run: mix, appleLatencyMs: options.appleLatencyMs, appleConcurrencyPerWorker: options.appleConcurrency,
-                observedConcurrencyLimit: mixReport.peaks.concurrencyLimit,
-                appleCallsPerSecond: Double(mix.appleCalls) / mix.seconds, applePhaseSeconds: applePhase,
-                applePhaseCallsPerSecond: applePhaseRate, boundAppleCallsPerSecond: bound,
-                ratioToBound: applePhaseRate / bound),
-            pacedLatency: .init(
-                jobs: paced.jobs, submitRatePerSecond: max(1, rate), appleLatencyMs: options.appleLatencyMs,
-                undecided: paced.undecided, latency: paced.latency, workerP50AtMostMs: workerQuantile(0.5),
-                workerP99AtMostMs: workerQuantile(0.99)))
+        return .init(
+            jobs: paced.jobs, submitRatePerSecond: rate, appleLatencyMs: options.appleLatencyMs,
+            undecided: paced.undecided, latency: paced.latency, workerP50AtMostMs: workerQuantile(0.5),
+            workerP99AtMostMs: workerQuantile(0.99))
     }
 
     private func demoOptions(jobs: Int) -> DemoOptions {
@@ -197,37 +329,59 @@ struct PipelineBenchmark: Sendable {
         demo.workers = options.workers
         demo.partitions = options.partitions
         demo.progressInterval = nil
+        if !options.workersInProcess { demo.workerExecutable = DemoWorkerProcess.currentExecutable() }
         if !options.workerKafkaProperties.isEmpty {
             demo.workerSettings["kafka_properties"] = options.workerKafkaProperties
         }
         return demo
     }
 
-    /// One worker holds `memoryJobs` genuine jobs at once: Apple answers after 12 s and admits 4 calls at a time,
-    /// so every other job waits in the call gate until its 8 s deadline ends it as `unverifiable`.
+    /// One worker holds `memoryJobs` genuine jobs at once: Apple answers after 70 s (within a 90 s request timeout:
+    /// timeouts would open the circuit breaker, which fails every waiting job at once) and admits 4 calls at a time,
+    /// so every other job waits in the call gate until its 60 s deadline ends it as `unverifiable`. The deadline is
+    /// long enough for every job to be consumed and analyzed (a signature check each) before the first one ends.
+    /// (With Apple past the request timeout, the breaker ended the waiting jobs at ~15 s.) Half as many jobs again
+    /// are produced: genuine signed transactions are verified locally and never wait, so 10 000 genuine jobs held
+    /// only ~7 700 at once; with more, flow control holds the worker at `max_in_flight`.
     private func measureMemory(registry: PrometheusCollectorRegistry) async throws -> PipelineBenchmarkResult.MemoryRun
     {
-        var demo = demoOptions(jobs: options.memoryJobs)
+        var demo = demoOptions(jobs: options.memoryJobs * 3 / 2)
         demo.workers = 1
         demo.mix = TrafficMix(shares: [.genuine: 1])
-        demo.appleLatencyMs = 12_000
-        demo.appleDeadline = .seconds(8)
+        demo.appleLatencyMs = 70_000
+        demo.appleDeadline = .seconds(60)
         demo.workerSettings = demo.workerSettings.merging([
             "max_in_flight": String(options.memoryJobs), "apple_max_concurrency": "4", "apple_min_concurrency": "4",
+            "apple_request_timeout_ms": "90000",
         ]) { _, new in new }
         let before = ProcessMemory.current()?.residentBytes ?? 0
         let started = ContinuousClock.now
+        if !options.workersInProcess {
+            let sampler = WorkerProcessSampler()
+            let report = try await DemoRun(options: demo).run(watch: sampler.watch)
+            let seconds = started.duration(to: .now).seconds
+            let worker = sampler.memoryPeaks(worker: 0)
+            return .init(
+                jobs: report.entries.count, maxInFlight: options.memoryJobs, peakInFlight: Int(worker.inFlight),
+                residentMiBBefore: Self.mebibytes(before),
+                residentMiBAtPeakInFlight: Self.mebibytes(sampler.benchResidentAtPeakInFlight(worker: 0)),
+                peakResidentMiB: Self.mebibytes(sampler.benchPeakResident()), seconds: seconds,
+                undecided: report.entries.filter(\.verdicts.isEmpty).count, workerProcess: true,
+                workerResidentMiBBefore: Self.mebibytes(worker.residentBefore),
+                workerResidentMiBAtPeakInFlight: Self.mebibytes(worker.residentAtPeakInFlight),
+                workerPeakResidentMiB: Self.mebibytes(worker.resident))
+        }
         let watched = try await GaugeWatcher(registry: registry).watch { [demo] in
             try await DemoRun(options: demo).run()
         }
         let seconds = started.duration(to: .now).seconds
         let report = watched.value
         return .init(
-            jobs: options.memoryJobs, maxInFlight: options.memoryJobs, peakInFlight: Int(watched.peaks.inFlight),
+            jobs: report.entries.count, maxInFlight: options.memoryJobs, peakInFlight: Int(watched.peaks.inFlight),
             residentMiBBefore: Self.mebibytes(before),
             residentMiBAtPeakInFlight: Self.mebibytes(watched.peaks.residentAtPeakInFlight),
             peakResidentMiB: Self.mebibytes(watched.peaks.resident), seconds: seconds,
-            undecided: report.entries.filter(\.verdicts.isEmpty).count)
+            undecided: report.entries.filter(\.verdicts.isEmpty).count, workerProcess: false)
     }
 
     private func throughput(_ report: DemoReport) -> PipelineBenchmarkResult.Throughput {
@@ -264,6 +418,170 @@ struct PipelineBenchmark: Sendable {
     }
 
     static func mebibytes(_ bytes: Int) -> Double { (Double(bytes) / 1_048_576 * 10).rounded() / 10 }
+}
+
+/// Samples every worker child's `/metrics` and resident memory (and this process's) every 50 ms while a run goes
+/// on, and reads their metrics once more when every job is decided.
+final class WorkerProcessSampler: Sendable {
+    struct Sample: Sendable {
+        /// Seconds since sampling began.
+        var at: Double
+        var inFlight: Double
+        var resident: Int
+        var benchResident: Int
+        var appleCalls: Double
+        var appleCallSeconds: Double
+        var callsInFlight: Double
+        var concurrencyLimit: Double?
+    }
+
+    /// Per worker: what a memory run reports.
+    struct MemoryPeaks: Sendable {
+        var inFlight: Double = 0
+        var residentAtPeakInFlight = 0
+        var resident = 0
+        var residentBefore = 0
+    }
+
+    private let samples = Mutex<[Int: [Sample]]>([:])
+    private let finals = Mutex<[Int: PrometheusTextSample]>([:])
+    /// CPU seconds per worker (and of this process, under -1) when sampling began and when every job was decided.
+    private let cpu = Mutex<(start: [Int: Double], end: [Int: Double])>(([:], [:]))
+
+    var watch: DemoWorkerWatch {
+        DemoWorkerWatch(
+            running: { processes in
+                self.recordCPU(processes, atEnd: false)
+                await self.sampleUntilCancelled(processes)
+            },
+            decided: { processes in
+                self.recordCPU(processes, atEnd: true)
+                for process in processes {
+                    if let metrics = await process.metrics() {
+                        self.finals.withLock { $0[process.index] = metrics }
+                        self.record(process.index, metrics, memory: process.memory(), at: nil)
+                    }
+                }
+            })
+    }
+
+    private func recordCPU(_ processes: [DemoWorkerProcess], atEnd: Bool) {
+        var readings: [Int: Double] = [-1: ProcessCPUTime.current()?.seconds ?? 0]
+        for process in processes { readings[process.index] = ProcessCPUTime.of(pid: process.pid)?.seconds ?? 0 }
+        cpu.withLock { cpu in
+            if atEnd { cpu.end = readings } else { cpu.start = readings }
+        }
+    }
+
+    /// CPU seconds each worker used between the start of sampling and the last verdict.
+    func cpuSeconds() -> [Double] {
+        cpu.withLock { cpu in
+            cpu.end.keys.filter { $0 >= 0 }.sorted().map { (cpu.end[$0] ?? 0) - (cpu.start[$0] ?? 0) }
+        }
+    }
+
+    /// The same for this process.
+    func benchCpuSeconds() -> Double? {
+        cpu.withLock { cpu in cpu.end[-1].map { $0 - (cpu.start[-1] ?? 0) } }
+    }
+
+    private func sampleUntilCancelled(_ processes: [DemoWorkerProcess]) async {
+        let clock = ContinuousClock()
+        let started = clock.now
+        while !Task.isCancelled {
+            for process in processes {
+                guard let metrics = await process.metrics() else { continue }
+                record(process.index, metrics, memory: process.memory(), at: started.duration(to: clock.now).seconds)
+            }
+            try? await Task.sleep(for: .milliseconds(50))
+        }
+    }
+
+    /// Appends a sample (`at` nil: the final one, stamped like the previous sample so it never widens an interval).
+    private func record(_ worker: Int, _ metrics: PrometheusTextSample, memory: ProcessMemory?, at: Double?) {
+        let callsInFlight = metrics.sum(of: RateLimiterMetricNames.inFlight)
+        let sample = Sample(
+            at: at ?? 0, inFlight: metrics.sum(of: MetricNames.inFlight), resident: memory?.residentBytes ?? 0,
+            benchResident: ProcessMemory.current()?.residentBytes ?? 0,
+            appleCalls: metrics.sum(of: MetricNames.appleCalls),
+            appleCallSeconds: metrics.sum(of: MetricNames.appleLatency + "_sum"), callsInFlight: callsInFlight,
+            concurrencyLimit: callsInFlight > 0
+                ? metrics.values(of: RateLimiterMetricNames.concurrencyLimit).max() : nil)
+        samples.withLock { samples in
+            var sample = sample
+            if at == nil { sample.at = samples[worker]?.last?.at ?? 0 }
+            samples[worker, default: []].append(sample)
+        }
+    }
+
+    func memoryPeaks(worker: Int) -> MemoryPeaks {
+        let list = samples.withLock { $0[worker] ?? [] }
+        var peaks = MemoryPeaks()
+        peaks.residentBefore = list.first?.resident ?? 0
+        for sample in list {
+            if sample.inFlight > peaks.inFlight {
+                peaks.inFlight = sample.inFlight
+                peaks.residentAtPeakInFlight = sample.resident
+            }
+            peaks.resident = max(peaks.resident, sample.resident)
+        }
+        return peaks
+    }
+
+    func benchResidentAtPeakInFlight(worker: Int) -> Int {
+        let list = samples.withLock { $0[worker] ?? [] }
+        return list.max { $0.inFlight < $1.inFlight }?.benchResident ?? 0
+    }
+
+    func benchPeakResident() -> Int {
+        samples.withLock { $0.values.flatMap { $0 }.map(\.benchResident).max() ?? 0 }
+    }
+
+    func peakConcurrencyLimit() -> Double? {
+        samples.withLock { $0.values.flatMap { $0 }.compactMap(\.concurrencyLimit).max() }
+    }
+
+    /// The final histogram buckets of `name`, summed over the workers.
+    func finalHistogram(of name: String) -> [Double: Double] {
+        finals.withLock { finals in
+            finals.values.reduce(into: [:]) { total, metrics in
+                total.merge(metrics.histogramBuckets(of: name), uniquingKeysWith: +)
+            }
+        }
+    }
+
+    /// Each worker's Apple use, with the start and end of its busy interval (seconds since sampling began): the
+    /// midpoint between the last sample before its first call and the first one after, and likewise for the end.
+    func appleUse(
+        concurrency: Int, latencyMs: Int
+    ) -> [(use: PipelineBenchmarkResult.WorkerAppleUse, start: Double?, end: Double?)] {
+        let all = samples.withLock { $0 }
+        let bound = Double(concurrency) * 1_000 / Double(latencyMs)
+        return all.keys.sorted().map { worker in
+            let list = all[worker] ?? []
+            // Counters only grow: the highest reading is the final one.
+            let calls = list.map(\.appleCalls).max() ?? 0
+            var start: Double?
+            var end: Double?
+            if calls > 0, let firstBusy = list.firstIndex(where: { $0.appleCalls > 0 }),
+                let firstDone = list.firstIndex(where: { $0.appleCalls >= calls })
+            {
+                start = firstBusy > 0 ? (list[firstBusy - 1].at + list[firstBusy].at) / 2 : list[firstBusy].at
+                end = firstDone > 0 ? (list[firstDone - 1].at + list[firstDone].at) / 2 : list[firstDone].at
+            }
+            let busy = max(0, (end ?? 0) - (start ?? 0))
+            let callSeconds = list.map(\.appleCallSeconds).max() ?? 0
+            let rate = busy > 0 ? calls / busy : 0
+            return (
+                PipelineBenchmarkResult.WorkerAppleUse(
+                    worker: worker, appleCalls: Int(calls), busySeconds: busy, callsPerSecond: rate,
+                    boundCallsPerSecond: bound, ratioToBound: rate / bound,
+                    permitOccupancy: busy > 0 ? callSeconds / (busy * Double(concurrency)) : 0,
+                    meanCallMs: calls > 0 ? callSeconds / calls * 1_000 : 0),
+                start, end
+            )
+        }
+    }
 }
 
 /// Samples resident memory and the worker gauges every 50 ms while a run goes on, keeping the peaks.

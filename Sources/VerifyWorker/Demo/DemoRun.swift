@@ -42,6 +42,17 @@ struct DemoOptions: Sendable {
     /// Submit at most this many jobs per second (evenly spaced) instead of all at once, to measure latency below
     /// saturation. Default: nil (one burst).
     var submitRatePerSecond: Double?
+    /// Run each worker as a child process of this executable (`verify-worker run`, configured through `VERIFY_…`
+    /// variables) instead of in this process, so its memory and metrics are its own. Default: nil (in process).
+    var workerExecutable: URL?
+}
+
+/// Watches worker child processes during a run (`bench pipeline` samples their metrics and memory).
+struct DemoWorkerWatch: Sendable {
+    /// Runs from the moment every worker holds its partitions until the last verdict is read; then cancelled.
+    var running: @Sendable ([DemoWorkerProcess]) async -> Void
+    /// Called once every job is decided, before the workers are stopped.
+    var decided: @Sendable ([DemoWorkerProcess]) async -> Void
 }
 
 /// The app the demo verifies for.
@@ -72,6 +83,8 @@ struct DemoReport: Sendable {
         /// Every verdict seen for the job (exactly one when nothing went wrong).
         var verdicts: [Verdict]
         var latency: Duration?
+        /// When the job was submitted, from the start of the run (the first submit).
+        var submittedAfter: Duration?
     }
 
     var entries: [Entry]
@@ -102,7 +115,9 @@ struct DemoRun: Sendable {
         return logger
     }()
 
-    func run(onProgress: @escaping @Sendable (DemoProgress) -> Void = { _ in }) async throws -> DemoReport {
+    func run(
+        watch: DemoWorkerWatch? = nil, onProgress: @escaping @Sendable (DemoProgress) -> Void = { _ in }
+    ) async throws -> DemoReport {
         let cluster = try MockKafkaCluster(brokers: 1)
         for topic in [Topics.jobs, Topics.verdicts, Topics.deadLetters, Topics.control] {
             try cluster.createTopic(topic, partitions: options.partitions)
@@ -116,7 +131,8 @@ struct DemoRun: Sendable {
             defer { services.cancelAll() }
             let port = try await simulator.waitUntilReady()
             simulator.setFaults(faultPlan())
-            return try await runPipeline(cluster: cluster, simulator: simulator, port: port, onProgress: onProgress)
+            return try await runPipeline(
+                cluster: cluster, simulator: simulator, port: port, watch: watch, onProgress: onProgress)
         }
     }
 
@@ -128,7 +144,7 @@ struct DemoRun: Sendable {
     }
 
     private func runPipeline(
-        cluster: MockKafkaCluster, simulator: AppleSimulator, port: Int,
+        cluster: MockKafkaCluster, simulator: AppleSimulator, port: Int, watch: DemoWorkerWatch?,
         onProgress: @escaping @Sendable (DemoProgress) -> Void
     ) async throws -> DemoReport {
         let bootstrap = cluster.bootstrapServers
@@ -145,31 +161,70 @@ struct DemoRun: Sendable {
         let tally = DemoTally(jobs: generated)
         let collector = try DemoVerdictCollector(bootstrapServers: bootstrap, tally: tally, logger: logger)
         let frontend = try makeProducer(bootstrap, clientID: "demo-frontend")
+        var processes: [DemoWorkerProcess] = []
+        if let executable = options.workerExecutable {
+            do {
+                for index in 0..<options.workers {
+                    let settings = Self.workerSettings(
+                        index: index, bootstrap: bootstrap, port: port, files: directory, ledgerURL: options.ledgerURL,
+                        jobDeadline: options.appleDeadline, extra: options.workerSettings)
+                    // Checked here, so a bad setting fails with its key rather than as a child that exits.
+                    _ = try Self.configuration(settings)
+                    processes.append(
+                        try DemoWorkerProcess(
+                            index: index, executable: executable, settings: settings, directory: directory.directory))
+                }
+            } catch {
+                await Self.stop(processes)
+                throw error
+            }
+        }
 
-        let report = try await withThrowingTaskGroup(of: Void.self) { group in
-            for index in 0..<options.workers {
-                let configuration = try Self.workerConfiguration(
-                    index: index, bootstrap: bootstrap, port: port, files: directory, ledgerURL: options.ledgerURL,
-                    jobDeadline: options.appleDeadline, extra: options.workerSettings)
-                let runtime = WorkerRuntime(configuration: configuration, logger: logger, serveOperations: false)
-                group.addTask { _ = try await runtime.run(health: health[index]) { await stop.wait() } }
+        let report = try await withThrowingTaskGroup(of: Void.self) { [processes] group in
+            if processes.isEmpty {
+                for index in 0..<options.workers {
+                    let configuration = try Self.workerConfiguration(
+                        index: index, bootstrap: bootstrap, port: port, files: directory, ledgerURL: options.ledgerURL,
+                        jobDeadline: options.appleDeadline, extra: options.workerSettings)
+                    let runtime = WorkerRuntime(configuration: configuration, logger: logger, serveOperations: false)
+                    group.addTask { _ = try await runtime.run(health: health[index]) { await stop.wait() } }
+                }
             }
             group.addTask { try await collector.run() }
-            try await waitForAssignment(health, collector: collector)
+            do {
+                if processes.isEmpty {
+                    try await waitForAssignment(health, collector: collector)
+                } else {
+                    try await waitForAssignment(processes, collector: collector)
+                }
+            } catch {
+                await Self.stop(processes)
+                throw error
+            }
+            if let watch, !processes.isEmpty {
+                group.addTask { await watch.running(processes) }
+            }
             let started = ContinuousClock.now
             if let interval = options.progressInterval {
                 group.addTask {
                     try await reportProgress(every: interval, tally: tally, simulator: simulator, onProgress)
                 }
             }
-            try await produce(generated, with: frontend, tally: tally)
+            do {
+                try await produce(generated, with: frontend, tally: tally)
+            } catch {
+                await Self.stop(processes)
+                throw error
+            }
             await tally.waitUntilAllDecided()
             let elapsed = started.duration(to: .now)
+            if let watch, !processes.isEmpty { await watch.decided(processes) }
             // Stopping drains each worker (committing on revoke); their runs then return on their own.
             stop.resolve(())
+            await Self.stop(processes)
             await collector.close()
             let report = tally.report(
-                appleStats: simulator.stats.snapshot(), elapsed: elapsed, workers: options.workers,
+                appleStats: simulator.stats.snapshot(), started: started, elapsed: elapsed, workers: options.workers,
                 partitions: options.partitions)
             // The workers return once drained; the progress reporter only ends by cancellation.
             group.cancelAll()
@@ -179,11 +234,38 @@ struct DemoRun: Sendable {
         return report
     }
 
+    /// librdkafka's mock cluster answers a fetch only when `fetch.wait.max.ms` (500 ms by default) has passed, even
+    /// when data is there; a real broker answers as soon as it has data. On the mock every Kafka hop would cost up to
+    /// half a second, so the demo's consumers (workers and verdict reader) wait 10 ms. Real deployments keep the
+    /// default; a `kafka_properties` given in `workerSettings` replaces this one.
+    static let mockFetchProperties = "fetch.wait.max.ms=10;fetch.error.backoff.ms=10"
+
     /// The configuration `verify-worker run` would read, pointing at the in-process cluster, simulator and ledger.
     static func workerConfiguration(
         index: Int, bootstrap: String, port: Int, files: DemoFiles, ledgerURL: String? = nil,
         jobDeadline: Duration = .seconds(30), extra: [String: String] = [:], environment: [String: String] = [:]
     ) throws -> WorkerConfiguration {
+        try configuration(
+            workerSettings(
+                index: index, bootstrap: bootstrap, port: port, files: files, ledgerURL: ledgerURL,
+                jobDeadline: jobDeadline, extra: extra),
+            environment: environment)
+    }
+
+    static func configuration(
+        _ settings: [String: String], environment: [String: String] = [:]
+    ) throws -> WorkerConfiguration {
+        var sources = ConfigurationSources()
+        sources.addEnvironment(environment)
+        try sources.addFlags(settings)
+        return try WorkerConfiguration(sources)
+    }
+
+    /// The worker's configuration keys and values (`extra` over the demo's own).
+    static func workerSettings(
+        index: Int, bootstrap: String, port: Int, files: DemoFiles, ledgerURL: String?, jobDeadline: Duration,
+        extra: [String: String]
+    ) -> [String: String] {
         var flags = [
             "brokers": bootstrap,
             "group_id": "verify-worker-demo",
@@ -197,12 +279,17 @@ struct DemoRun: Sendable {
             "job_deadline_s": String(max(1, Int(jobDeadline.components.seconds))),
             "max_in_flight": "5000",
             "drain_timeout_s": "5",
+            "kafka_properties": DemoRun.mockFetchProperties,
         ]
         flags.merge(extra) { _, new in new }
-        var sources = ConfigurationSources()
-        sources.addEnvironment(environment)
-        try sources.addFlags(flags)
-        return try WorkerConfiguration(sources)
+        return flags
+    }
+
+    /// Stops worker children (SIGTERM: each drains and commits), all at once.
+    static func stop(_ processes: [DemoWorkerProcess]) async {
+        await withTaskGroup(of: Void.self) { group in
+            for process in processes { group.addTask { await process.stop() } }
+        }
     }
 
     private func makeProducer(_ bootstrap: String, clientID: String) throws -> KafkaProducer {
@@ -224,17 +311,33 @@ struct DemoRun: Sendable {
         let codec = MessageCodec()
         let clock = ContinuousClock()
         let started = clock.now
-        try await withThrowingDiscardingTaskGroup { group in
-            for (index, generated) in batch.enumerated() {
-                if let rate = options.submitRatePerSecond, rate > 0 {
-                    try await clock.sleep(until: started.advanced(by: .seconds(Double(index) / rate)))
+        // In chunks of a task group each: a group finds a finished child by walking its list of children, so one
+        // group of 20 000 sends spent most of this process's CPU on that walk (perf, `bench pipeline` (b)). Eight
+        // lanes take every eighth chunk, so one chunk's delivery reports are awaited while others are sent.
+        let chunk = 250
+        let lanes = 8
+        let chunkStarts = Array(stride(from: 0, to: batch.count, by: chunk))
+        try await withThrowingDiscardingTaskGroup { lanesGroup in
+            for lane in 0..<lanes {
+                lanesGroup.addTask {
+                    for chunkStart in chunkStarts.dropFirst(lane).enumerated().filter({ $0.offset % lanes == 0 })
+                        .map(\.element)
+                    {
+                        try await withThrowingDiscardingTaskGroup { group in
+                            for index in chunkStart..<min(chunkStart + chunk, batch.count) {
+                                if let rate = options.submitRatePerSecond, rate > 0 {
+                                    try await clock.sleep(until: started.advanced(by: .seconds(Double(index) / rate)))
+                                }
+                                var job = batch[index].job
+                                job.submittedAt = Date()
+                                tally.submitted(job.jobID)
+                                let record = KafkaProducerRecord(
+                                    topic: Topics.jobs, key: Array(job.accountID.utf8), value: codec.encode(job))
+                                group.addTask { _ = try await producer.send(record) }
+                            }
+                        }
+                    }
                 }
-                var job = generated.job
-                job.submittedAt = Date()
-                tally.submitted(job.jobID)
-                let record = KafkaProducerRecord(
-                    topic: Topics.jobs, key: Array(job.accountID.utf8), value: codec.encode(job))
-                group.addTask { _ = try await producer.send(record) }
             }
         }
     }
@@ -255,6 +358,33 @@ struct DemoRun: Sendable {
             try await Task.sleep(for: .milliseconds(20))
         }
         logger.warning("demo: the group did not settle within 30 s; starting anyway")
+    }
+
+    /// The same for worker children: each reports its partitions (`verify_assigned_partitions`) on `/metrics`.
+    private func waitForAssignment(_ workers: [DemoWorkerProcess], collector: DemoVerdictCollector) async throws {
+        let busy = min(workers.count, options.partitions)
+        let clock = ContinuousClock()
+        // Generous: each child builds its parts and migrates the ledger before it joins.
+        let limit = clock.now.advanced(by: .seconds(90))
+        while clock.now < limit {
+            var assigned: [Int] = []
+            for worker in workers {
+                if worker.hasExited {
+                    let log = (try? String(contentsOf: worker.logFile, encoding: .utf8)) ?? ""
+                    throw DemoWorkerProcessError(
+                        "worker \(worker.index) exited at start (log \(worker.logFile.path)): \(log.suffix(400))")
+                }
+                let sample = await worker.metrics()
+                assigned.append(Int(sample?.sum(of: MetricNames.assignedPartitions) ?? 0))
+            }
+            if assigned.reduce(0, +) == options.partitions, assigned.filter({ $0 > 0 }).count == busy,
+                collector.consumer.assignment.count == options.partitions
+            {
+                return
+            }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        throw DemoWorkerProcessError("the worker processes did not hold every partition within 90 s")
     }
 
     private func reportProgress(
@@ -331,13 +461,19 @@ final class DemoTally: Sendable {
         }
     }
 
-    func report(appleStats: SimulatorStats.Snapshot, elapsed: Duration, workers: Int, partitions: Int) -> DemoReport {
+    func report(
+        appleStats: SimulatorStats.Snapshot, started: ContinuousClock.Instant? = nil, elapsed: Duration, workers: Int,
+        partitions: Int
+    ) -> DemoReport {
         state.withLock { state in
             DemoReport(
-                entries: generated.map {
-                    DemoReport.Entry(
-                        generated: $0, verdicts: state.verdicts[$0.job.jobID] ?? [],
-                        latency: state.latencies[$0.job.jobID])
+                entries: generated.map { generated in
+                    let id = generated.job.jobID
+                    return DemoReport.Entry(
+                        generated: generated, verdicts: state.verdicts[id] ?? [], latency: state.latencies[id],
+                        submittedAfter: started.flatMap { started in
+                            state.submittedAt[id].map { started.duration(to: $0) }
+                        })
                 },
                 appleStats: appleStats, elapsed: elapsed, workers: workers, partitions: partitions)
         }
@@ -353,7 +489,8 @@ final class DemoVerdictCollector: Sendable {
     init(bootstrapServers: String, tally: DemoTally, logger: Logger) throws {
         consumer = try KafkaConsumer(
             configuration: KafkaConsumerConfiguration(
-                bootstrapServers: bootstrapServers, groupID: "verify-worker-demo-verdicts"),
+                bootstrapServers: bootstrapServers, groupID: "verify-worker-demo-verdicts",
+                properties: ["fetch.wait.max.ms": "10", "fetch.error.backoff.ms": "10"]),
             logger: logger)
         try consumer.subscribe(topics: [Topics.verdicts])
         self.tally = tally

@@ -1,0 +1,139 @@
+import Foundation
+import Operations
+import Pipeline
+import Synchronization
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// A worker run as a child process (`verify-worker run`), so its memory and metrics are its own: the mock cluster,
+/// the simulator and the traffic generator stay in the parent. Configured through `VERIFY_…` environment
+/// variables, its metrics port on 127.0.0.1, its log (warnings and up) in a file of the run's directory.
+final class DemoWorkerProcess: Sendable {
+    let index: Int
+    let pid: Int32
+    let metricsPort: Int
+    let logFile: URL
+    private let exited = OneShot<Int32>()
+
+    /// Starts `executable run` with `settings` (configuration key names to values) as its environment.
+    init(index: Int, executable: URL, settings: [String: String], directory: URL) throws {
+        self.index = index
+        metricsPort = try Self.freePort()
+        logFile = directory.appendingPathComponent("worker-\(index).log")
+        var environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("VERIFY_") }
+        for (name, value) in settings {
+            guard let key = WorkerConfiguration.key(named: name) else {
+                throw DemoWorkerProcessError("unknown worker setting \(name)")
+            }
+            environment[key.environmentName] = value
+        }
+        environment["VERIFY_METRICS_HOST"] = "127.0.0.1"
+        environment["VERIFY_METRICS_PORT"] = String(metricsPort)
+        environment["VERIFY_LOG_FORMAT"] = "text"
+        environment["VERIFY_LOG_LEVEL"] = "warning"
+        _ = FileManager.default.createFile(atPath: logFile.path, contents: nil)
+        let log = try FileHandle(forWritingTo: logFile)
+        let process = Process()
+        process.executableURL = executable
+        process.arguments = ["run"]
+        process.environment = environment
+        process.standardOutput = log
+        process.standardError = log
+        process.standardInput = FileHandle.nullDevice
+        let exited = self.exited
+        process.terminationHandler = { exited.resolve($0.terminationStatus) }
+        try process.run()
+        try? log.close()
+        pid = process.processIdentifier
+    }
+
+    /// The running executable (`/proc/self/exe`), to start `run` children of the same build.
+    static func currentExecutable() -> URL {
+        var buffer = [CChar](repeating: 0, count: 4096)
+        let length = readlink("/proc/self/exe", &buffer, buffer.count - 1)
+        if length > 0 {
+            let path = String(decoding: buffer[..<length].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+            return URL(fileURLWithPath: path)
+        }
+        return URL(fileURLWithPath: CommandLine.arguments[0])
+    }
+
+    var hasExited: Bool { exited.value != nil }
+
+    /// The worker's `/metrics`, or nil while it does not answer.
+    ///
+    /// The request runs in a task of its own, which the caller's cancellation does not reach: cancelling a task
+    /// that awaits `URLSession.data(for:)` deadlocked FoundationNetworking here (the cancellation handler holds the
+    /// task's status lock while the session fails the request and resumes that same task). The request ends by
+    /// itself within its 5 s timeout.
+    func metrics() async -> PrometheusTextSample? {
+        guard let url = URL(string: "http://127.0.0.1:\(metricsPort)/metrics") else { return nil }
+        var request = URLRequest(url: url)
+        request.timeoutInterval = 5
+        let text = await Task {
+            guard let (data, response) = try? await URLSession.shared.data(for: request),
+                (response as? HTTPURLResponse)?.statusCode == 200
+            else { return String?.none }
+            return String(decoding: data, as: UTF8.self)
+        }.value
+        return text.map(PrometheusTextSample.init)
+    }
+
+    /// The worker's resident memory (`/proc/PID/status`).
+    func memory() -> ProcessMemory? { ProcessMemory.of(pid: pid) }
+
+    /// SIGTERM (the worker drains and commits), then SIGKILL if it has not exited within `grace`.
+    func stop(grace: Duration = .seconds(20)) async {
+        guard !hasExited else { return }
+        kill(pid, SIGTERM)
+        if await waitForExit(within: grace) == nil {
+            kill(pid, SIGKILL)
+            _ = await waitForExit(within: .seconds(10))
+        }
+    }
+
+    /// The exit status, or nil if the process is still running after `limit`.
+    func waitForExit(within limit: Duration) async -> Int32? {
+        await withTaskGroup(of: Int32?.self) { group in
+            group.addTask { await self.exited.wait() }
+            group.addTask {
+                try? await Task.sleep(for: limit)
+                return nil
+            }
+            let first = await group.next() ?? nil
+            group.cancelAll()
+            return first
+        }
+    }
+
+    /// A TCP port nobody listens on now (the kernel's pick for port 0).
+    static func freePort() throws -> Int {
+        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard descriptor >= 0 else { throw DemoWorkerProcessError("socket() failed: errno \(errno)") }
+        defer { close(descriptor) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = 0
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { socketAddress in
+                bind(descriptor, socketAddress, length) == 0 && getsockname(descriptor, socketAddress, &length) == 0
+            }
+        }
+        guard bound else { throw DemoWorkerProcessError("bind() to a free port failed: errno \(errno)") }
+        return Int(UInt16(bigEndian: address.sin_port))
+    }
+}
+
+/// A worker child could not be started or did not come up.
+struct DemoWorkerProcessError: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}
