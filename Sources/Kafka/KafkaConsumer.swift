@@ -128,7 +128,8 @@ public final class KafkaConsumer: Sendable {
 
     /// Stops fetching these partitions until `resume`. Events already handed to `events` (at most
     /// `eventBufferCapacity`) still arrive. A rebalance ends the pause: a new assignment starts
-    /// unpaused, so re-apply pauses after `partitionsAssigned`.
+    /// unpaused (this layer resumes every newly assigned partition, since librdkafka itself would keep
+    /// the pause of a partition it assigns again), so re-apply pauses after `partitionsAssigned`.
     public func pause(_ partitions: [KafkaTopicPartition]) throws(KafkaError) {
         try pauseOrResume(partitions, pause: true)
     }
@@ -374,7 +375,16 @@ private func consumerRebalanceCallback(
     let list = RDKafkaTopicPartitionList.read(partitions).map(\.topicPartition)
     switch err {
     case RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS:
-        handler.assign(list) { rd_kafka_assign(rk, partitions) }
+        handler.assign(list) {
+            let err = rd_kafka_assign(rk, partitions)
+            // librdkafka keeps an application's pause on a partition across an eager rebalance, so a partition
+            // paused before it and assigned again would stay silent while the application believes it fresh.
+            // A new assignment starts unpaused; the application re-applies its pauses on `partitionsAssigned`.
+            if err == RD_KAFKA_RESP_ERR_NO_ERROR, let partitions {
+                _ = rd_kafka_resume_partitions(rk, partitions)
+            }
+            return err
+        }
     case RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS:
         handler.revoke(list) { rd_kafka_assign(rk, nil) }
     default:

@@ -62,6 +62,37 @@ struct KafkaRebalanceAndFatalTests {
         #expect(Dictionary(grouping: rest, by: \.partition).mapValues { $0.map(\.offset).min() } == [0: 5, 1: 5])
     }
 
+    @Test(
+        "a partition paused before a rebalance and assigned again after it is fetched: a new assignment starts unpaused",
+        .timeLimit(.minutes(1)))
+    func reassignedPartitionStartsUnpaused() async throws {
+        // librdkafka keeps an application's pause on its partition object across an eager rebalance; a pipeline
+        // that paused at its in-flight bound and is given the same partitions back would never read them again.
+        let topic = "kt-repause"
+        let cluster = try KafkaTest.cluster(brokers: 1, topics: [topic: 4])
+        let group = KafkaTest.uniqueGroup("repause")
+        let first = try KafkaTest.consumer(cluster.bootstrapServers, group: group)
+        try first.subscribe(topics: [topic])
+        let initial = try await KafkaTest.awaitAssignment(first.events)
+        #expect(initial.count == 4)
+        try first.pause(initial)
+
+        // A second member joins: the first gets some of the same partitions back, and is not told to resume them.
+        let second = try KafkaTest.consumer(cluster.bootstrapServers, group: group)
+        try second.subscribe(topics: [topic])
+        let reassigned = try await KafkaTest.awaitAssignment(first.events)
+        #expect(!reassigned.isEmpty && reassigned.count < 4)
+
+        let producer = try KafkaTest.producer(cluster)
+        _ = try await KafkaTest.produce(producer, topic: topic, count: 40, prefix: "after", partitions: 4)
+        await producer.shutdown()
+        let mine = Set(reassigned.map(\.partition))
+        let read = try await KafkaTest.collect(first.events, messages: 10 * mine.count)
+        #expect(Set(read.map(\.partition)) == mine)
+        await second.close()
+        await first.close()
+    }
+
     @Test("a fatal error finishes the consumer's events by throwing", .timeLimit(.minutes(1)))
     func fatalErrorStopsConsumerLoudly() async throws {
         let topic = "kt-fatal"
