@@ -20,6 +20,8 @@ struct RunCommand: AsyncParsableCommand {
             print(Self.helpMessage())
             return
         }
+        // Before the first threads start: fewer malloc arenas keep resident memory near the live set.
+        let arenas = MallocArenas.limit(environment: ProcessInfo.processInfo.environment)
         let signals = TerminationSignals()
         let configuration: WorkerConfiguration
         do {
@@ -35,6 +37,7 @@ struct RunCommand: AsyncParsableCommand {
             metadata: [
                 LogKeys.workerID: "\(configuration.workerID)", LogKeys.groupID: "\(configuration.groupID)",
                 LogKeys.topic: "\(configuration.jobsTopic)",
+                "malloc.arena_max": "\(arenas.map(String.init) ?? "environment")",
             ])
         let exit: WorkerRuntime.Exit
         do {
