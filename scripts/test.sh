@@ -43,9 +43,9 @@ if ! grep -qE 'Test run with [1-9][0-9]* tests? .*passed' "$log"; then
     echo "test: FAILED (no Swift Testing run with passing tests found)" >&2
     exit 1
 fi
-if grep -qE '^[^ ]* Test .* skipped' "$log"; then
+if grep -qE '^[^ ]* Test (".*"|[^ "]+) skipped' "$log"; then
     echo "test: skipped tests found:" >&2
-    grep -E '^[^ ]* Test .* skipped' "$log" >&2
+    grep -E '^[^ ]* Test (".*"|[^ "]+) skipped' "$log" >&2
     if [ "${CI:-}" = true ]; then exit 1; fi
 fi
 echo "test: all passed" >&2
