@@ -50,15 +50,11 @@ final class ChaosEnvironment: Sendable {
     func run() async throws -> ChaosReport {
         // 1. Mint the traffic with an in-process simulator sharing the state directory, before the simulator process
         // starts: it then loads the same PKI and the journal of minted (and refunded) transactions.
-        let stateDirectory = directory.appendingPathComponent("sim", isDirectory: true)
-        let sharedSecret = "chaos-\(runID)-\(UInt64.random(in: 0...UInt64.max))"
-        let secretFile = directory.appendingPathComponent("shared_secret")
-        try Data(sharedSecret.utf8).write(to: secretFile)
-        var simulatorConfiguration = AppleSimulatorConfiguration()
-        simulatorConfiguration.stateDirectory = stateDirectory
-        simulatorConfiguration.sharedSecret = sharedSecret
-        simulatorConfiguration.logger.logLevel = .critical
-        let minting = try AppleSimulator(configuration: simulatorConfiguration)
+        let simulatorState = try ChaosSimulatorState(directory: directory, secretPrefix: "chaos", runID: runID)
+        let (stateDirectory, sharedSecret, secretFile) = (
+            simulatorState.stateDirectory, simulatorState.sharedSecret, simulatorState.secretFile
+        )
+        let minting = simulatorState.minting
         logger.info("chaos: minting traffic", metadata: ["chaos.jobs": "\(configuration.jobs)"])
         let canary = try ChaosCanary()
         defer { canary.stop() }
@@ -860,4 +856,26 @@ final class ChaosReader: Sendable {
     }
 
     func close() async { await consumer.close() }
+}
+
+/// The Apple simulator's state for a run: its state directory and shared secret (written to a file for the
+/// simulator and worker processes), and an in-process simulator minting into that state before the simulator
+/// process starts, so the process loads the same PKI and journal of minted transactions.
+struct ChaosSimulatorState {
+    let stateDirectory: URL
+    let sharedSecret: String
+    let secretFile: URL
+    let minting: AppleSimulator
+
+    init(directory: URL, secretPrefix: String, runID: String) throws {
+        stateDirectory = directory.appendingPathComponent("sim", isDirectory: true)
+        sharedSecret = "\(secretPrefix)-\(runID)-\(UInt64.random(in: 0...UInt64.max))"
+        secretFile = directory.appendingPathComponent("shared_secret")
+        try Data(sharedSecret.utf8).write(to: secretFile)
+        var simulatorConfiguration = AppleSimulatorConfiguration()
+        simulatorConfiguration.stateDirectory = stateDirectory
+        simulatorConfiguration.sharedSecret = sharedSecret
+        simulatorConfiguration.logger.logLevel = .critical
+        minting = try AppleSimulator(configuration: simulatorConfiguration)
+    }
 }

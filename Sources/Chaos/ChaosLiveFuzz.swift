@@ -115,15 +115,11 @@ extension ChaosEnvironment {
         report.workDirectory = directory.path
 
         // 1. The simulator's PKI, and other apps' authentic receipts for the corpus to mutate.
-        let stateDirectory = directory.appendingPathComponent("sim", isDirectory: true)
-        let sharedSecret = "fuzz-\(runID)-\(UInt64.random(in: 0...UInt64.max))"
-        let secretFile = directory.appendingPathComponent("shared_secret")
-        try Data(sharedSecret.utf8).write(to: secretFile)
-        var simulatorConfiguration = AppleSimulatorConfiguration()
-        simulatorConfiguration.stateDirectory = stateDirectory
-        simulatorConfiguration.sharedSecret = sharedSecret
-        simulatorConfiguration.logger.logLevel = .critical
-        let minting = try AppleSimulator(configuration: simulatorConfiguration)
+        let simulatorState = try ChaosSimulatorState(directory: directory, secretPrefix: "fuzz", runID: runID)
+        let (stateDirectory, sharedSecret, secretFile) = (
+            simulatorState.stateDirectory, simulatorState.sharedSecret, simulatorState.secretFile
+        )
+        let minting = simulatorState.minting
         let canary = try ChaosCanary()
         defer { canary.stop() }
         let codec = MessageCodec()

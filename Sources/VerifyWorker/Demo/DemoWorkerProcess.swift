@@ -24,7 +24,7 @@ final class DemoWorkerProcess: Sendable {
     /// Starts `executable run` with `settings` (configuration key names to values) as its environment.
     init(index: Int, executable: URL, settings: [String: String], directory: URL) throws {
         self.index = index
-        metricsPort = try Self.freePort()
+        metricsPort = try FreeLocalPort.pick()
         logFile = directory.appendingPathComponent("worker-\(index).log")
         var environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("VERIFY_") }
         for (name, value) in settings {
@@ -110,25 +110,6 @@ final class DemoWorkerProcess: Sendable {
             group.cancelAll()
             return first
         }
-    }
-
-    /// A TCP port nobody listens on now (the kernel's pick for port 0).
-    static func freePort() throws -> Int {
-        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard descriptor >= 0 else { throw DemoWorkerProcessError("socket() failed: errno \(errno)") }
-        defer { close(descriptor) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = 0
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafeMutablePointer(to: &address) { pointer in
-            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { socketAddress in
-                bind(descriptor, socketAddress, length) == 0 && getsockname(descriptor, socketAddress, &length) == 0
-            }
-        }
-        guard bound else { throw DemoWorkerProcessError("bind() to a free port failed: errno \(errno)") }
-        return Int(UInt16(bigEndian: address.sin_port))
     }
 }
 

@@ -2,6 +2,7 @@ import AppleSimulator
 import Foundation
 import Kafka
 import Messages
+import Operations
 import Receipts
 import Synchronization
 import Testing
@@ -39,25 +40,6 @@ enum ProcessTest {
             guard clock.now < deadline else { throw ProcessTestFailure("timed out after \(limit) waiting for \(what)") }
             try await Task.sleep(for: interval)
         }
-    }
-
-    /// A TCP port nobody listens on now (the kernel's pick for port 0), for a child's metrics port.
-    static func freePort() throws -> Int {
-        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard descriptor >= 0 else { throw ProcessTestFailure("socket() failed: errno \(errno)") }
-        defer { close(descriptor) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = 0
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafeMutablePointer(to: &address) { pointer in
-            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { socketAddress in
-                bind(descriptor, socketAddress, length) == 0 && getsockname(descriptor, socketAddress, &length) == 0
-            }
-        }
-        guard bound else { throw ProcessTestFailure("bind() to a free port failed: errno \(errno)") }
-        return Int(UInt16(bigEndian: address.sin_port))
     }
 
     /// The status and body of a GET, or nil when nothing answers (connection refused while a child starts).
@@ -271,7 +253,7 @@ final class ProcessTestStack: Sendable {
 
     /// Starts `verify-worker run` (not yet ready: see ``ProcessTestWorker/waitUntilReady(within:)``).
     func startWorker(_ workerID: String, overrides: [String: String] = [:]) throws -> ProcessTestWorker {
-        let port = try ProcessTest.freePort()
+        let port = try FreeLocalPort.pick()
         let child = try ProcessTestChild(
             name: workerID, arguments: ["run"],
             environment: workerEnvironment(workerID: workerID, metricsPort: port, overrides: overrides),
