@@ -43,6 +43,9 @@ struct RunCommand: AsyncParsableCommand {
         do {
             exit = try await WorkerRuntime(configuration: configuration, logger: logger).run {
                 _ = await signals.wait()
+                // Drain, then flush (10 s) and close the producer (5 s), each bounded; beyond that a Kafka client
+                // waiting for an unreachable broker must not keep the process alive.
+                ShutdownDeadline.arm(after: configuration.drainTimeout + Self.shutdownGrace, logger: logger)
             }
         } catch let error as ConfigurationError {
             FileHandle.standardError.write(Data("verify-worker run: \(error)\n".utf8))
@@ -50,6 +53,9 @@ struct RunCommand: AsyncParsableCommand {
         }
         if case .fatal = exit { throw ExitCode(1) }
     }
+
+    /// How long after the drain timeout a stopping worker may take to close its clients before it exits anyway.
+    static let shutdownGrace: Duration = .seconds(20)
 
     /// JSON lines (or text) on standard error at the configured level, for every logger of the process.
     static func bootstrapLogging(_ configuration: WorkerConfiguration) -> Logger {

@@ -77,6 +77,28 @@ struct ProcessWorkerTests {
     }
 
     @Test(
+        "SIGTERM while no broker is reachable: the worker still exits, by its shutdown deadline",
+        .timeLimit(.minutes(2)))
+    func sigtermWithoutBroker() async throws {
+        try await ProcessTestStack.withStack { stack, _ in
+            let worker = try stack.startWorker("lonely-worker", overrides: ["VERIFY_DRAIN_TIMEOUT_S": "2"])
+            try await worker.waitUntilReady()
+            stack.broker.terminateIfRunning()
+            let signalled = ContinuousClock.now
+            worker.child.signal(SIGTERM)
+            // Drain (2 s) + the grace for closing the Kafka clients (20 s), and slack for a loaded machine.
+            let status = try await worker.child.exitStatus(within: .seconds(60))
+            let took = signalled.duration(to: .now)
+            #expect(took < .seconds(45), "took \(took) to exit")
+            // A clean close is possible when librdkafka gives up by itself; otherwise the deadline says so.
+            if status != 0 {
+                #expect(status == 1, "exit status \(status):\n\(worker.child.logTail())")
+                #expect(worker.child.logTail(40).contains("shutdown deadline passed"), "\(worker.child.logTail())")
+            }
+        }
+    }
+
+    @Test(
         "kill -9 mid-run, then a restart: every job decided, repeats identical, no transaction granted twice",
         .timeLimit(.minutes(2)))
     func killNineLosesNothing() async throws {
