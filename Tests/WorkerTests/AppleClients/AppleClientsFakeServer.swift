@@ -161,3 +161,19 @@ final class AppleClientsFakeServer: Sendable {
         return Response(status: .init(code: reply.status), headers: fields, body: ResponseBody(byteBuffer: bytes))
     }
 }
+
+extension AppleClientsFakeServer {
+    /// Starts a fake server, runs `body` with it and its base URL, and retires it however `body` ends.
+    static func withRunning<T>(_ body: (AppleClientsFakeServer, String) async throws -> T) async throws -> T {
+        let server = AppleClientsFakeServer()
+        let port = try await server.start()
+        do {
+            let result = try await body(server, "http://127.0.0.1:\(port)")
+            server.retire()
+            return result
+        } catch {
+            server.retire()
+            throw error
+        }
+    }
+}

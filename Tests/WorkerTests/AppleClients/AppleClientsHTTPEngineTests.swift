@@ -5,19 +5,6 @@ import Testing
 
 @Suite("Apple clients: curl HTTP engine", .serialized, .timeLimit(.minutes(1)))
 struct AppleClientsHTTPEngineTests {
-    private func withServer<T>(_ body: (AppleClientsFakeServer, String) async throws -> T) async throws -> T {
-        let server = AppleClientsFakeServer()
-        let port = try await server.start()
-        do {
-            let result = try await body(server, "http://127.0.0.1:\(port)")
-            server.retire()
-            return result
-        } catch {
-            server.retire()
-            throw error
-        }
-    }
-
     private func transportError(_ body: () async throws -> Void) async -> HTTPTransportError? {
         do {
             try await body()
@@ -30,7 +17,7 @@ struct AppleClientsHTTPEngineTests {
     @Test("GET and POST round trip with headers and body")
     func roundTrip() async throws {
         let engine = try CurlHTTPEngine()
-        try await withServer { server, base in
+        try await AppleClientsFakeServer.withRunning { server, base in
             server.enqueue("/echo", .json(#"{"ok":true}"#, headers: ["X-Answer": "42"]))
             let response = try await engine.execute(
                 TransportRequest(
@@ -49,7 +36,7 @@ struct AppleClientsHTTPEngineTests {
     @Test("Sequential requests reuse one connection")
     func connectionReuse() async throws {
         let engine = try CurlHTTPEngine()
-        try await withServer { server, base in
+        try await AppleClientsFakeServer.withRunning { server, base in
             server.setFallback("/ping", .json("{}"))
             for _ in 0..<20 {
                 _ = try await engine.execute(TransportRequest(url: base + "/ping"))
@@ -63,7 +50,7 @@ struct AppleClientsHTTPEngineTests {
     func reusedHandleStartsClean() async throws {
         // A pool of one handle: every request below runs on the same easy handle, one after the other.
         let engine = try CurlHTTPEngine(configuration: HTTPEngineConfiguration(easyHandlePoolSize: 1))
-        try await withServer { server, base in
+        try await AppleClientsFakeServer.withRunning { server, base in
             server.setFallback("/post", .json("{}"))
             server.setFallback("/get", .json("{}"))
             _ = try await engine.execute(
@@ -88,7 +75,7 @@ struct AppleClientsHTTPEngineTests {
     @Test("Requests submitted while the loop waits are started at once, not at the next timer")
     func wakeUpStartsWorkPromptly() async throws {
         let engine = try CurlHTTPEngine()
-        try await withServer { server, base in
+        try await AppleClientsFakeServer.withRunning { server, base in
             server.setFallback("/ping", .json("{}"))
             _ = try await engine.execute(TransportRequest(url: base + "/ping"))
             // The loop is now idle in epoll_wait (its safety timeout is 1 s); each request must wake it.
@@ -105,7 +92,7 @@ struct AppleClientsHTTPEngineTests {
     @Test("Hundreds of concurrent requests all complete")
     func manyConcurrentRequests() async throws {
         let engine = try CurlHTTPEngine()
-        try await withServer { server, base in
+        try await AppleClientsFakeServer.withRunning { server, base in
             server.setFallback("/slow", AppleClientsFakeServer.Reply(body: Array("x".utf8), delay: .milliseconds(50)))
             let statuses = try await withThrowingTaskGroup(of: Int.self) { group in
                 for _ in 0..<300 {
@@ -122,7 +109,7 @@ struct AppleClientsHTTPEngineTests {
     @Test("Cancelling the task removes the transfer at once")
     func cancellation() async throws {
         let engine = try CurlHTTPEngine()
-        try await withServer { server, base in
+        try await AppleClientsFakeServer.withRunning { server, base in
             server.setFallback("/hang", AppleClientsFakeServer.Reply(delay: .seconds(30)))
             let task = Task { try await engine.execute(TransportRequest(url: base + "/hang")) }
             _ = await server.nextArrival()
@@ -136,7 +123,7 @@ struct AppleClientsHTTPEngineTests {
     @Test("A task cancelled before it starts never reaches the server")
     func cancelledBeforeStart() async throws {
         let engine = try CurlHTTPEngine()
-        try await withServer { server, base in
+        try await AppleClientsFakeServer.withRunning { server, base in
             let task = Task {
                 withUnsafeCurrentTask { $0?.cancel() }
                 return try await engine.execute(TransportRequest(url: base + "/never"))
@@ -149,7 +136,7 @@ struct AppleClientsHTTPEngineTests {
     @Test("The total time limit turns into a retryable timeout")
     func timeout() async throws {
         let engine = try CurlHTTPEngine()
-        try await withServer { server, base in
+        try await AppleClientsFakeServer.withRunning { server, base in
             server.setFallback("/slow", AppleClientsFakeServer.Reply(delay: .seconds(10)))
             let error = await transportError {
                 _ = try await engine.execute(TransportRequest(url: base + "/slow", timeout: .milliseconds(200)))
@@ -162,7 +149,7 @@ struct AppleClientsHTTPEngineTests {
     @Test("Bodies above the limit are aborted")
     func responseSizeLimit() async throws {
         let engine = try CurlHTTPEngine(configuration: HTTPEngineConfiguration(maxResponseBytes: 1024))
-        try await withServer { server, base in
+        try await AppleClientsFakeServer.withRunning { server, base in
             server.enqueue("/big", AppleClientsFakeServer.Reply(body: Array(repeating: 65, count: 64 * 1024)))
             server.enqueue("/small", AppleClientsFakeServer.Reply(body: Array(repeating: 65, count: 1024)))
             let error = await transportError { _ = try await engine.execute(TransportRequest(url: base + "/big")) }
@@ -176,7 +163,7 @@ struct AppleClientsHTTPEngineTests {
     @Test("A dropped connection is a retryable transport error")
     func droppedConnection() async throws {
         let engine = try CurlHTTPEngine()
-        try await withServer { server, base in
+        try await AppleClientsFakeServer.withRunning { server, base in
             server.enqueue("/drop", AppleClientsFakeServer.Reply(body: Array("partial".utf8), dropConnection: true))
             let error = await transportError { _ = try await engine.execute(TransportRequest(url: base + "/drop")) }
             #expect(error?.code == .connectionLost)
@@ -187,7 +174,7 @@ struct AppleClientsHTTPEngineTests {
     @Test("Redirects are returned, never followed")
     func redirectsNotFollowed() async throws {
         let engine = try CurlHTTPEngine()
-        try await withServer { server, base in
+        try await AppleClientsFakeServer.withRunning { server, base in
             server.enqueue("/moved", AppleClientsFakeServer.Reply(status: 302, headers: ["Location": base + "/target"]))
             server.setFallback("/target", .json("{}"))
             let response = try await engine.execute(TransportRequest(url: base + "/moved"))

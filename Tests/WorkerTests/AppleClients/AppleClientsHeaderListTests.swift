@@ -5,25 +5,12 @@ import Testing
 
 @Suite("Apple clients: curl header lists", .serialized, .timeLimit(.minutes(1)))
 struct AppleClientsHeaderListTests {
-    private func withServer<T>(_ body: (AppleClientsFakeServer, String) async throws -> T) async throws -> T {
-        let server = AppleClientsFakeServer()
-        let port = try await server.start()
-        do {
-            let result = try await body(server, "http://127.0.0.1:\(port)")
-            server.retire()
-            return result
-        } catch {
-            server.retire()
-            throw error
-        }
-    }
-
     @Test("A reused handle's header list is sent again for the same headers and replaced for others")
     func headerListReuse() async throws {
         // One handle: the list built for the first request is reused by the second, then rebuilt twice.
         let engine = try CurlHTTPEngine(configuration: HTTPEngineConfiguration(easyHandlePoolSize: 1))
         defer { engine.shutdown() }
-        try await withServer { server, base in
+        try await AppleClientsFakeServer.withRunning { server, base in
             server.setFallback("/h", .json("{}"))
             let first: [(name: String, value: String)] = [("X-A", "1"), ("Content-Type", "application/json")]
             for headers in [first, first, [("X-B", "2")], first] {

@@ -5,25 +5,12 @@ import Testing
 
 @Suite("Apple clients: sharded curl engine", .serialized, .timeLimit(.minutes(1)))
 struct AppleClientsShardedEngineTests {
-    private func withServer<T>(_ body: (AppleClientsFakeServer, String) async throws -> T) async throws -> T {
-        let server = AppleClientsFakeServer()
-        let port = try await server.start()
-        do {
-            let result = try await body(server, "http://127.0.0.1:\(port)")
-            server.retire()
-            return result
-        } catch {
-            server.retire()
-            throw error
-        }
-    }
-
     @Test("Concurrent calls are spread round robin over every shard")
     func spreadsOverShards() async throws {
         let engine = try ShardedCurlEngine(shards: 3)
         defer { engine.shutdown() }
         #expect(engine.shardCount == 3)
-        try await withServer { server, base in
+        try await AppleClientsFakeServer.withRunning { server, base in
             server.setFallback("/slow", AppleClientsFakeServer.Reply(body: Array("x".utf8), delay: .milliseconds(50)))
             let statuses = try await withThrowingTaskGroup(of: Int.self) { group in
                 for _ in 0..<30 {
@@ -43,7 +30,7 @@ struct AppleClientsShardedEngineTests {
     func cancellationOnEveryShard() async throws {
         let engine = try ShardedCurlEngine(shards: 2)
         defer { engine.shutdown() }
-        try await withServer { server, base in
+        try await AppleClientsFakeServer.withRunning { server, base in
             server.setFallback("/hang", AppleClientsFakeServer.Reply(delay: .seconds(30)))
             let first = Task { try await engine.execute(TransportRequest(url: base + "/hang")) }
             _ = await server.nextArrival()
