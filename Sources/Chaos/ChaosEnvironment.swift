@@ -96,9 +96,7 @@ final class ChaosEnvironment: Sendable {
         }
 
         // 3. Read verdicts and dead letters; submit; inject faults meanwhile.
-        var retention: (errors: [ChaosHarnessError], deleted: (jobs: Set<String>, deadLetters: Set<String>)) = (
-            [], ([], [])
-        )
+        var retention: ChaosRetentionCheck.Outcome = ([], ([], []))
         var trimmed: [String: Int] = [:]
         let tally = ChaosTally(
             expectedJobs: Set(traffic.jobs.map(\.jobID)), expectedDeadLetters: traffic.malformedKeys)
@@ -148,15 +146,8 @@ final class ChaosEnvironment: Sendable {
             logger.info(
                 "chaos: settled, stopping the workers",
                 metadata: ["chaos.settled": "\(tally.settled)", "chaos.expected": "\(expectedSettled)"])
-            // The metrics too must not carry a secret or a receipt in a label: saved as a log for the audit.
-            await saveMetrics()
-            // Drain every worker with SIGTERM (itself checked): they commit, and redeliveries still in flight arrive.
-            await stopWorkersGracefully()
-            // Redeliveries still in flight when the workers stopped: read until the reader has every partition's
-            // high watermark (bounded), not for a guessed time.
-            let (jobMarks, readMarks) = await watermarks(producer: producer, partitions: partitions)
-            await reader.readUntil(readMarks, offsets: offsets, within: .seconds(30))
-            await reader.close()
+            let (jobMarks, readMarks) = await stopAndReadToEnd(
+                reader: reader, offsets: offsets, producer: producer, partitions: partitions)
             group.cancelAll()
             retention = ChaosRetentionCheck.check(
                 deliveries: deliveries.entries, jobWatermarks: jobMarks, unsettled: tally.unsettled,
@@ -243,6 +234,21 @@ final class ChaosEnvironment: Sendable {
             let text = (try? String(contentsOf: workerLog(index), encoding: .utf8)) ?? ""
             return total + text.components(separatedBy: "Offset out of range").count - 1
         }
+    }
+
+    /// Ends a run's traffic: saves the workers' metrics for the audit (no secret or receipt may be in a label),
+    /// drains every worker with SIGTERM (itself checked), then reads what is still in flight (redeliveries) until the
+    /// reader has every verdict and dead-letter partition's high watermark (bounded), not for a guessed time, and
+    /// closes the reader. Returns the watermarks it read.
+    func stopAndReadToEnd(
+        reader: ChaosReader, offsets: ChaosOffsetTracker, producer: KafkaProducer, partitions: Int
+    ) async -> (jobs: [Int32: KafkaWatermarks], read: [KafkaTopicPartition: KafkaWatermarks]) {
+        await saveMetrics()
+        await stopWorkersGracefully()
+        let marks = await watermarks(producer: producer, partitions: partitions)
+        await reader.readUntil(marks.read, offsets: offsets, within: .seconds(30))
+        await reader.close()
+        return marks
     }
 
     /// The watermarks of every partition of the three topics (those that answered).

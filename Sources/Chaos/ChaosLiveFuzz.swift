@@ -166,9 +166,7 @@ extension ChaosEnvironment {
         corpus.heavyShare = plan.heavyShare
         corpus.baitURL = canary.url
 
-        var retention: (errors: [ChaosHarnessError], deleted: (jobs: Set<String>, deadLetters: Set<String>)) = (
-            [], ([], [])
-        )
+        var retention: ChaosRetentionCheck.Outcome = ([], ([], []))
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { try await reader.run() }
             group.addTask { await self.watchWorkers(watch) }
@@ -222,11 +220,8 @@ extension ChaosEnvironment {
             report.elapsedSeconds = Self.seconds(started.duration(to: clock.now))
             report.inputsPerSecond = Double(report.inputs) / max(report.elapsedSeconds, 0.001)
             watch.stop()
-            await saveMetrics()
-            await stopWorkersGracefully()
-            let (jobMarks, readMarks) = await watermarks(producer: producer, partitions: partitions)
-            await reader.readUntil(readMarks, offsets: offsets, within: .seconds(30))
-            await reader.close()
+            let (jobMarks, readMarks) = await stopAndReadToEnd(
+                reader: reader, offsets: offsets, producer: producer, partitions: partitions)
             group.cancelAll()
             retention = ChaosRetentionCheck.check(
                 deliveries: deliveries.entries, jobWatermarks: jobMarks, unsettled: tally.unsettled,

@@ -92,6 +92,9 @@ final class ChaosDeliveryLog: Sendable {
 
 /// The end-of-run check: each partition's low watermark against what the harness still needed.
 enum ChaosRetentionCheck {
+    /// Harness errors, and the job ids and dead-letter keys the broker deleted before they settled.
+    typealias Outcome = (errors: [ChaosHarnessError], deleted: (jobs: Set<String>, deadLetters: Set<String>))
+
     /// - Parameters:
     ///   - jobWatermarks: `receipt-jobs` partition → watermarks.
     ///   - unsettled: job ids and dead-letter keys submitted and never settled.
@@ -101,7 +104,7 @@ enum ChaosRetentionCheck {
         deliveries: [ChaosDeliveryLog.Entry], jobWatermarks: [Int32: KafkaWatermarks],
         unsettled: (jobs: Set<String>, deadLetters: Set<String>),
         readerNext: [KafkaTopicPartition: Int64], readWatermarks: [KafkaTopicPartition: KafkaWatermarks]
-    ) -> (errors: [ChaosHarnessError], deleted: (jobs: Set<String>, deadLetters: Set<String>)) {
+    ) -> Outcome {
         var errors: [ChaosHarnessError] = []
         var deletedJobs = Set<String>()
         var deletedLetters = Set<String>()
