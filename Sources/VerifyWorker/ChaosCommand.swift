@@ -135,8 +135,7 @@ struct ChaosCommand: AsyncParsableCommand {
         }
         var logger = Logger(label: "verify.chaos")
         logger.logLevel = .info
-        var configuration = ChaosConfiguration(binary: URL(fileURLWithPath: CommandLine.arguments[0]), logger: logger)
-        configuration.binary = Self.executable()
+        var configuration = ChaosConfiguration(binary: RunningExecutable.url, logger: logger)
         configuration.jobs = jobs ?? (long ? 100_000 : 2_000)
         configuration.workers = workers
         configuration.seed = seed
@@ -171,13 +170,5 @@ struct ChaosCommand: AsyncParsableCommand {
         let report = try await ChaosRun(configuration: configuration).run()
         print(report.json)
         if report.violations > 0 || report.harnessErrors > 0 { throw ExitCode(1) }
-    }
-
-    /// This executable, for the child processes.
-    static func executable() -> URL {
-        if let path = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe") {
-            return URL(fileURLWithPath: path)
-        }
-        return URL(fileURLWithPath: CommandLine.arguments[0])
     }
 }

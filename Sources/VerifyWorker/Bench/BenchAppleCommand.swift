@@ -101,7 +101,7 @@ struct BenchAppleCommand: AsyncParsableCommand {
             simulator.setFaults(FaultPlan())
             try await runWrk(base: base, receipt: minted.receipt, into: &output)
         } else {
-            let child = try await SimulatorChildProcess.start(executable: Self.ownExecutable())
+            let child = try await SimulatorChildProcess.start(executable: RunningExecutable.url.path)
             do {
                 let controlEngine = try CurlHTTPEngine()
                 defer { controlEngine.shutdown() }
@@ -156,11 +156,6 @@ struct BenchAppleCommand: AsyncParsableCommand {
             client: client, engine: engine, concurrency: concurrency, requests: requests, receiptData: receipt,
             configuredLatency: latency > 0 ? .milliseconds(latency) : nil)
         return try await load.run()
-    }
-
-    /// This program's own executable, to start `apple-sim` from.
-    static func ownExecutable() -> String {
-        (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
     }
 
     static let bundleID = "com.example.verifyworker"

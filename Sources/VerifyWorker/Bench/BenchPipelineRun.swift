@@ -329,7 +329,7 @@ struct PipelineBenchmark: Sendable {
         demo.workers = options.workers
         demo.partitions = options.partitions
         demo.progressInterval = nil
-        if !options.workersInProcess { demo.workerExecutable = DemoWorkerProcess.currentExecutable() }
+        if !options.workersInProcess { demo.workerExecutable = RunningExecutable.url }
         if !options.workerKafkaProperties.isEmpty {
             demo.workerSettings["kafka_properties"] = options.workerKafkaProperties
         }

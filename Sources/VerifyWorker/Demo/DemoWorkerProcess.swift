@@ -53,17 +53,6 @@ final class DemoWorkerProcess: Sendable {
         pid = process.processIdentifier
     }
 
-    /// The running executable (`/proc/self/exe`), to start `run` children of the same build.
-    static func currentExecutable() -> URL {
-        var buffer = [CChar](repeating: 0, count: 4096)
-        let length = readlink("/proc/self/exe", &buffer, buffer.count - 1)
-        if length > 0 {
-            let path = String(decoding: buffer[..<length].map { UInt8(bitPattern: $0) }, as: UTF8.self)
-            return URL(fileURLWithPath: path)
-        }
-        return URL(fileURLWithPath: CommandLine.arguments[0])
-    }
-
     var hasExited: Bool { exited.value != nil }
 
     /// The worker's `/metrics`, or nil while it does not answer.
