@@ -13,17 +13,25 @@ struct ChaosRunTests {
         return FileManager.default.isExecutableFile(atPath: bin + "/initdb")
     }
 
-    @Test("Every fault once, seed mix plus adversarial cases and fuzz: no invariant broken", .timeLimit(.minutes(5)))
-    func shortRun() async throws {
+    /// The built binary, the repository's PostgreSQL script and a quiet logger; fails (never skips) without
+    /// PostgreSQL.
+    static func configuration(for run: String) throws -> ChaosConfiguration {
         let binary = try TestEnvironment.verifyWorkerBinary()
-        guard Self.postgresInstalled else {
+        guard postgresInstalled else {
             throw MissingResource(
-                what: "PostgreSQL 15 (the chaos run starts a private server with scripts/test-postgres.sh)",
+                what: "PostgreSQL 15 (\(run) starts a private server with scripts/test-postgres.sh)",
                 hint: "apt-get install postgresql-15, or set PG_BIN to its bin directory")
         }
         var logger = Logger(label: "chaos-test")
         logger.logLevel = .notice
         var configuration = ChaosConfiguration(binary: binary, logger: logger)
+        configuration.postgresScript = TestEnvironment.packageRoot.appendingPathComponent("scripts/test-postgres.sh")
+        return configuration
+    }
+
+    @Test("Every fault once, seed mix plus adversarial cases and fuzz: no invariant broken", .timeLimit(.minutes(5)))
+    func shortRun() async throws {
+        var configuration = try Self.configuration(for: "the chaos run")
         configuration.jobs = Int(ProcessInfo.processInfo.environment["CHAOS_TEST_JOBS"] ?? "") ?? 400
         configuration.fuzz = 120
         configuration.workers = 3
@@ -35,7 +43,6 @@ struct ChaosRunTests {
         configuration.settleTimeout = .seconds(60)
         // Trace level: the run's log audit then proves no worker line holds the shared secret or a receipt.
         configuration.workerLogLevel = "trace"
-        configuration.postgresScript = TestEnvironment.packageRoot.appendingPathComponent("scripts/test-postgres.sh")
         let report = try await ChaosRun(configuration: configuration).run()
         #expect(report.violations == 0, "\(report.violationExamples.joined(separator: "\n")) (\(report.workDirectory))")
         #expect(report.faultsInjected == 8)
@@ -46,21 +53,12 @@ struct ChaosRunTests {
 
     @Test("Adversarial inputs through live workers: each a dead letter or rejected, no crash", .timeLimit(.minutes(3)))
     func liveFuzz() async throws {
-        let binary = try TestEnvironment.verifyWorkerBinary()
-        guard Self.postgresInstalled else {
-            throw MissingResource(
-                what: "PostgreSQL 15 (the live fuzz run starts a private server with scripts/test-postgres.sh)",
-                hint: "apt-get install postgresql-15, or set PG_BIN to its bin directory")
-        }
-        var logger = Logger(label: "chaos-test")
-        logger.logLevel = .notice
-        var configuration = ChaosConfiguration(binary: binary, logger: logger)
+        var configuration = try Self.configuration(for: "the live fuzz run")
         configuration.workers = 2
         configuration.seed = 11
         configuration.partitions = 12
         configuration.fuzzSizeLimit = 900_000
         configuration.settleTimeout = .seconds(60)
-        configuration.postgresScript = TestEnvironment.packageRoot.appendingPathComponent("scripts/test-postgres.sh")
         var plan = ChaosLiveFuzzPlan()
         plan.inputs = 550
         plan.heavyShare = 0.05
