@@ -51,9 +51,7 @@ final class ChaosEnvironment: Sendable {
         // 1. Mint the traffic with an in-process simulator sharing the state directory, before the simulator process
         // starts: it then loads the same PKI and the journal of minted (and refunded) transactions.
         let simulatorState = try ChaosSimulatorState(directory: directory, secretPrefix: "chaos", runID: runID)
-        let (stateDirectory, sharedSecret, secretFile) = (
-            simulatorState.stateDirectory, simulatorState.sharedSecret, simulatorState.secretFile
-        )
+        let sharedSecret = simulatorState.sharedSecret
         let minting = simulatorState.minting
         logger.info("chaos: minting traffic", metadata: ["chaos.jobs": "\(configuration.jobs)"])
         let canary = try ChaosCanary()
@@ -81,19 +79,7 @@ final class ChaosEnvironment: Sendable {
                 "chaos.messages": "\(traffic.messages.count)", "chaos.planned_mb": "\(plannedBytes >> 20)",
                 "chaos.partitions": "\(partitions)", "chaos.window_kb": "\(window >> 10)",
             ])
-        let bootstrap = try await startBroker()
-        let simulatorURL = try await startSimulator(stateDirectory: stateDirectory, secretFile: secretFile)
-        let ledgerURL = try startLedger()
-        let workerEnvironment = makeWorkerEnvironment(
-            bootstrap: bootstrap, simulatorURL: simulatorURL, ledgerURL: ledgerURL, catalogFile: catalogFile,
-            stateDirectory: stateDirectory, secretFile: secretFile)
-        for index in 0..<configuration.workers {
-            try startWorker(index, environment: workerEnvironment)
-        }
-        for index in 0..<configuration.workers where !(await waitForReady(index, within: .seconds(90))) {
-            let tail = (try? String(contentsOf: workerLog(index), encoding: .utf8))?.suffix(400) ?? ""
-            throw ChaosError("worker \(index) was not ready within 90 s (log: \(workerLog(index).path)): \(tail)")
-        }
+        let (bootstrap, ledgerURL) = try await startCluster(simulatorState, catalogFile: catalogFile)
 
         // 3. Read verdicts and dead letters; submit; inject faults meanwhile.
         var retention: ChaosRetentionCheck.Outcome = ([], ([], []))
@@ -234,6 +220,28 @@ final class ChaosEnvironment: Sendable {
             let text = (try? String(contentsOf: workerLog(index), encoding: .utf8)) ?? ""
             return total + text.components(separatedBy: "Offset out of range").count - 1
         }
+    }
+
+    /// Starts the dev broker, the simulator process on `simulatorState`, the ledger and every worker, and waits until
+    /// each worker is ready. Returns the bootstrap servers and the ledger's URL.
+    func startCluster(
+        _ simulatorState: ChaosSimulatorState, catalogFile: URL
+    ) async throws -> (bootstrap: String, ledgerURL: String) {
+        let bootstrap = try await startBroker()
+        let simulatorURL = try await startSimulator(
+            stateDirectory: simulatorState.stateDirectory, secretFile: simulatorState.secretFile)
+        let ledgerURL = try startLedger()
+        let workerEnvironment = makeWorkerEnvironment(
+            bootstrap: bootstrap, simulatorURL: simulatorURL, ledgerURL: ledgerURL, catalogFile: catalogFile,
+            stateDirectory: simulatorState.stateDirectory, secretFile: simulatorState.secretFile)
+        for index in 0..<configuration.workers {
+            try startWorker(index, environment: workerEnvironment)
+        }
+        for index in 0..<configuration.workers where !(await waitForReady(index, within: .seconds(90))) {
+            let tail = (try? String(contentsOf: workerLog(index), encoding: .utf8))?.suffix(400) ?? ""
+            throw ChaosError("worker \(index) was not ready within 90 s (log: \(workerLog(index).path)): \(tail)")
+        }
+        return (bootstrap, ledgerURL)
     }
 
     /// Ends a run's traffic: saves the workers' metrics for the audit (no secret or receipt may be in a label),

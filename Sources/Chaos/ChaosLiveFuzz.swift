@@ -116,9 +116,7 @@ extension ChaosEnvironment {
 
         // 1. The simulator's PKI, and other apps' authentic receipts for the corpus to mutate.
         let simulatorState = try ChaosSimulatorState(directory: directory, secretPrefix: "fuzz", runID: runID)
-        let (stateDirectory, sharedSecret, secretFile) = (
-            simulatorState.stateDirectory, simulatorState.sharedSecret, simulatorState.secretFile
-        )
+        let sharedSecret = simulatorState.sharedSecret
         let minting = simulatorState.minting
         let canary = try ChaosCanary()
         defer { canary.stop() }
@@ -139,16 +137,7 @@ extension ChaosEnvironment {
         partitionCount.withLock { $0 = partitions }
         report.partitions = partitions
         let window = configuration.flowWindowBytes ?? partitions * Self.windowBytesPerPartition
-        let bootstrap = try await startBroker()
-        let simulatorURL = try await startSimulator(stateDirectory: stateDirectory, secretFile: secretFile)
-        let ledgerURL = try startLedger()
-        let workerEnvironment = makeWorkerEnvironment(
-            bootstrap: bootstrap, simulatorURL: simulatorURL, ledgerURL: ledgerURL, catalogFile: catalogFile,
-            stateDirectory: stateDirectory, secretFile: secretFile)
-        for index in 0..<configuration.workers { try startWorker(index, environment: workerEnvironment) }
-        for index in 0..<configuration.workers where !(await waitForReady(index, within: .seconds(90))) {
-            throw ChaosError("worker \(index) was not ready within 90 s (log: \(workerLog(index).path))")
-        }
+        let (bootstrap, _) = try await startCluster(simulatorState, catalogFile: catalogFile)
 
         // 3. Submit with a window, read back, watch the workers.
         let started = clock.now
