@@ -21,34 +21,10 @@ final class EdgeRunningProcess: Sendable {
         process.standardError = errors
         process.standardInput = FileHandle.nullDevice
         self.exited = EdgeBlocking.exitSignal(of: process)
-        self.stdout = Self.lines(of: output.fileHandleForReading)
-        self.stderr = Self.lines(of: errors.fileHandleForReading)
+        self.stdout = TestLines.stream(of: output.fileHandleForReading)
+        self.stderr = TestLines.stream(of: errors.fileHandleForReading)
         try process.run()
         self.process = process
-    }
-
-    /// Lines read on a thread of their own (reading blocks).
-    private static func lines(of handle: FileHandle) -> AsyncStream<String> {
-        let (stream, continuation) = AsyncStream<String>.makeStream()
-        let thread = Thread {
-            var pending: [UInt8] = []
-            while true {
-                let chunk = handle.availableData
-                if chunk.isEmpty { break }
-                for byte in chunk {
-                    if byte == UInt8(ascii: "\n") {
-                        continuation.yield(String(decoding: pending, as: UTF8.self))
-                        pending = []
-                    } else {
-                        pending.append(byte)
-                    }
-                }
-            }
-            if !pending.isEmpty { continuation.yield(String(decoding: pending, as: UTF8.self)) }
-            continuation.finish()
-        }
-        thread.start()
-        return stream
     }
 
     /// The first line of `stream` that satisfies `predicate`, or nil if the stream ends first.

@@ -100,24 +100,7 @@ final class KafkaTestLineReader: Sendable {
     private let stream: AsyncStream<String>
 
     init(_ handle: FileHandle) {
-        let (stream, continuation) = AsyncStream.makeStream(of: String.self)
-        self.stream = stream
-        Thread {
-            var pending: [UInt8] = []
-            while true {
-                let chunk = handle.availableData
-                if chunk.isEmpty { break }
-                for byte in chunk {
-                    if byte == UInt8(ascii: "\n") {
-                        continuation.yield(String(decoding: pending, as: UTF8.self))
-                        pending = []
-                    } else {
-                        pending.append(byte)
-                    }
-                }
-            }
-            continuation.finish()
-        }.start()
+        stream = TestLines.stream(of: handle)
     }
 
     func next() async -> String? {
