@@ -15,6 +15,8 @@ import Synchronization
 ///   in-flight work and commit; only then is the assignment cleared.
 /// - `pause`/`resume` stop and restart fetching per partition: the pipeline's tool when its
 ///   in-flight bound is reached.
+/// - `rewind` makes a partition read again from an offset: the pipeline's answer when the offsets
+///   it is handed skip ahead of what it expects.
 ///
 /// Call `close()` on shutdown: it revokes (running `onRevoke`), leaves the group and ends `events`.
 public final class KafkaConsumer: Sendable {
@@ -28,6 +30,7 @@ public final class KafkaConsumer: Sendable {
     private let channel: KafkaEventChannel
     private let stopPolling = StopFlag()
     private let pollThreadEnded = CompletionSignal()
+    private let rewinds = PendingRewinds()
     private let logger: Logger
 
     public init(
@@ -151,6 +154,17 @@ public final class KafkaConsumer: Sendable {
         if let failure { throw failure }
     }
 
+    /// Reads `partition` again from `offset`: the poll thread seeks there (waiting until librdkafka
+    /// has dropped what it had fetched from the old position), drops this partition's messages still
+    /// buffered in `events`, and then delivers `.rewound(partition, offset)`. Every message of the
+    /// partition after that event comes from the new position; messages of it that arrive before the
+    /// event were read before the seek and are to be ignored. A request for a partition that is not
+    /// assigned any more is dropped (a new assignment reads from the committed offset); a seek that
+    /// fails is logged and tried again.
+    public func rewind(_ partition: KafkaTopicPartition, to offset: Int64) {
+        rewinds.add(KafkaCommitOffset(topicPartition: partition, offset: offset))
+    }
+
     /// The client's fatal error, once librdkafka raised one.
     public var fatalError: KafkaError? {
         context.fatalError.withLock { $0 } ?? client.fatalError
@@ -177,12 +191,17 @@ public final class KafkaConsumer: Sendable {
         let stop = self.stopPolling
         let ended = self.pollThreadEnded
         let logger = self.logger
+        let rewinds = self.rewinds
+        let rebalance = self.rebalance
         let thread = Thread {
             var fatal: KafkaError?
             while !stop.isSet {
                 if let error = context.fatalError.withLock({ $0 }) {
                     fatal = error
                     break
+                }
+                if rewinds.hasRequests {
+                    rewinds.perform(client: client, rebalance: rebalance, channel: channel, stop: stop, logger: logger)
                 }
                 guard let message = client.withHandle({ rd_kafka_consumer_poll($0, 100) }) else { continue }
                 // Ownership: rd_kafka_consumer_poll hands us the message; copied, then destroyed here.
@@ -218,6 +237,52 @@ public final class KafkaConsumer: Sendable {
         }
         thread.name = "kafka-consumer-poll"
         thread.start()
+    }
+}
+
+/// Rewind requests, performed on the poll thread between two polls: there the seek, the discarding
+/// of buffered messages and the `.rewound` event are ordered with every message the thread hands on.
+final class PendingRewinds: Sendable {
+    private let requests = Mutex<[KafkaTopicPartition: Int64]>([:])
+
+    /// Adds a request; a later one for the same partition replaces an earlier one not yet performed.
+    func add(_ request: KafkaCommitOffset) {
+        requests.withLock { $0[request.topicPartition] = request.offset }
+    }
+
+    var hasRequests: Bool { requests.withLock { !$0.isEmpty } }
+
+    /// Seeks each requested partition that is still assigned, then discards its buffered messages and
+    /// announces the rewind; keeps what failed for the next round.
+    func perform(
+        client: RDKafkaClient, rebalance: ConsumerRebalanceHandler, channel: KafkaEventChannel, stop: StopFlag,
+        logger: Logger
+    ) {
+        let taken = requests.withLock { requests in
+            defer { requests = [:] }
+            return requests
+        }
+        let assignment = rebalance.assignment
+        for (partition, offset) in taken where assignment.contains(partition) {
+            let request = KafkaCommitOffset(topicPartition: partition, offset: offset)
+            // With a timeout the call returns once the fetcher has moved: nothing fetched from the old
+            // position reaches `rd_kafka_consumer_poll` after it.
+            let failure = RDKafkaTopicPartitionList.with([request]) { list -> KafkaError? in
+                if let error = client.withHandle({ rd_kafka_seek_partitions($0, list, 5_000) }) {
+                    return KafkaError(consuming: error, context: "seek \(request)")
+                }
+                return RDKafkaTopicPartitionList.firstError(list)
+            }
+            if let failure {
+                logger.warning(
+                    "kafka rewind failed; trying again",
+                    metadata: ["kafka.rewind": "\(request)", "kafka.error": "\(failure)"])
+                requests.withLock { if $0[partition] == nil { $0[partition] = offset } }
+                continue
+            }
+            channel.discardMessages(of: [partition])
+            channel.push(.rewound(partition, offset: offset), unless: stop)
+        }
     }
 }
 

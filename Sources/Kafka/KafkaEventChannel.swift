@@ -160,6 +160,9 @@ public enum KafkaConsumerEvent: Sendable {
     /// These partitions were taken away; the revoke hook has already run. Buffered messages of
     /// them were dropped.
     case partitionsRevoked([KafkaTopicPartition])
+    /// The partition was sought back to `offset` at the reader's request (`KafkaConsumer.rewind`):
+    /// its messages from here on are read from there.
+    case rewound(KafkaTopicPartition, offset: Int64)
 }
 
 /// The consumer's events as an `AsyncSequence` with a single reader. It finishes when the consumer

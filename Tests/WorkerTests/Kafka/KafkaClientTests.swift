@@ -100,6 +100,8 @@ struct KafkaClientTests {
                         progress.update { $0.members[name]?.assignment = Set(partitions) }
                     case .partitionsRevoked:
                         progress.update { $0.members[name]?.assignment = [] }
+                    case .rewound:
+                        break
                     case .message(let message):
                         progress.update {
                             $0.members[name]?.values.append(KafkaTest.text(message.value))
@@ -170,6 +172,48 @@ struct KafkaClientTests {
         let resumed = try await KafkaTest.collect(consumer.events, messages: 20)
         #expect(resumed.allSatisfy { $0.topicPartition == paused })
         #expect(resumed.map(\.offset) == Array(0..<20))
+        await consumer.close()
+        await producer.shutdown()
+    }
+
+    @Test(
+        "a rewound partition is read again from the offset asked for, after a rewound event and nothing read before it",
+        .timeLimit(.minutes(1)))
+    func rewind() async throws {
+        let topic = "kt-rewind"
+        let cluster = try KafkaTest.cluster(brokers: 1, topics: [topic: 1])
+        let producer = try KafkaTest.producer(cluster)
+        _ = try await KafkaTest.produce(producer, topic: topic, count: 50, prefix: "r", partitions: 1)
+        let consumer = try KafkaTest.consumer(cluster.bootstrapServers, group: KafkaTest.uniqueGroup("rewind"))
+        try consumer.subscribe(topics: [topic])
+        let partition = KafkaTopicPartition(topic: topic, partition: 0)
+        #expect(try await KafkaTest.awaitAssignment(consumer.events) == [partition])
+        let first = try await KafkaTest.collect(consumer.events, messages: 30)
+        #expect(first.map(\.offset) == Array(0..<30))
+
+        consumer.rewind(partition, to: 10)
+        // A rewind of a partition this member does not hold is dropped, not retried for ever.
+        consumer.rewind(KafkaTopicPartition(topic: topic, partition: 7), to: 0)
+        var beforeEvent: [Int64] = []
+        var afterEvent: [Int64] = []
+        var rewound: [KafkaCommitOffset] = []
+        for try await event in consumer.events {
+            switch event {
+            case .rewound(let rewoundPartition, let offset):
+                rewound.append(KafkaCommitOffset(topicPartition: rewoundPartition, offset: offset))
+            case .message(let message) where rewound.isEmpty:
+                beforeEvent.append(message.offset)
+            case .message(let message):
+                afterEvent.append(message.offset)
+            default:
+                break
+            }
+            if afterEvent.count == 40 { break }
+        }
+        #expect(rewound == [KafkaCommitOffset(topicPartition: partition, offset: 10)])
+        // Messages buffered before the seek may arrive before the event, never after it.
+        #expect(beforeEvent == Array(30..<Int64(30 + beforeEvent.count)))
+        #expect(afterEvent == Array(10..<50))
         await consumer.close()
         await producer.shutdown()
     }

@@ -93,6 +93,47 @@ struct KafkaRebalanceAndFatalTests {
         await first.close()
     }
 
+    @Test(
+        "a partition read ahead of its commit, paused, and assigned again is read from the committed offset",
+        .timeLimit(.minutes(1)), arguments: [false, true])
+    func reassignedPartitionRestartsAtCommittedOffset(pausedAgain: Bool) async throws {
+        // A worker reads ahead of what it finished (thousands in flight), pauses at its bound, and a rebalance gives
+        // it the same partitions back. Reading must restart at the group's committed offset: starting where the
+        // pause left the fetcher would skip the unfinished jobs below it, which nobody else will ever read.
+        let topic = "kt-readahead"
+        let cluster = try KafkaTest.cluster(brokers: 1, topics: [topic: 4])
+        let producer = try KafkaTest.producer(cluster)
+        _ = try await KafkaTest.produce(producer, topic: topic, count: 80, prefix: "before", partitions: 4)
+        let group = KafkaTest.uniqueGroup("readahead")
+        let first = try KafkaTest.consumer(cluster.bootstrapServers, group: group)
+        try first.subscribe(topics: [topic])
+        let initial = try await KafkaTest.awaitAssignment(first.events)
+        #expect(initial.count == 4)
+        _ = try await KafkaTest.collect(first.events, messages: 80)
+        try await first.commit(initial.map { KafkaCommitOffset(topicPartition: $0, offset: 5) })
+        try first.pause(initial)
+
+        let second = try KafkaTest.consumer(cluster.bootstrapServers, group: group)
+        try second.subscribe(topics: [topic])
+        let reassigned = try await KafkaTest.awaitAssignment(first.events)
+        #expect(!reassigned.isEmpty && reassigned.count < 4)
+        if pausedAgain {
+            // The worker is still at its bound: it pauses the new assignment at once and resumes it later.
+            try first.pause(reassigned)
+            _ = try await KafkaTest.produce(producer, topic: topic, count: 4, prefix: "paused", partitions: 4)
+            try first.resume(reassigned)
+        }
+        _ = try await KafkaTest.produce(producer, topic: topic, count: 8, prefix: "after", partitions: 4)
+        await producer.shutdown()
+
+        // Each reassigned partition holds offsets 0-21 (0-22 paused again): from 5 on is to be read again.
+        let read = try await KafkaTest.collect(first.events, messages: (pausedAgain ? 18 : 17) * reassigned.count)
+        let lowest = Dictionary(grouping: read, by: \.topicPartition).mapValues { $0.map(\.offset).min() ?? -1 }
+        #expect(lowest == Dictionary(uniqueKeysWithValues: reassigned.map { ($0, Int64(5)) }))
+        await second.close()
+        await first.close()
+    }
+
     @Test("a fatal error finishes the consumer's events by throwing", .timeLimit(.minutes(1)))
     func fatalErrorStopsConsumerLoudly() async throws {
         let topic = "kt-fatal"
