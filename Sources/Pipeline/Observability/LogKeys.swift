@@ -11,6 +11,7 @@ public enum LogKeys {
     public static let topic = "kafka.topic"
     public static let partition = "kafka.partition"
     public static let offset = "kafka.offset"
+    public static let expectedOffset = "kafka.expected_offset"
     public static let groupID = "kafka.group_id"
     public static let endpoint = "apple.endpoint"
     public static let appleStatus = "apple.status"

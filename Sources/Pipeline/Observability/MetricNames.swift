@@ -16,6 +16,9 @@ public enum MetricNames {
     public static let inFlight = "verify_jobs_in_flight"
     /// Gauge: partitions of the jobs topic assigned to this worker now.
     public static let assignedPartitions = "verify_assigned_partitions"
+    /// Counter: times the consumer handed on an offset past one never handed on, and the partition was read
+    /// again from the missing one (see docs/RELIABILITY.md).
+    public static let offsetGaps = "verify_offset_gaps_total"
     /// Gauge, label `partition`: offsets between the newest consumed and the committed position.
     public static let commitLag = "verify_commit_lag"
     /// Counter, label `reason`: messages sent to the dead-letter topic.

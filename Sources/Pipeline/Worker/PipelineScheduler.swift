@@ -13,11 +13,48 @@ final class PipelineScheduler: Sendable {
         var generation: UInt64
     }
 
+    /// What became of a consumed message.
+    enum Admission {
+        /// Taken: the job to start now (this message's, unless its key is busy) and what flow control asks.
+        case taken(ready: Admitted?, flow: FlowControl.Action)
+        /// Not taken: its partition is being revoked, its offset was taken already (a redelivery), or its
+        /// partition is being rewound (the message was read before the seek and comes again after it).
+        case ignored
+        /// Not taken: its offset skips past `expected`, the lowest offset of the partition not taken yet. Nothing
+        /// more of the partition is taken until it was rewound to `expected` (``rewound(_:to:)``): committing past
+        /// a message never taken would lose it for good.
+        case gap(expected: Int64)
+    }
+
     private struct Partition {
         var offsets = PartitionOffsets()
         var generation: UInt64
         /// Jobs of this partition being processed now (not those waiting for their key).
         var running = 0
+        /// Set while the partition is being rewound to this offset: its messages are ignored until then.
+        var rewindingTo: Int64?
+        /// After a rewind to this offset, a first message beyond it is taken: the log has no record there (a
+        /// transaction marker, a deleted or compacted record), since the consumer read from exactly there.
+        var gapConfirmedAt: Int64?
+
+        mutating func take(_ offset: Int64) -> TakeOutcome {
+            if rewindingTo != nil { return .ignored }
+            if let next = offsets.nextOffset {
+                if offset < next { return .ignored }
+                if offset > next, gapConfirmedAt != next {
+                    rewindingTo = next
+                    return .gap(expected: next)
+                }
+            }
+            gapConfirmedAt = nil
+            return offsets.start(offset) ? .taken : .ignored
+        }
+    }
+
+    private enum TakeOutcome {
+        case taken
+        case ignored
+        case gap(expected: Int64)
     }
 
     private struct State {
@@ -66,17 +103,36 @@ final class PipelineScheduler: Sendable {
 
     var isPaused: Bool { state.withLock { $0.flow.isPaused } }
 
-    /// Takes a consumed message: nil when its partition is being revoked or the offset was taken already.
-    /// Otherwise the message to start now (this one, unless its key is busy) and what flow control asks.
-    func admit(_ message: KafkaConsumerMessage) -> (ready: Admitted?, flow: FlowControl.Action)? {
+    /// Takes a consumed message, unless its partition is being revoked or rewound, its offset was taken already,
+    /// or it skips past an offset not taken yet (then the caller rewinds the partition).
+    func admit(_ message: KafkaConsumerMessage) -> Admission {
         state.withLock { state in
             let partition = message.topicPartition
-            guard !state.revoking.contains(partition) else { return nil }
+            guard !state.revoking.contains(partition) else { return .ignored }
             let generation = state.generation(of: partition)
-            guard state.partitions[partition]?.offsets.start(message.offset) == true else { return nil }
-            let flow = state.flow.admitted()
-            let admitted = Admitted(message: message, generation: generation)
-            return (state.queue.enqueue(admitted, key: message.key ?? []), flow)
+            switch state.partitions[partition]?.take(message.offset) {
+            case .taken?:
+                let flow = state.flow.admitted()
+                let admitted = Admitted(message: message, generation: generation)
+                return .taken(ready: state.queue.enqueue(admitted, key: message.key ?? []), flow: flow)
+            case .gap(let expected)?:
+                return .gap(expected: expected)
+            case .ignored?, nil:
+                return .ignored
+            }
+        }
+    }
+
+    /// The consumer sought `partition` back to `offset` (after ``Admission/gap(expected:)``): its messages are
+    /// taken again from there. Returns false for a rewind this worker no longer waits for (the partition was
+    /// assigned anew meanwhile), which changes nothing.
+    @discardableResult
+    func rewound(_ partition: KafkaTopicPartition, to offset: Int64) -> Bool {
+        state.withLock { state in
+            guard state.partitions[partition]?.rewindingTo == offset else { return false }
+            state.partitions[partition]?.rewindingTo = nil
+            state.partitions[partition]?.gapConfirmedAt = offset
+            return true
         }
     }
 

@@ -119,14 +119,38 @@ public final class PipelineWorker: Sendable {
                 switch event {
                 case .message(let message):
                     metrics.consumed.increment()
-                    guard let (ready, flow) = scheduler.admit(message) else { continue }
-                    apply(flow)
-                    metrics.inFlight.record(scheduler.inFlight)
-                    if let ready {
-                        // Through a handoff, not a capture: the task's closure would keep the message's bytes
-                        // alive for as long as the lane runs.
-                        let handoff = Handoff(ready)
-                        group.addTask { await self.runLane(startingWith: handoff) }
+                    switch scheduler.admit(message) {
+                    case .taken(let ready, let flow):
+                        apply(flow)
+                        metrics.inFlight.record(scheduler.inFlight)
+                        if let ready {
+                            // Through a handoff, not a capture: the task's closure would keep the message's bytes
+                            // alive for as long as the lane runs.
+                            let handoff = Handoff(ready)
+                            group.addTask { await self.runLane(startingWith: handoff) }
+                        }
+                    case .gap(let expected):
+                        // librdkafka handed on an offset past one this worker never got. Committing past it
+                        // would lose that job for good (漏单): read the partition again from there.
+                        metrics.offsetGaps.increment()
+                        logger.warning(
+                            "kafka: offsets skipped, reading the partition again from the first one not taken",
+                            metadata: [
+                                LogKeys.partition: "\(message.partition)", LogKeys.offset: "\(message.offset)",
+                                LogKeys.expectedOffset: "\(expected)",
+                            ])
+                        consumer.rewind(message.topicPartition, to: expected)
+                    case .ignored:
+                        continue
+                    }
+                case .rewound(let partition, let offset):
+                    let metadata: Logger.Metadata = [
+                        LogKeys.partition: "\(partition.partition)", LogKeys.offset: "\(offset)",
+                    ]
+                    if scheduler.rewound(partition, to: offset) {
+                        logger.notice("kafka: partition read again from the first offset not taken", metadata: metadata)
+                    } else {
+                        logger.debug("kafka: rewind no longer awaited, ignored", metadata: metadata)
                     }
                 case .partitionsAssigned(let partitions):
                     scheduler.assigned(partitions)
@@ -362,6 +386,7 @@ struct PipelineMetrics: Sendable {
     let consumed = Counter(label: MetricNames.jobsConsumed)
     let inFlight = Gauge(label: MetricNames.inFlight)
     let assignedPartitions = Gauge(label: MetricNames.assignedPartitions)
+    let offsetGaps = Counter(label: MetricNames.offsetGaps)
 
     func verdict(_ verdict: Verdict, submittedAt: Date?) {
         Counter(

@@ -1,0 +1,191 @@
+import Foundation
+import Logging
+import Messages
+import Synchronization
+import Testing
+
+@testable import Kafka
+@testable import Pipeline
+
+/// A consumer that hands on an offset past one it never handed on (a fetcher that skipped a batch) must not make
+/// the worker commit past the skipped messages: that would lose those jobs for good (漏单).
+@Suite("Pipeline: offsets skipped by the consumer")
+struct OffsetGapTests {
+    private static let partition = KafkaTopicPartition(topic: "jobs", partition: 0)
+
+    private static func message(_ offset: Int64, partition: KafkaTopicPartition = partition) -> KafkaConsumerMessage {
+        KafkaConsumerMessage(
+            topicPartition: partition, offset: offset, key: Array("k\(offset)".utf8), value: [], headers: [],
+            timestampMilliseconds: nil)
+    }
+
+    private static func outcome(_ admission: PipelineScheduler.Admission) -> String {
+        switch admission {
+        case .taken: "taken"
+        case .ignored: "ignored"
+        case .gap(let expected): "gap \(expected)"
+        }
+    }
+
+    @Test("an offset past one not taken is refused until the partition was rewound to the missing one")
+    func schedulerAsksForRewind() {
+        let scheduler = PipelineScheduler(maximumInFlight: 100)
+        let admit = { (offset: Int64) in Self.outcome(scheduler.admit(Self.message(offset))) }
+        // The first message of an assignment sets where the partition stands.
+        #expect(admit(5) == "taken")
+        #expect(admit(6) == "taken")
+        #expect(admit(9) == "gap 7")
+        // While the rewind is under way nothing of the partition is taken, not even what was read before the seek.
+        #expect(admit(7) == "ignored")
+        #expect(admit(10) == "ignored")
+        // Other partitions go on.
+        let other = KafkaTopicPartition(topic: "jobs", partition: 1)
+        #expect(Self.outcome(scheduler.admit(Self.message(40, partition: other))) == "taken")
+        // A rewind to another offset is not the one awaited.
+        #expect(!scheduler.rewound(Self.partition, to: 3))
+        #expect(admit(7) == "ignored")
+        #expect(scheduler.rewound(Self.partition, to: 7))
+        #expect(admit(7) == "taken")
+        #expect(admit(8) == "taken")
+        #expect(admit(9) == "taken")
+        // Redeliveries stay refused.
+        #expect(admit(8) == "ignored")
+        // Re-read from exactly the missing offset, the log has nothing there (a transaction marker, a removed
+        // record): the first message beyond it is taken, once.
+        #expect(admit(12) == "gap 10")
+        #expect(scheduler.rewound(Self.partition, to: 10))
+        #expect(admit(12) == "taken")
+        #expect(admit(20) == "gap 13")
+        // A new assignment starts afresh: the pending rewind is forgotten, and its late notice changes nothing.
+        scheduler.assigned([Self.partition])
+        #expect(admit(100) == "taken")
+        #expect(!scheduler.rewound(Self.partition, to: 13))
+        #expect(admit(101) == "taken")
+    }
+
+    @Test(
+        "a worker handed an offset past one it never got reads the partition again from there: nothing is lost",
+        .timeLimit(.minutes(1)))
+    func workerRecoversSkippedOffsets() async throws {
+        let topics = PipelineTopics(jobs: "gap-jobs", verdicts: "gap-verdicts", deadLetters: "gap-dlq")
+        let cluster = try MockKafkaCluster(brokers: 1)
+        for topic in [topics.jobs, topics.verdicts, topics.deadLetters] {
+            try cluster.createTopic(topic, partitions: 1)
+        }
+        let recorder = OffsetGapLogRecorder()
+        var logger = Logger(label: "gap") { _ in recorder }
+        logger.logLevel = .debug
+        let producer = try KafkaProducer(
+            configuration: KafkaProducerConfiguration(bootstrapServers: cluster.bootstrapServers, lingerMilliseconds: 1)
+        )
+        let fast = ["fetch.wait.max.ms": "10"]
+        let worker = try PipelineWorker(
+            consumerConfiguration: KafkaConsumerConfiguration(
+                bootstrapServers: cluster.bootstrapServers, groupID: "gap-\(UUID().uuidString.prefix(8))",
+                sessionTimeoutMilliseconds: 6_000, properties: fast),
+            producer: producer, decider: OffsetGapUnusedDecider(),
+            configuration: PipelineWorker.Configuration(topics: topics, commitInterval: .milliseconds(20)),
+            logger: logger)
+        let run = Task { try await worker.run() }
+        let letters = try KafkaConsumer(
+            configuration: KafkaConsumerConfiguration(
+                bootstrapServers: cluster.bootstrapServers, groupID: "gap-dlq-\(UUID().uuidString.prefix(8))",
+                properties: fast))
+        try letters.subscribe(topics: [topics.deadLetters])
+        func send(_ offsets: Range<Int>) async throws {
+            // Not jobs: each ends as a dead letter naming its offset, without a decider.
+            for index in offsets {
+                _ = try await producer.send(
+                    KafkaProducerRecord(topic: topics.jobs, partition: 0, value: Array("not a job \(index)".utf8)))
+            }
+        }
+        func deadLetteredOffsets(_ count: Int) async throws -> [Int64] {
+            try await KafkaTest.collect(letters.events, messages: count).compactMap { letter in
+                letter.headers.first { $0.name == DeadLetter.Header.offset }
+                    .flatMap { $0.value }.flatMap { Int64(String(decoding: $0, as: UTF8.self)) }
+            }
+        }
+
+        try await send(0..<20)
+        #expect(try await deadLetteredOffsets(20).sorted() == Array(0..<20))
+
+        // What a fetcher that skips a batch does: the next offsets handed on start past the ones produced next.
+        let partition = KafkaTopicPartition(topic: topics.jobs, partition: 0)
+        try worker.consumer.pause([partition])
+        try await send(20..<40)
+        worker.consumer.rewind(partition, to: 25)
+        await recorder.wait(for: "kafka: rewind no longer awaited, ignored")
+        try worker.consumer.resume([partition])
+
+        #expect(try await deadLetteredOffsets(20).sorted() == Array(20..<40))
+        let gaps = recorder.lines(containing: "kafka: offsets skipped")
+        #expect(gaps.count == 1)
+        #expect(gaps.first?[LogKeys.expectedOffset] == "20")
+        #expect(gaps.first?[LogKeys.offset] == "25")
+        #expect(recorder.lines(containing: "kafka: partition read again").count == 1)
+
+        await worker.drain(timeout: .seconds(5))
+        try await run.value
+        await letters.close()
+        await producer.shutdown()
+    }
+}
+
+/// The dead-letter path needs no decider.
+private struct OffsetGapUnusedDecider: JobDeciding {
+    struct Unused: Error {}
+    func decide(_ job: ReceiptJob, recordedAt: Date?) async throws -> JobProcessor.Decided { throw Unused() }
+}
+
+/// Keeps the worker's log lines (message and metadata) and lets a test await one.
+private final class OffsetGapLogRecorder: Sendable {
+    private struct State {
+        var lines: [(message: String, metadata: [String: String])] = []
+        var waiters: [(text: String, continuation: CheckedContinuation<Void, Never>)] = []
+    }
+    private let state = Mutex(State())
+
+    func record(_ message: String, _ metadata: [String: String]) {
+        let ready = state.withLock { state -> [CheckedContinuation<Void, Never>] in
+            state.lines.append((message, metadata))
+            let ready = state.waiters.filter { message.contains($0.text) }.map(\.continuation)
+            state.waiters.removeAll { message.contains($0.text) }
+            return ready
+        }
+        ready.forEach { $0.resume() }
+    }
+
+    func lines(containing text: String) -> [[String: String]] {
+        state.withLock { $0.lines.filter { $0.message.contains(text) }.map(\.metadata) }
+    }
+
+    func wait(for text: String) async {
+        await withCheckedContinuation { continuation in
+            let seen = state.withLock { state -> Bool in
+                if state.lines.contains(where: { $0.message.contains(text) }) { return true }
+                state.waiters.append((text, continuation))
+                return false
+            }
+            if seen { continuation.resume() }
+        }
+    }
+}
+
+extension OffsetGapLogRecorder: LogHandler {
+    var metadata: Logger.Metadata {
+        get { [:] }
+        set {}
+    }
+    var logLevel: Logger.Level {
+        get { .debug }
+        set {}
+    }
+    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+        get { nil }
+        set {}
+    }
+
+    func log(event: LogEvent) {
+        record("\(event.message)", (event.metadata ?? [:]).mapValues { "\($0)" })
+    }
+}
