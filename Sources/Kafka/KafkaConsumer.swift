@@ -385,15 +385,47 @@ final class ConsumerRebalanceHandler: Sendable {
 
     var assignment: Set<KafkaTopicPartition> { assigned.withLock { $0 } }
 
-    func assign(_ partitions: [KafkaTopicPartition], apply: () -> rd_kafka_resp_err_t) {
-        let err = apply()
+    /// `apply` assigns and returns librdkafka's answer with the committed offsets the assignment starts from.
+    func assign(
+        _ partitions: [KafkaTopicPartition],
+        apply: () -> (rd_kafka_resp_err_t, startingOffsets: [KafkaTopicPartition: Int64])
+    ) {
+        let (err, startingOffsets) = apply()
         if err != RD_KAFKA_RESP_ERR_NO_ERROR {
             logger.error("kafka assign failed", metadata: ["kafka.error": "\(KafkaError(err, context: "assign"))"])
             return
         }
         assigned.withLock { $0 = Set(partitions) }
         logger.info("kafka partitions assigned", metadata: ["kafka.partitions": "\(partitions)"])
-        channel.push(.partitionsAssigned(partitions), unless: stop)
+        channel.push(.partitionsAssigned(partitions, startingOffsets: startingOffsets), unless: stop)
+    }
+
+    /// Reads the group's committed offsets into librdkafka's assignment list, so the assignment starts exactly
+    /// there, and returns them (partitions without a commit start at `auto.offset.reset` and are left out). If
+    /// the lookup fails the list is left to librdkafka's own lookup and nothing is returned.
+    func lookUpCommittedOffsets(
+        _ rk: OpaquePointer, into list: UnsafeMutablePointer<rd_kafka_topic_partition_list_t>
+    ) -> [KafkaTopicPartition: Int64] {
+        guard list.pointee.cnt > 0, let elements = list.pointee.elems else { return [:] }
+        let count = Int(list.pointee.cnt)
+        let err = rd_kafka_committed(rk, list, 10_000)
+        var starts: [KafkaTopicPartition: Int64] = [:]
+        for index in 0..<count {
+            if err != RD_KAFKA_RESP_ERR_NO_ERROR || elements[index].err != RD_KAFKA_RESP_ERR_NO_ERROR {
+                elements[index].offset = Int64(RD_KAFKA_OFFSET_INVALID)
+                elements[index].err = RD_KAFKA_RESP_ERR_NO_ERROR
+            } else if elements[index].offset >= 0 {
+                let partition = KafkaTopicPartition(
+                    topic: String(cString: elements[index].topic), partition: elements[index].partition)
+                starts[partition] = elements[index].offset
+            }
+        }
+        if err != RD_KAFKA_RESP_ERR_NO_ERROR {
+            logger.warning(
+                "kafka committed offsets not read at assignment; librdkafka reads them",
+                metadata: ["kafka.error": "\(KafkaError(err, context: "committed"))"])
+        }
+        return starts
     }
 
     func revoke(_ partitions: [KafkaTopicPartition], apply: () -> rd_kafka_resp_err_t) {
@@ -441,6 +473,9 @@ private func consumerRebalanceCallback(
     switch err {
     case RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS:
         handler.assign(list) {
+            // Explicit starting offsets: the application knows where each partition must start, and can tell
+            // when the first message handed on is past it.
+            let starts = partitions.map { handler.lookUpCommittedOffsets(rk, into: $0) } ?? [:]
             let err = rd_kafka_assign(rk, partitions)
             // librdkafka keeps an application's pause on a partition across an eager rebalance, so a partition
             // paused before it and assigned again would stay silent while the application believes it fresh.
@@ -448,7 +483,7 @@ private func consumerRebalanceCallback(
             if err == RD_KAFKA_RESP_ERR_NO_ERROR, let partitions {
                 _ = rd_kafka_resume_partitions(rk, partitions)
             }
-            return err
+            return (err, starts)
         }
     case RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS:
         handler.revoke(list) { rd_kafka_assign(rk, nil) }

@@ -155,8 +155,10 @@ public enum KafkaConsumerEvent: Sendable {
     /// A message from an assigned, unpaused partition.
     case message(KafkaConsumerMessage)
     /// The group gave this member these partitions (eager: the complete new assignment).
-    /// Reading starts at each partition's committed offset (or `auto.offset.reset`).
-    case partitionsAssigned([KafkaTopicPartition])
+    /// Reading starts at each partition's committed offset, given in `startingOffsets` (a partition
+    /// without a commit, or all of them if the lookup failed, starts at `auto.offset.reset` and is
+    /// not in it).
+    case partitionsAssigned([KafkaTopicPartition], startingOffsets: [KafkaTopicPartition: Int64])
     /// These partitions were taken away; the revoke hook has already run. Buffered messages of
     /// them were dropped.
     case partitionsRevoked([KafkaTopicPartition])

@@ -36,6 +36,8 @@ final class PipelineScheduler: Sendable {
         /// After a rewind to this offset, a first message beyond it is taken: the log has no record there (a
         /// transaction marker, a deleted or compacted record), since the consumer read from exactly there.
         var gapConfirmedAt: Int64?
+        /// The committed offset the assignment starts from, if known: the first message must not be past it.
+        var start: Int64?
 
         mutating func take(_ offset: Int64) -> TakeOutcome {
             if rewindingTo != nil { return .ignored }
@@ -45,6 +47,9 @@ final class PipelineScheduler: Sendable {
                     rewindingTo = next
                     return .gap(expected: next)
                 }
+            } else if let start, offset > start, gapConfirmedAt != start {
+                rewindingTo = start
+                return .gap(expected: start)
             }
             gapConfirmedAt = nil
             return offsets.start(offset) ? .taken : .ignored
@@ -242,11 +247,15 @@ final class PipelineScheduler: Sendable {
         }
     }
 
-    /// A new assignment: these partitions are read again from their committed offsets.
-    func assigned(_ partitions: [KafkaTopicPartition]) {
+    /// A new assignment: these partitions are read again from their committed offsets (`startingAt`, where
+    /// known: a first message past it is a gap).
+    func assigned(_ partitions: [KafkaTopicPartition], startingAt starts: [KafkaTopicPartition: Int64] = [:]) {
         state.withLock { state in
             state.revoking.subtract(partitions)
-            for key in partitions { state.partitions[key] = nil }
+            for key in partitions {
+                state.partitions[key] = Partition(generation: state.nextGeneration, start: starts[key])
+                state.nextGeneration += 1
+            }
         }
     }
 }

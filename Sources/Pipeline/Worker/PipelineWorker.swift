@@ -152,8 +152,8 @@ public final class PipelineWorker: Sendable {
                     } else {
                         logger.debug("kafka: rewind no longer awaited, ignored", metadata: metadata)
                     }
-                case .partitionsAssigned(let partitions):
-                    scheduler.assigned(partitions)
+                case .partitionsAssigned(let partitions, let startingOffsets):
+                    scheduler.assigned(partitions, startingAt: startingOffsets)
                     health.assigned(partitions: consumer.assignment.count)
                     metrics.assignedPartitions.record(consumer.assignment.count)
                     // A new assignment starts unpaused.

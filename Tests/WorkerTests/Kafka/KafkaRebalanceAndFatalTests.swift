@@ -107,16 +107,18 @@ struct KafkaRebalanceAndFatalTests {
         let group = KafkaTest.uniqueGroup("readahead")
         let first = try KafkaTest.consumer(cluster.bootstrapServers, group: group)
         try first.subscribe(topics: [topic])
-        let initial = try await KafkaTest.awaitAssignment(first.events)
+        let (initial, initialStarts) = try await KafkaTest.awaitAssignmentAndStarts(first.events)
         #expect(initial.count == 4)
+        #expect(initialStarts.isEmpty, "nothing committed yet: auto.offset.reset decides")
         _ = try await KafkaTest.collect(first.events, messages: 80)
         try await first.commit(initial.map { KafkaCommitOffset(topicPartition: $0, offset: 5) })
         try first.pause(initial)
 
         let second = try KafkaTest.consumer(cluster.bootstrapServers, group: group)
         try second.subscribe(topics: [topic])
-        let reassigned = try await KafkaTest.awaitAssignment(first.events)
+        let (reassigned, starts) = try await KafkaTest.awaitAssignmentAndStarts(first.events)
         #expect(!reassigned.isEmpty && reassigned.count < 4)
+        #expect(starts == Dictionary(uniqueKeysWithValues: reassigned.map { ($0, Int64(5)) }))
         if pausedAgain {
             // The worker is still at its bound: it pauses the new assignment at once and resumes it later.
             try first.pause(reassigned)

@@ -77,8 +77,17 @@ enum KafkaTest {
 
     /// Reads events until an assignment arrives; returns it.
     static func awaitAssignment(_ events: KafkaConsumerEvents) async throws -> [KafkaTopicPartition] {
+        try await awaitAssignmentAndStarts(events).partitions
+    }
+
+    /// Reads events until an assignment arrives; returns it with the committed offsets it starts from.
+    static func awaitAssignmentAndStarts(
+        _ events: KafkaConsumerEvents
+    ) async throws -> (partitions: [KafkaTopicPartition], starts: [KafkaTopicPartition: Int64]) {
         for try await event in events {
-            if case .partitionsAssigned(let partitions) = event, !partitions.isEmpty { return partitions }
+            if case .partitionsAssigned(let partitions, let starts) = event, !partitions.isEmpty {
+                return (partitions, starts)
+            }
         }
         throw KafkaTestFailure("the consumer's events ended before an assignment")
     }

@@ -63,6 +63,28 @@ struct OffsetGapTests {
         #expect(admit(101) == "taken")
     }
 
+    @Test("the first message of an assignment must not be past the committed offset it starts from")
+    func assignmentStart() {
+        let scheduler = PipelineScheduler(maximumInFlight: 100)
+        let admit = { (offset: Int64) in Self.outcome(scheduler.admit(Self.message(offset))) }
+        scheduler.assigned([Self.partition], startingAt: [Self.partition: 30])
+        // A fetcher that resumed where an earlier pause left it, not at the commit.
+        #expect(admit(44) == "gap 30")
+        #expect(scheduler.rewound(Self.partition, to: 30))
+        #expect(admit(30) == "taken")
+        // Without a known start (nothing committed yet), the first message sets where the partition stands.
+        scheduler.assigned([Self.partition])
+        #expect(admit(44) == "taken")
+        // Below the start is taken too (re-reading is harmless; skipping is not).
+        scheduler.assigned([Self.partition], startingAt: [Self.partition: 30])
+        #expect(admit(29) == "taken")
+        // The log has nothing at the committed offset any more (retention): confirmed by the rewind, taken.
+        scheduler.assigned([Self.partition], startingAt: [Self.partition: 30])
+        #expect(admit(35) == "gap 30")
+        #expect(scheduler.rewound(Self.partition, to: 30))
+        #expect(admit(35) == "taken")
+    }
+
     @Test(
         "a worker handed an offset past one it never got reads the partition again from there: nothing is lost",
         .timeLimit(.minutes(1)))
