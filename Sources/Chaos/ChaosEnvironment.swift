@@ -558,11 +558,13 @@ final class ChaosEnvironment: Sendable {
     private func faultSchedule() -> [Fault] {
         guard configuration.faults else { return [] }
         var random = SplitMix64(state: configuration.seed ^ 0xFA17)
-        var schedule = Fault.allCases.shuffled(using: &random)
+        let kinds = Fault.allCases.filter { configuration.onlyFaults?.contains($0.rawValue) ?? true }
+        guard !kinds.isEmpty else { return [] }
+        var schedule = kinds.shuffled(using: &random)
         if let duration = configuration.duration {
-            let perCycle = Self.seconds(stepLength) * Double(Fault.allCases.count) * 2
+            let perCycle = Self.seconds(stepLength) * Double(kinds.count) * 2
             let cycles = max(1, Int((Self.seconds(duration) / perCycle).rounded(.up)))
-            for _ in 1..<cycles { schedule += Fault.allCases.shuffled(using: &random) }
+            for _ in 1..<cycles { schedule += kinds.shuffled(using: &random) }
         }
         return schedule
     }

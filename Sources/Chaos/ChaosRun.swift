@@ -40,6 +40,11 @@ public struct ChaosConfiguration: Sendable {
     public var brokers = 3
     /// Inject the fault schedule (off: a baseline run). Default: true.
     public var faults = true
+    /// Only these kinds of fault (their names in ``faultNames``), cycled like the whole schedule: to hammer one
+    /// failure mode. Nil: every kind. Default: nil.
+    public var onlyFaults: Set<String>?
+    /// The names of the kinds of fault the schedule injects.
+    public static var faultNames: [String] { ChaosEnvironment.Fault.allCases.map(\.rawValue) }
     /// Share of Apple requests the 21005 and 503 storms fail (the timeout storm holds at most half of them).
     /// Default: 1 (every request).
     public var appleFaultRatio = 1.0

@@ -99,6 +99,11 @@ struct ChaosCommand: AsyncParsableCommand {
     @Flag(name: .customLong("no-faults"), help: "A baseline run without the fault schedule.")
     var noFaults = false
 
+    @Option(
+        name: .customLong("only-faults"),
+        help: "Only these faults, comma-separated, cycled like the whole schedule (e.g. broker_errors).")
+    var onlyFaults: String?
+
     @Flag(name: .customLong("allow-sandbox"), help: "Run the workers with VERIFY_ALLOW_SANDBOX=true.")
     var allowSandbox = false
 
@@ -120,6 +125,14 @@ struct ChaosCommand: AsyncParsableCommand {
             throw ValidationError("--fuzz-heavy-share must be 0...1")
         }
         guard (liveFuzz ?? 1) > 0 else { throw ValidationError("--live-fuzz must be positive") }
+        for name in onlyFaultNames where !ChaosConfiguration.faultNames.contains(name) {
+            throw ValidationError(
+                "--only-faults: unknown fault \(name) (known: \(ChaosConfiguration.faultNames.joined(separator: ", ")))")
+        }
+    }
+
+    private var onlyFaultNames: [String] {
+        onlyFaults.map { $0.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) } } ?? []
     }
 
     func run() async throws {
@@ -147,6 +160,7 @@ struct ChaosCommand: AsyncParsableCommand {
         configuration.flowWindowBytes = flowWindowKilobytes.map { $0 << 10 }
         configuration.faultHold = .seconds(faultHoldSeconds)
         configuration.faults = !noFaults
+        if onlyFaults != nil { configuration.onlyFaults = Set(onlyFaultNames) }
         configuration.allowSandbox = allowSandbox
         configuration.ios6Refunds = ios6Refunds
         configuration.workDirectory = workDirectory.map { URL(fileURLWithPath: $0, isDirectory: true) }

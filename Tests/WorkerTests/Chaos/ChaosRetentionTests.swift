@@ -3,6 +3,7 @@ import Kafka
 import Testing
 
 @testable import Chaos
+@testable import VerifyWorker
 
 /// The harness's own bookkeeping against the mock broker's 5 MiB per partition: holes in what the reader read,
 /// unsettled messages below a low watermark (harness errors, not lost jobs), and the submitter's window.
@@ -84,5 +85,20 @@ struct ChaosRetentionTests {
         #expect(ChaosEnvironment.partitions(forPlannedBytes: 1 << 20) == 12)
         #expect(ChaosEnvironment.partitions(forPlannedBytes: 500 << 20) == 25)
         #expect(ChaosEnvironment.partitions(forPlannedBytes: 10 << 30) == 64)
+    }
+}
+
+@Suite("Chaos: command line")
+struct ChaosCommandLineTests {
+    @Test("--only-faults takes known fault names and refuses others by name")
+    func onlyFaults() throws {
+        let command = try #require(
+            try VerifyWorkerCommand.parseAsRoot(["chaos", "--only-faults", "broker_errors, kill_worker"])
+                as? ChaosCommand)
+        #expect(command.onlyFaults == "broker_errors, kill_worker")
+        #expect(Set(ChaosConfiguration.faultNames).isSuperset(of: ["broker_errors", "kill_worker"]))
+        #expect(throws: (any Error).self) {
+            _ = try VerifyWorkerCommand.parseAsRoot(["chaos", "--only-faults", "broker_errors,meteor"])
+        }
     }
 }
