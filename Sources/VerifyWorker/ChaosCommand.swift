@@ -127,7 +127,8 @@ struct ChaosCommand: AsyncParsableCommand {
         guard (liveFuzz ?? 1) > 0 else { throw ValidationError("--live-fuzz must be positive") }
         for name in onlyFaultNames where !ChaosConfiguration.faultNames.contains(name) {
             throw ValidationError(
-                "--only-faults: unknown fault \(name) (known: \(ChaosConfiguration.faultNames.joined(separator: ", ")))")
+                "--only-faults: unknown fault \(name) (known: \(ChaosConfiguration.faultNames.joined(separator: ", ")))"
+            )
         }
     }
 
