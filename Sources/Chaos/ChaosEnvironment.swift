@@ -498,6 +498,7 @@ final class ChaosEnvironment: Sendable {
             "VERIFY_LOG_LEVEL": configuration.workerLogLevel,
         ]
         environment.merge(settings) { _, new in new }
+        if let properties = configuration.workerKafkaProperties { environment["VERIFY_KAFKA_PROPERTIES"] = properties }
         return environment
     }
 

@@ -66,6 +66,9 @@ public struct ChaosConfiguration: Sendable {
     public var drainTimeoutSeconds = 10
     /// `VERIFY_LOG_LEVEL` of the workers (`trace` for the security check of their logs). Default: info.
     public var workerLogLevel = "info"
+    /// `VERIFY_KAFKA_PROPERTIES` of the workers (e.g. `debug=eos,msg` to see the idempotent producer's state).
+    /// Default: none.
+    public var workerKafkaProperties: String?
     /// Where state, logs and the catalog go. Nil: a new temporary directory, deleted after a clean run.
     public var workDirectory: URL?
     public var logger: Logger

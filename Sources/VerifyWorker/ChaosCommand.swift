@@ -99,6 +99,14 @@ struct ChaosCommand: AsyncParsableCommand {
     @Flag(name: .customLong("no-faults"), help: "A baseline run without the fault schedule.")
     var noFaults = false
 
+    @Option(name: .customLong("worker-log-level"), help: "VERIFY_LOG_LEVEL of the workers.")
+    var workerLogLevel = "info"
+
+    @Option(
+        name: .customLong("worker-kafka-properties"),
+        help: "VERIFY_KAFKA_PROPERTIES of the workers (e.g. debug=eos,msg).")
+    var workerKafkaProperties: String?
+
     @Option(
         name: .customLong("only-faults"),
         help: "Only these faults, comma-separated, cycled like the whole schedule (e.g. broker_errors).")
@@ -162,6 +170,8 @@ struct ChaosCommand: AsyncParsableCommand {
         configuration.faultHold = .seconds(faultHoldSeconds)
         configuration.faults = !noFaults
         if onlyFaults != nil { configuration.onlyFaults = Set(onlyFaultNames) }
+        configuration.workerLogLevel = workerLogLevel
+        configuration.workerKafkaProperties = workerKafkaProperties
         configuration.allowSandbox = allowSandbox
         configuration.ios6Refunds = ios6Refunds
         configuration.workDirectory = workDirectory.map { URL(fileURLWithPath: $0, isDirectory: true) }
