@@ -287,13 +287,23 @@ public final class PipelineWorker: Sendable {
             topic: topics.verdicts, key: Array(verdict.accountID.utf8), value: codec.encode(verdict))
     }
 
-    /// Produces until delivered (the idempotent producer makes resending safe) or cancelled.
+    /// Produces until delivered (the idempotent producer makes resending safe), cancelled, or the producer failed
+    /// for good: then the worker stops (the job stays uncommitted, and a restarted worker gets a new producer).
     private func deliver(_ record: KafkaProducerRecord) async -> Bool {
         var backoff = Duration.milliseconds(50)
         while !Task.isCancelled {
             do {
                 _ = try await producer.send(record)
                 return true
+            } catch let error as KafkaError where error.isFatal {
+                // librdkafka 2.0.x raises this for a lost idempotence sequence ("sequence desynchronization"):
+                // no send of this producer can succeed any more.
+                let reason = "kafka producer failed for good: \(error)"
+                if health.fail(reason) {
+                    logger.critical("worker: fatal fault, stopping", metadata: [LogKeys.error: "\(error)"])
+                    onFatal(reason)
+                }
+                return false
             } catch {
                 logger.warning(
                     "kafka: output not delivered, retrying",
