@@ -15,13 +15,17 @@ struct PipelineDeliveryTests {
     func fatalProducerStopsWorker() async throws {
         let topics = PipelineTopics(jobs: "fatal-jobs", verdicts: "fatal-verdicts", deadLetters: "fatal-dlq")
         let cluster = try MockKafkaCluster(brokers: 1)
-        for topic in [topics.jobs, topics.verdicts, topics.deadLetters] { try cluster.createTopic(topic, partitions: 1) }
+        for topic in [topics.jobs, topics.verdicts, topics.deadLetters] {
+            try cluster.createTopic(topic, partitions: 1)
+        }
         var logger = Logger(label: "fatal")
         logger.logLevel = .critical
         let frontend = try KafkaProducer(
-            configuration: KafkaProducerConfiguration(bootstrapServers: cluster.bootstrapServers, lingerMilliseconds: 1))
+            configuration: KafkaProducerConfiguration(bootstrapServers: cluster.bootstrapServers, lingerMilliseconds: 1)
+        )
         let output = try KafkaProducer(
-            configuration: KafkaProducerConfiguration(bootstrapServers: cluster.bootstrapServers, lingerMilliseconds: 1))
+            configuration: KafkaProducerConfiguration(bootstrapServers: cluster.bootstrapServers, lingerMilliseconds: 1)
+        )
         output.triggerFatalErrorForTesting(reason: "sequence desynchronization (test)")
         let group = "fatal-\(UUID().uuidString.prefix(8))"
         let stopped = DeliveryTestSignal()
