@@ -808,7 +808,7 @@ struct ChaosSubmitter: Sendable {
                 tally.submitting(jobID: identity.jobID, deadLetterKey: identity.key, bytes: bytes)
                 let record = KafkaProducerRecord(topic: Topics.jobs, key: message.key, value: message.value)
                 group.addTask {
-                    let report = try await producer.send(record)
+                    let report = try await producer.sendConfirmed(record)
                     deliveries.delivered(
                         ChaosDeliveryLog.Entry(
                             jobID: identity.jobID, deadLetterKey: identity.key,

@@ -183,7 +183,7 @@ extension ChaosEnvironment {
                     tally.submitting(jobID: jobID, deadLetterKey: message.key, bytes: bytes, expect: true)
                     let record = KafkaProducerRecord(topic: Topics.jobs, key: key, value: message.value)
                     sends.addTask {
-                        let delivered = try await producer.send(record)
+                        let delivered = try await producer.sendConfirmed(record)
                         deliveries.delivered(
                             ChaosDeliveryLog.Entry(
                                 jobID: jobID, deadLetterKey: message.key,

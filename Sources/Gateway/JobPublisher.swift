@@ -40,7 +40,7 @@ public final class KafkaJobPublisher: JobPublishing {
         // librdkafka's own message timeout is the same, but it is checked only about once a second (and not
         // at all for a message waiting for a place in the in-flight bound): the request's answer keeps to the
         // deadline. A message answered 503 may still reach Kafka later; the retry with its job_id is harmless.
-        let outcome = await Deadline.race(deadline) { try await producer.send(record) }
+        let outcome = await Deadline.race(deadline) { try await producer.sendConfirmed(record) }
         switch outcome {
         case .value(let report):
             lastPublishFailed.withLock { $0 = false }

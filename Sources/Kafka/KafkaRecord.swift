@@ -56,7 +56,12 @@ public struct KafkaProducerRecord: Sendable {
 /// Where a produced message was stored, from its delivery report.
 public struct KafkaDeliveryReport: Hashable, Sendable {
     public var topicPartition: KafkaTopicPartition
+    /// Where the message was stored; negative when the acknowledgement did not say (see
+    /// `KafkaProducer.sendConfirmed`).
     public var offset: Int64
+
+    /// Whether the broker's answer for this very message gave its offset.
+    public var hasOffset: Bool { offset >= 0 }
 }
 
 /// A consumed message with everything the pipeline needs to track and commit it.

@@ -120,7 +120,7 @@ public struct JobSubmitter: Sendable {
                     let producer = self.producer
                     group.addTask {
                         do {
-                            let report = try await producer.send(message)
+                            let report = try await producer.sendConfirmed(message)
                             return (
                                 job.accountID,
                                 Self.successLine(line: line, job: job, report: report, category: category), true

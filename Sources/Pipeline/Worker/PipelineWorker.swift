@@ -289,11 +289,13 @@ public final class PipelineWorker: Sendable {
 
     /// Produces until delivered (the idempotent producer makes resending safe), cancelled, or the producer failed
     /// for good: then the worker stops (the job stays uncommitted, and a restarted worker gets a new producer).
+    /// An acknowledgement without an offset is not taken as delivery (``KafkaProducer/sendConfirmed(_:attempts:)``):
+    /// the offset of the job is committed only once its output is known to be stored.
     private func deliver(_ record: KafkaProducerRecord) async -> Bool {
         var backoff = Duration.milliseconds(50)
         while !Task.isCancelled {
             do {
-                _ = try await producer.send(record)
+                _ = try await producer.sendConfirmed(record)
                 return true
             } catch let error as KafkaError where error.isFatal {
                 // librdkafka 2.0.x raises this for a lost idempotence sequence ("sequence desynchronization"):

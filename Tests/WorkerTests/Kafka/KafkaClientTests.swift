@@ -218,6 +218,33 @@ struct KafkaClientTests {
         await producer.shutdown()
     }
 
+    @Test(
+        "sendConfirmed sends again while an acknowledgement gives no offset, and stops at the first that does",
+        .timeLimit(.minutes(1)))
+    func sendConfirmed() async throws {
+        let topic = "kt-confirmed"
+        let cluster = try KafkaTest.cluster(brokers: 1, topics: [topic: 1])
+        // acks=0: the broker answers nothing, so every report lacks an offset, as an implicit acknowledgement does.
+        let unacknowledged = try KafkaTest.producer(
+            cluster, properties: ["enable.idempotence": "false", "acks": "0"])
+        let report = try await unacknowledged.sendConfirmed(
+            KafkaProducerRecord(topic: topic, partition: 0, value: Array("twice".utf8)), attempts: 2)
+        #expect(!report.hasOffset)
+        await unacknowledged.shutdown()
+        let producer = try KafkaTest.producer(cluster)
+        let confirmed = try await producer.sendConfirmed(
+            KafkaProducerRecord(topic: topic, partition: 0, value: Array("once".utf8)), attempts: 2)
+        #expect(confirmed.hasOffset)
+        await producer.shutdown()
+
+        let consumer = try KafkaTest.consumer(cluster.bootstrapServers, group: KafkaTest.uniqueGroup("confirmed"))
+        try consumer.subscribe(topics: [topic])
+        let read = try await KafkaTest.collect(consumer.events, messages: 3)
+        #expect(read.map { KafkaTest.text($0.value) } == ["twice", "twice", "once"])
+        #expect(read.last?.offset == confirmed.offset)
+        await consumer.close()
+    }
+
     @Test("messages produced while a broker is down are delivered once it is up, none lost", .timeLimit(.minutes(1)))
     func brokerDownAndUp() async throws {
         let topic = "kt-down"
