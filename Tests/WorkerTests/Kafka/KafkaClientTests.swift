@@ -214,6 +214,16 @@ struct KafkaClientTests {
         // Messages buffered before the seek may arrive before the event, never after it.
         #expect(beforeEvent == Array(30..<Int64(30 + beforeEvent.count)))
         #expect(afterEvent == Array(10..<50))
+
+        // A pause right after a rewind (a worker at its in-flight bound) keeps the rewound position.
+        consumer.rewind(partition, to: 20)
+        for try await event in consumer.events {
+            if case .rewound = event { break }
+        }
+        try consumer.pause([partition])
+        try consumer.resume([partition])
+        let again = try await KafkaTest.collect(consumer.events, messages: 30)
+        #expect(again.map(\.offset) == Array(20..<50))
         await consumer.close()
         await producer.shutdown()
     }
