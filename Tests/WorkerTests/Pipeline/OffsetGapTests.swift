@@ -89,30 +89,18 @@ struct OffsetGapTests {
         "a worker handed an offset past one it never got reads the partition again from there: nothing is lost",
         .timeLimit(.minutes(1)))
     func workerRecoversSkippedOffsets() async throws {
-        let topics = PipelineTopics(jobs: "gap-jobs", verdicts: "gap-verdicts", deadLetters: "gap-dlq")
-        let cluster = try MockKafkaCluster(brokers: 1)
-        for topic in [topics.jobs, topics.verdicts, topics.deadLetters] {
-            try cluster.createTopic(topic, partitions: 1)
-        }
         let recorder = OffsetGapLogRecorder()
         var logger = Logger(label: "gap") { _ in recorder }
         logger.logLevel = .debug
-        let producer = try KafkaProducer(
-            configuration: KafkaProducerConfiguration(bootstrapServers: cluster.bootstrapServers, lingerMilliseconds: 1)
-        )
-        let fast = ["fetch.wait.max.ms": "10"]
-        let worker = try PipelineWorker(
-            consumerConfiguration: KafkaConsumerConfiguration(
-                bootstrapServers: cluster.bootstrapServers, groupID: "gap-\(UUID().uuidString.prefix(8))",
-                sessionTimeoutMilliseconds: 6_000, properties: fast),
-            producer: producer, decider: OffsetGapUnusedDecider(),
-            configuration: PipelineWorker.Configuration(topics: topics, commitInterval: .milliseconds(20)),
-            logger: logger)
+        let setup = try PipelineSingleWorkerSetup(name: "gap")
+        let (cluster, topics) = (setup.cluster, setup.topics)
+        let producer = try setup.producer()
+        let worker = try setup.worker(producer: producer, logger: logger)
         let run = Task { try await worker.run() }
         let letters = try KafkaConsumer(
             configuration: KafkaConsumerConfiguration(
                 bootstrapServers: cluster.bootstrapServers, groupID: "gap-dlq-\(UUID().uuidString.prefix(8))",
-                properties: fast))
+                properties: ["fetch.wait.max.ms": "10"]))
         try letters.subscribe(topics: [topics.deadLetters])
         func send(_ offsets: Range<Int>) async throws {
             // Not jobs: each ends as a dead letter naming its offset, without a decider.
@@ -153,8 +141,44 @@ struct OffsetGapTests {
     }
 }
 
-/// The dead-letter path needs no decider.
-private struct OffsetGapUnusedDecider: JobDeciding {
+/// A one-partition mock cluster with a worker's three topics, and a `PipelineWorker` on it that only dead-letters
+/// (for tests that feed it messages that are not jobs).
+struct PipelineSingleWorkerSetup {
+    let cluster: MockKafkaCluster
+    let topics: PipelineTopics
+    let group: String
+
+    init(name: String) throws {
+        topics = PipelineTopics(jobs: "\(name)-jobs", verdicts: "\(name)-verdicts", deadLetters: "\(name)-dlq")
+        cluster = try MockKafkaCluster(brokers: 1)
+        for topic in [topics.jobs, topics.verdicts, topics.deadLetters] {
+            try cluster.createTopic(topic, partitions: 1)
+        }
+        group = "\(name)-\(UUID().uuidString.prefix(8))"
+    }
+
+    func producer() throws -> KafkaProducer {
+        try KafkaProducer(
+            configuration: KafkaProducerConfiguration(bootstrapServers: cluster.bootstrapServers, lingerMilliseconds: 1)
+        )
+    }
+
+    func worker(
+        producer: KafkaProducer, health: WorkerHealth = WorkerHealth(), logger: Logger,
+        onFatal: @escaping @Sendable (String) -> Void = { _ in }
+    ) throws -> PipelineWorker {
+        try PipelineWorker(
+            consumerConfiguration: KafkaConsumerConfiguration(
+                bootstrapServers: cluster.bootstrapServers, groupID: group, sessionTimeoutMilliseconds: 6_000,
+                properties: ["fetch.wait.max.ms": "10"]),
+            producer: producer, decider: PipelineDeadLetterOnlyDecider(),
+            configuration: PipelineWorker.Configuration(topics: topics, commitInterval: .milliseconds(20)),
+            health: health, logger: logger, onFatal: onFatal)
+    }
+}
+
+/// For tests that feed a worker messages that are not jobs: the dead-letter path needs no decider.
+struct PipelineDeadLetterOnlyDecider: JobDeciding {
     struct Unused: Error {}
     func decide(_ job: ReceiptJob, recordedAt: Date?) async throws -> JobProcessor.Decided { throw Unused() }
 }

@@ -13,30 +13,16 @@ struct PipelineDeliveryTests {
         "a producer failed for good stops the worker instead of retrying for ever, and nothing is committed",
         .timeLimit(.minutes(1)))
     func fatalProducerStopsWorker() async throws {
-        let topics = PipelineTopics(jobs: "fatal-jobs", verdicts: "fatal-verdicts", deadLetters: "fatal-dlq")
-        let cluster = try MockKafkaCluster(brokers: 1)
-        for topic in [topics.jobs, topics.verdicts, topics.deadLetters] {
-            try cluster.createTopic(topic, partitions: 1)
-        }
         var logger = Logger(label: "fatal")
         logger.logLevel = .critical
-        let frontend = try KafkaProducer(
-            configuration: KafkaProducerConfiguration(bootstrapServers: cluster.bootstrapServers, lingerMilliseconds: 1)
-        )
-        let output = try KafkaProducer(
-            configuration: KafkaProducerConfiguration(bootstrapServers: cluster.bootstrapServers, lingerMilliseconds: 1)
-        )
+        let setup = try PipelineSingleWorkerSetup(name: "fatal")
+        let (cluster, topics, group) = (setup.cluster, setup.topics, setup.group)
+        let frontend = try setup.producer()
+        let output = try setup.producer()
         output.triggerFatalErrorForTesting(reason: "sequence desynchronization (test)")
-        let group = "fatal-\(UUID().uuidString.prefix(8))"
         let stopped = DeliveryTestSignal()
         let health = WorkerHealth()
-        let worker = try PipelineWorker(
-            consumerConfiguration: KafkaConsumerConfiguration(
-                bootstrapServers: cluster.bootstrapServers, groupID: group, sessionTimeoutMilliseconds: 6_000,
-                properties: ["fetch.wait.max.ms": "10"]),
-            producer: output, decider: DeliveryTestDecider(),
-            configuration: PipelineWorker.Configuration(topics: topics, commitInterval: .milliseconds(20)),
-            health: health, logger: logger, onFatal: { stopped.fire($0) })
+        let worker = try setup.worker(producer: output, health: health, logger: logger) { stopped.fire($0) }
         let run = Task { try await worker.run() }
         // Not a job: its dead letter is what the failed producer cannot deliver.
         _ = try await frontend.send(KafkaProducerRecord(topic: topics.jobs, value: Array("not a job".utf8)))
@@ -54,11 +40,6 @@ struct PipelineDeliveryTests {
         await frontend.shutdown()
         await output.shutdown()
     }
-}
-
-private struct DeliveryTestDecider: JobDeciding {
-    struct Unused: Error {}
-    func decide(_ job: ReceiptJob, recordedAt: Date?) async throws -> JobProcessor.Decided { throw Unused() }
 }
 
 /// One value, awaited.
