@@ -96,27 +96,46 @@ public struct JobProcessor: Sendable {
     /// - Parameter recordedAt: the job record's Kafka timestamp; rejections decided from the proof alone take it as
     ///   their `decided_at`, so a redelivery repeats the verdict exactly without the ledger.
     public func process(_ job: ReceiptJob, recordedAt: Date? = nil) async throws -> Decided {
-        let started = ContinuousClock.now
-        let local: LocalEvidence
-        switch readProof(job, decidedAt: recordedAt ?? job.submittedAt ?? now()) {
-        case .rejected(let verdict): return decidedLocally(verdict)
-        case .evidence(let evidence): local = evidence
+        let deadline = ContinuousClock.now.advanced(by: configuration.jobDeadline)
+        switch try await decideLocally(job, recordedAt: recordedAt) {
+        case .decided(let decided):
+            return decided
+        case .needsApple(let local):
+            let evidence = try await askApple(job, local: local, deadline: deadline)
+            return try await settleWithApple(job, evidence, local: local)
         }
-        if let verdict = try await settledVerdict(job, local.evidence) {
-            return decidedLocally(verdict)
-        }
-        return try await decideWithApple(job, local: local, deadline: started.advanced(by: configuration.jobDeadline))
     }
 
     // MARK: Waiting jobs
     //
-    // Thousands of jobs wait for an Apple call permit at once, each suspended in the chain `process` →
-    // `decideWithApple` → `askVerifyReceipt` → `AppleCaller.call` → the gate. Every async function of that chain
-    // keeps its whole frame in the task's allocator while it waits (about 21 KB per job before, 213 MB at 10,000
-    // in flight: docs/BENCHMARKS.md, Pipeline, session 4), and a frame holds a slot for every local of the code
-    // inlined into it. So the functions of the chain hold little (the job, the evidence, the deadline) and the
-    // synchronous work around each wait (reading the proof, mapping answers, metrics, logs) is in
+    // Thousands of jobs wait for an Apple call permit at once, each suspended in the chain `process` → `askApple`
+    // → `askVerifyReceipt` → `AppleCaller.call` → the gate. A task's async frames live in its own allocator, whose
+    // slabs are kept (and merged when a deeper call needs more) until the task ends: a waiting job holds as much as
+    // the deepest chain of frames it ever had (about 21 KB per job before, 213 MB at 10,000 in flight:
+    // docs/BENCHMARKS.md, Pipeline, session 4). A frame holds a slot for every local of the code inlined into it.
+    // So each step is a function of its own, never inlined (the frames of the steps before the wait are reused by
+    // the ones after), the functions on the chain hold little (the job, the evidence, the deadline), and the
+    // synchronous work around each await (reading the proof, mapping answers, metrics, logs) is in
     // `@inline(never)` functions, whose locals live on the thread's stack for the moment they run.
+
+    /// What the proof and the ledger decide without Apple.
+    enum LocalStep {
+        case decided(Decided)
+        case needsApple(LocalEvidence)
+    }
+
+    @inline(never)
+    private func decideLocally(_ job: ReceiptJob, recordedAt: Date?) async throws -> LocalStep {
+        let local: LocalEvidence
+        switch readProof(job, decidedAt: recordedAt ?? job.submittedAt ?? now()) {
+        case .rejected(let verdict): return .decided(decidedLocally(verdict))
+        case .evidence(let evidence): local = evidence
+        }
+        if let verdict = try await settledVerdict(job, local.evidence) {
+            return .decided(decidedLocally(verdict))
+        }
+        return .needsApple(local)
+    }
 
     /// The verdict the ledger gives `evidence` (nil: the rules need Apple).
     @inline(never)
@@ -125,20 +144,26 @@ public struct JobProcessor: Sendable {
         return verdict
     }
 
-    /// Asks Apple, then settles with its answer.
+    /// Apple's evidence for the job, or the local evidence marked unavailable.
     @inline(never)
-    private func decideWithApple(
+    func askApple(
         _ job: ReceiptJob, local: LocalEvidence, deadline: ContinuousClock.Instant
-    ) async throws -> Decided {
-        let evidence: PurchaseEvidence
+    ) async throws -> PurchaseEvidence {
         switch appleRequest(job, local: local) {
         case .none:
-            evidence = local.unavailable
+            return local.unavailable
         case .verifyReceipt(let text, let environment):
-            evidence = try await askVerifyReceipt(job, text, environment, local: local, deadline: deadline)
+            return try await askVerifyReceipt(job, text, environment, local: local, deadline: deadline)
         case .transactionInfo(let serverAPI, let transactionID):
-            evidence = try await askTransactionInfo(job, serverAPI, transactionID, local: local, deadline: deadline)
+            return try await askTransactionInfo(job, serverAPI, transactionID, local: local, deadline: deadline)
         }
+    }
+
+    /// Settles with Apple's evidence.
+    @inline(never)
+    private func settleWithApple(
+        _ job: ReceiptJob, _ evidence: PurchaseEvidence, local: LocalEvidence
+    ) async throws -> Decided {
         if let verdict = try await settledVerdict(job, evidence) {
             return Decided(verdict: verdict, askedApple: true)
         }
