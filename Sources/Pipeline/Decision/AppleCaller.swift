@@ -27,12 +27,16 @@ public struct AppleCaller: Sendable {
 
     /// Runs `call` through the gate until it answers, fails for good, or `deadline` passes.
     /// Throws only `CancellationError`.
+    ///
+    /// Thousands of jobs wait here for a permit, each keeping this function's frame: the bookkeeping after a call
+    /// is in ``settle(_:permit:endpoint:attempt:latency:)`` (never inlined, so its locals are not in the frame),
+    /// and callers pass a small `Answer` (a class such as ``AppleAnswerBox``): the frame holds a slot per value of
+    /// type `Answer`.
     public func call<Answer: Sendable>(
         _ endpoint: AppleEndpoint, deadline: ContinuousClock.Instant,
         _ call: () async throws -> AppleOutcome<Answer>
     ) async throws -> Result<Answer> {
         let clock = ContinuousClock()
-        var random = SystemRandomNumberGenerator()
         var attempt = 1
         var lastProblem = "no attempt made"
         while true {
@@ -52,42 +56,89 @@ public struct AppleCaller: Sendable {
                 throw error
             }
             let latency = started.duration(to: clock.now)
-            Timer(label: MetricNames.appleLatency, dimensions: [("endpoint", endpoint.name)])
-                .recordNanoseconds(latency.nanosecondsClamped)
-            let callOutcome: CallOutcome
+            let advice: AppleRetryAdvice
             switch outcome {
             case .answered(let answer):
-                gate.report(permit, .success(latency: latency))
-                Counter(label: MetricNames.appleCalls, dimensions: [("endpoint", endpoint.name), ("status", "ok")])
-                    .increment()
+                reportAnswered(permit, endpoint: endpoint, latency: latency)
                 return .answered(answer)
             case .failed(let error):
-                gate.report(permit, .failure)
-                Counter(
-                    label: MetricNames.appleCalls, dimensions: [("endpoint", endpoint.name), ("status", "failed")]
-                ).increment()
-                return .unavailable(reason: error.code.description)
-            case .retryable(let advice):
-                callOutcome = Self.callOutcome(advice)
-                gate.report(permit, callOutcome)
-                Counter(
-                    label: MetricNames.appleCalls,
-                    dimensions: [("endpoint", endpoint.name), ("status", Self.statusLabel(advice.reason))]
-                ).increment()
-                lastProblem = advice.reason.description
+                return .unavailable(reason: reportFailed(permit, endpoint: endpoint, latency: latency, error))
+            case .retryable(let retryAdvice):
+                advice = retryAdvice
             }
-            let remaining = clock.now.duration(to: deadline)
-            switch retryPolicy.decide(
-                attempt: attempt, outcome: callOutcome, remainingUntilDeadline: remaining, using: &random)
+            switch reportRetryable(
+                permit, endpoint: endpoint, latency: latency, advice, attempt: attempt, deadline: deadline)
             {
             case .stop(let reason):
-                return .unavailable(reason: "\(reason.rawValue) after \(lastProblem)")
-            case .retry(let delay):
-                logger.debug(
-                    "apple: retrying", metadata: [LogKeys.endpoint: "\(endpoint.name)", LogKeys.attempt: "\(attempt)"])
+                return .unavailable(reason: reason)
+            case .retry(let delay, let problem):
+                lastProblem = problem
                 try await Task.sleep(for: delay)
                 attempt += 1
             }
+        }
+    }
+
+    /// What to do after a retryable answer.
+    enum RetryStep {
+        case stop(reason: String)
+        case retry(after: Duration, problem: String)
+    }
+
+    @inline(never)
+    private func recordLatency(_ endpoint: AppleEndpoint, _ latency: Duration) {
+        Timer(label: MetricNames.appleLatency, dimensions: [("endpoint", endpoint.name)])
+            .recordNanoseconds(latency.nanosecondsClamped)
+    }
+
+    @inline(never)
+    private func reportAnswered(
+        _ permit: AppleCallGate<ContinuousClock>.Permit, endpoint: AppleEndpoint, latency: Duration
+    ) {
+        recordLatency(endpoint, latency)
+        gate.report(permit, .success(latency: latency))
+        Counter(label: MetricNames.appleCalls, dimensions: [("endpoint", endpoint.name), ("status", "ok")])
+            .increment()
+    }
+
+    /// Reports a call that failed for good; returns the reason.
+    @inline(never)
+    private func reportFailed(
+        _ permit: AppleCallGate<ContinuousClock>.Permit, endpoint: AppleEndpoint, latency: Duration,
+        _ error: AppleClientError
+    ) -> String {
+        recordLatency(endpoint, latency)
+        gate.report(permit, .failure)
+        Counter(label: MetricNames.appleCalls, dimensions: [("endpoint", endpoint.name), ("status", "failed")])
+            .increment()
+        return error.code.description
+    }
+
+    /// Reports a retryable answer and decides whether to retry.
+    @inline(never)
+    private func reportRetryable(
+        _ permit: AppleCallGate<ContinuousClock>.Permit, endpoint: AppleEndpoint, latency: Duration,
+        _ advice: AppleRetryAdvice, attempt: Int, deadline: ContinuousClock.Instant
+    ) -> RetryStep {
+        recordLatency(endpoint, latency)
+        let callOutcome = Self.callOutcome(advice)
+        gate.report(permit, callOutcome)
+        Counter(
+            label: MetricNames.appleCalls,
+            dimensions: [("endpoint", endpoint.name), ("status", Self.statusLabel(advice.reason))]
+        ).increment()
+        let problem = advice.reason.description
+        var random = SystemRandomNumberGenerator()
+        let remaining = ContinuousClock.now.duration(to: deadline)
+        switch retryPolicy.decide(
+            attempt: attempt, outcome: callOutcome, remainingUntilDeadline: remaining, using: &random)
+        {
+        case .stop(let reason):
+            return .stop(reason: "\(reason.rawValue) after \(problem)")
+        case .retry(let delay):
+            logger.debug(
+                "apple: retrying", metadata: [LogKeys.endpoint: "\(endpoint.name)", LogKeys.attempt: "\(attempt)"])
+            return .retry(after: delay, problem: problem)
         }
     }
 
@@ -122,5 +173,24 @@ extension Duration {
         let (product, overflow) = seconds.multipliedReportingOverflow(by: 1_000_000_000)
         guard !overflow else { return seconds > 0 ? .max : .min }
         return product.addingReportingOverflow(attoseconds / 1_000_000_000).partialValue
+    }
+}
+
+/// An answer from Apple in a box: a job waiting for a call permit keeps one pointer to it in its async frames
+/// instead of a slot for the whole answer in each (verifyReceipt's response is a large struct).
+public final class AppleAnswerBox<Value: Sendable>: Sendable {
+    public let value: Value
+
+    public init(_ value: Value) { self.value = value }
+}
+
+extension AppleOutcome {
+    /// The same outcome with the answer boxed (see ``AppleAnswerBox``).
+    func boxed() -> AppleOutcome<AppleAnswerBox<Answer>> {
+        switch self {
+        case .answered(let answer): .answered(AppleAnswerBox(answer))
+        case .retryable(let advice): .retryable(advice)
+        case .failed(let error): .failed(error)
+        }
     }
 }

@@ -96,33 +96,86 @@ public struct JobProcessor: Sendable {
     /// - Parameter recordedAt: the job record's Kafka timestamp; rejections decided from the proof alone take it as
     ///   their `decided_at`, so a redelivery repeats the verdict exactly without the ledger.
     public func process(_ job: ReceiptJob, recordedAt: Date? = nil) async throws -> Decided {
-        let started = ContinuousClock.now
-        let decidedAt = recordedAt ?? job.submittedAt ?? now()
-        let local: LocalEvidence
-        switch readProof(job, decidedAt: decidedAt) {
-        case .rejected(let verdict): return decidedLocally(verdict)
-        case .evidence(let evidence): local = evidence
-        }
-        if case .verdict(let verdict) = try await settle(job, local.evidence) {
-            return decidedLocally(verdict)
-        }
-        let deadline = started.advanced(by: configuration.jobDeadline)
-        let evidence = try await askApple(job, local: local, deadline: deadline)
-        switch try await settle(job, evidence) {
-        case .verdict(let verdict):
-            return Decided(verdict: verdict, askedApple: true)
-        case .needsApple:
-            // The rules decide whenever Apple answered or was unavailable; this is a safety net, never a loop.
-            var unavailable = local.evidence
-            unavailable.appleUnavailable = true
-            guard case .verdict(let verdict) = try await settle(job, unavailable) else {
-                throw PipelineFatalError("the decision rules asked for Apple after Apple was asked")
-            }
-            return Decided(verdict: verdict, askedApple: true)
+        let deadline = ContinuousClock.now.advanced(by: configuration.jobDeadline)
+        switch try await decideLocally(job, recordedAt: recordedAt) {
+        case .decided(let decided):
+            return decided
+        case .needsApple(let local):
+            let evidence = try await askApple(job, local: local, deadline: deadline)
+            return try await settleWithApple(job, evidence, local: local)
         }
     }
 
+    // MARK: Waiting jobs
+    //
+    // Thousands of jobs wait for an Apple call permit at once, each suspended in the chain `process` → `askApple`
+    // → `askVerifyReceipt` → `AppleCaller.call` → the gate. A task's async frames live in its own allocator, whose
+    // slabs are kept (and merged when a deeper call needs more) until the task ends: a waiting job holds as much as
+    // the deepest chain of frames it ever had (about 21 KB per job before, 213 MB at 10,000 in flight:
+    // docs/BENCHMARKS.md, Pipeline, session 4). A frame holds a slot for every local of the code inlined into it.
+    // So each step is a function of its own, never inlined (the frames of the steps before the wait are reused by
+    // the ones after), the functions on the chain hold little (the job, the evidence, the deadline), and the
+    // synchronous work around each await (reading the proof, mapping answers, metrics, logs) is in
+    // `@inline(never)` functions, whose locals live on the thread's stack for the moment they run.
+
+    /// What the proof and the ledger decide without Apple.
+    enum LocalStep {
+        case decided(Decided)
+        case needsApple(LocalEvidence)
+    }
+
+    @inline(never)
+    private func decideLocally(_ job: ReceiptJob, recordedAt: Date?) async throws -> LocalStep {
+        let local: LocalEvidence
+        switch readProof(job, decidedAt: recordedAt ?? job.submittedAt ?? now()) {
+        case .rejected(let verdict): return .decided(decidedLocally(verdict))
+        case .evidence(let evidence): local = evidence
+        }
+        if let verdict = try await settledVerdict(job, local.evidence) {
+            return .decided(decidedLocally(verdict))
+        }
+        return .needsApple(local)
+    }
+
+    /// The verdict the ledger gives `evidence` (nil: the rules need Apple).
+    @inline(never)
+    private func settledVerdict(_ job: ReceiptJob, _ evidence: PurchaseEvidence) async throws -> Verdict? {
+        guard case .verdict(let verdict) = try await settle(job, evidence) else { return nil }
+        return verdict
+    }
+
+    /// Apple's evidence for the job, or the local evidence marked unavailable.
+    @inline(never)
+    func askApple(
+        _ job: ReceiptJob, local: LocalEvidence, deadline: ContinuousClock.Instant
+    ) async throws -> PurchaseEvidence {
+        switch appleRequest(job, local: local) {
+        case .none:
+            return local.unavailable
+        case .verifyReceipt(let text, let environment):
+            return try await askVerifyReceipt(job, text, environment, local: local, deadline: deadline)
+        case .transactionInfo(let serverAPI, let transactionID):
+            return try await askTransactionInfo(job, serverAPI, transactionID, local: local, deadline: deadline)
+        }
+    }
+
+    /// Settles with Apple's evidence.
+    @inline(never)
+    private func settleWithApple(
+        _ job: ReceiptJob, _ evidence: PurchaseEvidence, local: LocalEvidence
+    ) async throws -> Decided {
+        if let verdict = try await settledVerdict(job, evidence) {
+            return Decided(verdict: verdict, askedApple: true)
+        }
+        // The rules decide whenever Apple answered or was unavailable; this is a safety net, never a loop.
+        guard let verdict = try await settledVerdict(job, local.unavailable) else {
+            throw PipelineFatalError("the decision rules asked for Apple after Apple was asked")
+        }
+        return Decided(verdict: verdict, askedApple: true)
+    }
+
     /// A verdict reached without calling Apple, counted as an Apple call avoided.
+    @inline(never)
     private func decidedLocally(_ verdict: Verdict) -> Decided {
         Counter(label: MetricNames.appleCallsAvoided, dimensions: [("decided_by", verdict.decidedBy.rawValue)])
             .increment()
@@ -132,10 +185,18 @@ public struct JobProcessor: Sendable {
     // MARK: Local evidence
 
     /// What a job's proof says, without the proof: a job that waits for the ledger or Apple (thousands may) keeps
-    /// its job and this, not a copy of the proof's bytes.
+    /// its job and this, not a copy of the proof's bytes nor the whole analysis (only the environment it names,
+    /// which picks verifyReceipt's first endpoint).
     struct LocalEvidence {
         var evidence: PurchaseEvidence
-        var analysis: ReceiptAnalysis?
+        var environment: ReceiptEnvironment?
+
+        /// The local evidence marked as Apple unavailable: what the rules decide on when Apple cannot answer.
+        var unavailable: PurchaseEvidence {
+            var unavailable = evidence
+            unavailable.appleUnavailable = true
+            return unavailable
+        }
     }
 
     enum ProofReading {
@@ -145,7 +206,9 @@ public struct JobProcessor: Sendable {
     }
 
     /// Reads the proof (or finds it among recently rejected ones). Synchronous, so the proof's bytes made here do not
-    /// outlive it across the ledger and Apple waits that follow.
+    /// outlive it across the ledger and Apple waits that follow; never inlined, so its locals are not part of the
+    /// async frame of `process`.
+    @inline(never)
     func readProof(_ job: ReceiptJob, decidedAt: Date) -> ProofReading {
         let proof = job.proof.text.map { Array($0.utf8) }
         let key = proof.flatMap { rejectedProofs.key(for: $0) }
@@ -169,7 +232,7 @@ public struct JobProcessor: Sendable {
             return LocalEvidence(evidence: PurchaseEvidence(source: .prefilter, authenticity: .unknown))
         }
         let analysis = analyzer.analyze(bytes)
-        return LocalEvidence(evidence: EvidenceMapping.evidence(from: analysis), analysis: analysis)
+        return LocalEvidence(evidence: EvidenceMapping.evidence(from: analysis), environment: analysis.environment)
     }
 
     /// The proof normalized for verifyReceipt. Computed only for the jobs that go to Apple: normalizing scans and
@@ -202,81 +265,123 @@ public struct JobProcessor: Sendable {
 
     // MARK: Apple
 
-    func askApple(
-        _ job: ReceiptJob, local: LocalEvidence, deadline: ContinuousClock.Instant
-    ) async throws
-        -> PurchaseEvidence
-    {
-        var unavailable = local.evidence
-        unavailable.appleUnavailable = true
+    /// What to ask Apple for a job.
+    enum AppleRequest {
+        /// Nothing: Apple cannot help (the evidence is the local one, marked unavailable).
+        case none
+        case verifyReceipt(String, startingAt: AppleEnvironment)
+        case transactionInfo(AppStoreServerAPIClient, transactionID: String)
+    }
+
+    @inline(never)
+    func appleRequest(_ job: ReceiptJob, local: LocalEvidence) -> AppleRequest {
         switch job.proof {
         case .receipt(let text):
-            guard normalized(text) != nil else { return unavailable }
-            let environment: AppleEnvironment = local.analysis?.environment == .sandbox ? .sandbox : .production
-            let result = try await apple.call(.verifyReceipt, deadline: deadline) {
-                // Made once a permit is held, not before: thousands of jobs may wait for a permit, and each would
-                // hold its receipt decoded and re-encoded. Deterministic, so it succeeds here as it did above.
-                try await verifyReceipt.verify(receiptData: receiptData(text) ?? "", startingAt: environment)
-            }
-            switch result {
-            case .answered(let response):
-                return EvidenceMapping.evidence(from: response, local: local.evidence)
-            case .unavailable(let reason):
-                logger.notice(
-                    "apple: verifyReceipt unavailable for the job",
-                    metadata: [LogKeys.jobID: "\(job.jobID)", LogKeys.error: "\(reason)"])
-                return unavailable
-            }
+            guard normalized(text) != nil else { return .none }
+            return .verifyReceipt(text, startingAt: local.environment == .sandbox ? .sandbox : .production)
         case .transactionID(let transactionID):
             guard let serverAPI else {
                 logger.notice(
                     "apple: a transaction id job needs the App Store Server API, which is not configured",
                     metadata: [LogKeys.jobID: "\(job.jobID)"])
-                return unavailable
+                return .none
             }
-            let result = try await apple.call(.transactionInfo, deadline: deadline) {
-                try await serverAPI.transactionInfo(transactionID: transactionID)
-            }
-            switch result {
-            case .answered(let answer):
-                return EvidenceMapping.evidence(from: answer)
-            case .unavailable(let reason):
-                logger.notice(
-                    "apple: transaction info unavailable for the job",
-                    metadata: [LogKeys.jobID: "\(job.jobID)", LogKeys.error: "\(reason)"])
-                return unavailable
-            }
+            return .transactionInfo(serverAPI, transactionID: transactionID)
         case .signedTransaction, .notification:
             // A JWS is verified locally or not at all: Apple cannot vouch for a chain that does not verify.
-            return unavailable
+            return .none
+        }
+    }
+
+    @inline(never)
+    private func askVerifyReceipt(
+        _ job: ReceiptJob, _ text: String, _ environment: AppleEnvironment, local: LocalEvidence,
+        deadline: ContinuousClock.Instant
+    ) async throws -> PurchaseEvidence {
+        let result = try await apple.call(.verifyReceipt, deadline: deadline) {
+            // Made once a permit is held, not before: thousands of jobs may wait for a permit, and each would
+            // hold its receipt decoded and re-encoded. Deterministic, so it succeeds here as it did above.
+            try await verifyReceipt.verify(receiptData: receiptData(text) ?? "", startingAt: environment).boxed()
+        }
+        return receiptEvidence(result, job: job, local: local)
+    }
+
+    @inline(never)
+    private func askTransactionInfo(
+        _ job: ReceiptJob, _ serverAPI: AppStoreServerAPIClient, _ transactionID: String, local: LocalEvidence,
+        deadline: ContinuousClock.Instant
+    ) async throws -> PurchaseEvidence {
+        let result = try await apple.call(.transactionInfo, deadline: deadline) {
+            try await serverAPI.transactionInfo(transactionID: transactionID).boxed()
+        }
+        return transactionEvidence(result, job: job, local: local)
+    }
+
+    @inline(never)
+    func receiptEvidence(
+        _ result: AppleCaller.Result<AppleAnswerBox<VerifyReceiptResponse>>, job: ReceiptJob, local: LocalEvidence
+    ) -> PurchaseEvidence {
+        switch result {
+        case .answered(let response):
+            return EvidenceMapping.evidence(from: response.value, local: local.evidence)
+        case .unavailable(let reason):
+            logger.notice(
+                "apple: verifyReceipt unavailable for the job",
+                metadata: [LogKeys.jobID: "\(job.jobID)", LogKeys.error: "\(reason)"])
+            return local.unavailable
+        }
+    }
+
+    @inline(never)
+    func transactionEvidence(
+        _ result: AppleCaller.Result<AppleAnswerBox<TransactionInfoAnswer>>, job: ReceiptJob, local: LocalEvidence
+    ) -> PurchaseEvidence {
+        switch result {
+        case .answered(let answer):
+            return EvidenceMapping.evidence(from: answer.value)
+        case .unavailable(let reason):
+            logger.notice(
+                "apple: transaction info unavailable for the job",
+                metadata: [LogKeys.jobID: "\(job.jobID)", LogKeys.error: "\(reason)"])
+            return local.unavailable
         }
     }
 
     // MARK: Ledger
 
+    @inline(never)
     func settle(_ job: ReceiptJob, _ evidence: PurchaseEvidence) async throws -> LedgerSettlement.Outcome {
         var backoff = configuration.ledgerInitialBackoff
         while true {
             do {
-                let policy = DecisionPolicy(
-                    allowSandbox: configuration.allowSandbox, now: now(), catalog: configuration.catalog)
                 let outcome = try await LedgerSettlement.settle(
-                    job: job, evidence: evidence, policy: policy, ledger: ledger)
+                    job: job, evidence: evidence, policy: currentPolicy(), ledger: ledger)
                 health.ledgerSucceeded()
                 return outcome
             } catch let error as LedgerError {
-                health.ledgerFailed()
-                guard error.isRetryable else {
-                    throw PipelineFatalError("the ledger reported \(error.code.rawValue): \(error.detail)")
-                }
-                if health.shouldLogLedgerFailure() {
-                    logger.warning(
-                        "ledger: operation failed, the job waits and retries",
-                        metadata: [LogKeys.jobID: "\(job.jobID)", LogKeys.error: "\(error)"])
-                }
+                try ledgerFailed(error, job: job)
                 try await Task.sleep(for: backoff)
                 backoff = min(backoff * 2, configuration.ledgerMaximumBackoff)
             }
+        }
+    }
+
+    @inline(never)
+    private func currentPolicy() -> DecisionPolicy {
+        DecisionPolicy(allowSandbox: configuration.allowSandbox, now: now(), catalog: configuration.catalog)
+    }
+
+    /// Counts a ledger failure; throws ``PipelineFatalError`` if retrying cannot fix it.
+    @inline(never)
+    private func ledgerFailed(_ error: LedgerError, job: ReceiptJob) throws {
+        health.ledgerFailed()
+        guard error.isRetryable else {
+            throw PipelineFatalError("the ledger reported \(error.code.rawValue): \(error.detail)")
+        }
+        if health.shouldLogLedgerFailure() {
+            logger.warning(
+                "ledger: operation failed, the job waits and retries",
+                metadata: [LogKeys.jobID: "\(job.jobID)", LogKeys.error: "\(error)"])
         }
     }
 }

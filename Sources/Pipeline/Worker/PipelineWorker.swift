@@ -218,11 +218,22 @@ public final class PipelineWorker: Sendable {
                     delivered = await deliver(record)
                 }
             }
-            let (following, flow) = scheduler.complete(admitted, processed: processed, delivered: delivered)
-            apply(flow)
-            metrics.inFlight.record(scheduler.inFlight)
-            next = following
+            next = complete(admitted, processed: processed, delivered: delivered)
         }
+    }
+
+    /// Hands a finished job back to the scheduler; returns the next job of its key. Never inlined, like the other
+    /// synchronous steps around a job's awaits: thousands of lanes wait for Apple at once, each keeping its async
+    /// frames, which hold a slot for every local of the code inlined into them (docs/BENCHMARKS.md, Pipeline,
+    /// session 4).
+    @inline(never)
+    private func complete(
+        _ admitted: PipelineScheduler.Admitted, processed: Bool, delivered: Bool
+    ) -> PipelineScheduler.Admitted? {
+        let (following, flow) = scheduler.complete(admitted, processed: processed, delivered: delivered)
+        apply(flow)
+        metrics.inFlight.record(scheduler.inFlight)
+        return following
     }
 
     /// A consumed message: a job, or a message that is not one and its dead letter.
@@ -232,6 +243,7 @@ public final class PipelineWorker: Sendable {
     }
 
     /// Decodes a message as a job, or makes the dead letter of a message that is not one.
+    @inline(never)
     func parse(_ message: KafkaConsumerMessage) -> Parsed {
         let value = message.value ?? []
         let topics = configuration.topics
@@ -257,24 +269,33 @@ public final class PipelineWorker: Sendable {
 
     /// The verdict of a job read from `message` (its payload may be gone); nil if the job could not be decided
     /// (cancelled, or a fatal fault): it stays uncommitted.
+    @inline(never)
     private func verdictRecord(for job: ReceiptJob, message: KafkaConsumerMessage) async -> KafkaProducerRecord? {
-        let topics = configuration.topics
         let decided: JobProcessor.Decided
         do {
-            let recordedAt = message.timestampMilliseconds.map { Date(timeIntervalSince1970: Double($0) / 1000) }
-            decided = try await decider.decide(job, recordedAt: recordedAt)
-        } catch let fatal as PipelineFatalError {
-            if health.fail(fatal.description) {
-                logger.critical(
-                    "worker: fatal fault, stopping",
-                    metadata: [LogKeys.error: "\(fatal)", LogKeys.jobID: "\(job.jobID)"])
-                onFatal(fatal.description)
-            }
-            return nil
+            decided = try await decider.decide(job, recordedAt: message.recordedAt)
         } catch {
+            failed(job, error)
             return nil
         }
-        let verdict = decided.verdict
+        return record(of: decided.verdict, job: job, message: message)
+    }
+
+    /// A job that could not be decided: cancelled (nothing to do), or a fatal fault (the worker stops).
+    @inline(never)
+    private func failed(_ job: ReceiptJob, _ error: any Error) {
+        guard let fatal = error as? PipelineFatalError else { return }
+        if health.fail(fatal.description) {
+            logger.critical(
+                "worker: fatal fault, stopping",
+                metadata: [LogKeys.error: "\(fatal)", LogKeys.jobID: "\(job.jobID)"])
+            onFatal(fatal.description)
+        }
+    }
+
+    /// The verdict's record, counted and logged.
+    @inline(never)
+    private func record(of verdict: Verdict, job: ReceiptJob, message: KafkaConsumerMessage) -> KafkaProducerRecord {
         metrics.verdict(verdict, submittedAt: job.submittedAt)
         logger.debug(
             "job: decided",
@@ -284,7 +305,7 @@ public final class PipelineWorker: Sendable {
                 LogKeys.reason: "\(verdict.reason?.rawValue ?? "")", LogKeys.decidedBy: "\(verdict.decidedBy.rawValue)",
             ])
         return KafkaProducerRecord(
-            topic: topics.verdicts, key: Array(verdict.accountID.utf8), value: codec.encode(verdict))
+            topic: configuration.topics.verdicts, key: Array(verdict.accountID.utf8), value: codec.encode(verdict))
     }
 
     /// Produces until delivered (the idempotent producer makes resending safe), cancelled, or the producer failed
@@ -368,6 +389,11 @@ public final class PipelineWorker: Sendable {
 }
 
 extension KafkaConsumerMessage {
+    /// The record's timestamp as a date, if the broker gave one.
+    var recordedAt: Date? {
+        timestampMilliseconds.map { Date(timeIntervalSince1970: Double($0) / 1000) }
+    }
+
     /// The message without its value and headers: what the scheduler needs (partition, offset, key, timestamp).
     var withoutPayload: KafkaConsumerMessage {
         var stripped = self
