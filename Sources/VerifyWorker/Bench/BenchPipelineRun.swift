@@ -55,6 +55,9 @@ struct PipelineBenchmarkResult: Codable, Sendable {
         var partitions: Int
         var seconds: Double
         var jobsPerSecond: Double
+        /// From the start of the run to the last job handed to the frontend's producer: close to `seconds`, the
+        /// submitting bounds the run; well below it, the jobs queue behind the workers or the verdict reader.
+        var submitSeconds: Double?
         /// Jobs that got no verdict (must be 0) and jobs that got more than one (redeliveries; 0 in a calm run).
         var undecided: Int
         var duplicated: Int
@@ -393,6 +396,7 @@ struct PipelineBenchmark: Sendable {
         return .init(
             jobs: report.entries.count, workers: report.workers, partitions: report.partitions, seconds: seconds,
             jobsPerSecond: Double(report.entries.count) / seconds,
+            submitSeconds: report.entries.compactMap(\.submittedAfter).max()?.seconds,
             undecided: report.entries.filter(\.verdicts.isEmpty).count,
             duplicated: report.entries.filter { $0.verdicts.count > 1 }.count, outcomes: outcomes,
             appleCalls: report.appleCalls, latency: LatencySummary(report.entries.compactMap(\.latency)))
