@@ -68,6 +68,9 @@ struct PipelineBenchmarkResult: Codable, Sendable {
         /// bench process's (mock cluster, frontend producer, verdict reader, simulator) over the same time.
         var workerCpuSeconds: [Double]?
         var benchCpuSeconds: Double?
+        /// Worker children only: the highest `verify_jobs_in_flight` each worker reported (sampled every 50 ms); near
+        /// `max_in_flight` the worker paused its partitions.
+        var workerPeakInFlight: [Int]?
     }
 
     struct LocalRun: Codable, Sendable {
@@ -231,6 +234,7 @@ struct PipelineBenchmark: Sendable {
         if !options.workersInProcess {
             local.workerCpuSeconds = localSampler.cpuSeconds()
             local.benchCpuSeconds = localSampler.benchCpuSeconds()
+            local.workerPeakInFlight = (0..<options.workers).map { Int(localSampler.memoryPeaks(worker: $0).inFlight) }
         }
         return local
     }
