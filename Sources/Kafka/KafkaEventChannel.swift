@@ -100,7 +100,10 @@ final class KafkaEventChannel: Sendable {
     }
 
     func next() async throws -> KafkaConsumerEvent? {
-        try await withTaskCancellationHandler {
+        // An event already buffered is taken without a continuation or a cancellation handler: in a burst the
+        // reader finds one waiting nearly every time, and those two were a visible share of each message's cost.
+        if let event = takeBuffered() { return event }
+        return try await withTaskCancellationHandler {
             try await waitForNext()
         } onCancel: {
             let reader = state.withLock { state -> CheckedContinuation<KafkaConsumerEvent?, any Error>? in
@@ -109,6 +112,12 @@ final class KafkaEventChannel: Sendable {
             }
             reader?.resume(throwing: CancellationError())
         }
+    }
+
+    private func takeBuffered() -> KafkaConsumerEvent? {
+        guard let event = state.withLock({ $0.popFirst() }) else { return nil }
+        freeSlots.signal()
+        return event
     }
 
     private func waitForNext() async throws -> KafkaConsumerEvent? {

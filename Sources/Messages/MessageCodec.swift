@@ -11,17 +11,30 @@ public struct MessageCodec: Sendable {
     }
 
     /// Decodes a job, or throws a ``MessageError`` whose code is the dead-letter reason.
+    ///
+    /// A job of the plain shape is read by ``MessageJSONReader``; anything else, refusals included, by `JSONDecoder`.
     public func decodeJob(_ bytes: some Collection<UInt8>) throws(MessageError) -> ReceiptJob {
-        try decode(ReceiptJob.self, from: bytes)
+        try checkSize(bytes)
+        if let job = MessageJSONReader.job(from: bytes) { return job }
+        return try decode(ReceiptJob.self, from: bytes)
     }
 
-    /// Decodes a verdict (for consumers and tools such as `verify-worker tail`).
+    /// Decodes a verdict (for consumers and tools such as `verify-worker tail`), the same way as a job.
     public func decodeVerdict(_ bytes: some Collection<UInt8>) throws(MessageError) -> Verdict {
-        try decode(Verdict.self, from: bytes)
+        try checkSize(bytes)
+        if let verdict = MessageJSONReader.verdict(from: bytes) { return verdict }
+        return try decode(Verdict.self, from: bytes)
     }
 
-    public func encode(_ job: ReceiptJob) -> [UInt8] { Self.encodeValue(job) }
-    public func encode(_ verdict: Verdict) -> [UInt8] { Self.encodeValue(verdict) }
+    /// Written by ``MessageJSONWriter``: the same bytes as `JSONEncoder` with sorted keys, several times faster.
+    public func encode(_ job: ReceiptJob) -> [UInt8] { MessageJSONWriter.encode(job) }
+    public func encode(_ verdict: Verdict) -> [UInt8] { MessageJSONWriter.encode(verdict) }
+
+    private func checkSize(_ bytes: some Collection<UInt8>) throws(MessageError) {
+        guard bytes.count <= maximumMessageBytes else {
+            throw MessageError(.oversized, "\(bytes.count) bytes, limit \(maximumMessageBytes)")
+        }
+    }
 
     func decode<T: Decodable>(_ type: T.Type, from bytes: some Collection<UInt8>) throws(MessageError) -> T {
         guard bytes.count <= maximumMessageBytes else {

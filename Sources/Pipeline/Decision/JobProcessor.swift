@@ -72,6 +72,10 @@ public struct JobProcessor: Sendable {
     let now: @Sendable () -> Date
     /// Proofs the bytes alone rejected lately: most junk is resent as is.
     let rejectedProofs = ProofRejectionCache()
+    /// Apple calls avoided, by the stage that decided.
+    let callsAvoided = MetricCache<String, Counter> {
+        Counter(label: MetricNames.appleCallsAvoided, dimensions: [("decided_by", $0)])
+    }
 
     public init(
         analyzer: ReceiptAnalyzer, ledger: any Ledger, apple: AppleCaller, verifyReceipt: VerifyReceiptClient,
@@ -177,8 +181,7 @@ public struct JobProcessor: Sendable {
     /// A verdict reached without calling Apple, counted as an Apple call avoided.
     @inline(never)
     private func decidedLocally(_ verdict: Verdict) -> Decided {
-        Counter(label: MetricNames.appleCallsAvoided, dimensions: [("decided_by", verdict.decidedBy.rawValue)])
-            .increment()
+        callsAvoided[verdict.decidedBy.rawValue].increment()
         return Decided(verdict: verdict, askedApple: false)
     }
 

@@ -129,6 +129,18 @@ public struct WorkerRuntime: Sendable {
             background.addTask { try await self.probeLedger(ledger, health: health, migrated: migrated) }
             background.addTask { try await exchange.run { gate.ingest(signalJSON: $0) } }
             background.addTask { try await gate.runSignalPublisher() }
+            background.addTask {
+                // While the worker joins its group: a fresh producer would hold the first verdicts until librdkafka's
+                // next metadata refresh (about a second; `bench pipeline` (b)).
+                do {
+                    try await producer.prepare(
+                        topics: [configuration.verdictsTopic, configuration.deadLetterTopic], timeout: .seconds(5))
+                } catch {
+                    logger.notice(
+                        "kafka: output topics' partitions not looked up at start; the first outputs may wait",
+                        metadata: [LogKeys.error: "\(error)"])
+                }
+            }
             if let registry {
                 let server = OperationsServer(
                     configuration: OperationsServerConfiguration(

@@ -341,6 +341,8 @@ public final class PipelineWorker: Sendable {
     // MARK: Kafka plumbing
 
     private func apply(_ action: FlowControl.Action) {
+        // Called twice per job: the assignment (a lock and a copy) only when there is something to do.
+        if action == .none { return }
         let assignment = Array(consumer.assignment)
         do {
             switch action {
@@ -426,17 +428,20 @@ struct PipelineMetrics: Sendable {
     let assignedPartitions = Gauge(label: MetricNames.assignedPartitions)
     let offsetGaps = Counter(label: MetricNames.offsetGaps)
 
-    func verdict(_ verdict: Verdict, submittedAt: Date?) {
+    /// By outcome, reason and stage.
+    private let verdicts = MetricCache<[String], Counter> { key in
         Counter(
             label: MetricNames.verdicts,
-            dimensions: [
-                ("outcome", verdict.outcome.rawValue), ("reason", verdict.reason?.rawValue ?? "none"),
-                ("decided_by", verdict.decidedBy.rawValue),
-            ]
-        ).increment()
+            dimensions: [("outcome", key[0]), ("reason", key[1]), ("decided_by", key[2])])
+    }
+    private let verdictLatency = MetricCache<String, Timer> { Timer(label: $0) }
+
+    func verdict(_ verdict: Verdict, submittedAt: Date?) {
+        verdicts[[verdict.outcome.rawValue, verdict.reason?.rawValue ?? "none", verdict.decidedBy.rawValue]]
+            .increment()
         if let submittedAt {
             let seconds = max(0, Date().timeIntervalSince(submittedAt))
-            Timer(label: MetricNames.verdictLatency).recordNanoseconds(Int64(min(seconds, 1e9) * 1e9))
+            verdictLatency[MetricNames.verdictLatency].recordNanoseconds(Int64(min(seconds, 1e9) * 1e9))
         }
     }
 

@@ -55,6 +55,9 @@ struct PipelineBenchmarkResult: Codable, Sendable {
         var partitions: Int
         var seconds: Double
         var jobsPerSecond: Double
+        /// From the start of the run to the last job handed to the frontend's producer: close to `seconds`, the
+        /// submitting bounds the run; well below it, the jobs queue behind the workers or the verdict reader.
+        var submitSeconds: Double?
         /// Jobs that got no verdict (must be 0) and jobs that got more than one (redeliveries; 0 in a calm run).
         var undecided: Int
         var duplicated: Int
@@ -65,6 +68,9 @@ struct PipelineBenchmarkResult: Codable, Sendable {
         /// bench process's (mock cluster, frontend producer, verdict reader, simulator) over the same time.
         var workerCpuSeconds: [Double]?
         var benchCpuSeconds: Double?
+        /// Worker children only: the highest `verify_jobs_in_flight` each worker reported (sampled every 50 ms); near
+        /// `max_in_flight` the worker paused its partitions.
+        var workerPeakInFlight: [Int]?
     }
 
     struct LocalRun: Codable, Sendable {
@@ -228,6 +234,7 @@ struct PipelineBenchmark: Sendable {
         if !options.workersInProcess {
             local.workerCpuSeconds = localSampler.cpuSeconds()
             local.benchCpuSeconds = localSampler.benchCpuSeconds()
+            local.workerPeakInFlight = (0..<options.workers).map { Int(localSampler.memoryPeaks(worker: $0).inFlight) }
         }
         return local
     }
@@ -393,6 +400,7 @@ struct PipelineBenchmark: Sendable {
         return .init(
             jobs: report.entries.count, workers: report.workers, partitions: report.partitions, seconds: seconds,
             jobsPerSecond: Double(report.entries.count) / seconds,
+            submitSeconds: report.entries.compactMap(\.submittedAfter).max()?.seconds,
             undecided: report.entries.filter(\.verdicts.isEmpty).count,
             duplicated: report.entries.filter { $0.verdicts.count > 1 }.count, outcomes: outcomes,
             appleCalls: report.appleCalls, latency: LatencySummary(report.entries.compactMap(\.latency)))

@@ -1,0 +1,262 @@
+import Foundation
+
+/// Reads the plain shape of jobs and verdicts by hand: objects, arrays of objects, strings without escapes,
+/// integers and `null`, nested at most two deep. Anything else (an escape, a float, a boolean, deeper nesting, a
+/// repeated key, a value the contract refuses) is not an answer here: the caller then decodes with `JSONDecoder`,
+/// which accepts the same messages and reports every refusal with its precise ``MessageError``. So this reader only
+/// ever returns what `JSONDecoder` would have returned, only faster (`bench pipeline` (b): `JSONDecoder` scanned
+/// each 4 KB job and built a value map before decoding it).
+struct MessageJSONReader {
+    /// A value of the plain shape.
+    enum Value {
+        case string(String)
+        case integer(Int)
+        case null
+        case array([Object])
+        case object(Object)
+    }
+
+    /// An object's fields in order (a repeated key is not the plain shape).
+    struct Object {
+        var fields: [(key: String, value: Value)] = []
+
+        subscript(_ key: String) -> Value? {
+            for field in fields where field.key == key { return field.value }
+            return nil
+        }
+
+        /// A string, or nil when absent or `null`; `.some(nil)`'s opposite: a wrong type ends the fast path.
+        func optionalString(_ key: String) -> String?? {
+            switch self[key] {
+            case nil, .null?: .some(nil)
+            case .string(let text)?: .some(text)
+            default: nil
+            }
+        }
+
+        func requiredString(_ key: String) -> String? {
+            if case .string(let text)? = self[key] { return text }
+            return nil
+        }
+
+        func optionalDate(_ key: String) -> Date?? {
+            switch optionalString(key) {
+            case .some(nil): .some(nil)
+            case .some(let text?): RFC3339.parse(text).map { .some($0) }
+            case nil: nil
+            }
+        }
+
+        func optionalInteger(_ key: String) -> Int?? {
+            switch self[key] {
+            case nil, .null?: .some(nil)
+            case .integer(let value)?: .some(value)
+            default: nil
+            }
+        }
+    }
+
+    private let bytes: UnsafeBufferPointer<UInt8>
+    private var index = 0
+
+    private init(_ bytes: UnsafeBufferPointer<UInt8>) { self.bytes = bytes }
+
+    /// The top-level object, or nil when the bytes are not of the plain shape.
+    static func object(in bytes: some Collection<UInt8>) -> Object? {
+        let answer = bytes.withContiguousStorageIfAvailable { buffer -> Object? in
+            var reader = MessageJSONReader(buffer)
+            return reader.document()
+        }
+        if let answer { return answer }
+        return Array(bytes).withUnsafeBufferPointer { buffer in
+            var reader = MessageJSONReader(buffer)
+            return reader.document()
+        }
+    }
+
+    // MARK: Messages
+
+    static func job(from bytes: some Collection<UInt8>) -> ReceiptJob? {
+        guard let object = object(in: bytes), object.requiredString("schema") == ReceiptJob.schema,
+            let jobID = object.requiredString("job_id"), let accountID = object.requiredString("account_id"),
+            case .some(let deviceID) = object.optionalString("device_id"),
+            case .some(let bundleID) = object.optionalString("bundle_id"),
+            case .some(let expectedProductID) = object.optionalString("expected_product_id"),
+            case .some(let submittedAt) = object.optionalDate("submitted_at"),
+            case .some(let receipt) = object.optionalString("receipt"),
+            case .some(let signedTransaction) = object.optionalString("signed_transaction"),
+            case .some(let transactionID) = object.optionalString("transaction_id"),
+            case .some(let notification) = object.optionalString("notification")
+        else { return nil }
+        let proofs: [ReceiptJob.Proof] = [
+            receipt.map { .receipt($0) }, signedTransaction.map { .signedTransaction($0) },
+            transactionID.map { .transactionID($0) }, notification.map { .notification($0) },
+        ].compactMap { $0 }
+        guard proofs.count == 1, let proof = proofs.first else { return nil }
+        let job = ReceiptJob(
+            jobID: jobID, accountID: accountID, proof: proof, deviceID: deviceID, bundleID: bundleID,
+            expectedProductID: expectedProductID, submittedAt: submittedAt)
+        guard (try? job.validate()) != nil else { return nil }
+        return job
+    }
+
+    static func verdict(from bytes: some Collection<UInt8>) -> Verdict? {
+        guard let object = object(in: bytes), object.requiredString("schema") == Verdict.schema,
+            let verdictID = object.requiredString("verdict_id"), let jobID = object.requiredString("job_id"),
+            let accountID = object.requiredString("account_id"),
+            let outcome = object.requiredString("outcome").flatMap(Verdict.Outcome.init(rawValue:)),
+            case .some(let reason) = object.optionalString("reason"),
+            let decidedBy = object.requiredString("decided_by").flatMap(Verdict.DecidedBy.init(rawValue:)),
+            case .some(let environment) = object.optionalString("environment"),
+            case .array(let transactionObjects)? = object["transactions"],
+            case .some(let appleStatus) = object.optionalInteger("apple_status"),
+            let decidedAt = object.requiredString("decided_at").flatMap(RFC3339.parse),
+            outcome == .granted || reason != nil
+        else { return nil }
+        var transactions: [Verdict.Transaction] = []
+        transactions.reserveCapacity(transactionObjects.count)
+        for item in transactionObjects {
+            guard let transactionID = item.requiredString("transaction_id"),
+                case .some(let originalTransactionID) = item.optionalString("original_transaction_id"),
+                let productID = item.requiredString("product_id"),
+                case .some(let purchaseDate) = item.optionalDate("purchase_date"),
+                case .some(let expiresDate) = item.optionalDate("expires_date"),
+                case .some(let revokedAt) = item.optionalDate("revoked_at"),
+                case .some(let quantity) = item.optionalInteger("quantity")
+            else { return nil }
+            transactions.append(
+                Verdict.Transaction(
+                    transactionID: transactionID, originalTransactionID: originalTransactionID, productID: productID,
+                    purchaseDate: purchaseDate, expiresDate: expiresDate, revokedAt: revokedAt, quantity: quantity))
+        }
+        var verdict = Verdict(
+            jobID: jobID, accountID: accountID, outcome: outcome, reason: reason.map(Verdict.Reason.init(rawValue:)),
+            decidedBy: decidedBy, environment: environment, transactions: transactions, appleStatus: appleStatus,
+            decidedAt: decidedAt)
+        // As read, not as derived: a consumer keeps the id it was given.
+        verdict.verdictID = verdictID
+        return verdict
+    }
+
+    // MARK: Grammar
+
+    private mutating func document() -> Object? {
+        skipWhitespace()
+        guard let object = object(depth: 0) else { return nil }
+        skipWhitespace()
+        return index == bytes.count ? object : nil
+    }
+
+    private mutating func skipWhitespace() {
+        while index < bytes.count {
+            switch bytes[index] {
+            case 0x20, 0x09, 0x0A, 0x0D: index += 1
+            default: return
+            }
+        }
+    }
+
+    private mutating func consume(_ byte: UInt8) -> Bool {
+        guard index < bytes.count, bytes[index] == byte else { return false }
+        index += 1
+        return true
+    }
+
+    private mutating func object(depth: Int) -> Object? {
+        guard consume(UInt8(ascii: "{")) else { return nil }
+        var object = Object()
+        skipWhitespace()
+        if consume(UInt8(ascii: "}")) { return object }
+        while true {
+            skipWhitespace()
+            guard let key = string() else { return nil }
+            guard object[key] == nil else { return nil }
+            skipWhitespace()
+            guard consume(UInt8(ascii: ":")) else { return nil }
+            skipWhitespace()
+            guard let value = value(depth: depth) else { return nil }
+            object.fields.append((key, value))
+            skipWhitespace()
+            if consume(UInt8(ascii: "}")) { return object }
+            guard consume(UInt8(ascii: ",")) else { return nil }
+        }
+    }
+
+    private mutating func value(depth: Int) -> Value? {
+        guard index < bytes.count else { return nil }
+        switch bytes[index] {
+        case UInt8(ascii: "\""):
+            return string().map { .string($0) }
+        case UInt8(ascii: "n"):
+            guard bytes.count - index >= 4, bytes[index + 1] == UInt8(ascii: "u"),
+                bytes[index + 2] == UInt8(ascii: "l"),
+                bytes[index + 3] == UInt8(ascii: "l")
+            else { return nil }
+            index += 4
+            return .null
+        case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"):
+            return integer().map { .integer($0) }
+        case UInt8(ascii: "["):
+            guard depth == 0 else { return nil }
+            index += 1
+            var items: [Object] = []
+            skipWhitespace()
+            if consume(UInt8(ascii: "]")) { return .array(items) }
+            while true {
+                skipWhitespace()
+                guard let item = object(depth: depth + 1) else { return nil }
+                items.append(item)
+                skipWhitespace()
+                if consume(UInt8(ascii: "]")) { return .array(items) }
+                guard consume(UInt8(ascii: ",")) else { return nil }
+            }
+        case UInt8(ascii: "{"):
+            guard depth == 0 else { return nil }
+            return object(depth: depth + 1).map { .object($0) }
+        default:
+            return nil
+        }
+    }
+
+    /// A string without escapes or control characters, in valid UTF-8.
+    private mutating func string() -> String? {
+        guard consume(UInt8(ascii: "\"")) else { return nil }
+        let start = index
+        var ascii = true
+        while index < bytes.count {
+            let byte = bytes[index]
+            if byte == UInt8(ascii: "\"") {
+                let text = UnsafeBufferPointer(rebasing: bytes[start..<index])
+                index += 1
+                return ascii ? String(decoding: text, as: UTF8.self) : String(validating: text, as: UTF8.self)
+            }
+            if byte == UInt8(ascii: "\\") || byte < 0x20 { return nil }
+            if byte >= 0x80 { ascii = false }
+            index += 1
+        }
+        return nil
+    }
+
+    /// An integer as JSON writes one (no fraction, no exponent, no leading zero) that fits in `Int`.
+    private mutating func integer() -> Int? {
+        let negative = consume(UInt8(ascii: "-"))
+        let start = index
+        var magnitude = 0
+        while index < bytes.count, bytes[index] >= UInt8(ascii: "0"), bytes[index] <= UInt8(ascii: "9") {
+            let (shifted, overflowShift) = magnitude.multipliedReportingOverflow(by: 10)
+            let (sum, overflowAdd) = shifted.addingReportingOverflow(Int(bytes[index] - UInt8(ascii: "0")))
+            guard !overflowShift, !overflowAdd else { return nil }
+            magnitude = sum
+            index += 1
+        }
+        let count = index - start
+        guard count > 0, count == 1 || bytes[start] != UInt8(ascii: "0") else { return nil }
+        if index < bytes.count {
+            switch bytes[index] {
+            case UInt8(ascii: "."), UInt8(ascii: "e"), UInt8(ascii: "E"): return nil
+            default: break
+            }
+        }
+        return negative ? -magnitude : magnitude
+    }
+}

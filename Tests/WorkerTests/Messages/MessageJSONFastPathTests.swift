@@ -1,0 +1,134 @@
+import Foundation
+import Testing
+
+@testable import Messages
+
+/// The hand-written writer and reader against `JSONEncoder`/`JSONDecoder`: the same bytes out, the same values in,
+/// and every message the reader does not take goes to `JSONDecoder` unchanged.
+@Suite("Message JSON fast path")
+struct MessageJSONFastPathTests {
+    let codec = MessageCodec()
+
+    static let awkwardTexts = [
+        "plain", "", "with/slash", "quote\"inside", "back\\slash", "tab\tnew\nline\rcr", "\u{8}\u{C}\u{0}\u{1F}\u{7F}",
+        "ünïcødé ✓ 𝄞", "\u{2028}\u{2029}",
+    ]
+
+    @Test("jobs are written byte for byte as JSONEncoder writes them")
+    func jobBytes() {
+        for text in Self.awkwardTexts {
+            let proofs: [ReceiptJob.Proof] = [
+                .receipt(text + "MIIT"), .signedTransaction(text), .transactionID("2000" + text),
+                .notification(text),
+            ]
+            for proof in proofs {
+                let full = ReceiptJob(
+                    jobID: "job-" + text, accountID: text + "acct", proof: proof, deviceID: text, bundleID: text,
+                    expectedProductID: text, submittedAt: Date(timeIntervalSince1970: 1_700_000_000.1234))
+                let bare = ReceiptJob(jobID: "j", accountID: "a", proof: proof)
+                for job in [full, bare] {
+                    #expect(MessageJSONWriter.encode(job) == MessageCodec.encodeValue(job))
+                }
+            }
+        }
+    }
+
+    @Test("verdicts are written byte for byte as JSONEncoder writes them")
+    func verdictBytes() {
+        for text in Self.awkwardTexts {
+            let transactions: [Verdict.Transaction] = [
+                .init(transactionID: "1" + text, productID: text),
+                .init(
+                    transactionID: "2", originalTransactionID: text, productID: "p",
+                    purchaseDate: Date(timeIntervalSince1970: 0), expiresDate: Date(timeIntervalSince1970: 86_400.5),
+                    revokedAt: Date(timeIntervalSince1970: -1), quantity: -3),
+            ]
+            let verdicts = [
+                Verdict(
+                    jobID: text, accountID: text, outcome: .rejected, reason: Verdict.Reason(text), decidedBy: .apple,
+                    environment: text, transactions: transactions, appleStatus: 21_007,
+                    decidedAt: Date(timeIntervalSince1970: 1_700_000_000)),
+                Verdict(
+                    jobID: "j", accountID: "a", outcome: .granted, decidedBy: .signature,
+                    decidedAt: Date(timeIntervalSince1970: 1)),
+            ]
+            for verdict in verdicts {
+                #expect(MessageJSONWriter.encode(verdict) == MessageCodec.encodeValue(verdict))
+            }
+        }
+    }
+
+    @Test(
+        "the reader returns what JSONDecoder returns, or leaves the message to it",
+        arguments: [
+            #"{"schema":"receipt-job/v1","job_id":"j","account_id":"a","receipt":"r"}"#,
+            #" { "schema" : "receipt-job/v1" , "job_id":"j","account_id":"a","receipt":"r","device_id":null } "#,
+            #"{"schema":"receipt-job/v1","job_id":"j","account_id":"a","receipt":"r","submitted_at":"2026-11-22T05:17:53.5+01:00"}"#,
+            #"{"schema":"receipt-job/v1","job_id":"j","account_id":"a","transaction_id":"1","future":7,"other":[{"x":"y"}]}"#,
+            #"{"schema":"receipt-job/v1","job_id":"j\u0041","account_id":"a","receipt":"r"}"#,
+            #"{"schema":"receipt-job/v1","job_id":"j","account_id":"a","receipt":"r","receipt":"s"}"#,
+            #"{"schema":"receipt-job/v1","job_id":"j","account_id":"a","receipt":"r","notification":"n"}"#,
+            #"{"schema":"receipt-job/v1","job_id":"j","account_id":"a"}"#,
+            #"{"schema":"receipt-job/v1","job_id":"","account_id":"a","receipt":"r"}"#,
+            #"{"schema":"receipt-job/v1","job_id":"j","account_id":"a","receipt":""}"#,
+            #"{"schema":"receipt-job/v1","job_id":"j","account_id":null,"receipt":"r"}"#,
+            #"{"schema":"receipt-job/v1","job_id":7,"account_id":"a","receipt":"r"}"#,
+            #"{"schema":"receipt-job/v2","job_id":"j","account_id":"a","receipt":"r"}"#,
+            #"{"schema":"receipt-job/v1","job_id":"j","account_id":"a","receipt":"r","submitted_at":"yesterday"}"#,
+            #"{"schema":"receipt-job/v1","job_id":"j","account_id":"a","receipt":"r"} x"#,
+            #"{"schema":"receipt-job/v1","job_id":"j","account_id":"a","receipt":"r",}"#,
+            #"{"schema":"receipt-job/v1","job_id":"j","account_id":"a","receipt":"r""#,
+            #"{"schema":"receipt-job/v1","job_id":"j","account_id":"a","receipt":"r","n":-0,"m":01,"k":1.5,"b":true}"#,
+            #"[]"#, "", "null",
+        ])
+    func jobReading(input: String) {
+        let bytes = Array(input.utf8)
+        let foundation = try? codec.decode(ReceiptJob.self, from: bytes)
+        let fast = MessageJSONReader.job(from: bytes)
+        if let fast { #expect(fast == foundation) }
+        if foundation == nil { #expect(fast == nil) }
+        // Through the codec: the same answer as Foundation's alone, and the same error when refused.
+        let viaCodec = Result { () throws(MessageError) in try codec.decodeJob(bytes) }
+        let viaFoundation = Result { () throws(MessageError) in try codec.decode(ReceiptJob.self, from: bytes) }
+        #expect(String(describing: viaCodec) == String(describing: viaFoundation))
+    }
+
+    @Test("the plain shape is what the writer writes: jobs and verdicts it writes are read back by the reader")
+    func plainShape() throws {
+        let job = ReceiptJob(
+            jobID: "job-1", accountID: "acct-1", proof: .receipt(String(repeating: "MIIT+/=", count: 600)),
+            deviceID: "d", bundleID: "b", expectedProductID: "p", submittedAt: Date(timeIntervalSince1970: 1.5))
+        #expect(MessageJSONReader.job(from: codec.encode(job)) == job)
+        let verdict = Verdict(
+            jobID: "job-1", accountID: "acct-1", outcome: .alreadyGranted, reason: .alreadyOwned, decidedBy: .ledger,
+            environment: "Sandbox",
+            transactions: [
+                .init(
+                    transactionID: "1", originalTransactionID: nil, productID: "p",
+                    purchaseDate: Date(timeIntervalSince1970: 2), quantity: 2)
+            ],
+            appleStatus: 0, decidedAt: Date(timeIntervalSince1970: 3))
+        let read = try #require(MessageJSONReader.verdict(from: codec.encode(verdict)))
+        #expect(read == verdict)
+        #expect(try codec.decode(Verdict.self, from: codec.encode(verdict)) == read)
+    }
+
+    @Test(
+        "verdicts the reader leaves alone get JSONDecoder's answer",
+        arguments: [
+            #"{"schema":"receipt-verdict/v1","verdict_id":"v","job_id":"j","account_id":"a","outcome":"rejected","decided_by":"prefilter","transactions":[],"decided_at":"2026-11-22T05:17:53.000Z"}"#,
+            #"{"schema":"receipt-verdict/v1","verdict_id":"v","job_id":"j","account_id":"a","outcome":"granted","decided_by":"apple","transactions":[{"transaction_id":"1","product_id":"p","quantity":1.0}],"decided_at":"2026-11-22T05:17:53.000Z"}"#,
+            #"{"schema":"receipt-verdict/v1","verdict_id":"v","job_id":"j","account_id":"a","outcome":"maybe","reason":"x","decided_by":"apple","transactions":[],"decided_at":"2026-11-22T05:17:53.000Z"}"#,
+            #"{"schema":"receipt-verdict/v1","verdict_id":"v","job_id":"j","account_id":"a","outcome":"granted","decided_by":"apple","decided_at":"2026-11-22T05:17:53.000Z"}"#,
+        ])
+    func verdictReading(input: String) {
+        let bytes = Array(input.utf8)
+        let foundation = try? codec.decode(Verdict.self, from: bytes)
+        let fast = MessageJSONReader.verdict(from: bytes)
+        if let fast { #expect(fast == foundation) }
+        if foundation == nil { #expect(fast == nil) }
+        let viaCodec = Result { () throws(MessageError) in try codec.decodeVerdict(bytes) }
+        let viaFoundation = Result { () throws(MessageError) in try codec.decode(Verdict.self, from: bytes) }
+        #expect(String(describing: viaCodec) == String(describing: viaFoundation))
+    }
+}
