@@ -306,7 +306,9 @@ public struct JobProcessor: Sendable {
             // hold its receipt decoded and re-encoded. Deterministic, so it succeeds here as it did above.
             try await verifyReceipt.verify(receiptData: receiptData(text) ?? "", startingAt: environment).boxed()
         }
-        return receiptEvidence(result, job: job, local: local)
+        return appleEvidence(result, job: job, local: local, call: "verifyReceipt") {
+            EvidenceMapping.evidence(from: $0, local: local.evidence)
+        }
     }
 
     @inline(never)
@@ -317,34 +319,23 @@ public struct JobProcessor: Sendable {
         let result = try await apple.call(.transactionInfo, deadline: deadline) {
             try await serverAPI.transactionInfo(transactionID: transactionID).boxed()
         }
-        return transactionEvidence(result, job: job, local: local)
-    }
-
-    @inline(never)
-    func receiptEvidence(
-        _ result: AppleCaller.Result<AppleAnswerBox<VerifyReceiptResponse>>, job: ReceiptJob, local: LocalEvidence
-    ) -> PurchaseEvidence {
-        switch result {
-        case .answered(let response):
-            return EvidenceMapping.evidence(from: response.value, local: local.evidence)
-        case .unavailable(let reason):
-            logger.notice(
-                "apple: verifyReceipt unavailable for the job",
-                metadata: [LogKeys.jobID: "\(job.jobID)", LogKeys.error: "\(reason)"])
-            return local.unavailable
+        return appleEvidence(result, job: job, local: local, call: "transaction info") {
+            EvidenceMapping.evidence(from: $0)
         }
     }
 
+    /// The evidence of Apple's answer to one call (`call` names it in the log when Apple stayed unavailable).
     @inline(never)
-    func transactionEvidence(
-        _ result: AppleCaller.Result<AppleAnswerBox<TransactionInfoAnswer>>, job: ReceiptJob, local: LocalEvidence
+    func appleEvidence<Answer>(
+        _ result: AppleCaller.Result<AppleAnswerBox<Answer>>, job: ReceiptJob, local: LocalEvidence, call: String,
+        from map: (Answer) -> PurchaseEvidence
     ) -> PurchaseEvidence {
         switch result {
         case .answered(let answer):
-            return EvidenceMapping.evidence(from: answer.value)
+            return map(answer.value)
         case .unavailable(let reason):
             logger.notice(
-                "apple: transaction info unavailable for the job",
+                "apple: \(call) unavailable for the job",
                 metadata: [LogKeys.jobID: "\(job.jobID)", LogKeys.error: "\(reason)"])
             return local.unavailable
         }
