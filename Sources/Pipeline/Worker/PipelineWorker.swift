@@ -285,11 +285,15 @@ public final class PipelineWorker: Sendable {
     @inline(never)
     private func failed(_ job: ReceiptJob, _ error: any Error) {
         guard let fatal = error as? PipelineFatalError else { return }
-        if health.fail(fatal.description) {
-            logger.critical(
-                "worker: fatal fault, stopping",
-                metadata: [LogKeys.error: "\(fatal)", LogKeys.jobID: "\(job.jobID)"])
-            onFatal(fatal.description)
+        stop(because: fatal.description, metadata: [LogKeys.error: "\(fatal)", LogKeys.jobID: "\(job.jobID)"])
+    }
+
+    /// A fault the worker cannot work around: marks it not ready and asks its owner to drain and exit (once).
+    @inline(never)
+    private func stop(because reason: String, metadata: Logger.Metadata) {
+        if health.fail(reason) {
+            logger.critical("worker: fatal fault, stopping", metadata: metadata)
+            onFatal(reason)
         }
     }
 
@@ -321,11 +325,7 @@ public final class PipelineWorker: Sendable {
             } catch let error as KafkaError where error.isFatal {
                 // librdkafka 2.0.x raises this for a lost idempotence sequence ("sequence desynchronization"):
                 // no send of this producer can succeed any more.
-                let reason = "kafka producer failed for good: \(error)"
-                if health.fail(reason) {
-                    logger.critical("worker: fatal fault, stopping", metadata: [LogKeys.error: "\(error)"])
-                    onFatal(reason)
-                }
+                stop(because: "kafka producer failed for good: \(error)", metadata: [LogKeys.error: "\(error)"])
                 return false
             } catch {
                 logger.warning(
