@@ -46,16 +46,19 @@ struct ProcessWorkerTests {
         .timeLimit(.minutes(2)))
     func sigtermDrains() async throws {
         try await ProcessTestStack.withStack { stack, verdicts in
-            try await stack.setAppleLatency(milliseconds: 300)
-            // A low Apple concurrency keeps jobs waiting for Apple long enough to be in flight at SIGTERM.
+            // Slow Apple answers and a low Apple concurrency keep jobs waiting for Apple for seconds (a few dozen
+            // Apple-bound jobs, 4 at a time, 1 s each), so some are in flight at SIGTERM. Watched through the
+            // worker's own gauge: the verdict reader may see the first verdicts only after the run is over.
+            try await stack.setAppleLatency(milliseconds: 1_000)
             let limits = ["VERIFY_APPLE_MAX_CONCURRENCY": "4", "VERIFY_APPLE_MIN_CONCURRENCY": "4"]
 
             let first = try stack.startWorker("drain-worker-1", overrides: limits)
             try await first.waitUntilReady()
             let jobs = try stack.jobs(120, mix: Self.mix)
             try await stack.produce(jobs)
-            try await ProcessTest.eventually("some verdicts before SIGTERM", within: .seconds(40)) {
-                verdicts.decided(jobs) >= 10
+            try await ProcessTest.eventually("jobs waiting for Apple before SIGTERM", within: .seconds(40)) {
+                guard let metrics = await ProcessTest.get(first.url("metrics")) else { return false }
+                return PrometheusTextSample(metrics.body).sum(of: MetricNames.inFlight) >= 4
             }
             #expect(verdicts.decided(jobs) < jobs.count, "the run ended before SIGTERM: nothing was in flight")
 
@@ -103,15 +106,17 @@ struct ProcessWorkerTests {
         .timeLimit(.minutes(2)))
     func killNineLosesNothing() async throws {
         try await ProcessTestStack.withStack { stack, verdicts in
-            try await stack.setAppleLatency(milliseconds: 300)
+            // As for SIGTERM: jobs wait for Apple for seconds, watched through the worker's own gauge.
+            try await stack.setAppleLatency(milliseconds: 1_000)
             let limits = ["VERIFY_APPLE_MAX_CONCURRENCY": "4", "VERIFY_APPLE_MIN_CONCURRENCY": "4"]
 
             let victim = try stack.startWorker("kill-worker-1", overrides: limits)
             try await victim.waitUntilReady()
             let jobs = try stack.jobs(200, mix: Self.mix)
             try await stack.produce(jobs)
-            try await ProcessTest.eventually("some verdicts before the kill", within: .seconds(40)) {
-                verdicts.decided(jobs) >= 10
+            try await ProcessTest.eventually("jobs waiting for Apple before the kill", within: .seconds(40)) {
+                guard let metrics = await ProcessTest.get(victim.url("metrics")) else { return false }
+                return PrometheusTextSample(metrics.body).sum(of: MetricNames.inFlight) >= 4
             }
             victim.child.signal(SIGKILL)
             #expect(try await victim.child.exitStatus(within: .seconds(10)) == 128 + SIGKILL)
@@ -134,7 +139,8 @@ struct ProcessWorkerTests {
     @Test("two workers in one group, a third joins and leaves under load: nothing lost", .timeLimit(.minutes(2)))
     func rebalanceUnderLoad() async throws {
         try await ProcessTestStack.withStack(partitions: 6) { stack, verdicts in
-            try await stack.setAppleLatency(milliseconds: 300)
+            // Long enough that the run is still going once the third worker is ready (a group join takes seconds).
+            try await stack.setAppleLatency(milliseconds: 600)
             let limits = ["VERIFY_APPLE_MAX_CONCURRENCY": "2", "VERIFY_APPLE_MIN_CONCURRENCY": "2"]
 
             let workers = try ["group-worker-1", "group-worker-2"].map { try stack.startWorker($0, overrides: limits) }
