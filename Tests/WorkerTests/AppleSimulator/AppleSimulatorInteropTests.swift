@@ -22,7 +22,7 @@ struct AppleSimulatorInteropTests {
             try der.write(to: URL(fileURLWithPath: receiptPath))
             try roots.write(to: URL(fileURLWithPath: rootsPath))
 
-            let verify = try AppleSimProcess.run(
+            let verify = try await AppleSimProcess.run(
                 "openssl",
                 [
                     "cms", "-verify", "-inform", "DER", "-in", receiptPath, "-CAfile", rootsPath, "-purpose", "any",
@@ -31,13 +31,13 @@ struct AppleSimulatorInteropTests {
             #expect(verify.status == 0, "openssl cms -verify failed: \(verify.output)")
             #expect(verify.output.contains("Verification successful"))
 
-            let parsed = try AppleSimProcess.run("openssl", ["asn1parse", "-inform", "DER", "-in", receiptPath])
+            let parsed = try await AppleSimProcess.run("openssl", ["asn1parse", "-inform", "DER", "-in", receiptPath])
             #expect(parsed.status == 0)
             #expect(parsed.output.contains("pkcs7-signedData"))
             #expect(parsed.output.contains("sha256WithRSAEncryption"))
 
             // The payload openssl extracted is the SET of receipt attributes with our transaction id in it.
-            let payload = try AppleSimProcess.run("openssl", ["asn1parse", "-inform", "DER", "-in", payloadPath])
+            let payload = try await AppleSimProcess.run("openssl", ["asn1parse", "-inform", "DER", "-in", payloadPath])
             #expect(payload.status == 0)
             #expect(payload.output.contains("cons: SET"))
             #expect(payload.output.contains("OCTET STRING"))
@@ -46,7 +46,7 @@ struct AppleSimulatorInteropTests {
             var tampered = [UInt8](der)
             tampered[tampered.count / 3] ^= 0x01
             try Data(tampered).write(to: URL(fileURLWithPath: receiptPath))
-            let refused = try AppleSimProcess.run(
+            let refused = try await AppleSimProcess.run(
                 "openssl",
                 [
                     "cms", "-verify", "-inform", "DER", "-in", receiptPath, "-CAfile", rootsPath, "-purpose", "any",
@@ -70,7 +70,7 @@ struct AppleSimulatorInteropTests {
             let rootPath = directory.file("jws-root.der")
             try Data(sim.simulator.pki.jwsRootDER).write(to: URL(fileURLWithPath: rootPath))
             let script = TestEnvironment.packageRoot.appendingPathComponent("scripts/sim/check_with_apple_library.py")
-            let result = try AppleSimProcess.run(
+            let result = try await AppleSimProcess.run(
                 "python3",
                 [
                     script.path,
@@ -100,12 +100,17 @@ struct AppleSimulatorInteropTests {
 
 /// Runs a command found on PATH and captures its output.
 enum AppleSimProcess {
-    struct Result {
+    struct Result: Sendable {
         var status: Int32
         var output: String
     }
 
-    static func run(_ tool: String, _ arguments: [String]) throws -> Result {
+    /// Runs the tool on a thread of its own, never on the cooperative pool (one thread per core).
+    static func run(_ tool: String, _ arguments: [String]) async throws -> Result {
+        try await OffPool.run { try runBlocking(tool, arguments) }
+    }
+
+    private static func runBlocking(_ tool: String, _ arguments: [String]) throws -> Result {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
         process.arguments = [tool] + arguments

@@ -21,10 +21,13 @@ struct ChaosCorpusTests {
     }
 
     @Test("Every kind: a dead letter or a job the analysis rejects, in bounded time", .timeLimit(.minutes(10)))
-    func corpusThroughDecodeAndAnalysis() throws {
-        let corpus = AdversarialJobCorpus(receiptSeeds: try Self.seeds(), seed: 7)
-        let analyzer = ReceiptAnalyzer(trust: .apple, catalog: ChaosApp.catalog)
-        let report = AdversarialCorpusRun(corpus: corpus, analyzer: analyzer).run(count: Self.count)
+    func corpusThroughDecodeAndAnalysis() async throws {
+        let seeds = try Self.seeds()
+        let report = try await OffPool.run {
+            let corpus = AdversarialJobCorpus(receiptSeeds: seeds, seed: 7)
+            let analyzer = ReceiptAnalyzer(trust: .apple, catalog: ChaosApp.catalog)
+            return AdversarialCorpusRun(corpus: corpus, analyzer: analyzer).run(count: Self.count)
+        }
         #expect(report.inputs == Self.count)
         #expect(Set(report.kinds.keys) == Set(AdversarialMessage.Kind.allCases.map(\.rawValue)))
         #expect(report.locallyVerified == 0)

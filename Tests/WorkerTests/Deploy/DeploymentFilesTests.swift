@@ -10,13 +10,13 @@ struct DeploymentFilesTests {
     static let root = TestEnvironment.packageRoot
 
     /// Every YAML file of the project, parsed by PyYAML, as JSON values.
-    static func yamlDocuments() throws -> [String: [Any]] {
+    static func yamlDocuments() async throws -> [String: [Any]] {
         let enumerator = FileManager.default.enumerator(atPath: root.appendingPathComponent("deploy").path)
         var files = ["docker-compose.yml"]
         while let path = enumerator?.nextObject() as? String {
             if path.hasSuffix(".yaml") || path.hasSuffix(".yml") { files.append("deploy/" + path) }
         }
-        let output = try run(["python3", root.appendingPathComponent("scripts/yaml-to-json.py").path] + files)
+        let output = try await run(["python3", root.appendingPathComponent("scripts/yaml-to-json.py").path] + files)
         var documents: [String: [Any]] = [:]
         for line in output.split(separator: "\n") {
             let object = try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])
@@ -26,7 +26,13 @@ struct DeploymentFilesTests {
         return documents
     }
 
-    static func run(_ arguments: [String]) throws -> String {
+    /// Runs a command to completion on a thread of its own (never on the cooperative pool, which has one thread per
+    /// core: a Python start holds its thread for a second or more on a loaded machine).
+    static func run(_ arguments: [String]) async throws -> String {
+        try await OffPool.run { try runBlocking(arguments) }
+    }
+
+    private static func runBlocking(_ arguments: [String]) throws -> String {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
         process.arguments = arguments
@@ -46,15 +52,15 @@ struct DeploymentFilesTests {
     }
 
     @Test("every YAML file parses")
-    func yamlParses() throws {
-        let documents = try Self.yamlDocuments()
+    func yamlParses() async throws {
+        let documents = try await Self.yamlDocuments()
         #expect(documents.keys.contains("docker-compose.yml"))
         #expect(documents.keys.contains("deploy/kubernetes/base/deployment.yaml"))
     }
 
     @Test("docker-compose has the whole stack, with health checks and a complete worker environment")
-    func compose() throws {
-        let compose = try #require(try Self.yamlDocuments()["docker-compose.yml"]?.first as? [String: Any])
+    func compose() async throws {
+        let compose = try #require(try await Self.yamlDocuments()["docker-compose.yml"]?.first as? [String: Any])
         let services = try #require(compose["services"] as? [String: [String: Any]])
         for name in ["kafka", "kafka-init", "postgres", "apple-sim", "worker", "loadgen", "prometheus", "grafana"] {
             #expect(services[name] != nil, "service \(name) missing")
@@ -74,8 +80,8 @@ struct DeploymentFilesTests {
     }
 
     @Test("Kubernetes manifests use only keys the worker understands, and the probes and grace period fit")
-    func kubernetes() throws {
-        let documents = try Self.yamlDocuments()
+    func kubernetes() async throws {
+        let documents = try await Self.yamlDocuments()
         let configMap = try #require(documents["deploy/kubernetes/base/configmap.yaml"]?.first as? [String: Any])
         let data = try #require(configMap["data"] as? [String: Any])
         try checkKeys(data.keys, in: "configmap.yaml")
@@ -120,7 +126,7 @@ struct DeploymentFilesTests {
 
     /// The Debian package that installed a library. With merged /usr, dpkg records either the /lib or the
     /// /usr/lib form of a path, and either the symlink or its target, so all four are tried.
-    static func debianPackage(owning path: String) throws -> String {
+    static func debianPackage(owning path: String) async throws -> String {
         let real = URL(fileURLWithPath: path).resolvingSymlinksInPath().path
         var candidates: [String] = []
         for form in [path, real] {
@@ -129,7 +135,7 @@ struct DeploymentFilesTests {
             if form.hasPrefix("/lib/") { candidates.append("/usr" + form) }
         }
         for candidate in candidates {
-            if let output = try? run(["dpkg", "-S", candidate]), let owner = output.split(separator: ":").first {
+            if let output = try? await run(["dpkg", "-S", candidate]), let owner = output.split(separator: ":").first {
                 return String(owner)
             }
         }
@@ -137,14 +143,15 @@ struct DeploymentFilesTests {
     }
 
     /// The toolchain's shared runtime libraries (`…/usr/lib/swift/linux`), found from `swift` on PATH.
-    static func swiftRuntimeDirectory() -> String {
-        let swift = (try? run(["which", "swift"]))?.trimmingCharacters(in: .whitespacesAndNewlines) ?? "/usr/bin/swift"
+    static func swiftRuntimeDirectory() async -> String {
+        let swift =
+            (try? await run(["which", "swift"]))?.trimmingCharacters(in: .whitespacesAndNewlines) ?? "/usr/bin/swift"
         let resolved = URL(fileURLWithPath: swift).resolvingSymlinksInPath()
         return resolved.deletingLastPathComponent().deletingLastPathComponent().path + "/lib/swift/linux"
     }
 
     @Test("the image's runtime stage installs exactly the libraries the binary links")
-    func dockerfileLibraries() throws {
+    func dockerfileLibraries() async throws {
         let dockerfile = try String(contentsOf: Self.root.appendingPathComponent("Dockerfile"), encoding: .utf8)
         let runtime = try #require(dockerfile.components(separatedBy: "AS runtime").last)
         let installLine = try #require(runtime.split(separator: "\n").first { $0.contains("apt-get install") })
@@ -155,25 +162,27 @@ struct DeploymentFilesTests {
 
         // The direct dependencies of the binary (NEEDED entries), resolved to paths by ldd, then to Debian packages.
         let binary = try TestEnvironment.verifyWorkerBinary().path
-        let needed = try Self.run(["readelf", "-d", binary]).split(separator: "\n").compactMap { line -> String? in
+        let needed = try await Self.run(["readelf", "-d", binary]).split(separator: "\n").compactMap {
+            line -> String? in
             guard line.contains("(NEEDED)"), let open = line.firstIndex(of: "["), let close = line.lastIndex(of: "]")
             else { return nil }
             return String(line[line.index(after: open)..<close])
         }
-        let paths = try Self.run(["ldd", binary]).split(separator: "\n").reduce(into: [String: String]()) { map, line in
+        let paths = try await Self.run(["ldd", binary]).split(separator: "\n").reduce(into: [String: String]()) {
+            map, line in
             let parts = line.split(separator: " ")
             if parts.count >= 3, parts[1] == "=>" {
                 map[parts[0].trimmingCharacters(in: .whitespaces)] = String(parts[2])
             }
         }
         var packages = Set<String>()
-        let swiftRuntime = Self.swiftRuntimeDirectory()
+        let swiftRuntime = await Self.swiftRuntimeDirectory()
         for library in needed {
             // The Swift runtime and Foundation are linked statically into the image (--static-swift-stdlib).
             if FileManager.default.fileExists(atPath: swiftRuntime + "/" + library) { continue }
             if library.hasPrefix("ld-linux") { continue }  // the dynamic loader, part of libc6
             let path = try #require(paths[library], "ldd does not resolve \(library)")
-            let owner = try Self.debianPackage(owning: path)
+            let owner = try await Self.debianPackage(owning: path)
             // The C and C++ runtimes are part of every Debian base image.
             if ["libc6", "libgcc-s1", "libstdc++6"].contains(owner) { continue }
             packages.insert(owner)

@@ -9,15 +9,15 @@ import Testing
 /// line is one `verify-worker submit` accepts.
 @Suite("Deployment files: gateway and load generator", .timeLimit(.minutes(1)))
 struct GatewayDeploymentTests {
-    static func services() throws -> [String: [String: Any]] {
+    static func services() async throws -> [String: [String: Any]] {
         let compose = try #require(
-            try DeploymentFilesTests.yamlDocuments()["docker-compose.yml"]?.first as? [String: Any])
+            try await DeploymentFilesTests.yamlDocuments()["docker-compose.yml"]?.first as? [String: Any])
         return try #require(compose["services"] as? [String: [String: Any]])
     }
 
     @Test("the gateway service publishes its port, probes itself with verify-worker healthcheck and names its keys")
-    func gatewayService() throws {
-        let gateway = try #require(try Self.services()["gateway"])
+    func gatewayService() async throws {
+        let gateway = try #require(try await Self.services()["gateway"])
         #expect(gateway["command"] as? [String] == ["gateway"])
         #expect((gateway["ports"] as? [String])?.contains("8080:8080") == true)
         let test = try #require((gateway["healthcheck"] as? [String: Any])?["test"] as? [String])
@@ -31,8 +31,8 @@ struct GatewayDeploymentTests {
     }
 
     @Test("every healthcheck that calls verify-worker uses a subcommand that parses")
-    func healthchecksParse() throws {
-        for (name, service) in try Self.services() {
+    func healthchecksParse() async throws {
+        for (name, service) in try await Self.services() {
             guard let test = (service["healthcheck"] as? [String: Any])?["test"] as? [String],
                 test.count > 2, test[1] == "verify-worker"
             else { continue }
@@ -42,8 +42,8 @@ struct GatewayDeploymentTests {
     }
 
     @Test("the load generator's exact command line parses as submit --generate seed-mix")
-    func loadgenParses() throws {
-        let loadgen = try #require(try Self.services()["loadgen"])
+    func loadgenParses() async throws {
+        let loadgen = try #require(try await Self.services()["loadgen"])
         let arguments = try #require(loadgen["command"] as? [String])
         let command = try #require(try VerifyWorkerCommand.parseAsRoot(arguments) as? SubmitCommand)
         #expect(command.generate == "seed-mix")

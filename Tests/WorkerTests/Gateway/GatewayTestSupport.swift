@@ -70,7 +70,7 @@ struct GatewayTestHarness {
         let response = try await http.execute(
             TransportRequest(
                 method: .post, url: "http://127.0.0.1:\(port)/\(path)", headers: headers, body: body,
-                timeout: .seconds(20)))
+                timeout: .seconds(60)))
         return Reply(status: response.status, body: response.body)
     }
 
@@ -80,7 +80,7 @@ struct GatewayTestHarness {
 
     func operations(_ path: String) async throws -> Reply {
         let response = try await http.execute(
-            TransportRequest(url: "http://127.0.0.1:\(metricsPort)/\(path)", timeout: .seconds(10)))
+            TransportRequest(url: "http://127.0.0.1:\(metricsPort)/\(path)", timeout: .seconds(30)))
         return Reply(status: response.status, body: response.body)
     }
 

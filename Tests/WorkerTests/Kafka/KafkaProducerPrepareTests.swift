@@ -23,7 +23,9 @@ struct KafkaProducerPrepareTests {
         await #expect(throws: KafkaError.self) {
             try await producer.prepare(topics: ["nowhere"], timeout: .milliseconds(500))
         }
-        #expect(started.duration(to: .now) < .seconds(10))
+        // A timeout that was not passed on would block for good (librdkafka waits for a broker without end); the
+        // bound leaves room for a loaded two-core machine, where the call's thread and this task wait their turn.
+        #expect(started.duration(to: .now) < .seconds(30))
         await producer.shutdown(timeout: .seconds(1))
     }
 }

@@ -197,8 +197,8 @@ struct LedgerBackendTests {
     func migrationsAreSafeToRepeatAndRace(backend: LedgerBackend) async throws {
         let url = try S.freshURL(backend)
         defer { S.removeFiles(of: url) }
-        let one = try LedgerFactory.make(url: url)
-        let two = try LedgerFactory.make(url: url)
+        let one = try LedgerFactory.make(url: url, configuration: S.patient)
+        let two = try LedgerFactory.make(url: url, configuration: S.patient)
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { try await one.run() }
             group.addTask { try await two.run() }

@@ -37,13 +37,18 @@ enum LedgerTestSupport {
         try? FileManager.default.removeItem(at: dir)
     }
 
+    /// For tests that are not about timeouts: the production defaults (connect 3 s, operation 5 s) are for a worker
+    /// that retries, and a test run shares two cores with hundreds of other tests, where a local connection has
+    /// taken longer than 3 s. Tests of the timeouts themselves use ``fastFailing``.
+    static let patient = LedgerConfiguration(operationTimeout: .seconds(30), connectTimeout: .seconds(20))
+
     static let fastFailing = LedgerConfiguration(
         operationTimeout: .seconds(3), connectTimeout: .seconds(1), maximumConnections: 16,
         busyTimeout: .milliseconds(300))
 
     /// Runs `body` with a running, migrated ledger on a fresh URL.
     static func withLedger<T: Sendable>(
-        _ backend: LedgerBackend, configuration: LedgerConfiguration = .init(),
+        _ backend: LedgerBackend, configuration: LedgerConfiguration = patient,
         _ body: @Sendable (any Ledger, String) async throws -> T
     ) async throws -> T {
         let url = try freshURL(backend)

@@ -19,7 +19,7 @@ struct JobProcessorTests {
         defer { LedgerTestSupport.removeFiles(of: url) }
         let engine = try CurlHTTPEngine()
         defer { engine.shutdown() }
-        try await LedgerFactory.withLedger(url: url) { ledger in
+        try await LedgerFactory.withLedger(url: url, configuration: LedgerTestSupport.patient) { ledger in
             let logger = Logger(label: "job-processor-test")
             let processor = JobProcessor(
                 analyzer: ReceiptAnalyzer(catalog: catalog), ledger: ledger,

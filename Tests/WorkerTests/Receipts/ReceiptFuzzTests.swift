@@ -12,7 +12,7 @@ struct ReceiptFuzzTests {
     }
 
     @Test("Mutations across formats: no crash, bounded time per input", .timeLimit(.minutes(10)))
-    func mutations() throws {
+    func mutations() async throws {
         var seeds: [[UInt8]] = []
         for path in [
             "mbaasy/validator_receipts_unified.txt", "tpinappreceipt/receipt-xcode",
@@ -27,7 +27,10 @@ struct ReceiptFuzzTests {
             }
         }
         let analyzer = try ReceiptsTestSupport.testAnalyzer(allowXcode: true)
-        let report = ReceiptFuzzer(seeds: seeds).run(count: Self.count, analyzer: analyzer)
+        let fuzzSeeds = seeds
+        let report = try await OffPool.run {
+            ReceiptFuzzer(seeds: fuzzSeeds).run(count: Self.count, analyzer: analyzer)
+        }
         #expect(report.inputs == Self.count)
         // The largest seed is ~10 KB: anything near a second would mean super-linear work somewhere.
         #expect(report.slowestSeconds < 1.0)
