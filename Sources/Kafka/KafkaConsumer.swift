@@ -22,7 +22,12 @@ import Synchronization
 public final class KafkaConsumer: Sendable {
     /// Runs on revocation, before the partitions are given back. Commit what is finished here; the
     /// consumer waits for it up to `KafkaConsumerConfiguration.revokeDeadline`.
-    public typealias RevokeHook = @Sendable (_ revoked: [KafkaTopicPartition]) async -> Void
+    ///
+    /// A hook that misses the deadline may still be running (or not even started, on a busy machine)
+    /// when the same partitions are assigned again: `revocation.generation` names the assignment it
+    /// is about (the one `KafkaConsumerEvent.partitionsAssigned` announced with that generation), so
+    /// the hook can leave a newer assignment alone.
+    public typealias RevokeHook = @Sendable (_ revocation: KafkaRevocation) async -> Void
 
     private let client: RDKafkaClient
     private let context: RDKafkaCallbackContext
@@ -370,7 +375,7 @@ final class ConsumerRebalanceHandler: Sendable {
     private let revokeDeadline: Duration
     private let onRevoke: KafkaConsumer.RevokeHook?
     private let logger: Logger
-    private let assigned = Mutex<Set<KafkaTopicPartition>>([])
+    private let assigned = Mutex<(partitions: Set<KafkaTopicPartition>, generation: UInt64)>(([], 0))
 
     init(
         channel: KafkaEventChannel, stop: StopFlag, revokeDeadline: Duration, onRevoke: KafkaConsumer.RevokeHook?,
@@ -383,7 +388,7 @@ final class ConsumerRebalanceHandler: Sendable {
         self.logger = logger
     }
 
-    var assignment: Set<KafkaTopicPartition> { assigned.withLock { $0 } }
+    var assignment: Set<KafkaTopicPartition> { assigned.withLock { $0.partitions } }
 
     /// `apply` assigns and returns librdkafka's answer with the committed offsets the assignment starts from.
     func assign(
@@ -395,9 +400,16 @@ final class ConsumerRebalanceHandler: Sendable {
             logger.error("kafka assign failed", metadata: ["kafka.error": "\(KafkaError(err, context: "assign"))"])
             return
         }
-        assigned.withLock { $0 = Set(partitions) }
+        // Numbered on this thread, before the event is pushed: a revoke hook told this number can never be
+        // mistaken for one about a later assignment, however late it runs.
+        let generation = assigned.withLock { state -> UInt64 in
+            state.generation += 1
+            state.partitions = Set(partitions)
+            return state.generation
+        }
         logger.info("kafka partitions assigned", metadata: ["kafka.partitions": "\(partitions)"])
-        channel.push(.partitionsAssigned(partitions, startingOffsets: startingOffsets), unless: stop)
+        channel.push(
+            .partitionsAssigned(partitions, startingOffsets: startingOffsets, generation: generation), unless: stop)
     }
 
     /// Reads the group's committed offsets into librdkafka's assignment list, so the assignment starts exactly
@@ -431,13 +443,14 @@ final class ConsumerRebalanceHandler: Sendable {
     func revoke(_ partitions: [KafkaTopicPartition], apply: () -> rd_kafka_resp_err_t) {
         channel.discardMessages(of: Set(partitions))
         if let onRevoke, !partitions.isEmpty {
-            runBlocking(deadline: revokeDeadline) { await onRevoke(partitions) }
+            let revocation = KafkaRevocation(partitions: partitions, generation: assigned.withLock { $0.generation })
+            runBlocking(deadline: revokeDeadline) { await onRevoke(revocation) }
         }
         let err = apply()
         if err != RD_KAFKA_RESP_ERR_NO_ERROR {
             logger.error("kafka unassign failed", metadata: ["kafka.error": "\(KafkaError(err, context: "assign"))"])
         }
-        assigned.withLock { $0.subtract(partitions) }
+        assigned.withLock { $0.partitions.subtract(partitions) }
         logger.info("kafka partitions revoked", metadata: ["kafka.partitions": "\(partitions)"])
         channel.push(.partitionsRevoked(partitions), unless: stop)
     }

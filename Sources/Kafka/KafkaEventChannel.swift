@@ -159,6 +159,20 @@ final class KafkaEventChannel: Sendable {
     }
 }
 
+/// Partitions being taken away from this member, handed to `KafkaConsumer.RevokeHook`.
+public struct KafkaRevocation: Sendable {
+    /// The partitions revoked (eager: the whole assignment).
+    public var partitions: [KafkaTopicPartition]
+    /// The number of the assignment they belonged to, as announced by
+    /// `KafkaConsumerEvent.partitionsAssigned`.
+    public var generation: UInt64
+
+    public init(partitions: [KafkaTopicPartition], generation: UInt64) {
+        self.partitions = partitions
+        self.generation = generation
+    }
+}
+
 /// What the consumer delivers, in the order it happened.
 public enum KafkaConsumerEvent: Sendable {
     /// A message from an assigned, unpaused partition.
@@ -166,8 +180,10 @@ public enum KafkaConsumerEvent: Sendable {
     /// The group gave this member these partitions (eager: the complete new assignment).
     /// Reading starts at each partition's committed offset, given in `startingOffsets` (a partition
     /// without a commit, or all of them if the lookup failed, starts at `auto.offset.reset` and is
-    /// not in it).
-    case partitionsAssigned([KafkaTopicPartition], startingOffsets: [KafkaTopicPartition: Int64])
+    /// not in it). `generation` numbers this member's assignments from 1; the revoke hook is told the
+    /// number of the assignment it takes away (`KafkaRevocation.generation`).
+    case partitionsAssigned(
+        [KafkaTopicPartition], startingOffsets: [KafkaTopicPartition: Int64], generation: UInt64)
     /// These partitions were taken away; the revoke hook has already run. Buffered messages of
     /// them were dropped.
     case partitionsRevoked([KafkaTopicPartition])

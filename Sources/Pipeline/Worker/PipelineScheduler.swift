@@ -26,9 +26,20 @@ final class PipelineScheduler: Sendable {
         case gap(expected: Int64)
     }
 
+    /// A revoke begun by ``beginRevoke(_:assignment:)``: the partitions it holds back, each with the generation it
+    /// found, so that waiting and forgetting leave a later assignment of the same partition alone.
+    struct Revocation: Sendable {
+        fileprivate var generations: [KafkaTopicPartition: UInt64]
+        var partitions: [KafkaTopicPartition] { Array(generations.keys) }
+    }
+
     private struct Partition {
         var offsets = PartitionOffsets()
+        /// This worker's own number for this state of the partition; work admitted under an earlier one never
+        /// moves its offsets.
         var generation: UInt64
+        /// The consumer's number of the assignment that brought the partition (`partitionsAssigned`), if known.
+        var assignment: UInt64?
         /// Jobs of this partition being processed now (not those waiting for their key).
         var running = 0
         /// Set while the partition is being rewound to this offset: its messages are ignored until then.
@@ -68,7 +79,7 @@ final class PipelineScheduler: Sendable {
         var queue = KeyOrderedQueue<[UInt8], Admitted>()
         var flow: FlowControl
         var nextGeneration: UInt64 = 1
-        var idleWaiters: [(partitions: Set<KafkaTopicPartition>, continuation: CheckedContinuation<Void, Never>)] = []
+        var idleWaiters: [(revocation: Revocation, continuation: CheckedContinuation<Void, Never>)] = []
 
         mutating func generation(of partition: KafkaTopicPartition) -> UInt64 {
             if let existing = partitions[partition] { return existing.generation }
@@ -77,16 +88,21 @@ final class PipelineScheduler: Sendable {
             return nextGeneration
         }
 
-        func isIdle(_ set: Set<KafkaTopicPartition>) -> Bool {
-            set.allSatisfy { (partitions[$0]?.running ?? 0) == 0 }
+        /// No job of the revocation's partitions runs under the generation it found (a partition assigned anew
+        /// since is idle as far as that revocation is concerned).
+        func isIdle(_ revocation: Revocation) -> Bool {
+            revocation.generations.allSatisfy { key, generation in
+                guard let partition = partitions[key], partition.generation == generation else { return true }
+                return partition.running == 0
+            }
         }
 
         /// Removes and returns the waiters whose partitions are all idle now.
         mutating func takeIdleWaiters() -> [CheckedContinuation<Void, Never>] {
             var ready: [CheckedContinuation<Void, Never>] = []
-            var waiting: [(partitions: Set<KafkaTopicPartition>, continuation: CheckedContinuation<Void, Never>)] = []
+            var waiting: [(revocation: Revocation, continuation: CheckedContinuation<Void, Never>)] = []
             for waiter in idleWaiters {
-                if isIdle(waiter.partitions) {
+                if isIdle(waiter.revocation) {
                     ready.append(waiter.continuation)
                 } else {
                     waiting.append(waiter)
@@ -198,25 +214,45 @@ final class PipelineScheduler: Sendable {
     }
 
     /// Starts revoking: no job of these partitions is admitted or started any more; jobs waiting behind a busy key
-    /// are dropped (the next owner reads them again). Returns what flow control asks.
-    func beginRevoke(_ partitions: [KafkaTopicPartition]) -> FlowControl.Action {
+    /// are dropped (the next owner reads them again). Returns the revocation, for ``waitUntilIdle(_:)`` and
+    /// ``endRevoke(_:)``, and what flow control asks.
+    ///
+    /// With `assignment` (the consumer's number of the assignment being revoked), a partition is revoked only if
+    /// it still belongs to that assignment: a revoke hook that runs late, after the consumer gave the partitions
+    /// back and the group assigned them again, must not stop or forget the new assignment (its waiting jobs would
+    /// be dropped and the partition never read again, or its offsets forgotten and committed past). Without it
+    /// (a drain), every partition named is revoked as it is now.
+    func beginRevoke(
+        _ partitions: [KafkaTopicPartition], assignment: UInt64? = nil
+    ) -> (revocation: Revocation, flow: FlowControl.Action) {
         state.withLock { state in
-            let set = Set(partitions)
-            state.revoking.formUnion(set)
-            let dropped = state.queue.removeWaiting { set.contains($0.message.topicPartition) }
-            return dropped.isEmpty ? .none : state.flow.released(count: dropped.count)
+            var generations: [KafkaTopicPartition: UInt64] = [:]
+            for key in partitions {
+                guard let partition = state.partitions[key] else {
+                    // Nothing taken from it yet: without a generation to match, only a drain holds it back.
+                    if assignment == nil { state.revoking.insert(key) }
+                    continue
+                }
+                if let assignment, partition.assignment != assignment { continue }
+                generations[key] = partition.generation
+                state.revoking.insert(key)
+            }
+            let revocation = Revocation(generations: generations)
+            let dropped = state.queue.removeWaiting { admitted in
+                generations[admitted.message.topicPartition] == admitted.generation
+            }
+            return (revocation, dropped.isEmpty ? .none : state.flow.released(count: dropped.count))
         }
     }
 
-    /// Waits until no job of `partitions` is running (cancellable: the consumer bounds the revoke hook).
-    func waitUntilIdle(_ partitions: [KafkaTopicPartition]) async {
-        let set = Set(partitions)
+    /// Waits until no job of the revocation is running (cancellable: the consumer bounds the revoke hook).
+    func waitUntilIdle(_ revocation: Revocation) async {
         await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
                 let idle = state.withLock { state -> Bool in
                     // Checked under the lock: a cancellation after this point finds the waiter and resumes it.
-                    if state.isIdle(set) || Task.isCancelled { return true }
-                    state.idleWaiters.append((set, continuation))
+                    if state.isIdle(revocation) || Task.isCancelled { return true }
+                    state.idleWaiters.append((revocation, continuation))
                     return false
                 }
                 if idle { continuation.resume() }
@@ -235,25 +271,30 @@ final class PipelineScheduler: Sendable {
         for waiter in waiters { waiter.resume() }
     }
 
-    /// Ends a revoke: forgets the partitions and returns the offsets to commit for them.
-    func endRevoke(_ partitions: [KafkaTopicPartition]) -> [KafkaCommitOffset] {
+    /// Ends a revoke: forgets the revocation's partitions and returns the offsets to commit for them. A partition
+    /// assigned anew since ``beginRevoke(_:assignment:)`` is left as it is, and nothing is committed for it here.
+    func endRevoke(_ revocation: Revocation) -> [KafkaCommitOffset] {
         state.withLock { state in
-            partitions.compactMap { key in
-                defer { state.partitions[key] = nil }
-                return state.partitions[key]?.offsets.committable.map {
-                    KafkaCommitOffset(topicPartition: key, offset: $0)
-                }
+            revocation.generations.compactMap { key, generation in
+                guard let partition = state.partitions[key], partition.generation == generation else { return nil }
+                state.partitions[key] = nil
+                return partition.offsets.committable.map { KafkaCommitOffset(topicPartition: key, offset: $0) }
             }
         }
     }
 
     /// A new assignment: these partitions are read again from their committed offsets (`startingAt`, where
-    /// known: a first message past it is a gap).
-    func assigned(_ partitions: [KafkaTopicPartition], startingAt starts: [KafkaTopicPartition: Int64] = [:]) {
+    /// known: a first message past it is a gap). `assignment` is the consumer's number for it
+    /// (`partitionsAssigned`), which its revoke will name.
+    func assigned(
+        _ partitions: [KafkaTopicPartition], startingAt starts: [KafkaTopicPartition: Int64] = [:],
+        assignment: UInt64? = nil
+    ) {
         state.withLock { state in
             state.revoking.subtract(partitions)
             for key in partitions {
-                state.partitions[key] = Partition(generation: state.nextGeneration, start: starts[key])
+                state.partitions[key] = Partition(
+                    generation: state.nextGeneration, assignment: assignment, start: starts[key])
                 state.nextGeneration += 1
             }
         }

@@ -89,9 +89,9 @@ public final class PipelineWorker: Sendable {
         let hookLogger = logger
         let consumer = try KafkaConsumer(
             configuration: consumerConfiguration, logger: logger,
-            onRevoke: { revoked in
+            onRevoke: { revocation in
                 guard let consumer = slot.consumer.withLock({ $0 }) else { return }
-                await Self.handBack(revoked, scheduler: scheduler, consumer: consumer, logger: hookLogger)
+                await Self.handBack(revocation, scheduler: scheduler, consumer: consumer, logger: hookLogger)
             })
         slot.consumer.withLock { $0 = consumer }
         self.slot = slot
@@ -152,8 +152,8 @@ public final class PipelineWorker: Sendable {
                     } else {
                         logger.debug("kafka: rewind no longer awaited, ignored", metadata: metadata)
                     }
-                case .partitionsAssigned(let partitions, let startingOffsets):
-                    scheduler.assigned(partitions, startingAt: startingOffsets)
+                case .partitionsAssigned(let partitions, let startingOffsets, let generation):
+                    scheduler.assigned(partitions, startingAt: startingOffsets, assignment: generation)
                     health.assigned(partitions: consumer.assignment.count)
                     metrics.assignedPartitions.record(consumer.assignment.count)
                     // A new assignment starts unpaused.
@@ -176,14 +176,14 @@ public final class PipelineWorker: Sendable {
         health.draining()
         let assignment = Array(consumer.assignment)
         try? consumer.pause(assignment)
-        _ = scheduler.beginRevoke(assignment)
+        let revocation = scheduler.beginRevoke(assignment).revocation
         await withTaskGroup(of: Void.self) { group in
-            group.addTask { await self.scheduler.waitUntilIdle(assignment) }
+            group.addTask { await self.scheduler.waitUntilIdle(revocation) }
             group.addTask { try? await Task.sleep(for: timeout) }
             await group.next()
             group.cancelAll()
         }
-        let commits = scheduler.endRevoke(assignment)
+        let commits = scheduler.endRevoke(revocation)
         if !commits.isEmpty {
             do {
                 try await consumer.commit(commits)
@@ -371,16 +371,18 @@ public final class PipelineWorker: Sendable {
         }
     }
 
-    /// The revoke hook: no new work from those partitions, running jobs finish, then commit where they end.
+    /// The revoke hook: no new work from those partitions, running jobs finish, then commit where they end. Only
+    /// the assignment being revoked is touched: a hook past its deadline may run after the same partitions were
+    /// assigned again.
     private static func handBack(
-        _ revoked: [KafkaTopicPartition], scheduler: PipelineScheduler, consumer: KafkaConsumer, logger: Logger
+        _ revoked: KafkaRevocation, scheduler: PipelineScheduler, consumer: KafkaConsumer, logger: Logger
     ) async {
-        let flow = scheduler.beginRevoke(revoked)
+        let (revocation, flow) = scheduler.beginRevoke(revoked.partitions, assignment: revoked.generation)
         if flow == .resume {
             try? consumer.resume(Array(consumer.assignment))
         }
-        await scheduler.waitUntilIdle(revoked)
-        let commits = scheduler.endRevoke(revoked)
+        await scheduler.waitUntilIdle(revocation)
+        let commits = scheduler.endRevoke(revocation)
         guard !commits.isEmpty else { return }
         do {
             try await consumer.commit(commits)

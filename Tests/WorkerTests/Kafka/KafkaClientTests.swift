@@ -87,7 +87,8 @@ struct KafkaClientTests {
         func start(_ name: String) throws -> (KafkaConsumer, Task<Void, any Error>) {
             let consumerBox = Mutex<KafkaConsumer?>(nil)
             let consumer = try KafkaTest.consumer(cluster.bootstrapServers, group: group) { revoked in
-                let offsets = progress.state.members[name]?.finished.filter { revoked.contains($0.key) } ?? [:]
+                let offsets =
+                    progress.state.members[name]?.finished.filter { revoked.partitions.contains($0.key) } ?? [:]
                 guard let consumer = consumerBox.withLock({ $0 }) else { return }
                 try? await consumer.commit(offsets.map { KafkaCommitOffset(topicPartition: $0.key, offset: $0.value) })
             }
@@ -96,7 +97,7 @@ struct KafkaClientTests {
             let task = Task {
                 for try await event in consumer.events {
                     switch event {
-                    case .partitionsAssigned(let partitions, _):
+                    case .partitionsAssigned(let partitions, _, _):
                         progress.update { $0.members[name]?.assignment = Set(partitions) }
                     case .partitionsRevoked:
                         progress.update { $0.members[name]?.assignment = [] }

@@ -8,6 +8,41 @@ import Testing
 @Suite("Kafka revoke hook and fatal errors")
 struct KafkaRebalanceAndFatalTests {
     @Test(
+        "the revoke hook is told which assignment it takes away; the next assignment has a higher number",
+        .timeLimit(.minutes(1)))
+    func revocationNamesItsAssignment() async throws {
+        let topic = "kt-generation"
+        let cluster = try KafkaTest.cluster(brokers: 1, topics: [topic: 4])
+        let group = KafkaTest.uniqueGroup("generation")
+        let revocations = Mutex<[UInt64]>([])
+        let first = try KafkaTest.consumer(cluster.bootstrapServers, group: group) { revocation in
+            revocations.withLock { $0.append(revocation.generation) }
+        }
+        try first.subscribe(topics: [topic])
+        var assignments: [UInt64] = []
+        var second: KafkaConsumer?
+        for try await event in first.events {
+            if case .partitionsAssigned(let partitions, _, let generation) = event, !partitions.isEmpty {
+                assignments.append(generation)
+                if assignments.count == 1 {
+                    // A second member joins: the first one's assignment is revoked, then it gets a new one.
+                    let joining = try KafkaTest.consumer(cluster.bootstrapServers, group: group)
+                    try joining.subscribe(topics: [topic])
+                    Task { for try await _ in joining.events {} }
+                    second = joining
+                } else {
+                    break
+                }
+            }
+        }
+        #expect(revocations.withLock { $0 } == [assignments[0]])
+        #expect(assignments[1] > assignments[0])
+        await first.close()
+        #expect(revocations.withLock { $0 } == [assignments[0], assignments[1]])
+        await second?.close()
+    }
+
+    @Test(
         "close runs the revoke hook before giving partitions back, and its commit is where the next member starts",
         .timeLimit(.minutes(1)))
     func revokeHookCommitsBeforeRevocation() async throws {
@@ -28,7 +63,7 @@ struct KafkaRebalanceAndFatalTests {
         let first = try KafkaTest.consumer(cluster.bootstrapServers, group: group) { revoked in
             guard let consumer = consumerBox.withLock({ $0 }) else { return }
             let finished = state.withLock { state in
-                state.revokedCalls.append(revoked)
+                state.revokedCalls.append(revoked.partitions)
                 state.assignmentDuringHook = consumer.assignment
                 return state.finished
             }

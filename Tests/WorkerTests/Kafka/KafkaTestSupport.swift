@@ -85,7 +85,7 @@ enum KafkaTest {
         _ events: KafkaConsumerEvents
     ) async throws -> (partitions: [KafkaTopicPartition], starts: [KafkaTopicPartition: Int64]) {
         for try await event in events {
-            if case .partitionsAssigned(let partitions, let starts) = event, !partitions.isEmpty {
+            if case .partitionsAssigned(let partitions, let starts, _) = event, !partitions.isEmpty {
                 return (partitions, starts)
             }
         }
