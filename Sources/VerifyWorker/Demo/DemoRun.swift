@@ -180,7 +180,27 @@ struct DemoRun: Sendable {
             }
         }
 
-        let report = try await withThrowingTaskGroup(of: Void.self) { [processes] group in
+        let report: DemoReport
+        do {
+            report = try await runWorkers(
+                processes: processes, health: health, stop: stop, tally: tally, collector: collector,
+                frontend: frontend, generated: generated, bootstrap: bootstrap, port: port, directory: directory,
+                simulator: simulator, watch: watch, onProgress: onProgress)
+        } catch {
+            await frontend.shutdown()
+            throw error
+        }
+        await frontend.shutdown()
+        return report
+    }
+
+    private func runWorkers(
+        processes: [DemoWorkerProcess], health: [WorkerHealth], stop: OneShot<Void>, tally: DemoTally,
+        collector: DemoVerdictCollector, frontend: KafkaProducer, generated: [GeneratedJob], bootstrap: String,
+        port: Int, directory: DemoFiles, simulator: AppleSimulator, watch: DemoWorkerWatch?,
+        onProgress: @escaping @Sendable (DemoProgress) -> Void
+    ) async throws -> DemoReport {
+        try await withThrowingTaskGroup(of: Void.self) { [processes] group in
             if processes.isEmpty {
                 for index in 0..<options.workers {
                     let configuration = try Self.workerConfiguration(
@@ -220,11 +240,14 @@ struct DemoRun: Sendable {
             }
             do {
                 try await produce(generated, with: frontend, tally: tally)
+                try await tally.waitUntilDecided(generated.count, stallLimit: stallLimit)
             } catch {
+                stop.resolve(())
                 await Self.stop(processes)
+                await collector.close()
+                group.cancelAll()
                 throw error
             }
-            await tally.waitUntilAllDecided()
             let elapsed = started.duration(to: .now)
             if let watch, !processes.isEmpty { await watch.decided(processes) }
             // Stopping drains each worker (committing on revoke); their runs then return on their own.
@@ -238,9 +261,11 @@ struct DemoRun: Sendable {
             group.cancelAll()
             return report
         }
-        await frontend.shutdown()
-        return report
     }
+
+    /// How long the run waits without any verdict before it gives up: past the job deadline every job is decided
+    /// (at worst `unverifiable`), so silence for that long plus a minute means a job without a verdict.
+    private var stallLimit: Duration { options.appleDeadline + .seconds(60) }
 
     /// librdkafka's mock cluster answers a fetch only when `fetch.wait.max.ms` (500 ms by default) has passed, even
     /// when data is there; a real broker answers as soon as it has data. On the mock every Kafka hop would cost up to
@@ -310,7 +335,7 @@ struct DemoRun: Sendable {
         let first = options.repeatsLast ? generated.filter { $0.category != .repeated } : generated
         try await produceBatch(first, with: producer, tally: tally)
         if options.repeatsLast {
-            await tally.waitUntilDecided(first.count)
+            try await tally.waitUntilDecided(first.count, stallLimit: stallLimit)
             try await produceBatch(generated.filter { $0.category == .repeated }, with: producer, tally: tally)
         }
     }
@@ -411,6 +436,12 @@ struct DemoRun: Sendable {
     }
 }
 
+/// A demo or bench run in which no verdict arrived for longer than any job may take.
+struct DemoStall: Error, CustomStringConvertible {
+    var description: String
+    init(_ description: String) { self.description = description }
+}
+
 /// Submit times and verdicts per job, shared by the producer, the verdict reader and the progress display.
 final class DemoTally: Sendable {
     private struct State {
@@ -418,7 +449,8 @@ final class DemoTally: Sendable {
         var verdicts: [String: [Verdict]] = [:]
         var latencies: [String: Duration] = [:]
         var decided = 0
-        var waiters: [(count: Int, continuation: CheckedContinuation<Void, Never>)] = []
+        var waiters: [Int: (count: Int, continuation: CheckedContinuation<Void, Never>)] = [:]
+        var nextWaiter = 0
     }
 
     private let generated: [GeneratedJob]
@@ -441,25 +473,68 @@ final class DemoTally: Sendable {
             state.latencies[verdict.jobID] = submitted.duration(to: now)
             state.decided += 1
             let decided = state.decided
-            let ready = state.waiters.filter { $0.count <= decided }.map(\.continuation)
-            state.waiters.removeAll { $0.count <= decided }
-            return ready
+            let ready = state.waiters.filter { $0.value.count <= decided }
+            for id in ready.keys { state.waiters[id] = nil }
+            return ready.values.map(\.continuation)
         }
         ready.forEach { $0.resume() }
     }
 
+    /// Waits until `count` jobs are decided, or this task is cancelled.
     func waitUntilDecided(_ count: Int) async {
-        await withCheckedContinuation { continuation in
-            let ready = state.withLock { state in
-                guard state.decided < count else { return true }
-                state.waiters.append((count, continuation))
-                return false
+        let id = state.withLock { state in
+            defer { state.nextWaiter += 1 }
+            return state.nextWaiter
+        }
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { continuation in
+                let ready = state.withLock { state in
+                    // Under the lock: a cancellation after this point finds the waiter and resumes it.
+                    guard state.decided < count, !Task.isCancelled else { return true }
+                    state.waiters[id] = (count, continuation)
+                    return false
+                }
+                if ready { continuation.resume() }
             }
-            if ready { continuation.resume() }
+        } onCancel: {
+            state.withLock { $0.waiters.removeValue(forKey: id) }?.continuation.resume()
         }
     }
 
-    func waitUntilAllDecided() async { await waitUntilDecided(generated.count) }
+    /// Waits until `count` jobs are decided; throws ``DemoStall`` when no job was decided for `stallLimit` (a job
+    /// that never gets a verdict must end the run with its name, not hang it), and `CancellationError`.
+    func waitUntilDecided(_ count: Int, stallLimit: Duration) async throws {
+        while true {
+            let before = state.withLock { $0.decided }
+            let reached = await withTaskGroup(of: Bool.self) { group in
+                group.addTask {
+                    await self.waitUntilDecided(count)
+                    return !Task.isCancelled
+                }
+                group.addTask {
+                    try? await Task.sleep(for: stallLimit)
+                    return false
+                }
+                let first = await group.next() ?? false
+                group.cancelAll()
+                return first
+            }
+            try Task.checkCancellation()
+            if reached { return }
+            let undecided = state.withLock { state -> (count: Int, ids: [String])? in
+                guard state.decided == before else { return nil }
+                let ids = generated.map(\.job.jobID).filter {
+                    state.submittedAt[$0] != nil && state.latencies[$0] == nil
+                }
+                return (ids.count, Array(ids.prefix(10)))
+            }
+            if let undecided {
+                throw DemoStall(
+                    "no verdict for \(stallLimit) with \(undecided.count) submitted jobs undecided, such as "
+                        + undecided.ids.joined(separator: ", "))
+            }
+        }
+    }
 
     func progress() -> DemoProgress {
         state.withLock {
