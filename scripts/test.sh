@@ -29,13 +29,22 @@ if [ "$status" != 0 ]; then echo "test: FAILED (build exited $status)" >&2; exit
 log=$(mktemp)
 echo "test: running" >&2
 set +e
-swift test --skip-build 2>&1 | tee "$log"
+# A whole run takes 2-5 minutes here; a test that hangs (a wait that ignores its time limit's cancellation) would
+# otherwise hold CI until its own limit with nothing printed. VERIFY_TEST_TIMEOUT_S overrides the bound.
+timeout --signal=TERM --kill-after=30 "${VERIFY_TEST_TIMEOUT_S:-1500}" swift test --skip-build 2>&1 | tee "$log"
 status=${PIPESTATUS[0]}
 set -e
 if [ "$status" != 0 ]; then
     # The broker tests log a lot; repeat what failed at the end so that the tail of a CI log names it.
     echo "test: what failed:" >&2
     grep -E -A4 '(✘|recorded an issue|Fatal error|error: )' "$log" | grep -v 'kafka.facility=' | tail -n 80 >&2 || true
+    if [ "$status" = 124 ] || [ "$status" = 137 ]; then
+        echo "test: the run exceeded ${VERIFY_TEST_TIMEOUT_S:-1500} s; tests started and never finished:" >&2
+        sed -nE 's/^.* Test "(.*)" started\.$/\1/p' "$log" | sort -u >"$log.started"
+        sed -nE -e 's/^.* Test "(.*)" (passed|failed) (after|with) .*$/\1/p' \
+            -e 's/^.* Test "(.*)" with [0-9]+ test cases? (passed|failed) .*$/\1/p' "$log" | sort -u >"$log.ended"
+        comm -23 "$log.started" "$log.ended" >&2 || true
+    fi
     echo "test: FAILED (swift test exited $status)" >&2
     exit "$status"
 fi
