@@ -164,6 +164,7 @@ let package = Package(
                 "Receipts",
                 "Ledger",
                 "AppleSimulator",
+                "Operations",
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strictSettings

@@ -1,4 +1,5 @@
 import Foundation
+import Operations
 import Synchronization
 
 #if canImport(Glibc)
@@ -51,7 +52,8 @@ final class ChaosProcess: Sendable {
         let process = Process()
         process.executableURL = executable
         process.arguments = arguments
-        process.environment = environment
+        // Its workers, broker and simulator end with the harness, even when the harness crashes.
+        process.environment = ParentWatch.childEnvironment(environment)
         FileManager.default.createFile(atPath: logFile.path, contents: nil)
         let log = try FileHandle(forWritingTo: logFile)
         try log.seekToEnd()
@@ -72,16 +74,21 @@ final class ChaosProcess: Sendable {
         pid = process.processIdentifier
         box.attach(self)
         if readStdout {
+            // A blocking reader on a thread of its own, not `readabilityHandler`: that one is a dispatch read source,
+            // and a pipe closed while its source was still registered crashed the test process in libdispatch's
+            // event loop (`_dispatch_event_loop_drain`, during a chaos run's teardown). The thread owns the handle
+            // until end of file.
             let handle = stdoutPipe.fileHandleForReading
-            handle.readabilityHandler = { [weak self] handle in
-                let data = handle.availableData
-                if data.isEmpty {
-                    handle.readabilityHandler = nil
-                    return
+            let reader = Thread { [weak self] in
+                while true {
+                    let data = handle.availableData
+                    if data.isEmpty { break }
+                    log.write(data)
+                    self?.received(Array(data))
                 }
-                log.write(data)
-                self?.received(Array(data))
             }
+            reader.name = "chaos-stdout-\(name)"
+            reader.start()
         }
     }
 

@@ -1,4 +1,5 @@
 import ArgumentParser
+import Operations
 
 /// The `verify-worker` command. Every subcommand is thin: the logic lives in the library targets.
 @main
@@ -22,4 +23,11 @@ struct VerifyWorkerCommand: AsyncParsableCommand {
             BenchCommand.self,
         ]
     )
+
+    /// Every subcommand first starts the parent watch when it was started as another process's child
+    /// (`VERIFY_EXIT_WITH_PARENT`), so it never outlives a crashed test run, bench or chaos harness.
+    static func main() async {
+        ParentWatch.startIfRequested()
+        await main(nil)
+    }
 }

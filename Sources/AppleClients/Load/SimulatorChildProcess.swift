@@ -10,12 +10,14 @@ public struct SimulatorChildProcess: Sendable {
         public var description: String
     }
 
-    /// Starts `executable apple-sim --port 0` (plus `arguments`) and waits for its `listening=` line.
+    /// Starts `executable apple-sim --port 0` (plus `arguments`, with `environment` over this process's) and waits
+    /// for its `listening=` line.
     public static func start(
-        executable: String, arguments: [String] = [], readyTimeout: Duration = .seconds(120)
+        executable: String, arguments: [String] = [], environment: [String: String] = [:],
+        readyTimeout: Duration = .seconds(120)
     ) async throws -> SimulatorChildProcess {
         let process = try SpawnedProcess(
-            executable: executable, arguments: ["apple-sim", "--port", "0"] + arguments)
+            executable: executable, arguments: ["apple-sim", "--port", "0"] + arguments, environment: environment)
         let line = await process.firstLine(timeout: readyTimeout) { $0.hasPrefix("listening=") }
         guard let line else {
             let exit = await process.stop(grace: .seconds(5))

@@ -3,6 +3,7 @@ import AppleSimulator
 import ArgumentParser
 import Foundation
 import Logging
+import Operations
 
 /// `verify-worker bench apple`: verifyReceipt calls per second and latency with many concurrent requests, next to
 /// the Little's-law bound (concurrency / latency) of the same run, against the Apple simulator at each requested
@@ -101,7 +102,10 @@ struct BenchAppleCommand: AsyncParsableCommand {
             simulator.setFaults(FaultPlan())
             try await runWrk(base: base, receipt: minted.receipt, into: &output)
         } else {
-            let child = try await SimulatorChildProcess.start(executable: RunningExecutable.url.path)
+            // The simulator ends with the bench, even when the bench is stopped with Ctrl-C.
+            let child = try await SimulatorChildProcess.start(
+                executable: RunningExecutable.url.path,
+                environment: [ParentWatch.environmentKey: String(ProcessInfo.processInfo.processIdentifier)])
             do {
                 let controlEngine = try CurlHTTPEngine()
                 defer { controlEngine.shutdown() }

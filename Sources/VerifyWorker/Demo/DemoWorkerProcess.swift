@@ -42,7 +42,8 @@ final class DemoWorkerProcess: Sendable {
         let process = Process()
         process.executableURL = executable
         process.arguments = ["run"]
-        process.environment = environment
+        // The child ends with the demo or bench, even when that one crashes or is stopped with Ctrl-C.
+        process.environment = ParentWatch.childEnvironment(environment)
         process.standardOutput = log
         process.standardError = log
         process.standardInput = FileHandle.nullDevice

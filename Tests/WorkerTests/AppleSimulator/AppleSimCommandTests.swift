@@ -1,4 +1,5 @@
 import Foundation
+import Operations
 import Testing
 
 #if canImport(FoundationNetworking)
@@ -15,6 +16,7 @@ struct AppleSimCommandTests {
         let process = Process()
         process.executableURL = binary
         process.arguments = ["apple-sim", "--port", "0", "--state-dir", directory.file("state")]
+        process.environment = ParentWatch.childEnvironment()
         let output = Pipe()
         process.standardOutput = output
         process.standardError = FileHandle.nullDevice

@@ -25,7 +25,7 @@ enum EdgeProcess {
         process.arguments = arguments
         var environment = ProcessInfo.processInfo.environment
         environment["VERIFY_BROKERS"] = nil
-        process.environment = environment
+        process.environment = ParentWatch.childEnvironment(environment)
         let output = Pipe()
         let errors = Pipe()
         let input = Pipe()

@@ -2,6 +2,7 @@ import AppleClients
 import Foundation
 import Kafka
 import Messages
+import Operations
 import Testing
 
 /// A child `verify-worker` whose output lines arrive as they are written.
@@ -15,6 +16,7 @@ final class EdgeRunningProcess: Sendable {
         let process = Process()
         process.executableURL = try TestEnvironment.verifyWorkerBinary()
         process.arguments = arguments
+        process.environment = ParentWatch.childEnvironment()
         let output = Pipe()
         let errors = Pipe()
         process.standardOutput = output

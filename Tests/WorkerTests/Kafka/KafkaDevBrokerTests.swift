@@ -1,5 +1,6 @@
 import Foundation
 import Kafka
+import Operations
 import Testing
 
 /// `verify-worker dev-broker` in a process of its own, used by this package's client and by kcat.
@@ -53,6 +54,7 @@ final class KafkaTestBrokerProcess: Sendable {
         let process = Process()
         process.executableURL = try TestEnvironment.verifyWorkerBinary()
         process.arguments = arguments
+        process.environment = ParentWatch.childEnvironment()
         let output = Pipe()
         let input = Pipe()
         process.standardOutput = output

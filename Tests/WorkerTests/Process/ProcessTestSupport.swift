@@ -75,7 +75,8 @@ final class ProcessTestChild: Sendable {
         let process = Process()
         process.executableURL = try TestEnvironment.verifyWorkerBinary()
         process.arguments = arguments
-        if let environment { process.environment = environment }
+        // The child ends with this test process, even when that one crashes (else it holds swift test's pipe).
+        process.environment = ParentWatch.childEnvironment(environment ?? ProcessInfo.processInfo.environment)
         let output = Pipe()
         process.standardOutput = output
         process.standardInput = Pipe()
