@@ -31,8 +31,15 @@ echo "test: running" >&2
 set +e
 # A whole run takes 2-5 minutes here; a test that hangs (a wait that ignores its time limit's cancellation) would
 # otherwise hold CI until its own limit with nothing printed. VERIFY_TEST_TIMEOUT_S overrides the bound.
-timeout --signal=TERM --kill-after=30 "${VERIFY_TEST_TIMEOUT_S:-1500}" swift test --skip-build 2>&1 | tee "$log"
-status=${PIPESTATUS[0]}
+# The output goes to a file, followed by `tail --pid`, not through a pipe: a child process left running by a crashed
+# test run would hold a pipe open, and the script would wait for it for ever.
+timeout --signal=TERM --kill-after=30 "${VERIFY_TEST_TIMEOUT_S:-1500}" swift test --skip-build >"$log" 2>&1 &
+test_pid=$!
+tail -n +1 -f --pid="$test_pid" "$log" &
+tail_pid=$!
+wait "$test_pid"
+status=$?
+wait "$tail_pid"
 set -e
 if [ "$status" != 0 ]; then
     # The broker tests log a lot; repeat what failed at the end so that the tail of a CI log names it.
