@@ -164,6 +164,7 @@ let package = Package(
                 "Receipts",
                 "Ledger",
                 "AppleSimulator",
+                "AppleClients",
                 "Operations",
                 .product(name: "Logging", package: "swift-log"),
             ],

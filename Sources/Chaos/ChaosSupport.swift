@@ -1,46 +1,43 @@
+import AppleClients
 import Foundation
 import Messages
 import Synchronization
 
-#if canImport(FoundationNetworking)
-    import FoundationNetworking
-#endif
 #if canImport(Glibc)
     import Glibc
 #endif
 
-/// Small HTTP calls of the harness (readiness probes, the simulator's fault and stats endpoints), through
-/// Foundation's URLSession: the harness talks only to loopback services it started.
+/// Small HTTP calls of the harness (readiness probes, the simulator's fault and stats endpoints, workers'
+/// `/metrics`): the harness talks only to loopback services it started. Through the project's curl engine, not
+/// URLSession: on Linux URLSession watches curl's sockets with dispatch sources, and a socket closed under its source
+/// crashed the process in libdispatch (`_dispatch_event_loop_drain`) while the harness polled workers it had just
+/// stopped (refused connections are the known trigger).
 enum ChaosHTTP {
-    static let session: URLSession = {
-        let configuration = URLSessionConfiguration.ephemeral
-        configuration.timeoutIntervalForRequest = 5
-        return URLSession(configuration: configuration)
-    }()
+    static let engine = Result { try CurlHTTPEngine() }
+
+    private static func execute(_ request: TransportRequest) async -> TransportResponse? {
+        guard let engine = try? engine.get() else { return nil }
+        return try? await engine.execute(request)
+    }
 
     /// The status code of a GET, or nil when nothing answered.
     static func status(_ url: String) async -> Int? {
-        guard let url = URL(string: url) else { return nil }
-        guard let (_, response) = try? await session.data(from: url) else { return nil }
-        return (response as? HTTPURLResponse)?.statusCode
+        await execute(TransportRequest(url: url, timeout: .seconds(5)))?.status
     }
 
     /// The body of a GET.
     static func get(_ url: String) async -> Data? {
-        guard let url = URL(string: url) else { return nil }
-        return try? await session.data(from: url).0
+        await execute(TransportRequest(url: url, timeout: .seconds(5))).map { Data($0.body) }
     }
 
     /// POSTs a JSON body; true on a 2xx answer.
     @discardableResult
     static func post(_ url: String, json: String) async -> Bool {
-        guard let url = URL(string: url) else { return false }
-        var request = URLRequest(url: url)
-        request.httpMethod = "POST"
-        request.setValue("application/json", forHTTPHeaderField: "Content-Type")
-        request.httpBody = Data(json.utf8)
-        guard let (_, response) = try? await session.data(for: request) else { return false }
-        return ((response as? HTTPURLResponse)?.statusCode).map { (200..<300).contains($0) } ?? false
+        let response = await execute(
+            TransportRequest(
+                method: .post, url: url, headers: [("Content-Type", "application/json")], body: Array(json.utf8),
+                timeout: .seconds(5)))
+        return response.map { (200..<300).contains($0.status) } ?? false
     }
 }
 

@@ -1,11 +1,8 @@
+import AppleClients
 import Foundation
 import Operations
 import Pipeline
 import Synchronization
-
-#if canImport(FoundationNetworking)
-    import FoundationNetworking
-#endif
 
 #if canImport(Glibc)
     import Glibc
@@ -58,22 +55,24 @@ final class DemoWorkerProcess: Sendable {
 
     /// The worker's `/metrics`, or nil while it does not answer.
     ///
-    /// The request runs in a task of its own, which the caller's cancellation does not reach: cancelling a task
-    /// that awaits `URLSession.data(for:)` deadlocked FoundationNetworking here (the cancellation handler holds the
-    /// task's status lock while the session fails the request and resumes that same task). The request ends by
-    /// itself within its 5 s timeout.
+    /// Through the project's curl engine, not URLSession, which deadlocked here when a task awaiting it was
+    /// cancelled, and which on Linux crashes libdispatch when a socket closes under its dispatch source (refused
+    /// connections to a stopping worker are the known trigger). The request runs in a task of its own, which the
+    /// caller's cancellation does not reach, and ends by itself within its 5 s timeout.
     func metrics() async -> PrometheusTextSample? {
-        guard let url = URL(string: "http://127.0.0.1:\(metricsPort)/metrics") else { return nil }
-        var request = URLRequest(url: url)
-        request.timeoutInterval = 5
+        let url = "http://127.0.0.1:\(metricsPort)/metrics"
         let text = await Task {
-            guard let (data, response) = try? await URLSession.shared.data(for: request),
-                (response as? HTTPURLResponse)?.statusCode == 200
+            guard let engine = try? Self.http.get(),
+                let response = try? await engine.execute(TransportRequest(url: url, timeout: .seconds(5))),
+                response.status == 200
             else { return String?.none }
-            return String(decoding: data, as: UTF8.self)
+            return String(decoding: response.body, as: UTF8.self)
         }.value
         return text.map(PrometheusTextSample.init)
     }
+
+    /// One engine for the `/metrics` of every worker child of the run.
+    private static let http = Result { try CurlHTTPEngine() }
 
     /// The worker's resident memory (`/proc/PID/status`).
     func memory() -> ProcessMemory? { ProcessMemory.of(pid: pid) }

@@ -2,10 +2,6 @@ import Foundation
 import Operations
 import Testing
 
-#if canImport(FoundationNetworking)
-    import FoundationNetworking
-#endif
-
 @Suite("Apple simulator: command", .timeLimit(.minutes(1)))
 struct AppleSimCommandTests {
     @Test("`verify-worker apple-sim --port 0` prints its address, serves, and exits 0 on SIGTERM")
@@ -37,8 +33,9 @@ struct AppleSimCommandTests {
         #expect(line.hasPrefix("listening=http://127.0.0.1:"))
         let base = try #require(URL(string: String(line.dropFirst("listening=".count))))
 
-        let (data, response) = try await URLSession.shared.data(from: base.appendingPathComponent("sim/roots"))
-        #expect((response as? HTTPURLResponse)?.statusCode == 200)
+        let reply = try #require(await TestHTTP.get(base.appendingPathComponent("sim/roots").absoluteString))
+        let data = Data(reply.body.utf8)
+        #expect(reply.status == 200)
         #expect(String(decoding: data, as: UTF8.self).contains("BEGIN CERTIFICATE"))
         #expect(FileManager.default.fileExists(atPath: directory.file("state/pki-ec-root.pem")))
 

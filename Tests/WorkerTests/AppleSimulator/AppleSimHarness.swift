@@ -1,11 +1,8 @@
+import AppleClients
 import AppleSimulator
 import Crypto
 import Foundation
 import Testing
-
-#if canImport(FoundationNetworking)
-    import FoundationNetworking
-#endif
 
 /// An in-process simulator on a free port, and a small JSON client for it.
 struct AppleSimHarness {
@@ -63,16 +60,16 @@ struct AppleSimHarness {
     func request(
         _ method: String, _ path: String, body: Data? = nil, headers: [String: String] = [:]
     ) async throws -> Reply {
-        let url = try #require(URL(string: base.absoluteString + "/" + path))
-        var request = URLRequest(url: url)
-        request.httpMethod = method
-        request.httpBody = body
-        request.timeoutInterval = 60
-        if body != nil { request.setValue("application/json", forHTTPHeaderField: "Content-Type") }
-        for (name, value) in headers { request.setValue(value, forHTTPHeaderField: name) }
-        let (data, response) = try await URLSession.shared.data(for: request)
-        let http = try #require(response as? HTTPURLResponse)
-        return Reply(status: http.statusCode, data: data, headers: http.allHeaderFields)
+        let transportMethod = try #require(TransportRequest.Method(rawValue: method), "method \(method)")
+        var requestHeaders = headers.map { (name: $0.key, value: $0.value) }
+        if body != nil { requestHeaders.append((name: "Content-Type", value: "application/json")) }
+        let response = try await TestHTTP.execute(
+            TransportRequest(
+                method: transportMethod, url: base.absoluteString + "/" + path, headers: requestHeaders,
+                body: body.map { Array($0) }, timeout: .seconds(60)))
+        var replyHeaders: [AnyHashable: Any] = [:]
+        for header in response.headers { replyHeaders[header.name] = header.value }
+        return Reply(status: response.status, data: Data(response.body), headers: replyHeaders)
     }
 
     func post(_ path: String, _ object: [String: Any]) async throws -> Reply {

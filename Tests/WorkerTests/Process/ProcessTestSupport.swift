@@ -7,10 +7,6 @@ import Receipts
 import Synchronization
 import Testing
 
-#if canImport(FoundationNetworking)
-    import FoundationNetworking
-#endif
-
 /// A process-level test failed to reach a state in time, or a child misbehaved.
 struct ProcessTestFailure: Error, CustomStringConvertible {
     let description: String
@@ -44,21 +40,11 @@ enum ProcessTest {
 
     /// The status and body of a GET, or nil when nothing answers (connection refused while a child starts).
     static func get(_ url: URL) async -> (status: Int, body: String)? {
-        var request = URLRequest(url: url)
-        request.timeoutInterval = 5
-        guard let (data, response) = try? await URLSession.shared.data(for: request),
-            let http = response as? HTTPURLResponse
-        else { return nil }
-        return (http.statusCode, String(decoding: data, as: UTF8.self))
+        await TestHTTP.get(url.absoluteString)
     }
 
     static func post(_ url: URL, json: String) async throws -> Int {
-        var request = URLRequest(url: url)
-        request.httpMethod = "POST"
-        request.setValue("application/json", forHTTPHeaderField: "Content-Type")
-        request.httpBody = Data(json.utf8)
-        let (_, response) = try await URLSession.shared.data(for: request)
-        return (response as? HTTPURLResponse)?.statusCode ?? 0
+        try await TestHTTP.post(url.absoluteString, json: json)
     }
 }
 
