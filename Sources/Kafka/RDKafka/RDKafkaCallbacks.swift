@@ -56,7 +56,9 @@ private func rdKafkaLogCallback(
     rk: OpaquePointer?, level: Int32, facility: UnsafePointer<CChar>?, text: UnsafePointer<CChar>?
 ) {
     guard let rk, let context = RDKafkaCallbackContext.from(rd_kafka_opaque(rk)) else { return }
-    let logLevel: Logger.Level
+    let message = text.map { String(cString: $0) } ?? ""
+    let facilityName = facility.map { String(cString: $0) } ?? ""
+    var logLevel: Logger.Level
     switch level {
     case ...3: logLevel = .error
     case 4: logLevel = .warning
@@ -64,9 +66,10 @@ private func rdKafkaLogCallback(
     case 6: logLevel = .info
     default: logLevel = .debug
     }
-    context.logger.log(
-        level: logLevel, "\(text.map { String(cString: $0) } ?? "")",
-        metadata: ["kafka.facility": "\(facility.map { String(cString: $0) } ?? "")"])
+    // One property set (`kafka_properties`) serves a worker's consumers and producers alike, so librdkafka's note
+    // that a consumer property is ignored by a producer (or the reverse) is expected, not a warning.
+    if facilityName == "CONFWARN", message.contains(" property and will be ignored by this ") { logLevel = .debug }
+    context.logger.log(level: logLevel, "\(message)", metadata: ["kafka.facility": "\(facilityName)"])
 }
 
 /// A stop flag shared between an owner and its poll thread.
