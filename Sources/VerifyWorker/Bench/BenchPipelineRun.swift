@@ -92,6 +92,10 @@ struct PipelineBenchmarkResult: Codable, Sendable {
     /// A consumer throughput test of the pipeline: every job is in `receipt-jobs` before the workers start, so the
     /// frontend does not compete with them for the CPU; the workers join the group and drain the backlog.
     struct Drain: Codable, Sendable {
+        /// Runs made: a drain whose group formed in two steps (a child joined more than the mock's 3 s after the
+        /// other: the first drained alone, then handed half its partitions over, and they were read again, so
+        /// `duplicated` > 0) measured a rebalance, not a drain, and is run again, at most three times in all.
+        var attempts: Int = 1
         var jobs: Int
         var workers: Int
         var partitions: Int
@@ -285,6 +289,17 @@ struct PipelineBenchmark: Sendable {
     }
 
     private func localDrain() async throws -> PipelineBenchmarkResult.Drain {
+        var drain = try await localDrainOnce()
+        while drain.duplicated > 0, drain.attempts < 3 {
+            progress("(b) drain: \(drain.duplicated) jobs read twice (the group formed in two steps); again")
+            let attempts = drain.attempts
+            drain = try await localDrainOnce()
+            drain.attempts = attempts + 1
+        }
+        return drain
+    }
+
+    private func localDrainOnce() async throws -> PipelineBenchmarkResult.Drain {
         progress("(b) drain: \(options.localJobs) locally decided jobs produced before the workers start")
         var drainOptions = demoOptions(jobs: options.localJobs)
         drainOptions.mix = TrafficMix(shares: [.otherApp: 0.79, .cracker: 0.093])
