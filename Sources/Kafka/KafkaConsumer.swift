@@ -36,6 +36,7 @@ public final class KafkaConsumer: Sendable {
     private let stopPolling = StopFlag()
     private let pollThreadEnded = CompletionSignal()
     private let rewinds = PendingRewinds()
+    private let wakeUps = FetchWakeUpCount()
     private let logger: Logger
 
     public init(
@@ -76,6 +77,10 @@ public final class KafkaConsumer: Sendable {
 
     /// The partitions currently assigned to this member.
     public var assignment: Set<KafkaTopicPartition> { rebalance.assignment }
+
+    /// How often the poll thread woke a fetcher librdkafka had left idle with messages waiting on the broker
+    /// (``FetchStallWakeUp``).
+    public var fetchWakeUps: Int { wakeUps.value.load(ordering: .relaxed) }
 
     /// Joins the group for these topics (replaces an earlier subscription).
     public func subscribe(topics: [String]) throws(KafkaError) {
@@ -157,6 +162,7 @@ public final class KafkaConsumer: Sendable {
             return RDKafkaTopicPartitionList.firstError(list)
         }
         if let failure { throw failure }
+        rebalance.setPaused(partitions, pause)
     }
 
     /// Reads `partition` again from `offset`: the poll thread seeks there (waiting until librdkafka
@@ -191,6 +197,7 @@ public final class KafkaConsumer: Sendable {
     /// The poll loop. It holds the client, the context and the channel, not `self`.
     private func startPollThread() {
         let client = self.client
+        let wakeUps = self.wakeUps
         let context = self.context
         let channel = self.channel
         let stop = self.stopPolling
@@ -200,6 +207,7 @@ public final class KafkaConsumer: Sendable {
         let rebalance = self.rebalance
         let thread = Thread {
             var fatal: KafkaError?
+            var stalledFetch = FetchStallWakeUp()
             while !stop.isSet {
                 if let error = context.fatalError.withLock({ $0 }) {
                     fatal = error
@@ -208,7 +216,17 @@ public final class KafkaConsumer: Sendable {
                 if rewinds.hasRequests {
                     rewinds.perform(client: client, rebalance: rebalance, channel: channel, stop: stop, logger: logger)
                 }
-                guard let message = client.withHandle({ rd_kafka_consumer_poll($0, 100) }) else { continue }
+                guard
+                    let message = client.withHandle({
+                        rd_kafka_consumer_poll($0, FetchStallWakeUp.pollTimeoutMilliseconds)
+                    })
+                else {
+                    if stalledFetch.pollWasEmpty(client: client, fetching: rebalance.fetching) {
+                        wakeUps.value.add(1, ordering: .relaxed)
+                    }
+                    continue
+                }
+                stalledFetch.messageArrived()
                 // Ownership: rd_kafka_consumer_poll hands us the message; copied, then destroyed here.
                 let event = ConsumerMessageConversion.event(from: message, client: client, logger: logger)
                 rd_kafka_message_destroy(message)
@@ -376,6 +394,10 @@ final class ConsumerRebalanceHandler: Sendable {
     private let onRevoke: KafkaConsumer.RevokeHook?
     private let logger: Logger
     private let assigned = Mutex<(partitions: Set<KafkaTopicPartition>, generation: UInt64)>(([], 0))
+    /// Assigned partitions the application paused (a new assignment starts unpaused).
+    private let paused = Mutex<Set<KafkaTopicPartition>>([])
+    /// The committed offsets the assignment started from (partitions without a commit are absent).
+    private let starts = Mutex<[KafkaTopicPartition: Int64]>([:])
 
     init(
         channel: KafkaEventChannel, stop: StopFlag, revokeDeadline: Duration, onRevoke: KafkaConsumer.RevokeHook?,
@@ -389,6 +411,22 @@ final class ConsumerRebalanceHandler: Sendable {
     }
 
     var assignment: Set<KafkaTopicPartition> { assigned.withLock { $0.partitions } }
+
+    /// The assigned partitions not paused (those librdkafka fetches), each with the committed offset its
+    /// assignment started from (-1 without a commit).
+    var fetching: [KafkaCommitOffset] {
+        let paused = self.paused.withLock { $0 }
+        let starts = self.starts.withLock { $0 }
+        return assigned.withLock { $0.partitions.subtracting(paused) }.map {
+            KafkaCommitOffset(topicPartition: $0, offset: starts[$0] ?? -1)
+        }
+    }
+
+    func setPaused(_ partitions: [KafkaTopicPartition], _ isPaused: Bool) {
+        paused.withLock { paused in
+            if isPaused { paused.formUnion(partitions) } else { paused.subtract(partitions) }
+        }
+    }
 
     /// `apply` assigns and returns librdkafka's answer with the committed offsets the assignment starts from.
     func assign(
@@ -407,6 +445,8 @@ final class ConsumerRebalanceHandler: Sendable {
             state.partitions = Set(partitions)
             return state.generation
         }
+        paused.withLock { $0 = [] }
+        starts.withLock { $0 = startingOffsets }
         logger.info("kafka partitions assigned", metadata: ["kafka.partitions": "\(partitions)"])
         channel.push(
             .partitionsAssigned(partitions, startingOffsets: startingOffsets, generation: generation), unless: stop)
@@ -451,6 +491,7 @@ final class ConsumerRebalanceHandler: Sendable {
             logger.error("kafka unassign failed", metadata: ["kafka.error": "\(KafkaError(err, context: "assign"))"])
         }
         assigned.withLock { $0.partitions.subtract(partitions) }
+        paused.withLock { $0.subtract(partitions) }
         logger.info("kafka partitions revoked", metadata: ["kafka.partitions": "\(partitions)"])
         channel.push(.partitionsRevoked(partitions), unless: stop)
     }

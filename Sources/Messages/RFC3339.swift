@@ -13,6 +13,34 @@ public enum RFC3339 {
         let days = floorDiv(seconds, 86_400)
         let secondOfDay = Int(seconds - days * 86_400)
         let (year, month, day) = civilDate(fromDays: days)
+        if (0...9999).contains(year) {
+            // Written into one buffer: every verdict's `decided_at` is formatted (twice), and the strings of the
+            // padded fields and their concatenation were ~2 % of a worker's CPU in `bench pipeline` (b).
+            return String(unsafeUninitializedCapacity: 24) { buffer in
+                func put(_ value: Int, width: Int, at offset: Int) {
+                    var rest = value
+                    for position in (offset..<offset + width).reversed() {
+                        buffer[position] = UInt8(ascii: "0") + UInt8(rest % 10)
+                        rest /= 10
+                    }
+                }
+                put(year, width: 4, at: 0)
+                put(month, width: 2, at: 5)
+                put(day, width: 2, at: 8)
+                put(secondOfDay / 3600, width: 2, at: 11)
+                put(secondOfDay / 60 % 60, width: 2, at: 14)
+                put(secondOfDay % 60, width: 2, at: 17)
+                put(milliseconds, width: 3, at: 20)
+                buffer[4] = UInt8(ascii: "-")
+                buffer[7] = UInt8(ascii: "-")
+                buffer[10] = UInt8(ascii: "T")
+                buffer[13] = UInt8(ascii: ":")
+                buffer[16] = UInt8(ascii: ":")
+                buffer[19] = UInt8(ascii: ".")
+                buffer[23] = UInt8(ascii: "Z")
+                return 24
+            }
+        }
         return pad(year, 4) + "-" + pad(month, 2) + "-" + pad(day, 2) + "T" + pad(secondOfDay / 3600, 2) + ":"
             + pad(secondOfDay / 60 % 60, 2) + ":" + pad(secondOfDay % 60, 2) + "." + pad(milliseconds, 3) + "Z"
     }

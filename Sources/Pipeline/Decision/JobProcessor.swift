@@ -213,14 +213,15 @@ public struct JobProcessor: Sendable {
     /// async frame of `process`.
     @inline(never)
     func readProof(_ job: ReceiptJob, decidedAt: Date) -> ProofReading {
-        let proof = job.proof.text.map { Array($0.utf8) }
-        let key = proof.flatMap { rejectedProofs.key(for: $0) }
+        let text = job.proof.text
+        // The key reads the proof's bytes in the decoded text; they are copied for the analyzer only on a miss.
+        let key = text.flatMap { rejectedProofs.key(for: $0) }
         if let key, let cached = rejectedProofs.evidence(for: key),
             let verdict = statelessRejection(job, cached, decidedAt: decidedAt)
         {
             return .rejected(verdict)
         }
-        let local = localEvidence(for: job, bytes: proof)
+        let local = localEvidence(for: job, bytes: text.map { Array($0.utf8) })
         if let verdict = statelessRejection(job, local.evidence, decidedAt: decidedAt) {
             if let key { rejectedProofs.insert(local.evidence, for: key) }
             return .rejected(verdict)

@@ -19,6 +19,9 @@ public enum MetricNames {
     /// Counter: times the consumer handed on an offset past one never handed on, and the partition was read
     /// again from the missing one (see docs/RELIABILITY.md).
     public static let offsetGaps = "verify_offset_gaps_total"
+    /// Counter: times the consumer woke a fetcher that librdkafka 2.0.2 had left idle past its prefetch limit with
+    /// messages waiting on the broker (see `FetchStallWakeUp` in the Kafka layer). Each cut a wait of up to a second.
+    public static let fetchWakeUps = "verify_kafka_fetch_wakeups_total"
     /// Gauge, label `partition`: offsets between the newest consumed and the committed position.
     public static let commitLag = "verify_commit_lag"
     /// Counter, label `reason`: messages sent to the dead-letter topic.

@@ -356,8 +356,14 @@ public final class PipelineWorker: Sendable {
     }
 
     private func commitPeriodically() async {
+        var wakeUpsCounted = 0
         while !Task.isCancelled {
             try? await Task.sleep(for: configuration.commitInterval)
+            let wakeUps = consumer.fetchWakeUps
+            if wakeUps > wakeUpsCounted {
+                metrics.fetchWakeUps.increment(by: Int64(wakeUps - wakeUpsCounted))
+                wakeUpsCounted = wakeUps
+            }
             let commits = scheduler.takeCommits()
             for (partition, lag) in scheduler.uncommitted() {
                 metrics.commitLag(partition: partition.partition, lag)
@@ -429,6 +435,7 @@ struct PipelineMetrics: Sendable {
     let inFlight = Gauge(label: MetricNames.inFlight)
     let assignedPartitions = Gauge(label: MetricNames.assignedPartitions)
     let offsetGaps = Counter(label: MetricNames.offsetGaps)
+    let fetchWakeUps = Counter(label: MetricNames.fetchWakeUps)
 
     /// By outcome, reason and stage.
     private let verdicts = MetricCache<[String], Counter> { key in

@@ -14,7 +14,8 @@ struct BenchPipelineCommand: AsyncParsableCommand {
             (other-app and cracker receipts); (c) throughput on the seed-000 mix with Apple at --apple-latency-ms \
             and --apple-concurrency calls per worker, next to the bound workers x concurrency / latency; (d) p50/p99 \
             submit-to-verdict latency of (b) and (c) (one burst each: mostly queueing) and of a run of the seed mix \
-            submitted at half the throughput of (c). Progress goes to stderr. Figures: docs/BENCHMARKS.md.
+            submitted at half the throughput of (c). (b) also drains its jobs from a topic filled before the workers \
+            start (--no-local-drain skips it). Progress goes to stderr. Figures: docs/BENCHMARKS.md.
             """
     )
 
@@ -51,6 +52,11 @@ struct BenchPipelineCommand: AsyncParsableCommand {
     @Flag(help: "Run the workers inside the bench process instead of as `verify-worker run` children.")
     var workersInProcess = false
 
+    @Flag(
+        inversion: .prefixedNo,
+        help: "After (b)'s burst, drain its jobs from a topic filled before the workers start (consumer throughput).")
+    var localDrain = true
+
     @Option(help: "The parts to run, comma-separated letters: a (raw Kafka), b, c, d, e.")
     var parts = "a,b,c,d,e"
 
@@ -79,7 +85,7 @@ struct BenchPipelineCommand: AsyncParsableCommand {
             kafkaMessages: kafkaMessages, localJobs: localJobs, mixJobs: mixJobs, appleLatencyMs: appleLatencyMs,
             appleConcurrency: appleConcurrency, latencyJobs: latencyJobs, memoryJobs: memoryJobs, workers: workers,
             partitions: partitions, workerKafkaProperties: workerKafkaProperties, workersInProcess: workersInProcess,
-            parts: selectedParts)
+            localDrain: localDrain, parts: selectedParts)
         let result = try await PipelineBenchmark(options: options) { line in
             FileHandle.standardError.write(Data("bench pipeline: \(line)\n".utf8))
         }.run()

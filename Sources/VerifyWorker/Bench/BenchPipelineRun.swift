@@ -37,6 +37,8 @@ struct PipelineBenchmarkOptions: Sendable {
     /// Run the workers inside the bench process (the method before 2026-11-22 12:00) instead of as `verify-worker
     /// run` children. Default: false (children: their memory and metrics are their own).
     var workersInProcess = false
+    /// Also drain the jobs of (b) from a pre-filled topic (``PipelineBenchmarkResult/Drain``). Default: true.
+    var localDrain = true
     /// The parts to run. Default: all.
     var parts = Set(PipelineBenchmarkPart.allCases)
 }
@@ -71,12 +73,53 @@ struct PipelineBenchmarkResult: Codable, Sendable {
         /// Worker children only: the highest `verify_jobs_in_flight` each worker reported (sampled every 50 ms); near
         /// `max_in_flight` the worker paused its partitions.
         var workerPeakInFlight: [Int]?
+        /// Worker children only: each worker's `verify_kafka_fetch_wakeups_total` at the end (fetchers it woke that
+        /// librdkafka 2.0.2 had left idle past the prefetch limit with messages waiting).
+        var workerFetchWakeUps: [Int]?
     }
 
     struct LocalRun: Codable, Sendable {
+        /// The burst: jobs produced while the workers run, from the first submit to the last verdict read.
         var run: Throughput
         /// Present when (a) ran too.
         var ratioToKafkaCeiling: Double?
+        /// The same jobs drained from a pre-filled topic by fresh workers (`--local-drain`).
+        var drain: Drain?
+        /// `drain.produced_jobs_per_second` over (a)'s ceiling, when both ran.
+        var drainRatioToKafkaCeiling: Double?
+    }
+
+    /// A consumer throughput test of the pipeline: every job is in `receipt-jobs` before the workers start, so the
+    /// frontend does not compete with them for the CPU; the workers join the group and drain the backlog.
+    struct Drain: Codable, Sendable {
+        /// Runs made: a drain whose group formed in two steps (a child joined more than the mock's 3 s after the
+        /// other: the first drained alone, then handed half its partitions over, and they were read again, so
+        /// `duplicated` > 0) measured a rebalance, not a drain, and is run again, at most three times in all.
+        var attempts: Int = 1
+        var jobs: Int
+        var workers: Int
+        var partitions: Int
+        /// Filling the topic before the workers started (not part of the measure).
+        var fillSeconds: Double
+        /// From the first verdict's Kafka timestamp to the last one's (when the workers' producers took them, ms
+        /// resolution), and (jobs - 1) over it: the workers' output rate. The headline figure of the drain.
+        var producedSpanSeconds: Double
+        var producedJobsPerSecond: Double
+        /// From the first verdict read to the last one read (the verdict reader in the bench process), and
+        /// (jobs - 1) over it.
+        var readSpanSeconds: Double
+        var readJobsPerSecond: Double
+        var undecided: Int
+        var duplicated: Int
+        var outcomes: [String: Int]
+        /// Worker children only: CPU seconds from the moment every partition was assigned to the last verdict (the
+        /// workers may have started draining up to one 50 ms sample before), and the bench process's.
+        var workerCpuSeconds: [Double]?
+        var benchCpuSeconds: Double?
+        var workerPeakInFlight: [Int]?
+        /// Worker children only: each worker's `verify_kafka_fetch_wakeups_total` at the end (fetchers it woke that
+        /// librdkafka 2.0.2 had left idle past the prefetch limit with messages waiting).
+        var workerFetchWakeUps: [Int]?
     }
 
     struct AppleBoundRun: Codable, Sendable {
@@ -199,8 +242,13 @@ struct PipelineBenchmark: Sendable {
         }
         if parts.contains(.local) {
             let local = try await localThroughput()
-            result.local = .init(
-                run: local, ratioToKafkaCeiling: result.kafka.map { local.jobsPerSecond / $0.ceilingMessagesPerSecond })
+            let ceiling = result.kafka?.ceilingMessagesPerSecond
+            result.local = .init(run: local, ratioToKafkaCeiling: ceiling.map { local.jobsPerSecond / $0 })
+            if options.localDrain {
+                let drain = try await localDrain()
+                result.local?.drain = drain
+                result.local?.drainRatioToKafkaCeiling = ceiling.map { drain.producedJobsPerSecond / $0 }
+            }
         }
         if parts.contains(.mix) || parts.contains(.latency) {
             let mix = try await seedMix(registry: registry)
@@ -235,8 +283,46 @@ struct PipelineBenchmark: Sendable {
             local.workerCpuSeconds = localSampler.cpuSeconds()
             local.benchCpuSeconds = localSampler.benchCpuSeconds()
             local.workerPeakInFlight = (0..<options.workers).map { Int(localSampler.memoryPeaks(worker: $0).inFlight) }
+            local.workerFetchWakeUps = localSampler.finalCounts(of: MetricNames.fetchWakeUps)
         }
         return local
+    }
+
+    private func localDrain() async throws -> PipelineBenchmarkResult.Drain {
+        var drain = try await localDrainOnce()
+        while drain.duplicated > 0, drain.attempts < 3 {
+            progress("(b) drain: \(drain.duplicated) jobs read twice (the group formed in two steps); again")
+            let attempts = drain.attempts
+            drain = try await localDrainOnce()
+            drain.attempts = attempts + 1
+        }
+        return drain
+    }
+
+    private func localDrainOnce() async throws -> PipelineBenchmarkResult.Drain {
+        progress("(b) drain: \(options.localJobs) locally decided jobs produced before the workers start")
+        var drainOptions = demoOptions(jobs: options.localJobs)
+        drainOptions.mix = TrafficMix(shares: [.otherApp: 0.79, .cracker: 0.093])
+        drainOptions.prefill = true
+        let sampler = WorkerProcessSampler()
+        let report = try await DemoRun(options: drainOptions).run(watch: sampler.watch)
+        let run = throughput(report)
+        let intervals = Double(max(1, run.jobs - 1))
+        let produced = report.verdictTimestampSpan?.seconds ?? 0
+        let read = report.verdictsRead.map { ($0.last - $0.first).seconds } ?? 0
+        var drain = PipelineBenchmarkResult.Drain(
+            jobs: run.jobs, workers: run.workers, partitions: run.partitions,
+            fillSeconds: report.produced?.seconds ?? 0, producedSpanSeconds: produced,
+            producedJobsPerSecond: produced > 0 ? intervals / produced : 0, readSpanSeconds: read,
+            readJobsPerSecond: read > 0 ? intervals / read : 0, undecided: run.undecided, duplicated: run.duplicated,
+            outcomes: run.outcomes)
+        if !options.workersInProcess {
+            drain.workerCpuSeconds = sampler.cpuSeconds()
+            drain.benchCpuSeconds = sampler.benchCpuSeconds()
+            drain.workerPeakInFlight = (0..<options.workers).map { Int(sampler.memoryPeaks(worker: $0).inFlight) }
+            drain.workerFetchWakeUps = sampler.finalCounts(of: MetricNames.fetchWakeUps)
+        }
+        return drain
     }
 
     private var mixOptions: DemoOptions {
@@ -547,6 +633,11 @@ final class WorkerProcessSampler: Sendable {
 
     func peakConcurrencyLimit() -> Double? {
         samples.withLock { $0.values.flatMap { $0 }.compactMap(\.concurrencyLimit).max() }
+    }
+
+    /// Each worker's final value of `name` (summed over its labels), in worker order.
+    func finalCounts(of name: String) -> [Int] {
+        finals.withLock { finals in finals.keys.sorted().map { Int(finals[$0]?.sum(of: name) ?? 0) } }
     }
 
     /// The final histogram buckets of `name`, summed over the workers.

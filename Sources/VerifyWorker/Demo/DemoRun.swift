@@ -45,6 +45,11 @@ struct DemoOptions: Sendable {
     /// Run each worker as a child process of this executable (`verify-worker run`, configured through `VERIFY_…`
     /// variables) instead of in this process, so its memory and metrics are its own. Default: nil (in process).
     var workerExecutable: URL?
+    /// Produce every job before the workers start, so they join the group and drain a backlog (the method of a
+    /// consumer throughput test: the load generator does not compete with the workers for the CPU while they run).
+    /// The report's `elapsed` and latencies then include the workers' start; `verdictsRead` and
+    /// `verdictTimestampSpan` measure the drain. Default: false (one burst while the workers run).
+    var prefill = false
 }
 
 /// Watches worker child processes during a run (`bench pipeline` samples their metrics and memory).
@@ -94,6 +99,13 @@ struct DemoReport: Sendable {
     var elapsed: Duration
     var workers: Int
     var partitions: Int
+    /// From the start of the run to the first and to the last verdict read (the first verdict of each job).
+    var verdictsRead: (first: Duration, last: Duration)?
+    /// From the earliest Kafka timestamp of a verdict read to the latest: when the workers' producers took the
+    /// first and the last verdict (librdkafka stamps a record when it is produced; milliseconds).
+    var verdictTimestampSpan: Duration?
+    /// From the start of the run to the last job handed to the frontend's producer and acknowledged.
+    var produced: Duration?
 
     /// Requests to Apple's verification endpoints (the simulator's own `sim/*` endpoints excluded).
     var appleCalls: Int { appleStats.requests.filter { !$0.key.hasPrefix("sim/") }.values.reduce(0, +) }
@@ -161,6 +173,14 @@ struct DemoRun: Sendable {
         let tally = DemoTally(jobs: generated)
         let collector = try DemoVerdictCollector(bootstrapServers: bootstrap, tally: tally, logger: logger)
         let frontend = try makeProducer(bootstrap, clientID: "demo-frontend")
+        var prefilled: (started: ContinuousClock.Instant, produced: Duration)?
+        if options.prefill {
+            // Before any worker exists: the workers start on a full topic.
+            try await prepare(frontend)
+            let started = ContinuousClock.now
+            try await produceAll(generated, with: frontend, tally: tally)
+            prefilled = (started, started.duration(to: .now))
+        }
         var processes: [DemoWorkerProcess] = []
         if let executable = options.workerExecutable {
             do {
@@ -184,8 +204,8 @@ struct DemoRun: Sendable {
         do {
             report = try await runWorkers(
                 processes: processes, health: health, stop: stop, tally: tally, collector: collector,
-                frontend: frontend, generated: generated, bootstrap: bootstrap, port: port, directory: directory,
-                simulator: simulator, watch: watch, onProgress: onProgress)
+                frontend: frontend, generated: generated, prefilled: prefilled, bootstrap: bootstrap, port: port,
+                directory: directory, simulator: simulator, watch: watch, onProgress: onProgress)
         } catch {
             await frontend.shutdown()
             throw error
@@ -196,8 +216,9 @@ struct DemoRun: Sendable {
 
     private func runWorkers(
         processes: [DemoWorkerProcess], health: [WorkerHealth], stop: OneShot<Void>, tally: DemoTally,
-        collector: DemoVerdictCollector, frontend: KafkaProducer, generated: [GeneratedJob], bootstrap: String,
-        port: Int, directory: DemoFiles, simulator: AppleSimulator, watch: DemoWorkerWatch?,
+        collector: DemoVerdictCollector, frontend: KafkaProducer, generated: [GeneratedJob],
+        prefilled: (started: ContinuousClock.Instant, produced: Duration)?, bootstrap: String, port: Int,
+        directory: DemoFiles, simulator: AppleSimulator, watch: DemoWorkerWatch?,
         onProgress: @escaping @Sendable (DemoProgress) -> Void
     ) async throws -> DemoReport {
         try await withThrowingTaskGroup(of: Void.self) { [processes] group in
@@ -224,22 +245,19 @@ struct DemoRun: Sendable {
             if let watch, !processes.isEmpty {
                 group.addTask { await watch.running(processes) }
             }
-            // A frontend runs for long and knows where its topic's partitions are; a fresh producer would hold its
-            // first jobs until librdkafka's next metadata refresh (0.93 s in `bench pipeline` (b)), which is no part
-            // of the pipeline's throughput or latency.
-            do {
-                try await frontend.prepare(topics: [Topics.jobs])
-            } catch {
-                logger.warning("demo: the jobs topic's metadata was not loaded", metadata: ["error": "\(error)"])
-            }
-            let started = ContinuousClock.now
+            if prefilled == nil { try await prepare(frontend) }
+            let started = prefilled?.started ?? ContinuousClock.now
             if let interval = options.progressInterval {
                 group.addTask {
                     try await reportProgress(every: interval, tally: tally, simulator: simulator, onProgress)
                 }
             }
+            var produced = prefilled?.produced
             do {
-                try await produce(generated, with: frontend, tally: tally)
+                if prefilled == nil {
+                    try await produce(generated, with: frontend, tally: tally)
+                    produced = started.duration(to: .now)
+                }
                 try await tally.waitUntilDecided(generated.count, stallLimit: stallLimit)
             } catch {
                 stop.resolve(())
@@ -254,9 +272,10 @@ struct DemoRun: Sendable {
             stop.resolve(())
             await Self.stop(processes)
             await collector.close()
-            let report = tally.report(
+            var report = tally.report(
                 appleStats: simulator.stats.snapshot(), started: started, elapsed: elapsed, workers: options.workers,
                 partitions: options.partitions)
+            report.produced = produced
             // The workers return once drained; the progress reporter only ends by cancellation.
             group.cancelAll()
             return report
@@ -328,6 +347,23 @@ struct DemoRun: Sendable {
     private func makeProducer(_ bootstrap: String, clientID: String) throws -> KafkaProducer {
         try KafkaProducer(
             configuration: KafkaProducerConfiguration(bootstrapServers: bootstrap, clientID: clientID), logger: logger)
+    }
+
+    /// A frontend runs for long and knows where its topic's partitions are; a fresh producer would hold its first
+    /// jobs until librdkafka's next metadata refresh (0.93 s in `bench pipeline` (b)), which is no part of the
+    /// pipeline's throughput or latency.
+    private func prepare(_ frontend: KafkaProducer) async throws {
+        do {
+            try await frontend.prepare(topics: [Topics.jobs])
+        } catch {
+            logger.warning("demo: the jobs topic's metadata was not loaded", metadata: ["error": "\(error)"])
+        }
+    }
+
+    /// Produces every job at once, repeats after the rest (no worker runs yet: nothing to wait for).
+    private func produceAll(_ generated: [GeneratedJob], with producer: KafkaProducer, tally: DemoTally) async throws {
+        try await produceBatch(generated.filter { $0.category != .repeated }, with: producer, tally: tally)
+        try await produceBatch(generated.filter { $0.category == .repeated }, with: producer, tally: tally)
     }
 
     /// Produces the jobs keyed by account, each stamped and timed as it is submitted.
@@ -449,6 +485,10 @@ final class DemoTally: Sendable {
         var verdicts: [String: [Verdict]] = [:]
         var latencies: [String: Duration] = [:]
         var decided = 0
+        /// When the first and the last first verdict of a job were read, and the range of their Kafka timestamps.
+        var firstRead: ContinuousClock.Instant?
+        var lastRead: ContinuousClock.Instant?
+        var recordedMilliseconds: ClosedRange<Int64>?
         var waiters: [Int: (count: Int, continuation: CheckedContinuation<Void, Never>)] = [:]
         var nextWaiter = 0
     }
@@ -463,8 +503,8 @@ final class DemoTally: Sendable {
         state.withLock { $0.submittedAt[jobID] = now }
     }
 
-    /// Records a verdict read from the verdicts topic.
-    func received(_ verdict: Verdict) {
+    /// Records a verdict read from the verdicts topic, written at `recordedMilliseconds` (its Kafka timestamp).
+    func received(_ verdict: Verdict, recordedMilliseconds: Int64? = nil) {
         let now = ContinuousClock.now
         let ready = state.withLock { state -> [CheckedContinuation<Void, Never>] in
             guard let submitted = state.submittedAt[verdict.jobID] else { return [] }
@@ -472,6 +512,13 @@ final class DemoTally: Sendable {
             guard state.latencies[verdict.jobID] == nil else { return [] }
             state.latencies[verdict.jobID] = submitted.duration(to: now)
             state.decided += 1
+            if state.firstRead == nil { state.firstRead = now }
+            state.lastRead = now
+            if let recorded = recordedMilliseconds {
+                let range = state.recordedMilliseconds
+                state.recordedMilliseconds =
+                    min(range?.lowerBound ?? recorded, recorded)...max(range?.upperBound ?? recorded, recorded)
+            }
             let decided = state.decided
             let ready = state.waiters.filter { $0.value.count <= decided }
             for id in ready.keys { state.waiters[id] = nil }
@@ -549,7 +596,7 @@ final class DemoTally: Sendable {
         partitions: Int
     ) -> DemoReport {
         state.withLock { state in
-            DemoReport(
+            var report = DemoReport(
                 entries: generated.map { generated in
                     let id = generated.job.jobID
                     return DemoReport.Entry(
@@ -559,6 +606,13 @@ final class DemoTally: Sendable {
                         })
                 },
                 appleStats: appleStats, elapsed: elapsed, workers: workers, partitions: partitions)
+            if let started, let first = state.firstRead, let last = state.lastRead {
+                report.verdictsRead = (started.duration(to: first), started.duration(to: last))
+            }
+            report.verdictTimestampSpan = state.recordedMilliseconds.map {
+                .milliseconds($0.upperBound - $0.lowerBound)
+            }
+            return report
         }
     }
 }
@@ -585,7 +639,8 @@ final class DemoVerdictCollector: Sendable {
         for try await event in consumer.events {
             guard case .message(let message) = event else { continue }
             do {
-                tally.received(try codec.decodeVerdict(message.value ?? []))
+                tally.received(
+                    try codec.decodeVerdict(message.value ?? []), recordedMilliseconds: message.timestampMilliseconds)
             } catch {
                 logger.error("demo: unreadable verdict", metadata: ["error": "\(error)"])
             }

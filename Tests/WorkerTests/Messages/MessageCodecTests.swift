@@ -59,6 +59,10 @@ struct MessageCodecTests {
         #expect(parts.map(\.count) == [8, 4, 4, 4, 12])
         #expect(parts[2].first == "5")  // version 5
         #expect("89ab".contains(parts[3].first!))  // RFC 9562 variant
+        // RFC 9562 version 5 in the URL namespace, as Python's uuid.uuid5(uuid.NAMESPACE_URL, name) gives them.
+        #expect(a == "719a23fe-c9b6-5b6f-8d9f-c36da885d0d6")
+        #expect(Verdict.verdictID(forJob: "") == "1b4db7eb-4057-5ddf-91e0-36dec72071f5")
+        #expect(Verdict.verdictID(forJob: String(repeating: "ü", count: 40)) == "99b437e7-ef63-5f12-bc91-a5c21fa8a370")
     }
 
     @Test("unknown fields are ignored")

@@ -131,4 +131,35 @@ struct MessageJSONFastPathTests {
         let viaFoundation = Result { () throws(MessageError) in try codec.decode(Verdict.self, from: bytes) }
         #expect(String(describing: viaCodec) == String(describing: viaFoundation))
     }
+
+    @Test("the word-at-a-time scan stops at every byte that ends a string or needs a look, and only there")
+    func wordScan() {
+        for position in 0..<8 {
+            for byte in UInt8.min...UInt8.max {
+                var bytes = [UInt8](repeating: UInt8(ascii: "A"), count: 8)
+                bytes[position] = byte
+                let word = bytes.withUnsafeBytes { UInt64(littleEndian: $0.loadUnaligned(as: UInt64.self)) }
+                let plain = byte >= 0x20 && byte < 0x80 && byte != UInt8(ascii: "\"") && byte != UInt8(ascii: "\\")
+                #expect(MessageJSONReader.isPlainASCII(word) == plain, "byte \(byte) at \(position)")
+            }
+        }
+    }
+
+    @Test(
+        "long strings with an escape, a control character or non-ASCII anywhere are read as JSONDecoder reads them",
+        arguments: [#"\""#, #"\\"#, #"\u0041"#, #"\/"#, "\u{1}", "\u{7F}", "é", "𝄞", "\t", "+/="])
+    func longStrings(piece: String) {
+        for position in 0..<20 {
+            let receipt = String(repeating: "M", count: position) + piece + String(repeating: "Q", count: 23 - position)
+            let input = #"{"schema":"receipt-job/v1","job_id":"j","account_id":"a","receipt":""# + receipt + #""}"#
+            let bytes = Array(input.utf8)
+            let foundation = try? codec.decode(ReceiptJob.self, from: bytes)
+            let fast = MessageJSONReader.job(from: bytes)
+            if let fast { #expect(fast == foundation, "\(input)") }
+            if foundation == nil { #expect(fast == nil, "\(input)") }
+            let viaCodec = Result { () throws(MessageError) in try codec.decodeJob(bytes) }
+            let viaFoundation = Result { () throws(MessageError) in try codec.decode(ReceiptJob.self, from: bytes) }
+            #expect(String(describing: viaCodec) == String(describing: viaFoundation))
+        }
+    }
 }
