@@ -31,8 +31,6 @@ struct FetchStallWakeUp {
     private var notBefore: ContinuousClock.Instant?
     private var messageSinceWakeUp = true
     private var rotation = 0
-    /// Wake-ups sent so far.
-    private(set) var count = 0
 
     /// Called for every message polled.
     mutating func messageArrived() {
@@ -61,7 +59,6 @@ struct FetchStallWakeUp {
         let err = client.withHandle {
             rd_kafka_query_watermark_offsets($0, partition.topic, partition.partition, &low, &high, timeout)
         }
-        count += 1
         notBefore = now.advanced(by: err == RD_KAFKA_RESP_ERR_NO_ERROR ? interval : maximumInterval)
         return true
     }
