@@ -105,7 +105,7 @@ struct BenchAppleCommand: AsyncParsableCommand {
             // The simulator ends with the bench, even when the bench is stopped with Ctrl-C.
             let child = try await SimulatorChildProcess.start(
                 executable: RunningExecutable.url.path,
-                environment: [ParentWatch.environmentKey: String(ProcessInfo.processInfo.processIdentifier)])
+                environment: ParentWatch.childEnvironment([:]))
             do {
                 let controlEngine = try CurlHTTPEngine()
                 defer { controlEngine.shutdown() }

@@ -1,18 +1,14 @@
 import Foundation
-import Operations
 import Testing
 
 @Suite("Apple simulator: command", .timeLimit(.minutes(1)))
 struct AppleSimCommandTests {
     @Test("`verify-worker apple-sim --port 0` prints its address, serves, and exits 0 on SIGTERM")
     func commandLifecycle() async throws {
-        let binary = try TestEnvironment.verifyWorkerBinary()
         let directory = try AppleSimTemporaryDirectory()
         defer { directory.remove() }
-        let process = Process()
-        process.executableURL = binary
-        process.arguments = ["apple-sim", "--port", "0", "--state-dir", directory.file("state")]
-        process.environment = ParentWatch.childEnvironment()
+        let process = try TestEnvironment.verifyWorkerProcess(
+            ["apple-sim", "--port", "0", "--state-dir", directory.file("state")])
         let output = Pipe()
         process.standardOutput = output
         process.standardError = FileHandle.nullDevice

@@ -20,12 +20,9 @@ enum EdgeProcess {
     }
 
     static func run(_ arguments: [String], stdin: String? = nil) async throws -> Outcome {
-        let process = Process()
-        process.executableURL = try TestEnvironment.verifyWorkerBinary()
-        process.arguments = arguments
         var environment = ProcessInfo.processInfo.environment
         environment["VERIFY_BROKERS"] = nil
-        process.environment = ParentWatch.childEnvironment(environment)
+        let process = try TestEnvironment.verifyWorkerProcess(arguments, environment: environment)
         let output = Pipe()
         let errors = Pipe()
         let input = Pipe()

@@ -2,7 +2,6 @@ import AppleClients
 import Foundation
 import Kafka
 import Messages
-import Operations
 import Testing
 
 /// A child `verify-worker` whose output lines arrive as they are written.
@@ -13,10 +12,7 @@ final class EdgeRunningProcess: Sendable {
     private let exited: @Sendable () async -> Void
 
     init(_ arguments: [String]) throws {
-        let process = Process()
-        process.executableURL = try TestEnvironment.verifyWorkerBinary()
-        process.arguments = arguments
-        process.environment = ParentWatch.childEnvironment()
+        let process = try TestEnvironment.verifyWorkerProcess(arguments)
         let output = Pipe()
         let errors = Pipe()
         process.standardOutput = output

@@ -1,6 +1,5 @@
 import Foundation
 import Kafka
-import Operations
 import Testing
 
 /// `verify-worker dev-broker` in a process of its own, used by this package's client and by kcat.
@@ -51,10 +50,7 @@ final class KafkaTestBrokerProcess: Sendable {
     private let lines: KafkaTestLineReader
 
     init(arguments: [String]) throws {
-        let process = Process()
-        process.executableURL = try TestEnvironment.verifyWorkerBinary()
-        process.arguments = arguments
-        process.environment = ParentWatch.childEnvironment()
+        let process = try TestEnvironment.verifyWorkerProcess(arguments)
         let output = Pipe()
         let input = Pipe()
         process.standardOutput = output

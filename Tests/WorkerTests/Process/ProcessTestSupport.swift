@@ -58,11 +58,8 @@ final class ProcessTestChild: Sendable {
     init(name: String, arguments: [String], environment: [String: String]? = nil, stderrFile: URL) throws {
         self.name = name
         self.stderrFile = stderrFile
-        let process = Process()
-        process.executableURL = try TestEnvironment.verifyWorkerBinary()
-        process.arguments = arguments
-        // The child ends with this test process, even when that one crashes (else it holds swift test's pipe).
-        process.environment = ParentWatch.childEnvironment(environment ?? ProcessInfo.processInfo.environment)
+        let process = try TestEnvironment.verifyWorkerProcess(
+            arguments, environment: environment ?? ProcessInfo.processInfo.environment)
         let output = Pipe()
         process.standardOutput = output
         process.standardInput = Pipe()

@@ -1,4 +1,5 @@
 import Foundation
+import Operations
 
 /// Where the tests find what they need outside the package: the shared fixtures, the built
 /// `verify-worker` binary and the services `.ci/run` starts. Under `CI=true` a missing service is a
@@ -38,6 +39,19 @@ enum TestEnvironment {
                 hint: "expected at \(url.path); clone the project beside shared/ or set VERIFY_FIXTURES_DIR")
         }
         return data
+    }
+
+    /// A `verify-worker` child to start: the built binary with `arguments`, in `environment` plus the parent watch, so
+    /// it stops itself when this test process is gone (a crashed run would otherwise leave it holding `swift test`'s
+    /// output pipe).
+    static func verifyWorkerProcess(
+        _ arguments: [String], environment: [String: String] = ProcessInfo.processInfo.environment
+    ) throws -> Process {
+        let process = Process()
+        process.executableURL = try verifyWorkerBinary()
+        process.arguments = arguments
+        process.environment = ParentWatch.childEnvironment(environment)
+        return process
     }
 
     /// The `verify-worker` executable that `swift build`/`swift test` built next to the test bundle.
