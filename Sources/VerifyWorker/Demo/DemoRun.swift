@@ -172,113 +172,98 @@ struct DemoRun: Sendable {
         let stop = OneShot<Void>()
         let tally = DemoTally(jobs: generated)
         let collector = try DemoVerdictCollector(bootstrapServers: bootstrap, tally: tally, logger: logger)
-        let frontend = try makeProducer(bootstrap, clientID: "demo-frontend")
-        var prefilled: (started: ContinuousClock.Instant, produced: Duration)?
-        if options.prefill {
-            // Before any worker exists: the workers start on a full topic.
-            try await prepare(frontend)
-            let started = ContinuousClock.now
-            try await produceAll(generated, with: frontend, tally: tally)
-            prefilled = (started, started.duration(to: .now))
-        }
-        var processes: [DemoWorkerProcess] = []
-        if let executable = options.workerExecutable {
-            do {
-                for index in 0..<options.workers {
-                    let settings = Self.workerSettings(
-                        index: index, bootstrap: bootstrap, port: port, files: directory, ledgerURL: options.ledgerURL,
-                        jobDeadline: options.appleDeadline, extra: options.workerSettings)
-                    // Checked here, so a bad setting fails with its key rather than as a child that exits.
-                    _ = try Self.configuration(settings)
-                    processes.append(
-                        try DemoWorkerProcess(
-                            index: index, executable: executable, settings: settings, directory: directory.directory))
-                }
-            } catch {
-                await Self.stop(processes)
-                throw error
+        return try await withProducer(bootstrap, clientID: "demo-frontend") { frontend in
+            var prefilled: (started: ContinuousClock.Instant, produced: Duration)?
+            if options.prefill {
+                // Before any worker exists: the workers start on a full topic.
+                try await prepare(frontend)
+                let started = ContinuousClock.now
+                try await produceAll(generated, with: frontend, tally: tally)
+                prefilled = (started, started.duration(to: .now))
             }
-        }
-
-        let report: DemoReport
-        do {
-            report = try await runWorkers(
-                processes: processes, health: health, stop: stop, tally: tally, collector: collector,
-                frontend: frontend, generated: generated, prefilled: prefilled, bootstrap: bootstrap, port: port,
-                directory: directory, simulator: simulator, watch: watch, onProgress: onProgress)
-        } catch {
-            await frontend.shutdown()
-            throw error
-        }
-        await frontend.shutdown()
-        return report
-    }
-
-    private func runWorkers(
-        processes: [DemoWorkerProcess], health: [WorkerHealth], stop: OneShot<Void>, tally: DemoTally,
-        collector: DemoVerdictCollector, frontend: KafkaProducer, generated: [GeneratedJob],
-        prefilled: (started: ContinuousClock.Instant, produced: Duration)?, bootstrap: String, port: Int,
-        directory: DemoFiles, simulator: AppleSimulator, watch: DemoWorkerWatch?,
-        onProgress: @escaping @Sendable (DemoProgress) -> Void
-    ) async throws -> DemoReport {
-        try await withThrowingTaskGroup(of: Void.self) { [processes] group in
-            if processes.isEmpty {
-                for index in 0..<options.workers {
-                    let configuration = try Self.workerConfiguration(
-                        index: index, bootstrap: bootstrap, port: port, files: directory, ledgerURL: options.ledgerURL,
-                        jobDeadline: options.appleDeadline, extra: options.workerSettings)
-                    let runtime = WorkerRuntime(configuration: configuration, logger: logger, serveOperations: false)
-                    group.addTask { _ = try await runtime.run(health: health[index]) { await stop.wait() } }
+            var processes: [DemoWorkerProcess] = []
+            if let executable = options.workerExecutable {
+                do {
+                    for index in 0..<options.workers {
+                        let settings = Self.workerSettings(
+                            index: index, bootstrap: bootstrap, port: port, files: directory,
+                            ledgerURL: options.ledgerURL, jobDeadline: options.appleDeadline,
+                            extra: options.workerSettings)
+                        // Checked here, so a bad setting fails with its key rather than as a child that exits.
+                        _ = try Self.configuration(settings)
+                        let process = try DemoWorkerProcess(
+                            index: index, executable: executable, settings: settings, directory: directory.directory)
+                        processes.append(process)
+                    }
+                } catch {
+                    await Self.stop(processes)
+                    throw error
                 }
             }
-            group.addTask { try await collector.run() }
-            do {
+
+            return try await withThrowingTaskGroup(of: Void.self) { [processes] group in
+                // Stopping drains each worker (committing on revoke); their runs then return on their own. One
+                // sequence for a finished run and a failed one.
+                func shutDown() async {
+                    stop.resolve(())
+                    await Self.stop(processes)
+                    await collector.close()
+                }
                 if processes.isEmpty {
-                    try await waitForAssignment(health, collector: collector)
-                } else {
-                    try await waitForAssignment(processes, collector: collector)
+                    for index in 0..<options.workers {
+                        let configuration = try Self.workerConfiguration(
+                            index: index, bootstrap: bootstrap, port: port, files: directory,
+                            ledgerURL: options.ledgerURL, jobDeadline: options.appleDeadline,
+                            extra: options.workerSettings)
+                        let runtime = WorkerRuntime(
+                            configuration: configuration, logger: logger, serveOperations: false)
+                        group.addTask { _ = try await runtime.run(health: health[index]) { await stop.wait() } }
+                    }
                 }
-            } catch {
-                await Self.stop(processes)
-                throw error
-            }
-            if let watch, !processes.isEmpty {
-                group.addTask { await watch.running(processes) }
-            }
-            if prefilled == nil { try await prepare(frontend) }
-            let started = prefilled?.started ?? ContinuousClock.now
-            if let interval = options.progressInterval {
-                group.addTask {
-                    try await reportProgress(every: interval, tally: tally, simulator: simulator, onProgress)
+                group.addTask { try await collector.run() }
+                do {
+                    if processes.isEmpty {
+                        try await waitForAssignment(health, collector: collector)
+                    } else {
+                        try await waitForAssignment(processes, collector: collector)
+                    }
+                } catch {
+                    await Self.stop(processes)
+                    throw error
                 }
-            }
-            var produced = prefilled?.produced
-            do {
-                if prefilled == nil {
-                    try await produce(generated, with: frontend, tally: tally)
-                    produced = started.duration(to: .now)
+                if let watch, !processes.isEmpty {
+                    group.addTask { await watch.running(processes) }
                 }
-                try await tally.waitUntilDecided(generated.count, stallLimit: stallLimit)
-            } catch {
-                stop.resolve(())
-                await Self.stop(processes)
-                await collector.close()
+                if prefilled == nil { try await prepare(frontend) }
+                let started = prefilled?.started ?? ContinuousClock.now
+                if let interval = options.progressInterval {
+                    group.addTask {
+                        try await reportProgress(every: interval, tally: tally, simulator: simulator, onProgress)
+                    }
+                }
+                var produced = prefilled?.produced
+                do {
+                    if prefilled == nil {
+                        try await produce(generated, with: frontend, tally: tally)
+                        produced = started.duration(to: .now)
+                    }
+                    try await tally.waitUntilDecided(generated.count, stallLimit: stallLimit)
+                } catch {
+                    await shutDown()
+                    group.cancelAll()
+                    throw error
+                }
+                let elapsed = started.duration(to: .now)
+                if let watch, !processes.isEmpty { await watch.decided(processes) }
+                await shutDown()
+                var report = tally.report(
+                    appleStats: simulator.stats.snapshot(), started: started, elapsed: elapsed,
+                    workers: options.workers, partitions: options.partitions)
+                report.produced = produced
+                // The workers return once drained; the progress reporter only ends by cancellation.
                 group.cancelAll()
-                throw error
+                return report
             }
-            let elapsed = started.duration(to: .now)
-            if let watch, !processes.isEmpty { await watch.decided(processes) }
-            // Stopping drains each worker (committing on revoke); their runs then return on their own.
-            stop.resolve(())
-            await Self.stop(processes)
-            await collector.close()
-            var report = tally.report(
-                appleStats: simulator.stats.snapshot(), started: started, elapsed: elapsed, workers: options.workers,
-                partitions: options.partitions)
-            report.produced = produced
-            // The workers return once drained; the progress reporter only ends by cancellation.
-            group.cancelAll()
-            return report
         }
     }
 
@@ -344,9 +329,20 @@ struct DemoRun: Sendable {
         }
     }
 
-    private func makeProducer(_ bootstrap: String, clientID: String) throws -> KafkaProducer {
-        try KafkaProducer(
+    /// Runs `body` with a producer, shut down (flushed) whatever `body` does.
+    private func withProducer<T: Sendable>(
+        _ bootstrap: String, clientID: String, _ body: (KafkaProducer) async throws -> T
+    ) async throws -> T {
+        let producer = try KafkaProducer(
             configuration: KafkaProducerConfiguration(bootstrapServers: bootstrap, clientID: clientID), logger: logger)
+        do {
+            let result = try await body(producer)
+            await producer.shutdown()
+            return result
+        } catch {
+            await producer.shutdown()
+            throw error
+        }
     }
 
     /// A frontend runs for long and knows where its topic's partitions are; a fresh producer would hold its first
@@ -472,6 +468,20 @@ struct DemoRun: Sendable {
     }
 }
 
+/// `operation`'s value, or nil when `limit` passed first (the operation is then cancelled).
+func valueWithin<T: Sendable>(_ limit: Duration, _ operation: @escaping @Sendable () async -> T) async -> T? {
+    await withTaskGroup(of: T?.self) { group in
+        group.addTask { await operation() }
+        group.addTask {
+            try? await Task.sleep(for: limit)
+            return nil
+        }
+        let first = await group.next() ?? nil
+        group.cancelAll()
+        return first
+    }
+}
+
 /// A demo or bench run in which no verdict arrived for longer than any job may take.
 struct DemoStall: Error, CustomStringConvertible {
     var description: String
@@ -553,19 +563,7 @@ final class DemoTally: Sendable {
     func waitUntilDecided(_ count: Int, stallLimit: Duration) async throws {
         while true {
             let before = state.withLock { $0.decided }
-            let reached = await withTaskGroup(of: Bool.self) { group in
-                group.addTask {
-                    await self.waitUntilDecided(count)
-                    return !Task.isCancelled
-                }
-                group.addTask {
-                    try? await Task.sleep(for: stallLimit)
-                    return false
-                }
-                let first = await group.next() ?? false
-                group.cancelAll()
-                return first
-            }
+            let reached = await valueWithin(stallLimit) { await self.waitUntilDecided(count) } != nil
             try Task.checkCancellation()
             if reached { return }
             let undecided = state.withLock { state -> (count: Int, ids: [String])? in

@@ -89,16 +89,7 @@ final class DemoWorkerProcess: Sendable {
 
     /// The exit status, or nil if the process is still running after `limit`.
     func waitForExit(within limit: Duration) async -> Int32? {
-        await withTaskGroup(of: Int32?.self) { group in
-            group.addTask { await self.exited.wait() }
-            group.addTask {
-                try? await Task.sleep(for: limit)
-                return nil
-            }
-            let first = await group.next() ?? nil
-            group.cancelAll()
-            return first
-        }
+        await valueWithin(limit) { await self.exited.wait() } ?? nil
     }
 }
 
