@@ -280,10 +280,7 @@ struct PipelineBenchmark: Sendable {
         let localSampler = WorkerProcessSampler()
         var local = try await throughput(DemoRun(options: localOptions).run(watch: localSampler.watch))
         if !options.workersInProcess {
-            local.workerCpuSeconds = localSampler.cpuSeconds()
-            local.benchCpuSeconds = localSampler.benchCpuSeconds()
-            local.workerPeakInFlight = (0..<options.workers).map { Int(localSampler.memoryPeaks(worker: $0).inFlight) }
-            local.workerFetchWakeUps = localSampler.finalCounts(of: MetricNames.fetchWakeUps)
+            localSampler.record(into: &local, workers: options.workers)
         }
         return local
     }
@@ -317,10 +314,7 @@ struct PipelineBenchmark: Sendable {
             readJobsPerSecond: read > 0 ? intervals / read : 0, undecided: run.undecided, duplicated: run.duplicated,
             outcomes: run.outcomes)
         if !options.workersInProcess {
-            drain.workerCpuSeconds = sampler.cpuSeconds()
-            drain.benchCpuSeconds = sampler.benchCpuSeconds()
-            drain.workerPeakInFlight = (0..<options.workers).map { Int(sampler.memoryPeaks(worker: $0).inFlight) }
-            drain.workerFetchWakeUps = sampler.finalCounts(of: MetricNames.fetchWakeUps)
+            sampler.record(into: &drain, workers: options.workers)
         }
         return drain
     }
@@ -514,6 +508,17 @@ struct PipelineBenchmark: Sendable {
     static func mebibytes(_ bytes: Int) -> Double { (Double(bytes) / 1_048_576 * 10).rounded() / 10 }
 }
 
+/// What a run of worker children reports beside its own figures (``WorkerProcessSampler/record(into:workers:)``).
+protocol WorkerChildFigures {
+    var workerCpuSeconds: [Double]? { get set }
+    var benchCpuSeconds: Double? { get set }
+    var workerPeakInFlight: [Int]? { get set }
+    var workerFetchWakeUps: [Int]? { get set }
+}
+
+extension PipelineBenchmarkResult.Throughput: WorkerChildFigures {}
+extension PipelineBenchmarkResult.Drain: WorkerChildFigures {}
+
 /// Samples every worker child's `/metrics` and resident memory (and this process's) every 50 ms while a run goes
 /// on, and reads their metrics once more when every job is decided.
 final class WorkerProcessSampler: Sendable {
@@ -633,6 +638,14 @@ final class WorkerProcessSampler: Sendable {
 
     func peakConcurrencyLimit() -> Double? {
         samples.withLock { $0.values.flatMap { $0 }.compactMap(\.concurrencyLimit).max() }
+    }
+
+    /// Fills in the figures every run of worker children reports (CPU, peak in flight, fetch wake-ups).
+    func record(into figures: inout some WorkerChildFigures, workers: Int) {
+        figures.workerCpuSeconds = cpuSeconds()
+        figures.benchCpuSeconds = benchCpuSeconds()
+        figures.workerPeakInFlight = (0..<workers).map { Int(memoryPeaks(worker: $0).inFlight) }
+        figures.workerFetchWakeUps = finalCounts(of: MetricNames.fetchWakeUps)
     }
 
     /// Each worker's final value of `name` (summed over its labels), in worker order.
