@@ -93,7 +93,7 @@ struct FetchStallWakeUp {
     }
 }
 
-/// The wake-ups a consumer's poll thread sent, read by any thread.
-final class FetchWakeUpCount: Sendable {
+/// A count one client thread adds to and any thread reads (fetch wake-ups, implicit-acknowledgement resends).
+final class KafkaEventCount: Sendable {
     let value = Atomic<Int>(0)
 }

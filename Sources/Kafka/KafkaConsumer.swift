@@ -36,7 +36,7 @@ public final class KafkaConsumer: Sendable {
     private let stopPolling = StopFlag()
     private let pollThreadEnded = CompletionSignal()
     private let rewinds = PendingRewinds()
-    private let wakeUps = FetchWakeUpCount()
+    private let wakeUps = KafkaEventCount()
     private let logger: Logger
 
     public init(

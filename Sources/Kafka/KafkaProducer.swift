@@ -13,6 +13,7 @@ public final class KafkaProducer: Sendable {
     private let client: RDKafkaClient
     private let context: RDKafkaCallbackContext
     private let limiter: InFlightLimiter
+    private let resends = KafkaEventCount()
     private let stopPolling = StopFlag()
     private let pollThreadEnded = CompletionSignal()
     private let closed = StopFlag()
@@ -63,6 +64,10 @@ public final class KafkaProducer: Sendable {
 
     /// Messages sent and not yet acknowledged.
     public var inFlightCount: Int { limiter.inFlight }
+
+    /// Times ``sendConfirmed(_:attempts:)`` sent a message again because its acknowledgement gave no offset. Each
+    /// may have stored the message twice.
+    public var confirmationResends: Int { resends.value.load(ordering: .relaxed) }
 
     /// Produces one message and returns where it was stored once the broker acknowledged it.
     /// Suspends first while `maxInFlightMessages` sends are outstanding.
@@ -122,6 +127,7 @@ public final class KafkaProducer: Sendable {
             logger.notice(
                 "kafka: acknowledged without an offset (implicitly); sending again",
                 metadata: ["kafka.topic": "\(record.topic)", "kafka.partition": "\(report.topicPartition.partition)"])
+            resends.value.add(1, ordering: .relaxed)
             report = try await send(record)
             sent += 1
         }

@@ -357,12 +357,19 @@ public final class PipelineWorker: Sendable {
 
     private func commitPeriodically() async {
         var wakeUpsCounted = 0
+        var resendsCounted = 0
         while !Task.isCancelled {
             try? await Task.sleep(for: configuration.commitInterval)
             let wakeUps = consumer.fetchWakeUps
             if wakeUps > wakeUpsCounted {
                 metrics.fetchWakeUps.increment(by: Int64(wakeUps - wakeUpsCounted))
                 wakeUpsCounted = wakeUps
+            }
+            // The producer may be shared (throttle signals), so this counts its resends whoever sent.
+            let resends = producer.confirmationResends
+            if resends > resendsCounted {
+                metrics.produceResends.increment(by: Int64(resends - resendsCounted))
+                resendsCounted = resends
             }
             let commits = scheduler.takeCommits()
             for (partition, lag) in scheduler.uncommitted() {
@@ -436,6 +443,7 @@ struct PipelineMetrics: Sendable {
     let assignedPartitions = Gauge(label: MetricNames.assignedPartitions)
     let offsetGaps = Counter(label: MetricNames.offsetGaps)
     let fetchWakeUps = Counter(label: MetricNames.fetchWakeUps)
+    let produceResends = Counter(label: MetricNames.produceResends)
 
     /// By outcome, reason and stage.
     private let verdicts = MetricCache<[String], Counter> { key in

@@ -398,7 +398,7 @@ struct DemoRun: Sendable {
                                 tally.submitted(job.jobID)
                                 let record = KafkaProducerRecord(
                                     topic: Topics.jobs, key: Array(job.accountID.utf8), value: codec.encode(job))
-                                group.addTask { _ = try await producer.send(record) }
+                                group.addTask { _ = try await producer.sendConfirmed(record) }
                             }
                         }
                     }

@@ -1,6 +1,7 @@
 import Foundation
 import Kafka
 import Synchronization
+import Testing
 
 /// Shared pieces of the Kafka suites (prefixed `KafkaTest` to keep the test target's names apart).
 enum KafkaTest {
@@ -37,10 +38,12 @@ enum KafkaTest {
     /// The value of message `index` of a run: `"<prefix>-<index>"`.
     static func value(_ prefix: String, _ index: Int) -> [UInt8] { Array("\(prefix)-\(index)".utf8) }
 
-    /// Sends `count` messages concurrently and returns their delivery reports, in index order.
+    /// Sends `count` messages concurrently and returns their delivery reports, in index order. `confirmed` sends
+    /// with `sendConfirmed`, as the product does wherever a message must not go missing: under produce errors
+    /// librdkafka 2.0.2 can acknowledge a message without storing it (see `KafkaProducer.sendConfirmed`).
     static func produce(
         _ producer: KafkaProducer, topic: String, count: Int, prefix: String, partitions: Int? = nil,
-        onDelivered: (@Sendable (Int) -> Void)? = nil
+        confirmed: Bool = false, onDelivered: (@Sendable (Int) -> Void)? = nil
     ) async throws -> [KafkaDeliveryReport] {
         try await withThrowingTaskGroup(of: (Int, KafkaDeliveryReport).self) { group in
             for index in 0..<count {
@@ -49,7 +52,7 @@ enum KafkaTest {
                         topic: topic, partition: partitions.map { Int32(index % $0) }, key: Array("k\(index)".utf8),
                         value: value(prefix, index),
                         headers: [KafkaHeader(name: "index", value: Array(String(index).utf8))])
-                    let report = try await producer.send(record)
+                    let report = try await confirmed ? producer.sendConfirmed(record) : producer.send(record)
                     onDelivered?(index)
                     return (index, report)
                 }
@@ -73,6 +76,33 @@ enum KafkaTest {
             if collected.count == count { break }
         }
         return collected
+    }
+
+    /// How many messages the topic's partitions hold (the leaders' high watermarks, the log starting at 0): what a
+    /// test then reads, so that a missing message fails an expectation instead of hanging the read.
+    static func storedCount(_ producer: KafkaProducer, topic: String, partitions: Int) async throws -> Int {
+        var stored = 0
+        for partition in 0..<partitions {
+            stored += Int(try await producer.watermarks(topic: topic, partition: Int32(partition)).high)
+        }
+        return stored
+    }
+
+    /// Each report names the message it acknowledged: the message stored at the report's partition and offset holds
+    /// the value sent as message `index` of `prefix` (`reports` in index order).
+    static func expectReportsName(
+        _ reports: [KafkaDeliveryReport], prefix: String, in messages: [KafkaConsumerMessage],
+        sourceLocation: SourceLocation = #_sourceLocation
+    ) {
+        let stored = Dictionary(
+            messages.map { ("\($0.topicPartition)@\($0.offset)", text($0.value)) },
+            uniquingKeysWith: { first, _ in first })
+        let misnamed = reports.enumerated().filter { index, report in
+            stored["\(report.topicPartition)@\(report.offset)"] != text(value(prefix, index))
+        }
+        #expect(
+            misnamed.isEmpty, "reports naming another message or none: \(misnamed.prefix(5).map(\.element))",
+            sourceLocation: sourceLocation)
     }
 
     /// Reads events until an assignment arrives; returns it.
