@@ -62,13 +62,6 @@ public final class MockKafkaCluster: Sendable {
         if err != RD_KAFKA_RESP_ERR_NO_ERROR { throw KafkaError(err, context: "broker \(id) up") }
     }
 
-    /// Delays every answer of broker `id` (or all with -1) by `milliseconds`, so that requests pile up in flight as
-    /// they do over a real network.
-    public func setBrokerRoundTrip(_ id: Int32, milliseconds: Int) throws(KafkaError) {
-        let err = cluster.withCluster { rd_kafka_mock_broker_set_rtt($0, id, Int32(clamping: milliseconds)) }
-        if err != RD_KAFKA_RESP_ERR_NO_ERROR { throw KafkaError(err, context: "broker \(id) round trip") }
-    }
-
     /// Makes the next `errors.count` requests of type `apiKey` (to any broker) fail with these
     /// codes, in order (`KafkaError.Code.transport` disconnects the client instead).
     public func pushRequestErrors(_ apiKey: APIKey, _ errors: [KafkaError.Code]) {
