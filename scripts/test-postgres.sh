@@ -14,13 +14,14 @@
 #   scripts/test-postgres.sh start >/dev/null && eval "$(scripts/test-postgres.sh env)"
 set -euo pipefail
 
-# Close every descriptor inherited from the caller (except stdin/out/err and bash's own 255): the server started by
-# `start`/`resume` is a daemon and would otherwise keep them open for its whole life. Foundation's `Process` (the
-# outage test) learns that its child exited from EOF on such an inherited descriptor, so a server holding it made
-# `waitUntilExit()` hang forever after `resume`.
+# Close every descriptor inherited from the caller (except stdin/out/err and bash's own 255), however high: the
+# server started by `start`/`resume` is a daemon and would otherwise keep them open for its whole life. Foundation's
+# `Process` (the outage test) learns that its child exited from EOF on such an inherited descriptor, so a server
+# holding it made `waitUntilExit()` hang forever after `resume`. A busy test process hands over descriptors above
+# 255 too (a CI-like run hung on one numbered 279 while an earlier version of this loop stopped at 254).
 for fd_path in /proc/$$/fd/*; do
     fd="${fd_path##*/}"
-    if [ "$fd" -gt 2 ] 2>/dev/null && [ "$fd" -lt 255 ]; then eval "exec $fd>&-" 2>/dev/null || true; fi
+    if [ "$fd" -gt 2 ] 2>/dev/null && [ "$fd" -ne 255 ]; then eval "exec $fd>&-" 2>/dev/null || true; fi
 done
 unset fd_path fd
 

@@ -6,7 +6,7 @@ import Testing
 /// The producer and the consumer group against librdkafka's in-process mock cluster.
 @Suite("Kafka client against the mock cluster")
 struct KafkaClientTests {
-    @Test("10,000 messages produced are all consumed by a group, once each", .timeLimit(.minutes(1)))
+    @Test("10,000 messages produced are all consumed by a group, once each", .timeLimit(.minutes(2)))
     func producesAndConsumesTenThousand() async throws {
         let topic = "kt-bulk"
         let cluster = try KafkaTest.cluster(topics: [topic: 4])
@@ -31,7 +31,7 @@ struct KafkaClientTests {
         #expect(KafkaTest.text(sample.key).hasPrefix("k"))
     }
 
-    @Test("a new consumer resumes exactly after the committed offsets", .timeLimit(.minutes(1)))
+    @Test("a new consumer resumes exactly after the committed offsets", .timeLimit(.minutes(2)))
     func resumesAfterCommittedOffsets() async throws {
         let topic = "kt-resume"
         let cluster = try KafkaTest.cluster(topics: [topic: 2])
@@ -142,7 +142,7 @@ struct KafkaClientTests {
         #expect(progress.state.allValues == expected)
     }
 
-    @Test("a paused partition delivers nothing until it is resumed", .timeLimit(.minutes(1)))
+    @Test("a paused partition delivers nothing until it is resumed", .timeLimit(.minutes(2)))
     func pauseAndResume() async throws {
         let topic = "kt-pause"
         let cluster = try KafkaTest.cluster(topics: [topic: 2])
@@ -181,7 +181,7 @@ struct KafkaClientTests {
 
     @Test(
         "a rewound partition is read again from the offset asked for, after a rewound event and nothing read before it",
-        .timeLimit(.minutes(1)))
+        .timeLimit(.minutes(2)))
     func rewind() async throws {
         let topic = "kt-rewind"
         let cluster = try KafkaTest.cluster(brokers: 1, topics: [topic: 1])
@@ -233,7 +233,7 @@ struct KafkaClientTests {
 
     @Test(
         "sendConfirmed sends again while an acknowledgement gives no offset, and stops at the first that does",
-        .timeLimit(.minutes(1)))
+        .timeLimit(.minutes(2)))
     func sendConfirmed() async throws {
         let topic = "kt-confirmed"
         let cluster = try KafkaTest.cluster(brokers: 1, topics: [topic: 1])
@@ -250,11 +250,13 @@ struct KafkaClientTests {
             KafkaProducerRecord(topic: topic, partition: 0, value: Array("once".utf8)), attempts: 2)
         #expect(confirmed.hasOffset)
         #expect(producer.confirmationResends == 0)
+        let stored = try await KafkaTest.storedCount(producer, topic: topic, partitions: 1)
         await producer.shutdown()
+        #expect(stored == 3)
 
         let consumer = try KafkaTest.consumer(cluster.bootstrapServers, group: KafkaTest.uniqueGroup("confirmed"))
         try consumer.subscribe(topics: [topic])
-        let read = try await KafkaTest.collect(consumer.events, messages: 3)
+        let read = try await KafkaTest.collect(consumer.events, messages: stored)
         #expect(read.map { KafkaTest.text($0.value) } == ["twice", "twice", "once"])
         #expect(read.last?.offset == confirmed.offset)
         await consumer.close()
@@ -340,7 +342,7 @@ struct KafkaClientTests {
         }
     }
 
-    @Test("configuration errors name the property", .timeLimit(.minutes(1)))
+    @Test("configuration errors name the property", .timeLimit(.minutes(2)))
     func configurationErrorsNameTheKey() throws {
         let error = #expect(throws: KafkaError.self) {
             _ = try KafkaProducer(configuration: KafkaProducerConfiguration(properties: ["no.such.property": "1"]))
@@ -357,7 +359,7 @@ struct KafkaClientTests {
         }
     }
 
-    @Test("error codes know whether to retry", .timeLimit(.minutes(1)))
+    @Test("error codes know whether to retry", .timeLimit(.minutes(2)))
     func errorClassification() {
         #expect(KafkaError(code: .notLeaderForPartition, message: "x").isRetryable)
         #expect(KafkaError(code: .queueFull, message: "x").isRetryable)
@@ -366,7 +368,7 @@ struct KafkaClientTests {
         #expect(KafkaError.Code.queueFull.name == "_QUEUE_FULL")
     }
 
-    @Test("the mock cluster's control language", .timeLimit(.minutes(1)))
+    @Test("the mock cluster's control language", .timeLimit(.minutes(2)))
     func controlCommands() throws {
         let cluster = try MockKafkaCluster(brokers: 2)
         #expect(cluster.perform(controlCommand: "down 1") == "ok down 1")

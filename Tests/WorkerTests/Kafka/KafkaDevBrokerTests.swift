@@ -6,7 +6,7 @@ import Testing
 @Suite("Kafka dev-broker process")
 struct KafkaDevBrokerTests {
     @Test(
-        "dev-broker serves the Swift client and kcat, obeys control lines, exits 0 on SIGTERM", .timeLimit(.minutes(1)))
+        "dev-broker serves the Swift client and kcat, obeys control lines, exits 0 on SIGTERM", .timeLimit(.minutes(2)))
     func devBrokerServesClients() async throws {
         let broker = try KafkaTestBrokerProcess(arguments: [
             "dev-broker", "--brokers", "2", "--partitions", "3", "--topics", "kt-dev-a,kt-dev-b",

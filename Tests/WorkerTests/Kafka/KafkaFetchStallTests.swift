@@ -11,7 +11,7 @@ struct KafkaFetchStallTests {
     /// poll thread wakes the fetcher once the queue is empty.
     @Test(
         "a backlog larger than the prefetch limit is read to the end, the poll thread waking the fetcher",
-        .timeLimit(.minutes(1)))
+        .timeLimit(.minutes(2)))
     func backlogPastPrefetchLimit() async throws {
         let topic = "stall-\(UUID().uuidString.prefix(8))"
         let partitions = 8

@@ -2,7 +2,7 @@ import Foundation
 import Kafka
 import Testing
 
-@Suite("Kafka producer: topics prepared before the first send", .timeLimit(.minutes(1)))
+@Suite("Kafka producer: topics prepared before the first send", .timeLimit(.minutes(2)))
 struct KafkaProducerPrepareTests {
     @Test("prepare(topics:) looks up existing topics, and the first send after it is delivered")
     func prepareThenSend() async throws {

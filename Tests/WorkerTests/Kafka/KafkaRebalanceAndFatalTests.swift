@@ -9,7 +9,7 @@ import Testing
 struct KafkaRebalanceAndFatalTests {
     @Test(
         "the revoke hook is told which assignment it takes away; the next assignment has a higher number",
-        .timeLimit(.minutes(1)))
+        .timeLimit(.minutes(2)))
     func revocationNamesItsAssignment() async throws {
         let topic = "kt-generation"
         let cluster = try KafkaTest.cluster(brokers: 1, topics: [topic: 4])
@@ -44,7 +44,7 @@ struct KafkaRebalanceAndFatalTests {
 
     @Test(
         "close runs the revoke hook before giving partitions back, and its commit is where the next member starts",
-        .timeLimit(.minutes(1)))
+        .timeLimit(.minutes(2)))
     func revokeHookCommitsBeforeRevocation() async throws {
         let topic = "kt-hook"
         let cluster = try KafkaTest.cluster(topics: [topic: 2])
@@ -99,7 +99,7 @@ struct KafkaRebalanceAndFatalTests {
 
     @Test(
         "a partition paused before a rebalance and assigned again after it is fetched: a new assignment starts unpaused",
-        .timeLimit(.minutes(1)))
+        .timeLimit(.minutes(2)))
     func reassignedPartitionStartsUnpaused() async throws {
         // librdkafka keeps an application's pause on its partition object across an eager rebalance; a pipeline
         // that paused at its in-flight bound and is given the same partitions back would never read them again.
@@ -130,7 +130,7 @@ struct KafkaRebalanceAndFatalTests {
 
     @Test(
         "a partition read ahead of its commit, paused, and assigned again is read from the committed offset",
-        .timeLimit(.minutes(1)), arguments: [false, true])
+        .timeLimit(.minutes(2)), arguments: [false, true])
     func reassignedPartitionRestartsAtCommittedOffset(pausedAgain: Bool) async throws {
         // A worker reads ahead of what it finished (thousands in flight), pauses at its bound, and a rebalance gives
         // it the same partitions back. Reading must restart at the group's committed offset: starting where the
@@ -171,7 +171,7 @@ struct KafkaRebalanceAndFatalTests {
         await first.close()
     }
 
-    @Test("a fatal error finishes the consumer's events by throwing", .timeLimit(.minutes(1)))
+    @Test("a fatal error finishes the consumer's events by throwing", .timeLimit(.minutes(2)))
     func fatalErrorStopsConsumerLoudly() async throws {
         let topic = "kt-fatal"
         let cluster = try KafkaTest.cluster(topics: [topic: 1])
@@ -188,7 +188,7 @@ struct KafkaRebalanceAndFatalTests {
         await consumer.close()
     }
 
-    @Test("after a fatal error the producer refuses to send", .timeLimit(.minutes(1)))
+    @Test("after a fatal error the producer refuses to send", .timeLimit(.minutes(2)))
     func fatalErrorStopsProducer() async throws {
         let topic = "kt-fatal-producer"
         let cluster = try KafkaTest.cluster(topics: [topic: 1])
@@ -202,7 +202,7 @@ struct KafkaRebalanceAndFatalTests {
         await producer.shutdown()
     }
 
-    @Test("send suspends while the in-flight bound is reached", .timeLimit(.minutes(1)))
+    @Test("send suspends while the in-flight bound is reached", .timeLimit(.minutes(2)))
     func inFlightBound() async throws {
         let limiter = InFlightLimiter(limit: 2)
         try await limiter.acquire()
