@@ -12,7 +12,9 @@ extension AppleSimulator {
             router.post(RouterPath(path)) { request, context -> Response in
                 var request = request
                 let body = try await request.collectBody(upTo: self.configuration.maxBodyBytes)
-                return await self.appleCall(endpoint: path, isVerifyReceipt: true, on: context.eventLoop) {
+                return await self.appleCall(
+                    endpoint: path, subject: body, isVerifyReceipt: true, on: context.eventLoop
+                ) {
                     let answer = self.verifyReceipt.answer(requestBody: body, endpoint: endpoint)
                     return (200, answer.buffer, String(answer.status))
                 }
@@ -36,7 +38,9 @@ extension AppleSimulator {
                 let name = prefix + path
                 router.get(RouterPath(name + "/:id")) { request, context -> Response in
                     let id = context.parameters.get("id") ?? ""
-                    return await self.appleCall(endpoint: name, isVerifyReceipt: false, on: context.eventLoop) {
+                    return await self.appleCall(
+                        endpoint: name, subject: id, isVerifyReceipt: false, on: context.eventLoop
+                    ) {
                         if let rejection = self.serverAPI.rejectUnauthorized(request.headers[.authorization]) {
                             return (rejection.httpStatus, ByteBuffer(bytes: rejection.body), rejection.statusLabel)
                         }
@@ -118,11 +122,13 @@ extension AppleSimulator {
         return router
     }
 
-    /// Counts the call, applies the fault plan, then answers with `body()` (HTTP status, body, status label).
-    private func appleCall(
-        endpoint: String, isVerifyReceipt: Bool, on eventLoop: any EventLoop, _ body: () -> (Int, ByteBuffer, String)
+    /// Counts the call (and what it asks about), applies the fault plan, then answers with `body()` (HTTP status,
+    /// body, status label).
+    private func appleCall<Subject: Hashable>(
+        endpoint: String, subject: Subject, isVerifyReceipt: Bool, on eventLoop: any EventLoop,
+        _ body: () -> (Int, ByteBuffer, String)
     ) async -> Response {
-        stats.record(endpoint: endpoint)
+        stats.record(endpoint: endpoint, subject: subject)
         let (delayMs, outcome) = faults.draw()
         // On the connection's event loop: a timer there costs far less than a Task.sleep per request.
         if delayMs > 0 { await eventLoop.simulatorDelay(milliseconds: delayMs) }

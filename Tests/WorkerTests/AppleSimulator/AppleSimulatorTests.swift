@@ -228,7 +228,7 @@ struct AppleSimulatorControlTests {
         }
     }
 
-    @Test("stats count requests per endpoint and answers per status")
+    @Test("stats count requests per endpoint, answers per status, and distinct requests")
     func stats() async throws {
         try await AppleSimHarness.with { sim in
             let minted = try await sim.mint(format: "app_receipt", environment: "Sandbox")
@@ -237,14 +237,25 @@ struct AppleSimulatorControlTests {
             _ = try await sim.verify(receipt, sandbox: false)
             _ = try await sim.verify(receipt, sandbox: true)
             _ = try await sim.verify(receipt, sandbox: true)
-            let stats = try await sim.request("GET", "sim/stats").json
+            var stats = try await sim.request("GET", "sim/stats").json
             let requests = try #require(stats["requests"] as? [String: Int])
             let statuses = try #require(stats["statuses"] as? [String: Int])
             #expect(requests["verifyReceipt"] == 1)
             #expect(requests["sandbox/verifyReceipt"] == 2)
             #expect(statuses["21007"] == 1)
             #expect(statuses["0"] == 2)
+            // One receipt asked three times, at both endpoints: one distinct request.
+            #expect(stats["distinct"] as? Int == 1)
             #expect(sim.simulator.stats.snapshot().requests["sim/mint"] == nil)
+
+            _ = try await sim.verify("AAAA", sandbox: false)
+            let transactionID = try #require(minted["transaction_id"] as? String)
+            _ = try? await sim.request("GET", "sandbox/inApps/v1/transactions/\(transactionID)")
+            _ = try? await sim.request("GET", "sandbox/inApps/v1/transactions/\(transactionID)")
+            stats = try await sim.request("GET", "sim/stats").json
+            #expect(stats["distinct"] as? Int == 3)
+            _ = try await sim.post("sim/stats/reset", [:])
+            #expect(sim.simulator.stats.snapshot().distinct == 0)
         }
     }
 

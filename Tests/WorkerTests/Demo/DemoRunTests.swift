@@ -39,11 +39,15 @@ struct DemoRunTests {
             #expect(rows[row].map { Array($0.keys) } == [label], "\(row): \(rows[row] ?? [:])")
         }
 
-        // Apple is asked once per genuine app or iOS 6 receipt (in its own environment) and for nothing else.
+        // Apple is asked about every genuine app or iOS 6 receipt, in its own environment first, and about nothing
+        // else. Asked about, not called once for: a job read again after a rebalance (two workers, a loaded machine)
+        // asks again, as at-least-once delivery allows.
         let receiptBased = report.entries.filter {
             $0.generated.category == .genuine && $0.generated.format != .signedTransaction
         }
-        #expect(report.appleCalls == receiptBased.count, "\(report.appleStats.requests)")
+        #expect(report.appleStats.distinct == receiptBased.count, "\(report.appleStats)")
+        #expect(report.appleCalls >= receiptBased.count, "\(report.appleStats.requests)")
+        #expect(report.appleStats.statuses["21007", default: 0] + report.appleStats.statuses["21008", default: 0] == 0)
         #expect(receiptBased.count > 0)
     }
 
