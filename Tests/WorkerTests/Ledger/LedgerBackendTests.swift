@@ -8,7 +8,7 @@ import Testing
 /// One suite, run against both backends: a real SQLite file in a temp directory and a real PostgreSQL
 /// (`VERIFY_TEST_POSTGRES_URL`, see scripts/test-postgres.sh). Serialized because the outage tests stop the
 /// shared PostgreSQL server.
-@Suite("Ledger backends", .serialized, .timeLimit(.minutes(1)))
+@Suite("Ledger backends", .serialized, .timeLimit(.minutes(2)))
 struct LedgerBackendTests {
     typealias F = LedgerFixtures
     typealias S = LedgerTestSupport
@@ -249,8 +249,13 @@ struct LedgerBackendTests {
 
     @Test("PostgreSQL going away mid-transaction and stopping: retryable errors, nothing half-written, then recovery")
     func postgresOutage() async throws {
-        let url = try S.freshURL(.postgres)
-        let control = try TestEnvironment.service("VERIFY_TEST_PG_CTL", startWith: S.postgresHint)
+        // A server of its own: pausing the shared one would fail the ledger tests of other suites running meanwhile.
+        try await S.withPrivatePostgres { url, control in
+            try await Self.postgresOutage(url: url, control: control)
+        }
+    }
+
+    private static func postgresOutage(url: String, control: String) async throws {
         try await LedgerFactory.withLedger(url: url, configuration: S.fastFailing) { ledger in
             let postgres = try #require(ledger as? PostgresLedger)
             _ = try await S.settle(ledger, F.job("job-0"), F.apple([F.purchase("t0")]))
@@ -275,7 +280,7 @@ struct LedgerBackendTests {
             #expect(afterKill.priorVerdict == nil && afterKill.claims.isEmpty)
 
             // 2. The server stops: a clear retryable error within the timeouts, not a hang.
-            try await S.shell("'\(control)' pause")
+            try await S.shell("\(control) pause")
             let clock = ContinuousClock()
             let started = clock.now
             var stoppedError: (any Error)?
@@ -286,7 +291,7 @@ struct LedgerBackendTests {
             }
             let elapsed = started.duration(to: clock.now)
             // Nothing between pause and here throws: the server always comes back.
-            try await S.shell("'\(control)' resume")
+            try await S.shell("\(control) resume")
             let stopped = try #require(
                 stoppedError as? LedgerError, "expected a LedgerError, got \(String(describing: stoppedError))")
             #expect(stopped.isRetryable, "\(stopped)")

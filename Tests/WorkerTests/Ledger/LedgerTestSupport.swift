@@ -89,7 +89,30 @@ enum LedgerTestSupport {
     /// Runs a shell command (the test PostgreSQL's pause/resume), failing with its output. Awaits the exit without
     /// blocking a thread of the concurrency pool (the time limit of the test still applies); the output goes to a
     /// file, not a pipe, so a daemon the command leaves running cannot hold it open.
-    static func shell(_ command: String) async throws {
+    /// A PostgreSQL of the test's own, started by `scripts/test-postgres.sh` (`VERIFY_TEST_PG_CTL`) under a state
+    /// file of its own, for tests that stop the server: stopping the shared one would fail the other ledger tests
+    /// running at the same time. `body` gets the server's URL and the control command (`"<control> pause"`); the
+    /// server is stopped and its directory deleted afterwards, whatever `body` did.
+    static func withPrivatePostgres<T>(_ body: (_ url: String, _ control: String) async throws -> T) async throws -> T {
+        let script = try TestEnvironment.service("VERIFY_TEST_PG_CTL", startWith: postgresHint)
+        let state = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "verify-pg-\(UUID().uuidString).state")
+        let control = "VERIFY_PG_STATE='\(state.path)' '\(script)'"
+        let url = try await shell("\(control) start").trimmingCharacters(in: .whitespacesAndNewlines)
+        let result: Result<T, any Error>
+        do {
+            result = .success(try await body(url, control))
+        } catch {
+            result = .failure(error)
+        }
+        // Launched even when the test was cancelled (`shell` then returns at once, the command runs on).
+        _ = try? await shell("\(control) stop")
+        return try result.get()
+    }
+
+    /// Runs `command` with bash; returns what it printed (stdout and stderr), throws if it failed.
+    @discardableResult
+    static func shell(_ command: String) async throws -> String {
         let log = FileManager.default.temporaryDirectory.appendingPathComponent("ledger-shell-\(UUID().uuidString).log")
         guard FileManager.default.createFile(atPath: log.path, contents: nil) else {
             throw LedgerTestFailure("cannot create \(log.path)")
@@ -120,10 +143,9 @@ enum LedgerTestSupport {
             exit.finish(.failure(CancellationError()))
         }
         try? output.close()
-        guard status == 0 else {
-            let text = (try? String(contentsOf: log, encoding: .utf8)) ?? ""
-            throw LedgerTestFailure("`\(command)` failed (\(status)): \(text)")
-        }
+        let text = (try? String(contentsOf: log, encoding: .utf8)) ?? ""
+        guard status == 0 else { throw LedgerTestFailure("`\(command)` failed (\(status)): \(text)") }
+        return text
     }
 }
 
