@@ -230,7 +230,7 @@ final class ChaosEnvironment: Sendable {
         let bootstrap = try await startBroker()
         let simulatorURL = try await startSimulator(
             stateDirectory: simulatorState.stateDirectory, secretFile: simulatorState.secretFile)
-        let ledgerURL = try startLedger()
+        let ledgerURL = try await startLedger()
         let workerEnvironment = makeWorkerEnvironment(
             bootstrap: bootstrap, simulatorURL: simulatorURL, ledgerURL: ledgerURL, catalogFile: catalogFile,
             stateDirectory: simulatorState.stateDirectory, secretFile: simulatorState.secretFile)
@@ -400,14 +400,14 @@ final class ChaosEnvironment: Sendable {
         return String(line.dropFirst("listening=".count))
     }
 
-    func startLedger() throws -> String {
+    func startLedger() async throws -> String {
         if let url = configuration.ledgerURL { return url }
         guard let script = postgresScript else {
             throw ChaosError(
                 "no --ledger-url and scripts/test-postgres.sh not found: give --ledger-url postgres://… or --pg-script")
         }
         let state = directory.appendingPathComponent("pg-state")
-        let output = try runScript(script, ["start"], state: state)
+        let output = try await runScript(script, ["start"], state: state)
         services.withLock { $0.postgresState = state }
         guard let url = output.split(separator: "\n").last.map(String.init), url.hasPrefix("postgres") else {
             throw ChaosError("test-postgres.sh start printed no URL")
@@ -427,9 +427,20 @@ final class ChaosEnvironment: Sendable {
         return FileManager.default.fileExists(atPath: local.path) ? local : nil
     }
 
-    /// Runs `test-postgres.sh` with this run's private state file; returns its stdout.
+    /// Runs `test-postgres.sh` with this run's private state file; returns its stdout. On a thread of its own: the
+    /// script takes seconds (`initdb`, a server start), and the harness also runs inside the test suite, whose
+    /// cooperative pool has one thread per core.
     @discardableResult
-    private func runScript(_ script: URL, _ arguments: [String], state: URL) throws -> String {
+    private func runScript(_ script: URL, _ arguments: [String], state: URL) async throws -> String {
+        let directory = self.directory
+        return try await ChaosThread.run(name: "chaos-pg-script") {
+            try Self.runScriptBlocking(script, arguments, state: state, directory: directory)
+        }
+    }
+
+    private static func runScriptBlocking(
+        _ script: URL, _ arguments: [String], state: URL, directory: URL
+    ) throws -> String {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/bin/bash")
         process.arguments = [script.path] + arguments
@@ -443,7 +454,7 @@ final class ChaosEnvironment: Sendable {
         process.standardError = handle
         process.standardInput = FileHandle.nullDevice
         try process.run()
-        let status = Self.waitForExit(process)
+        let status = waitForExit(process)
         try? handle.close()
         let text = (try? String(contentsOf: output, encoding: .utf8)) ?? ""
         guard status == 0 else {
@@ -630,9 +641,9 @@ final class ChaosEnvironment: Sendable {
         case .postgresOutage:
             if let script = postgresScript, let state = services.withLock({ $0.postgresState }) {
                 do {
-                    try runScript(script, ["pause"], state: state)
+                    try await runScript(script, ["pause"], state: state)
                     try? await Task.sleep(for: hold)
-                    try runScript(script, ["resume"], state: state)
+                    try await runScript(script, ["resume"], state: state)
                 } catch {
                     detail = "\(error)"
                 }
@@ -761,7 +772,7 @@ final class ChaosEnvironment: Sendable {
         for worker in workers.compactMap({ $0 }) where worker.exit == nil { worker.signal(SIGKILL) }
         await simulator?.stop()
         await broker?.stop()
-        if let postgres, let script = postgresScript { _ = try? runScript(script, ["stop"], state: postgres) }
+        if let postgres, let script = postgresScript { _ = try? await runScript(script, ["stop"], state: postgres) }
     }
 }
 

@@ -72,10 +72,11 @@ final class AppleClientsTLSServer {
         process.waitUntilExit()
     }
 
+    /// Ends the server without waiting for it (it is called from `defer`, on the cooperative pool): the server read
+    /// its certificates at start, so the directory can go at once.
     func stop() {
         try? stdin.fileHandleForWriting.close()
         process.terminate()
-        process.waitUntilExit()
         try? FileManager.default.removeItem(at: directory)
     }
 }
