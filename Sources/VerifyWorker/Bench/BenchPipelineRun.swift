@@ -76,6 +76,8 @@ struct PipelineBenchmarkResult: Codable, Sendable {
         /// Worker children only: each worker's `verify_kafka_fetch_wakeups_total` at the end (fetchers it woke that
         /// librdkafka 2.0.2 had left idle past the prefetch limit with messages waiting).
         var workerFetchWakeUps: [Int]?
+        /// Worker children only: each worker's exit status after the run's SIGTERM (0: drained and closed cleanly).
+        var workerExits: [Int32?]?
     }
 
     struct LocalRun: Codable, Sendable {
@@ -120,6 +122,8 @@ struct PipelineBenchmarkResult: Codable, Sendable {
         /// Worker children only: each worker's `verify_kafka_fetch_wakeups_total` at the end (fetchers it woke that
         /// librdkafka 2.0.2 had left idle past the prefetch limit with messages waiting).
         var workerFetchWakeUps: [Int]?
+        /// Worker children only: each worker's exit status after the run's SIGTERM (0: drained and closed cleanly).
+        var workerExits: [Int32?]?
     }
 
     struct AppleBoundRun: Codable, Sendable {
@@ -278,9 +282,10 @@ struct PipelineBenchmark: Sendable {
         var localOptions = demoOptions(jobs: options.localJobs)
         localOptions.mix = TrafficMix(shares: [.otherApp: 0.79, .cracker: 0.093])
         let localSampler = WorkerProcessSampler()
-        var local = try await throughput(DemoRun(options: localOptions).run(watch: localSampler.watch))
+        let report = try await DemoRun(options: localOptions).run(watch: localSampler.watch)
+        var local = throughput(report)
         if !options.workersInProcess {
-            localSampler.record(into: &local, workers: options.workers)
+            localSampler.record(into: &local, workers: options.workers, report: report)
         }
         return local
     }
@@ -314,7 +319,7 @@ struct PipelineBenchmark: Sendable {
             readJobsPerSecond: read > 0 ? intervals / read : 0, undecided: run.undecided, duplicated: run.duplicated,
             outcomes: run.outcomes)
         if !options.workersInProcess {
-            sampler.record(into: &drain, workers: options.workers)
+            sampler.record(into: &drain, workers: options.workers, report: report)
         }
         return drain
     }
@@ -508,12 +513,14 @@ struct PipelineBenchmark: Sendable {
     static func mebibytes(_ bytes: Int) -> Double { (Double(bytes) / 1_048_576 * 10).rounded() / 10 }
 }
 
-/// What a run of worker children reports beside its own figures (``WorkerProcessSampler/record(into:workers:)``).
+/// What a run of worker children reports beside its own figures
+/// (``WorkerProcessSampler/record(into:workers:report:)``).
 protocol WorkerChildFigures {
     var workerCpuSeconds: [Double]? { get set }
     var benchCpuSeconds: Double? { get set }
     var workerPeakInFlight: [Int]? { get set }
     var workerFetchWakeUps: [Int]? { get set }
+    var workerExits: [Int32?]? { get set }
 }
 
 extension PipelineBenchmarkResult.Throughput: WorkerChildFigures {}
@@ -640,8 +647,9 @@ final class WorkerProcessSampler: Sendable {
         samples.withLock { $0.values.flatMap { $0 }.compactMap(\.concurrencyLimit).max() }
     }
 
-    /// Fills in the figures every run of worker children reports (CPU, peak in flight, fetch wake-ups).
-    func record(into figures: inout some WorkerChildFigures, workers: Int) {
+    /// Fills in the figures every run of worker children reports (CPU, peak in flight, fetch wake-ups, exits).
+    func record(into figures: inout some WorkerChildFigures, workers: Int, report: DemoReport) {
+        figures.workerExits = report.workerExits
         figures.workerCpuSeconds = cpuSeconds()
         figures.benchCpuSeconds = benchCpuSeconds()
         figures.workerPeakInFlight = (0..<workers).map { Int(memoryPeaks(worker: $0).inFlight) }

@@ -106,6 +106,9 @@ struct DemoReport: Sendable {
     var verdictTimestampSpan: Duration?
     /// From the start of the run to the last job handed to the frontend's producer and acknowledged.
     var produced: Duration?
+    /// Worker children only: each one's exit status after the run's SIGTERM (0: drained and closed cleanly; nil:
+    /// killed after the grace and still not gone).
+    var workerExits: [Int32?] = []
 
     /// Requests to Apple's verification endpoints (the simulator's own `sim/*` endpoints excluded).
     var appleCalls: Int { appleStats.requests.filter { !$0.key.hasPrefix("sim/") }.values.reduce(0, +) }
@@ -204,10 +207,17 @@ struct DemoRun: Sendable {
             return try await withThrowingTaskGroup(of: Void.self) { [processes] group in
                 // Stopping drains each worker (committing on revoke); their runs then return on their own. One
                 // sequence for a finished run and a failed one.
-                func shutDown() async {
+                @discardableResult
+                func shutDown() async -> [Int32?] {
                     stop.resolve(())
-                    await Self.stop(processes)
+                    let exits = await Self.stop(processes)
+                    for (index, exit) in exits.enumerated() where exit != 0 {
+                        logger.warning(
+                            "demo: worker \(index) did not exit cleanly (status \(exit.map(String.init) ?? "unknown"))",
+                            metadata: ["demo.worker_log": "\(processes[index].logFile.path)"])
+                    }
                     await collector.close()
+                    return exits
                 }
                 if processes.isEmpty {
                     for index in 0..<options.workers {
@@ -255,11 +265,12 @@ struct DemoRun: Sendable {
                 }
                 let elapsed = started.duration(to: .now)
                 if let watch, !processes.isEmpty { await watch.decided(processes) }
-                await shutDown()
+                let workerExits = await shutDown()
                 var report = tally.report(
                     appleStats: simulator.stats.snapshot(), started: started, elapsed: elapsed,
                     workers: options.workers, partitions: options.partitions)
                 report.produced = produced
+                report.workerExits = workerExits
                 // The workers return once drained; the progress reporter only ends by cancellation.
                 group.cancelAll()
                 return report
@@ -322,10 +333,15 @@ struct DemoRun: Sendable {
         return flags
     }
 
-    /// Stops worker children (SIGTERM: each drains and commits), all at once.
-    static func stop(_ processes: [DemoWorkerProcess]) async {
-        await withTaskGroup(of: Void.self) { group in
-            for process in processes { group.addTask { await process.stop() } }
+    /// Stops worker children (SIGTERM: each drains and commits), all at once; returns each one's exit status (nil:
+    /// it had to be killed and did not even die), in index order.
+    @discardableResult
+    static func stop(_ processes: [DemoWorkerProcess]) async -> [Int32?] {
+        await withTaskGroup(of: (Int, Int32?).self) { group in
+            for (index, process) in processes.enumerated() { group.addTask { (index, await process.stop()) } }
+            var statuses = [Int32?](repeating: nil, count: processes.count)
+            for await (index, status) in group { statuses[index] = status }
+            return statuses
         }
     }
 

@@ -78,13 +78,15 @@ final class DemoWorkerProcess: Sendable {
     func memory() -> ProcessMemory? { ProcessMemory.of(pid: pid) }
 
     /// SIGTERM (the worker drains and commits), then SIGKILL if it has not exited within `grace`.
-    func stop(grace: Duration = .seconds(20)) async {
-        guard !hasExited else { return }
-        kill(pid, SIGTERM)
-        if await waitForExit(within: grace) == nil {
+    /// Returns the exit status (nil if it did not even die of SIGKILL).
+    @discardableResult
+    func stop(grace: Duration = .seconds(20)) async -> Int32? {
+        if !hasExited {
+            kill(pid, SIGTERM)
+            if let status = await waitForExit(within: grace) { return status }
             kill(pid, SIGKILL)
-            _ = await waitForExit(within: .seconds(10))
         }
+        return await waitForExit(within: .seconds(10))
     }
 
     /// The exit status, or nil if the process is still running after `limit`.

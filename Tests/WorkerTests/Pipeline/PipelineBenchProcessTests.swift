@@ -39,5 +39,7 @@ struct PipelineBenchProcessTests {
         #expect(uses.first?.use.appleCalls == report.appleCalls)
         #expect(sampler.memoryPeaks(worker: 0).resident > 0)
         #expect(sampler.cpuSeconds().count == 1)
+        // SIGTERM with the metrics sampler still polling: the child drains, closes and exits 0 (no crash on the way).
+        #expect(report.workerExits == [0])
     }
 }
