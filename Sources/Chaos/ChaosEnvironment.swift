@@ -433,7 +433,7 @@ final class ChaosEnvironment: Sendable {
     @discardableResult
     private func runScript(_ script: URL, _ arguments: [String], state: URL) async throws -> String {
         let directory = self.directory
-        return try await ChaosThread.run(name: "chaos-pg-script") {
+        return try await BlockingCall.run(name: "chaos-pg-script") {
             try Self.runScriptBlocking(script, arguments, state: state, directory: directory)
         }
     }
@@ -464,8 +464,9 @@ final class ChaosEnvironment: Sendable {
     }
 
     /// Waits for `process` to end and returns its exit status. Not `waitUntilExit()`: on Linux it was seen to spin
-    /// forever in a loaded test process after the script had exited (the termination was never noticed), so the
-    /// child is also reaped here directly. If Foundation reaped it first and still reports it running, the status is
+    /// forever in a loaded test process after the script had exited (the termination was never noticed: the server
+    /// the script started held the descriptor Foundation watches, fixed in the script since), so the child is also
+    /// reaped here directly. If Foundation reaped it first and still reports it running, the status is
     /// unknown and taken as 0; callers check the script's output.
     static func waitForExit(_ process: Process) -> Int32 {
         let pid = process.processIdentifier

@@ -7,17 +7,6 @@ import Synchronization
     import Glibc
 #endif
 
-/// Blocking work of the harness (a script it waits for) on a thread of its own, never on the cooperative pool.
-enum ChaosThread {
-    static func run<T: Sendable>(name: String, _ body: @escaping @Sendable () throws -> T) async throws -> T {
-        try await withCheckedThrowingContinuation { continuation in
-            let thread = Thread { continuation.resume(with: Result { try body() }) }
-            thread.name = name
-            thread.start()
-        }
-    }
-}
-
 /// Small HTTP calls of the harness (readiness probes, the simulator's fault and stats endpoints, workers'
 /// `/metrics`): the harness talks only to loopback services it started. Through the project's curl engine, not
 /// URLSession: on Linux URLSession watches curl's sockets with dispatch sources, and a socket closed under its source

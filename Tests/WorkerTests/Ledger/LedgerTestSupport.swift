@@ -1,6 +1,6 @@
 import Foundation
 import Messages
-import Synchronization
+import Operations
 import Testing
 
 @testable import Ledger
@@ -127,53 +127,14 @@ enum LedgerTestSupport {
         process.standardError = output
         // Ends on cancellation (a test's time limit) too: Foundation reports the exit only once every holder of a
         // descriptor the child inherited closed it, and a daemon the command started may hold one for ever.
-        let exit = ShellExit()
-        let status: Int32 = try await withTaskCancellationHandler {
-            try await withCheckedThrowingContinuation { continuation in
-                exit.install(continuation)
-                process.terminationHandler = { exit.finish(.success($0.terminationStatus)) }
-                do {
-                    try process.run()
-                } catch {
-                    process.terminationHandler = nil
-                    exit.finish(.failure(error))
-                }
-            }
-        } onCancel: {
-            exit.finish(.failure(CancellationError()))
-        }
+        let exited = OneShot<Int32>()
+        process.terminationHandler = { exited.resolve($0.terminationStatus) }
+        try process.run()
+        guard let status = await exited.wait() else { throw CancellationError() }
         try? output.close()
         let text = (try? String(contentsOf: log, encoding: .utf8)) ?? ""
         guard status == 0 else { throw LedgerTestFailure("`\(command)` failed (\(status)): \(text)") }
         return text
-    }
-}
-
-/// The one resumption of `LedgerTestSupport.shell`'s wait: by the child's exit or by cancellation, whichever is
-/// first (cancellation may come before the continuation is installed).
-private final class ShellExit: Sendable {
-    private let state = Mutex<
-        (continuation: CheckedContinuation<Int32, any Error>?, result: Result<Int32, any Error>?)
-    >(
-        (nil, nil))
-
-    func install(_ continuation: CheckedContinuation<Int32, any Error>) {
-        let early = state.withLock { state -> Result<Int32, any Error>? in
-            if let result = state.result { return result }
-            state.continuation = continuation
-            return nil
-        }
-        if let early { continuation.resume(with: early) }
-    }
-
-    func finish(_ result: Result<Int32, any Error>) {
-        let waiting = state.withLock { state -> CheckedContinuation<Int32, any Error>? in
-            guard state.result == nil else { return nil }
-            state.result = result
-            defer { state.continuation = nil }
-            return state.continuation
-        }
-        waiting?.resume(with: result)
     }
 }
 

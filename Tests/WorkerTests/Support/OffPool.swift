@@ -7,9 +7,8 @@ import Foundation
 /// holding both threads for half a minute starved every in-process HTTP server (the simulator, the gateway) of the
 /// other tests until their requests timed out. Expectations stay in the test, on what the body returns.
 enum OffPool {
-    /// The Kafka layer's `BlockingCall` (a thread per call, its result handed back through a continuation), with the
-    /// body's error carried across.
+    /// The Kafka layer's `BlockingCall` (a thread per call, its result handed back through a continuation).
     static func run<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
-        try await BlockingCall.run(name: "test-off-pool") { Result { try body() } }.get()
+        try await BlockingCall.run(name: "test-off-pool", body)
     }
 }
