@@ -26,10 +26,9 @@ enum ConsoleCSS {
         .card { background: var(--card); border: 1px solid var(--line); border-radius: 10px; padding: 18px 20px;
           margin-bottom: 18px; box-shadow: 0 1px 2px rgba(16, 24, 40, .04); }
         .narrow { max-width: 420px; margin: 60px auto; }
-        .grid { display: grid; grid-template-columns: minmax(0, 1fr) minmax(0, 1fr); gap: 18px; }
+        .grid { display: grid; grid-template-columns: minmax(0, 1fr); gap: 18px; }
         .grid .card { margin-bottom: 0; }
         .grid + .card { margin-top: 18px; }
-        @media (max-width: 980px) { .grid { grid-template-columns: 1fr; } }
         label { display: block; font-weight: 600; margin: 14px 0 6px; }
         input { width: 100%; padding: 10px 12px; border: 1px solid #c9d2de; border-radius: 8px; font-size: 14px;
           background: #fff; color: var(--ink); }
@@ -51,10 +50,14 @@ enum ConsoleCSS {
         .account { font-size: 17px; font-weight: 600; margin-top: 2px; word-break: break-all; }
         .asof { text-align: right; font-size: 12.5px; }
         .verdict-line { font-size: 16px; margin: 14px 0 2px; line-height: 1.5; }
+        .pills { display: flex; flex-wrap: wrap; gap: 8px; margin-top: 12px; }
+        .pill { display: inline-flex; align-items: center; gap: 8px; padding: 6px 12px; border-radius: 8px;
+          font-weight: 600; font-size: 14px; }
+        .pill .detail { font-weight: 400; font-size: 12.5px; opacity: .85; }
         table { width: 100%; border-collapse: collapse; }
         th { text-align: left; font-size: 11.5px; text-transform: uppercase; letter-spacing: .4px; color: var(--muted);
           font-weight: 600; padding: 6px 8px; border-bottom: 1px solid var(--line); }
-        td { padding: 8px; border-bottom: 1px solid var(--line); vertical-align: top; word-break: break-word; }
+        td { padding: 8px; border-bottom: 1px solid var(--line); vertical-align: top; overflow-wrap: anywhere; }
         tr:last-child td { border-bottom: none; }
         .badge { display: inline-block; padding: 2px 9px; border-radius: 999px; font-size: 12px; font-weight: 600;
           white-space: nowrap; }
@@ -64,9 +67,9 @@ enum ConsoleCSS {
         .off { color: var(--off); background: var(--off-bg); }
         .info { color: var(--info); background: var(--info-bg); }
         .timeline { list-style: none; margin: 0; padding: 0; }
-        .timeline li { display: grid; grid-template-columns: 170px 150px minmax(0, 1fr); gap: 14px; padding: 10px 4px;
+        .timeline > li { display: grid; grid-template-columns: 150px 140px minmax(0, 1fr); gap: 14px; padding: 10px 4px;
           border-bottom: 1px solid var(--line); }
-        .timeline li:last-child { border-bottom: none; }
+        .timeline > li:last-child { border-bottom: none; }
         .timeline .when { color: var(--muted); font-size: 12.5px; }
         .timeline .what { font-weight: 500; }
         .timeline .why { margin-top: 3px; color: var(--ink); }

@@ -48,6 +48,7 @@ enum ConsoleHTML {
                   </div>
                   <div class="asof muted" id="as-of"></div>
                 </div>
+                <div class="pills" id="pills"></div>
                 <p class="verdict-line" id="summary"></p>
                 <p class="muted small" id="match-note" hidden></p>
               </div>
@@ -56,7 +57,7 @@ enum ConsoleHTML {
                 <section class="card">
                   <h2>Entitlements now</h2>
                   <table id="entitlements"><thead><tr>
-                    <th>Entitlement</th><th>Status</th><th>Product</th><th>Expires</th><th>Subscription</th><th>Env.</th>
+                    <th>Entitlement</th><th>Status</th><th>Product</th><th>Expires</th><th>Original transaction</th><th>Env.</th>
                   </tr></thead><tbody></tbody></table>
                   <p class="muted small" id="no-entitlements" hidden>No entitlement: nothing granting one has been read for this account.</p>
                   <div id="consumables-block" hidden>

@@ -102,7 +102,8 @@ enum ConsoleScript {
               return units > 0 ? 'No entitlement. ' + units + ' consumable unit(s) bought.'
                 : 'No entitlement: no verdict granting one has been read for this account.';
             }
-            const parts = entitlements.map((e) => {
+            const ordered = entitlements.slice().sort((a, b) => (b.active ? 1 : 0) - (a.active ? 1 : 0));
+            const parts = ordered.map((e) => {
               const [label] = statusOf(e, transactions);
               if (e.active && e.in_grace_period) return e.id + ' is active in a billing grace period until ' + day(e.expires_at);
               if (e.active) return e.id + ' is active' + (e.expires_at ? ' until ' + day(e.expires_at) : ' (does not expire)');
@@ -110,6 +111,18 @@ enum ConsoleScript {
               return e.id + ' is not active: it expired on ' + day(e.expires_at);
             });
             return parts.join('. ') + '.';
+          }
+
+          function renderPills(entitlements, transactions) {
+            const pills = $('pills');
+            pills.replaceChildren();
+            for (const e of entitlements.slice().sort((a, b) => (b.active ? 1 : 0) - (a.active ? 1 : 0))) {
+              const [label, kind] = statusOf(e, transactions);
+              const pill = el('span', 'pill ' + kind, e.id + ' · ' + label);
+              if (e.active) pill.appendChild(el('span', 'detail', e.expires_at ? 'until ' + day(e.expires_at) : 'no expiry'));
+              pills.appendChild(pill);
+            }
+            pills.hidden = entitlements.length === 0;
           }
 
           function renderEntitlements(body, transactions) {
@@ -254,6 +267,7 @@ enum ConsoleScript {
             $('as-of').textContent = asOf ? 'Projection has read verdicts up to ' + when(asOf) : 'No verdict read yet';
             const list = transactions.body.transactions;
             $('summary').textContent = summarize(entitlements.body.entitlements, list, entitlements.body.consumables);
+            renderPills(entitlements.body.entitlements, list);
             $('match-note').textContent = note || '';
             $('match-note').hidden = !note;
             renderEntitlements(entitlements.body, list);

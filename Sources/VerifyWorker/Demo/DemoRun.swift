@@ -50,6 +50,9 @@ struct DemoOptions: Sendable {
     /// The report's `elapsed` and latencies then include the workers' start; `verdictsRead` and
     /// `verdictTimestampSpan` measure the drain. Default: false (one burst while the workers run).
     var prefill = false
+    /// Runs once every job is decided and the workers stopped, while the mock cluster (its bootstrap servers given)
+    /// still holds the verdicts: the demo's entitlement service reads them here. Default: nil.
+    var afterDecided: (@Sendable (_ bootstrap: String, _ report: DemoReport) async throws -> Void)?
 }
 
 /// Watches worker child processes during a run (`bench pipeline` samples their metrics and memory).
@@ -146,8 +149,10 @@ struct DemoRun: Sendable {
             defer { services.cancelAll() }
             let port = try await simulator.waitUntilReady()
             simulator.setFaults(faultPlan())
-            return try await runPipeline(
+            let report = try await runPipeline(
                 cluster: cluster, simulator: simulator, port: port, watch: watch, onProgress: onProgress)
+            try await options.afterDecided?(cluster.bootstrapServers, report)
+            return report
         }
     }
 

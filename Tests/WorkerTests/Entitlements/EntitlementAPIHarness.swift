@@ -21,7 +21,7 @@ struct EntitlementAPIHarness {
 
     static func with<T>(
         verdicts: [Verdict] = [], raw: [[UInt8]] = [], limits: RequestLimiter.Limits = .init(),
-        now: Date = EntitlementFixtures.at(10 * EntitlementFixtures.day),
+        now: Date = EntitlementFixtures.at(10 * EntitlementFixtures.day), asOf: Date? = nil,
         _ body: (EntitlementAPIHarness) async throws -> T
     ) async throws -> T {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
@@ -41,7 +41,7 @@ struct EntitlementAPIHarness {
                     positions: [
                         TopicPosition(
                             topic: "receipt-verdicts", partition: 0, nextOffset: Int64(inputs.count),
-                            recordTime: EntitlementFixtures.at(9 * EntitlementFixtures.day))
+                            recordTime: asOf ?? now.addingTimeInterval(-90))
                     ]),
                 catalog: EntitlementFixtures.catalog, recordedAt: now)
         }

@@ -28,7 +28,7 @@ struct EntitlementAPITests {
 
     @Test("GET entitlements: the documented shape, active premium, refunded no.ads, consumables counted")
     func entitlements() async throws {
-        try await H.with(verdicts: Self.verdicts) { h in
+        try await H.with(verdicts: Self.verdicts, asOf: F.at(9 * Self.day)) { h in
             let reply = try await h.get("/v1/accounts/acct-1/entitlements")
             #expect(reply.status == 200)
             #expect(reply.header("Content-Type") == "application/json")
