@@ -114,9 +114,13 @@ public enum EntitlementProjection {
                 }
             }
         }
+        // Only a verdict that may change transactions, or says one expired, can make an event.
+        let mayMakeEvents = mode != .none || verdict.reason == .expired
         var before: [String: [String: EntitlementSummary]] = [:]
-        for owner in involved {
-            before[owner] = summaries(of: owner, in: state, catalog: catalog, at: decidedAt)
+        if mayMakeEvents {
+            for owner in involved {
+                before[owner] = summaries(of: owner, in: state, catalog: catalog, at: decidedAt)
+            }
         }
 
         var notes: [String] = []
@@ -262,7 +266,7 @@ public enum EntitlementProjection {
                 effect: result == .applied ? .applied : result == .stale ? .stale : .noChange,
                 transactions: verdict.transactions, notes: notes))
 
-        if changed || verdict.reason == .expired {
+        if mayMakeEvents, changed || verdict.reason == .expired {
             for owner in involved.union(changes.compactMap { if case .moved(_, let from) = $0 { from } else { nil } }) {
                 let after = summaries(of: owner, in: state, catalog: catalog, at: decidedAt)
                 let events = events(

@@ -58,7 +58,8 @@ public final class EntitlementsService: Sendable {
     public init(
         configuration: EntitlementsConfiguration, catalog: EntitlementCatalog, tokens: AccessTokens, logger: Logger,
         store: (any EntitlementStore)? = nil, consumerProperties: [String: String] = [:],
-        webhookTransport: (any WebhookTransport)? = nil, now: @escaping @Sendable () -> Date = { Date() }
+        webhookTransport: (any WebhookTransport)? = nil, now: @escaping @Sendable () -> Date = { Date() },
+        onBatchWritten: (@Sendable (_ recordMilliseconds: [Int64], _ writtenAt: Date) -> Void)? = nil
     ) throws {
         self.configuration = configuration
         self.logger = logger
@@ -86,11 +87,12 @@ public final class EntitlementsService: Sendable {
         let webhookSender = webhooks
         var properties = configuration.kafkaProperties
         properties.merge(consumerProperties) { _, new in new }
+        var projectorConfiguration = VerdictProjector.Configuration(
+            topic: configuration.verdictsTopic, batchSize: configuration.batchSize,
+            drainTimeout: configuration.drainTimeout, webhookURLs: webhooks == nil ? [] : configuration.webhookURLs)
+        projectorConfiguration.onBatchWritten = onBatchWritten
         projector = try VerdictProjector(
-            configuration: .init(
-                topic: configuration.verdictsTopic, batchSize: configuration.batchSize,
-                drainTimeout: configuration.drainTimeout,
-                webhookURLs: webhooks == nil ? [] : configuration.webhookURLs),
+            configuration: projectorConfiguration,
             consumerConfiguration: KafkaConsumerConfiguration(
                 bootstrapServers: configuration.brokers, groupID: configuration.groupID,
                 clientID: "verify-entitlements", properties: properties),

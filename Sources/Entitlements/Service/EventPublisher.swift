@@ -73,7 +73,7 @@ public final class EventPublisher: Service, Sendable {
                     var sent: [String] = []
                     for event in list {
                         let record = KafkaProducerRecord(
-                            topic: topic, key: Array(account.utf8), value: Array(StoredJSON.encode(event).utf8),
+                            topic: topic, key: Array(account.utf8), value: event.json,
                             headers: [KafkaHeader(name: "event_id", value: Array(event.eventID.utf8))])
                         do {
                             _ = try await producer.sendConfirmed(record)

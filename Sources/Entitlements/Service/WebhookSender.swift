@@ -81,7 +81,7 @@ public final class WebhookSender: Service, Sendable {
     }
 
     func attempt(_ delivery: WebhookDelivery) async {
-        let body = Array(StoredJSON.encode(delivery.event).utf8)
+        let body = delivery.event.json
         let instant = now()
         let timestamp = String(Int64(instant.timeIntervalSince1970))
         let headers: [(name: String, value: String)] = [

@@ -3,6 +3,10 @@ import Foundation
 import Messages
 import Testing
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 /// The HTTP API: shapes, authentication, rate limits and bad input, against a real server and store.
 @Suite("Entitlement API", .timeLimit(.minutes(2)))
 struct EntitlementAPITests {
@@ -200,6 +204,70 @@ struct EntitlementAPITests {
         }
     }
 
+    @Test("the console is three fixed files, no third-party resource, a strict CSP; path tricks under it are 404")
+    func consolePaths() async throws {
+        try await H.with(verdicts: Self.verdicts) { h in
+            let page = try await h.get("/console", token: nil)
+            #expect(page.status == 200)
+            #expect(page.header("Content-Type")?.hasPrefix("text/html") == true)
+            #expect(page.header("Content-Security-Policy")?.hasPrefix("default-src 'none'; script-src 'self'") == true)
+            #expect(page.header("X-Frame-Options") == "DENY")
+            var bodies = [page.text]
+            for asset in ["/console/app.js", "/console/app.css"] {
+                let reply = try await h.get(asset, token: nil)
+                #expect(reply.status == 200, "\(asset)")
+                bodies.append(reply.text)
+            }
+            for body in bodies {
+                #expect(!body.contains("http://") && !body.contains("https://") && !body.contains("//cdn"))
+                #expect(!body.contains("innerHTML") && !body.contains("eval("))
+            }
+            for path in [
+                "/console/../v1/session", "/console/..%2f..%2fetc%2fpasswd", "/console/%2e%2e/%2e%2e/etc/passwd",
+                "/console/app.js/..", "/console/index.html", "/console/app.js%00.css",
+                "/console/../../../../etc/passwd", "/console/.%2e/Package.swift",
+            ] {
+                let status = try await Self.rawStatus(port: h.port, path: path)
+                #expect(status == 404 || status == 400, "\(path): \(status)")
+            }
+        }
+    }
+
+    /// The status of a GET sent byte for byte as written (curl would normalise `..` before sending).
+    static func rawStatus(port: Int, path: String) async throws -> Int {
+        try await OffPool.run {
+            let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            guard descriptor >= 0 else { throw EntitlementTestFailure("socket failed") }
+            defer { close(descriptor) }
+            var address = sockaddr_in()
+            address.sin_family = sa_family_t(AF_INET)
+            address.sin_port = UInt16(port).bigEndian
+            address.sin_addr.s_addr = inet_addr("127.0.0.1")
+            let connected = withUnsafePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+                }
+            }
+            guard connected == 0 else { throw EntitlementTestFailure("connect failed") }
+            let request = Array("GET \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n".utf8)
+            _ = request.withUnsafeBytes { send(descriptor, $0.baseAddress, $0.count, 0) }
+            var received: [UInt8] = []
+            var buffer = [UInt8](repeating: 0, count: 4096)
+            while true {
+                let count = buffer.withUnsafeMutableBytes { recv(descriptor, $0.baseAddress, $0.count, 0) }
+                if count <= 0 { break }
+                received += buffer[0..<count]
+                if received.count > 12 { break }
+            }
+            let line = String(decoding: received, as: UTF8.self)
+            let parts = line.split(separator: " ")
+            guard parts.count > 1, let status = Int(parts[1]) else {
+                throw EntitlementTestFailure("no status line for \(path)")
+            }
+            return status
+        }
+    }
+
     @Test("healthz, readyz and metrics are served on the same port without a token")
     func operations() async throws {
         try await H.with(verdicts: Self.verdicts) { h in
@@ -231,6 +299,86 @@ struct EntitlementAPITests {
             #expect(problems.contains { $0.hasPrefix("unknown_outcome") })
             let entitlements = try await h.get("/v1/accounts/acct-9/entitlements").json
             #expect((entitlements["entitlements"] as? [Any])?.isEmpty == true)
+        }
+    }
+}
+
+/// The API's bodies and the lifecycle events validate against the JSON Schemas in docs/schemas (Python's
+/// `jsonschema`, an independent reader), and the schemas refuse what the API never sends.
+@Suite("Entitlement API schemas", .timeLimit(.minutes(2)))
+struct EntitlementSchemaTests {
+    typealias F = EntitlementFixtures
+
+    static func validate(_ documents: [[UInt8]], schema: String) async throws -> [String] {
+        try await OffPool.run {
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+            process.arguments = [
+                "python3", TestEnvironment.packageRoot.appendingPathComponent("scripts/validate-schema.py").path,
+                TestEnvironment.packageRoot.appendingPathComponent("docs/schemas/\(schema)").path,
+            ]
+            let input = Pipe()
+            let output = Pipe()
+            process.standardInput = input
+            process.standardOutput = output
+            process.standardError = FileHandle.nullDevice
+            try process.run()
+            input.fileHandleForWriting.write(Data(documents.map { $0 + [0x0A] }.joined()))
+            try input.fileHandleForWriting.close()
+            let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            process.waitUntilExit()
+            guard process.terminationStatus == 0 else {
+                throw MissingResource(what: "python3 with jsonschema", hint: "pip install jsonschema")
+            }
+            return text.split(separator: "\n").map(String.init)
+        }
+    }
+
+    @Test("entitlements, history, transactions, errors and events match their schemas")
+    func responses() async throws {
+        let day = F.day
+        let verdicts =
+            EntitlementAPITests.verdicts + [
+                F.verdict(
+                    "r1", account: "acct-1", .granted, decided: 29 * day,
+                    transactions: [F.transaction("t2", original: "t1", purchased: 29 * day, expires: 60 * day)]),
+                F.verdict(
+                    "g1", account: "acct-1", .alreadyGranted, reason: .alreadyOwned, decided: 59 * day,
+                    transactions: [F.transaction("t2", original: "t1", purchased: 29 * day, expires: 75 * day)]),
+            ]
+        let raw = [F.verdictJSON(verdicts[0], replacing: ["schema": "receipt-verdict/v2"])]
+        try await EntitlementAPIHarness.with(verdicts: verdicts, raw: raw, now: F.at(62 * day)) { h in
+            let checks: [(String, [String])] = [
+                (
+                    "entitlements-account.v1.schema.json",
+                    ["/v1/accounts/acct-1/entitlements", "/v1/accounts/acct-2/entitlements"]
+                ),
+                (
+                    "entitlements-history.v1.schema.json",
+                    ["/v1/accounts/acct-1/history", "/v1/accounts/acct-1/history?limit=1"]
+                ),
+                (
+                    "entitlements-transaction.v1.schema.json",
+                    ["/v1/transactions/t2", "/v1/accounts/acct-1/transactions"]
+                ),
+                ("entitlements-error.v1.schema.json", ["/v1/accounts/nobody/entitlements", "/v1/transactions/x%00"]),
+            ]
+            for (schema, paths) in checks {
+                var bodies: [[UInt8]] = []
+                for path in paths { bodies.append(try await h.get(path).body) }
+                bodies.append(try await h.get(paths[0], token: nil).body)
+                let results = try await Self.validate(bodies, schema: schema)
+                let expected =
+                    Array(repeating: "ok", count: paths.count) + [
+                        schema == "entitlements-error.v1.schema.json" ? "ok" : "invalid"
+                    ]
+                #expect(results.map { $0.hasPrefix("invalid") ? "invalid" : $0 } == expected, "\(schema): \(results)")
+            }
+            let events = try await h.store.unpublishedEvents(limit: 100)
+            #expect(Set(events.map(\.kind)).isSuperset(of: [.initialPurchase, .refund, .renewal, .gracePeriodEntered]))
+            let eventResults = try await Self.validate(
+                events.map(\.json), schema: "entitlement-event.v1.schema.json")
+            #expect(eventResults == Array(repeating: "ok", count: events.count))
         }
     }
 }

@@ -172,48 +172,63 @@ public final class PostgresEntitlementStore: EntitlementStore {
         return state
     }
 
+    /// Rows as one JSON array per table (jsonb_to_recordset): a handful of round trips per batch, whatever its size.
+    static func rows<T>(_ items: some Sequence<T>, _ write: (T, inout StoredJSONWriter) -> Void) -> String {
+        var writer = StoredJSONWriter(capacity: 4096)
+        writer.beginArray()
+        for item in items {
+            writer.beginObject()
+            write(item, &writer)
+            writer.endObject()
+        }
+        writer.endArray()
+        return writer.text
+    }
+
     static func write(
         _ state: ProjectionState, batch: ProjectionBatch, recordedAt: Date, connection: PostgresConnection,
         logger: Logger
     ) async throws -> [LifecycleEvent] {
-        func date(_ value: Date?) -> Any { value.map(RFC3339.format) ?? NSNull() }
-        func text(_ value: String?) -> Any { value ?? NSNull() }
-        func json(_ rows: [[String: Any]]) throws -> String {
-            String(decoding: try JSONSerialization.data(withJSONObject: rows), as: UTF8.self)
-        }
         if !state.appliedVerdicts.isEmpty {
-            let rows = state.appliedVerdicts.map { applied -> [String: Any] in
-                [
-                    "id": applied.id, "account_id": text(applied.accountID), "outcome": text(applied.outcome),
-                    "decided_at": date(applied.decidedAt),
-                ]
+            let rows = Self.rows(state.appliedVerdicts) { applied, writer in
+                writer.field("id", applied.id)
+                writer.field("account_id", applied.accountID)
+                writer.field("outcome", applied.outcome)
+                writer.field("decided_at", applied.decidedAt)
             }
             try await connection.query(
                 """
                 INSERT INTO ent_applied (id, account_id, outcome, decided_at, applied_at)
                 SELECT id, account_id, outcome, decided_at, \(recordedAt)
-                FROM jsonb_to_recordset(\(try json(rows))::jsonb)
+                FROM jsonb_to_recordset(\(rows)::jsonb)
                     AS x(id text, account_id text, outcome text, decided_at timestamptz)
                 ON CONFLICT (id) DO NOTHING
                 """, logger: logger)
         }
         let changed = state.changedTransactionIDs.compactMap { state.transactions[$0] }
         if !changed.isEmpty {
-            let rows = changed.map { t -> [String: Any] in
-                [
-                    "transaction_id": t.transactionID, "original_transaction_id": t.originalTransactionID,
-                    "account_id": t.accountID, "product_id": t.productID, "product_type": t.productType.rawValue,
-                    "environment": text(t.environment), "purchase_date": date(t.purchaseDate),
-                    "expires_date": date(t.expiresDate), "revoked_at": date(t.revokedAt), "quantity": t.quantity,
-                    "in_billing_retry": t.inBillingRetry, "in_grace_period": t.inGracePeriod,
-                    "owner_since": date(t.ownerSince), "decided_at": date(t.decidedAt), "verdict_id": t.verdictID,
-                    "updated_at": date(t.updatedAt),
-                ]
+            let rows = Self.rows(changed) { t, writer in
+                writer.field("transaction_id", t.transactionID)
+                writer.field("original_transaction_id", t.originalTransactionID)
+                writer.field("account_id", t.accountID)
+                writer.field("product_id", t.productID)
+                writer.field("product_type", t.productType.rawValue)
+                writer.field("environment", t.environment)
+                writer.field("purchase_date", t.purchaseDate)
+                writer.field("expires_date", t.expiresDate)
+                writer.field("revoked_at", t.revokedAt)
+                writer.field("quantity", t.quantity)
+                writer.field("in_billing_retry", t.inBillingRetry)
+                writer.field("in_grace_period", t.inGracePeriod)
+                writer.field("owner_since", t.ownerSince)
+                writer.field("decided_at", t.decidedAt)
+                writer.field("verdict_id", t.verdictID)
+                writer.field("updated_at", t.updatedAt)
             }
             try await connection.query(
                 """
                 INSERT INTO ent_transactions (\(unescaped: columns))
-                SELECT \(unescaped: columns) FROM jsonb_to_recordset(\(try json(rows))::jsonb) AS x(
+                SELECT \(unescaped: columns) FROM jsonb_to_recordset(\(rows)::jsonb) AS x(
                     transaction_id text, original_transaction_id text, account_id text, product_id text,
                     product_type text, environment text, purchase_date timestamptz, expires_date timestamptz,
                     revoked_at timestamptz, quantity integer, in_billing_retry boolean, in_grace_period boolean,
@@ -230,58 +245,64 @@ public final class PostgresEntitlementStore: EntitlementStore {
         }
         let deltas = state.consumableDeltas.filter { $0.value != 0 }
         if !deltas.isEmpty {
-            let rows = deltas.map {
-                ["account_id": $0.key.accountID, "product_id": $0.key.productID, "units": $0.value]
+            let rows = Self.rows(deltas) { delta, writer in
+                writer.field("account_id", delta.key.accountID)
+                writer.field("product_id", delta.key.productID)
+                writer.field("units", delta.value)
             }
             try await connection.query(
                 """
                 INSERT INTO ent_consumables (account_id, product_id, units)
                 SELECT account_id, product_id, units
-                FROM jsonb_to_recordset(\(try json(rows))::jsonb) AS x(account_id text, product_id text, units bigint)
+                FROM jsonb_to_recordset(\(rows)::jsonb) AS x(account_id text, product_id text, units bigint)
                 ON CONFLICT (account_id, product_id) DO UPDATE SET units = ent_consumables.units + excluded.units
                 """, logger: logger)
         }
         var accounts: [String: Date?] = state.accountsSeen.mapValues { Optional($0) }
         for entry in state.history where accounts[entry.accountID] == nil { accounts[entry.accountID] = .some(nil) }
         if !accounts.isEmpty {
-            let rows = accounts.map { ["account_id": $0.key, "last_decided_at": date($0.value)] }
+            let rows = Self.rows(accounts) { account, writer in
+                writer.field("account_id", account.key)
+                writer.field("last_decided_at", account.value)
+            }
             try await connection.query(
                 """
                 INSERT INTO ent_accounts (account_id, first_seen, last_decided_at, updated_at)
                 SELECT account_id, \(recordedAt), last_decided_at, \(recordedAt)
-                FROM jsonb_to_recordset(\(try json(rows))::jsonb) AS x(account_id text, last_decided_at timestamptz)
+                FROM jsonb_to_recordset(\(rows)::jsonb) AS x(account_id text, last_decided_at timestamptz)
                 ON CONFLICT (account_id) DO UPDATE SET
                     last_decided_at = GREATEST(ent_accounts.last_decided_at, excluded.last_decided_at),
                     updated_at = excluded.updated_at
                 """, logger: logger)
         }
         if !state.history.isEmpty {
-            let rows = state.history.map { entry -> [String: Any] in
-                [
-                    "account_id": entry.accountID, "event_id": text(entry.event?.eventID),
-                    "entry_json": StoredJSON.encode(entry),
-                ]
+            let rows = Self.rows(state.history) { entry, writer in
+                writer.field("account_id", entry.accountID)
+                writer.field("event_id", entry.event?.eventID)
+                writer.field("entry_json", String(decoding: entry.json, as: UTF8.self))
             }
             try await connection.query(
                 """
                 INSERT INTO ent_history (account_id, event_id, entry_json)
                 SELECT value ->> 'account_id', value ->> 'event_id', value ->> 'entry_json'
-                FROM jsonb_array_elements(\(try json(rows))::jsonb) WITH ORDINALITY AS x(value, ordinality)
+                FROM jsonb_array_elements(\(rows)::jsonb) WITH ORDINALITY AS x(value, ordinality)
                 ORDER BY ordinality
                 ON CONFLICT (event_id) DO NOTHING
                 """, logger: logger)
         }
         var newEvents: [LifecycleEvent] = []
         if !state.events.isEmpty {
-            let rows = state.events.map { event -> [String: Any] in
-                ["event_id": event.eventID, "account_id": event.accountID, "event_json": StoredJSON.encode(event)]
+            let rows = Self.rows(state.events) { event, writer in
+                writer.field("event_id", event.eventID)
+                writer.field("account_id", event.accountID)
+                writer.field("event_json", String(decoding: event.json, as: UTF8.self))
             }
             var inserted = Set<String>()
             for try await id in try await connection.query(
                 """
                 INSERT INTO ent_events (event_id, account_id, event_json, created_at)
                 SELECT value ->> 'event_id', value ->> 'account_id', value ->> 'event_json', \(recordedAt)
-                FROM jsonb_array_elements(\(try json(rows))::jsonb) WITH ORDINALITY AS x(value, ordinality)
+                FROM jsonb_array_elements(\(rows)::jsonb) WITH ORDINALITY AS x(value, ordinality)
                 ORDER BY ordinality
                 ON CONFLICT (event_id) DO NOTHING
                 RETURNING event_id
@@ -301,17 +322,17 @@ public final class PostgresEntitlementStore: EntitlementStore {
             }
         }
         if !batch.positions.isEmpty {
-            let rows = batch.positions.map { p -> [String: Any] in
-                [
-                    "topic": p.topic, "partition": Int(p.partition), "next_offset": p.nextOffset,
-                    "record_time": date(p.recordTime),
-                ]
+            let rows = Self.rows(batch.positions) { p, writer in
+                writer.field("topic", p.topic)
+                writer.field("partition", Int(p.partition))
+                writer.field("next_offset", p.nextOffset)
+                writer.field("record_time", p.recordTime)
             }
             try await connection.query(
                 """
                 INSERT INTO ent_positions (topic, partition, next_offset, record_time, updated_at)
                 SELECT topic, partition, next_offset, record_time, \(recordedAt)
-                FROM jsonb_to_recordset(\(try json(rows))::jsonb)
+                FROM jsonb_to_recordset(\(rows)::jsonb)
                     AS x(topic text, partition integer, next_offset bigint, record_time timestamptz)
                 ON CONFLICT (topic, partition) DO UPDATE SET
                     next_offset = GREATEST(ent_positions.next_offset, excluded.next_offset),

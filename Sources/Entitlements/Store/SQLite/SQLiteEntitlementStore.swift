@@ -7,6 +7,7 @@ import Logging
 public final class SQLiteEntitlementStore: EntitlementStore {
     private let writer: EntitlementSQLiteExecutor
     private let reader: EntitlementSQLiteExecutor
+    private let checkpointer: EntitlementSQLiteExecutor
     private let logger: Logger
     public let path: String
 
@@ -15,19 +16,30 @@ public final class SQLiteEntitlementStore: EntitlementStore {
         self.logger = logger
         writer = try EntitlementSQLiteExecutor(path: path, busyTimeout: busyTimeout, label: "verify.entitlements.write")
         reader = try EntitlementSQLiteExecutor(path: path, busyTimeout: busyTimeout, label: "verify.entitlements.read")
+        checkpointer = try EntitlementSQLiteExecutor(
+            path: path, busyTimeout: busyTimeout, label: "verify.entitlements.checkpoint")
     }
 
+    /// Checkpoints the WAL every half second on a connection of its own (PASSIVE: it never blocks the writer or the
+    /// readers), until cancelled; then closes the file. The writer has no automatic checkpoint, so a long copy never
+    /// lands inside a batch's commit.
     public func run() async throws {
-        // Nothing runs in the background: wait for cancellation, then close the file.
         while !Task.isCancelled {
-            try? await Task.sleep(for: .seconds(3600))
+            try? await Task.sleep(for: .milliseconds(500))
+            await checkpoint()
         }
         await close()
+    }
+
+    /// One passive checkpoint (also for callers that do not run the store, such as benchmarks between batches).
+    public func checkpoint() async {
+        _ = try? await checkpointer.run { connection in try connection.query("PRAGMA wal_checkpoint(PASSIVE)") }
     }
 
     public func close() async {
         await writer.close()
         await reader.close()
+        await checkpointer.close()
     }
 
     public func migrate() async throws {
@@ -88,39 +100,44 @@ public final class SQLiteEntitlementStore: EntitlementStore {
 
     static func load(_ keys: ProjectionKeys, connection: EntitlementSQLiteConnection) throws -> ProjectionState {
         var state = ProjectionState()
-        for id in keys.dedupeIDs
-        where try !connection.query("SELECT 1 FROM ent_applied WHERE id = ?", [.text(id)]).isEmpty {
-            state.appliedIDs.insert(id)
+        for row in try queryIn("SELECT id FROM ent_applied WHERE id IN", keys.dedupeIDs, connection) {
+            if let id = row[0].text { state.appliedIDs.insert(id) }
         }
         var owners: Set<String> = []
-        for id in keys.transactionIDs {
-            for row in try connection.query(
-                "SELECT \(columns) FROM ent_transactions WHERE transaction_id = ?", [.text(id)])
-            {
-                let transaction = try transaction(row)
-                state.load(transaction)
-                owners.insert(transaction.accountID)
-            }
-        }
-        for id in keys.originalIDs {
-            for row in try connection.query(
-                "SELECT \(columns) FROM ent_transactions WHERE original_transaction_id = ?", [.text(id)])
-            {
-                let transaction = try transaction(row)
-                state.load(transaction)
-                owners.insert(transaction.accountID)
-            }
+        let select = "SELECT \(columns) FROM ent_transactions WHERE"
+        for row in try queryIn("\(select) transaction_id IN", Array(keys.transactionIDs), connection)
+            + queryIn("\(select) original_transaction_id IN", Array(keys.originalIDs), connection)
+        {
+            let transaction = try transaction(row)
+            state.load(transaction)
+            owners.insert(transaction.accountID)
         }
         // Every non-consumable of the accounts involved, and of the owners found, so their entitlements are whole.
-        for account in keys.accounts.union(owners) {
-            for row in try connection.query(
-                "SELECT \(columns) FROM ent_transactions WHERE account_id = ? AND product_type <> 'consumable'",
-                [.text(account)])
-            {
-                state.load(try transaction(row))
-            }
+        for row in try queryIn(
+            "\(select) product_type <> 'consumable' AND account_id IN", Array(keys.accounts.union(owners)), connection)
+        {
+            state.load(try transaction(row))
         }
         return state
+    }
+
+    /// `prefix (?, ?, …)` over `values` in chunks of a fixed size (the last one padded with a repeat), so a handful
+    /// of cached statements serve any batch: one statement per 64 keys instead of one per key.
+    static func queryIn(
+        _ prefix: String, _ values: [String], _ connection: EntitlementSQLiteConnection
+    ) throws -> [[SQLValue]] {
+        guard !values.isEmpty else { return [] }
+        let chunk = 64
+        let placeholders = "(" + Array(repeating: "?", count: chunk).joined(separator: ",") + ")"
+        var rows: [[SQLValue]] = []
+        var start = 0
+        while start < values.count {
+            var bindings = values[start..<min(start + chunk, values.count)].map { SQLValue.text($0) }
+            while bindings.count < chunk { bindings.append(bindings[bindings.count - 1]) }
+            rows += try connection.query("\(prefix) \(placeholders)", bindings)
+            start += chunk
+        }
+        return rows
     }
 
     /// Writes what a batch changed; returns the events that are new (an event already stored is not published
@@ -186,7 +203,10 @@ public final class SQLiteEntitlementStore: EntitlementStore {
         for entry in state.history {
             try connection.query(
                 "INSERT INTO ent_history (account_id, event_id, entry_json) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
-                [.text(entry.accountID), SQLValue(entry.event?.eventID), .text(StoredJSON.encode(entry))])
+                [
+                    .text(entry.accountID), SQLValue(entry.event?.eventID),
+                    .text(String(decoding: entry.json, as: UTF8.self)),
+                ])
         }
         var newEvents: [LifecycleEvent] = []
         for event in state.events {
@@ -194,7 +214,8 @@ public final class SQLiteEntitlementStore: EntitlementStore {
                 """
                 INSERT INTO ent_events (event_id, account_id, event_json, created_at) VALUES (?, ?, ?, ?)
                 ON CONFLICT (event_id) DO NOTHING
-                """, [.text(event.eventID), .text(event.accountID), .text(StoredJSON.encode(event)), now])
+                """,
+                [.text(event.eventID), .text(event.accountID), .text(String(decoding: event.json, as: UTF8.self)), now])
             guard connection.changes == 1 else { continue }
             newEvents.append(event)
             for url in webhookURLs {
