@@ -21,6 +21,7 @@ public struct EntitlementsConfiguration: Sendable {
     public var webhookURLs: [String]
     public var webhookSecret: String?
     public var webhookMaximumAttempts: Int
+    public var expirySweepInterval: Duration
     public var drainTimeout: Duration
     public var logLevel: String
     public var logFormat: String
@@ -63,6 +64,9 @@ public struct EntitlementsConfiguration: Sendable {
         .init(
             "entitlements_webhook_max_attempts", default: "12",
             "Attempts per event and URL before a webhook delivery is given up (backoff doubles from 1 s to 10 min)."),
+        .init(
+            "entitlements_expiry_sweep_s", default: "30",
+            "How often expirations no verdict reports are looked for and published (0: never)."),
         .init("drain_timeout_s", default: "25", "On SIGTERM, how long the batch in hand may take before exit."),
         .init("log_level", default: "info", "trace, debug, info, notice, warning, error or critical."),
         .init("log_format", default: "json", "json (one object per line) or text."),
@@ -113,6 +117,7 @@ public struct EntitlementsConfiguration: Sendable {
             throw ConfigurationError(key: "entitlements_webhook_secret", problem: "required when webhook URLs are set")
         }
         webhookMaximumAttempts = try reader.int("entitlements_webhook_max_attempts", in: 1...1000)
+        expirySweepInterval = .seconds(try reader.int("entitlements_expiry_sweep_s", in: 0...86_400))
         drainTimeout = .seconds(try reader.int("drain_timeout_s", in: 1...3600))
         logLevel = try reader.oneOf("log_level", ["trace", "debug", "info", "notice", "warning", "error", "critical"])
         logFormat = try reader.oneOf("log_format", ["json", "text"])

@@ -15,6 +15,7 @@ public final class EntitlementsService: Sendable {
     public let projector: VerdictProjector
     private let publisher: EventPublisher?
     private let webhooks: WebhookSender?
+    public let sweeper: ExpirationSweeper?
     private let logger: Logger
     private let migrated = OneShot<Bool>()
     private let group = Mutex<ServiceGroup?>(nil)
@@ -103,6 +104,16 @@ public final class EntitlementsService: Sendable {
                 eventPublisher?.poke()
                 webhookSender?.poke()
             })
+        sweeper =
+            configuration.expirySweepInterval == .zero
+            ? nil
+            : ExpirationSweeper(
+                store: store, catalog: catalog, interval: configuration.expirySweepInterval,
+                webhookURLs: webhooks == nil ? [] : configuration.webhookURLs, logger: logger, now: now,
+                onEvents: {
+                    eventPublisher?.poke()
+                    webhookSender?.poke()
+                })
         let projector = self.projector
         let migrated = self.migrated
         api = EntitlementAPI(
@@ -127,6 +138,7 @@ public final class EntitlementsService: Sendable {
         var services: [any Service] = [StoreService(store: store), migration]
         if let publisher { services.append(publisher) }
         if let webhooks { services.append(webhooks) }
+        if let sweeper { services.append(GatedService(gate: migrated, service: sweeper)) }
         services.append(GatedService(gate: migrated, service: projector))
         services.append(api)
         let group = ServiceGroup(

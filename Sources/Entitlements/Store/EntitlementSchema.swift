@@ -64,7 +64,12 @@ enum EntitlementSchema {
                     topic TEXT NOT NULL, partition INTEGER NOT NULL, next_offset INTEGER NOT NULL,
                     record_time INTEGER, updated_at INTEGER NOT NULL, PRIMARY KEY (topic, partition)) WITHOUT ROWID
                 """,
-            ])
+            ]),
+        Migration(
+            version: 2, name: "expiries",
+            statements: [
+                "CREATE INDEX ent_transactions_expires ON ent_transactions (expires_date) WHERE revoked_at IS NULL"
+            ]),
     ]
 
     static let postgres: [Migration] = [
@@ -123,6 +128,11 @@ enum EntitlementSchema {
                     topic text NOT NULL, partition integer NOT NULL, next_offset bigint NOT NULL,
                     record_time timestamptz, updated_at timestamptz NOT NULL, PRIMARY KEY (topic, partition))
                 """,
-            ])
+            ]),
+        Migration(
+            version: 2, name: "expiries",
+            statements: [
+                "CREATE INDEX ent_transactions_expires ON ent_transactions (expires_date) WHERE revoked_at IS NULL"
+            ]),
     ]
 }

@@ -38,6 +38,13 @@ public protocol EntitlementStore: Sendable {
         _ delivery: WebhookDelivery, delivered: Bool, nextAttempt: Date?, at instant: Date)
         async throws
 
+    /// Accounts holding a subscription (not revoked) whose expiry falls in `window`, in id order after `account`
+    /// (`""` for the first page), at most `limit`.
+    func accountsWithExpiries(in window: ClosedRange<Date>, after account: String, limit: Int) async throws -> [String]
+    /// Stores events made outside a batch (the expiration sweep): outbox, history and webhook deliveries, each
+    /// once by `event_id`. Returns the ones that were new.
+    func record(events: [LifecycleEvent], webhookURLs: [String], recordedAt: Date) async throws -> [LifecycleEvent]
+
     /// A cheap round trip, for readiness.
     func ping() async throws
 }

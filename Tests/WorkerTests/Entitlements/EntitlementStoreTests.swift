@@ -158,6 +158,50 @@ struct EntitlementStoreTests {
     }
 
     @Test(
+        "the clock's sweep publishes expirations no verdict reports, once, with the id a verdict would give",
+        arguments: Backend.allCases)
+    func expirySweep(_ backend: Backend) async throws {
+        try await Self.withStore(backend) { store in
+            let day = Self.day
+            let verdicts = (1...3).map { index in
+                F.verdict(
+                    "s\(index)", account: "a\(index)", .granted, decided: 10,
+                    transactions: [F.transaction("s\(index)", expires: Double(20 + index) * day)])
+            }
+            let lifetime = F.verdict(
+                "l1", account: "a4", .granted, decided: 10, transactions: [F.transaction("l1", product: "no.ads")])
+            _ = try await store.project(
+                Self.batch(verdicts + [lifetime], offset: 4), catalog: F.catalog, recordedAt: F.at(11))
+            var logger = Logger(label: "sweep")
+            logger.logLevel = .critical
+            let sweeper = ExpirationSweeper(
+                store: store, catalog: F.catalog, interval: .seconds(1), webhookURLs: [], logger: logger)
+            // One account per page: the sweep pages through all of them.
+            let first = try await sweeper.sweep(F.at(20 * day)...F.at(22.5 * day), limit: 1)
+            #expect(first.map(\.accountID).sorted() == ["a1", "a2"])
+            #expect(first.allSatisfy { $0.kind == .expiration && !$0.active && $0.verdictID == nil })
+            #expect(first.first { $0.accountID == "a1" }?.occurredAt == F.at(21 * day))
+            let again = try await sweeper.sweep(F.at(20 * day)...F.at(22.5 * day), limit: 1)
+            #expect(again.isEmpty)
+            // A verdict that reports the third expiry makes the same event: the sweep then finds it stored.
+            let reported = try await store.project(
+                Self.batch(
+                    [
+                        F.verdict(
+                            "n3", account: "a3", .rejected, reason: .expired, decided: 24 * day,
+                            transactions: [F.transaction("s3", expires: 23 * day)])
+                    ], offset: 5), catalog: F.catalog, recordedAt: F.at(24 * day))
+            #expect(reported.events.map(\.kind) == [.expiration])
+            let afterReport = try await sweeper.sweep(F.at(22.5 * day)...F.at(25 * day))
+            #expect(afterReport.isEmpty)
+            let history = try await store.history(of: "a1", before: nil, limit: 10)
+            #expect(history.first?.event?.kind == .expiration)
+            let outbox = try await store.unpublishedEvents(limit: 20)
+            #expect(outbox.filter { $0.kind == .expiration }.count == 3)
+        }
+    }
+
+    @Test(
         "unreadable messages are recorded as ignored, once, and make their account known", arguments: Backend.allCases)
     func ignored(_ backend: Backend) async throws {
         try await Self.withStore(backend) { store in

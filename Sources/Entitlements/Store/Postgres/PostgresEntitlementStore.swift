@@ -476,6 +476,44 @@ public final class PostgresEntitlementStore: EntitlementStore {
         }
     }
 
+    public func accountsWithExpiries(in window: ClosedRange<Date>, after account: String, limit: Int) async throws -> [String] {
+        try await operation("expiries") { connection, logger in
+            var accounts: [String] = []
+            for try await account in try await connection.query(
+                """
+                SELECT DISTINCT account_id FROM ent_transactions
+                WHERE revoked_at IS NULL AND expires_date > \(window.lowerBound) AND expires_date <= \(window.upperBound)
+                    AND product_type IN ('auto_renewable', 'non_renewing') AND account_id > \(account)
+                ORDER BY account_id LIMIT \(limit)
+                """, logger: logger
+            ).decode(String.self) {
+                accounts.append(account)
+            }
+            return accounts
+        }
+    }
+
+    public func record(
+        events: [LifecycleEvent], webhookURLs: [String], recordedAt: Date
+    ) async throws -> [LifecycleEvent] {
+        guard !events.isEmpty else { return [] }
+        return try await operation("record events") { connection, logger in
+            try await Self.inTransaction(connection, logger: logger) {
+                var state = ProjectionState()
+                for event in events {
+                    state.events.append(event)
+                    state.history.append(
+                        HistoryEntry(
+                            accountID: event.accountID, kind: .event, recordedAt: recordedAt,
+                            occurredAt: event.occurredAt, event: event))
+                }
+                return try await Self.write(
+                    state, batch: ProjectionBatch(inputs: [], webhookURLs: webhookURLs), recordedAt: recordedAt,
+                    connection: connection, logger: logger)
+            }
+        }
+    }
+
     public func ping() async throws {
         try await operation("ping") { connection, logger in
             try await connection.query("SELECT 1", logger: logger)

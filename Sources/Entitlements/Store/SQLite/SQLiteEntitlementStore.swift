@@ -368,6 +368,39 @@ public final class SQLiteEntitlementStore: EntitlementStore {
         }
     }
 
+    public func accountsWithExpiries(in window: ClosedRange<Date>, after account: String, limit: Int) async throws -> [String] {
+        try await reader.run { connection in
+            try connection.query(
+                """
+                SELECT DISTINCT account_id FROM ent_transactions
+                WHERE revoked_at IS NULL AND expires_date > ? AND expires_date <= ?
+                    AND product_type IN ('auto_renewable', 'non_renewing') AND account_id > ?
+                ORDER BY account_id LIMIT ?
+                """, [SQLValue(window.lowerBound), SQLValue(window.upperBound), .text(account), SQLValue(limit)]
+            ).compactMap { $0[0].text }
+        }
+    }
+
+    public func record(
+        events: [LifecycleEvent], webhookURLs: [String], recordedAt: Date
+    ) async throws -> [LifecycleEvent] {
+        guard !events.isEmpty else { return [] }
+        return try await writer.run { connection in
+            try Self.inWriteTransaction(connection) { () throws -> [LifecycleEvent] in
+                var state = ProjectionState()
+                for event in events {
+                    state.events.append(event)
+                    state.history.append(
+                        HistoryEntry(
+                            accountID: event.accountID, kind: .event, recordedAt: recordedAt,
+                            occurredAt: event.occurredAt, event: event))
+                }
+                return try Self.write(
+                    state, positions: [], webhookURLs: webhookURLs, recordedAt: recordedAt, connection: connection)
+            }
+        }
+    }
+
     public func ping() async throws {
         _ = try await reader.run { connection in try connection.query("SELECT 1") }
     }
