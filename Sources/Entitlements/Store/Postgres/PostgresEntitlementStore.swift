@@ -476,7 +476,9 @@ public final class PostgresEntitlementStore: EntitlementStore {
         }
     }
 
-    public func accountsWithExpiries(in window: ClosedRange<Date>, after account: String, limit: Int) async throws -> [String] {
+    public func accountsWithExpiries(
+        in window: ClosedRange<Date>, after account: String, limit: Int
+    ) async throws -> [String] {
         try await operation("expiries") { connection, logger in
             var accounts: [String] = []
             for try await account in try await connection.query(

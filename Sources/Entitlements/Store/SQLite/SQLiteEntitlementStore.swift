@@ -368,7 +368,9 @@ public final class SQLiteEntitlementStore: EntitlementStore {
         }
     }
 
-    public func accountsWithExpiries(in window: ClosedRange<Date>, after account: String, limit: Int) async throws -> [String] {
+    public func accountsWithExpiries(
+        in window: ClosedRange<Date>, after account: String, limit: Int
+    ) async throws -> [String] {
         try await reader.run { connection in
             try connection.query(
                 """
