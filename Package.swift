@@ -179,6 +179,7 @@ let package = Package(
             dependencies: [
                 "Kafka",
                 "Messages",
+                "Entitlements",
                 "Receipts",
                 "Ledger",
                 "AppleSimulator",

@@ -1,4 +1,5 @@
 import AppleSimulator
+import Entitlements
 import Foundation
 import Kafka
 import Ledger
@@ -26,6 +27,8 @@ final class ChaosEnvironment: Sendable {
         var simulator: ChaosProcess?
         var workers: [ChaosProcess?] = []
         var metricsPorts: [Int] = []
+        var entitlements: ChaosProcess?
+        var entitlementsPort: Int?
         var postgresState: URL?
         var faults: [ChaosFaultRecord] = []
         var violations: [ChaosViolation] = []
@@ -179,6 +182,13 @@ final class ChaosEnvironment: Sendable {
             malformedKeys: traffic.malformedKeys.subtracting(retention.deleted.deadLetters))
         let (found, counts) = checker.check(
             verdicts: snapshot.verdicts, deadLetters: snapshot.deadLetters, ledger: ledgerView)
+        if configuration.entitlements {
+            let truth = ChaosEntitlementTruth(
+                jobs: traffic.jobs, claims: ledgerView.claims, verdicts: snapshot.verdicts,
+                catalog: Self.entitlementCatalog)
+            let entitlementViolations = await checkEntitlements(truth)
+            services.withLock { $0.violations += entitlementViolations }
+        }
         let (faults, runViolations) = services.withLock { ($0.faults, $0.violations) }
         var violations = runViolations + found
         if canary.hits > 0 {
@@ -240,6 +250,12 @@ final class ChaosEnvironment: Sendable {
         for index in 0..<configuration.workers where !(await waitForReady(index, within: .seconds(90))) {
             let tail = (try? String(contentsOf: workerLog(index), encoding: .utf8))?.suffix(400) ?? ""
             throw ChaosError("worker \(index) was not ready within 90 s (log: \(workerLog(index).path)): \(tail)")
+        }
+        if configuration.entitlements {
+            try startEntitlements(bootstrap: bootstrap, catalogFile: catalogFile)
+            guard await waitForEntitlementsReady(within: .seconds(90)) else {
+                throw ChaosError("the entitlement service was not ready within 90 s (log: \(log("entitlements").path))")
+            }
         }
         return (bootstrap, ledgerURL)
     }
@@ -552,6 +568,143 @@ final class ChaosEnvironment: Sendable {
 
     func worker(_ index: Int) -> ChaosProcess? { services.withLock { $0.workers[index] } }
 
+    // MARK: Entitlement service
+
+    static let entitlementsToken = "chaos-entitlements-token-0123456789"
+
+    /// The run's catalog as the entitlement service reads it (each product grants an entitlement named after it).
+    static var entitlementCatalog: EntitlementCatalog {
+        (try? EntitlementCatalog.load(json: JSONEncoder().encode(ChaosApp.catalog))) ?? EntitlementCatalog()
+    }
+
+    private let entitlementsEnvironment = Mutex<[String: String]>([:])
+
+    func startEntitlements(bootstrap: String, catalogFile: URL) throws {
+        let tokens = directory.appendingPathComponent("entitlement-tokens")
+        try "chaos:\(Self.entitlementsToken)\n".write(to: tokens, atomically: true, encoding: .utf8)
+        let port = chaosFreePort()
+        var environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("VERIFY_") }
+        environment.merge([
+            "VERIFY_BROKERS": bootstrap, "VERIFY_ENTITLEMENTS_GROUP_ID": "\(runID)-entitlements",
+            "VERIFY_ENTITLEMENTS_STORE_URL": "sqlite:" + directory.appendingPathComponent("entitlements.sqlite").path,
+            "VERIFY_CATALOG_FILE": catalogFile.path, "VERIFY_ENTITLEMENTS_TOKENS_FILE": tokens.path,
+            "VERIFY_ENTITLEMENTS_PORT": "\(port)", "VERIFY_ENTITLEMENTS_HOST": "127.0.0.1",
+            "VERIFY_ENTITLEMENTS_EVENTS_TOPIC": "", "VERIFY_LOG_FORMAT": "json",
+            "VERIFY_LOG_LEVEL": configuration.workerLogLevel,
+            // A generous per-token limit: the end of the run asks about every account at once.
+            "VERIFY_ENTITLEMENTS_RATE_LIMIT": "100000", "VERIFY_ENTITLEMENTS_RATE_BURST": "100000",
+        ]) { _, new in new }
+        if let properties = configuration.workerKafkaProperties { environment["VERIFY_KAFKA_PROPERTIES"] = properties }
+        entitlementsEnvironment.withLock { $0 = environment }
+        services.withLock { $0.entitlementsPort = port }
+        try restartEntitlements()
+    }
+
+    func restartEntitlements() throws {
+        let process = try ChaosProcess(
+            name: "entitlements", executable: configuration.binary, arguments: ["entitlements"],
+            environment: entitlementsEnvironment.withLock { $0 }, logFile: log("entitlements"), readStdout: false,
+            openStdin: false)
+        services.withLock { $0.entitlements = process }
+    }
+
+    func waitForEntitlementsReady(within limit: Duration) async -> Bool {
+        guard let port = services.withLock({ $0.entitlementsPort }) else { return false }
+        let deadline = clock.now.advanced(by: limit)
+        while clock.now < deadline {
+            if await ChaosHTTP.status("http://127.0.0.1:\(port)/readyz") == 200 { return true }
+            if services.withLock({ $0.entitlements })?.exit != nil { return false }
+            try? await Task.sleep(for: .milliseconds(100))
+        }
+        return false
+    }
+
+    /// Waits until the entitlement service has read every verdict in the topic (its positions in its store reach the
+    /// high watermarks), then compares every account of the run with the truth.
+    func checkEntitlements(_ truth: ChaosEntitlementTruth) async -> [ChaosViolation] {
+        guard let port = services.withLock({ $0.entitlementsPort }) else {
+            return [.runFailed("no entitlement service")]
+        }
+        let bootstrap = entitlementsEnvironment.withLock { $0["VERIFY_BROKERS"] } ?? ""
+        let partitions = partitionCount.withLock { $0 }
+        var ends: [Int32: Int64] = [:]
+        if let producer = try? KafkaProducer(
+            configuration: KafkaProducerConfiguration(
+                bootstrapServers: bootstrap, clientID: "\(runID)-entitlements-check"),
+            logger: quietLogger)
+        {
+            for partition in 0..<Int32(partitions) {
+                if let marks = try? await producer.watermarks(topic: Topics.verdicts, partition: partition) {
+                    ends[partition] = marks.high
+                }
+            }
+            await producer.shutdown(timeout: .seconds(2))
+        }
+        var storeLogger = quietLogger
+        storeLogger.logLevel = .critical
+        guard
+            let store = try? SQLiteEntitlementStore(
+                path: directory.appendingPathComponent("entitlements.sqlite").path, logger: storeLogger)
+        else { return [.runFailed("the entitlement store could not be opened")] }
+        defer { Task { await store.close() } }
+        let deadline = clock.now.advanced(by: configuration.settleTimeout)
+        var caughtUp = false
+        while clock.now < deadline {
+            let positions = (try? await store.progress().positions) ?? []
+            let reached = Dictionary(positions.map { ($0.partition, $0.nextOffset) }) { max($0, $1) }
+            if ends.count == partitions, ends.allSatisfy({ reached[$0.key, default: 0] >= $0.value }) {
+                caughtUp = true
+                break
+            }
+            try? await Task.sleep(for: .milliseconds(200))
+        }
+        guard caughtUp else {
+            return [
+                .runFailed("the entitlement service did not read every verdict within \(configuration.settleTimeout)")
+            ]
+        }
+        logger.info(
+            "chaos: entitlement service caught up; comparing accounts",
+            metadata: ["chaos.accounts": "\(truth.accounts.count)"])
+        var violations: [ChaosViolation] = []
+        for account in truth.accounts.keys.sorted() {
+            let encoded = account.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? account
+            let reply = await ChaosHTTP.getAuthorized(
+                "http://127.0.0.1:\(port)/v1/accounts/\(encoded)/entitlements", token: Self.entitlementsToken)
+            var active: Set<String> = []
+            var consumables: [String: Int] = [:]
+            switch reply?.status {
+            case 200?:
+                let json = (try? JSONSerialization.jsonObject(with: Data(reply?.body ?? []))) as? [String: Any] ?? [:]
+                for entitlement in json["entitlements"] as? [[String: Any]] ?? []
+                where entitlement["active"] as? Bool == true {
+                    if let id = entitlement["id"] as? String { active.insert(id) }
+                }
+                for consumable in json["consumables"] as? [[String: Any]] ?? [] {
+                    if let product = consumable["product_id"] as? String {
+                        consumables[product] = consumable["count"] as? Int ?? 0
+                    }
+                }
+            case 404?:
+                break  // No verdict named the account: it must have nothing.
+            default:
+                violations.append(.entitlementMismatch(account: account, detail: "no answer (\(reply?.status ?? 0))"))
+                continue
+            }
+            if let difference = truth.differences(account: account, active: active, consumables: consumables) {
+                violations.append(.entitlementMismatch(account: account, detail: difference))
+            }
+        }
+        if let process = services.withLock({ $0.entitlements }), process.exit == nil {
+            process.signal(SIGTERM)
+            if await process.waitForExit(timeout: .seconds(40)) != .exited(0) {
+                violations.append(.runFailed("the entitlement service did not exit 0 on SIGTERM"))
+                process.signal(SIGKILL)
+            }
+        }
+        return violations
+    }
+
     // MARK: Faults
 
     enum Fault: String, CaseIterable, CustomStringConvertible {
@@ -563,6 +716,7 @@ final class ChaosEnvironment: Sendable {
         case apple21005 = "apple_21005"
         case apple503 = "apple_503"
         case appleTimeouts = "apple_timeouts"
+        case killEntitlements = "kill_entitlements"
 
         var description: String { rawValue }
     }
@@ -571,7 +725,10 @@ final class ChaosEnvironment: Sendable {
     private func faultSchedule() -> [Fault] {
         guard configuration.faults else { return [] }
         var random = SplitMix64(state: configuration.seed ^ 0xFA17)
-        let kinds = Fault.allCases.filter { configuration.onlyFaults?.contains($0.rawValue) ?? true }
+        let kinds = Fault.allCases.filter {
+            (configuration.onlyFaults?.contains($0.rawValue) ?? true)
+                && ($0 != .killEntitlements || configuration.entitlements)
+        }
         guard !kinds.isEmpty else { return [] }
         var schedule = kinds.shuffled(using: &random)
         if let duration = configuration.duration {
@@ -602,6 +759,19 @@ final class ChaosEnvironment: Sendable {
             do {
                 try restartWorker(victim)
                 if !(await waitForReady(victim, within: .seconds(60))) { detail = "restarted worker not ready in 60 s" }
+            } catch {
+                detail = "restart failed: \(error)"
+            }
+        case .killEntitlements:
+            target = "entitlements"
+            services.withLock { $0.entitlements }?.signal(SIGKILL)
+            _ = await services.withLock { $0.entitlements }?.waitForExit(timeout: .seconds(10))
+            try? await Task.sleep(for: hold)
+            do {
+                try restartEntitlements()
+                if !(await waitForEntitlementsReady(within: .seconds(60))) {
+                    detail = "restarted entitlement service not ready in 60 s"
+                }
             } catch {
                 detail = "restart failed: \(error)"
             }
@@ -771,6 +941,9 @@ final class ChaosEnvironment: Sendable {
             ($0.broker, $0.simulator, $0.workers, $0.postgresState)
         }
         for worker in workers.compactMap({ $0 }) where worker.exit == nil { worker.signal(SIGKILL) }
+        if let entitlements = services.withLock({ $0.entitlements }), entitlements.exit == nil {
+            entitlements.signal(SIGKILL)
+        }
         await simulator?.stop()
         await broker?.stop()
         if let postgres, let script = postgresScript { _ = try? await runScript(script, ["stop"], state: postgres) }

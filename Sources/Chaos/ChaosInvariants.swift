@@ -93,6 +93,8 @@ public enum ChaosViolation: Sendable, Hashable, CustomStringConvertible {
     case unexpectedAppleEndpoint(String)
     /// The run itself could not complete (a process did not start, the verdicts never arrived).
     case runFailed(String)
+    /// The entitlement service's API disagrees with the run's truth about an account.
+    case entitlementMismatch(account: String, detail: String)
 
     public var description: String {
         switch self {
@@ -120,6 +122,7 @@ public enum ChaosViolation: Sendable, Hashable, CustomStringConvertible {
         case .leakInLog(let detail): "log leak: \(detail)"
         case .unexpectedAppleEndpoint(let endpoint): "the simulator was asked for \(endpoint)"
         case .runFailed(let detail): "run failed: \(detail)"
+        case .entitlementMismatch(let account, let detail): "account \(account): the entitlement API shows \(detail)"
         }
     }
 
@@ -145,6 +148,7 @@ public enum ChaosViolation: Sendable, Hashable, CustomStringConvertible {
         case .leakInLog: "leak_in_log"
         case .unexpectedAppleEndpoint: "unexpected_apple_endpoint"
         case .runFailed: "run_failed"
+        case .entitlementMismatch: "entitlement_mismatch"
         }
     }
 }

@@ -66,6 +66,10 @@ public struct ChaosConfiguration: Sendable {
     public var drainTimeoutSeconds = 10
     /// `VERIFY_LOG_LEVEL` of the workers (`trace` for the security check of their logs). Default: info.
     public var workerLogLevel = "info"
+    /// Also run the entitlement service (`verify-worker entitlements`, SQLite), kill it with the workers' faults
+    /// (`kill_entitlements`), and check at the end that every account's entitlements from its API equal the run's
+    /// truth. Default: true.
+    public var entitlements = true
     /// `VERIFY_KAFKA_PROPERTIES` of the workers (e.g. `debug=eos,msg` to see the idempotent producer's state).
     /// Default: none.
     public var workerKafkaProperties: String?

@@ -30,6 +30,13 @@ enum ChaosHTTP {
         await execute(TransportRequest(url: url, timeout: .seconds(5))).map { Data($0.body) }
     }
 
+    /// Status and body of a GET with a bearer token, or nil when nothing answered.
+    static func getAuthorized(_ url: String, token: String) async -> (status: Int, body: [UInt8])? {
+        await execute(
+            TransportRequest(url: url, headers: [("Authorization", "Bearer \(token)")], timeout: .seconds(10))
+        ).map { ($0.status, $0.body) }
+    }
+
     /// POSTs a JSON body; true on a 2xx answer.
     @discardableResult
     static func post(_ url: String, json: String) async -> Bool {

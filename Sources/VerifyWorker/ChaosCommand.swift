@@ -99,6 +99,11 @@ struct ChaosCommand: AsyncParsableCommand {
     @Flag(name: .customLong("no-faults"), help: "A baseline run without the fault schedule.")
     var noFaults = false
 
+    @Flag(
+        name: .customLong("no-entitlements"),
+        help: "Do not run the entitlement service (by default it runs, is killed like a worker, and is checked).")
+    var noEntitlements = false
+
     @Option(name: .customLong("worker-log-level"), help: "VERIFY_LOG_LEVEL of the workers.")
     var workerLogLevel = "info"
 
@@ -169,6 +174,7 @@ struct ChaosCommand: AsyncParsableCommand {
         configuration.flowWindowBytes = flowWindowKilobytes.map { $0 << 10 }
         configuration.faultHold = .seconds(faultHoldSeconds)
         configuration.faults = !noFaults
+        configuration.entitlements = !noEntitlements
         if onlyFaults != nil { configuration.onlyFaults = Set(onlyFaultNames) }
         configuration.workerLogLevel = workerLogLevel
         configuration.workerKafkaProperties = workerKafkaProperties

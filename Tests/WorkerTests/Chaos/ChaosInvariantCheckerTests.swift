@@ -1,4 +1,5 @@
 import Chaos
+import Entitlements
 import Foundation
 import Messages
 import Testing
@@ -166,5 +167,40 @@ struct ChaosInvariantCheckerTests {
     func deadLetters() {
         #expect(kinds(Self.clean, deadLetters: [("m1", "x"), ("alice", "poison")]) == ["unexpected_dead_letter"])
         #expect(kinds(Self.clean, deadLetters: []) == ["missing_dead_letter"])
+    }
+}
+
+@Suite("Chaos: entitlement truth")
+struct ChaosEntitlementTruthTests {
+    @Test("the truth is the grantable transactions' products, owned where the ledger says; any other answer differs")
+    func truth() {
+        let catalog = EntitlementCatalog(products: [
+            .init(id: "premium", type: .nonConsumable), .init(id: "coins", type: .consumable),
+        ])
+        let jobs = [
+            ChaosSubmittedJob(jobID: "j1", accountID: "a1", grantableTransactionID: "t1", category: "genuine"),
+            ChaosSubmittedJob(jobID: "j2", accountID: "a2", grantableTransactionID: "t1", category: "replay"),
+            ChaosSubmittedJob(jobID: "j3", accountID: "a1", grantableTransactionID: "c1", category: "genuine"),
+            ChaosSubmittedJob(jobID: "j4", accountID: "a3", category: "other_app"),
+        ]
+        let verdicts = [
+            Verdict(
+                jobID: "j1", accountID: "a1", outcome: .granted, decidedBy: .apple,
+                transactions: [.init(transactionID: "t1", productID: "premium")], decidedAt: Date()),
+            Verdict(
+                jobID: "j3", accountID: "a1", outcome: .granted, decidedBy: .apple,
+                transactions: [.init(transactionID: "c1", productID: "coins", quantity: 2)], decidedAt: Date()),
+        ]
+        let claims = [
+            "t1": ChaosClaim(transactionID: "t1", accountID: "a1", grantedJobID: "j1"),
+            "c1": ChaosClaim(transactionID: "c1", accountID: "a1", grantedJobID: "j3"),
+        ]
+        let truth = ChaosEntitlementTruth(jobs: jobs, claims: claims, verdicts: verdicts, catalog: catalog)
+        #expect(truth.differences(account: "a1", active: ["premium"], consumables: ["coins": 2]) == nil)
+        #expect(truth.differences(account: "a2", active: [], consumables: [:]) == nil)
+        #expect(truth.differences(account: "a3", active: [], consumables: [:]) == nil)
+        #expect(truth.differences(account: "a2", active: ["premium"], consumables: [:]) != nil)
+        #expect(truth.differences(account: "a1", active: [], consumables: ["coins": 2]) != nil)
+        #expect(truth.differences(account: "a1", active: ["premium"], consumables: ["coins": 1]) != nil)
     }
 }
