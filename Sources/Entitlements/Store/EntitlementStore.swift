@@ -157,18 +157,9 @@ struct ProjectionKeys {
     }
 }
 
-/// The JSON of stored history entries and events (dates as RFC 3339 with milliseconds, like the messages).
+/// Reads stored history entries and events back (dates as RFC 3339 with milliseconds, as `StoredJSONWriter` writes
+/// them).
 enum StoredJSON {
-    static func encode(_ value: some Encodable) -> String {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        encoder.dateEncodingStrategy = .custom { date, encoder in
-            var container = encoder.singleValueContainer()
-            try container.encode(RFC3339.format(date))
-        }
-        return (try? String(decoding: encoder.encode(value), as: UTF8.self)) ?? "{}"
-    }
-
     static func decode<T: Decodable>(_ type: T.Type, _ text: String) throws -> T {
         let decoder = JSONDecoder()
         decoder.dateDecodingStrategy = .custom { decoder in
