@@ -51,6 +51,9 @@ let package = Package(
         // MARK: Libraries, one part of the architecture each
         .target(
             name: "Messages",
+            dependencies: [
+                .product(name: "Crypto", package: "swift-crypto")
+            ],
             swiftSettings: strictSettings
         ),
         .target(

@@ -13,16 +13,20 @@ public struct ChaosSubmittedJob: Sendable, Hashable {
     public var mustBeRejected: Bool
     /// For the summary: the traffic category or adversarial case.
     public var category: String
+    /// The job's ``ReceiptJob/contentDigest``, when known: every verdict of the job must carry the id derived from
+    /// it.
+    public var contentDigest: String?
 
     public init(
         jobID: String, accountID: String, grantableTransactionID: String? = nil, mustBeRejected: Bool = false,
-        category: String
+        category: String, contentDigest: String? = nil
     ) {
         self.jobID = jobID
         self.accountID = accountID
         self.grantableTransactionID = grantableTransactionID
         self.mustBeRejected = mustBeRejected
         self.category = category
+        self.contentDigest = contentDigest
     }
 }
 
@@ -242,8 +246,9 @@ public struct ChaosInvariantChecker: Sendable {
             } else if Set(all).count > 1 {
                 tally.redecided += 1
             }
+            let expectedID = job.contentDigest.map { Verdict.verdictID(jobID: job.jobID, contentDigest: $0) }
             if all.contains(where: {
-                $0.accountID != job.accountID || $0.verdictID != Verdict.verdictID(forJob: job.jobID)
+                $0.accountID != job.accountID || expectedID.map($0.verdictID.elementsEqual) == false
             }) {
                 violations.append(.wrongAccount(jobID: job.jobID))
             }

@@ -66,7 +66,7 @@ public struct ChaosTraffic: Sendable {
         jobs.append(
             ChaosSubmittedJob(
                 jobID: job.jobID, accountID: job.accountID, grantableTransactionID: grantable,
-                mustBeRejected: mustBeRejected, category: category))
+                mustBeRejected: mustBeRejected, category: category, contentDigest: job.contentDigest))
         cases[category, default: 0] += 1
     }
 
@@ -227,7 +227,7 @@ public struct ChaosTrafficBuilder {
                 traffic.jobs.append(
                     ChaosSubmittedJob(
                         jobID: job.jobID, accountID: job.accountID, grantableTransactionID: nil, mustBeRejected: true,
-                        category: "fuzz_job"))
+                        category: "fuzz_job", contentDigest: job.contentDigest))
                 traffic.cases["fuzz_job", default: 0] += 1
             }
         }

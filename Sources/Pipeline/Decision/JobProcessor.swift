@@ -106,7 +106,7 @@ public struct JobProcessor: Sendable {
             return decided
         case .needsApple(let local):
             let evidence = try await askApple(job, local: local, deadline: deadline)
-            return try await settleWithApple(job, evidence, local: local)
+            return try await settleWithApple(job, evidence, local: local, recordedAt: recordedAt)
         }
     }
 
@@ -135,7 +135,7 @@ public struct JobProcessor: Sendable {
         case .rejected(let verdict): return .decided(decidedLocally(verdict))
         case .evidence(let evidence): local = evidence
         }
-        if let verdict = try await settledVerdict(job, local.evidence) {
+        if let verdict = try await settledVerdict(job, local.evidence, recordedAt: recordedAt) {
             return .decided(decidedLocally(verdict))
         }
         return .needsApple(local)
@@ -143,8 +143,10 @@ public struct JobProcessor: Sendable {
 
     /// The verdict the ledger gives `evidence` (nil: the rules need Apple).
     @inline(never)
-    private func settledVerdict(_ job: ReceiptJob, _ evidence: PurchaseEvidence) async throws -> Verdict? {
-        guard case .verdict(let verdict) = try await settle(job, evidence) else { return nil }
+    private func settledVerdict(
+        _ job: ReceiptJob, _ evidence: PurchaseEvidence, recordedAt: Date?
+    ) async throws -> Verdict? {
+        guard case .verdict(let verdict) = try await settle(job, evidence, recordedAt: recordedAt) else { return nil }
         return verdict
     }
 
@@ -166,13 +168,13 @@ public struct JobProcessor: Sendable {
     /// Settles with Apple's evidence.
     @inline(never)
     private func settleWithApple(
-        _ job: ReceiptJob, _ evidence: PurchaseEvidence, local: LocalEvidence
+        _ job: ReceiptJob, _ evidence: PurchaseEvidence, local: LocalEvidence, recordedAt: Date?
     ) async throws -> Decided {
-        if let verdict = try await settledVerdict(job, evidence) {
+        if let verdict = try await settledVerdict(job, evidence, recordedAt: recordedAt) {
             return Decided(verdict: verdict, askedApple: true)
         }
         // The rules decide whenever Apple answered or was unavailable; this is a safety net, never a loop.
-        guard let verdict = try await settledVerdict(job, local.unavailable) else {
+        guard let verdict = try await settledVerdict(job, local.unavailable, recordedAt: recordedAt) else {
             throw PipelineFatalError("the decision rules asked for Apple after Apple was asked")
         }
         return Decided(verdict: verdict, askedApple: true)
@@ -345,12 +347,14 @@ public struct JobProcessor: Sendable {
     // MARK: Ledger
 
     @inline(never)
-    func settle(_ job: ReceiptJob, _ evidence: PurchaseEvidence) async throws -> LedgerSettlement.Outcome {
+    func settle(
+        _ job: ReceiptJob, _ evidence: PurchaseEvidence, recordedAt: Date? = nil
+    ) async throws -> LedgerSettlement.Outcome {
         var backoff = configuration.ledgerInitialBackoff
         while true {
             do {
                 let outcome = try await LedgerSettlement.settle(
-                    job: job, evidence: evidence, policy: currentPolicy(), ledger: ledger)
+                    job: job, evidence: evidence, policy: currentPolicy(), ledger: ledger, recordedAt: recordedAt)
                 health.ledgerSucceeded()
                 return outcome
             } catch let error as LedgerError {

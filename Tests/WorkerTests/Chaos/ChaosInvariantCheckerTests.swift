@@ -20,7 +20,8 @@ struct ChaosInvariantCheckerTests {
         transactions: [String] = [], at date: Date = decidedAt
     ) -> Verdict {
         Verdict(
-            jobID: jobID, accountID: account, outcome: outcome, reason: reason, decidedBy: .signature,
+            verdictID: "verdict-" + jobID, jobID: jobID, accountID: account, outcome: outcome, reason: reason,
+            decidedBy: .signature,
             transactions: transactions.map { Verdict.Transaction(transactionID: $0, productID: "p") }, decidedAt: date)
     }
 
