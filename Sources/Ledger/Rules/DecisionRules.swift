@@ -162,9 +162,11 @@ private struct Evaluation {
         if transactions.isEmpty {
             return authentic ? reject(.noTransaction, by: by) : nil
         }
-        if let expected = job.expectedProductID, authentic, !transactions.contains(where: { $0.productID == expected })
-        {
-            return reject(.noTransaction, by: by)
+        // The product rule comes before every ownership rule: a proof without the product the job expects is never
+        // `already_granted` for it. Unauthenticated, the proof as read locally may lack what Apple would show
+        // (renewals in `latest_receipt_info`): Apple's answer decides.
+        if let expected = job.expectedProductID, !transactions.contains(where: { $0.productID == expected }) {
+            return authentic ? reject(.noTransaction, by: by) : nil
         }
         if let notification = evidence.notification {
             return decideNotification(notification)

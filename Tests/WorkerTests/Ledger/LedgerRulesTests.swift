@@ -177,6 +177,31 @@ struct LedgerRulesTests {
         #expect(reason(F.apple([])) == .noTransaction)
     }
 
+    @Test("the expected product is checked before ownership: an owned proof without it is never already_granted")
+    func expectedProductBeforeOwnership() throws {
+        let t = F.purchase("t1")
+        let owned = [F.claim(t, account: "acct-A", job: "job-0")]
+        let job = F.job(expectedProduct: "com.example.gems")
+        // Read locally (not authenticated): the ledger must not answer already_owned; Apple decides.
+        #expect(F.decide(job, F.local([t]), claims: owned) == .needsApple)
+        #expect(
+            DecisionRules.decideFromLedger(
+                job: job, localEvidence: F.local([t]), snapshot: LedgerSnapshot(claims: owned), policy: F.policy())
+                == nil)
+        // Apple's (or a verified signature's) evidence without the product: no_transaction, owned or not.
+        let apple = try #require(F.decision(F.decide(job, F.apple([t]), claims: owned)))
+        #expect(apple.verdict.reason == .noTransaction)
+        // Apple unavailable: unverifiable, never already_granted.
+        var unavailable = F.local([t])
+        unavailable.appleUnavailable = true
+        let undecided = try #require(F.decision(F.decide(job, unavailable, claims: owned)))
+        #expect(undecided.verdict.outcome == .unverifiable)
+        // With the expected product in the proof, ownership answers as before.
+        let same = try #require(
+            F.decision(F.decide(F.job(expectedProduct: t.productID), F.local([t]), claims: owned)))
+        #expect(same.verdict.outcome == .alreadyGranted)
+    }
+
     @Test("subscriptions: current period granted, expired rejected, grace period honoured, billing retry ends access")
     func subscriptionPeriods() throws {
         let current = F.renewal("s2", purchased: F.days(-5), expires: F.days(25))
