@@ -68,6 +68,8 @@ public struct JobProcessor: Sendable {
     let verifyReceipt: VerifyReceiptClient
     let serverAPI: AppStoreServerAPIClient?
     let health: WorkerHealth
+    /// Holds back jobs while Apple refuses this worker's own configuration (21004, Server API 401).
+    public let configurationWatch: AppleConfigurationWatch
     let logger: Logger
     let now: @Sendable () -> Date
     /// Proofs the bytes alone rejected lately: most junk is resent as is.
@@ -80,8 +82,9 @@ public struct JobProcessor: Sendable {
     public init(
         analyzer: ReceiptAnalyzer, ledger: any Ledger, apple: AppleCaller, verifyReceipt: VerifyReceiptClient,
         serverAPI: AppStoreServerAPIClient?, configuration: Configuration, health: WorkerHealth, logger: Logger,
-        now: @escaping @Sendable () -> Date = Date.init
+        configurationWatch: AppleConfigurationWatch? = nil, now: @escaping @Sendable () -> Date = Date.init
     ) {
+        self.configurationWatch = configurationWatch ?? AppleConfigurationWatch(health: health, logger: logger)
         self.analyzer = analyzer
         self.ledger = ledger
         self.apple = apple
@@ -100,13 +103,29 @@ public struct JobProcessor: Sendable {
     /// - Parameter recordedAt: the job record's Kafka timestamp; rejections decided from the proof alone take it as
     ///   their `decided_at`, so a redelivery repeats the verdict exactly without the ledger.
     public func process(_ job: ReceiptJob, recordedAt: Date? = nil) async throws -> Decided {
-        let deadline = ContinuousClock.now.advanced(by: configuration.jobDeadline)
         switch try await decideLocally(job, recordedAt: recordedAt) {
         case .decided(let decided):
             return decided
         case .needsApple(let local):
-            let evidence = try await askApple(job, local: local, deadline: deadline)
+            let evidence = try await askAppleWithValidConfiguration(job, local: local)
             return try await settleWithApple(job, evidence, local: local, recordedAt: recordedAt)
+        }
+    }
+
+    /// Asks Apple; while Apple refuses the worker's own configuration, waits (undecided) and asks again. The job's
+    /// deadline for Apple counts from each attempt: a wait for an operator is not Apple being unavailable.
+    @inline(never)
+    private func askAppleWithValidConfiguration(
+        _ job: ReceiptJob, local: LocalEvidence
+    ) async throws
+        -> PurchaseEvidence
+    {
+        while true {
+            let deadline = ContinuousClock.now.advanced(by: configuration.jobDeadline)
+            switch try await askApple(job, local: local, deadline: deadline) {
+            case .evidence(let evidence): return evidence
+            case .refused(let fault): try await configurationWatch.waitForTurn(fault)
+            }
         }
     }
 
@@ -150,17 +169,26 @@ public struct JobProcessor: Sendable {
         return verdict
     }
 
-    /// Apple's evidence for the job, or the local evidence marked unavailable.
+    /// What asking Apple gave: evidence, or a refusal of the worker's own configuration.
+    enum AppleStep {
+        case evidence(PurchaseEvidence)
+        case refused(AppleConfigurationFault)
+    }
+
+    /// Apple's evidence for the job, the local evidence marked unavailable, or Apple's refusal of this worker's
+    /// configuration (no verdict may be drawn from that).
     @inline(never)
     func askApple(
         _ job: ReceiptJob, local: LocalEvidence, deadline: ContinuousClock.Instant
-    ) async throws -> PurchaseEvidence {
+    ) async throws -> AppleStep {
         switch appleRequest(job, local: local) {
         case .none:
-            return local.unavailable
+            return .evidence(local.unavailable)
         case .verifyReceipt(let text, let environment):
+            try await configurationWatch.waitForTurn(.sharedSecret)
             return try await askVerifyReceipt(job, text, environment, local: local, deadline: deadline)
         case .transactionInfo(let serverAPI, let transactionID):
+            try await configurationWatch.waitForTurn(.serverAPIKey)
             return try await askTransactionInfo(job, serverAPI, transactionID, local: local, deadline: deadline)
         }
     }
@@ -303,28 +331,63 @@ public struct JobProcessor: Sendable {
     private func askVerifyReceipt(
         _ job: ReceiptJob, _ text: String, _ environment: AppleEnvironment, local: LocalEvidence,
         deadline: ContinuousClock.Instant
-    ) async throws -> PurchaseEvidence {
+    ) async throws -> AppleStep {
         let result = try await apple.call(.verifyReceipt, deadline: deadline) {
             // Made once a permit is held, not before: thousands of jobs may wait for a permit, and each would
             // hold its receipt decoded and re-encoded. Deterministic, so it succeeds here as it did above.
             try await verifyReceipt.verify(receiptData: receiptData(text) ?? "", startingAt: environment).boxed()
         }
-        return appleEvidence(result, job: job, local: local, call: "verifyReceipt") {
-            EvidenceMapping.evidence(from: $0, local: local.evidence)
+        if case .answered(let answer) = result {
+            guard answer.value.status != .sharedSecretMismatch else { return refused(.sharedSecret, job: job) }
+            configurationWatch.accepted(.sharedSecret)
         }
+        return .evidence(
+            appleEvidence(result, job: job, local: local, call: "verifyReceipt") {
+                EvidenceMapping.evidence(from: $0, local: local.evidence)
+            })
+    }
+
+    /// A call Apple refused because of this worker's configuration: counted, and the job waits undecided.
+    @inline(never)
+    private func refused(_ fault: AppleConfigurationFault, job: ReceiptJob) -> AppleStep {
+        configurationWatch.refused(fault)
+        logger.debug(
+            "apple: refused the worker's configuration, the job waits undecided",
+            metadata: [LogKeys.jobID: "\(job.jobID)", LogKeys.setting: "\(fault.rawValue)"])
+        return .refused(fault)
     }
 
     @inline(never)
     private func askTransactionInfo(
         _ job: ReceiptJob, _ serverAPI: AppStoreServerAPIClient, _ transactionID: String, local: LocalEvidence,
         deadline: ContinuousClock.Instant
-    ) async throws -> PurchaseEvidence {
+    ) async throws -> AppleStep {
         let result = try await apple.call(.transactionInfo, deadline: deadline) {
-            try await serverAPI.transactionInfo(transactionID: transactionID).boxed()
+            switch try await serverAPI.transactionInfo(transactionID: transactionID) {
+            case .failed(let error) where error.httpStatus == 401:
+                // 401 in both environments (the client asks sandbox after a production 401): the key is refused.
+                // An answer, not a failure: it says nothing about Apple's health, so the gate must not back off.
+                return .answered(AppleAnswerBox(ServerAPIReply.keyRefused))
+            case .answered(let answer): return .answered(AppleAnswerBox(ServerAPIReply.info(answer)))
+            case .retryable(let advice): return .retryable(advice)
+            case .failed(let error): return .failed(error)
+            }
         }
-        return appleEvidence(result, job: job, local: local, call: "transaction info") {
-            EvidenceMapping.evidence(from: $0)
+        if case .answered(let answer) = result {
+            guard case .info = answer.value else { return refused(.serverAPIKey, job: job) }
+            configurationWatch.accepted(.serverAPIKey)
         }
+        return .evidence(
+            appleEvidence(result, job: job, local: local, call: "transaction info") { reply in
+                guard case .info(let info) = reply else { return local.unavailable }
+                return EvidenceMapping.evidence(from: info)
+            })
+    }
+
+    /// The Server API's answer to a transaction lookup, or its refusal of the worker's key.
+    enum ServerAPIReply: Sendable {
+        case info(TransactionInfoAnswer)
+        case keyRefused
     }
 
     /// The evidence of Apple's answer to one call (`call` names it in the log when Apple stayed unavailable).

@@ -17,5 +17,7 @@ public enum LogKeys {
     public static let appleStatus = "apple.status"
     public static let attempt = "apple.attempt"
     public static let workerID = "worker.id"
+    /// The name of a configuration setting (never its value).
+    public static let setting = "config.setting"
     public static let error = "error"
 }

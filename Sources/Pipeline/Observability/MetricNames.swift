@@ -30,6 +30,9 @@ public enum MetricNames {
     public static let commitLag = "verify_commit_lag"
     /// Counter, label `reason`: messages sent to the dead-letter topic.
     public static let deadLetters = "verify_dead_letters_total"
+    /// Counter, label `setting` (`shared_secret`, `server_api_key`): calls Apple refused because of this worker's own
+    /// configuration (verifyReceipt 21004, Server API 401). Their jobs stay undecided; see `AppleConfigurationWatch`.
+    public static let appleConfigurationFaults = "verify_apple_configuration_faults_total"
     /// Timer (histogram): from a job's `submitted_at` (or consumption) to its verdict's delivery.
     public static let verdictLatency = "verify_job_duration_seconds"
 }

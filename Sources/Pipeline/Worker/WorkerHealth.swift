@@ -9,6 +9,8 @@ public final class WorkerHealth: Sendable {
         var lastLedgerFailureLog: ContinuousClock.Instant?
         var draining = false
         var assignedPartitions = 0
+        /// Readiness reasons of Apple configuration faults standing now (`AppleConfigurationWatch`).
+        var appleConfigurationFaults: Set<String> = []
     }
 
     private let state = Mutex(State())
@@ -33,6 +35,19 @@ public final class WorkerHealth: Sendable {
 
     /// The worker is shutting down: it takes no new work.
     public func draining() { state.withLock { $0.draining = true } }
+
+    /// Whether the worker is shutting down.
+    public var isDraining: Bool { state.withLock { $0.draining } }
+
+    /// Apple refused this worker's configuration (`reason` is the fault's readiness reason).
+    public func appleConfigurationFailed(_ reason: String) {
+        _ = state.withLock { $0.appleConfigurationFaults.insert(reason) }
+    }
+
+    /// Apple accepts the setting again.
+    public func appleConfigurationRecovered(_ reason: String) {
+        _ = state.withLock { $0.appleConfigurationFaults.remove(reason) }
+    }
 
     /// Records the first fatal fault; returns true if this call recorded it.
     @discardableResult
@@ -64,6 +79,7 @@ public final class WorkerHealth: Sendable {
             if !state.ledgerReachable { reasons.append("ledger_unreachable") }
             if state.fatal != nil { reasons.append("fatal_error") }
             if state.draining { reasons.append("draining") }
+            reasons.append(contentsOf: state.appleConfigurationFaults.sorted())
             return reasons
         }
     }
