@@ -514,7 +514,8 @@ final class ChaosEnvironment: Sendable {
         return environment
     }
 
-    func startWorker(_ index: Int, environment base: [String: String]) throws {
+    /// Starts worker `index`; `remember` keeps `base` as the environment ``restartWorker(_:)`` uses.
+    func startWorker(_ index: Int, environment base: [String: String], remember: Bool = true) throws {
         let port = services.withLock { services -> Int in
             while services.metricsPorts.count <= index { services.metricsPorts.append(chaosFreePort()) }
             return services.metricsPorts[index]
@@ -529,7 +530,21 @@ final class ChaosEnvironment: Sendable {
             while services.workers.count <= index { services.workers.append(nil) }
             services.workers[index] = worker
         }
-        workerEnvironment.withLock { $0 = base }
+        if remember { workerEnvironment.withLock { $0 = base } }
+    }
+
+    /// SIGTERM to worker `index`, then waits for its drain; a drain that fails is a violation. Returns a note when
+    /// it did not exit 0.
+    private func terminate(_ index: Int) async -> String? {
+        guard let process = worker(index) else { return nil }
+        process.signal(SIGTERM)
+        let limit = Duration.seconds(configuration.drainTimeoutSeconds + 15)
+        let exit = await process.waitForExit(timeout: limit)
+        guard exit != .exited(0) else { return nil }
+        let detail = exit.map { "\($0)" } ?? "still running after \(limit)"
+        services.withLock { $0.violations.append(.drainFailed(worker: index, detail: detail)) }
+        if exit == nil { process.signal(SIGKILL) }
+        return detail
     }
 
     private let workerEnvironment = Mutex<[String: String]>([:])
@@ -563,6 +578,9 @@ final class ChaosEnvironment: Sendable {
         case apple21005 = "apple_21005"
         case apple503 = "apple_503"
         case appleTimeouts = "apple_timeouts"
+        /// A worker restarted with a wrong shared secret beside healthy ones, then restarted right: no purchase may
+        /// be recorded as a non-grant because of the worker's own configuration.
+        case wrongSharedSecret = "wrong_shared_secret"
 
         var description: String { rawValue }
     }
@@ -607,24 +625,37 @@ final class ChaosEnvironment: Sendable {
             }
         case .sigtermWorker:
             target = "worker-\(victim)"
-            if let process = worker(victim) {
-                process.signal(SIGTERM)
-                let limit = Duration.seconds(configuration.drainTimeoutSeconds + 15)
-                let exit = await process.waitForExit(timeout: limit)
-                detail = exit.map { "\($0)" } ?? "still running after \(limit)"
-                if exit != .exited(0) {
-                    services.withLock {
-                        $0.violations.append(.drainFailed(worker: victim, detail: detail ?? "unknown"))
-                    }
-                    if exit == nil { process.signal(SIGKILL) }
-                }
-            }
+            detail = await terminate(victim)
             do {
                 try restartWorker(victim)
                 _ = await waitForReady(victim, within: .seconds(60))
             } catch {
                 detail = (detail ?? "") + "; restart failed: \(error)"
             }
+        case .wrongSharedSecret:
+            target = "worker-\(victim)"
+            var notes = [await terminate(victim)].compactMap { $0 }
+            do {
+                var environment = workerEnvironment.withLock { $0 }
+                let wrongSecret = URL(
+                    fileURLWithPath: (environment["VERIFY_SHARED_SECRET_FILE"] ?? "/tmp/shared_secret") + ".wrong")
+                try Data("not-the-app-secret".utf8).write(to: wrongSecret)
+                environment["VERIFY_SHARED_SECRET_FILE"] = wrongSecret.path
+                try startWorker(victim, environment: environment, remember: false)
+                try? await Task.sleep(for: hold)
+                let port = services.withLock { $0.metricsPorts[victim] }
+                if let body = await ChaosHTTP.get("http://127.0.0.1:\(port)/readyz"),
+                    String(decoding: body, as: UTF8.self).contains("apple_shared_secret_rejected")
+                {
+                    notes.append("the misconfigured worker reported apple_shared_secret_rejected")
+                }
+                notes.append(contentsOf: [await terminate(victim)].compactMap { $0 })
+                try restartWorker(victim)
+                _ = await waitForReady(victim, within: .seconds(60))
+            } catch {
+                notes.append("restart failed: \(error)")
+            }
+            detail = notes.joined(separator: "; ")
         case .brokerDown:
             let broker = 1 + Int(random.next() % UInt64(max(1, configuration.brokers)))
             target = "broker-\(broker)"

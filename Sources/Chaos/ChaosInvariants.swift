@@ -28,6 +28,13 @@ public struct ChaosSubmittedJob: Sendable, Hashable {
         self.category = category
         self.contentDigest = contentDigest
     }
+
+    /// The key of the submission: the verdict id it must get, or its job id when its digest is not known.
+    var key: String {
+        contentDigest.map { Verdict.verdictID(jobID: jobID, contentDigest: $0) } ?? Self.jobKey(jobID)
+    }
+
+    static func jobKey(_ jobID: String) -> String { "job:" + jobID }
 }
 
 /// A claim as the ledger holds it, reduced to what the invariants compare.
@@ -217,24 +224,32 @@ public struct ChaosInvariantChecker: Sendable {
         tally.verdictsDelivered = verdicts.count
         tally.deadLetters = deadLetters.count
 
-        let jobsByID = Dictionary(jobs.map { ($0.jobID, $0) }, uniquingKeysWith: { first, _ in first })
+        // A submission is known by the verdict id it must get (job id and content digest), or by its job id when its
+        // digest is not known: one job id may carry several contents (a reused job id), each with its own verdict.
+        let jobsByKey = Dictionary(jobs.map { ($0.key, $0) }, uniquingKeysWith: { first, _ in first })
+        let jobIDs = Set(jobs.map(\.jobID))
         var delivered: [String: [Verdict]] = [:]
         for verdict in verdicts {
-            guard jobsByID[verdict.jobID] != nil else {
+            if jobsByKey[verdict.verdictID] != nil {
+                delivered[verdict.verdictID, default: []].append(verdict)
+            } else if jobsByKey[ChaosSubmittedJob.jobKey(verdict.jobID)] != nil {
+                delivered[ChaosSubmittedJob.jobKey(verdict.jobID), default: []].append(verdict)
+            } else if jobIDs.contains(verdict.jobID) {
+                // A verdict id no submission of this job id derives: it names another content's verdict.
+                violations.append(.wrongAccount(jobID: verdict.jobID))
+            } else {
                 violations.append(.unknownVerdict(jobID: verdict.jobID))
-                continue
             }
-            delivered[verdict.jobID, default: []].append(verdict)
         }
 
-        // Every job a verdict; a job's verdicts identical; each for the job's account.
+        // Every job a verdict; a job's verdicts identical (one verdict id, one decision); each for the job's account.
         var first: [String: Verdict] = [:]
-        for job in jobsByID.values.sorted(by: { $0.jobID < $1.jobID }) {
-            guard let all = delivered[job.jobID], let verdict = all.first else {
+        for (key, job) in jobsByKey.sorted(by: { $0.key < $1.key }) {
+            guard let all = delivered[key], let verdict = all.first else {
                 violations.append(.missingVerdict(jobID: job.jobID))
                 continue
             }
-            first[job.jobID] = verdict
+            first[key] = verdict
             tally.jobsDecided += 1
             tally.duplicatesDelivered += all.count - 1
             tally.outcomes[verdict.outcome.rawValue, default: 0] += 1
@@ -246,10 +261,7 @@ public struct ChaosInvariantChecker: Sendable {
             } else if Set(all).count > 1 {
                 tally.redecided += 1
             }
-            let expectedID = job.contentDigest.map { Verdict.verdictID(jobID: job.jobID, contentDigest: $0) }
-            if all.contains(where: {
-                $0.accountID != job.accountID || expectedID.map($0.verdictID.elementsEqual) == false
-            }) {
+            if all.contains(where: { $0.accountID != job.accountID }) {
                 violations.append(.wrongAccount(jobID: job.jobID))
             }
             if job.mustBeRejected, verdict.outcome != .rejected {
@@ -261,8 +273,9 @@ public struct ChaosInvariantChecker: Sendable {
         let authentic = Set(jobs.compactMap(\.grantableTransactionID))
         var grantingJobs: [String: Set<String>] = [:]
         var grantingAccounts: [String: Set<String>] = [:]
-        for (jobID, verdict) in first.sorted(by: { $0.key < $1.key }) where verdict.outcome == .granted {
-            let job = jobsByID[jobID]
+        for (key, verdict) in first.sorted(by: { $0.key < $1.key }) where verdict.outcome == .granted {
+            let job = jobsByKey[key]
+            let jobID = verdict.jobID
             let granted = verdict.transactions.map(\.transactionID)
             if granted.isEmpty || job?.grantableTransactionID == nil {
                 violations.append(
@@ -287,7 +300,7 @@ public struct ChaosInvariantChecker: Sendable {
         }
         for transactionID in authentic.sorted() where grantingJobs[transactionID] == nil {
             let outcomes = jobs.filter { $0.grantableTransactionID == transactionID }.map { job in
-                first[job.jobID].map {
+                first[job.key].map {
                     [$0.outcome.rawValue, $0.reason?.rawValue].compactMap { $0 }.joined(separator: "/")
                 }
                     ?? "none"
@@ -297,8 +310,10 @@ public struct ChaosInvariantChecker: Sendable {
 
         // The ledger agrees: grants are recorded with their claims; any verdict it recorded is the published one.
         if let ledger {
-            for (jobID, verdict) in first.sorted(by: { $0.key < $1.key }) {
-                if let recorded = ledger.recordedVerdicts[jobID] {
+            for verdict in first.values.sorted(by: { $0.verdictID < $1.verdictID }) {
+                let jobID = verdict.jobID
+                // The ledger keeps one verdict per job id: the first content's (a reuse is answered, not recorded).
+                if let recorded = ledger.recordedVerdicts[jobID], recorded.verdictID == verdict.verdictID {
                     if recorded != verdict { violations.append(.ledgerVerdictDiffers(jobID: jobID)) }
                 } else if verdict.outcome == .granted || verdict.outcome == .alreadyGranted {
                     violations.append(.ledgerMissingVerdict(jobID: jobID))

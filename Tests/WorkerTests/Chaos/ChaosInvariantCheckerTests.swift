@@ -63,6 +63,33 @@ struct ChaosInvariantCheckerTests {
         #expect(kinds(Self.clean.filter { $0.jobID != "j3" }) == ["missing_verdict"])
     }
 
+    @Test("A job id reused with another content: each content its own verdict id; one id naming two verdicts is caught")
+    func reusedJobID() {
+        let grant = ChaosSubmittedJob(
+            jobID: "r1", accountID: "alice", grantableTransactionID: "2001", category: "job_id_reused",
+            contentDigest: "genuine")
+        let junk = ChaosSubmittedJob(
+            jobID: "r1", accountID: "mallory", mustBeRejected: true, category: "job_id_reused", contentDigest: "junk")
+        let checker = ChaosInvariantChecker(jobs: [grant, junk], malformedKeys: [])
+        func verdict(_ job: ChaosSubmittedJob, _ outcome: Verdict.Outcome, id: ChaosSubmittedJob? = nil) -> Verdict {
+            Verdict(
+                verdictID: Verdict.verdictID(jobID: "r1", contentDigest: (id ?? job).contentDigest ?? ""),
+                jobID: "r1", accountID: job.accountID, outcome: outcome, reason: outcome == .granted ? nil : .malformed,
+                decidedBy: .prefilter,
+                transactions: outcome == .granted ? [Verdict.Transaction(transactionID: "2001", productID: "p")] : [],
+                decidedAt: Self.decidedAt)
+        }
+        func kinds(_ verdicts: [Verdict]) -> [String] {
+            checker.check(verdicts: verdicts, deadLetters: [], ledger: nil).violations.map(\.kind)
+        }
+        #expect(kinds([verdict(junk, .rejected), verdict(grant, .granted)]).isEmpty)
+        #expect(kinds([verdict(grant, .granted), verdict(junk, .rejected)]).isEmpty)
+        // The junk's rejection published under the grant's id: a consumer de-duplicating on it drops the grant.
+        let hidden = kinds([verdict(junk, .rejected, id: grant), verdict(grant, .granted)])
+        #expect(hidden.contains("inconsistent_verdicts"))
+        #expect(hidden.contains("missing_verdict"))
+    }
+
     @Test("A verdict for a job never submitted")
     func unknown() {
         #expect(kinds(Self.clean + [Self.verdict("zz", "eve", .rejected, .malformed)]) == ["unknown_verdict"])

@@ -45,7 +45,7 @@ struct ChaosRunTests {
         configuration.workerLogLevel = "trace"
         let report = try await ChaosRun(configuration: configuration).run()
         #expect(report.violations == 0, "\(report.violationExamples.joined(separator: "\n")) (\(report.workDirectory))")
-        #expect(report.faultsInjected == 8)
+        #expect(report.faultsInjected == 9)
         #expect(report.jobsDecided == report.jobs)
         #expect(report.faults.allSatisfy { $0.recoverySeconds != nil })
         #expect(report.harnessErrors == 0, "\(report.harnessErrorExamples.joined(separator: "\n"))")
