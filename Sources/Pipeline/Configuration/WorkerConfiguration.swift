@@ -1,4 +1,5 @@
 import Foundation
+import Operations
 
 /// Everything `verify-worker run` is configured with. Each property's key, default and meaning are in
 /// ``keys``, the one table that `--help`, `docs/CONFIGURATION.md` and the deployment checks are generated from.
@@ -125,16 +126,39 @@ public struct WorkerConfiguration: Sendable {
         .init("log_format", default: "json", "json (one object per line) or text."),
     ]
 
-    public static func key(named name: String) -> ConfigurationKey? { keys.first { $0.name == name } }
+    /// The worker's key table (Operations' generic configuration reading, references and help).
+    public static let table = ConfigurationTable(command: "verify-worker run", keys: keys)
+
+    public static func key(named name: String) -> ConfigurationKey? { table.key(named: name) }
 
     /// The name a file or environment entry is stored under: the key's name, or `<secret>_file` for the path of a
     /// secret's file. Nil for names that are not configuration.
     public static func storageName(environmentName: String) -> String? {
-        for key in keys {
-            if key.environmentName == environmentName { return key.name }
-            if key.isSecret, key.environmentName + "_FILE" == environmentName { return key.name + "_file" }
-        }
-        return nil
+        table.storageName(environmentName: environmentName)
+    }
+
+    /// The configuration reference as Markdown: the text of `docs/CONFIGURATION.md`, generated from ``keys`` so the
+    /// two cannot drift apart (a test compares them).
+    public static func referenceMarkdown() -> String { table.referenceMarkdown(heading: "# Configuration reference") }
+
+    /// The flag list of `verify-worker run --help`: each key's flag, environment variable and default.
+    public static func flagsHelp() -> String { table.flagsHelp() }
+
+    /// Reads `--flag value` and `--flag=value` pairs into key names. Throws ``ConfigurationError`` for a flag that
+    /// is not a key or that lacks its value.
+    public static func parseFlags(
+        _ arguments: [String]
+    ) throws(ConfigurationError) -> (flags: [String: String], configFile: String?) {
+        try table.parseFlags(arguments)
+    }
+
+    /// The configuration from a command line and an environment, in the documented precedence.
+    public static func load(
+        arguments: [String], environment: [String: String],
+        readFile: @escaping (String) throws -> String = { try String(contentsOfFile: $0, encoding: .utf8) }
+    ) throws(ConfigurationError) -> WorkerConfiguration {
+        let sources = try table.loadSources(arguments: arguments, environment: environment, readFile: readFile)
+        return try WorkerConfiguration(sources, readFile: readFile)
     }
 
     /// Builds the configuration from merged sources, validating every value. The first problem is thrown as one
@@ -143,7 +167,7 @@ public struct WorkerConfiguration: Sendable {
         _ sources: ConfigurationSources, hostName: String = ProcessInfo.processInfo.hostName,
         readFile: @escaping (String) throws -> String = { try String(contentsOfFile: $0, encoding: .utf8) }
     ) throws(ConfigurationError) {
-        let reader = ValueReader(sources: sources, readFile: readFile)
+        let reader = ConfigurationReader(sources: sources, readFile: readFile)
         brokers = try reader.string("brokers")
         groupID = try reader.string("group_id")
         jobsTopic = try reader.string("jobs_topic")
@@ -174,8 +198,8 @@ public struct WorkerConfiguration: Sendable {
         serverAPIProductionURL = try reader.url("server_api_production_url")
         serverAPISandboxURL = try reader.url("server_api_sandbox_url")
         caBundle = sources.values["ca_bundle"]
-        sharedSecret = try reader.secret("shared_secret")
-        serverAPIKey = try reader.secret("server_api_key")
+        sharedSecret = try reader.secret("shared_secret").map(Secret.init)
+        serverAPIKey = try reader.secret("server_api_key").map(Secret.init)
         serverAPIKeyID = sources.values["server_api_key_id"]
         serverAPIIssuerID = sources.values["server_api_issuer_id"]
         appleConnectTimeout = .milliseconds(try reader.int("apple_connect_timeout_ms", in: 1...600_000))
@@ -219,103 +243,7 @@ public struct Secret: Sendable, Hashable, CustomStringConvertible, CustomDebugSt
     public var debugDescription: String { "<redacted>" }
 }
 
-/// Reads typed values from the merged text values, turning each problem into one ``ConfigurationError``.
-private struct ValueReader {
-    let sources: ConfigurationSources
-    let readFile: (String) throws -> String
-
-    init(sources: ConfigurationSources, readFile: @escaping (String) throws -> String) {
-        self.sources = sources
-        self.readFile = readFile
-    }
-
-    func raw(_ name: String) throws(ConfigurationError) -> String? {
-        if let value = sources.values[name] { return value }
-        guard let key = WorkerConfiguration.key(named: name) else { return nil }
-        if key.isRequired { return nil }
-        return key.defaultValue
-    }
-
-    func string(_ name: String) throws(ConfigurationError) -> String {
-        guard let value = try raw(name), !value.isEmpty else {
-            throw ConfigurationError(key: name, problem: "must not be empty")
-        }
-        return value
-    }
-
-    func int(_ name: String, in range: ClosedRange<Int>) throws(ConfigurationError) -> Int {
-        let text = try string(name)
-        guard let value = Int(text), range.contains(value) else {
-            throw ConfigurationError(
-                key: name, problem: "expected a whole number from \(range.lowerBound) to \(range.upperBound)")
-        }
-        return value
-    }
-
-    func double(_ name: String, in range: ClosedRange<Double>) throws(ConfigurationError) -> Double {
-        let text = try string(name)
-        guard let value = Double(text), range.contains(value) else {
-            throw ConfigurationError(
-                key: name, problem: "expected a number from \(range.lowerBound) to \(range.upperBound)")
-        }
-        return value
-    }
-
-    func bool(_ name: String) throws(ConfigurationError) -> Bool {
-        switch try string(name).lowercased() {
-        case "true", "1", "yes", "on": return true
-        case "false", "0", "no", "off": return false
-        default: throw ConfigurationError(key: name, problem: "expected true or false")
-        }
-    }
-
-    func oneOf(_ name: String, _ allowed: [String]) throws(ConfigurationError) -> String {
-        let value = try string(name).lowercased()
-        guard allowed.contains(value) else {
-            throw ConfigurationError(key: name, problem: "expected one of \(allowed.joined(separator: ", "))")
-        }
-        return value
-    }
-
-    func url(_ name: String) throws(ConfigurationError) -> String {
-        let value = try string(name)
-        guard let url = URL(string: value), let scheme = url.scheme, scheme == "https" || scheme == "http",
-            url.host != nil
-        else {
-            throw ConfigurationError(key: name, problem: "expected an http(s) URL")
-        }
-        return value
-    }
-
-    func properties(_ name: String) throws(ConfigurationError) -> [String: String] {
-        var properties: [String: String] = [:]
-        for pair in (try raw(name) ?? "").split(separator: ";") {
-            let trimmed = pair.trimmingCharacters(in: .whitespaces)
-            if trimmed.isEmpty { continue }
-            guard let equals = trimmed.firstIndex(of: "="), equals != trimmed.startIndex else {
-                throw ConfigurationError(key: name, problem: "expected name=value pairs separated by ;")
-            }
-            properties[String(trimmed[..<equals])] = String(trimmed[trimmed.index(after: equals)...])
-        }
-        return properties
-    }
-
-    /// A secret comes from its value (`VERIFY_X`) or a file (`VERIFY_X_FILE`), read here; trailing newlines are
-    /// dropped, as editors and `kubectl create secret` leave them.
-    func secret(_ name: String) throws(ConfigurationError) -> Secret? {
-        if let value = sources.values[name], !value.isEmpty { return Secret(value) }
-        guard let path = sources.values[name + "_file"], !path.isEmpty else { return nil }
-        do {
-            let text = try readFile(path)
-            let trimmed = String(text.reversed().drop(while: { $0 == "\n" || $0 == "\r" }).reversed())
-            guard !trimmed.isEmpty else {
-                throw ConfigurationError(key: name + "_file", problem: "file is empty")
-            }
-            return Secret(trimmed)
-        } catch let error as ConfigurationError {
-            throw error
-        } catch {
-            throw ConfigurationError(key: name + "_file", problem: "cannot read the file")
-        }
-    }
+extension ConfigurationSources {
+    /// Sources for the worker's keys (``WorkerConfiguration/keys``).
+    public init() { self.init(table: WorkerConfiguration.table) }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import Operations
 import Pipeline
 import Testing
 
@@ -122,6 +123,22 @@ struct ConfigurationTests {
             file: "VERIFY_SERVER_API_KEY_FILE=/keys/k.p8\nVERIFY_SERVER_API_KEY_ID=K\nVERIFY_SERVER_API_ISSUER_ID=I",
             files: ["/keys/k.p8": "-----BEGIN PRIVATE KEY-----"])
         #expect(viaConfigFile.serverAPIKey?.value == "-----BEGIN PRIVATE KEY-----")
+    }
+
+    @Test("a secret's value in the config file is refused with one line naming the key; a _FILE line is fine")
+    func secretValueInConfigFile() throws {
+        for (line, key) in [
+            ("VERIFY_SHARED_SECRET=s3cret", "shared_secret"),
+            ("export VERIFY_SERVER_API_KEY='s3cret'", "server_api_key"),
+        ] {
+            let error = problem(file: "VERIFY_GROUP_ID=g\n" + line)
+            #expect(error?.key == key, "\(String(describing: error))")
+            #expect(error.map { !$0.description.contains("s3cret") && !$0.description.contains("\n") } ?? false)
+            #expect(error?.problem.contains("test.env:2") == true)
+        }
+        let viaFileLine = try configuration(
+            file: "VERIFY_SHARED_SECRET_FILE=/run/secrets/shared", files: ["/run/secrets/shared": "s3cret\n"])
+        #expect(viaFileLine.sharedSecret?.value == "s3cret")
     }
 
     @Test("every key has an environment name, and a flag unless it is a secret")

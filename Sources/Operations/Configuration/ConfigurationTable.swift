@@ -1,16 +1,42 @@
 import Foundation
 
-extension WorkerConfiguration {
-    /// The configuration reference as Markdown: the text of `docs/CONFIGURATION.md`, generated from ``keys`` so the
-    /// two cannot drift apart (a test compares them).
-    public static func referenceMarkdown() -> String {
-        var text = """
-            # Configuration reference
+/// The keys of one long-running command, and everything generated from them: the Markdown reference, the
+/// `--help` text and the flag parser. `verify-worker run` and `verify-worker entitlements` each have one, so their
+/// flags, environment variables and file lines follow the same rules.
+public struct ConfigurationTable: Sendable {
+    /// The command as typed, e.g. `verify-worker run`; used in help and error texts.
+    public let command: String
+    /// Every key, in the order `--help` and the reference show them.
+    public let keys: [ConfigurationKey]
 
-            `verify-worker run` reads each key from, in increasing precedence: a file of `VERIFY_…=value` lines named by
-            `VERIFY_CONFIG_FILE` or `--config-file`, the environment, and flags. Secrets have no flag: they come from
-            `VERIFY_<KEY>` or, better, a file named by `VERIFY_<KEY>_FILE`. A bad value stops the worker at start with
-            one line naming the key. This file is generated from the code (`verify-worker run --help` shows the same).
+    public init(command: String, keys: [ConfigurationKey]) {
+        self.command = command
+        self.keys = keys
+    }
+
+    public func key(named name: String) -> ConfigurationKey? { keys.first { $0.name == name } }
+
+    /// The name a file or environment entry is stored under: the key's name, or `<secret>_file` for the path of a
+    /// secret's file. Nil for names that are not configuration.
+    public func storageName(environmentName: String) -> String? {
+        for key in keys {
+            if key.environmentName == environmentName { return key.name }
+            if key.isSecret, key.environmentName + "_FILE" == environmentName { return key.name + "_file" }
+        }
+        return nil
+    }
+
+    /// The configuration reference as Markdown, under `heading` (`# Configuration reference` for a file of its own,
+    /// a `##` heading for a section of one).
+    public func referenceMarkdown(heading: String) -> String {
+        var text = """
+            \(heading)
+
+            `\(command)` reads each key from, in increasing precedence: a file of `VERIFY_…=value` lines named by
+            `VERIFY_CONFIG_FILE` or `--config-file`, the environment, and flags. Secrets have no flag and no plain line
+            in that file: they come from `VERIFY_<KEY>` or, better, a file named by `VERIFY_<KEY>_FILE`. A bad value
+            stops the command at start with one line naming the key. Generated from the code (`\(command) --help`
+            shows the same).
 
             | key | environment / file | flag | default | meaning |
             | --- | --- | --- | --- | --- |
@@ -26,11 +52,9 @@ extension WorkerConfiguration {
         }
         return text
     }
-}
 
-extension WorkerConfiguration {
-    /// The flag list of `verify-worker run --help`: each key's flag, environment variable and default.
-    public static func flagsHelp() -> String {
+    /// The flag list of `--help`: each key's flag, environment variable and default.
+    public func flagsHelp() -> String {
         var lines = [
             "Every key is a flag, a VERIFY_ environment variable, or a line of the file named by --config-file",
             "(VERIFY_CONFIG_FILE); flags win over the environment, the environment over the file.",
@@ -48,7 +72,7 @@ extension WorkerConfiguration {
 
     /// Reads `--flag value` and `--flag=value` pairs into key names. Throws ``ConfigurationError`` for a flag that
     /// is not a key or that lacks its value.
-    public static func parseFlags(
+    public func parseFlags(
         _ arguments: [String]
     ) throws(ConfigurationError) -> (
         flags: [String: String], configFile: String?
@@ -80,7 +104,7 @@ extension WorkerConfiguration {
                 configFile = value
             } else {
                 guard let key = self.key(named: keyName) else {
-                    throw ConfigurationError(key: "--\(name)", problem: "unknown flag (see verify-worker run --help)")
+                    throw ConfigurationError(key: "--\(name)", problem: "unknown flag (see \(command) --help)")
                 }
                 flags[key.name] = value
             }
@@ -89,13 +113,14 @@ extension WorkerConfiguration {
         return (flags, configFile)
     }
 
-    /// The configuration from a command line and an environment, in the documented precedence.
-    public static func load(
+    /// The merged sources of a command line and an environment, in the documented precedence: the config file
+    /// (`--config-file` or `VERIFY_CONFIG_FILE`), then the environment, then flags.
+    public func loadSources(
         arguments: [String], environment: [String: String],
-        readFile: @escaping (String) throws -> String = { try String(contentsOfFile: $0, encoding: .utf8) }
-    ) throws(ConfigurationError) -> WorkerConfiguration {
+        readFile: (String) throws -> String = { try String(contentsOfFile: $0, encoding: .utf8) }
+    ) throws(ConfigurationError) -> ConfigurationSources {
         let (flags, configFileFlag) = try parseFlags(arguments)
-        var sources = ConfigurationSources()
+        var sources = ConfigurationSources(table: self)
         if let path = configFileFlag ?? environment["VERIFY_CONFIG_FILE"] {
             let contents: String
             do {
@@ -107,6 +132,6 @@ extension WorkerConfiguration {
         }
         sources.addEnvironment(environment)
         try sources.addFlags(flags)
-        return try WorkerConfiguration(sources, readFile: readFile)
+        return sources
     }
 }

@@ -1,9 +1,11 @@
-/// One configuration key of `verify-worker run`: its name in each source, its default and what it means.
+/// One configuration key of a long-running command (`run`, `entitlements`): its name in each source, its default
+/// and what it means. A command's keys form its ``ConfigurationTable``.
 ///
 /// Every key is settable from a flag (`--brokers`), an environment variable (`VERIFY_BROKERS`) and a file
 /// (`VERIFY_BROKERS=…` lines, the same names as the environment, so a Kubernetes ConfigMap can feed either).
-/// Secrets are the exception: they are read from files or the environment only, never from a flag, because
-/// flags show up in `ps` and in process listings.
+/// Secrets are the exception: their value is read from the environment or from the file named by
+/// `VERIFY_<KEY>_FILE`, never from a flag (flags show up in `ps`) nor from a plain line of the configuration file
+/// (that file is usually a ConfigMap, readable by more people than a secret).
 public struct ConfigurationKey: Sendable, Hashable {
     /// The key's name in snake case, e.g. `group_id`.
     public let name: String

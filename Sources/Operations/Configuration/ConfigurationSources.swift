@@ -3,15 +3,20 @@ import Foundation
 /// The raw text values of the configuration, merged from its sources in increasing precedence: the file named by
 /// `VERIFY_CONFIG_FILE` (or `--config-file`), then the environment, then flags.
 public struct ConfigurationSources: Sendable {
+    /// The command's keys: which names are configuration, which are secrets, and their defaults.
+    public let table: ConfigurationTable
     /// Text values by key name.
     public private(set) var values: [String: String] = [:]
     /// Where each value came from, for error messages (`flag --brokers`, `VERIFY_BROKERS`, `file x.env:3`).
     public private(set) var origins: [String: String] = [:]
 
-    public init() {}
+    public init(table: ConfigurationTable) {
+        self.table = table
+    }
 
     /// Reads `KEY=VALUE` lines (`#` comments, blank lines, optional `export `, optional quotes). Unknown keys are
-    /// an error: a typo in a file must not silently fall back to a default.
+    /// an error: a typo in a file must not silently fall back to a default. A secret's value is an error too (its
+    /// `_FILE` line, naming a file, is fine): the file is configuration, often a ConfigMap, not a secret store.
     public mutating func addFile(contents: String, path: String) throws(ConfigurationError) {
         for (index, rawLine) in contents.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
             var line = rawLine.trimmingCharacters(in: .whitespaces)
@@ -25,8 +30,14 @@ public struct ConfigurationSources: Sendable {
             if value.count >= 2, let first = value.first, first == "\"" || first == "'", value.last == first {
                 value = String(value.dropFirst().dropLast())
             }
-            guard let storageName = WorkerConfiguration.storageName(environmentName: name) else {
+            guard let storageName = table.storageName(environmentName: name) else {
                 throw ConfigurationError(key: name, problem: "unknown key in \(path):\(index + 1)")
+            }
+            if let key = table.key(named: storageName), key.isSecret {
+                throw ConfigurationError(
+                    key: key.name,
+                    problem: "is a secret: not accepted in \(path):\(index + 1); set \(key.environmentName) in the "
+                        + "environment or name a file with \(key.environmentName)_FILE")
             }
             set(storageName, value, origin: "\(path):\(index + 1)")
         }
@@ -35,7 +46,7 @@ public struct ConfigurationSources: Sendable {
     /// Takes every `VERIFY_*` variable that names a key (and `VERIFY_<SECRET>_FILE` for secrets). Other
     /// variables are ignored: tests and tools use some `VERIFY_*` names of their own.
     public mutating func addEnvironment(_ environment: [String: String]) {
-        for key in WorkerConfiguration.keys {
+        for key in table.keys {
             if let value = environment[key.environmentName] {
                 set(key.name, value, origin: key.environmentName)
             }
@@ -48,7 +59,7 @@ public struct ConfigurationSources: Sendable {
     /// Takes flag values by key name (the command's parser already matched `--flag-name` to a key).
     public mutating func addFlags(_ flags: [String: String]) throws(ConfigurationError) {
         for (name, value) in flags {
-            guard let key = WorkerConfiguration.key(named: name) else {
+            guard let key = table.key(named: name) else {
                 throw ConfigurationError(key: name, problem: "unknown flag")
             }
             guard !key.isSecret else {
@@ -65,7 +76,7 @@ public struct ConfigurationSources: Sendable {
     }
 }
 
-/// A configuration that cannot start the worker: one line naming the key and the problem (never the value of a
+/// A configuration that cannot start the command: one line naming the key and the problem (never the value of a
 /// secret).
 public struct ConfigurationError: Error, Sendable, Hashable, CustomStringConvertible {
     public var key: String

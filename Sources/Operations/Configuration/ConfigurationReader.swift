@@ -1,0 +1,119 @@
+import Foundation
+
+/// Reads typed values from merged ``ConfigurationSources``, with the table's defaults, turning each problem into one
+/// ``ConfigurationError`` that names the key (never a secret's value).
+public struct ConfigurationReader {
+    public let sources: ConfigurationSources
+    private let readFile: (String) throws -> String
+
+    public init(
+        sources: ConfigurationSources,
+        readFile: @escaping (String) throws -> String = { try String(contentsOfFile: $0, encoding: .utf8) }
+    ) {
+        self.sources = sources
+        self.readFile = readFile
+    }
+
+    /// The value given, else the key's default; nil for a required key not given or an optional key without one.
+    public func raw(_ name: String) -> String? {
+        if let value = sources.values[name] { return value }
+        guard let key = sources.table.key(named: name) else { return nil }
+        if key.isRequired { return nil }
+        return key.defaultValue
+    }
+
+    /// The value given, with no default applied (for keys whose default is a description, such as "the host name").
+    public func given(_ name: String) -> String? { sources.values[name] }
+
+    public func string(_ name: String) throws(ConfigurationError) -> String {
+        guard let value = raw(name), !value.isEmpty else {
+            throw ConfigurationError(key: name, problem: "must not be empty")
+        }
+        return value
+    }
+
+    public func int(_ name: String, in range: ClosedRange<Int>) throws(ConfigurationError) -> Int {
+        let text = try string(name)
+        guard let value = Int(text), range.contains(value) else {
+            throw ConfigurationError(
+                key: name, problem: "expected a whole number from \(range.lowerBound) to \(range.upperBound)")
+        }
+        return value
+    }
+
+    public func double(_ name: String, in range: ClosedRange<Double>) throws(ConfigurationError) -> Double {
+        let text = try string(name)
+        guard let value = Double(text), range.contains(value) else {
+            throw ConfigurationError(
+                key: name, problem: "expected a number from \(range.lowerBound) to \(range.upperBound)")
+        }
+        return value
+    }
+
+    public func bool(_ name: String) throws(ConfigurationError) -> Bool {
+        switch try string(name).lowercased() {
+        case "true", "1", "yes", "on": return true
+        case "false", "0", "no", "off": return false
+        default: throw ConfigurationError(key: name, problem: "expected true or false")
+        }
+    }
+
+    public func oneOf(_ name: String, _ allowed: [String]) throws(ConfigurationError) -> String {
+        let value = try string(name).lowercased()
+        guard allowed.contains(value) else {
+            throw ConfigurationError(key: name, problem: "expected one of \(allowed.joined(separator: ", "))")
+        }
+        return value
+    }
+
+    public func url(_ name: String) throws(ConfigurationError) -> String {
+        let value = try string(name)
+        guard Self.isHTTPURL(value) else { throw ConfigurationError(key: name, problem: "expected an http(s) URL") }
+        return value
+    }
+
+    /// True for an absolute `http://` or `https://` URL with a host.
+    public static func isHTTPURL(_ text: String) -> Bool {
+        guard let url = URL(string: text), let scheme = url.scheme, scheme == "https" || scheme == "http",
+            url.host != nil
+        else { return false }
+        return true
+    }
+
+    /// A comma-separated list, blanks dropped.
+    public func list(_ name: String) -> [String] {
+        (raw(name) ?? "").split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+    }
+
+    public func properties(_ name: String) throws(ConfigurationError) -> [String: String] {
+        var properties: [String: String] = [:]
+        for pair in (raw(name) ?? "").split(separator: ";") {
+            let trimmed = pair.trimmingCharacters(in: .whitespaces)
+            if trimmed.isEmpty { continue }
+            guard let equals = trimmed.firstIndex(of: "="), equals != trimmed.startIndex else {
+                throw ConfigurationError(key: name, problem: "expected name=value pairs separated by ;")
+            }
+            properties[String(trimmed[..<equals])] = String(trimmed[trimmed.index(after: equals)...])
+        }
+        return properties
+    }
+
+    /// A secret comes from its value (`VERIFY_X`) or a file (`VERIFY_X_FILE`), read here; trailing newlines are
+    /// dropped, as editors and `kubectl create secret` leave them.
+    public func secret(_ name: String) throws(ConfigurationError) -> String? {
+        if let value = sources.values[name], !value.isEmpty { return value }
+        guard let path = sources.values[name + "_file"], !path.isEmpty else { return nil }
+        do {
+            let text = try readFile(path)
+            let trimmed = String(text.reversed().drop(while: { $0 == "\n" || $0 == "\r" }).reversed())
+            guard !trimmed.isEmpty else {
+                throw ConfigurationError(key: name + "_file", problem: "file is empty")
+            }
+            return trimmed
+        } catch let error as ConfigurationError {
+            throw error
+        } catch {
+            throw ConfigurationError(key: name + "_file", problem: "cannot read the file")
+        }
+    }
+}
