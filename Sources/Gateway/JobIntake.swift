@@ -41,10 +41,29 @@ public struct JobIntake: Sendable {
         if object["schema"] == nil || object["schema"] is NSNull { additions["schema"] = ReceiptJob.schema }
         if object["job_id"] == nil || object["job_id"] is NSNull { additions["job_id"] = makeJobID() }
         let completed = additions.isEmpty ? body : Self.inserting(additions, into: body)
+        let job: ReceiptJob
         do {
-            return try codec.decodeJob(completed)
+            job = try codec.decodeJob(completed)
         } catch {
             throw GatewayError(error)
+        }
+        try refuseNotificationNamespace(job)
+        return job
+    }
+
+    /// A frontend may not use the identifiers of notification jobs: a job id squatted before Apple's notification
+    /// arrives would hand that notification the squatter's recorded verdict, and the notifications' account would
+    /// own what a frontend claims for it. Compared without case, so no near-copy of a notification id passes.
+    func refuseNotificationNamespace(_ job: ReceiptJob) throws(GatewayError) {
+        if job.jobID.lowercased().hasPrefix(Self.notificationJobIDPrefix) {
+            throw GatewayError(
+                .reservedID, field: "job_id",
+                "job_id: the prefix \(Self.notificationJobIDPrefix) is reserved for App Store Server Notifications")
+        }
+        if job.accountID.lowercased() == notificationAccountID.lowercased() {
+            throw GatewayError(
+                .reservedID, field: "account_id",
+                "account_id: this account is reserved for App Store Server Notifications")
         }
     }
 
