@@ -249,7 +249,8 @@ public final class ReceiptGateway: Sendable {
             do {
                 let buffer = try await request.collectBody(upTo: limit)
                 body = buffer.getBytes(at: buffer.readerIndex, length: buffer.readableBytes) ?? []
-            } catch let error as HTTPError where error.status == .contentTooLarge {
+            } catch let error as any HTTPResponseError where error.status == .contentTooLarge {
+                // A chunked body has no Content-Length: Hummingbird stops reading at the limit (NIOTooManyBytesError).
                 throw GatewayError(.tooLarge, "the body is larger than \(limit) bytes")
             } catch {
                 throw GatewayError(.notJSON, "the body could not be read")
