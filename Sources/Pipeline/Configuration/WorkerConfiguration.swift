@@ -31,7 +31,7 @@ public struct WorkerConfiguration: Sendable {
     public var serverAPIProductionURL: String
     public var serverAPISandboxURL: String
     /// Accept `http://` Apple URLs to hosts other than loopback (development only).
-    public var allowInsecureAppleURLs: Bool
+    public var allowHTTPAppleURLs: Bool
     public var caBundle: String?
     public var sharedSecret: Secret?
     public var serverAPIKey: Secret?
@@ -98,7 +98,7 @@ public struct WorkerConfiguration: Sendable {
             "server_api_sandbox_url", default: "https://api.storekit-sandbox.itunes.apple.com",
             "App Store Server API sandbox base URL."),
         .init(
-            "allow_insecure_apple_urls", default: "false",
+            "allow_http_apple_urls", default: "false",
             "Accept http:// Apple URLs to hosts other than loopback (a simulator in a compose network; never in "
                 + "production: the shared secret and Server API tokens would travel in clear)."),
         .init("ca_bundle", "CA certificates file for TLS to Apple (default: the system's). Verification is always on."),
@@ -179,8 +179,8 @@ public struct WorkerConfiguration: Sendable {
         verifyReceiptSandboxURL = try reader.url("verify_receipt_sandbox_url")
         serverAPIProductionURL = try reader.url("server_api_production_url")
         serverAPISandboxURL = try reader.url("server_api_sandbox_url")
-        allowInsecureAppleURLs = try reader.bool("allow_insecure_apple_urls")
-        if !allowInsecureAppleURLs {
+        allowHTTPAppleURLs = try reader.bool("allow_http_apple_urls")
+        if !allowHTTPAppleURLs {
             for (name, value) in [
                 ("verify_receipt_production_url", verifyReceiptProductionURL),
                 ("verify_receipt_sandbox_url", verifyReceiptSandboxURL),
@@ -190,7 +190,7 @@ public struct WorkerConfiguration: Sendable {
                 throw ConfigurationError(
                     key: name,
                     problem: "http:// to a host that is not loopback would send the shared secret in clear "
-                        + "(use https://, or set allow_insecure_apple_urls=true for a development simulator)")
+                        + "(use https://, or set allow_http_apple_urls=true for a development simulator)")
             }
         }
         caBundle = sources.values["ca_bundle"]

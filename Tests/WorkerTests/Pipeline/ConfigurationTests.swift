@@ -111,15 +111,15 @@ struct ConfigurationTests {
         for host in ["buy.itunes.apple.com", "apple-sim:8443", "10.0.0.7", "127.0.0.1.example.com"] {
             let error = problem(environment: [variable: "http://\(host)\(path)"])
             #expect(error?.key == key, "http://\(host): \(String(describing: error))")
-            #expect(error?.problem.contains("allow_insecure_apple_urls") == true)
+            #expect(error?.problem.contains("allow_http_apple_urls") == true)
         }
         for safe in ["https://buy.itunes.apple.com", "http://127.0.0.1:8443", "http://localhost:1", "http://[::1]:9"] {
             #expect(problem(environment: [variable: safe + path]) == nil, "\(safe) was refused")
         }
         let allowed = try configuration(environment: [
-            variable: "http://apple-sim:8443\(path)", "VERIFY_ALLOW_INSECURE_APPLE_URLS": "true",
+            variable: "http://apple-sim:8443\(path)", "VERIFY_ALLOW_HTTP_APPLE_URLS": "true",
         ])
-        #expect(allowed.allowInsecureAppleURLs)
+        #expect(allowed.allowHTTPAppleURLs)
     }
 
     @Test("unknown keys in a file are an error, not a silent default")
