@@ -153,6 +153,7 @@ let package = Package(
                 "Messages",
                 "Receipts",
                 "Operations",
+                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),

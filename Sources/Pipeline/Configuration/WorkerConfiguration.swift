@@ -31,6 +31,8 @@ public struct WorkerConfiguration: Sendable {
     public var verifyReceiptSandboxURL: String
     public var serverAPIProductionURL: String
     public var serverAPISandboxURL: String
+    /// Accept `http://` Apple URLs to hosts other than loopback (development only).
+    public var allowHTTPAppleURLs: Bool
     public var caBundle: String?
     public var sharedSecret: Secret?
     public var serverAPIKey: Secret?
@@ -96,6 +98,10 @@ public struct WorkerConfiguration: Sendable {
         .init(
             "server_api_sandbox_url", default: "https://api.storekit-sandbox.itunes.apple.com",
             "App Store Server API sandbox base URL."),
+        .init(
+            "allow_http_apple_urls", default: "false",
+            "Accept http:// Apple URLs to hosts other than loopback (a simulator in a compose network; never in "
+                + "production: the shared secret and Server API tokens would travel in clear)."),
         .init("ca_bundle", "CA certificates file for TLS to Apple (default: the system's). Verification is always on."),
         .init(
             "shared_secret", secret: true,
@@ -197,6 +203,20 @@ public struct WorkerConfiguration: Sendable {
         verifyReceiptSandboxURL = try reader.url("verify_receipt_sandbox_url")
         serverAPIProductionURL = try reader.url("server_api_production_url")
         serverAPISandboxURL = try reader.url("server_api_sandbox_url")
+        allowHTTPAppleURLs = try reader.bool("allow_http_apple_urls")
+        if !allowHTTPAppleURLs {
+            for (name, value) in [
+                ("verify_receipt_production_url", verifyReceiptProductionURL),
+                ("verify_receipt_sandbox_url", verifyReceiptSandboxURL),
+                ("server_api_production_url", serverAPIProductionURL),
+                ("server_api_sandbox_url", serverAPISandboxURL),
+            ] where !Self.isSafeAppleURL(value) {
+                throw ConfigurationError(
+                    key: name,
+                    problem: "http:// to a host that is not loopback would send the shared secret in clear "
+                        + "(use https://, or set allow_http_apple_urls=true for a development simulator)")
+            }
+        }
         caBundle = sources.values["ca_bundle"]
         sharedSecret = try reader.secret("shared_secret").map(Secret.init)
         serverAPIKey = try reader.secret("server_api_key").map(Secret.init)
@@ -224,6 +244,18 @@ public struct WorkerConfiguration: Sendable {
                 key: serverAPIKeyID == nil ? "server_api_key_id" : "server_api_issuer_id",
                 problem: "required when server_api_key is set")
         }
+    }
+
+    /// An Apple URL that keeps secrets off the network: `https://`, or `http://` to this machine (loopback).
+    static func isSafeAppleURL(_ text: String) -> Bool {
+        guard let url = URL(string: text), let scheme = url.scheme?.lowercased() else { return false }
+        if scheme == "https" { return true }
+        guard scheme == "http", var host = url.host?.lowercased() else { return false }
+        if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+        if host == "localhost" || host == "::1" { return true }
+        // 127.0.0.0/8, written as four decimal numbers.
+        let parts = host.split(separator: ".", omittingEmptySubsequences: false)
+        return parts.count == 4 && parts[0] == "127" && parts.allSatisfy { UInt8($0) != nil }
     }
 
     static func list(_ text: String) -> [String] {

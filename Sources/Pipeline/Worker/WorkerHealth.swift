@@ -1,6 +1,6 @@
 import Synchronization
 
-/// What `/readyz` reports: the worker joined its group, its ledger answers, nothing fatal happened.
+/// What `/readyz` reports: the worker joined its group, its ledger answers, a broker answers, nothing fatal happened.
 public final class WorkerHealth: Sendable {
     private struct State {
         var joinedGroup = false
@@ -11,6 +11,7 @@ public final class WorkerHealth: Sendable {
         var assignedPartitions = 0
         /// Readiness reasons of Apple configuration faults standing now (`AppleConfigurationWatch`).
         var appleConfigurationFaults: Set<String> = []
+        var allBrokersDown = false
     }
 
     private let state = Mutex(State())
@@ -32,6 +33,9 @@ public final class WorkerHealth: Sendable {
     public func ledgerSucceeded() { state.withLock { $0.ledgerReachable = true } }
 
     public func ledgerFailed() { state.withLock { $0.ledgerReachable = false } }
+
+    /// librdkafka reports every broker down (`true`), or a broker answers again (`false`).
+    public func brokers(allDown: Bool) { state.withLock { $0.allBrokersDown = allDown } }
 
     /// The worker is shutting down: it takes no new work.
     public func draining() { state.withLock { $0.draining = true } }
@@ -77,6 +81,7 @@ public final class WorkerHealth: Sendable {
             var reasons: [String] = []
             if !state.joinedGroup { reasons.append("not_in_group") }
             if !state.ledgerReachable { reasons.append("ledger_unreachable") }
+            if state.allBrokersDown { reasons.append("brokers_down") }
             if state.fatal != nil { reasons.append("fatal_error") }
             if state.draining { reasons.append("draining") }
             reasons.append(contentsOf: state.appleConfigurationFaults.sorted())

@@ -100,6 +100,29 @@ struct ConfigurationTests {
         #expect(error.map { !$0.description.contains("\n") } ?? false)
     }
 
+    @Test(
+        "an http:// Apple URL to a host that is not loopback is refused unless explicitly allowed",
+        arguments: [
+            ("VERIFY_VERIFY_RECEIPT_PRODUCTION_URL", "verify_receipt_production_url", "/verifyReceipt"),
+            ("VERIFY_VERIFY_RECEIPT_SANDBOX_URL", "verify_receipt_sandbox_url", "/verifyReceipt"),
+            ("VERIFY_SERVER_API_PRODUCTION_URL", "server_api_production_url", ""),
+            ("VERIFY_SERVER_API_SANDBOX_URL", "server_api_sandbox_url", "/sandbox"),
+        ])
+    func plainHTTPAppleURLs(variable: String, key: String, path: String) throws {
+        for host in ["buy.itunes.apple.com", "apple-sim:8443", "10.0.0.7", "127.0.0.1.example.com"] {
+            let error = problem(environment: [variable: "http://\(host)\(path)"])
+            #expect(error?.key == key, "http://\(host): \(String(describing: error))")
+            #expect(error?.problem.contains("allow_http_apple_urls") == true)
+        }
+        for safe in ["https://buy.itunes.apple.com", "http://127.0.0.1:8443", "http://localhost:1", "http://[::1]:9"] {
+            #expect(problem(environment: [variable: safe + path]) == nil, "\(safe) was refused")
+        }
+        let allowed = try configuration(environment: [
+            variable: "http://apple-sim:8443\(path)", "VERIFY_ALLOW_HTTP_APPLE_URLS": "true",
+        ])
+        #expect(allowed.allowHTTPAppleURLs)
+    }
+
     @Test("unknown keys in a file are an error, not a silent default")
     func unknownFileKey() {
         #expect(problem(file: "VERIFY_BROKER=typo:1")?.key == "VERIFY_BROKER")
