@@ -1,4 +1,5 @@
 import Foundation
+import Operations
 import Pipeline
 import Receipts
 import Testing
