@@ -47,6 +47,8 @@ public struct WorkerConfiguration: Sendable {
     public var serverAPIRatePerSecond: Double
     public var retryBudgetRatio: Double
     public var drainTimeout: Duration
+    /// How long a verdict or dead letter may go without proof of delivery before the worker reports itself unready.
+    public var deliveryTimeout: Duration
 
     // MARK: Operations
     public var metricsPort: Int
@@ -119,6 +121,10 @@ public struct WorkerConfiguration: Sendable {
             "server_api_rate", default: "50", "App Store Server API calls per second (Apple's production limit)."),
         .init("retry_budget_ratio", default: "0.1", "Retries allowed as a share of first attempts."),
         .init("drain_timeout_s", default: "25", "On SIGTERM, how long in-flight jobs may take before release."),
+        .init(
+            "delivery_timeout_s", default: "120",
+            "How long a verdict or dead letter may go without a delivery report with an offset before /readyz says "
+                + "output_undeliverable; its job stays uncommitted and delivery goes on."),
         .init("metrics_port", default: "9464", "Port of /metrics, /healthz and /readyz."),
         .init("metrics_host", default: "0.0.0.0", "Address the metrics port binds to."),
         .init("log_level", default: "info", "trace, debug, info, notice, warning, error or critical."),
@@ -191,6 +197,7 @@ public struct WorkerConfiguration: Sendable {
         serverAPIRatePerSecond = try reader.double("server_api_rate", in: 0.1...100_000)
         retryBudgetRatio = try reader.double("retry_budget_ratio", in: 0...1)
         drainTimeout = .seconds(try reader.int("drain_timeout_s", in: 1...3600))
+        deliveryTimeout = .seconds(try reader.int("delivery_timeout_s", in: 1...86_400))
         metricsPort = try reader.int("metrics_port", in: 0...65535)
         metricsHost = try reader.string("metrics_host")
         logLevel = try reader.oneOf("log_level", ["trace", "debug", "info", "notice", "warning", "error", "critical"])

@@ -120,7 +120,7 @@ public struct WorkerRuntime: Sendable {
                     jobs: configuration.jobsTopic, verdicts: configuration.verdictsTopic,
                     deadLetters: configuration.deadLetterTopic),
                 maximumInFlight: configuration.maximumInFlight,
-                maximumMessageBytes: configuration.maximumMessageBytes),
+                maximumMessageBytes: configuration.maximumMessageBytes, deliveryTimeout: configuration.deliveryTimeout),
             health: health, logger: logger, onFatal: { fatal.resolve($0) })
 
         let exit = try await withThrowingTaskGroup(of: Void.self) { background in

@@ -50,15 +50,20 @@ public final class PipelineWorker: Sendable {
         public var maximumMessageBytes: Int
         /// How often finished offsets are committed (asynchronously; revokes commit synchronously).
         public var commitInterval: Duration
+        /// How long an output may go without proof of delivery (a delivery report with an offset) before the worker
+        /// reports itself unready (`output_undeliverable`). Its job stays uncommitted and the delivery goes on.
+        public var deliveryTimeout: Duration
 
         public init(
             topics: PipelineTopics = PipelineTopics(), maximumInFlight: Int = 10_000,
-            maximumMessageBytes: Int = 1 << 20, commitInterval: Duration = .milliseconds(200)
+            maximumMessageBytes: Int = 1 << 20, commitInterval: Duration = .milliseconds(200),
+            deliveryTimeout: Duration = .seconds(120)
         ) {
             self.topics = topics
             self.maximumInFlight = maximumInFlight
             self.maximumMessageBytes = maximumMessageBytes
             self.commitInterval = commitInterval
+            self.deliveryTimeout = deliveryTimeout
         }
     }
 
@@ -73,6 +78,8 @@ public final class PipelineWorker: Sendable {
     private let slot: ConsumerSlot
     private let onFatal: @Sendable (String) -> Void
     private let metrics = PipelineMetrics()
+    private let deliveries = OutputDeliveries()
+    private let clock = ContinuousClock()
 
     /// - Parameters:
     ///   - consumerConfiguration: its `revokeDeadline` bounds how long a revoke (and a drain) waits for running jobs.
@@ -312,11 +319,15 @@ public final class PipelineWorker: Sendable {
             topic: configuration.topics.verdicts, key: Array(verdict.accountID.utf8), value: codec.encode(verdict))
     }
 
-    /// Produces until delivered (the idempotent producer makes resending safe), cancelled, or the producer failed
-    /// for good: then the worker stops (the job stays uncommitted, and a restarted worker gets a new producer).
-    /// An acknowledgement without an offset is not taken as delivery (``KafkaProducer/sendConfirmed(_:attempts:)``):
-    /// the offset of the job is committed only once its output is known to be stored.
+    /// Produces until delivered with proof (the idempotent producer makes resending safe), cancelled, or the producer
+    /// failed for good: then the worker stops (the job stays uncommitted, and a restarted worker gets a new producer).
+    /// Only a delivery report with an offset counts (``KafkaProducer/sendConfirmed(_:attempts:)``): the offset of the
+    /// job is committed only once its output is known to be stored. A delivery not proven within the delivery
+    /// timeout makes the worker unready (``checkOverdueOutputs()``) and goes on with backoff: the cause (a broker
+    /// down, acknowledgements without an offset) may pass, and the job is never committed without its output.
     private func deliver(_ record: KafkaProducerRecord) async -> Bool {
+        let ticket = deliveries.begin(at: clock.now)
+        defer { deliveries.end(ticket) }
         var backoff = Duration.milliseconds(50)
         while !Task.isCancelled {
             do {
@@ -336,6 +347,22 @@ public final class PipelineWorker: Sendable {
             }
         }
         return false
+    }
+
+    /// Counts the outputs not proven delivered within the delivery timeout into the worker's health (unready while
+    /// there is one), logging when that starts and ends.
+    private func checkOverdueOutputs() {
+        let overdue = deliveries.count(startedBefore: clock.now.advanced(by: .zero - configuration.deliveryTimeout))
+        let before = health.outputsOverdue(overdue)
+        if overdue > 0, before == 0 {
+            logger.error(
+                "kafka: outputs not proven delivered within the delivery timeout; not ready, still trying",
+                metadata: [
+                    "kafka.overdue_outputs": "\(overdue)", "kafka.delivery_timeout": "\(configuration.deliveryTimeout)",
+                ])
+        } else if overdue == 0, before > 0 {
+            logger.notice("kafka: overdue outputs delivered or given back; ready again as far as delivery goes")
+        }
     }
 
     // MARK: Kafka plumbing
@@ -371,6 +398,7 @@ public final class PipelineWorker: Sendable {
                 metrics.produceResends.increment(by: Int64(resends - resendsCounted))
                 resendsCounted = resends
             }
+            checkOverdueOutputs()
             let commits = scheduler.takeCommits()
             for (partition, lag) in scheduler.uncommitted() {
                 metrics.commitLag(partition: partition.partition, lag)

@@ -1,6 +1,7 @@
 import Synchronization
 
-/// What `/readyz` reports: the worker joined its group, its ledger answers, nothing fatal happened.
+/// What `/readyz` reports: the worker joined its group, its ledger answers, nothing fatal happened, and every output
+/// is delivered within the delivery timeout.
 public final class WorkerHealth: Sendable {
     private struct State {
         var joinedGroup = false
@@ -9,6 +10,8 @@ public final class WorkerHealth: Sendable {
         var lastLedgerFailureLog: ContinuousClock.Instant?
         var draining = false
         var assignedPartitions = 0
+        /// Outputs (verdicts, dead letters) not proven delivered within the delivery timeout, still being retried.
+        var overdueOutputs = 0
     }
 
     private let state = Mutex(State())
@@ -33,6 +36,18 @@ public final class WorkerHealth: Sendable {
 
     /// The worker is shutting down: it takes no new work.
     public func draining() { state.withLock { $0.draining = true } }
+
+    /// How many outputs are not proven delivered within the delivery timeout (still retried; their jobs are not
+    /// committed). Not ready while there is one. Returns the previous count.
+    @discardableResult
+    public func outputsOverdue(_ count: Int) -> Int {
+        state.withLock { state in
+            defer { state.overdueOutputs = count }
+            return state.overdueOutputs
+        }
+    }
+
+    public var overdueOutputs: Int { state.withLock { $0.overdueOutputs } }
 
     /// Records the first fatal fault; returns true if this call recorded it.
     @discardableResult
@@ -63,6 +78,7 @@ public final class WorkerHealth: Sendable {
             if !state.joinedGroup { reasons.append("not_in_group") }
             if !state.ledgerReachable { reasons.append("ledger_unreachable") }
             if state.fatal != nil { reasons.append("fatal_error") }
+            if state.overdueOutputs > 0 { reasons.append("output_undeliverable") }
             if state.draining { reasons.append("draining") }
             return reasons
         }

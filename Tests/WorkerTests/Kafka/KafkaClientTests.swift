@@ -232,37 +232,6 @@ struct KafkaClientTests {
     }
 
     @Test(
-        "sendConfirmed sends again while an acknowledgement gives no offset, and stops at the first that does",
-        .timeLimit(.minutes(2)))
-    func sendConfirmed() async throws {
-        let topic = "kt-confirmed"
-        let cluster = try KafkaTest.cluster(brokers: 1, topics: [topic: 1])
-        // acks=0: the broker answers nothing, so every report lacks an offset, as an implicit acknowledgement does.
-        let unacknowledged = try KafkaTest.producer(
-            cluster, properties: ["enable.idempotence": "false", "acks": "0"])
-        let report = try await unacknowledged.sendConfirmed(
-            KafkaProducerRecord(topic: topic, partition: 0, value: Array("twice".utf8)), attempts: 2)
-        #expect(!report.hasOffset)
-        #expect(unacknowledged.confirmationResends == 1)
-        await unacknowledged.shutdown()
-        let producer = try KafkaTest.producer(cluster)
-        let confirmed = try await producer.sendConfirmed(
-            KafkaProducerRecord(topic: topic, partition: 0, value: Array("once".utf8)), attempts: 2)
-        #expect(confirmed.hasOffset)
-        #expect(producer.confirmationResends == 0)
-        let stored = try await KafkaTest.storedCount(producer, topic: topic, partitions: 1)
-        await producer.shutdown()
-        #expect(stored == 3)
-
-        let consumer = try KafkaTest.consumer(cluster.bootstrapServers, group: KafkaTest.uniqueGroup("confirmed"))
-        try consumer.subscribe(topics: [topic])
-        let read = try await KafkaTest.collect(consumer.events, messages: stored)
-        #expect(read.map { KafkaTest.text($0.value) } == ["twice", "twice", "once"])
-        #expect(read.last?.offset == confirmed.offset)
-        await consumer.close()
-    }
-
-    @Test(
         "messages produced while a broker is down are delivered once it is up, none lost", .timeLimit(.minutes(2)))
     func brokerDownAndUp() async throws {
         let topic = "kt-down"
@@ -366,6 +335,19 @@ struct KafkaClientTests {
         #expect(!KafkaError(code: .invalidArgument, message: "x").isRetryable)
         #expect(!KafkaError(code: .transport, message: "x", isFatal: true).isRetryable)
         #expect(KafkaError.Code.queueFull.name == "_QUEUE_FULL")
+        // Permanent: the same produce can never succeed; retrying it stalls the partition.
+        for code: KafkaError.Code in [
+            .messageSizeTooLarge, .recordListTooLarge, .topicAuthorizationFailed, .clusterAuthorizationFailed,
+            .unknownTopic, .unknownTopicOrPartition, .unknownPartition, .invalidRecord,
+        ] {
+            let error = KafkaError(code: code, message: "x")
+            #expect(error.isPermanent && !error.isRetryable && !error.isFatal, "\(code)")
+            #expect(error.description.contains("[permanent]"))
+        }
+        for code: KafkaError.Code in [.requestTimedOut, .messageTimedOut, .queueFull, .transport, .deliveryUnproven] {
+            #expect(!KafkaError(code: code, message: "x").isPermanent, "\(code)")
+        }
+        #expect(!KafkaError(code: .messageSizeTooLarge, message: "x", isFatal: true).isPermanent)
     }
 
     @Test("the mock cluster's control language", .timeLimit(.minutes(2)))

@@ -157,23 +157,42 @@ struct PipelineSingleWorkerSetup {
         group = "\(name)-\(UUID().uuidString.prefix(8))"
     }
 
-    func producer() throws -> KafkaProducer {
+    func producer(properties: [String: String] = [:]) throws -> KafkaProducer {
         try KafkaProducer(
-            configuration: KafkaProducerConfiguration(bootstrapServers: cluster.bootstrapServers, lingerMilliseconds: 1)
-        )
+            configuration: KafkaProducerConfiguration(
+                bootstrapServers: cluster.bootstrapServers, lingerMilliseconds: 1, properties: properties))
+    }
+
+    /// The worker's settings here: these topics, commits every 20 ms, anything else as `adjust` leaves it.
+    func configuration(
+        _ adjust: (inout PipelineWorker.Configuration) -> Void = { _ in }
+    ) -> PipelineWorker.Configuration {
+        var configuration = PipelineWorker.Configuration(topics: topics, commitInterval: .milliseconds(20))
+        adjust(&configuration)
+        return configuration
     }
 
     func worker(
-        producer: KafkaProducer, health: WorkerHealth = WorkerHealth(), logger: Logger,
+        producer: KafkaProducer, decider: any JobDeciding = PipelineDeadLetterOnlyDecider(),
+        configuration: PipelineWorker.Configuration? = nil, health: WorkerHealth = WorkerHealth(), logger: Logger,
         onFatal: @escaping @Sendable (String) -> Void = { _ in }
     ) throws -> PipelineWorker {
         try PipelineWorker(
             consumerConfiguration: KafkaConsumerConfiguration(
                 bootstrapServers: cluster.bootstrapServers, groupID: group, sessionTimeoutMilliseconds: 6_000,
                 properties: ["fetch.wait.max.ms": "10"]),
-            producer: producer, decider: PipelineDeadLetterOnlyDecider(),
-            configuration: PipelineWorker.Configuration(topics: topics, commitInterval: .milliseconds(20)),
+            producer: producer, decider: decider, configuration: configuration ?? self.configuration(),
             health: health, logger: logger, onFatal: onFatal)
+    }
+
+    /// The group's committed offset of the jobs partition (nil before any commit), read by a consumer of the group.
+    func committedOffset() async throws -> Int64? {
+        let probe = try KafkaConsumer(
+            configuration: KafkaConsumerConfiguration(bootstrapServers: cluster.bootstrapServers, groupID: group))
+        let partition = KafkaTopicPartition(topic: topics.jobs, partition: 0)
+        let committed = try await probe.committedOffsets(for: [partition])
+        await probe.close()
+        return committed[partition] ?? nil
     }
 }
 
