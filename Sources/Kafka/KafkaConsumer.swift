@@ -289,9 +289,10 @@ final class PendingRewinds: Sendable {
         for (partition, offset) in taken where assignment.contains(partition) {
             let request = KafkaCommitOffset(topicPartition: partition, offset: offset)
             // With a timeout the call returns once the fetcher has moved: nothing fetched from the old
-            // position reaches `rd_kafka_consumer_poll` after it.
+            // position reaches `rd_kafka_consumer_poll` after it. 5 s, in the unit the linked librdkafka reads.
+            let timeout = RDKafkaVersion.seekTimeoutArgument(milliseconds: 5_000)
             let failure = RDKafkaTopicPartitionList.with([request]) { list -> KafkaError? in
-                if let error = client.withHandle({ rd_kafka_seek_partitions($0, list, 5_000) }) {
+                if let error = client.withHandle({ rd_kafka_seek_partitions($0, list, timeout) }) {
                     return KafkaError(consuming: error, context: "seek \(request)")
                 }
                 return RDKafkaTopicPartitionList.firstError(list)

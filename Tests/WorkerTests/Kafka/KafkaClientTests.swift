@@ -1,7 +1,8 @@
 import Foundation
-import Kafka
 import Synchronization
 import Testing
+
+@testable import Kafka
 
 /// The producer and the consumer group against librdkafka's in-process mock cluster.
 @Suite("Kafka client against the mock cluster")
@@ -360,5 +361,32 @@ struct KafkaClientTests {
         #expect(cluster.perform(controlCommand: "topic extra 3") == "ok topic extra 3")
         #expect(cluster.perform(controlCommand: "explode now").hasPrefix("error"))
         #expect(cluster.perform(controlCommand: "errors 0 x 6").hasPrefix("error"))
+    }
+}
+
+@Suite("Kafka: librdkafka version differences")
+struct KafkaVersionTests {
+    @Test("rd_kafka_seek_partitions gets milliseconds × 1,000 before librdkafka 2.1.0, milliseconds from 2.1.0 on")
+    func seekTimeoutUnit() {
+        let version202 = 0x0200_02ff
+        #expect(RDKafkaVersion.seekTimeoutArgument(milliseconds: 5_000, version: version202) == 5_000_000)
+        #expect(RDKafkaVersion.seekTimeoutArgument(milliseconds: 5_000, version: 0x0106_01ff) == 5_000_000)
+        #expect(RDKafkaVersion.seekTimeoutArgument(milliseconds: 5_000, version: 0x0201_00ff) == 5_000)
+        #expect(RDKafkaVersion.seekTimeoutArgument(milliseconds: 5_000, version: 0x0203_00ff) == 5_000)
+        // 0 (do not wait) and -1 (wait without end) mean the same in both units.
+        #expect(RDKafkaVersion.seekTimeoutArgument(milliseconds: 0, version: version202) == 0)
+        #expect(RDKafkaVersion.seekTimeoutArgument(milliseconds: -1, version: version202) == -1)
+        // Clamped, never wrapped into a negative (endless) wait.
+        #expect(RDKafkaVersion.seekTimeoutArgument(milliseconds: 10_000_000, version: version202) == Int32.max)
+        #expect(RDKafkaVersion.seekTimeoutArgument(milliseconds: Int.max, version: version202) == Int32.max)
+    }
+
+    @Test("the linked librdkafka is the one the project targets, so the seek gets microseconds")
+    func linkedVersion() {
+        // Updating librdkafka to 2.1 or later makes this fail on purpose: then check the other version workarounds
+        // (README: implicit acknowledgements, the fetch stall wake-up) and update this expectation.
+        #expect(
+            RDKafkaVersion.linked >> 8 == 0x02_00_02, "linked librdkafka \(String(RDKafkaVersion.linked, radix: 16))")
+        #expect(RDKafkaVersion.seekTimeoutArgument(milliseconds: 5_000) == 5_000_000)
     }
 }
