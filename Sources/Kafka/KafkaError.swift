@@ -66,6 +66,11 @@ public struct KafkaError: Error, Sendable, CustomStringConvertible {
             Code(RD_KAFKA_RESP_ERR_NETWORK_EXCEPTION), Code(RD_KAFKA_RESP_ERR__RESOLVE), .deliveryUnproven,
         ]
 
+        /// Codes that say the record (or its batch) is larger than a limit: a smaller record may still go.
+        static let recordTooLarge: Set<Code> = [
+            .messageSizeTooLarge, .recordListTooLarge, Code(RD_KAFKA_RESP_ERR_INVALID_MSG_SIZE),
+        ]
+
         /// Codes after which the same produce can never succeed: the record is larger than the producer's
         /// `message.max.bytes` or the broker's `max.message.bytes`, it is malformed for the broker, its topic or
         /// partition does not exist, or this client may not write there. Decided here once, for every caller.
@@ -90,6 +95,9 @@ public struct KafkaError: Error, Sendable, CustomStringConvertible {
     /// True when this operation can never succeed as it is, however often it is retried (see `Code.permanent`):
     /// send something else (a smaller record) or stop. Never true together with `isRetryable` or `isFatal`.
     public var isPermanent: Bool { !isFatal && !isRetryable && Code.permanent.contains(code) }
+    /// A permanent refusal because the record is too large (for the producer's `message.max.bytes` or a broker's
+    /// `max.message.bytes`): a smaller record may still be accepted.
+    public var isRecordTooLarge: Bool { isPermanent && Code.recordTooLarge.contains(code) }
     public var file: String
     public var line: Int
 

@@ -24,6 +24,8 @@ public struct WorkerConfiguration: Sendable {
     public var allowXcode: Bool
     public var maximumMessageBytes: Int
     public var maximumReceiptBytes: Int
+    /// The largest record the worker produces, framing included; librdkafka's `message.max.bytes` for its producer.
+    public var maximumProduceBytes: Int
 
     // MARK: Apple
     public var verifyReceiptProductionURL: String
@@ -85,6 +87,12 @@ public struct WorkerConfiguration: Sendable {
         .init("allow_xcode", default: "false", "Accept Xcode StoreKit-testing receipts (development only)."),
         .init("max_message_bytes", default: "1048576", "Largest job message accepted; larger ones are dead-lettered."),
         .init("max_receipt_bytes", default: "1048576", "Largest decoded receipt accepted."),
+        .init(
+            "max_produce_bytes", default: "1000000",
+            "Largest record the worker produces, key, headers and framing included (its producer's librdkafka "
+                + "message.max.bytes); keep it at most the brokers' max.message.bytes (Kafka's default 1048588). A dead "
+                + "letter that would be larger is sent with its value cut (dlq.truncated, dlq.original_bytes, "
+                + "dlq.original_sha256)."),
         .init(
             "verify_receipt_production_url", default: "https://buy.itunes.apple.com/verifyReceipt",
             "verifyReceipt production endpoint."),
@@ -175,6 +183,9 @@ public struct WorkerConfiguration: Sendable {
         allowXcode = try reader.bool("allow_xcode")
         maximumMessageBytes = try reader.int("max_message_bytes", in: 1024...(64 << 20))
         maximumReceiptBytes = try reader.int("max_receipt_bytes", in: 1024...(64 << 20))
+        // Not tied to max_message_bytes: a message too large to be dead-lettered whole is dead-lettered cut. The floor
+        // leaves room for a verdict and for a dead letter's headers and key.
+        maximumProduceBytes = try reader.int("max_produce_bytes", in: 16_384...(64 << 20))
         verifyReceiptProductionURL = try reader.url("verify_receipt_production_url")
         verifyReceiptSandboxURL = try reader.url("verify_receipt_sandbox_url")
         serverAPIProductionURL = try reader.url("server_api_production_url")

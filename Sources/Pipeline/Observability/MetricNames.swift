@@ -30,6 +30,9 @@ public enum MetricNames {
     public static let commitLag = "verify_commit_lag"
     /// Counter, label `reason`: messages sent to the dead-letter topic.
     public static let deadLetters = "verify_dead_letters_total"
+    /// Counter: dead letters sent with their value cut (`dlq.truncated`) because the whole did not fit in one record
+    /// (`max_produce_bytes`, or a broker that refused it as too large); counted per form sent.
+    public static let deadLettersTruncated = "verify_dead_letters_truncated_total"
     /// Timer (histogram): from a job's `submitted_at` (or consumption) to its verdict's delivery.
     public static let verdictLatency = "verify_job_duration_seconds"
 }

@@ -83,7 +83,8 @@ public struct WorkerRuntime: Sendable {
         let producer = try KafkaProducer(
             configuration: KafkaProducerConfiguration(
                 bootstrapServers: configuration.brokers, maxInFlightMessages: configuration.maximumInFlight,
-                clientID: configuration.workerID, properties: configuration.kafkaProperties),
+                clientID: configuration.workerID, messageMaxBytes: configuration.maximumProduceBytes,
+                properties: configuration.kafkaProperties),
             logger: logger)
         let consumerConfiguration = consumerConfiguration()
         let exchange = try ThrottleSignalExchange(
@@ -120,7 +121,8 @@ public struct WorkerRuntime: Sendable {
                     jobs: configuration.jobsTopic, verdicts: configuration.verdictsTopic,
                     deadLetters: configuration.deadLetterTopic),
                 maximumInFlight: configuration.maximumInFlight,
-                maximumMessageBytes: configuration.maximumMessageBytes, deliveryTimeout: configuration.deliveryTimeout),
+                maximumMessageBytes: configuration.maximumMessageBytes,
+                maximumProduceBytes: configuration.maximumProduceBytes, deliveryTimeout: configuration.deliveryTimeout),
             health: health, logger: logger, onFatal: { fatal.resolve($0) })
 
         let exit = try await withThrowingTaskGroup(of: Void.self) { background in

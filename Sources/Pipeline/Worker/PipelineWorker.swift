@@ -53,15 +53,19 @@ public final class PipelineWorker: Sendable {
         /// How long an output may go without proof of delivery (a delivery report with an offset) before the worker
         /// reports itself unready (`output_undeliverable`). Its job stays uncommitted and the delivery goes on.
         public var deliveryTimeout: Duration
+        /// The largest record the worker sends (`KafkaProducerRecord.framedSize`), at most the producer's
+        /// `message.max.bytes`: a dead letter that would be larger is sent with its value cut to fit.
+        public var maximumProduceBytes: Int
 
         public init(
             topics: PipelineTopics = PipelineTopics(), maximumInFlight: Int = 10_000,
-            maximumMessageBytes: Int = 1 << 20, commitInterval: Duration = .milliseconds(200),
-            deliveryTimeout: Duration = .seconds(120)
+            maximumMessageBytes: Int = 1 << 20, maximumProduceBytes: Int = 1_000_000,
+            commitInterval: Duration = .milliseconds(200), deliveryTimeout: Duration = .seconds(120)
         ) {
             self.topics = topics
             self.maximumInFlight = maximumInFlight
             self.maximumMessageBytes = maximumMessageBytes
+            self.maximumProduceBytes = maximumProduceBytes
             self.commitInterval = commitInterval
             self.deliveryTimeout = deliveryTimeout
         }
@@ -216,13 +220,13 @@ public final class PipelineWorker: Sendable {
                 // The message's bytes are not needed once decoded: a job waiting for Apple (thousands may) keeps
                 // only its decoded form, not a second copy of the proof.
                 admitted.message = admitted.message.withoutPayload
-                let record: KafkaProducerRecord?
                 switch parsed {
-                case .deadLetter(let letter): record = letter
-                case .job(let job): record = await verdictRecord(for: job, message: admitted.message)
-                }
-                if let record {
-                    delivered = await deliver(record)
+                case .deadLetter(let letter):
+                    delivered = await deliver(letter)
+                case .job(let job):
+                    if let record = await verdictRecord(for: job, message: admitted.message) {
+                        delivered = await deliverVerdict(record)
+                    }
                 }
             }
             next = complete(admitted, processed: processed, delivered: delivered)
@@ -246,14 +250,13 @@ public final class PipelineWorker: Sendable {
     /// A consumed message: a job, or a message that is not one and its dead letter.
     enum Parsed {
         case job(ReceiptJob)
-        case deadLetter(KafkaProducerRecord)
+        case deadLetter(DeadLetter)
     }
 
     /// Decodes a message as a job, or makes the dead letter of a message that is not one.
     @inline(never)
     func parse(_ message: KafkaConsumerMessage) -> Parsed {
         let value = message.value ?? []
-        let topics = configuration.topics
         do {
             return .job(try codec.decodeJob(value))
         } catch {
@@ -267,11 +270,42 @@ public final class PipelineWorker: Sendable {
                     LogKeys.partition: "\(message.partition)", LogKeys.offset: "\(message.offset)",
                     LogKeys.reason: "\(letter.reason)",
                 ])
-            return .deadLetter(
-                KafkaProducerRecord(
-                    topic: topics.deadLetters, key: message.key, value: value,
-                    headers: letter.headers.map { KafkaHeader(name: $0.name, value: $0.value) }))
+            return .deadLetter(letter)
         }
+    }
+
+    /// The record of a dead letter: its key and value, the reason in headers.
+    func deadLetterRecord(_ letter: DeadLetter) -> KafkaProducerRecord {
+        KafkaProducerRecord(
+            topic: configuration.topics.deadLetters, key: letter.key, value: letter.original,
+            headers: letter.headers.map { KafkaHeader(name: $0.name, value: $0.value) })
+    }
+
+    /// A key longer than this is cut in the last form of a dead letter: account ids, the keys of jobs, are at most
+    /// 256 bytes, so only a key that is no account id is ever cut.
+    static let minimalDeadLetterKeyBytes = 256
+
+    /// The forms of a dead letter to send, in order, each tried when the one before was refused as too large:
+    /// the letter itself if its record fits in ``Configuration/maximumProduceBytes``, or else its value cut to fit
+    /// (the key cut too only if it alone does not fit); then the headers alone, with no value and a key of at most
+    /// ``minimalDeadLetterKeyBytes``, for a broker whose own limit is smaller still.
+    func deadLetterForms(_ letter: DeadLetter) -> [DeadLetter] {
+        let limit = configuration.maximumProduceBytes
+        let minimal = letter.truncated(valueBytes: 0, keyBytes: Self.minimalDeadLetterKeyBytes)
+        let first: DeadLetter
+        if deadLetterRecord(letter).framedSize <= limit {
+            first = letter
+        } else {
+            // The headers of a cut letter do not depend on how much of the value it keeps: sized with none.
+            let room = limit - deadLetterRecord(letter.truncated(valueBytes: 0)).framedSize
+            if room >= 0 {
+                first = letter.truncated(valueBytes: room)
+            } else {
+                let keyRoom = limit - deadLetterRecord(letter.truncated(valueBytes: 0, keyBytes: 0)).framedSize
+                first = letter.truncated(valueBytes: 0, keyBytes: max(0, keyRoom))
+            }
+        }
+        return first == minimal ? [first] : [first, minimal]
     }
 
     /// The verdict of a job read from `message` (its payload may be gone); nil if the job could not be decided
@@ -319,25 +353,98 @@ public final class PipelineWorker: Sendable {
             topic: configuration.topics.verdicts, key: Array(verdict.accountID.utf8), value: codec.encode(verdict))
     }
 
-    /// Produces until delivered with proof (the idempotent producer makes resending safe), cancelled, or the producer
-    /// failed for good: then the worker stops (the job stays uncommitted, and a restarted worker gets a new producer).
-    /// Only a delivery report with an offset counts (``KafkaProducer/sendConfirmed(_:attempts:)``): the offset of the
-    /// job is committed only once its output is known to be stored. A delivery not proven within the delivery
-    /// timeout makes the worker unready (``checkOverdueOutputs()``) and goes on with backoff: the cause (a broker
-    /// down, acknowledgements without an offset) may pass, and the job is never committed without its output.
-    private func deliver(_ record: KafkaProducerRecord) async -> Bool {
+    /// How a delivery ended.
+    enum DeliveryOutcome {
+        /// Stored: a delivery report with an offset came back.
+        case delivered
+        /// Refused for good (`KafkaError.isPermanent`): the same record can never be delivered.
+        case refused(KafkaError)
+        /// Cancelled (a revoke or a drain), or the producer failed for good and the worker is stopping.
+        case abandoned
+    }
+
+    /// Delivers a verdict. One the cluster refuses for good (the topic unknown or not writable, the record too large)
+    /// stops the worker: a verdict cannot be cut or dropped, and retrying would stall the partition for ever while
+    /// the worker looked ready. Its job stays uncommitted for the next owner, once the cause is fixed.
+    @inline(never)
+    private func deliverVerdict(_ record: KafkaProducerRecord) async -> Bool {
+        switch await deliver(record) {
+        case .delivered:
+            return true
+        case .abandoned:
+            return false
+        case .refused(let error):
+            stop(
+                because: "kafka: a verdict cannot be delivered to \(record.topic): \(error.code.name)",
+                metadata: [LogKeys.topic: "\(record.topic)", LogKeys.error: "\(error)"])
+            return false
+        }
+    }
+
+    /// Delivers a dead letter, cut to fit when it must (``deadLetterForms(_:)``): a message that is not a job always
+    /// ends as a dead letter, never as a partition that stalls. A form refused as too large is followed by the next,
+    /// smaller one; any other refusal, or the last form refused, stops the worker (its job stays uncommitted).
+    @inline(never)
+    private func deliver(_ letter: DeadLetter) async -> Bool {
+        let forms = deadLetterForms(letter)
+        let metadata: Logger.Metadata = [
+            LogKeys.partition: "\(letter.sourcePartition)", LogKeys.offset: "\(letter.sourceOffset)",
+            LogKeys.topic: "\(configuration.topics.deadLetters)",
+        ]
+        for (index, form) in forms.enumerated() {
+            if let truncation = form.truncation {
+                metrics.deadLetterTruncated.increment()
+                logger.notice(
+                    "job: dead letter too large for one record, sent with its value cut",
+                    metadata: metadata.merging(
+                        [
+                            "dlq.original_bytes": "\(truncation.originalBytes)",
+                            "dlq.value_bytes": "\(form.original.count)",
+                        ],
+                        uniquingKeysWith: { $1 }))
+            }
+            switch await deliver(deadLetterRecord(form)) {
+            case .delivered:
+                return true
+            case .abandoned:
+                return false
+            case .refused(let error) where error.isRecordTooLarge && index + 1 < forms.count:
+                logger.warning(
+                    "kafka: dead letter refused as too large; sending it smaller",
+                    metadata: metadata.merging([LogKeys.error: "\(error)"], uniquingKeysWith: { $1 }))
+            case .refused(let error):
+                stop(
+                    because: "kafka: a dead letter cannot be delivered to \(configuration.topics.deadLetters): "
+                        + error.code.name,
+                    metadata: metadata.merging([LogKeys.error: "\(error)"], uniquingKeysWith: { $1 }))
+                return false
+            }
+        }
+        return false
+    }
+
+    /// Produces until delivered with proof (the idempotent producer makes resending safe), refused for good, or
+    /// cancelled; if the producer failed for good the worker stops (the job stays uncommitted, and a restarted worker
+    /// gets a new producer). Only a delivery report with an offset counts
+    /// (``KafkaProducer/sendConfirmed(_:attempts:)``): the offset of the job is committed only once its output is
+    /// known to be stored. A delivery not proven within the delivery timeout makes the worker unready
+    /// (``checkOverdueOutputs()``) and goes on with backoff: the cause (a broker down, acknowledgements without an
+    /// offset) may pass, and the job is never committed without its output.
+    private func deliver(_ record: KafkaProducerRecord) async -> DeliveryOutcome {
         let ticket = deliveries.begin(at: clock.now)
         defer { deliveries.end(ticket) }
         var backoff = Duration.milliseconds(50)
         while !Task.isCancelled {
             do {
                 _ = try await producer.sendConfirmed(record)
-                return true
+                return .delivered
             } catch let error as KafkaError where error.isFatal {
                 // librdkafka 2.0.x raises this for a lost idempotence sequence ("sequence desynchronization"):
                 // no send of this producer can succeed any more.
                 stop(because: "kafka producer failed for good: \(error)", metadata: [LogKeys.error: "\(error)"])
-                return false
+                return .abandoned
+            } catch let error as KafkaError where error.isPermanent {
+                return .refused(error)
             } catch {
                 logger.warning(
                     "kafka: output not delivered, retrying",
@@ -346,7 +453,7 @@ public final class PipelineWorker: Sendable {
                 backoff = min(backoff * 2, .seconds(2))
             }
         }
-        return false
+        return .abandoned
     }
 
     /// Counts the outputs not proven delivered within the delivery timeout into the worker's health (unready while
@@ -472,6 +579,7 @@ struct PipelineMetrics: Sendable {
     let offsetGaps = Counter(label: MetricNames.offsetGaps)
     let fetchWakeUps = Counter(label: MetricNames.fetchWakeUps)
     let produceResends = Counter(label: MetricNames.produceResends)
+    let deadLetterTruncated = Counter(label: MetricNames.deadLettersTruncated)
 
     /// By outcome, reason and stage.
     private let verdicts = MetricCache<[String], Counter> { key in

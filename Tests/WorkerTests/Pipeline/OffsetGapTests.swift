@@ -203,7 +203,7 @@ struct PipelineDeadLetterOnlyDecider: JobDeciding {
 }
 
 /// Keeps the worker's log lines (message and metadata) and lets a test await one.
-private final class OffsetGapLogRecorder: Sendable {
+final class OffsetGapLogRecorder: Sendable {
     private struct State {
         var lines: [(message: String, metadata: [String: String])] = []
         var waiters: [(text: String, continuation: CheckedContinuation<Void, Never>)] = []
