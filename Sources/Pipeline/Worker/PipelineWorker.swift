@@ -163,8 +163,12 @@ public final class PipelineWorker: Sendable {
                     } else {
                         logger.debug("kafka: rewind no longer awaited, ignored", metadata: metadata)
                     }
-                case .partitionsAssigned(let partitions, let startingOffsets, let generation):
-                    scheduler.assigned(partitions, startingAt: startingOffsets, assignment: generation)
+                case .partitionsAssigned(let partitions, let startingOffsets, let startsUnknown, let generation):
+                    scheduler.assigned(
+                        partitions, startingAt: startingOffsets, startsUnknown: startsUnknown, assignment: generation)
+                    if !startsUnknown.isEmpty {
+                        group.addTask { await self.learnStarts(of: startsUnknown, assignment: generation) }
+                    }
                     health.assigned(partitions: consumer.assignment.count)
                     metrics.assignedPartitions.record(consumer.assignment.count)
                     // A new assignment starts unpaused.
@@ -473,6 +477,46 @@ public final class PipelineWorker: Sendable {
     }
 
     // MARK: Kafka plumbing
+
+    /// Reads the committed offsets the consumer could not read at assignment, with backoff until it can (or the
+    /// partitions were assigned anew or taken away), and has the scheduler check where those partitions started:
+    /// one read from past its commit (librdkafka can resume at a position left from an earlier assignment) is read
+    /// again from the commit. Until then nothing of those partitions is committed.
+    private func learnStarts(of partitions: Set<KafkaTopicPartition>, assignment: UInt64) async {
+        var backoff = Duration.milliseconds(100)
+        var failures = 0
+        while !Task.isCancelled {
+            let waiting = partitions.filter { scheduler.awaitsStart($0, assignment: assignment) }
+            guard !waiting.isEmpty else { return }
+            do {
+                let committed = try await consumer.committedOffsets(for: Array(waiting), timeout: .seconds(5))
+                for rewind in scheduler.startsLearned(committed, assignment: assignment) {
+                    metrics.offsetGaps.increment()
+                    logger.warning(
+                        "kafka: a partition started past its committed offset, read late; reading it again from there",
+                        metadata: [
+                            LogKeys.partition: "\(rewind.topicPartition.partition)",
+                            LogKeys.expectedOffset: "\(rewind.offset)",
+                        ])
+                    consumer.rewind(rewind.topicPartition, to: rewind.offset)
+                }
+                if failures > 0 {
+                    logger.notice("kafka: committed offsets read after \(failures) failed attempts; commits resume")
+                }
+                return
+            } catch {
+                failures += 1
+                // Once, then every 10th: a coordinator down for minutes would otherwise fill the log.
+                if failures == 1 || failures % 10 == 0 {
+                    logger.warning(
+                        "kafka: committed offsets still not readable; those partitions are not committed meanwhile",
+                        metadata: [LogKeys.error: "\(error)", "kafka.attempts": "\(failures)"])
+                }
+                try? await Task.sleep(for: backoff)
+                backoff = min(backoff * 2, .seconds(5))
+            }
+        }
+    }
 
     private func apply(_ action: FlowControl.Action) {
         // Called twice per job: the assignment (a lock and a copy) only when there is something to do.

@@ -100,7 +100,7 @@ struct KafkaClientTests {
             let task = Task {
                 for try await event in consumer.events {
                     switch event {
-                    case .partitionsAssigned(let partitions, _, _):
+                    case .partitionsAssigned(let partitions, _, _, _):
                         progress.update { $0.members[name]?.assignment = Set(partitions) }
                     case .partitionsRevoked:
                         progress.update { $0.members[name]?.assignment = [] }
