@@ -289,27 +289,37 @@ public final class PipelineWorker: Sendable {
     /// 256 bytes, so only a key that is no account id is ever cut.
     static let minimalDeadLetterKeyBytes = 256
 
-    /// The forms of a dead letter to send, in order, each tried when the one before was refused as too large:
-    /// the letter itself if its record fits in ``Configuration/maximumProduceBytes``, or else its value cut to fit
-    /// (the key cut too only if it alone does not fit); then the headers alone, with no value and a key of at most
-    /// ``minimalDeadLetterKeyBytes``, for a broker whose own limit is smaller still.
-    func deadLetterForms(_ letter: DeadLetter) -> [DeadLetter] {
+    /// The form of a dead letter sent first: the letter itself if its record fits in
+    /// ``Configuration/maximumProduceBytes``, or else its value cut to fit (the key cut too only if it alone does not
+    /// fit). Only a letter that is cut has its value hashed.
+    func fittingForm(_ letter: DeadLetter) -> DeadLetter {
         let limit = configuration.maximumProduceBytes
-        let minimal = letter.truncated(valueBytes: 0, keyBytes: Self.minimalDeadLetterKeyBytes)
-        let first: DeadLetter
-        if deadLetterRecord(letter).framedSize <= limit {
-            first = letter
-        } else {
-            // The headers of a cut letter do not depend on how much of the value it keeps: sized with none.
-            let room = limit - deadLetterRecord(letter.truncated(valueBytes: 0)).framedSize
-            if room >= 0 {
-                first = letter.truncated(valueBytes: room)
-            } else {
-                let keyRoom = limit - deadLetterRecord(letter.truncated(valueBytes: 0, keyBytes: 0)).framedSize
-                first = letter.truncated(valueBytes: 0, keyBytes: max(0, keyRoom))
-            }
-        }
-        return first == minimal ? [first] : [first, minimal]
+        if deadLetterRecord(letter).framedSize <= limit { return letter }
+        // The headers of a cut letter do not depend on how much of the value it keeps: sized with none.
+        let room = limit - framedSizeWithoutValue(letter, keyBytes: nil)
+        if room >= 0 { return letter.truncated(valueBytes: room) }
+        let keyRoom = limit - framedSizeWithoutValue(letter, keyBytes: 0)
+        return letter.truncated(valueBytes: 0, keyBytes: max(0, keyRoom))
+    }
+
+    /// The last form of a dead letter, for a broker whose own limit is smaller still: the headers alone, with no
+    /// value and a key of at most ``minimalDeadLetterKeyBytes``.
+    func minimalForm(_ letter: DeadLetter) -> DeadLetter {
+        letter.truncated(valueBytes: 0, keyBytes: Self.minimalDeadLetterKeyBytes)
+    }
+
+    /// The framed size of `letter` cut to no value (and its key to `keyBytes`), without hashing its value: a digest's
+    /// text is always 64 characters.
+    private func framedSizeWithoutValue(_ letter: DeadLetter, keyBytes: Int?) -> Int {
+        var probe = letter
+        probe.original = []
+        let wholeKey = letter.key ?? []
+        let keyCut = keyBytes.map { wholeKey.count > $0 } ?? false
+        if keyCut, let keyBytes { probe.key = Array(wholeKey.prefix(keyBytes)) }
+        probe.truncation = DeadLetter.Truncation(
+            originalBytes: letter.original.count, originalSHA256: String(repeating: "0", count: 64),
+            originalKeyBytes: keyCut ? wholeKey.count : nil)
+        return deadLetterRecord(probe).framedSize
     }
 
     /// The verdict of a job read from `message` (its payload may be gone); nil if the job could not be decided
@@ -385,17 +395,18 @@ public final class PipelineWorker: Sendable {
         }
     }
 
-    /// Delivers a dead letter, cut to fit when it must (``deadLetterForms(_:)``): a message that is not a job always
-    /// ends as a dead letter, never as a partition that stalls. A form refused as too large is followed by the next,
-    /// smaller one; any other refusal, or the last form refused, stops the worker (its job stays uncommitted).
+    /// Delivers a dead letter, cut to fit when it must (``fittingForm(_:)``): a message that is not a job always ends
+    /// as a dead letter, never as a partition that stalls. Refused as too large, it goes once more as
+    /// ``minimalForm(_:)``; any other refusal, or the last form refused, stops the worker (its job stays uncommitted).
     @inline(never)
     private func deliver(_ letter: DeadLetter) async -> Bool {
-        let forms = deadLetterForms(letter)
         let metadata: Logger.Metadata = [
             LogKeys.partition: "\(letter.sourcePartition)", LogKeys.offset: "\(letter.sourceOffset)",
             LogKeys.topic: "\(configuration.topics.deadLetters)",
         ]
-        for (index, form) in forms.enumerated() {
+        var form = fittingForm(letter)
+        var isLast = false
+        while true {
             if let truncation = form.truncation {
                 metrics.deadLetterTruncated.increment()
                 logger.notice(
@@ -407,24 +418,29 @@ public final class PipelineWorker: Sendable {
                         ],
                         uniquingKeysWith: { $1 }))
             }
+            let error: KafkaError
             switch await deliver(deadLetterRecord(form)) {
-            case .delivered:
-                return true
-            case .abandoned:
-                return false
-            case .refused(let error) where error.isRecordTooLarge && index + 1 < forms.count:
-                logger.warning(
-                    "kafka: dead letter refused as too large; sending it smaller",
-                    metadata: metadata.merging([LogKeys.error: "\(error)"], uniquingKeysWith: { $1 }))
-            case .refused(let error):
-                stop(
-                    because: "kafka: a dead letter cannot be delivered to \(configuration.topics.deadLetters): "
-                        + error.code.name,
-                    metadata: metadata.merging([LogKeys.error: "\(error)"], uniquingKeysWith: { $1 }))
-                return false
+            case .delivered: return true
+            case .abandoned: return false
+            case .refused(let refusal): error = refusal
             }
+            let errorMetadata = metadata.merging([LogKeys.error: "\(error)"], uniquingKeysWith: { $1 })
+            if error.isRecordTooLarge, !isLast {
+                isLast = true
+                let minimal = minimalForm(letter)
+                if minimal != form {
+                    logger.warning(
+                        "kafka: dead letter refused as too large; sending it smaller", metadata: errorMetadata)
+                    form = minimal
+                    continue
+                }
+            }
+            stop(
+                because: "kafka: a dead letter cannot be delivered to \(configuration.topics.deadLetters): "
+                    + error.code.name,
+                metadata: errorMetadata)
+            return false
         }
-        return false
     }
 
     /// Produces until delivered with proof (the idempotent producer makes resending safe), refused for good, or
