@@ -413,8 +413,8 @@ public final class PipelineWorker: Sendable {
                     "job: dead letter too large for one record, sent with its value cut",
                     metadata: metadata.merging(
                         [
-                            "dlq.original_bytes": "\(truncation.originalBytes)",
-                            "dlq.value_bytes": "\(form.original.count)",
+                            LogKeys.deadLetterOriginalBytes: "\(truncation.originalBytes)",
+                            LogKeys.deadLetterValueBytes: "\(form.original.count)",
                         ],
                         uniquingKeysWith: { $1 }))
             }
@@ -485,7 +485,7 @@ public final class PipelineWorker: Sendable {
             logger.error(
                 "kafka: outputs not proven delivered within the delivery timeout; not ready, still trying",
                 metadata: [
-                    "kafka.overdue_outputs": "\(overdue)", "kafka.delivery_timeout": "\(configuration.deliveryTimeout)",
+                    LogKeys.overdueOutputs: "\(overdue)", LogKeys.deliveryTimeout: "\(configuration.deliveryTimeout)",
                 ])
         } else if overdue == 0, before > 0 {
             logger.notice("kafka: overdue outputs delivered or given back; ready again as far as delivery goes")
@@ -526,7 +526,7 @@ public final class PipelineWorker: Sendable {
                 if failures == 1 || failures % 10 == 0 {
                     logger.warning(
                         "kafka: committed offsets still not readable; those partitions are not committed meanwhile",
-                        metadata: [LogKeys.error: "\(error)", "kafka.attempts": "\(failures)"])
+                        metadata: [LogKeys.error: "\(error)", LogKeys.kafkaAttempts: "\(failures)"])
                 }
                 try? await Task.sleep(for: backoff)
                 backoff = min(backoff * 2, .seconds(5))
