@@ -90,7 +90,9 @@ final class ChaosEnvironment: Sendable {
         let reader = try ChaosReader(
             bootstrap: bootstrap, groupID: "\(runID)-reader", tally: tally, offsets: offsets, logger: quietLogger)
         let producer = try KafkaProducer(
-            configuration: KafkaProducerConfiguration(bootstrapServers: bootstrap, clientID: "\(runID)-frontend"),
+            configuration: KafkaProducerConfiguration(
+                bootstrapServers: bootstrap, clientID: "\(runID)-frontend",
+                messageMaxBytes: Self.frontendMessageMaxBytes),
             logger: quietLogger)
         let expectedSettled = traffic.jobs.count + traffic.malformedKeys.count
         let settledBySubmission = Self.settledCounts(traffic)
@@ -129,6 +131,11 @@ final class ChaosEnvironment: Sendable {
                     ])
             }
             let settledInTime = await tally.waitUntilSettled(expectedSettled, within: configuration.settleTimeout)
+            if settledInTime {
+                let stalled = await uncommittedPartitions(
+                    bootstrap: bootstrap, producer: producer, partitions: partitions)
+                services.withLock { $0.violations += stalled }
+            }
             logger.info(
                 "chaos: settled, stopping the workers",
                 metadata: ["chaos.settled": "\(tally.settled)", "chaos.expected": "\(expectedSettled)"])
@@ -257,6 +264,70 @@ final class ChaosEnvironment: Sendable {
         await reader.readUntil(marks.read, offsets: offsets, within: .seconds(30))
         await reader.close()
         return marks
+    }
+
+    /// What the harness's producers may send: the corpus's size-limit messages reach 1,048,589 bytes, over
+    /// librdkafka's default `message.max.bytes` (the mock broker has no limit of its own).
+    static let frontendMessageMaxBytes = 4_000_000
+
+    /// How long the workers' commits may take to reach every partition's end once everything settled: they commit
+    /// every 200 ms, so this only absorbs a rebalance or a slow machine.
+    static let commitCatchUp = Duration.seconds(30)
+
+    /// Once every message settled: waits (bounded by ``commitCatchUp``) until the workers' group has committed every
+    /// partition of `receipt-jobs` up to its end, and returns a violation for each partition that never got there. A
+    /// partition stalled behind an output that was never delivered, or delivered and never committed, shows here even
+    /// when the verdicts all arrived.
+    func uncommittedPartitions(
+        bootstrap: String, producer: KafkaProducer, partitions: Int
+    ) async -> [ChaosViolation] {
+        let all = (0..<Int32(partitions)).map { KafkaTopicPartition(topic: Topics.jobs, partition: $0) }
+        let probe: KafkaConsumer
+        do {
+            // Not subscribed: it only reads the group's committed offsets, never joins it.
+            probe = try KafkaConsumer(
+                configuration: KafkaConsumerConfiguration(bootstrapServers: bootstrap, groupID: "\(runID)-workers"),
+                logger: quietLogger)
+        } catch {
+            return [.runFailed("could not read the workers' committed offsets: \(error)")]
+        }
+        let deadline = clock.now.advanced(by: Self.commitCatchUp)
+        var lagging: [ChaosViolation] = [.runFailed("the workers' committed offsets could not be read")]
+        while clock.now < deadline {
+            var ends: [Int32: Int64] = [:]
+            for partition in all {
+                if let marks = try? await producer.watermarks(topic: Topics.jobs, partition: partition.partition) {
+                    ends[partition.partition] = marks.high
+                }
+            }
+            if ends.count == partitions, let answer = try? await probe.committedOffsets(for: all) {
+                var committed: [Int32: Int64?] = [:]
+                for (partition, offset) in answer { committed[partition.partition] = offset }
+                lagging = ChaosInvariantChecker.uncommittedPartitions(committed: committed, ends: ends)
+                if lagging.isEmpty { break }
+            }
+            try? await Task.sleep(for: .milliseconds(250))
+        }
+        await probe.close()
+        return lagging
+    }
+
+    /// Sends until a delivery report with an offset: `sendConfirmed` throws `deliveryUnproven` (retryable) after
+    /// acknowledgements without one, and the harness, like a frontend, sends again (a bounded number of times).
+    static func sendProven(
+        _ producer: KafkaProducer, _ record: KafkaProducerRecord
+    ) async throws
+        -> KafkaDeliveryReport
+    {
+        var attempt = 1
+        while true {
+            do {
+                return try await producer.sendConfirmed(record)
+            } catch let error as KafkaError where error.isRetryable && attempt < 10 {
+                attempt += 1
+                try await Task.sleep(for: .milliseconds(100 * attempt))
+            }
+        }
     }
 
     /// The watermarks of every partition of the three topics (those that answered).
@@ -851,7 +922,7 @@ struct ChaosSubmitter: Sendable {
                 tally.submitting(jobID: identity.jobID, deadLetterKey: identity.key, bytes: bytes)
                 let record = KafkaProducerRecord(topic: Topics.jobs, key: message.key, value: message.value)
                 group.addTask {
-                    let report = try await producer.sendConfirmed(record)
+                    let report = try await ChaosEnvironment.sendProven(producer, record)
                     deliveries.delivered(
                         ChaosDeliveryLog.Entry(
                             jobID: identity.jobID, deadLetterKey: identity.key,

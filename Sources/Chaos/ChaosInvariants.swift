@@ -96,6 +96,9 @@ public enum ChaosViolation: Sendable, Hashable, CustomStringConvertible {
     case unexpectedDeadLetter(key: String, reason: String)
     /// A deliberately malformed message that never reached the dead-letter topic.
     case missingDeadLetter(key: String)
+    /// Once everything settled, a partition of `receipt-jobs` whose committed offset stayed below its end: it stalled
+    /// (an output never delivered, or delivered and never committed), and its next owner would read it again.
+    case partitionNotCommitted(partition: Int32, committed: Int64?, end: Int64)
     /// A worker sent SIGTERM did not drain and exit 0 in time.
     case drainFailed(worker: Int, detail: String)
     /// A log line holds a secret or a receipt.
@@ -127,6 +130,8 @@ public enum ChaosViolation: Sendable, Hashable, CustomStringConvertible {
         case .ledgerClaimDiffers(let tx, let job): "transaction \(tx): the ledger's claim is not job \(job)'s account"
         case .unexpectedDeadLetter(let key, let reason): "unexpected dead letter (key \(key), reason \(reason))"
         case .missingDeadLetter(let key): "malformed message \(key) never reached the dead-letter topic"
+        case .partitionNotCommitted(let partition, let committed, let end):
+            "receipt-jobs[\(partition)] committed up to \(committed.map(String.init) ?? "nothing"), not to its end \(end)"
         case .drainFailed(let worker, let detail): "worker \(worker) did not drain on SIGTERM: \(detail)"
         case .leakInLog(let detail): "log leak: \(detail)"
         case .unexpectedAppleEndpoint(let endpoint): "the simulator was asked for \(endpoint)"
@@ -152,6 +157,7 @@ public enum ChaosViolation: Sendable, Hashable, CustomStringConvertible {
         case .ledgerClaimDiffers: "ledger_claim_differs"
         case .unexpectedDeadLetter: "unexpected_dead_letter"
         case .missingDeadLetter: "missing_dead_letter"
+        case .partitionNotCommitted: "partition_not_committed"
         case .drainFailed: "drain_failed"
         case .leakInLog: "leak_in_log"
         case .unexpectedAppleEndpoint: "unexpected_apple_endpoint"
@@ -213,6 +219,19 @@ public struct ChaosInvariantChecker: Sendable {
             if other.decidedAt != first.decidedAt { fields.insert("decided_at") }
         }
         return fields.sorted()
+    }
+
+    /// The partitions of `receipt-jobs` whose committed offset (`committed`, nil where nothing was committed) is below
+    /// their end (`ends`, the high watermarks), once every message settled: commit lag must return to zero, or a
+    /// partition stalled even if its outputs arrived.
+    public static func uncommittedPartitions(
+        committed: [Int32: Int64?], ends: [Int32: Int64]
+    ) -> [ChaosViolation] {
+        ends.sorted { $0.key < $1.key }.compactMap { partition, end in
+            let offset = committed[partition] ?? nil
+            return (offset ?? 0) >= end
+                ? nil : .partitionNotCommitted(partition: partition, committed: offset, end: end)
+        }
     }
 
     /// The violations (empty when every promise held) and the tally.

@@ -38,6 +38,9 @@ extension SHA256 {
     }
 }
 
+/// Lower-case hex SHA-256 of `bytes` (swift-crypto, BoringSSL's assembly).
+func sha256Hex(_ bytes: [UInt8]) -> String { hexString(SHA256.hash(data: bytes)) }
+
 private func hexString(_ digest: SHA256.Digest) -> String {
     let digits = Array("0123456789abcdef".utf8)
     var out: [UInt8] = []

@@ -25,6 +25,8 @@ public struct WorkerConfiguration: Sendable {
     public var allowXcode: Bool
     public var maximumMessageBytes: Int
     public var maximumReceiptBytes: Int
+    /// The largest record the worker produces, framing included; librdkafka's `message.max.bytes` for its producer.
+    public var maximumProduceBytes: Int
 
     // MARK: Apple
     public var verifyReceiptProductionURL: String
@@ -50,6 +52,8 @@ public struct WorkerConfiguration: Sendable {
     public var serverAPIRatePerSecond: Double
     public var retryBudgetRatio: Double
     public var drainTimeout: Duration
+    /// How long a verdict or dead letter may go without proof of delivery before the worker reports itself unready.
+    public var deliveryTimeout: Duration
 
     // MARK: Operations
     public var metricsPort: Int
@@ -86,6 +90,12 @@ public struct WorkerConfiguration: Sendable {
         .init("allow_xcode", default: "false", "Accept Xcode StoreKit-testing receipts (development only)."),
         .init("max_message_bytes", default: "1048576", "Largest job message accepted; larger ones are dead-lettered."),
         .init("max_receipt_bytes", default: "1048576", "Largest decoded receipt accepted."),
+        .init(
+            "max_produce_bytes", default: "1000000",
+            "Largest record the worker produces, key, headers and framing included (its producer's librdkafka "
+                + "message.max.bytes); keep it at most the brokers' max.message.bytes (Kafka's default 1048588). A dead "
+                + "letter that would be larger is sent with its value cut (dlq.truncated, dlq.original_bytes, "
+                + "dlq.original_sha256)."),
         .init(
             "verify_receipt_production_url", default: "https://buy.itunes.apple.com/verifyReceipt",
             "verifyReceipt production endpoint."),
@@ -126,6 +136,10 @@ public struct WorkerConfiguration: Sendable {
             "server_api_rate", default: "50", "App Store Server API calls per second (Apple's production limit)."),
         .init("retry_budget_ratio", default: "0.1", "Retries allowed as a share of first attempts."),
         .init("drain_timeout_s", default: "25", "On SIGTERM, how long in-flight jobs may take before release."),
+        .init(
+            "delivery_timeout_s", default: "120",
+            "How long a verdict or dead letter may go without a delivery report with an offset before /readyz says "
+                + "output_undeliverable; its job stays uncommitted and delivery goes on."),
         .init("metrics_port", default: "9464", "Port of /metrics, /healthz and /readyz."),
         .init("metrics_host", default: "0.0.0.0", "Address the metrics port binds to."),
         .init("log_level", default: "info", "trace, debug, info, notice, warning, error or critical."),
@@ -199,6 +213,9 @@ public struct WorkerConfiguration: Sendable {
         allowXcode = try reader.bool("allow_xcode")
         maximumMessageBytes = try reader.int("max_message_bytes", in: 1024...(64 << 20))
         maximumReceiptBytes = try reader.int("max_receipt_bytes", in: 1024...(64 << 20))
+        // Not tied to max_message_bytes: a message too large to be dead-lettered whole is dead-lettered cut. The floor
+        // leaves room for a verdict and for a dead letter's headers and key.
+        maximumProduceBytes = try reader.int("max_produce_bytes", in: 16_384...(64 << 20))
         verifyReceiptProductionURL = try reader.url("verify_receipt_production_url")
         verifyReceiptSandboxURL = try reader.url("verify_receipt_sandbox_url")
         serverAPIProductionURL = try reader.url("server_api_production_url")
@@ -235,6 +252,7 @@ public struct WorkerConfiguration: Sendable {
         serverAPIRatePerSecond = try reader.double("server_api_rate", in: 0.1...100_000)
         retryBudgetRatio = try reader.double("retry_budget_ratio", in: 0...1)
         drainTimeout = .seconds(try reader.int("drain_timeout_s", in: 1...3600))
+        deliveryTimeout = .seconds(try reader.int("delivery_timeout_s", in: 1...86_400))
         metricsPort = try reader.int("metrics_port", in: 0...65535)
         metricsHost = try reader.string("metrics_host")
         logLevel = try reader.oneOf("log_level", ["trace", "debug", "info", "notice", "warning", "error", "critical"])

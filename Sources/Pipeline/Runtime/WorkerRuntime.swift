@@ -135,7 +135,9 @@ public struct WorkerRuntime: Sendable {
                         jobs: configuration.jobsTopic, verdicts: configuration.verdictsTopic,
                         deadLetters: configuration.deadLetterTopic),
                     maximumInFlight: configuration.maximumInFlight,
-                    maximumMessageBytes: configuration.maximumMessageBytes),
+                    maximumMessageBytes: configuration.maximumMessageBytes,
+                    maximumProduceBytes: configuration.maximumProduceBytes,
+                    deliveryTimeout: configuration.deliveryTimeout),
                 health: health, logger: logger, onFatal: { fatal.resolve($0) })
         }
 
@@ -237,7 +239,8 @@ public struct WorkerRuntime: Sendable {
             producer = try KafkaProducer(
                 configuration: KafkaProducerConfiguration(
                     bootstrapServers: configuration.brokers, maxInFlightMessages: configuration.maximumInFlight,
-                    clientID: configuration.workerID, properties: configuration.kafkaProperties),
+                    clientID: configuration.workerID, messageMaxBytes: configuration.maximumProduceBytes,
+                    properties: configuration.kafkaProperties),
                 logger: logger)
         } catch {
             throw ConfigurationError(key: "kafka_properties", problem: error.message)

@@ -1,6 +1,7 @@
 import Synchronization
 
-/// What `/readyz` reports: the worker joined its group, its ledger answers, a broker answers, nothing fatal happened.
+/// What `/readyz` reports: the worker joined its group, its ledger answers, a broker answers, nothing fatal happened,
+/// and every output is delivered within the delivery timeout.
 public final class WorkerHealth: Sendable {
     private struct State {
         var joinedGroup = false
@@ -12,6 +13,8 @@ public final class WorkerHealth: Sendable {
         /// Readiness reasons of Apple configuration faults standing now (`AppleConfigurationWatch`).
         var appleConfigurationFaults: Set<String> = []
         var allBrokersDown = false
+        /// Outputs (verdicts, dead letters) not proven delivered within the delivery timeout, still being retried.
+        var overdueOutputs = 0
     }
 
     private let state = Mutex(State())
@@ -52,6 +55,17 @@ public final class WorkerHealth: Sendable {
     public func appleConfigurationRecovered(_ reason: String) {
         _ = state.withLock { $0.appleConfigurationFaults.remove(reason) }
     }
+    /// How many outputs are not proven delivered within the delivery timeout (still retried; their jobs are not
+    /// committed). Not ready while there is one. Returns the previous count.
+    @discardableResult
+    public func outputsOverdue(_ count: Int) -> Int {
+        state.withLock { state in
+            defer { state.overdueOutputs = count }
+            return state.overdueOutputs
+        }
+    }
+
+    public var overdueOutputs: Int { state.withLock { $0.overdueOutputs } }
 
     /// Records the first fatal fault; returns true if this call recorded it.
     @discardableResult
@@ -83,6 +97,7 @@ public final class WorkerHealth: Sendable {
             if !state.ledgerReachable { reasons.append("ledger_unreachable") }
             if state.allBrokersDown { reasons.append("brokers_down") }
             if state.fatal != nil { reasons.append("fatal_error") }
+            if state.overdueOutputs > 0 { reasons.append("output_undeliverable") }
             if state.draining { reasons.append("draining") }
             reasons.append(contentsOf: state.appleConfigurationFaults.sorted())
             return reasons

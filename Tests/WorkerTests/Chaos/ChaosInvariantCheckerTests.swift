@@ -190,6 +190,18 @@ struct ChaosInvariantCheckerTests {
         #expect(kinds(Self.clean, ledger: ledger).isEmpty)
     }
 
+    @Test("Commit lag returns to zero: a partition committed short of its end once everything settled is a violation")
+    func uncommittedPartitions() {
+        let ends: [Int32: Int64] = [0: 10, 1: 0, 2: 7]
+        #expect(ChaosInvariantChecker.uncommittedPartitions(committed: [0: 10, 1: nil, 2: 7], ends: ends).isEmpty)
+        let stalled = ChaosInvariantChecker.uncommittedPartitions(committed: [0: 10, 2: 6], ends: ends)
+        #expect(stalled == [.partitionNotCommitted(partition: 2, committed: 6, end: 7)])
+        #expect(stalled.first?.kind == "partition_not_committed")
+        #expect(
+            ChaosInvariantChecker.uncommittedPartitions(committed: [:], ends: [3: 1])
+                .map(\.description) == ["receipt-jobs[3] committed up to nothing, not to its end 1"])
+    }
+
     @Test("Dead letters: only the malformed messages, each of them")
     func deadLetters() {
         #expect(kinds(Self.clean, deadLetters: [("m1", "x"), ("alice", "poison")]) == ["unexpected_dead_letter"])

@@ -48,6 +48,9 @@ struct ConfigurationTests {
         #expect(config.allowSandbox == false)
         #expect(config.sharedSecret == nil)
         #expect(config.verifyReceiptProductionURL == "https://buy.itunes.apple.com/verifyReceipt")
+        // Under Kafka's broker default max.message.bytes (1,048,588), with room for a dead letter's headers.
+        #expect(config.maximumProduceBytes == 1_000_000)
+        #expect(config.deliveryTimeout == .seconds(120))
         for key in WorkerConfiguration.keys {
             #expect(!key.summary.isEmpty)
             #expect(
@@ -70,6 +73,18 @@ struct ConfigurationTests {
         #expect(config.brokers == "env:1")
         #expect(config.groupID == "from-file")
         #expect(config.maximumInFlight == 7)
+    }
+
+    @Test("max_produce_bytes and delivery_timeout_s are read and bounded")
+    func produceLimits() throws {
+        let config = try configuration(environment: [
+            "VERIFY_MAX_PRODUCE_BYTES": "500000", "VERIFY_DELIVERY_TIMEOUT_S": "30",
+        ])
+        #expect(config.maximumProduceBytes == 500_000)
+        #expect(config.deliveryTimeout == .seconds(30))
+        // Too small for a verdict or a dead letter's headers.
+        #expect(problem(environment: ["VERIFY_MAX_PRODUCE_BYTES": "1000"])?.key == "max_produce_bytes")
+        #expect(problem(environment: ["VERIFY_DELIVERY_TIMEOUT_S": "0"])?.key == "delivery_timeout_s")
     }
 
     @Test("librdkafka properties pass through")
