@@ -72,6 +72,8 @@ public struct JobProcessor: Sendable {
     let now: @Sendable () -> Date
     /// Proofs the bytes alone rejected lately: most junk is resent as is.
     let rejectedProofs = ProofRejectionCache()
+    /// Jobs with the same proof share one Apple answer, within the worker and across the cluster.
+    let coalescer: AppleCallCoalescer
     /// Apple calls avoided, by the stage that decided.
     let callsAvoided = MetricCache<String, Counter> {
         Counter(label: MetricNames.appleCallsAvoided, dimensions: [("decided_by", $0)])
@@ -80,7 +82,7 @@ public struct JobProcessor: Sendable {
     public init(
         analyzer: ReceiptAnalyzer, ledger: any Ledger, apple: AppleCaller, verifyReceipt: VerifyReceiptClient,
         serverAPI: AppStoreServerAPIClient?, configuration: Configuration, health: WorkerHealth, logger: Logger,
-        now: @escaping @Sendable () -> Date = Date.init
+        now: @escaping @Sendable () -> Date = Date.init, coalescing: AppleCoalescingConfiguration = .init()
     ) {
         self.analyzer = analyzer
         self.ledger = ledger
@@ -91,6 +93,8 @@ public struct JobProcessor: Sendable {
         self.health = health
         self.logger = logger
         self.now = now
+        coalescer = AppleCallCoalescer(
+            configuration: coalescing, leases: ledger as? any VerificationLeaseStore, logger: logger)
     }
 
     /// Decides `job`. Ledger failures are retried until the ledger answers (the job stays in flight, so its offset
@@ -148,12 +152,26 @@ public struct JobProcessor: Sendable {
         return verdict
     }
 
-    /// Apple's evidence for the job, or the local evidence marked unavailable.
+    /// Apple's evidence for the job, or the local evidence marked unavailable. Jobs asking about the same proof at
+    /// once share one call (``AppleCallCoalescer``).
     @inline(never)
     func askApple(
         _ job: ReceiptJob, local: LocalEvidence, deadline: ContinuousClock.Instant
     ) async throws -> PurchaseEvidence {
-        switch appleRequest(job, local: local) {
+        let request = appleRequest(job, local: local)
+        return try await coalescer.evidence(
+            key: coalescingKey(request), deadline: deadline, unavailable: local.unavailable
+        ) {
+            try await callApple(job, request, local: local, deadline: deadline)
+        }
+    }
+
+    /// Calls Apple for this job (no other job of the cluster is asking about its proof).
+    @inline(never)
+    private func callApple(
+        _ job: ReceiptJob, _ request: AppleRequest, local: LocalEvidence, deadline: ContinuousClock.Instant
+    ) async throws -> PurchaseEvidence {
+        switch request {
         case .none:
             return local.unavailable
         case .verifyReceipt(let text, let environment):

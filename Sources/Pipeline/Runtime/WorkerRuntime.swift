@@ -111,7 +111,10 @@ public struct WorkerRuntime: Sendable {
             configuration: JobProcessor.Configuration(
                 catalog: JobProcessor.Configuration.decisionCatalog(catalog), allowSandbox: configuration.allowSandbox,
                 jobDeadline: configuration.jobDeadline),
-            health: health, logger: logger)
+            health: health, logger: logger,
+            coalescing: AppleCoalescingConfiguration(
+                enabled: configuration.coalesceAppleCalls, leaseDuration: configuration.verificationLease,
+                holder: AppleCoalescingConfiguration.uniqueHolder(prefix: configuration.workerID)))
         let fatal = OneShot<String>()
         let worker = try PipelineWorker(
             consumerConfiguration: consumerConfiguration, producer: producer, decider: processor,
