@@ -57,7 +57,8 @@ public struct JobProcessor: Sendable {
     /// A decided job.
     public struct Decided: Sendable {
         public var verdict: Verdict
-        /// Whether Apple was called for this job (the rest were decided locally).
+        /// Whether Apple's answer decided this job: its own call, or one it shared with jobs of the same proof
+        /// (``AppleCallCoalescer``). The rest were decided locally.
         public var askedApple: Bool
     }
 
