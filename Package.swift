@@ -129,6 +129,7 @@ let package = Package(
                 "RateLimiter",
                 "Ledger",
                 "Operations",
+                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),

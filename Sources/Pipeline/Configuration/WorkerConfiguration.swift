@@ -51,6 +51,10 @@ public struct WorkerConfiguration: Sendable {
     public var verifyReceiptRatePerSecond: Double
     public var serverAPIRatePerSecond: Double
     public var retryBudgetRatio: Double
+    /// Jobs with the same proof at once share one Apple answer (``AppleCoalescingConfiguration``).
+    public var coalesceAppleCalls: Bool
+    /// The verification lease's length; zero shares answers within the worker only.
+    public var verificationLease: Duration
     public var drainTimeout: Duration
     /// How long a verdict or dead letter may go without proof of delivery before the worker reports itself unready.
     public var deliveryTimeout: Duration
@@ -135,6 +139,14 @@ public struct WorkerConfiguration: Sendable {
         .init(
             "server_api_rate", default: "50", "App Store Server API calls per second (Apple's production limit)."),
         .init("retry_budget_ratio", default: "0.1", "Retries allowed as a share of first attempts."),
+        .init(
+            "coalesce_apple_calls", default: "true",
+            "Jobs carrying the same receipt or transaction id at once share one Apple call (in the worker, and "
+                + "across workers through a lease in the ledger); false: every job asks Apple itself."),
+        .init(
+            "verification_lease_ms", default: "10000",
+            "How long a worker holds the ledger lease on a receipt it asks Apple about, and keeps Apple's answer "
+                + "there for the other workers; 0: share answers within the worker only."),
         .init("drain_timeout_s", default: "25", "On SIGTERM, how long in-flight jobs may take before release."),
         .init(
             "delivery_timeout_s", default: "120",
@@ -251,6 +263,8 @@ public struct WorkerConfiguration: Sendable {
         verifyReceiptRatePerSecond = try reader.double("verify_receipt_rate", in: 0.1...1_000_000)
         serverAPIRatePerSecond = try reader.double("server_api_rate", in: 0.1...100_000)
         retryBudgetRatio = try reader.double("retry_budget_ratio", in: 0...1)
+        coalesceAppleCalls = try reader.bool("coalesce_apple_calls")
+        verificationLease = .milliseconds(try reader.int("verification_lease_ms", in: 0...600_000))
         drainTimeout = .seconds(try reader.int("drain_timeout_s", in: 1...3600))
         deliveryTimeout = .seconds(try reader.int("delivery_timeout_s", in: 1...86_400))
         metricsPort = try reader.int("metrics_port", in: 0...65535)

@@ -57,7 +57,8 @@ public struct JobProcessor: Sendable {
     /// A decided job.
     public struct Decided: Sendable {
         public var verdict: Verdict
-        /// Whether Apple was called for this job (the rest were decided locally).
+        /// Whether Apple's answer decided this job: its own call, or one it shared with jobs of the same proof
+        /// (``AppleCallCoalescer``). The rest were decided locally.
         public var askedApple: Bool
     }
 
@@ -74,6 +75,8 @@ public struct JobProcessor: Sendable {
     let now: @Sendable () -> Date
     /// Proofs the bytes alone rejected lately: most junk is resent as is.
     let rejectedProofs = ProofRejectionCache()
+    /// Jobs with the same proof share one Apple answer, within the worker and across the cluster.
+    let coalescer: AppleCallCoalescer
     /// Apple calls avoided, by the stage that decided.
     let callsAvoided = MetricCache<String, Counter> {
         Counter(label: MetricNames.appleCallsAvoided, dimensions: [("decided_by", $0)])
@@ -82,7 +85,8 @@ public struct JobProcessor: Sendable {
     public init(
         analyzer: ReceiptAnalyzer, ledger: any Ledger, apple: AppleCaller, verifyReceipt: VerifyReceiptClient,
         serverAPI: AppStoreServerAPIClient?, configuration: Configuration, health: WorkerHealth, logger: Logger,
-        configurationWatch: AppleConfigurationWatch? = nil, now: @escaping @Sendable () -> Date = Date.init
+        configurationWatch: AppleConfigurationWatch? = nil, now: @escaping @Sendable () -> Date = Date.init,
+        coalescing: AppleCoalescingConfiguration = .init()
     ) {
         self.configurationWatch = configurationWatch ?? AppleConfigurationWatch(health: health, logger: logger)
         self.analyzer = analyzer
@@ -94,6 +98,8 @@ public struct JobProcessor: Sendable {
         self.health = health
         self.logger = logger
         self.now = now
+        coalescer = AppleCallCoalescer(
+            configuration: coalescing, leases: ledger as? any VerificationLeaseStore, logger: logger)
     }
 
     /// Decides `job`. Ledger failures are retried until the ledger answers (the job stays in flight, so its offset
@@ -169,21 +175,48 @@ public struct JobProcessor: Sendable {
         return verdict
     }
 
+    /// Apple's evidence for the job, or the local evidence marked unavailable. Jobs asking about the same proof at
+    /// once share one call (``AppleCallCoalescer``).
+    ///
+    /// Apple's refusal of this worker's own configuration is not evidence: it is never shared with other jobs nor
+    /// left in the lease (``AppleConfigurationRefusal``), and the job then waits for the setting.
+    @inline(never)
+    func askApple(
+        _ job: ReceiptJob, local: LocalEvidence, deadline: ContinuousClock.Instant
+    ) async throws -> AppleStep {
+        let request = appleRequest(job, local: local)
+        do {
+            return .evidence(
+                try await coalescer.evidence(
+                    key: coalescingKey(request), deadline: deadline, unavailable: local.unavailable
+                ) {
+                    try await callApple(job, request, local: local, deadline: deadline)
+                })
+        } catch let refusal as AppleConfigurationRefusal {
+            return .refused(refusal.fault)
+        }
+    }
+
     /// What asking Apple gave: evidence, or a refusal of the worker's own configuration.
     enum AppleStep {
         case evidence(PurchaseEvidence)
         case refused(AppleConfigurationFault)
     }
 
-    /// Apple's evidence for the job, the local evidence marked unavailable, or Apple's refusal of this worker's
-    /// configuration (no verdict may be drawn from that).
+    /// Thrown out of a coalesced call when Apple refused the worker's configuration: the single flight then hands the
+    /// lead to a waiting job (which waits for the setting in turn), and the lease is released, never answered.
+    struct AppleConfigurationRefusal: Error {
+        var fault: AppleConfigurationFault
+    }
+
+    /// Calls Apple for this job (no other job of the cluster is asking about its proof).
     @inline(never)
-    func askApple(
-        _ job: ReceiptJob, local: LocalEvidence, deadline: ContinuousClock.Instant
-    ) async throws -> AppleStep {
-        switch appleRequest(job, local: local) {
+    private func callApple(
+        _ job: ReceiptJob, _ request: AppleRequest, local: LocalEvidence, deadline: ContinuousClock.Instant
+    ) async throws -> PurchaseEvidence {
+        switch request {
         case .none:
-            return .evidence(local.unavailable)
+            return local.unavailable
         case .verifyReceipt(let text, let environment):
             try await configurationWatch.waitForTurn(.sharedSecret)
             return try await askVerifyReceipt(job, text, environment, local: local, deadline: deadline)
@@ -331,37 +364,36 @@ public struct JobProcessor: Sendable {
     private func askVerifyReceipt(
         _ job: ReceiptJob, _ text: String, _ environment: AppleEnvironment, local: LocalEvidence,
         deadline: ContinuousClock.Instant
-    ) async throws -> AppleStep {
+    ) async throws -> PurchaseEvidence {
         let result = try await apple.call(.verifyReceipt, deadline: deadline) {
             // Made once a permit is held, not before: thousands of jobs may wait for a permit, and each would
             // hold its receipt decoded and re-encoded. Deterministic, so it succeeds here as it did above.
             try await verifyReceipt.verify(receiptData: receiptData(text) ?? "", startingAt: environment).boxed()
         }
         if case .answered(let answer) = result {
-            guard answer.value.status != .sharedSecretMismatch else { return refused(.sharedSecret, job: job) }
+            guard answer.value.status != .sharedSecretMismatch else { throw refused(.sharedSecret, job: job) }
             configurationWatch.accepted(.sharedSecret)
         }
-        return .evidence(
-            appleEvidence(result, job: job, local: local, call: "verifyReceipt") {
-                EvidenceMapping.evidence(from: $0, local: local.evidence)
-            })
+        return appleEvidence(result, job: job, local: local, call: "verifyReceipt") {
+            EvidenceMapping.evidence(from: $0, local: local.evidence)
+        }
     }
 
     /// A call Apple refused because of this worker's configuration: counted, and the job waits undecided.
     @inline(never)
-    private func refused(_ fault: AppleConfigurationFault, job: ReceiptJob) -> AppleStep {
+    private func refused(_ fault: AppleConfigurationFault, job: ReceiptJob) -> AppleConfigurationRefusal {
         configurationWatch.refused(fault)
         logger.debug(
             "apple: refused the worker's configuration, the job waits undecided",
             metadata: [LogKeys.jobID: "\(job.jobID)", LogKeys.setting: "\(fault.rawValue)"])
-        return .refused(fault)
+        return AppleConfigurationRefusal(fault: fault)
     }
 
     @inline(never)
     private func askTransactionInfo(
         _ job: ReceiptJob, _ serverAPI: AppStoreServerAPIClient, _ transactionID: String, local: LocalEvidence,
         deadline: ContinuousClock.Instant
-    ) async throws -> AppleStep {
+    ) async throws -> PurchaseEvidence {
         let result = try await apple.call(.transactionInfo, deadline: deadline) {
             switch try await serverAPI.transactionInfo(transactionID: transactionID) {
             case .failed(let error) where error.httpStatus == 401:
@@ -374,14 +406,13 @@ public struct JobProcessor: Sendable {
             }
         }
         if case .answered(let answer) = result {
-            guard case .info = answer.value else { return refused(.serverAPIKey, job: job) }
+            guard case .info = answer.value else { throw refused(.serverAPIKey, job: job) }
             configurationWatch.accepted(.serverAPIKey)
         }
-        return .evidence(
-            appleEvidence(result, job: job, local: local, call: "transaction info") { reply in
-                guard case .info(let info) = reply else { return local.unavailable }
-                return EvidenceMapping.evidence(from: info)
-            })
+        return appleEvidence(result, job: job, local: local, call: "transaction info") { reply in
+            guard case .info(let info) = reply else { return local.unavailable }
+            return EvidenceMapping.evidence(from: info)
+        }
     }
 
     /// The Server API's answer to a transaction lookup, or its refusal of the worker's key.

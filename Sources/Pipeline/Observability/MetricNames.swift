@@ -8,6 +8,9 @@ public enum MetricNames {
     public static let verdicts = "verify_verdicts_total"
     /// Counter, label `decided_by`: jobs decided without calling Apple.
     public static let appleCallsAvoided = "verify_apple_calls_avoided_total"
+    /// Counter, label `via` (`worker`, `lease`): jobs that took another job's Apple answer for the same proof
+    /// instead of calling (docs/RATE-LIMITING.md, "One Apple call per receipt").
+    public static let appleCallsCoalesced = "verify_apple_calls_coalesced_total"
     /// Counter, labels `endpoint`, `status`: calls made to Apple.
     public static let appleCalls = "verify_apple_calls_total"
     /// Timer (histogram), label `endpoint`: latency of calls to Apple.

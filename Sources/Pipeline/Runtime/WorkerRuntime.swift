@@ -123,7 +123,10 @@ public struct WorkerRuntime: Sendable {
             configuration: JobProcessor.Configuration(
                 catalog: JobProcessor.Configuration.decisionCatalog(catalog), allowSandbox: configuration.allowSandbox,
                 jobDeadline: configuration.jobDeadline),
-            health: health, logger: logger)
+            health: health, logger: logger,
+            coalescing: AppleCoalescingConfiguration(
+                enabled: configuration.coalesceAppleCalls, leaseDuration: configuration.verificationLease,
+                holder: AppleCoalescingConfiguration.uniqueHolder(prefix: configuration.workerID)))
         let fatal = OneShot<String>()
         // Made (and subscribed: the consumer joins the group) only once the ledger answers, so a worker whose ledger
         // is unreachable takes no partition from healthy workers.
