@@ -16,6 +16,7 @@ let package = Package(
         .library(name: "Receipts", targets: ["Receipts"]),
         .library(name: "RateLimiter", targets: ["RateLimiter"]),
         .library(name: "Kafka", targets: ["Kafka"]),
+        .library(name: "Entitlements", targets: ["Entitlements"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
@@ -162,6 +163,23 @@ let package = Package(
             swiftSettings: strictSettings
         ),
         .target(
+            name: "Entitlements",
+            dependencies: [
+                "CSQLite",
+                "Kafka",
+                "Messages",
+                "Operations",
+                "RateLimiter",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: strictSettings
+        ),
+        .target(
             name: "Chaos",
             dependencies: [
                 "Kafka",
@@ -190,6 +208,7 @@ let package = Package(
                 "Pipeline",
                 "Operations",
                 "Gateway",
+                "Entitlements",
                 "Chaos",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
@@ -216,6 +235,7 @@ let package = Package(
                 "Pipeline",
                 "Operations",
                 "Gateway",
+                "Entitlements",
                 "Chaos",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Hummingbird", package: "hummingbird"),

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Installs what verify-worker needs on a fresh Debian 12 machine (run as root, or with sudo available):
 # the C libraries it links (librdkafka, libcurl, SQLite), PostgreSQL for the ledger tests, kcat and openssl for
-# interoperability tests, and the Python packages the tests and benchmarks use as independent peers.
+# interoperability tests, headless Chromium and its WebDriver for the entitlement console's browser test, and the
+# Python packages the tests and benchmarks use as independent peers.
 # Idempotent: a second run installs nothing new. The Swift toolchain (6.1 or later) must already be on PATH.
 set -euo pipefail
 
 packages=(librdkafka-dev libcurl4-openssl-dev libsqlite3-dev pkg-config postgresql kafkacat openssl ca-certificates
-    python3 python3-pip binutils)
+    python3 python3-pip binutils chromium chromium-driver)
 sudo_cmd=()
 if [ "$(id -u)" != 0 ]; then sudo_cmd=(sudo); fi
 

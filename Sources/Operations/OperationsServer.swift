@@ -99,8 +99,16 @@ public final class OperationsServer: Sendable {
 
     private func makeRouter() -> Router<BasicRequestContext> {
         let router = Router()
-        let registry = self.registry
-        let readiness = self.readiness
+        Self.addRoutes(to: router, registry: registry, readiness: readiness)
+        return router
+    }
+
+    /// Adds `/healthz`, `/readyz` and `/metrics` to another router, for a command that serves them on its own HTTP
+    /// port (the entitlement service) rather than on a separate operations port.
+    public static func addRoutes<Context: RequestContext>(
+        to router: Router<Context>, registry: PrometheusCollectorRegistry,
+        readiness: @escaping @Sendable () async -> Readiness
+    ) {
         router.get("healthz") { _, _ in
             Response(
                 status: .ok, headers: [.contentType: "text/plain"], body: .init(byteBuffer: ByteBuffer(string: "ok\n")))
@@ -120,7 +128,6 @@ public final class OperationsServer: Sendable {
                 status: .ok, headers: [.contentType: "text/plain; version=0.0.4"],
                 body: .init(byteBuffer: ByteBuffer(bytes: buffer)))
         }
-        return router
     }
 }
 

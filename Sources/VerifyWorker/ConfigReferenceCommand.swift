@@ -1,13 +1,30 @@
 import ArgumentParser
+import Entitlements
 import Pipeline
 
-/// Prints the configuration reference (the generated part of docs/CONFIGURATION.md).
+/// Prints the configuration reference (the generated parts of docs/CONFIGURATION.md).
 struct ConfigReferenceCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "config-reference",
-        abstract: "Print every configuration key of `run` as Markdown (docs/CONFIGURATION.md).")
+        abstract: "Print every configuration key of `run` (or of `entitlements`) as Markdown (docs/CONFIGURATION.md).")
+
+    @Option(help: "The command whose keys to print: run or entitlements.")
+    var command: String = "run"
+
+    func validate() throws {
+        guard ["run", "entitlements"].contains(command) else {
+            throw ValidationError("--command is run or entitlements")
+        }
+    }
 
     func run() {
-        print(WorkerConfiguration.referenceMarkdown(), terminator: "")
+        switch command {
+        case "entitlements":
+            print(
+                EntitlementsConfiguration.table.referenceMarkdown(heading: "## `verify-worker entitlements`"),
+                terminator: "")
+        default:
+            print(WorkerConfiguration.referenceMarkdown(), terminator: "")
+        }
     }
 }

@@ -2,6 +2,7 @@ import AppleSimulator
 import ArgumentParser
 import Foundation
 import Logging
+import Operations
 
 /// `verify-worker demo`: the whole system in one process, with nothing installed.
 struct DemoCommand: AsyncParsableCommand {
@@ -13,7 +14,9 @@ struct DemoCommand: AsyncParsableCommand {
             in the three receipt formats, sandbox and production), decides them with W workers, and prints per \
             traffic category the verdicts, Apple calls versus jobs, throughput and submit-to-verdict latency. \
             The workers are the real ones (`verify-worker run`'s runtime) with a SQLite ledger in a temporary \
-            directory.
+            directory. At the end the entitlement service (`verify-worker entitlements`' service, in process) reads \
+            every verdict and the demo shows a few accounts' entitlements from its API; with --serve it keeps \
+            running and prints the support console's URL and a token.
             """
     )
 
@@ -45,6 +48,17 @@ struct DemoCommand: AsyncParsableCommand {
     @Option(help: "Log level of the workers (trace, debug, info, notice, warning, error).")
     var logLevel: String = "warning"
 
+    @Flag(help: "Keep the entitlement service running after the run and print the console's URL and a token.")
+    var serve = false
+
+    @Option(name: .customLong("console-port"), help: "Port of the entitlement API and console (0: a free one).")
+    var consolePort: Int = 0
+
+    @Option(
+        name: .customLong("console-host"),
+        help: "Interface of the console (127.0.0.1; 0.0.0.0 to reach it from outside).")
+    var consoleHost: String = "127.0.0.1"
+
     func validate() throws {
         guard jobs > 0 else { throw ValidationError("--jobs must be positive") }
         guard workers > 0, partitions > 0 else { throw ValidationError("--workers and --partitions must be positive") }
@@ -72,6 +86,29 @@ struct DemoCommand: AsyncParsableCommand {
         print("demo: \(jobs) jobs, mix \(options.mix), \(workers) workers, \(partitions) partitions")
         var logger = Logger(label: "demo")
         logger.logLevel = Logger.Level(rawValue: logLevel) ?? .warning
+        let entitlements = DemoEntitlements(port: consolePort, host: consoleHost)
+        let serve = self.serve
+        let signals = serve ? TerminationSignals() : nil
+        options.afterDecided = { [logger] bootstrap, report in
+            if isTerminal { print("") }
+            print(report.table())
+            let running = try await entitlements.start(bootstrap: bootstrap, logger: logger)
+            print("")
+            print(try await DemoEntitlements.table(running, accounts: DemoEntitlements.showcase(report)))
+            if let signals {
+                print("")
+                print("console: \(running.consoleURL)  (host \(entitlements.host))")
+                print("token:   \(running.token)")
+                print(
+                    "API:     curl -H 'Authorization: Bearer \(running.token)' \(running.consoleURL.replacingOccurrences(of: "/console", with: ""))/v1/accounts/<account>/entitlements"
+                )
+                print("Ctrl-C stops the demo.")
+                // Standard output may be a pipe (fully buffered): the URL and token must show now.
+                fflush(nil)
+                await signals.wait()
+            }
+            await running.stop()
+        }
         let report = try await DemoRun(options: options, logger: logger).run { progress in
             if isTerminal {
                 FileHandle.standardOutput.write(Data(progress.bar.utf8))
@@ -79,8 +116,6 @@ struct DemoCommand: AsyncParsableCommand {
                 print(progress.line)
             }
         }
-        if isTerminal { print("") }
-        print(report.table())
         if report.missingAndDuplicated.missing > 0 { throw ExitCode.failure }
     }
 }

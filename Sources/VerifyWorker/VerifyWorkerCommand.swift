@@ -16,6 +16,7 @@ struct VerifyWorkerCommand: AsyncParsableCommand {
             InspectCommand.self,
             ConfigReferenceCommand.self,
             GatewayCommand.self,
+            EntitlementsCommand.self,
             SubmitCommand.self,
             TailCommand.self,
             HealthcheckCommand.self,

@@ -53,6 +53,9 @@ struct DemoOptions: Sendable {
     /// The jobs to run instead of `jobs` generated ones of `mix` (a benchmark's own scenario), made once the
     /// simulator runs. Default: nil.
     var scenario: (@Sendable (AppleSimulator) throws -> [GeneratedJob])?
+    /// Runs once every job is decided and the workers stopped, while the mock cluster (its bootstrap servers given)
+    /// still holds the verdicts: the demo's entitlement service reads them here. Default: nil.
+    var afterDecided: (@Sendable (_ bootstrap: String, _ report: DemoReport) async throws -> Void)?
 }
 
 /// Watches worker child processes during a run (`bench pipeline` samples their metrics and memory).
@@ -149,8 +152,10 @@ struct DemoRun: Sendable {
             defer { services.cancelAll() }
             let port = try await simulator.waitUntilReady()
             simulator.setFaults(faultPlan())
-            return try await runPipeline(
+            let report = try await runPipeline(
                 cluster: cluster, simulator: simulator, port: port, watch: watch, onProgress: onProgress)
+            try await options.afterDecided?(cluster.bootstrapServers, report)
+            return report
         }
     }
 

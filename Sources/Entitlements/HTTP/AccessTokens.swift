@@ -1,0 +1,89 @@
+import Crypto
+import Foundation
+
+/// The bearer tokens allowed to call the API and log in to the console, read from the file named by
+/// `VERIFY_ENTITLEMENTS_TOKENS_FILE`: one token per line, optionally labelled (`support-alice:TOKEN`); `#` starts a
+/// comment. The label names the caller in logs and rate limits; the token itself is never logged or kept: only its
+/// SHA-256 digest is held, and a presented token is compared with every digest in constant time.
+public struct AccessTokens: Sendable {
+    struct Entry: Sendable {
+        let label: String
+        let digest: [UInt8]
+    }
+
+    private let entries: [Entry]
+
+    /// The shortest token accepted: a guessable token would make the bearer scheme pointless.
+    public static let minimumLength = 24
+    public static let maximumLength = 512
+
+    public var count: Int { entries.count }
+    public var labels: [String] { entries.map(\.label) }
+
+    /// Parses the file's text. Throws a ``TokensFileError`` naming the line, never quoting a token.
+    public init(contents: String) throws(TokensFileError) {
+        var entries: [Entry] = []
+        for (index, rawLine) in contents.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+            let line = rawLine.trimmingCharacters(in: .whitespaces)
+            if line.isEmpty || line.hasPrefix("#") { continue }
+            var label = "token-\(index + 1)"
+            var token = line
+            if let colon = line.firstIndex(of: ":") {
+                label = String(line[..<colon]).trimmingCharacters(in: .whitespaces)
+                token = String(line[line.index(after: colon)...]).trimmingCharacters(in: .whitespaces)
+                guard Identifier.isValid(label), label.count <= 64, !label.contains(" ") else {
+                    throw TokensFileError(line: index + 1, "the label must be 1 to 64 characters without spaces")
+                }
+            }
+            guard token.utf8.count >= Self.minimumLength, token.utf8.count <= Self.maximumLength,
+                token.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F })
+            else {
+                throw TokensFileError(
+                    line: index + 1,
+                    "a token must be \(Self.minimumLength) to \(Self.maximumLength) printable ASCII characters without spaces"
+                )
+            }
+            guard !entries.contains(where: { $0.label == label }) else {
+                throw TokensFileError(line: index + 1, "the label \(label) is used twice")
+            }
+            entries.append(Entry(label: label, digest: Array(SHA256.hash(data: Array(token.utf8)))))
+        }
+        guard !entries.isEmpty else { throw TokensFileError(line: 0, "the file holds no token") }
+        self.entries = entries
+    }
+
+    /// The label of the token, or nil. Every stored digest is compared, whole, whatever matches: the time taken
+    /// does not depend on which token (or how much of one) was right.
+    public func authenticate(_ presented: String) -> String? {
+        let digest = Array(SHA256.hash(data: Array(presented.utf8)))
+        var match: Int = -1
+        for (index, entry) in entries.enumerated() {
+            var difference: UInt8 = 0
+            for position in 0..<digest.count { difference |= digest[position] ^ entry.digest[position] }
+            // Branch-free select: `equal` is all ones when the digests are equal.
+            let equal = Int(bitPattern: UInt(difference == 0 ? 1 : 0)) &* -1
+            match = (match & ~equal) | (index & equal)
+        }
+        return match >= 0 ? entries[match].label : nil
+    }
+
+    /// The token in an `Authorization: Bearer …` header, or nil.
+    public static func bearerToken(in header: String?) -> String? {
+        guard let header else { return nil }
+        let parts = header.split(separator: " ", maxSplits: 1, omittingEmptySubsequences: true)
+        guard parts.count == 2, parts[0].lowercased() == "bearer" else { return nil }
+        let token = parts[1].trimmingCharacters(in: .whitespaces)
+        return token.isEmpty || token.utf8.count > maximumLength ? nil : token
+    }
+}
+
+/// A tokens file that cannot be used: the line and the problem (never a token).
+public struct TokensFileError: Error, Sendable, CustomStringConvertible {
+    public var line: Int
+    public var problem: String
+    public init(line: Int, _ problem: String) {
+        self.line = line
+        self.problem = problem
+    }
+    public var description: String { line > 0 ? "line \(line): \(problem)" : problem }
+}

@@ -1,0 +1,326 @@
+import Foundation
+import Hummingbird
+import Logging
+import Metrics
+import NIOCore
+import Operations
+import Prometheus
+import ServiceLifecycle
+
+/// The request context of the entitlement port: Hummingbird's core storage and the client's address (for the
+/// per-address limit on failed authentications).
+public struct EntitlementRequestContext: RequestContext {
+    public var coreContext: CoreRequestContextStorage
+    public let remoteAddress: SocketAddress?
+
+    public init(source: ApplicationRequestContextSource) {
+        coreContext = .init(source: source)
+        remoteAddress = source.channel.remoteAddress
+    }
+}
+
+/// The HTTP side of `verify-worker entitlements`, on one port (`VERIFY_ENTITLEMENTS_PORT`, 8090):
+///
+/// - `GET /v1/accounts/{account_id}/entitlements`, `…/history`, `…/transactions`, `GET /v1/transactions/{id}`:
+///   JSON, each behind `Authorization: Bearer <token>` (tokens from ``AccessTokens``; 401 otherwise) and rate
+///   limited per caller (429 with `Retry-After`); failed authentications are limited per client address.
+/// - `GET /console`: the support console (``ConsoleAssets``), which logs in with the same tokens.
+/// - `GET /healthz`, `/readyz`, `/metrics`: as on the worker's operations port.
+///
+/// Errors are `{"error": code, "message": …}`; a message never quotes a token or an id from the request.
+public final class EntitlementAPI: Service, Sendable {
+    public struct Configuration: Sendable {
+        /// Interface and port to bind; port 0 picks a free one (``waitUntilListening()``). Default: 0.0.0.0:8090.
+        public var host: String
+        public var port: Int
+        public var limits: RequestLimiter.Limits
+        /// The most history entries one page returns. Default: 200.
+        public var maximumPageSize: Int
+
+        public init(
+            host: String = "0.0.0.0", port: Int = 8090, limits: RequestLimiter.Limits = .init(),
+            maximumPageSize: Int = 200
+        ) {
+            self.host = host
+            self.port = port
+            self.limits = limits
+            self.maximumPageSize = maximumPageSize
+        }
+    }
+
+    public let configuration: Configuration
+    private let store: any EntitlementStore
+    private let catalog: EntitlementCatalog
+    private let tokens: AccessTokens
+    private let limiter: RequestLimiter
+    private let readiness: @Sendable () async -> Readiness
+    private let registry: PrometheusCollectorRegistry
+    private let logger: Logger
+    private let now: @Sendable () -> Date
+    private let listening = OneShot<Int?>()
+
+    public init(
+        configuration: Configuration, store: any EntitlementStore, catalog: EntitlementCatalog, tokens: AccessTokens,
+        registry: PrometheusCollectorRegistry = MetricsBootstrap.registry(), logger: Logger,
+        now: @escaping @Sendable () -> Date = { Date() },
+        readiness: @escaping @Sendable () async -> Readiness
+    ) {
+        self.configuration = configuration
+        self.store = store
+        self.catalog = catalog
+        self.tokens = tokens
+        self.limiter = RequestLimiter(limits: configuration.limits)
+        self.readiness = readiness
+        self.registry = registry
+        self.logger = logger
+        self.now = now
+    }
+
+    /// Serves until graceful shutdown or cancellation.
+    public func run() async throws {
+        let listening = self.listening
+        var serverLogger = logger
+        serverLogger.logLevel = .critical
+        let application = Application(
+            router: makeRouter(),
+            configuration: .init(
+                address: .hostname(configuration.host, port: configuration.port), serverName: nil, backlog: 1024),
+            onServerRunning: { [logger] channel in
+                let port = channel.localAddress?.port ?? 0
+                logger.notice("entitlements: API and console listening", metadata: ["http.port": "\(port)"])
+                listening.resolve(port)
+            },
+            logger: serverLogger)
+        do {
+            try await application.run()
+            listening.resolve(nil)
+        } catch {
+            listening.resolve(nil)
+            throw error
+        }
+    }
+
+    /// The bound port once the server listens; nil if it stopped or failed first.
+    public func waitUntilListening() async -> Int? { await listening.wait() ?? nil }
+
+    // MARK: Routes
+
+    func makeRouter() -> Router<EntitlementRequestContext> {
+        let router = Router(context: EntitlementRequestContext.self)
+        OperationsServer.addRoutes(to: router, registry: registry, readiness: readiness)
+        router.get("v1/session") { request, context in
+            await self.guarded(request, context, route: "session") { caller in
+                APIModels.Session(caller: caller, asOf: try await self.store.progress().asOf)
+            }
+        }
+        router.get("v1/accounts/:account/entitlements") { request, context in
+            await self.guarded(request, context, route: "entitlements") { _ in
+                try await self.entitlements(account: try Self.identifier(context, "account"))
+            }
+        }
+        router.get("v1/accounts/:account/transactions") { request, context in
+            await self.guarded(request, context, route: "account_transactions") { _ in
+                try await self.accountTransactions(account: try Self.identifier(context, "account"))
+            }
+        }
+        router.get("v1/accounts/:account/history") { request, context in
+            await self.guarded(request, context, route: "history") { _ in
+                try await self.history(account: try Self.identifier(context, "account"), request: request)
+            }
+        }
+        router.get("v1/transactions/:transaction") { request, context in
+            await self.guarded(request, context, route: "transaction") { _ in
+                try await self.transaction(id: try Self.identifier(context, "transaction"))
+            }
+        }
+        // Any other path under /v1 is a clear JSON 404, after authentication (the API's shape is not public).
+        router.get("v1/**") { request, context in
+            await self.guarded(request, context, route: "unknown") { _ in
+                throw APIFailure(.notFound, "not_found", "no such resource")
+            }
+        }
+        for (path, asset) in ConsoleAssets.routes {
+            router.get(RouterPath(path)) { _, _ in ConsoleAssets.response(asset) }
+        }
+        return router
+    }
+
+    /// Authenticates, rate limits, runs `body`, and turns every outcome into a JSON response with metrics.
+    private func guarded(
+        _ request: Request, _ context: EntitlementRequestContext, route: String,
+        _ body: (_ caller: String) async throws -> any Encodable
+    ) async -> Response {
+        let started = ContinuousClock.now
+        let response: Response
+        do {
+            let caller = try authenticate(request, context)
+            guard limiter.admitCaller(caller) else {
+                throw APIFailure(.tooManyRequests, "rate_limited", "too many requests for this token; retry shortly")
+            }
+            response = Self.json(.ok, try await body(caller))
+        } catch let failure as APIFailure {
+            response = Self.failure(failure)
+        } catch let error as EntitlementStoreError {
+            logger.warning(
+                "entitlements: store failed during a request",
+                metadata: ["http.route": "\(route)", "entitlements.error": "\(error.code.rawValue)"])
+            response = Self.failure(
+                APIFailure(.serviceUnavailable, "store_unavailable", "the store did not answer; retry"))
+        } catch {
+            response = Self.failure(APIFailure(.internalServerError, "internal", "the request could not be answered"))
+        }
+        let elapsed = ContinuousClock.now - started
+        Counter(
+            label: EntitlementMetricNames.requests,
+            dimensions: [("route", route), ("status", "\(response.status.code)")]
+        )
+        .increment()
+        Timer(label: EntitlementMetricNames.requestDuration, dimensions: [("route", route)]).recordNanoseconds(
+            elapsed.components.seconds * 1_000_000_000 + elapsed.components.attoseconds / 1_000_000_000)
+        return response
+    }
+
+    private func authenticate(_ request: Request, _ context: EntitlementRequestContext) throws(APIFailure) -> String {
+        let address = context.remoteAddress?.ipAddress ?? "unknown"
+        guard limiter.addressMayTry(address) else {
+            throw APIFailure(.tooManyRequests, "rate_limited", "too many failed authentications from this address")
+        }
+        guard let token = AccessTokens.bearerToken(in: request.headers[.authorization]),
+            let label = tokens.authenticate(token)
+        else {
+            limiter.recordFailure(address)
+            Counter(label: EntitlementMetricNames.authenticationFailures).increment()
+            throw APIFailure(.unauthorized, "unauthorized", "a valid Authorization: Bearer token is required")
+        }
+        return label
+    }
+
+    // MARK: Handlers
+
+    private func entitlements(account: String) async throws -> any Encodable {
+        guard let record = try await store.account(account) else { throw try await unknownAccount() }
+        let instant = now()
+        let summaries = EntitlementSummary.summarize(record.transactions, catalog: catalog, at: instant)
+        return APIModels.Entitlements(
+            accountID: account, asOf: try await store.progress().asOf,
+            entitlements: summaries.map { APIModels.Entitlement($0, at: instant) },
+            consumables: record.consumables.filter { $0.value > 0 }.sorted { $0.key < $1.key }.map {
+                APIModels.Consumable(productID: $0.key, count: $0.value)
+            })
+    }
+
+    private func accountTransactions(account: String) async throws -> any Encodable {
+        guard let record = try await store.account(account) else { throw try await unknownAccount() }
+        let instant = now()
+        let ordered = record.transactions.sorted {
+            ($0.purchaseDate ?? .distantPast, $0.transactionID) > ($1.purchaseDate ?? .distantPast, $1.transactionID)
+        }
+        return APIModels.AccountTransactions(
+            accountID: account, asOf: try await store.progress().asOf,
+            transactions: ordered.map { APIModels.Transaction($0, catalog: catalog, at: instant) })
+    }
+
+    private func history(account: String, request: Request) async throws -> any Encodable {
+        let query = request.uri.queryParameters
+        var limit = 50
+        if let text = query["limit"] {
+            guard let value = Int(String(text)), value >= 1, value <= configuration.maximumPageSize else {
+                throw APIFailure(
+                    .badRequest, "invalid_parameter", "limit must be 1 to \(configuration.maximumPageSize)")
+            }
+            limit = value
+        }
+        var before: Int64?
+        if let text = query["before"] {
+            guard let value = Int64(String(text)), value > 0 else {
+                throw APIFailure(.badRequest, "invalid_parameter", "before must be a positive sequence number")
+            }
+            before = value
+        }
+        guard try await store.account(account) != nil else { throw try await unknownAccount() }
+        let entries = try await store.history(of: account, before: before, limit: limit + 1)
+        let page = Array(entries.prefix(limit))
+        return APIModels.History(
+            accountID: account, asOf: try await store.progress().asOf,
+            entries: page.map { entry in
+                let explanation: String? =
+                    switch entry.kind {
+                    case .verdict: ReasonText.explain(outcome: entry.outcome, reason: entry.reason)
+                    case .event: entry.event.map { ReasonText.explain(event: $0.kind) }
+                    case .ignored: entry.problem.map(ReasonText.explain(problem:))
+                    }
+                return APIModels.Entry(entry: entry, explanation: explanation)
+            },
+            nextBefore: entries.count > limit ? page.last?.sequence : nil)
+    }
+
+    private func transaction(id: String) async throws -> any Encodable {
+        let found = try await store.transactions(matching: id)
+        guard !found.isEmpty else {
+            throw APIFailure(.notFound, "unknown_transaction", "no verdict read so far names this transaction")
+        }
+        let instant = now()
+        let ordered = found.sorted {
+            ($0.purchaseDate ?? .distantPast, $0.transactionID) > ($1.purchaseDate ?? .distantPast, $1.transactionID)
+        }
+        let direct = ordered.first { $0.transactionID == id }
+        let speaking = direct ?? ordered[0]
+        return APIModels.TransactionLookup(
+            transactionID: id, matchedBy: direct != nil ? "transaction_id" : "original_transaction_id",
+            accountID: speaking.accountID, state: speaking.state(at: instant), asOf: try await store.progress().asOf,
+            transactions: ordered.map { APIModels.Transaction($0, catalog: catalog, at: instant) })
+    }
+
+    private func unknownAccount() async throws -> APIFailure {
+        APIFailure(.notFound, "unknown_account", "no verdict for this account has been read so far")
+    }
+
+    // MARK: Helpers
+
+    /// A path parameter, percent-decoded and checked against the contract's identifier bounds.
+    static func identifier(_ context: EntitlementRequestContext, _ name: String) throws(APIFailure) -> String {
+        guard let raw = context.parameters.get(name), raw.utf8.count <= Identifier.maximumBytes * 3,
+            let decoded = raw.removingPercentEncoding, Identifier.isValid(decoded)
+        else {
+            throw APIFailure(
+                .badRequest, "invalid_id",
+                "\(name) id must be 1 to \(Identifier.maximumBytes) bytes without control characters")
+        }
+        return decoded
+    }
+
+    static let encoder = APIModels.encoder()
+
+    static func json(_ status: HTTPResponse.Status, _ body: any Encodable) -> Response {
+        let bytes = (try? encoder.encode(body)) ?? Data("{}".utf8)
+        var headers = securityHeaders
+        headers[.contentType] = "application/json"
+        return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: bytes)))
+    }
+
+    static func failure(_ failure: APIFailure) -> Response {
+        var response = json(failure.status, APIModels.Failure(error: failure.code, message: failure.message))
+        if failure.status == .unauthorized { response.headers[.wwwAuthenticate] = "Bearer" }
+        if failure.status == .tooManyRequests { response.headers[.retryAfter] = "1" }
+        return response
+    }
+
+    static var securityHeaders: HTTPFields {
+        [
+            .cacheControl: "no-store", HTTPFields.Element.Name("X-Content-Type-Options")!: "nosniff",
+            HTTPFields.Element.Name("Referrer-Policy")!: "no-referrer",
+        ]
+    }
+}
+
+/// An API error answer: a status, a stable code and a message that quotes nothing from the request.
+struct APIFailure: Error {
+    var status: HTTPResponse.Status
+    var code: String
+    var message: String
+    init(_ status: HTTPResponse.Status, _ code: String, _ message: String) {
+        self.status = status
+        self.code = code
+        self.message = message
+    }
+}

@@ -1,0 +1,61 @@
+/// Each verdict outcome, reason code and lifecycle event in words, for support staff (the console and the history
+/// API). A code this build does not know is said to be one: the contract lets the list grow.
+public enum ReasonText {
+    public static func explain(outcome: String?, reason: String?) -> String? {
+        if let reason {
+            return reasons[reason]
+                ?? "Rejected for a reason this service does not know (\(reason)); nothing was granted."
+        }
+        switch outcome {
+        case "granted": return "A new, authentic purchase: granted to this account."
+        case "already_granted": return "This account already owns the purchase: nothing new to grant."
+        case "rejected": return "Not a valid purchase for this account."
+        case "unverifiable": return "Apple could not be reached in time; nothing was decided or granted."
+        default: return nil
+        }
+    }
+
+    public static let reasons: [String: String] = [
+        "malformed": "The proof is not a receipt at all (garbage, cracker-made or unreadable). Nothing was granted.",
+        "wrong_bundle": "The receipt belongs to another app. Nothing was granted.",
+        "unknown_product": "The product is not in the catalog. Nothing was granted.",
+        "replayed": "The purchase is already owned by another account; it was not granted to this one.",
+        "not_authenticated":
+            "The signature is invalid, or Apple said the receipt is not authentic. Nothing was granted.",
+        "expired":
+            "The subscription period is over. The purchase is kept in this account's history but grants nothing now.",
+        "revoked": "Apple refunded or revoked the purchase. Its entitlement ends.",
+        "environment_not_allowed": "A sandbox or Xcode purchase where only production counts. Nothing was granted.",
+        "apple_unavailable":
+            "Apple could not be reached before the deadline; nothing was decided. The customer may retry.",
+        "no_transaction": "The receipt holds no purchase of the product asked for. Nothing was granted.",
+        "apple_rejected": "Apple refused the request (for example an account or secret problem). Nothing was granted.",
+        "already_owned": "This account already owns the purchase: nothing new to grant.",
+        "unclaimed": "An App Store notification about a subscription no account owns. Nothing was changed.",
+    ]
+
+    public static func explain(event: LifecycleEvent.Kind) -> String {
+        switch event {
+        case .initialPurchase: "The entitlement started with a first purchase."
+        case .renewal: "The subscription renewed for a new period."
+        case .expiration: "The entitlement ended: its period is over."
+        case .billingIssue: "Apple could not charge the renewal (billing retry)."
+        case .gracePeriodEntered: "Billing retry with a grace period: the entitlement stays active until it ends."
+        case .refund: "Apple refunded or revoked the purchase: the entitlement it gave ends."
+        case .refundReversed: "A refund was reversed: the purchase counts again."
+        case .transfer: "The subscription moved between accounts (a current period bought on another account)."
+        case .productChange: "The subscription changed product (upgrade, downgrade or crossgrade)."
+        }
+    }
+
+    /// Why a message was ignored, in words.
+    public static func explain(problem: String) -> String {
+        let code = problem.split(separator: ":").first.map(String.init) ?? problem
+        switch code {
+        case "unsupported_schema": return "A message of a schema this service does not read; ignored, nothing changed."
+        case "unknown_outcome": return "A verdict with an outcome this service does not know; ignored, nothing changed."
+        case "invalid_identifier": return "A verdict with an id out of bounds; ignored, nothing changed."
+        default: return "A message that is not a readable verdict; ignored, nothing changed."
+        }
+    }
+}

@@ -1,0 +1,79 @@
+import Foundation
+
+/// One transaction as the projection keeps it: who owns it now, and its state as of the newest verdict applied.
+///
+/// There is one row per transaction id, like the worker's ledger: a subscription moved to another account changes
+/// its rows' ``accountID``; the old owner keeps the move in its history.
+public struct ProjectedTransaction: Sendable, Hashable, Codable {
+    public var transactionID: String
+    /// The subscription it belongs to; its own id when the verdict gave none.
+    public var originalTransactionID: String
+    /// The owner now.
+    public var accountID: String
+    public var productID: String
+    public var productType: EntitlementCatalog.ProductType
+    public var environment: String?
+    public var purchaseDate: Date?
+    /// The end of the entitlement this transaction gives (the grace period included, as the contract says).
+    public var expiresDate: Date?
+    public var revokedAt: Date?
+    /// Units bought (a consumable's quantity; 1 when the verdict gave none).
+    public var quantity: Int
+    /// Inferred: the expiry of this very transaction moved later, which only a billing retry with a grace period
+    /// does (a renewal is a new transaction). Cleared when the subscription renews.
+    public var inBillingRetry: Bool
+    public var inGracePeriod: Bool
+    /// `decided_at` of the verdict that gave it to ``accountID``: a move older than this does not take it back.
+    public var ownerSince: Date
+    /// `decided_at` of the newest verdict applied to it: an older verdict does not overwrite its state.
+    public var decidedAt: Date
+    /// The newest verdict applied to it.
+    public var verdictID: String
+    /// When the projection last wrote it.
+    public var updatedAt: Date
+
+    public init(
+        transactionID: String, originalTransactionID: String, accountID: String, productID: String,
+        productType: EntitlementCatalog.ProductType, environment: String? = nil, purchaseDate: Date? = nil,
+        expiresDate: Date? = nil, revokedAt: Date? = nil, quantity: Int = 1, inBillingRetry: Bool = false,
+        inGracePeriod: Bool = false, ownerSince: Date, decidedAt: Date, verdictID: String, updatedAt: Date
+    ) {
+        self.transactionID = transactionID
+        self.originalTransactionID = originalTransactionID
+        self.accountID = accountID
+        self.productID = productID
+        self.productType = productType
+        self.environment = environment
+        self.purchaseDate = purchaseDate
+        self.expiresDate = expiresDate
+        self.revokedAt = revokedAt
+        self.quantity = quantity
+        self.inBillingRetry = inBillingRetry
+        self.inGracePeriod = inGracePeriod
+        self.ownerSince = ownerSince
+        self.decidedAt = decidedAt
+        self.verdictID = verdictID
+        self.updatedAt = updatedAt
+    }
+
+    /// Whether it grants its entitlements at `instant`: not revoked, and a subscription not past its expiry (grace
+    /// included). Non-consumables never expire; a consumable grants nothing.
+    public func grants(at instant: Date) -> Bool {
+        guard revokedAt == nil else { return false }
+        switch productType {
+        case .consumable: return false
+        case .nonConsumable: return true
+        case .autoRenewable, .nonRenewing:
+            // A subscription the verdict gave no expiry for was granted by the worker without one: it stands.
+            guard let expiresDate else { return true }
+            return expiresDate > instant
+        }
+    }
+
+    /// Its state in words for the API and the console: `active`, `expired`, `revoked` or `consumed` (consumables).
+    public func state(at instant: Date) -> String {
+        if revokedAt != nil { return "revoked" }
+        if productType == .consumable { return "consumed" }
+        return grants(at: instant) ? "active" : "expired"
+    }
+}

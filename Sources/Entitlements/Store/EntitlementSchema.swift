@@ -1,0 +1,128 @@
+/// The entitlement store's schema, numbered and append-only, one list per backend (dates: `timestamptz` in
+/// PostgreSQL, milliseconds since 1970 in SQLite). Tables are prefixed `ent_` so the store can share a database
+/// with the worker's ledger.
+enum EntitlementSchema {
+    struct Migration {
+        let version: Int
+        let name: String
+        let statements: [String]
+    }
+
+    static let sqlite: [Migration] = [
+        Migration(
+            version: 1, name: "projection",
+            statements: [
+                """
+                CREATE TABLE ent_transactions (
+                    transaction_id TEXT PRIMARY KEY NOT NULL, original_transaction_id TEXT NOT NULL,
+                    account_id TEXT NOT NULL, product_id TEXT NOT NULL, product_type TEXT NOT NULL, environment TEXT,
+                    purchase_date INTEGER, expires_date INTEGER, revoked_at INTEGER, quantity INTEGER NOT NULL,
+                    in_billing_retry INTEGER NOT NULL, in_grace_period INTEGER NOT NULL, owner_since INTEGER NOT NULL,
+                    decided_at INTEGER NOT NULL, verdict_id TEXT NOT NULL, updated_at INTEGER NOT NULL)
+                """,
+                "CREATE INDEX ent_transactions_original ON ent_transactions (original_transaction_id)",
+                "CREATE INDEX ent_transactions_account ON ent_transactions (account_id)",
+                """
+                CREATE TABLE ent_applied (
+                    id TEXT PRIMARY KEY NOT NULL, account_id TEXT, outcome TEXT, decided_at INTEGER,
+                    applied_at INTEGER NOT NULL) WITHOUT ROWID
+                """,
+                """
+                CREATE TABLE ent_accounts (
+                    account_id TEXT PRIMARY KEY NOT NULL, first_seen INTEGER NOT NULL, last_decided_at INTEGER,
+                    updated_at INTEGER NOT NULL) WITHOUT ROWID
+                """,
+                """
+                CREATE TABLE ent_consumables (
+                    account_id TEXT NOT NULL, product_id TEXT NOT NULL, units INTEGER NOT NULL,
+                    PRIMARY KEY (account_id, product_id)) WITHOUT ROWID
+                """,
+                """
+                CREATE TABLE ent_history (
+                    sequence INTEGER PRIMARY KEY AUTOINCREMENT, account_id TEXT NOT NULL, event_id TEXT UNIQUE,
+                    entry_json TEXT NOT NULL)
+                """,
+                "CREATE INDEX ent_history_account ON ent_history (account_id, sequence)",
+                """
+                CREATE TABLE ent_events (
+                    sequence INTEGER PRIMARY KEY AUTOINCREMENT, event_id TEXT NOT NULL UNIQUE,
+                    account_id TEXT NOT NULL, event_json TEXT NOT NULL, created_at INTEGER NOT NULL,
+                    published_at INTEGER)
+                """,
+                "CREATE INDEX ent_events_unpublished ON ent_events (sequence) WHERE published_at IS NULL",
+                """
+                CREATE TABLE ent_webhook_deliveries (
+                    event_id TEXT NOT NULL, url TEXT NOT NULL, attempts INTEGER NOT NULL,
+                    next_attempt_at INTEGER, delivered_at INTEGER, PRIMARY KEY (event_id, url)) WITHOUT ROWID
+                """,
+                """
+                CREATE INDEX ent_webhook_due ON ent_webhook_deliveries (next_attempt_at)
+                WHERE delivered_at IS NULL AND next_attempt_at IS NOT NULL
+                """,
+                """
+                CREATE TABLE ent_positions (
+                    topic TEXT NOT NULL, partition INTEGER NOT NULL, next_offset INTEGER NOT NULL,
+                    record_time INTEGER, updated_at INTEGER NOT NULL, PRIMARY KEY (topic, partition)) WITHOUT ROWID
+                """,
+            ])
+    ]
+
+    static let postgres: [Migration] = [
+        Migration(
+            version: 1, name: "projection",
+            statements: [
+                """
+                CREATE TABLE ent_transactions (
+                    transaction_id text PRIMARY KEY, original_transaction_id text NOT NULL, account_id text NOT NULL,
+                    product_id text NOT NULL, product_type text NOT NULL, environment text,
+                    purchase_date timestamptz, expires_date timestamptz, revoked_at timestamptz,
+                    quantity integer NOT NULL, in_billing_retry boolean NOT NULL, in_grace_period boolean NOT NULL,
+                    owner_since timestamptz NOT NULL, decided_at timestamptz NOT NULL, verdict_id text NOT NULL,
+                    updated_at timestamptz NOT NULL)
+                """,
+                "CREATE INDEX ent_transactions_original ON ent_transactions (original_transaction_id)",
+                "CREATE INDEX ent_transactions_account ON ent_transactions (account_id)",
+                """
+                CREATE TABLE ent_applied (
+                    id text PRIMARY KEY, account_id text, outcome text, decided_at timestamptz,
+                    applied_at timestamptz NOT NULL)
+                """,
+                """
+                CREATE TABLE ent_accounts (
+                    account_id text PRIMARY KEY, first_seen timestamptz NOT NULL, last_decided_at timestamptz,
+                    updated_at timestamptz NOT NULL)
+                """,
+                """
+                CREATE TABLE ent_consumables (
+                    account_id text NOT NULL, product_id text NOT NULL, units bigint NOT NULL,
+                    PRIMARY KEY (account_id, product_id))
+                """,
+                """
+                CREATE TABLE ent_history (
+                    sequence bigserial PRIMARY KEY, account_id text NOT NULL, event_id text UNIQUE,
+                    entry_json text NOT NULL)
+                """,
+                "CREATE INDEX ent_history_account ON ent_history (account_id, sequence)",
+                """
+                CREATE TABLE ent_events (
+                    sequence bigserial PRIMARY KEY, event_id text NOT NULL UNIQUE, account_id text NOT NULL,
+                    event_json text NOT NULL, created_at timestamptz NOT NULL, published_at timestamptz)
+                """,
+                "CREATE INDEX ent_events_unpublished ON ent_events (sequence) WHERE published_at IS NULL",
+                """
+                CREATE TABLE ent_webhook_deliveries (
+                    event_id text NOT NULL, url text NOT NULL, attempts integer NOT NULL,
+                    next_attempt_at timestamptz, delivered_at timestamptz, PRIMARY KEY (event_id, url))
+                """,
+                """
+                CREATE INDEX ent_webhook_due ON ent_webhook_deliveries (next_attempt_at)
+                WHERE delivered_at IS NULL AND next_attempt_at IS NOT NULL
+                """,
+                """
+                CREATE TABLE ent_positions (
+                    topic text NOT NULL, partition integer NOT NULL, next_offset bigint NOT NULL,
+                    record_time timestamptz, updated_at timestamptz NOT NULL, PRIMARY KEY (topic, partition))
+                """,
+            ])
+    ]
+}

@@ -1,0 +1,47 @@
+/// Why an entitlement store operation failed. The description never holds a secret or a password.
+public struct EntitlementStoreError: Error, Sendable, Hashable, CustomStringConvertible {
+    public enum Code: String, Sendable, Hashable, CaseIterable {
+        /// The database cannot be reached (refused, closed, connect timeout). Retry later.
+        case unavailable
+        /// An operation took longer than its timeout. Retry later.
+        case timeout
+        /// Locked by another writer, or a serialization conflict with another instance. Retry.
+        case busy
+        /// The store URL or configuration is wrong. Fix the configuration.
+        case invalidConfiguration = "invalid_configuration"
+        /// The schema is newer than this build. Needs an operator.
+        case schema
+        /// Stored data could not be read back. Needs an operator.
+        case corrupt
+        /// Any other database error; retried, as a database fault is usually transient.
+        case database
+    }
+
+    public var code: Code
+    public var detail: String
+    public var file: String
+    public var line: Int
+
+    public init(_ code: Code, _ detail: String, file: String = #fileID, line: Int = #line) {
+        self.code = code
+        self.detail = detail
+        self.file = file
+        self.line = line
+    }
+
+    /// Whether the same work may succeed later (the projection then retries the batch without committing).
+    public var isRetryable: Bool {
+        switch code {
+        case .unavailable, .timeout, .busy, .database: true
+        case .invalidConfiguration, .schema, .corrupt: false
+        }
+    }
+
+    public var description: String { "entitlement store \(code.rawValue): \(detail) (\(file):\(line))" }
+
+    public static func == (lhs: Self, rhs: Self) -> Bool { lhs.code == rhs.code && lhs.detail == rhs.detail }
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(code)
+        hasher.combine(detail)
+    }
+}

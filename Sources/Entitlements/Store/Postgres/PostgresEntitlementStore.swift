@@ -1,0 +1,575 @@
+import Foundation
+import Logging
+import Messages
+import PostgresNIO
+import Synchronization
+
+/// The entitlement store for a cluster of entitlement services
+/// (`postgres://user[:password]@host[:port]/db[?sslmode=disable|prefer|require][&schema=NAME]`): a postgres-nio
+/// pool, the ledger's deadline discipline (no connection within the connect timeout while nobody got one means
+/// `unavailable`; every operation ends by its timeout), and each batch one SERIALIZABLE transaction in a handful of
+/// round trips (rows go in as one JSON document per table). Two instances that touch the same account at once
+/// conflict, one rolls back (`busy`) and retries its batch.
+public final class PostgresEntitlementStore: EntitlementStore {
+    public struct Settings: Sendable {
+        public var operationTimeout: Duration = .seconds(10)
+        public var connectTimeout: Duration = .seconds(3)
+        public var maximumConnections: Int = 8
+        public init() {}
+    }
+
+    private let client: PostgresClient
+    private let logger: Logger
+    private let settings: Settings
+    private let granted = AtomicCounter()
+    public let target: String
+    public let schema: String?
+
+    /// Key of the advisory lock that serializes migrations ("vw-entit" in ASCII).
+    static let migrationLockKey: Int64 = 0x7677_2D65_6E74_6974
+
+    public init(url: String, settings: Settings = .init(), logger: Logger) throws {
+        guard let components = URLComponents(string: url), let host = components.host, !host.isEmpty else {
+            throw EntitlementStoreError(.invalidConfiguration, "store URL is not postgres://user@host[:port]/database")
+        }
+        let database = components.path.hasPrefix("/") ? String(components.path.dropFirst()) : components.path
+        guard let user = components.user, !user.isEmpty, !database.isEmpty else {
+            throw EntitlementStoreError(.invalidConfiguration, "store URL needs a user and a database")
+        }
+        let tls: PostgresClient.Configuration.TLS
+        switch components.queryItems?.first(where: { $0.name == "sslmode" })?.value ?? "prefer" {
+        case "disable": tls = .disable
+        case "prefer": tls = .prefer(.makeClientConfiguration())
+        case "require": tls = .require(.makeClientConfiguration())
+        default: throw EntitlementStoreError(.invalidConfiguration, "sslmode must be disable, prefer or require")
+        }
+        let schema = components.queryItems?.first(where: { $0.name == "schema" })?.value
+        if let schema {
+            let allowed = Set("abcdefghijklmnopqrstuvwxyz0123456789_")
+            guard !schema.isEmpty, schema.count <= 63, schema.allSatisfy({ allowed.contains($0) }) else {
+                throw EntitlementStoreError(.invalidConfiguration, "schema must be 1-63 characters of a-z, 0-9 and _")
+            }
+        }
+        var config = PostgresClient.Configuration(
+            host: host, port: components.port ?? 5432, username: user, password: components.password,
+            database: database, tls: tls)
+        config.options.connectTimeout = settings.connectTimeout
+        config.options.maximumConnections = max(1, settings.maximumConnections)
+        config.options.minimumConnections = 0
+        let milliseconds = max(1, settings.operationTimeout.nanoseconds / 1_000_000)
+        config.options.additionalStartupParameters = [
+            ("statement_timeout", "\(milliseconds)"), ("lock_timeout", "\(milliseconds)"),
+            ("application_name", "verify-worker-entitlements"),
+        ]
+        if let schema { config.options.additionalStartupParameters.append(("search_path", schema)) }
+        self.schema = schema
+        self.settings = settings
+        self.logger = logger
+        self.target = "\(host):\(components.port ?? 5432)/\(database)"
+        client = PostgresClient(configuration: config, backgroundLogger: logger)
+    }
+
+    public func run() async throws { await client.run() }
+
+    public func migrate() async throws {
+        let schema = self.schema
+        let applied = try await operation("migrate") { connection, logger in
+            try await Self.inTransaction(connection, logger: logger) {
+                try await connection.query("SELECT pg_advisory_xact_lock(\(Self.migrationLockKey))", logger: logger)
+                if let schema {
+                    try await connection.query(
+                        PostgresQuery(unsafeSQL: "CREATE SCHEMA IF NOT EXISTS \(schema)"), logger: logger)
+                }
+                try await connection.query(
+                    """
+                    CREATE TABLE IF NOT EXISTS ent_migrations (
+                        version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL)
+                    """, logger: logger)
+                var current = 0
+                for try await version in try await connection.query(
+                    "SELECT COALESCE(MAX(version), 0) FROM ent_migrations", logger: logger
+                ).decode(Int.self) {
+                    current = version
+                }
+                let latest = EntitlementSchema.postgres.last?.version ?? 0
+                if current > latest {
+                    throw EntitlementStoreError(
+                        .schema, "database schema version \(current) is newer than this build's \(latest)")
+                }
+                var applied: [Int] = []
+                for migration in EntitlementSchema.postgres where migration.version > current {
+                    for statement in migration.statements {
+                        try await connection.query(PostgresQuery(unsafeSQL: statement), logger: logger)
+                    }
+                    try await connection.query(
+                        "INSERT INTO ent_migrations (version, name, applied_at) VALUES (\(migration.version), \(migration.name), now())",
+                        logger: logger)
+                    applied.append(migration.version)
+                }
+                return applied
+            }
+        }
+        if !applied.isEmpty {
+            logger.info(
+                "entitlement store schema migrated",
+                metadata: ["entitlements.migrations": "\(applied)", "entitlements.store": "\(target)"])
+        }
+    }
+
+    // MARK: Projection
+
+    public func project(
+        _ batch: ProjectionBatch, catalog: EntitlementCatalog, recordedAt: Date
+    ) async throws -> ProjectionBatchResult {
+        try await operation("project") { connection, logger in
+            try await Self.inTransaction(connection, logger: logger, serializable: true) {
+                let keys = ProjectionKeys(batch.inputs)
+                var state = try await Self.load(keys, connection: connection, logger: logger)
+                var results: [EntitlementProjection.Result] = []
+                for input in batch.inputs {
+                    results.append(
+                        EntitlementProjection.apply(input, to: &state, catalog: catalog, recordedAt: recordedAt))
+                }
+                let events = try await Self.write(
+                    state, batch: batch, recordedAt: recordedAt, connection: connection, logger: logger)
+                return ProjectionBatchResult(results: results, events: events)
+            }
+        }
+    }
+
+    static func load(
+        _ keys: ProjectionKeys, connection: PostgresConnection, logger: Logger
+    ) async throws -> ProjectionState {
+        var state = ProjectionState()
+        for try await id in try await connection.query(
+            "SELECT id FROM ent_applied WHERE id = ANY(\(keys.dedupeIDs))", logger: logger
+        ).decode(String.self) {
+            state.appliedIDs.insert(id)
+        }
+        var owners: Set<String> = []
+        let rows = try await connection.query(
+            """
+            SELECT \(unescaped: columns) FROM ent_transactions
+            WHERE transaction_id = ANY(\(Array(keys.transactionIDs))) OR original_transaction_id = ANY(\(Array(keys.originalIDs)))
+                OR (account_id = ANY(\(Array(keys.accounts))) AND product_type <> 'consumable')
+            """, logger: logger)
+        for try await row in rows {
+            let transaction = try transaction(row.makeRandomAccess())
+            state.load(transaction)
+            owners.insert(transaction.accountID)
+        }
+        let others = Array(owners.subtracting(keys.accounts))
+        if !others.isEmpty {
+            for try await row in try await connection.query(
+                """
+                SELECT \(unescaped: columns) FROM ent_transactions
+                WHERE account_id = ANY(\(others)) AND product_type <> 'consumable'
+                """, logger: logger)
+            {
+                state.load(try transaction(row.makeRandomAccess()))
+            }
+        }
+        return state
+    }
+
+    static func write(
+        _ state: ProjectionState, batch: ProjectionBatch, recordedAt: Date, connection: PostgresConnection,
+        logger: Logger
+    ) async throws -> [LifecycleEvent] {
+        func date(_ value: Date?) -> Any { value.map(RFC3339.format) ?? NSNull() }
+        func text(_ value: String?) -> Any { value ?? NSNull() }
+        func json(_ rows: [[String: Any]]) throws -> String {
+            String(decoding: try JSONSerialization.data(withJSONObject: rows), as: UTF8.self)
+        }
+        if !state.appliedVerdicts.isEmpty {
+            let rows = state.appliedVerdicts.map { applied -> [String: Any] in
+                [
+                    "id": applied.id, "account_id": text(applied.accountID), "outcome": text(applied.outcome),
+                    "decided_at": date(applied.decidedAt),
+                ]
+            }
+            try await connection.query(
+                """
+                INSERT INTO ent_applied (id, account_id, outcome, decided_at, applied_at)
+                SELECT id, account_id, outcome, decided_at, \(recordedAt)
+                FROM jsonb_to_recordset(\(try json(rows))::jsonb)
+                    AS x(id text, account_id text, outcome text, decided_at timestamptz)
+                ON CONFLICT (id) DO NOTHING
+                """, logger: logger)
+        }
+        let changed = state.changedTransactionIDs.compactMap { state.transactions[$0] }
+        if !changed.isEmpty {
+            let rows = changed.map { t -> [String: Any] in
+                [
+                    "transaction_id": t.transactionID, "original_transaction_id": t.originalTransactionID,
+                    "account_id": t.accountID, "product_id": t.productID, "product_type": t.productType.rawValue,
+                    "environment": text(t.environment), "purchase_date": date(t.purchaseDate),
+                    "expires_date": date(t.expiresDate), "revoked_at": date(t.revokedAt), "quantity": t.quantity,
+                    "in_billing_retry": t.inBillingRetry, "in_grace_period": t.inGracePeriod,
+                    "owner_since": date(t.ownerSince), "decided_at": date(t.decidedAt), "verdict_id": t.verdictID,
+                    "updated_at": date(t.updatedAt),
+                ]
+            }
+            try await connection.query(
+                """
+                INSERT INTO ent_transactions (\(unescaped: columns))
+                SELECT \(unescaped: columns) FROM jsonb_to_recordset(\(try json(rows))::jsonb) AS x(
+                    transaction_id text, original_transaction_id text, account_id text, product_id text,
+                    product_type text, environment text, purchase_date timestamptz, expires_date timestamptz,
+                    revoked_at timestamptz, quantity integer, in_billing_retry boolean, in_grace_period boolean,
+                    owner_since timestamptz, decided_at timestamptz, verdict_id text, updated_at timestamptz)
+                ON CONFLICT (transaction_id) DO UPDATE SET
+                    original_transaction_id = excluded.original_transaction_id, account_id = excluded.account_id,
+                    product_id = excluded.product_id, product_type = excluded.product_type,
+                    environment = excluded.environment, purchase_date = excluded.purchase_date,
+                    expires_date = excluded.expires_date, revoked_at = excluded.revoked_at,
+                    quantity = excluded.quantity, in_billing_retry = excluded.in_billing_retry,
+                    in_grace_period = excluded.in_grace_period, owner_since = excluded.owner_since,
+                    decided_at = excluded.decided_at, verdict_id = excluded.verdict_id, updated_at = excluded.updated_at
+                """, logger: logger)
+        }
+        let deltas = state.consumableDeltas.filter { $0.value != 0 }
+        if !deltas.isEmpty {
+            let rows = deltas.map {
+                ["account_id": $0.key.accountID, "product_id": $0.key.productID, "units": $0.value]
+            }
+            try await connection.query(
+                """
+                INSERT INTO ent_consumables (account_id, product_id, units)
+                SELECT account_id, product_id, units
+                FROM jsonb_to_recordset(\(try json(rows))::jsonb) AS x(account_id text, product_id text, units bigint)
+                ON CONFLICT (account_id, product_id) DO UPDATE SET units = ent_consumables.units + excluded.units
+                """, logger: logger)
+        }
+        var accounts: [String: Date?] = state.accountsSeen.mapValues { Optional($0) }
+        for entry in state.history where accounts[entry.accountID] == nil { accounts[entry.accountID] = .some(nil) }
+        if !accounts.isEmpty {
+            let rows = accounts.map { ["account_id": $0.key, "last_decided_at": date($0.value)] }
+            try await connection.query(
+                """
+                INSERT INTO ent_accounts (account_id, first_seen, last_decided_at, updated_at)
+                SELECT account_id, \(recordedAt), last_decided_at, \(recordedAt)
+                FROM jsonb_to_recordset(\(try json(rows))::jsonb) AS x(account_id text, last_decided_at timestamptz)
+                ON CONFLICT (account_id) DO UPDATE SET
+                    last_decided_at = GREATEST(ent_accounts.last_decided_at, excluded.last_decided_at),
+                    updated_at = excluded.updated_at
+                """, logger: logger)
+        }
+        if !state.history.isEmpty {
+            let rows = state.history.map { entry -> [String: Any] in
+                [
+                    "account_id": entry.accountID, "event_id": text(entry.event?.eventID),
+                    "entry_json": StoredJSON.encode(entry),
+                ]
+            }
+            try await connection.query(
+                """
+                INSERT INTO ent_history (account_id, event_id, entry_json)
+                SELECT value ->> 'account_id', value ->> 'event_id', value ->> 'entry_json'
+                FROM jsonb_array_elements(\(try json(rows))::jsonb) WITH ORDINALITY AS x(value, ordinality)
+                ORDER BY ordinality
+                ON CONFLICT (event_id) DO NOTHING
+                """, logger: logger)
+        }
+        var newEvents: [LifecycleEvent] = []
+        if !state.events.isEmpty {
+            let rows = state.events.map { event -> [String: Any] in
+                ["event_id": event.eventID, "account_id": event.accountID, "event_json": StoredJSON.encode(event)]
+            }
+            var inserted = Set<String>()
+            for try await id in try await connection.query(
+                """
+                INSERT INTO ent_events (event_id, account_id, event_json, created_at)
+                SELECT value ->> 'event_id', value ->> 'account_id', value ->> 'event_json', \(recordedAt)
+                FROM jsonb_array_elements(\(try json(rows))::jsonb) WITH ORDINALITY AS x(value, ordinality)
+                ORDER BY ordinality
+                ON CONFLICT (event_id) DO NOTHING
+                RETURNING event_id
+                """, logger: logger
+            ).decode(String.self) {
+                inserted.insert(id)
+            }
+            newEvents = state.events.filter { inserted.contains($0.eventID) }
+            if !newEvents.isEmpty, !batch.webhookURLs.isEmpty {
+                try await connection.query(
+                    """
+                    INSERT INTO ent_webhook_deliveries (event_id, url, attempts, next_attempt_at)
+                    SELECT e, u, 0, \(recordedAt) FROM unnest(\(newEvents.map(\.eventID))::text[]) AS e
+                    CROSS JOIN unnest(\(batch.webhookURLs)::text[]) AS u
+                    ON CONFLICT DO NOTHING
+                    """, logger: logger)
+            }
+        }
+        if !batch.positions.isEmpty {
+            let rows = batch.positions.map { p -> [String: Any] in
+                [
+                    "topic": p.topic, "partition": Int(p.partition), "next_offset": p.nextOffset,
+                    "record_time": date(p.recordTime),
+                ]
+            }
+            try await connection.query(
+                """
+                INSERT INTO ent_positions (topic, partition, next_offset, record_time, updated_at)
+                SELECT topic, partition, next_offset, record_time, \(recordedAt)
+                FROM jsonb_to_recordset(\(try json(rows))::jsonb)
+                    AS x(topic text, partition integer, next_offset bigint, record_time timestamptz)
+                ON CONFLICT (topic, partition) DO UPDATE SET
+                    next_offset = GREATEST(ent_positions.next_offset, excluded.next_offset),
+                    record_time = GREATEST(ent_positions.record_time, excluded.record_time),
+                    updated_at = excluded.updated_at
+                """, logger: logger)
+        }
+        return newEvents
+    }
+
+    // MARK: Reads
+
+    public func account(_ accountID: String) async throws -> AccountRecord? {
+        try await operation("account") { connection, logger in
+            var header: (Date, Date?)?
+            for try await row in try await connection.query(
+                "SELECT first_seen, last_decided_at FROM ent_accounts WHERE account_id = \(accountID)", logger: logger
+            ).decode((Date, Date?).self) {
+                header = row
+            }
+            guard let header else { return nil }
+            var transactions: [ProjectedTransaction] = []
+            for try await row in try await connection.query(
+                "SELECT \(unescaped: Self.columns) FROM ent_transactions WHERE account_id = \(accountID)",
+                logger: logger)
+            {
+                transactions.append(try Self.transaction(row.makeRandomAccess()))
+            }
+            var consumables: [String: Int] = [:]
+            for try await (product, units) in try await connection.query(
+                "SELECT product_id, units FROM ent_consumables WHERE account_id = \(accountID)", logger: logger
+            ).decode((String, Int64).self) {
+                consumables[product] = Int(units)
+            }
+            return AccountRecord(
+                accountID: accountID, firstSeen: header.0, lastDecidedAt: header.1 ?? header.0,
+                transactions: transactions, consumables: consumables)
+        }
+    }
+
+    public func history(of accountID: String, before: Int64?, limit: Int) async throws -> [HistoryEntry] {
+        try await operation("history") { connection, logger in
+            var entries: [HistoryEntry] = []
+            for try await (sequence, json) in try await connection.query(
+                """
+                SELECT sequence, entry_json FROM ent_history WHERE account_id = \(accountID) AND sequence < \(before ?? Int64.max)
+                ORDER BY sequence DESC LIMIT \(limit)
+                """, logger: logger
+            ).decode((Int64, String).self) {
+                var entry = try StoredJSON.decode(HistoryEntry.self, json)
+                entry.sequence = sequence
+                entries.append(entry)
+            }
+            return entries
+        }
+    }
+
+    public func transactions(matching id: String) async throws -> [ProjectedTransaction] {
+        try await operation("transactions") { connection, logger in
+            var direct: [ProjectedTransaction] = []
+            var group: [ProjectedTransaction] = []
+            for try await row in try await connection.query(
+                """
+                SELECT \(unescaped: Self.columns) FROM ent_transactions
+                WHERE transaction_id = \(id) OR original_transaction_id = \(id)
+                """, logger: logger)
+            {
+                let transaction = try Self.transaction(row.makeRandomAccess())
+                if transaction.transactionID == id { direct.append(transaction) } else { group.append(transaction) }
+            }
+            return direct.isEmpty ? group : direct
+        }
+    }
+
+    public func progress() async throws -> ProjectionProgress {
+        try await operation("progress") { connection, logger in
+            var positions: [TopicPosition] = []
+            for try await (topic, partition, offset, time) in try await connection.query(
+                "SELECT topic, partition, next_offset, record_time FROM ent_positions ORDER BY topic, partition",
+                logger: logger
+            ).decode((String, Int32, Int64, Date?).self) {
+                positions.append(
+                    TopicPosition(topic: topic, partition: partition, nextOffset: offset, recordTime: time))
+            }
+            return ProjectionProgress(positions: positions)
+        }
+    }
+
+    public func unpublishedEvents(limit: Int) async throws -> [LifecycleEvent] {
+        try await operation("unpublished events") { connection, logger in
+            var events: [LifecycleEvent] = []
+            for try await json in try await connection.query(
+                "SELECT event_json FROM ent_events WHERE published_at IS NULL ORDER BY sequence LIMIT \(limit)",
+                logger: logger
+            ).decode(String.self) {
+                events.append(try StoredJSON.decode(LifecycleEvent.self, json))
+            }
+            return events
+        }
+    }
+
+    public func markPublished(_ eventIDs: [String], at instant: Date) async throws {
+        try await operation("mark published") { connection, logger in
+            try await connection.query(
+                "UPDATE ent_events SET published_at = \(instant) WHERE event_id = ANY(\(eventIDs)) AND published_at IS NULL",
+                logger: logger)
+        }
+    }
+
+    public func dueWebhookDeliveries(at instant: Date, limit: Int) async throws -> [WebhookDelivery] {
+        try await operation("due webhooks") { connection, logger in
+            var deliveries: [WebhookDelivery] = []
+            for try await (json, url, attempts) in try await connection.query(
+                """
+                SELECT e.event_json, d.url, d.attempts FROM ent_webhook_deliveries d
+                JOIN ent_events e ON e.event_id = d.event_id
+                WHERE d.delivered_at IS NULL AND d.next_attempt_at IS NOT NULL AND d.next_attempt_at <= \(instant)
+                ORDER BY d.next_attempt_at LIMIT \(limit)
+                """, logger: logger
+            ).decode((String, String, Int).self) {
+                deliveries.append(
+                    WebhookDelivery(
+                        event: try StoredJSON.decode(LifecycleEvent.self, json), url: url, attempts: attempts))
+            }
+            return deliveries
+        }
+    }
+
+    public func recordWebhookAttempt(
+        _ delivery: WebhookDelivery, delivered: Bool, nextAttempt: Date?, at instant: Date
+    ) async throws {
+        let deliveredAt: Date? = delivered ? instant : nil
+        let next: Date? = delivered ? nil : nextAttempt
+        try await operation("webhook attempt") { connection, logger in
+            try await connection.query(
+                """
+                UPDATE ent_webhook_deliveries SET attempts = attempts + 1, delivered_at = \(deliveredAt),
+                    next_attempt_at = \(next)
+                WHERE event_id = \(delivery.event.eventID) AND url = \(delivery.url)
+                """, logger: logger)
+        }
+    }
+
+    public func ping() async throws {
+        try await operation("ping") { connection, logger in
+            try await connection.query("SELECT 1", logger: logger)
+        }
+    }
+
+    // MARK: Plumbing
+
+    static let columns = SQLiteEntitlementStore.columns
+
+    static func transaction(_ cells: PostgresRandomAccessRow) throws -> ProjectedTransaction {
+        guard let type = EntitlementCatalog.ProductType(rawValue: try cells[4].decode(String.self)) else {
+            throw EntitlementStoreError(.corrupt, "an ent_transactions row has an unknown product_type")
+        }
+        return ProjectedTransaction(
+            transactionID: try cells[0].decode(String.self), originalTransactionID: try cells[1].decode(String.self),
+            accountID: try cells[2].decode(String.self), productID: try cells[3].decode(String.self), productType: type,
+            environment: try cells[5].decode(String?.self), purchaseDate: try cells[6].decode(Date?.self),
+            expiresDate: try cells[7].decode(Date?.self), revokedAt: try cells[8].decode(Date?.self),
+            quantity: try cells[9].decode(Int.self), inBillingRetry: try cells[10].decode(Bool.self),
+            inGracePeriod: try cells[11].decode(Bool.self), ownerSince: try cells[12].decode(Date.self),
+            decidedAt: try cells[13].decode(Date.self), verdictID: try cells[14].decode(String.self),
+            updatedAt: try cells[15].decode(Date.self))
+    }
+
+    /// BEGIN … COMMIT, or ROLLBACK when `body` throws.
+    private static func inTransaction<T>(
+        _ connection: PostgresConnection, logger: Logger, serializable: Bool = false, _ body: () async throws -> T
+    ) async throws -> T {
+        try await connection.query(
+            serializable ? "BEGIN ISOLATION LEVEL SERIALIZABLE" : "BEGIN", logger: logger)
+        do {
+            let result = try await body()
+            try await connection.query("COMMIT", logger: logger)
+            return result
+        } catch {
+            _ = try? await connection.query("ROLLBACK", logger: logger)
+            throw error
+        }
+    }
+
+    /// Runs one operation on a pooled connection with its deadlines, every failure as an ``EntitlementStoreError``.
+    private func operation<T: Sendable>(
+        _ what: String, _ body: @escaping @Sendable (PostgresConnection, Logger) async throws -> T
+    ) async throws -> T {
+        let client = self.client
+        let logger = self.logger
+        let target = self.target
+        let connectTimeout = settings.connectTimeout
+        // Connections leased by any operation so far: one still waiting at the connect timeout while nobody got a
+        // connection means the server is down, not that the pool is busy.
+        let granted = self.granted
+        let grantedAtStart = granted.value.load(ordering: .acquiring)
+        let connected = AtomicFlag()
+        do {
+            return try await withStoreDeadline(
+                settings.operationTimeout, "entitlement store \(what)",
+                connect: (
+                    connectTimeout,
+                    {
+                        connected.value.load(ordering: .acquiring)
+                            || granted.value.load(ordering: .acquiring) != grantedAtStart
+                    },
+                    {
+                        EntitlementStoreError(
+                            .unavailable,
+                            "PostgreSQL \(what): no connection to \(target) within \(connectTimeout) (server down or unreachable)"
+                        )
+                    }
+                )
+            ) {
+                try await client.withConnection { connection in
+                    connected.value.store(true, ordering: .releasing)
+                    granted.value.wrappingAdd(1, ordering: .releasing)
+                    return try await body(connection, logger)
+                }
+            }
+        } catch let error as EntitlementStoreError {
+            throw error
+        } catch let error as CancellationError {
+            throw error
+        } catch {
+            throw Self.storeError(error, what)
+        }
+    }
+
+    static func storeError(_ error: any Error, _ what: String) -> EntitlementStoreError {
+        if let error = error as? PSQLError {
+            let state = error.serverInfo?[.sqlState]
+            let message = error.serverInfo?[.message] ?? "\(error.code)"
+            let code: EntitlementStoreError.Code
+            switch (error.code, state) {
+            case (.server, "57014"?): code = .timeout
+            case (.server, "55P03"?), (.server, "40001"?), (.server, "40P01"?), (.server, "23505"?): code = .busy
+            case (.server, let s?) where s.hasPrefix("57P") || s.hasPrefix("08") || s.hasPrefix("53"):
+                code = .unavailable
+            case (.server, _): code = .database
+            default: code = .unavailable
+            }
+            return EntitlementStoreError(
+                code, "PostgreSQL \(what) failed: \(message)\(state.map { " (SQLSTATE \($0))" } ?? "")")
+        }
+        if error is PostgresDecodingError {
+            return EntitlementStoreError(.corrupt, "PostgreSQL \(what): a row could not be decoded")
+        }
+        return EntitlementStoreError(.unavailable, "PostgreSQL \(what) failed: \(String(describing: error))")
+    }
+}
+
+/// A shared atomic counter (connections leased).
+final class AtomicCounter: Sendable {
+    let value = Atomic<Int>(0)
+}
+
+/// A shared atomic flag (an operation got its connection).
+final class AtomicFlag: Sendable {
+    let value = Atomic<Bool>(false)
+}

@@ -1,0 +1,105 @@
+import Synchronization
+
+/// The ledger's deadline (Sources/Ledger/Postgres/Deadline.swift), for the entitlement store.
+///
+/// Runs `operation` but returns at `timeout` at the latest, throwing ``EntitlementStoreError/Code/timeout``.
+///
+/// Unlike a task group, this does not wait for the operation to finish after the deadline: a query stuck on a
+/// dead connection must not hang the caller. The operation is cancelled and left to end on its own; every write
+/// it could still commit is idempotent, so the caller's retry is safe either way.
+///
+/// `connect`, when given, is a second, earlier deadline: if `isConnected()` is still false after its timeout
+/// (the operation never got a connection), the call fails with `error` instead of waiting for `timeout`.
+func withStoreDeadline<T: Sendable>(
+    _ timeout: Duration, _ what: String,
+    connect: (timeout: Duration, isConnected: @Sendable () -> Bool, error: @Sendable () -> EntitlementStoreError)? =
+        nil,
+    _ operation: @escaping @Sendable () async throws -> T
+) async throws -> T {
+    let gate = StoreResumeGate<T>()
+    return try await withTaskCancellationHandler {
+        try await withCheckedThrowingContinuation { continuation in
+            gate.install(continuation)
+            let work = Task {
+                do {
+                    gate.resume(.success(try await operation()))
+                } catch {
+                    gate.resume(.failure(error))
+                }
+            }
+            let timer = Task {
+                try await Task.sleep(for: timeout)
+                if gate.resume(.failure(EntitlementStoreError(.timeout, "\(what) took longer than \(timeout)"))) {
+                    work.cancel()
+                }
+            }
+            let connectTimer = connect.map { connect in
+                Task {
+                    try await Task.sleep(for: connect.timeout)
+                    if !connect.isConnected(), gate.resume(.failure(connect.error())) {
+                        work.cancel()
+                    }
+                }
+            }
+            gate.onFinish {
+                work.cancel(); timer.cancel(); connectTimer?.cancel()
+            }
+        }
+    } onCancel: {
+        gate.resume(.failure(CancellationError()))
+    }
+}
+
+/// Resumes a continuation exactly once, from whichever of the operation, the timer or cancellation comes first.
+private final class StoreResumeGate<T: Sendable>: Sendable {
+    private struct State {
+        var continuation: CheckedContinuation<T, any Error>?
+        var pending: Result<T, any Error>?
+        var finished = false
+        var cleanup: (@Sendable () -> Void)?
+    }
+
+    private let state = Mutex(State())
+
+    func install(_ continuation: CheckedContinuation<T, any Error>) {
+        let pending = state.withLock { state -> Result<T, any Error>? in
+            if let pending = state.pending {
+                state.pending = nil
+                return pending
+            }
+            state.continuation = continuation
+            return nil
+        }
+        if let pending { continuation.resume(with: pending) }
+    }
+
+    func onFinish(_ cleanup: @escaping @Sendable () -> Void) {
+        let run = state.withLock { state -> Bool in
+            if state.finished { return true }
+            state.cleanup = cleanup
+            return false
+        }
+        if run { cleanup() }
+    }
+
+    /// Returns true when this call was the one that resumed.
+    @discardableResult
+    func resume(_ result: Result<T, any Error>) -> Bool {
+        let (continuation, cleanup, first) = state.withLock {
+            state -> (CheckedContinuation<T, any Error>?, (@Sendable () -> Void)?, Bool) in
+            guard !state.finished else { return (nil, nil, false) }
+            state.finished = true
+            let cleanup = state.cleanup
+            state.cleanup = nil
+            if let continuation = state.continuation {
+                state.continuation = nil
+                return (continuation, cleanup, true)
+            }
+            state.pending = result
+            return (nil, cleanup, true)
+        }
+        continuation?.resume(with: result)
+        cleanup?()
+        return first
+    }
+}

@@ -1,0 +1,391 @@
+import Foundation
+import Logging
+
+/// The entitlement store on one machine (`sqlite:PATH`): one SQLite file in WAL mode, one connection for the
+/// projection's writes and one for the API's reads (WAL lets them run at once), each owned by a serial queue.
+/// A batch is one `BEGIN IMMEDIATE` transaction.
+public final class SQLiteEntitlementStore: EntitlementStore {
+    private let writer: EntitlementSQLiteExecutor
+    private let reader: EntitlementSQLiteExecutor
+    private let logger: Logger
+    public let path: String
+
+    public init(path: String, busyTimeout: Duration = .seconds(5), logger: Logger) throws {
+        self.path = path
+        self.logger = logger
+        writer = try EntitlementSQLiteExecutor(path: path, busyTimeout: busyTimeout, label: "verify.entitlements.write")
+        reader = try EntitlementSQLiteExecutor(path: path, busyTimeout: busyTimeout, label: "verify.entitlements.read")
+    }
+
+    public func run() async throws {
+        // Nothing runs in the background: wait for cancellation, then close the file.
+        while !Task.isCancelled {
+            try? await Task.sleep(for: .seconds(3600))
+        }
+        await close()
+    }
+
+    public func close() async {
+        await writer.close()
+        await reader.close()
+    }
+
+    public func migrate() async throws {
+        let applied = try await writer.run { connection in
+            try Self.inWriteTransaction(connection) { () throws -> [Int] in
+                try connection.execute(
+                    """
+                    CREATE TABLE IF NOT EXISTS ent_migrations (
+                        version INTEGER PRIMARY KEY NOT NULL, name TEXT NOT NULL, applied_at INTEGER NOT NULL)
+                    """)
+                let current =
+                    try connection.query("SELECT COALESCE(MAX(version), 0) FROM ent_migrations").first?.first?.integer
+                    ?? 0
+                let latest = EntitlementSchema.sqlite.last?.version ?? 0
+                if current > latest {
+                    throw EntitlementStoreError(
+                        .schema, "database schema version \(current) is newer than this build's \(latest)")
+                }
+                var applied: [Int] = []
+                for migration in EntitlementSchema.sqlite where migration.version > current {
+                    for statement in migration.statements { try connection.execute(statement) }
+                    try connection.query(
+                        "INSERT INTO ent_migrations (version, name, applied_at) VALUES (?, ?, ?)",
+                        [SQLValue(migration.version), .text(migration.name), SQLValue(Date())])
+                    applied.append(migration.version)
+                }
+                return applied
+            }
+        }
+        if !applied.isEmpty {
+            logger.info(
+                "entitlement store schema migrated",
+                metadata: ["entitlements.migrations": "\(applied)", "entitlements.store": "\(path)"])
+        }
+    }
+
+    // MARK: Projection
+
+    public func project(
+        _ batch: ProjectionBatch, catalog: EntitlementCatalog, recordedAt: Date
+    ) async throws -> ProjectionBatchResult {
+        try await writer.run { connection in
+            try Self.inWriteTransaction(connection) { () throws -> ProjectionBatchResult in
+                var state = try Self.load(ProjectionKeys(batch.inputs), connection: connection)
+                var results: [EntitlementProjection.Result] = []
+                results.reserveCapacity(batch.inputs.count)
+                for input in batch.inputs {
+                    results.append(
+                        EntitlementProjection.apply(input, to: &state, catalog: catalog, recordedAt: recordedAt))
+                }
+                let events = try Self.write(
+                    state, positions: batch.positions, webhookURLs: batch.webhookURLs, recordedAt: recordedAt,
+                    connection: connection)
+                return ProjectionBatchResult(results: results, events: events)
+            }
+        }
+    }
+
+    static func load(_ keys: ProjectionKeys, connection: EntitlementSQLiteConnection) throws -> ProjectionState {
+        var state = ProjectionState()
+        for id in keys.dedupeIDs
+        where try !connection.query("SELECT 1 FROM ent_applied WHERE id = ?", [.text(id)]).isEmpty {
+            state.appliedIDs.insert(id)
+        }
+        var owners: Set<String> = []
+        for id in keys.transactionIDs {
+            for row in try connection.query(
+                "SELECT \(columns) FROM ent_transactions WHERE transaction_id = ?", [.text(id)])
+            {
+                let transaction = try transaction(row)
+                state.load(transaction)
+                owners.insert(transaction.accountID)
+            }
+        }
+        for id in keys.originalIDs {
+            for row in try connection.query(
+                "SELECT \(columns) FROM ent_transactions WHERE original_transaction_id = ?", [.text(id)])
+            {
+                let transaction = try transaction(row)
+                state.load(transaction)
+                owners.insert(transaction.accountID)
+            }
+        }
+        // Every non-consumable of the accounts involved, and of the owners found, so their entitlements are whole.
+        for account in keys.accounts.union(owners) {
+            for row in try connection.query(
+                "SELECT \(columns) FROM ent_transactions WHERE account_id = ? AND product_type <> 'consumable'",
+                [.text(account)])
+            {
+                state.load(try transaction(row))
+            }
+        }
+        return state
+    }
+
+    /// Writes what a batch changed; returns the events that are new (an event already stored is not published
+    /// again).
+    static func write(
+        _ state: ProjectionState, positions: [TopicPosition], webhookURLs: [String], recordedAt: Date,
+        connection: EntitlementSQLiteConnection
+    ) throws -> [LifecycleEvent] {
+        let now = SQLValue(recordedAt)
+        for applied in state.appliedVerdicts {
+            try connection.query(
+                """
+                INSERT INTO ent_applied (id, account_id, outcome, decided_at, applied_at) VALUES (?, ?, ?, ?, ?)
+                ON CONFLICT (id) DO NOTHING
+                """,
+                [
+                    .text(applied.id), SQLValue(applied.accountID), SQLValue(applied.outcome),
+                    SQLValue(applied.decidedAt), now,
+                ])
+        }
+        for id in state.changedTransactionIDs {
+            guard let t = state.transactions[id] else { continue }
+            try connection.query(
+                """
+                INSERT INTO ent_transactions (\(columns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                ON CONFLICT (transaction_id) DO UPDATE SET
+                    original_transaction_id = excluded.original_transaction_id, account_id = excluded.account_id,
+                    product_id = excluded.product_id, product_type = excluded.product_type,
+                    environment = excluded.environment, purchase_date = excluded.purchase_date,
+                    expires_date = excluded.expires_date, revoked_at = excluded.revoked_at,
+                    quantity = excluded.quantity, in_billing_retry = excluded.in_billing_retry,
+                    in_grace_period = excluded.in_grace_period, owner_since = excluded.owner_since,
+                    decided_at = excluded.decided_at, verdict_id = excluded.verdict_id, updated_at = excluded.updated_at
+                """,
+                [
+                    .text(t.transactionID), .text(t.originalTransactionID), .text(t.accountID), .text(t.productID),
+                    .text(t.productType.rawValue), SQLValue(t.environment), SQLValue(t.purchaseDate),
+                    SQLValue(t.expiresDate), SQLValue(t.revokedAt), SQLValue(t.quantity), SQLValue(t.inBillingRetry),
+                    SQLValue(t.inGracePeriod), SQLValue(t.ownerSince), SQLValue(t.decidedAt), .text(t.verdictID),
+                    SQLValue(t.updatedAt),
+                ])
+        }
+        for (key, delta) in state.consumableDeltas where delta != 0 {
+            try connection.query(
+                """
+                INSERT INTO ent_consumables (account_id, product_id, units) VALUES (?, ?, ?)
+                ON CONFLICT (account_id, product_id) DO UPDATE SET units = units + excluded.units
+                """, [.text(key.accountID), .text(key.productID), SQLValue(delta)])
+        }
+        var accounts = state.accountsSeen.mapValues { Optional($0) }
+        for entry in state.history where accounts[entry.accountID] == nil { accounts[entry.accountID] = .some(nil) }
+        for (account, decidedAt) in accounts {
+            try connection.query(
+                """
+                INSERT INTO ent_accounts (account_id, first_seen, last_decided_at, updated_at) VALUES (?, ?, ?, ?)
+                ON CONFLICT (account_id) DO UPDATE SET
+                    last_decided_at = CASE WHEN excluded.last_decided_at IS NULL THEN last_decided_at
+                        WHEN last_decided_at IS NULL THEN excluded.last_decided_at
+                        ELSE MAX(last_decided_at, excluded.last_decided_at) END,
+                    updated_at = excluded.updated_at
+                """, [.text(account), now, SQLValue(decidedAt), now])
+        }
+        for entry in state.history {
+            try connection.query(
+                "INSERT INTO ent_history (account_id, event_id, entry_json) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
+                [.text(entry.accountID), SQLValue(entry.event?.eventID), .text(StoredJSON.encode(entry))])
+        }
+        var newEvents: [LifecycleEvent] = []
+        for event in state.events {
+            try connection.query(
+                """
+                INSERT INTO ent_events (event_id, account_id, event_json, created_at) VALUES (?, ?, ?, ?)
+                ON CONFLICT (event_id) DO NOTHING
+                """, [.text(event.eventID), .text(event.accountID), .text(StoredJSON.encode(event)), now])
+            guard connection.changes == 1 else { continue }
+            newEvents.append(event)
+            for url in webhookURLs {
+                try connection.query(
+                    """
+                    INSERT INTO ent_webhook_deliveries (event_id, url, attempts, next_attempt_at) VALUES (?, ?, 0, ?)
+                    ON CONFLICT DO NOTHING
+                    """, [.text(event.eventID), .text(url), now])
+            }
+        }
+        for position in positions {
+            try connection.query(
+                """
+                INSERT INTO ent_positions (topic, partition, next_offset, record_time, updated_at) VALUES (?, ?, ?, ?, ?)
+                ON CONFLICT (topic, partition) DO UPDATE SET
+                    next_offset = MAX(next_offset, excluded.next_offset),
+                    record_time = CASE WHEN excluded.record_time IS NULL THEN record_time
+                        WHEN record_time IS NULL THEN excluded.record_time
+                        ELSE MAX(record_time, excluded.record_time) END,
+                    updated_at = excluded.updated_at
+                """,
+                [
+                    .text(position.topic), SQLValue(Int(position.partition)), .integer(position.nextOffset),
+                    SQLValue(position.recordTime), now,
+                ])
+        }
+        return newEvents
+    }
+
+    // MARK: Reads
+
+    public func account(_ accountID: String) async throws -> AccountRecord? {
+        try await reader.run { connection in
+            try connection.execute("BEGIN")
+            defer { try? connection.execute("COMMIT") }
+            guard
+                let row = try connection.query(
+                    "SELECT first_seen, last_decided_at FROM ent_accounts WHERE account_id = ?", [.text(accountID)]
+                ).first
+            else { return nil }
+            let transactions = try connection.query(
+                "SELECT \(Self.columns) FROM ent_transactions WHERE account_id = ?", [.text(accountID)]
+            ).map(Self.transaction)
+            var consumables: [String: Int] = [:]
+            for row in try connection.query(
+                "SELECT product_id, units FROM ent_consumables WHERE account_id = ?", [.text(accountID)])
+            {
+                if let product = row[0].text { consumables[product] = Int(row[1].integer ?? 0) }
+            }
+            return AccountRecord(
+                accountID: accountID, firstSeen: row[0].date ?? Date(timeIntervalSince1970: 0),
+                lastDecidedAt: row[1].date ?? row[0].date ?? Date(timeIntervalSince1970: 0),
+                transactions: transactions, consumables: consumables)
+        }
+    }
+
+    public func history(of accountID: String, before: Int64?, limit: Int) async throws -> [HistoryEntry] {
+        try await reader.run { connection in
+            try connection.query(
+                """
+                SELECT sequence, entry_json FROM ent_history WHERE account_id = ? AND sequence < ?
+                ORDER BY sequence DESC LIMIT ?
+                """, [.text(accountID), .integer(before ?? Int64.max), SQLValue(limit)]
+            ).map { row in
+                var entry = try StoredJSON.decode(HistoryEntry.self, row[1].text ?? "")
+                entry.sequence = row[0].integer ?? 0
+                return entry
+            }
+        }
+    }
+
+    public func transactions(matching id: String) async throws -> [ProjectedTransaction] {
+        try await reader.run { connection in
+            let direct = try connection.query(
+                "SELECT \(Self.columns) FROM ent_transactions WHERE transaction_id = ?", [.text(id)])
+            if !direct.isEmpty { return try direct.map(Self.transaction) }
+            return try connection.query(
+                "SELECT \(Self.columns) FROM ent_transactions WHERE original_transaction_id = ?", [.text(id)]
+            ).map(Self.transaction)
+        }
+    }
+
+    public func progress() async throws -> ProjectionProgress {
+        try await reader.run { connection in
+            ProjectionProgress(
+                positions: try connection.query(
+                    "SELECT topic, partition, next_offset, record_time FROM ent_positions ORDER BY topic, partition"
+                ).map { row in
+                    TopicPosition(
+                        topic: row[0].text ?? "", partition: Int32(row[1].integer ?? 0),
+                        nextOffset: row[2].integer ?? 0,
+                        recordTime: row[3].date)
+                })
+        }
+    }
+
+    public func unpublishedEvents(limit: Int) async throws -> [LifecycleEvent] {
+        try await reader.run { connection in
+            try connection.query(
+                "SELECT event_json FROM ent_events WHERE published_at IS NULL ORDER BY sequence LIMIT ?",
+                [SQLValue(limit)]
+            ).map { try StoredJSON.decode(LifecycleEvent.self, $0[0].text ?? "") }
+        }
+    }
+
+    public func markPublished(_ eventIDs: [String], at instant: Date) async throws {
+        try await writer.run { connection in
+            try Self.inWriteTransaction(connection) {
+                for id in eventIDs {
+                    try connection.query(
+                        "UPDATE ent_events SET published_at = ? WHERE event_id = ? AND published_at IS NULL",
+                        [SQLValue(instant), .text(id)])
+                }
+            }
+        }
+    }
+
+    public func dueWebhookDeliveries(at instant: Date, limit: Int) async throws -> [WebhookDelivery] {
+        try await reader.run { connection in
+            try connection.query(
+                """
+                SELECT e.event_json, d.url, d.attempts FROM ent_webhook_deliveries d
+                JOIN ent_events e ON e.event_id = d.event_id
+                WHERE d.delivered_at IS NULL AND d.next_attempt_at IS NOT NULL AND d.next_attempt_at <= ?
+                ORDER BY d.next_attempt_at LIMIT ?
+                """, [SQLValue(instant), SQLValue(limit)]
+            ).map { row in
+                WebhookDelivery(
+                    event: try StoredJSON.decode(LifecycleEvent.self, row[0].text ?? ""), url: row[1].text ?? "",
+                    attempts: Int(row[2].integer ?? 0))
+            }
+        }
+    }
+
+    public func recordWebhookAttempt(
+        _ delivery: WebhookDelivery, delivered: Bool, nextAttempt: Date?, at instant: Date
+    ) async throws {
+        try await writer.run { connection in
+            try Self.inWriteTransaction(connection) {
+                try connection.query(
+                    """
+                    UPDATE ent_webhook_deliveries SET attempts = attempts + 1, delivered_at = ?, next_attempt_at = ?
+                    WHERE event_id = ? AND url = ?
+                    """,
+                    [
+                        delivered ? SQLValue(instant) : .null, delivered ? .null : SQLValue(nextAttempt),
+                        .text(delivery.event.eventID), .text(delivery.url),
+                    ])
+            }
+        }
+    }
+
+    public func ping() async throws {
+        _ = try await reader.run { connection in try connection.query("SELECT 1") }
+    }
+
+    // MARK: Rows
+
+    static let columns = """
+        transaction_id, original_transaction_id, account_id, product_id, product_type, environment, purchase_date, \
+        expires_date, revoked_at, quantity, in_billing_retry, in_grace_period, owner_since, decided_at, verdict_id, \
+        updated_at
+        """
+
+    static func transaction(_ row: [SQLValue]) throws -> ProjectedTransaction {
+        guard row.count == 16, let id = row[0].text, let original = row[1].text, let account = row[2].text,
+            let product = row[3].text, let type = row[4].text.flatMap(EntitlementCatalog.ProductType.init(rawValue:)),
+            let ownerSince = row[12].date, let decidedAt = row[13].date, let verdictID = row[14].text,
+            let updatedAt = row[15].date
+        else { throw EntitlementStoreError(.corrupt, "an ent_transactions row could not be read") }
+        return ProjectedTransaction(
+            transactionID: id, originalTransactionID: original, accountID: account, productID: product,
+            productType: type, environment: row[5].text, purchaseDate: row[6].date, expiresDate: row[7].date,
+            revokedAt: row[8].date, quantity: Int(row[9].integer ?? 1), inBillingRetry: row[10].bool,
+            inGracePeriod: row[11].bool, ownerSince: ownerSince, decidedAt: decidedAt, verdictID: verdictID,
+            updatedAt: updatedAt)
+    }
+
+    /// Runs `body` in `BEGIN IMMEDIATE` … `COMMIT` (or `ROLLBACK` when it throws): the write lock is taken at the
+    /// start, so another process sharing the file waits (busy timeout) instead of failing at its first write.
+    static func inWriteTransaction<T>(
+        _ connection: EntitlementSQLiteConnection, _ body: () throws -> T
+    ) throws -> T {
+        try connection.execute("BEGIN IMMEDIATE")
+        do {
+            let result = try body()
+            try connection.execute("COMMIT")
+            return result
+        } catch {
+            try? connection.execute("ROLLBACK")
+            throw error
+        }
+    }
+}

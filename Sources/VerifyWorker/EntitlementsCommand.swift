@@ -1,0 +1,81 @@
+import AppleClients
+import ArgumentParser
+import Entitlements
+import Foundation
+import Logging
+import Operations
+import Pipeline
+
+/// `verify-worker entitlements`: the reference entitlement service (projection, API, console). Wiring only; the
+/// service is `Entitlements.EntitlementsService`.
+struct EntitlementsCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "entitlements",
+        abstract: "Run the entitlement service: verdicts into per-account entitlements, an API and a support console.",
+        discussion: EntitlementsConfiguration.table.flagsHelp())
+
+    @Argument(parsing: .captureForPassthrough, help: "Configuration flags (listed below).")
+    var options: [String] = []
+
+    func run() async throws {
+        if options.contains("--help") || options.contains("-h") {
+            print(Self.helpMessage())
+            return
+        }
+        let environment = ProcessInfo.processInfo.environment
+        let configuration: EntitlementsConfiguration
+        let files: (catalog: EntitlementCatalog, tokens: AccessTokens)
+        do {
+            configuration = try EntitlementsConfiguration.load(arguments: options, environment: environment)
+            files = try EntitlementsService.loadFiles(configuration)
+        } catch {
+            FileHandle.standardError.write(Data("verify-worker entitlements: \(error)\n".utf8))
+            throw ExitCode(2)
+        }
+        let logger = Self.bootstrapLogging(configuration)
+        let engine = configuration.webhookURLs.isEmpty ? nil : try CurlHTTPEngine()
+        defer { engine?.shutdown() }
+        let service: EntitlementsService
+        do {
+            service = try EntitlementsService(
+                configuration: configuration, catalog: files.catalog, tokens: files.tokens, logger: logger,
+                webhookTransport: engine.map(CurlWebhookTransport.init))
+        } catch {
+            FileHandle.standardError.write(Data("verify-worker entitlements: \(error)\n".utf8))
+            throw ExitCode(2)
+        }
+        logger.notice(
+            "entitlements: starting",
+            metadata: [
+                "kafka.group_id": "\(configuration.groupID)", "kafka.topic": "\(configuration.verdictsTopic)",
+                "entitlements.tokens": "\(files.tokens.count)",
+                "entitlements.products": "\(files.catalog.products.count)",
+            ])
+        try await service.run(handlingSignals: true)
+    }
+
+    static func bootstrapLogging(_ configuration: EntitlementsConfiguration) -> Logger {
+        let level = Logger.Level(rawValue: configuration.logLevel) ?? .info
+        let json = configuration.logFormat == "json"
+        LoggingSystem.bootstrap { label in
+            if json { return JSONLogHandler(label: label, level: level) }
+            var handler = StreamLogHandler.standardError(label: label)
+            handler.logLevel = level
+            return handler
+        }
+        return Logger(label: "verify-worker.entitlements")
+    }
+}
+
+/// Webhooks over the project's libcurl engine.
+struct CurlWebhookTransport: WebhookTransport {
+    let engine: CurlHTTPEngine
+
+    func post(
+        url: String, body: [UInt8], headers: [(name: String, value: String)], timeout: Duration
+    ) async throws -> Int {
+        try await engine.execute(
+            TransportRequest(method: .post, url: url, headers: headers, body: body, timeout: timeout)
+        ).status
+    }
+}

@@ -1,0 +1,188 @@
+import AppleSimulator
+import Entitlements
+import Foundation
+import Messages
+import Synchronization
+import Testing
+
+@testable import VerifyWorker
+
+/// The support console in a real browser: headless Chromium (Debian's `chromium` and `chromium-driver`) driven
+/// through WebDriver by `scripts/console-browser.py` (standard library only). Nothing is skipped: without Chromium
+/// the test fails and says how to install it.
+@Suite("Entitlement console in a browser", .timeLimit(.minutes(5)))
+struct EntitlementConsoleBrowserTests {
+    typealias F = EntitlementFixtures
+
+    struct Lookup: Decodable {
+        var query: String
+        var found: Bool
+        var status: String
+        var account: String
+        var summary: String
+        var pills: [String]
+        var note: String
+        var entitlements: [[String]]
+        var transactions: [[String]]
+        var consumables: [[String]]
+        var timeline: [String]
+    }
+
+    struct PageReport: Decodable {
+        var externalResources: [String]
+        var wrongTokenMessage: String
+        var caller: String
+        var lookups: [Lookup]
+
+        enum CodingKeys: String, CodingKey {
+            case externalResources = "external_resources"
+            case wrongTokenMessage = "wrong_token_message"
+            case caller, lookups
+        }
+    }
+
+    /// Runs the browser script against `url`; the screenshot (after the last lookup) goes to `screenshot`.
+    static func browse(url: String, token: String, queries: [String], screenshot: URL? = nil) async throws -> PageReport
+    {
+        try await OffPool.run {
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+            process.arguments =
+                [
+                    "python3", TestEnvironment.packageRoot.appendingPathComponent("scripts/console-browser.py").path,
+                    "--url", url, "--token", token,
+                ] + queries.flatMap { ["--query", $0] }
+                + (screenshot.map { ["--screenshot", $0.path] } ?? [])
+            let output = Pipe()
+            let errors = Pipe()
+            process.standardOutput = output
+            process.standardError = errors
+            try process.run()
+            let text = output.fileHandleForReading.readDataToEndOfFile()
+            let problem = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            process.waitUntilExit()
+            guard process.terminationStatus == 0 else {
+                throw MissingResource(
+                    what: "a working headless Chromium (\(problem.trimmingCharacters(in: .whitespacesAndNewlines)))",
+                    hint: "apt-get install chromium chromium-driver (scripts/setup-debian.sh installs them)")
+            }
+            return try JSONDecoder().decode(PageReport.self, from: text)
+        }
+    }
+
+    @Test("logs in (a wrong token is refused), looks up accounts of a demo run, and shows what the API says")
+    func demoAccounts() async throws {
+        var options = DemoOptions()
+        options.jobs = 150
+        options.mix = TrafficMix(shares: [.otherApp: 0.3, .cracker: 0.1, .repeated: 0.15, .genuine: 0.45])
+        options.progressInterval = nil
+        let seen = ResultBox<(PageReport, String, String)>()
+        options.afterDecided = { bootstrap, report in
+            let running = try await DemoEntitlements().start(bootstrap: bootstrap, logger: DemoRun.quietLogger)
+            do {
+                let premium = try #require(
+                    report.entries.compactMap(\.verdicts.first).first {
+                        $0.outcome == .granted && $0.transactions.contains { $0.productID.hasSuffix(".premium") }
+                    })
+                let replayed = try #require(
+                    report.entries.compactMap(\.verdicts.first).first { $0.reason == .replayed })
+                let page = try await Self.browse(
+                    url: running.consoleURL, token: running.token,
+                    queries: [
+                        premium.accountID, replayed.accountID, premium.transactions[0].transactionID, "no-such-account",
+                    ])
+                seen.set((page, premium.accountID, replayed.accountID))
+            } catch {
+                await running.stop()
+                throw error
+            }
+            await running.stop()
+        }
+        _ = try await DemoRun(options: options).run()
+        let (page, premiumAccount, replayedAccount) = try #require(seen.value)
+
+        #expect(page.externalResources.isEmpty)
+        #expect(page.wrongTokenMessage == "That token is not valid.")
+        #expect(page.caller == "Signed in as demo")
+        let premium = page.lookups[0]
+        #expect(premium.found && premium.account == premiumAccount)
+        #expect(premium.summary.contains("premium is active"))
+        #expect(premium.pills.first?.hasPrefix("premium · Active") == true)
+        #expect(premium.entitlements.first?.prefix(2) == ["premium", "Active"])
+        #expect(premium.transactions.first?[1] == "com.example.verifyworker.premium")
+        #expect(premium.transactions.first?[2] == "Active")
+        #expect(premium.timeline.contains { $0.contains("Purchase") && $0.contains("started with a first purchase") })
+        #expect(premium.timeline.contains { $0.contains("Granted") && $0.contains("granted to this account") })
+        let replayed = page.lookups[1]
+        #expect(replayed.found && replayed.account == replayedAccount)
+        #expect(replayed.summary.hasPrefix("No entitlement"))
+        #expect(
+            replayed.timeline.contains { $0.contains("Rejected") && $0.contains("already owned by another account") })
+        let byTransaction = page.lookups[2]
+        #expect(byTransaction.account == premiumAccount)
+        #expect(byTransaction.note.contains("belongs to this account"))
+        let missing = page.lookups[3]
+        #expect(!missing.found)
+        #expect(missing.status.contains("Nothing found"))
+    }
+
+    @Test("a subscription renewed, a refund and consumables read at one look; the screenshot in docs/ is made here")
+    func screenshot() async throws {
+        let day = F.day
+        let account = "acct-7f3k2q"
+        let verdicts = [
+            F.verdict(
+                "web-1", account: account, .granted, decided: 0.1 * day,
+                transactions: [F.transaction("2000000418", product: "pro.monthly", expires: 30 * day)]),
+            F.verdict(
+                "web-2", account: account, .granted, decided: 2 * day,
+                transactions: [F.transaction("2000000533", product: "no.ads", purchased: 2 * day)], by: .signature),
+            F.verdict(
+                "web-3", account: account, .granted, decided: 5 * day,
+                transactions: [F.transaction("2000000601", product: "coins.100", purchased: 5 * day, quantity: 3)],
+                by: .signature),
+            F.verdict(
+                "web-4", account: account, .rejected, reason: .malformed, decided: 6 * day, by: .prefilter),
+            F.verdict(
+                "apple-notification-refund", account: account, .rejected, reason: .revoked, decided: 9 * day,
+                transactions: [F.transaction("2000000533", product: "no.ads", purchased: 2 * day, revoked: 9 * day)]),
+            F.verdict(
+                "apple-notification-renew", account: account, .granted, decided: 30 * day,
+                transactions: [
+                    F.transaction(
+                        "2000001207", product: "pro.monthly", original: "2000000418", purchased: 30 * day,
+                        expires: 60 * day)
+                ]),
+        ]
+        try await EntitlementAPIHarness.with(verdicts: verdicts, now: F.at(41 * day)) { h in
+            let file = FileManager.default.temporaryDirectory.appendingPathComponent(
+                "entitlements-console-\(UUID()).png")
+            defer { try? FileManager.default.removeItem(at: file) }
+            let page = try await Self.browse(
+                url: "http://127.0.0.1:\(h.port)/console", token: EntitlementAPIHarness.token, queries: [account],
+                screenshot: file)
+            let lookup = try #require(page.lookups.first)
+            #expect(lookup.summary.contains("premium is active until"))
+            #expect(lookup.summary.contains("no.ads is not active: the purchase was refunded"))
+            #expect(lookup.pills.contains { $0.hasPrefix("no.ads · Refunded") })
+            #expect(lookup.consumables == [["coins.100", "3"]])
+            #expect(lookup.transactions.contains { $0.first?.hasPrefix("2000001207") == true && $0[2] == "Active" })
+            #expect(lookup.transactions.contains { $0.first == "2000000533" && $0[2] == "Refunded" })
+            #expect(lookup.timeline.first?.contains("Renewal") == true)
+            #expect(lookup.timeline.contains { $0.contains("Refund") && $0.contains("refunded or revoked") })
+            #expect(lookup.timeline.contains { $0.contains("malformed") && $0.contains("not a receipt") })
+            let png = try Data(contentsOf: file)
+            #expect(png.starts(with: [0x89, 0x50, 0x4E, 0x47]))
+            if ProcessInfo.processInfo.environment["VERIFY_UPDATE_SCREENSHOT"] == "1" {
+                try png.write(to: TestEnvironment.packageRoot.appendingPathComponent("docs/entitlements-console.png"))
+            }
+        }
+    }
+}
+
+/// A value set once by one task and read by another after it finished.
+final class ResultBox<T: Sendable>: Sendable {
+    private let storage = Mutex<T?>(nil)
+    func set(_ value: T) { storage.withLock { $0 = value } }
+    var value: T? { storage.withLock { $0 } }
+}

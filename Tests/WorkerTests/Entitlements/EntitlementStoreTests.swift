@@ -1,0 +1,170 @@
+import Entitlements
+import Foundation
+import Logging
+import Messages
+import Testing
+
+/// The two store backends, through one shared suite: batches applied once, all or nothing, and read back.
+@Suite("Entitlement stores", .timeLimit(.minutes(3)))
+struct EntitlementStoreTests {
+    typealias F = EntitlementFixtures
+    static let day = EntitlementFixtures.day
+
+    enum Backend: String, CaseIterable, Sendable, CustomTestStringConvertible {
+        case sqlite, postgres
+        var testDescription: String { rawValue }
+    }
+
+    static func withStore<T>(_ backend: Backend, _ body: (any EntitlementStore) async throws -> T) async throws -> T {
+        var logger = Logger(label: "entitlements-store-test")
+        logger.logLevel = .critical
+        let tag = UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased().prefix(12)
+        let store: any EntitlementStore
+        var directory: URL?
+        switch backend {
+        case .sqlite:
+            let dir = FileManager.default.temporaryDirectory.appendingPathComponent("entitlements-\(tag)")
+            try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+            directory = dir
+            store = try SQLiteEntitlementStore(path: dir.appendingPathComponent("e.sqlite").path, logger: logger)
+        case .postgres:
+            let base = try TestEnvironment.service(
+                "VERIFY_TEST_POSTGRES_URL",
+                startWith: "start one with `scripts/test-postgres.sh start && eval \"$(scripts/test-postgres.sh env)\"`"
+            )
+            store = try PostgresEntitlementStore(
+                url: base + (base.contains("?") ? "&" : "?") + "schema=e_\(tag)", logger: logger)
+        }
+        let runner = Task { try await store.run() }
+        defer {
+            runner.cancel()
+            if let directory { try? FileManager.default.removeItem(at: directory) }
+        }
+        try await store.migrate()
+        try await store.migrate()
+        return try await body(store)
+    }
+
+    static func batch(_ verdicts: [Verdict], offset: Int64, webhooks: [String] = []) -> ProjectionBatch {
+        ProjectionBatch(
+            inputs: verdicts.map { .verdict($0) },
+            positions: [
+                TopicPosition(
+                    topic: "receipt-verdicts", partition: 3, nextOffset: offset, recordTime: F.at(Double(offset)))
+            ],
+            webhookURLs: webhooks)
+    }
+
+    static let grant = F.verdict(
+        "j1", account: "a1", .granted, decided: 10, transactions: [F.transaction("t1", expires: 30 * day)])
+    static let coins = F.verdict(
+        "j2", account: "a1", .granted, decided: 20,
+        transactions: [F.transaction("c1", product: "coins.100", quantity: 2)])
+    static let refund = F.verdict(
+        "n1", account: "a1", .rejected, reason: .revoked, decided: 30,
+        transactions: [F.transaction("t1", expires: 30 * day, revoked: 25)])
+
+    @Test(
+        "a batch is applied once: a second application of the same verdicts changes nothing",
+        arguments: Backend.allCases)
+    func idempotent(_ backend: Backend) async throws {
+        try await Self.withStore(backend) { store in
+            let first = try await store.project(
+                Self.batch([Self.grant, Self.coins], offset: 2), catalog: F.catalog, recordedAt: F.at(100))
+            #expect(first.results == [.applied, .applied])
+            #expect(first.events.map(\.kind) == [.initialPurchase])
+            let again = try await store.project(
+                Self.batch([Self.grant, Self.coins], offset: 2), catalog: F.catalog, recordedAt: F.at(200))
+            #expect(again.results == [.duplicate, .duplicate])
+            #expect(again.events.isEmpty)
+            let account = try #require(try await store.account("a1"))
+            #expect(account.consumables == ["coins.100": 2])
+            #expect(Set(account.transactions.map(\.transactionID)) == ["t1", "c1"])
+            #expect(try await store.history(of: "a1", before: nil, limit: 50).count == 3)
+            #expect(try await store.account("nobody") == nil)
+        }
+    }
+
+    @Test(
+        "state carries across batches: a refund in a later batch revokes, events land in the outbox",
+        arguments: Backend.allCases)
+    func acrossBatches(_ backend: Backend) async throws {
+        try await Self.withStore(backend) { store in
+            _ = try await store.project(Self.batch([Self.grant], offset: 1), catalog: F.catalog, recordedAt: F.at(100))
+            let second = try await store.project(
+                Self.batch([Self.refund], offset: 2, webhooks: ["http://127.0.0.1:1/hook"]), catalog: F.catalog,
+                recordedAt: F.at(200))
+            #expect(second.events.map(\.kind) == [.refund])
+            let account = try #require(try await store.account("a1"))
+            #expect(account.transactions.first { $0.transactionID == "t1" }?.revokedAt == F.at(25))
+            let outbox = try await store.unpublishedEvents(limit: 10)
+            #expect(outbox.map(\.kind) == [.initialPurchase, .refund])
+            try await store.markPublished([outbox[0].eventID], at: F.at(300))
+            #expect(try await store.unpublishedEvents(limit: 10).map(\.kind) == [.refund])
+            let due = try await store.dueWebhookDeliveries(at: F.at(300), limit: 10)
+            #expect(due.map(\.event.kind) == [.refund])
+            try await store.recordWebhookAttempt(due[0], delivered: false, nextAttempt: F.at(400), at: F.at(300))
+            #expect(try await store.dueWebhookDeliveries(at: F.at(350), limit: 10).isEmpty)
+            #expect(try await store.dueWebhookDeliveries(at: F.at(400), limit: 10).first?.attempts == 1)
+            try await store.recordWebhookAttempt(due[0], delivered: true, nextAttempt: nil, at: F.at(400))
+            #expect(try await store.dueWebhookDeliveries(at: F.at(9999), limit: 10).isEmpty)
+            let progress = try await store.progress()
+            #expect(progress.positions.first?.nextOffset == 2)
+            #expect(progress.asOf == F.at(2))
+        }
+    }
+
+    @Test("history pages newest first; transactions are found by id or by original id", arguments: Backend.allCases)
+    func reads(_ backend: Backend) async throws {
+        try await Self.withStore(backend) { store in
+            let renewal = F.verdict(
+                "r1", account: "a1", .granted, decided: 29 * Self.day,
+                transactions: [F.transaction("t2", original: "t1", purchased: 29 * Self.day, expires: 60 * Self.day)])
+            _ = try await store.project(
+                Self.batch([Self.grant, Self.coins, renewal], offset: 3), catalog: F.catalog, recordedAt: F.at(100))
+            let all = try await store.history(of: "a1", before: nil, limit: 100)
+            #expect(all.map(\.sequence) == all.map(\.sequence).sorted(by: >))
+            let page = try await store.history(of: "a1", before: all[1].sequence, limit: 2)
+            #expect(page.map(\.sequence) == Array(all.dropFirst(2).prefix(2)).map(\.sequence))
+            #expect(try await store.transactions(matching: "t2").map(\.transactionID) == ["t2"])
+            let group = try await store.transactions(matching: "t1")
+            #expect(group.map(\.transactionID) == ["t1"])
+            #expect(try await store.transactions(matching: "zzz").isEmpty)
+        }
+    }
+
+    @Test("a transfer moves rows between accounts in one batch or across batches", arguments: Backend.allCases)
+    func transfer(_ backend: Backend) async throws {
+        try await Self.withStore(backend) { store in
+            _ = try await store.project(Self.batch([Self.grant], offset: 1), catalog: F.catalog, recordedAt: F.at(100))
+            let move = F.verdict(
+                "j9", account: "a2", .granted, decided: 40 * Self.day,
+                transactions: [
+                    F.transaction("t1", expires: 30 * Self.day),
+                    F.transaction("t5", original: "t1", purchased: 39 * Self.day, expires: 69 * Self.day),
+                ])
+            let result = try await store.project(
+                Self.batch([move], offset: 2), catalog: F.catalog, recordedAt: F.at(200))
+            #expect(Set(result.events.map(\.accountID)) == ["a1", "a2"])
+            #expect(try await store.account("a1")?.transactions.isEmpty == true)
+            #expect(Set(try await store.account("a2")?.transactions.map(\.transactionID) ?? []) == ["t1", "t5"])
+            #expect(try await store.history(of: "a1", before: nil, limit: 10).first?.event?.kind == .transfer)
+        }
+    }
+
+    @Test(
+        "unreadable messages are recorded as ignored, once, and make their account known", arguments: Backend.allCases)
+    func ignored(_ backend: Backend) async throws {
+        try await Self.withStore(backend) { store in
+            let reader = VerdictReader()
+            let bytes = F.verdictJSON(Self.grant, replacing: ["outcome": "partially_granted"])
+            let batch = ProjectionBatch(inputs: [reader.read(bytes, position: "receipt-verdicts/0/7")])
+            let first = try await store.project(batch, catalog: F.catalog, recordedAt: F.at(1))
+            let second = try await store.project(batch, catalog: F.catalog, recordedAt: F.at(2))
+            #expect(first.results == [.ignored])
+            #expect(second.results == [.duplicate])
+            #expect(try await store.history(of: "a1", before: nil, limit: 10).map(\.kind) == [.ignored])
+            #expect(try await store.account("a1")?.transactions.isEmpty == true)
+        }
+    }
+}
