@@ -28,7 +28,8 @@ struct EntitlementProcessTests {
             ) {
                 list.append(
                     Verdict(
-                        jobID: "\(account)-\(job)", accountID: account, outcome: outcome, reason: reason,
+                        verdictID: Verdict.legacyVerdictID(jobID: "\(account)-\(job)"), jobID: "\(account)-\(job)",
+                        accountID: account, outcome: outcome, reason: reason,
                         decidedBy: .apple, environment: "Production", transactions: transactions,
                         decidedAt: at(decided + Double(index) / 1000)))
             }
