@@ -32,8 +32,13 @@ struct EntitlementStoreTests {
                 "VERIFY_TEST_POSTGRES_URL",
                 startWith: "start one with `scripts/test-postgres.sh start && eval \"$(scripts/test-postgres.sh env)\"`"
             )
+            // Patient deadlines: hundreds of tests share two cores, and the migrations of parallel tests queue on one
+            // advisory lock; the production defaults are for a service that retries.
+            var settings = PostgresEntitlementStore.Settings()
+            settings.operationTimeout = .seconds(60)
+            settings.connectTimeout = .seconds(20)
             store = try PostgresEntitlementStore(
-                url: base + (base.contains("?") ? "&" : "?") + "schema=e_\(tag)", logger: logger)
+                url: base + (base.contains("?") ? "&" : "?") + "schema=e_\(tag)", settings: settings, logger: logger)
         }
         let runner = Task { try await store.run() }
         defer {
