@@ -52,6 +52,9 @@ let package = Package(
         // MARK: Libraries, one part of the architecture each
         .target(
             name: "Messages",
+            dependencies: [
+                .product(name: "Crypto", package: "swift-crypto")
+            ],
             swiftSettings: strictSettings
         ),
         .target(
@@ -127,6 +130,7 @@ let package = Package(
                 "RateLimiter",
                 "Ledger",
                 "Operations",
+                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -151,6 +155,7 @@ let package = Package(
                 "Messages",
                 "Receipts",
                 "Operations",
+                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),

@@ -28,6 +28,10 @@ public struct AdversarialMessage: Sendable {
         case mutatedReceipt = "mutated_receipt"
         /// Proofs that name URLs or hosts, to tempt a worker into following them.
         case urlBait = "url_bait"
+        /// Messages just under, at and just over each size limit on a message's way (``sizeLimits``): a job padded
+        /// to the size (a verdict, or a dead letter `oversized` past the worker's limit) or bytes that are not JSON (a
+        /// dead letter, whole or cut to fit). Each must end with its output and its partition committed past it.
+        case sizeLimit = "size_limit"
     }
 
     public var kind: Kind
@@ -49,8 +53,16 @@ public struct AdversarialJobCorpus: Sendable {
     /// Where URL bait points: a listener that must never see a connection. Default: port 9 (discard) on loopback.
     public var baitURL: String
     /// Messages longer than this are cut to it (a cut job is truncated JSON: still hostile, and a dead letter).
-    /// Live runs lower it to what the broker carries. Default: 2 MiB (every kind whole).
+    /// Live runs lower it to keep runs short. ``AdversarialMessage/Kind/sizeLimit`` messages are never cut: they
+    /// are at most one byte over the largest of ``sizeLimits``, which every harness producer carries. Default: 2 MiB
+    /// (every kind whole).
     public var sizeLimit = 2 << 20
+    /// The size limits a message meets on its way, in bytes: the worker's producer's `message.max.bytes` (its
+    /// `max_produce_bytes` default, so a dead letter of such a message is cut), the worker's `max_message_bytes`
+    /// default (1 MiB: larger is `oversized`), and Kafka's broker default `max.message.bytes` (1,048,588).
+    public static let sizeLimits = [1_000_000, 1 << 20, 1_048_588]
+    /// The stand-ins of ``sizeLimits`` for messages that must stay small (``heavyShare``).
+    public static let smallSizeLimits = [1_024, 4_096, 16_384]
     /// Share of messages that may take their kind's large forms (megabyte proofs, 100,000-deep nesting, 200 KB JWS
     /// headers, 20,000 DER levels); the others keep every kind and variant but at a few kilobytes at most. 1 (every
     /// message at full size) is the in-process default; long live runs use about 0.01, so that a million inputs
@@ -96,7 +108,7 @@ public struct AdversarialJobCorpus: Sendable {
         // Drawn only when some messages are to stay small: the default stream of messages is unchanged.
         heavy = heavyShare >= 1 || Double(random.next() % 1_000_000) < heavyShare * 1_000_000
         var value = make(kind, key: key)
-        if value.count > sizeLimit { value.removeSubrange(sizeLimit...) }
+        if kind != .sizeLimit, value.count > sizeLimit { value.removeSubrange(sizeLimit...) }
         return AdversarialMessage(kind: kind, key: key, value: value)
     }
 
@@ -133,7 +145,22 @@ public struct AdversarialJobCorpus: Sendable {
                 key: key, proofField: isJWS ? "signed_transaction" : "receipt",
                 proof: .string(String(decoding: mutated, as: UTF8.self)))
         case .urlBait: return urlBait(key: key)
+        case .sizeLimit: return atSizeLimit(key: key)
         }
+    }
+
+    /// One byte under, at or one over one of the size limits (``sizeLimits``, or their small stand-ins).
+    private mutating func atSizeLimit(key: String) -> [UInt8] {
+        let limits = heavy ? Self.sizeLimits : Self.smallSizeLimits
+        let size = limits[below(limits.count)] + below(3) - 1
+        // Repeated bytes, not random ones: a megabyte drawn byte by byte would dominate the corpus's cost.
+        if below(2) == 0 {
+            // Raw, not escaped: the padding needs no escaping, and escaping a megabyte scalar by scalar is slow.
+            let bare = jobJSON(key: key, proofField: "receipt", proof: .raw("\"\""))
+            let padding = String(repeating: "A", count: max(0, size - bare.count))
+            return jobJSON(key: key, proofField: "receipt", proof: .raw("\"" + padding + "\""))
+        }
+        return Array(repeating: UInt8(ascii: "x"), count: size)
     }
 
     private mutating func hugeField(key: String) -> [UInt8] {

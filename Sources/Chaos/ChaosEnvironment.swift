@@ -93,7 +93,9 @@ final class ChaosEnvironment: Sendable {
         let reader = try ChaosReader(
             bootstrap: bootstrap, groupID: "\(runID)-reader", tally: tally, offsets: offsets, logger: quietLogger)
         let producer = try KafkaProducer(
-            configuration: KafkaProducerConfiguration(bootstrapServers: bootstrap, clientID: "\(runID)-frontend"),
+            configuration: KafkaProducerConfiguration(
+                bootstrapServers: bootstrap, clientID: "\(runID)-frontend",
+                messageMaxBytes: Self.frontendMessageMaxBytes),
             logger: quietLogger)
         let expectedSettled = traffic.jobs.count + traffic.malformedKeys.count
         let settledBySubmission = Self.settledCounts(traffic)
@@ -132,6 +134,11 @@ final class ChaosEnvironment: Sendable {
                     ])
             }
             let settledInTime = await tally.waitUntilSettled(expectedSettled, within: configuration.settleTimeout)
+            if settledInTime {
+                let stalled = await uncommittedPartitions(
+                    bootstrap: bootstrap, producer: producer, partitions: partitions)
+                services.withLock { $0.violations += stalled }
+            }
             logger.info(
                 "chaos: settled, stopping the workers",
                 metadata: ["chaos.settled": "\(tally.settled)", "chaos.expected": "\(expectedSettled)"])
@@ -273,6 +280,70 @@ final class ChaosEnvironment: Sendable {
         await reader.readUntil(marks.read, offsets: offsets, within: .seconds(30))
         await reader.close()
         return marks
+    }
+
+    /// What the harness's producers may send: the corpus's size-limit messages reach 1,048,589 bytes, over
+    /// librdkafka's default `message.max.bytes` (the mock broker has no limit of its own).
+    static let frontendMessageMaxBytes = 4_000_000
+
+    /// How long the workers' commits may take to reach every partition's end once everything settled: they commit
+    /// every 200 ms, so this only absorbs a rebalance or a slow machine.
+    static let commitCatchUp = Duration.seconds(30)
+
+    /// Once every message settled: waits (bounded by ``commitCatchUp``) until the workers' group has committed every
+    /// partition of `receipt-jobs` up to its end, and returns a violation for each partition that never got there. A
+    /// partition stalled behind an output that was never delivered, or delivered and never committed, shows here even
+    /// when the verdicts all arrived.
+    func uncommittedPartitions(
+        bootstrap: String, producer: KafkaProducer, partitions: Int
+    ) async -> [ChaosViolation] {
+        let all = (0..<Int32(partitions)).map { KafkaTopicPartition(topic: Topics.jobs, partition: $0) }
+        let probe: KafkaConsumer
+        do {
+            // Not subscribed: it only reads the group's committed offsets, never joins it.
+            probe = try KafkaConsumer(
+                configuration: KafkaConsumerConfiguration(bootstrapServers: bootstrap, groupID: "\(runID)-workers"),
+                logger: quietLogger)
+        } catch {
+            return [.runFailed("could not read the workers' committed offsets: \(error)")]
+        }
+        let deadline = clock.now.advanced(by: Self.commitCatchUp)
+        var lagging: [ChaosViolation] = [.runFailed("the workers' committed offsets could not be read")]
+        while clock.now < deadline {
+            var ends: [Int32: Int64] = [:]
+            for partition in all {
+                if let marks = try? await producer.watermarks(topic: Topics.jobs, partition: partition.partition) {
+                    ends[partition.partition] = marks.high
+                }
+            }
+            if ends.count == partitions, let answer = try? await probe.committedOffsets(for: all) {
+                var committed: [Int32: Int64?] = [:]
+                for (partition, offset) in answer { committed[partition.partition] = offset }
+                lagging = ChaosInvariantChecker.uncommittedPartitions(committed: committed, ends: ends)
+                if lagging.isEmpty { break }
+            }
+            try? await Task.sleep(for: .milliseconds(250))
+        }
+        await probe.close()
+        return lagging
+    }
+
+    /// Sends until a delivery report with an offset: `sendConfirmed` throws `deliveryUnproven` (retryable) after
+    /// acknowledgements without one, and the harness, like a frontend, sends again (a bounded number of times).
+    static func sendProven(
+        _ producer: KafkaProducer, _ record: KafkaProducerRecord
+    ) async throws
+        -> KafkaDeliveryReport
+    {
+        var attempt = 1
+        while true {
+            do {
+                return try await producer.sendConfirmed(record)
+            } catch let error as KafkaError where error.isRetryable && attempt < 10 {
+                attempt += 1
+                try await Task.sleep(for: .milliseconds(100 * attempt))
+            }
+        }
     }
 
     /// The watermarks of every partition of the three topics (those that answered).
@@ -530,7 +601,8 @@ final class ChaosEnvironment: Sendable {
         return environment
     }
 
-    func startWorker(_ index: Int, environment base: [String: String]) throws {
+    /// Starts worker `index`; `remember` keeps `base` as the environment ``restartWorker(_:)`` uses.
+    func startWorker(_ index: Int, environment base: [String: String], remember: Bool = true) throws {
         let port = services.withLock { services -> Int in
             while services.metricsPorts.count <= index { services.metricsPorts.append(chaosFreePort()) }
             return services.metricsPorts[index]
@@ -545,7 +617,21 @@ final class ChaosEnvironment: Sendable {
             while services.workers.count <= index { services.workers.append(nil) }
             services.workers[index] = worker
         }
-        workerEnvironment.withLock { $0 = base }
+        if remember { workerEnvironment.withLock { $0 = base } }
+    }
+
+    /// SIGTERM to worker `index`, then waits for its drain; a drain that fails is a violation. Returns a note when
+    /// it did not exit 0.
+    private func terminate(_ index: Int) async -> String? {
+        guard let process = worker(index) else { return nil }
+        process.signal(SIGTERM)
+        let limit = Duration.seconds(configuration.drainTimeoutSeconds + 15)
+        let exit = await process.waitForExit(timeout: limit)
+        guard exit != .exited(0) else { return nil }
+        let detail = exit.map { "\($0)" } ?? "still running after \(limit)"
+        services.withLock { $0.violations.append(.drainFailed(worker: index, detail: detail)) }
+        if exit == nil { process.signal(SIGKILL) }
+        return detail
     }
 
     private let workerEnvironment = Mutex<[String: String]>([:])
@@ -717,6 +803,9 @@ final class ChaosEnvironment: Sendable {
         case apple503 = "apple_503"
         case appleTimeouts = "apple_timeouts"
         case killEntitlements = "kill_entitlements"
+        /// A worker restarted with a wrong shared secret beside healthy ones, then restarted right: no purchase may
+        /// be recorded as a non-grant because of the worker's own configuration.
+        case wrongSharedSecret = "wrong_shared_secret"
 
         var description: String { rawValue }
     }
@@ -777,24 +866,37 @@ final class ChaosEnvironment: Sendable {
             }
         case .sigtermWorker:
             target = "worker-\(victim)"
-            if let process = worker(victim) {
-                process.signal(SIGTERM)
-                let limit = Duration.seconds(configuration.drainTimeoutSeconds + 15)
-                let exit = await process.waitForExit(timeout: limit)
-                detail = exit.map { "\($0)" } ?? "still running after \(limit)"
-                if exit != .exited(0) {
-                    services.withLock {
-                        $0.violations.append(.drainFailed(worker: victim, detail: detail ?? "unknown"))
-                    }
-                    if exit == nil { process.signal(SIGKILL) }
-                }
-            }
+            detail = await terminate(victim)
             do {
                 try restartWorker(victim)
                 _ = await waitForReady(victim, within: .seconds(60))
             } catch {
                 detail = (detail ?? "") + "; restart failed: \(error)"
             }
+        case .wrongSharedSecret:
+            target = "worker-\(victim)"
+            var notes = [await terminate(victim)].compactMap { $0 }
+            do {
+                var environment = workerEnvironment.withLock { $0 }
+                let wrongSecret = URL(
+                    fileURLWithPath: (environment["VERIFY_SHARED_SECRET_FILE"] ?? "/tmp/shared_secret") + ".wrong")
+                try Data("not-the-app-secret".utf8).write(to: wrongSecret)
+                environment["VERIFY_SHARED_SECRET_FILE"] = wrongSecret.path
+                try startWorker(victim, environment: environment, remember: false)
+                try? await Task.sleep(for: hold)
+                let port = services.withLock { $0.metricsPorts[victim] }
+                if let body = await ChaosHTTP.get("http://127.0.0.1:\(port)/readyz"),
+                    String(decoding: body, as: UTF8.self).contains("apple_shared_secret_rejected")
+                {
+                    notes.append("the misconfigured worker reported apple_shared_secret_rejected")
+                }
+                notes.append(contentsOf: [await terminate(victim)].compactMap { $0 })
+                try restartWorker(victim)
+                _ = await waitForReady(victim, within: .seconds(60))
+            } catch {
+                notes.append("restart failed: \(error)")
+            }
+            detail = notes.joined(separator: "; ")
         case .brokerDown:
             let broker = 1 + Int(random.next() % UInt64(max(1, configuration.brokers)))
             target = "broker-\(broker)"
@@ -993,7 +1095,7 @@ struct ChaosSubmitter: Sendable {
                 tally.submitting(jobID: identity.jobID, deadLetterKey: identity.key, bytes: bytes)
                 let record = KafkaProducerRecord(topic: Topics.jobs, key: message.key, value: message.value)
                 group.addTask {
-                    let report = try await producer.sendConfirmed(record)
+                    let report = try await ChaosEnvironment.sendProven(producer, record)
                     deliveries.delivered(
                         ChaosDeliveryLog.Entry(
                             jobID: identity.jobID, deadLetterKey: identity.key,

@@ -13,17 +13,28 @@ public struct ChaosSubmittedJob: Sendable, Hashable {
     public var mustBeRejected: Bool
     /// For the summary: the traffic category or adversarial case.
     public var category: String
+    /// The job's ``ReceiptJob/contentDigest``, when known: every verdict of the job must carry the id derived from
+    /// it.
+    public var contentDigest: String?
 
     public init(
         jobID: String, accountID: String, grantableTransactionID: String? = nil, mustBeRejected: Bool = false,
-        category: String
+        category: String, contentDigest: String? = nil
     ) {
         self.jobID = jobID
         self.accountID = accountID
         self.grantableTransactionID = grantableTransactionID
         self.mustBeRejected = mustBeRejected
         self.category = category
+        self.contentDigest = contentDigest
     }
+
+    /// The key of the submission: the verdict id it must get, or its job id when its digest is not known.
+    var key: String {
+        contentDigest.map { Verdict.verdictID(jobID: jobID, contentDigest: $0) } ?? Self.jobKey(jobID)
+    }
+
+    static func jobKey(_ jobID: String) -> String { "job:" + jobID }
 }
 
 /// A claim as the ledger holds it, reduced to what the invariants compare.
@@ -85,6 +96,9 @@ public enum ChaosViolation: Sendable, Hashable, CustomStringConvertible {
     case unexpectedDeadLetter(key: String, reason: String)
     /// A deliberately malformed message that never reached the dead-letter topic.
     case missingDeadLetter(key: String)
+    /// Once everything settled, a partition of `receipt-jobs` whose committed offset stayed below its end: it stalled
+    /// (an output never delivered, or delivered and never committed), and its next owner would read it again.
+    case partitionNotCommitted(partition: Int32, committed: Int64?, end: Int64)
     /// A worker sent SIGTERM did not drain and exit 0 in time.
     case drainFailed(worker: Int, detail: String)
     /// A log line holds a secret or a receipt.
@@ -118,6 +132,8 @@ public enum ChaosViolation: Sendable, Hashable, CustomStringConvertible {
         case .ledgerClaimDiffers(let tx, let job): "transaction \(tx): the ledger's claim is not job \(job)'s account"
         case .unexpectedDeadLetter(let key, let reason): "unexpected dead letter (key \(key), reason \(reason))"
         case .missingDeadLetter(let key): "malformed message \(key) never reached the dead-letter topic"
+        case .partitionNotCommitted(let partition, let committed, let end):
+            "receipt-jobs[\(partition)] committed up to \(committed.map(String.init) ?? "nothing"), not to its end \(end)"
         case .drainFailed(let worker, let detail): "worker \(worker) did not drain on SIGTERM: \(detail)"
         case .leakInLog(let detail): "log leak: \(detail)"
         case .unexpectedAppleEndpoint(let endpoint): "the simulator was asked for \(endpoint)"
@@ -144,6 +160,7 @@ public enum ChaosViolation: Sendable, Hashable, CustomStringConvertible {
         case .ledgerClaimDiffers: "ledger_claim_differs"
         case .unexpectedDeadLetter: "unexpected_dead_letter"
         case .missingDeadLetter: "missing_dead_letter"
+        case .partitionNotCommitted: "partition_not_committed"
         case .drainFailed: "drain_failed"
         case .leakInLog: "leak_in_log"
         case .unexpectedAppleEndpoint: "unexpected_apple_endpoint"
@@ -208,6 +225,19 @@ public struct ChaosInvariantChecker: Sendable {
         return fields.sorted()
     }
 
+    /// The partitions of `receipt-jobs` whose committed offset (`committed`, nil where nothing was committed) is below
+    /// their end (`ends`, the high watermarks), once every message settled: commit lag must return to zero, or a
+    /// partition stalled even if its outputs arrived.
+    public static func uncommittedPartitions(
+        committed: [Int32: Int64?], ends: [Int32: Int64]
+    ) -> [ChaosViolation] {
+        ends.sorted { $0.key < $1.key }.compactMap { partition, end in
+            let offset = committed[partition] ?? nil
+            return (offset ?? 0) >= end
+                ? nil : .partitionNotCommitted(partition: partition, committed: offset, end: end)
+        }
+    }
+
     /// The violations (empty when every promise held) and the tally.
     public func check(
         verdicts: [Verdict], deadLetters: [(key: String, reason: String)], ledger: ChaosLedgerView?
@@ -217,24 +247,32 @@ public struct ChaosInvariantChecker: Sendable {
         tally.verdictsDelivered = verdicts.count
         tally.deadLetters = deadLetters.count
 
-        let jobsByID = Dictionary(jobs.map { ($0.jobID, $0) }, uniquingKeysWith: { first, _ in first })
+        // A submission is known by the verdict id it must get (job id and content digest), or by its job id when its
+        // digest is not known: one job id may carry several contents (a reused job id), each with its own verdict.
+        let jobsByKey = Dictionary(jobs.map { ($0.key, $0) }, uniquingKeysWith: { first, _ in first })
+        let jobIDs = Set(jobs.map(\.jobID))
         var delivered: [String: [Verdict]] = [:]
         for verdict in verdicts {
-            guard jobsByID[verdict.jobID] != nil else {
+            if jobsByKey[verdict.verdictID] != nil {
+                delivered[verdict.verdictID, default: []].append(verdict)
+            } else if jobsByKey[ChaosSubmittedJob.jobKey(verdict.jobID)] != nil {
+                delivered[ChaosSubmittedJob.jobKey(verdict.jobID), default: []].append(verdict)
+            } else if jobIDs.contains(verdict.jobID) {
+                // A verdict id no submission of this job id derives: it names another content's verdict.
+                violations.append(.wrongAccount(jobID: verdict.jobID))
+            } else {
                 violations.append(.unknownVerdict(jobID: verdict.jobID))
-                continue
             }
-            delivered[verdict.jobID, default: []].append(verdict)
         }
 
-        // Every job a verdict; a job's verdicts identical; each for the job's account.
+        // Every job a verdict; a job's verdicts identical (one verdict id, one decision); each for the job's account.
         var first: [String: Verdict] = [:]
-        for job in jobsByID.values.sorted(by: { $0.jobID < $1.jobID }) {
-            guard let all = delivered[job.jobID], let verdict = all.first else {
+        for (key, job) in jobsByKey.sorted(by: { $0.key < $1.key }) {
+            guard let all = delivered[key], let verdict = all.first else {
                 violations.append(.missingVerdict(jobID: job.jobID))
                 continue
             }
-            first[job.jobID] = verdict
+            first[key] = verdict
             tally.jobsDecided += 1
             tally.duplicatesDelivered += all.count - 1
             tally.outcomes[verdict.outcome.rawValue, default: 0] += 1
@@ -246,9 +284,7 @@ public struct ChaosInvariantChecker: Sendable {
             } else if Set(all).count > 1 {
                 tally.redecided += 1
             }
-            if all.contains(where: {
-                $0.accountID != job.accountID || $0.verdictID != Verdict.verdictID(forJob: job.jobID)
-            }) {
+            if all.contains(where: { $0.accountID != job.accountID }) {
                 violations.append(.wrongAccount(jobID: job.jobID))
             }
             if job.mustBeRejected, verdict.outcome != .rejected {
@@ -260,8 +296,9 @@ public struct ChaosInvariantChecker: Sendable {
         let authentic = Set(jobs.compactMap(\.grantableTransactionID))
         var grantingJobs: [String: Set<String>] = [:]
         var grantingAccounts: [String: Set<String>] = [:]
-        for (jobID, verdict) in first.sorted(by: { $0.key < $1.key }) where verdict.outcome == .granted {
-            let job = jobsByID[jobID]
+        for (key, verdict) in first.sorted(by: { $0.key < $1.key }) where verdict.outcome == .granted {
+            let job = jobsByKey[key]
+            let jobID = verdict.jobID
             let granted = verdict.transactions.map(\.transactionID)
             if granted.isEmpty || job?.grantableTransactionID == nil {
                 violations.append(
@@ -286,7 +323,7 @@ public struct ChaosInvariantChecker: Sendable {
         }
         for transactionID in authentic.sorted() where grantingJobs[transactionID] == nil {
             let outcomes = jobs.filter { $0.grantableTransactionID == transactionID }.map { job in
-                first[job.jobID].map {
+                first[job.key].map {
                     [$0.outcome.rawValue, $0.reason?.rawValue].compactMap { $0 }.joined(separator: "/")
                 }
                     ?? "none"
@@ -296,8 +333,10 @@ public struct ChaosInvariantChecker: Sendable {
 
         // The ledger agrees: grants are recorded with their claims; any verdict it recorded is the published one.
         if let ledger {
-            for (jobID, verdict) in first.sorted(by: { $0.key < $1.key }) {
-                if let recorded = ledger.recordedVerdicts[jobID] {
+            for verdict in first.values.sorted(by: { $0.verdictID < $1.verdictID }) {
+                let jobID = verdict.jobID
+                // The ledger keeps one verdict per job id: the first content's (a reuse is answered, not recorded).
+                if let recorded = ledger.recordedVerdicts[jobID], recorded.verdictID == verdict.verdictID {
                     if recorded != verdict { violations.append(.ledgerVerdictDiffers(jobID: jobID)) }
                 } else if verdict.outcome == .granted || verdict.outcome == .alreadyGranted {
                     violations.append(.ledgerMissingVerdict(jobID: jobID))

@@ -146,7 +146,8 @@ extension ChaosEnvironment {
         let reader = try ChaosReader(
             bootstrap: bootstrap, groupID: "\(runID)-reader", tally: tally, offsets: offsets, logger: quietLogger)
         let producer = try KafkaProducer(
-            configuration: KafkaProducerConfiguration(bootstrapServers: bootstrap, clientID: "\(runID)-fuzzer"),
+            configuration: KafkaProducerConfiguration(
+                bootstrapServers: bootstrap, clientID: "\(runID)-fuzzer", messageMaxBytes: Self.frontendMessageMaxBytes),
             logger: quietLogger)
         let deliveries = ChaosDeliveryLog()
         let watch = ChaosWorkerWatch(workers: configuration.workers)
@@ -156,6 +157,7 @@ extension ChaosEnvironment {
         corpus.baitURL = canary.url
 
         var retention: ChaosRetentionCheck.Outcome = ([], ([], []))
+        var stalled: [String] = []
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { try await reader.run() }
             group.addTask { await self.watchWorkers(watch) }
@@ -183,7 +185,7 @@ extension ChaosEnvironment {
                     tally.submitting(jobID: jobID, deadLetterKey: message.key, bytes: bytes, expect: true)
                     let record = KafkaProducerRecord(topic: Topics.jobs, key: key, value: message.value)
                     sends.addTask {
-                        let delivered = try await producer.sendConfirmed(record)
+                        let delivered = try await Self.sendProven(producer, record)
                         deliveries.delivered(
                             ChaosDeliveryLog.Entry(
                                 jobID: jobID, deadLetterKey: message.key,
@@ -202,7 +204,10 @@ extension ChaosEnvironment {
                 }
             }
             let expected = identities.count
-            if !(await tally.waitUntilSettled(expected, within: configuration.settleTimeout)) {
+            if await tally.waitUntilSettled(expected, within: configuration.settleTimeout) {
+                stalled = await uncommittedPartitions(bootstrap: bootstrap, producer: producer, partitions: partitions)
+                    .map(\.description)
+            } else {
                 logger.warning("chaos: live fuzz did not settle", metadata: ["chaos.settled": "\(tally.settled)"])
             }
             report.settled = tally.settled
@@ -221,7 +226,7 @@ extension ChaosEnvironment {
         // 4. The findings.
         let findings = tally.findings
         report.outcomes = findings.outcomes
-        var violations = findings.notRejected + findings.unexpected
+        var violations = findings.notRejected + findings.unexpected + stalled
         let unsettled = tally.unsettled
         for jobID in unsettled.jobs.subtracting(retention.deleted.jobs).sorted().prefix(1_000) {
             violations.append("job \(jobID.prefix(64)): no verdict")

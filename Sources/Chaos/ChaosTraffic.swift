@@ -66,7 +66,7 @@ public struct ChaosTraffic: Sendable {
         jobs.append(
             ChaosSubmittedJob(
                 jobID: job.jobID, accountID: job.accountID, grantableTransactionID: grantable,
-                mustBeRejected: mustBeRejected, category: category))
+                mustBeRejected: mustBeRejected, category: category, contentDigest: job.contentDigest))
         cases[category, default: 0] += 1
     }
 
@@ -169,6 +169,42 @@ public struct ChaosTrafficBuilder {
                     category: "same_job_twice")
                 traffic.repeatLast(category: "same_job_twice")
             }
+            // One job id reused with another content, in both orders (a consumer de-duplicating on `verdict_id` must
+            // never drop a grant). Junk first, from another account, then the genuine purchase under its id (the
+            // junk is never recorded, so the order across their partitions does not matter):
+            let squatted = try simulator.mint(
+                MintRequest(
+                    bundleId: ChaosApp.bundleID, productId: ChaosApp.consumable, format: format,
+                    environment: .production))
+            let genuine = nextJob(proof(squatted, format))
+            var squatter = genuine
+            squatter.accountID = "\(runID)-adv-squatter-\(sequence)"
+            squatter.proof = .receipt("abc")
+            traffic.burst { traffic in
+                traffic.add(squatter, grantable: nil, category: "job_id_reused", mustBeRejected: true)
+                traffic.add(genuine, grantable: squatted.transaction.transactionId, category: "job_id_reused")
+            }
+            // A grant first, then junk and another genuine purchase of the same account under its id (one account:
+            // one partition, in order): the reuses are rejected under ids of their own, the second purchase is not
+            // granted under an id that was another's (`job_id_reused`).
+            let firstPurchase = try simulator.mint(
+                MintRequest(
+                    bundleId: ChaosApp.bundleID, productId: ChaosApp.consumable, format: format,
+                    environment: .production))
+            let secondPurchase = try simulator.mint(
+                MintRequest(
+                    bundleId: ChaosApp.bundleID, productId: ChaosApp.consumable, format: format,
+                    environment: .production))
+            let granted = nextJob(proof(firstPurchase, format))
+            var junkAfter = granted
+            junkAfter.proof = .receipt("abc")
+            var otherAfter = granted
+            otherAfter.proof = proof(secondPurchase, format)
+            traffic.burst { traffic in
+                traffic.add(granted, grantable: firstPurchase.transaction.transactionId, category: "job_id_reused")
+                traffic.add(junkAfter, grantable: nil, category: "job_id_reused", mustBeRejected: true)
+                traffic.add(otherAfter, grantable: nil, category: "job_id_reused", mustBeRejected: true)
+            }
             // A sandbox purchase sent to a production deployment.
             let sandbox = try simulator.mint(
                 MintRequest(
@@ -227,7 +263,7 @@ public struct ChaosTrafficBuilder {
                 traffic.jobs.append(
                     ChaosSubmittedJob(
                         jobID: job.jobID, accountID: job.accountID, grantableTransactionID: nil, mustBeRejected: true,
-                        category: "fuzz_job"))
+                        category: "fuzz_job", contentDigest: job.contentDigest))
                 traffic.cases["fuzz_job", default: 0] += 1
             }
         }

@@ -2,6 +2,7 @@ import Foundation
 import Kafka
 import Messages
 import Operations
+import Receipts
 
 /// How `verify-worker gateway` runs. Each property is also a flag and a `VERIFY_…` environment key
 /// (see ``GatewayConfiguration/keys``); flags win over the environment.
@@ -33,12 +34,30 @@ public struct GatewayConfiguration: Sendable {
     /// The operations port: `/healthz`, `/readyz`, `/metrics` (`VERIFY_METRICS_HOST`, `VERIFY_METRICS_PORT`).
     /// Default: `0.0.0.0:9464`.
     public var operations: OperationsServerConfiguration
+    /// Whether `POST /v1/receipts` requires a bearer token (`VERIFY_GATEWAY_AUTH`: `tokens` or `disabled`).
+    /// Default: `tokens`.
+    public var authentication: Authentication
+    /// The file of accepted bearer tokens, one per line (`VERIFY_GATEWAY_TOKENS_FILE`); required unless
+    /// `authentication` is `disabled`. Default: none.
+    public var tokensFile: String?
+    /// Extra trust anchors for notifications' signatures, DER or PEM files (`VERIFY_TRUST_ANCHORS`, the worker's
+    /// key: the gateway trusts exactly what the workers trust); Apple's roots are always in. Default: none.
+    public var trustAnchorFiles: [String]
+
+    /// How frontends prove they may submit jobs.
+    public enum Authentication: String, Sendable, CaseIterable {
+        /// `Authorization: Bearer <token>` with a token of ``GatewayConfiguration/tokensFile``.
+        case tokens
+        /// Nobody is asked: for development only (the gateway logs a warning at start).
+        case disabled
+    }
 
     public init(
         host: String = "0.0.0.0", port: Int = 8080, brokers: String = "localhost:9092",
         jobsTopic: String = Topics.jobs, kafkaProperties: [String: String] = [:], maxBodyBytes: Int = 1 << 20,
         publishTimeoutMilliseconds: Int = 10_000, notificationAccountID: String = "apple-notification",
-        drainTimeoutSeconds: Int = 25, operations: OperationsServerConfiguration = OperationsServerConfiguration()
+        drainTimeoutSeconds: Int = 25, operations: OperationsServerConfiguration = OperationsServerConfiguration(),
+        authentication: Authentication = .tokens, tokensFile: String? = nil, trustAnchorFiles: [String] = []
     ) {
         self.host = host
         self.port = port
@@ -50,6 +69,9 @@ public struct GatewayConfiguration: Sendable {
         self.notificationAccountID = notificationAccountID
         self.drainTimeoutSeconds = drainTimeoutSeconds
         self.operations = operations
+        self.authentication = authentication
+        self.tokensFile = tokensFile
+        self.trustAnchorFiles = trustAnchorFiles
     }
 
     /// The environment keys the gateway reads, with what they set (for `--help` and the docs).
@@ -63,6 +85,12 @@ public struct GatewayConfiguration: Sendable {
         ("VERIFY_GATEWAY_PUBLISH_TIMEOUT_MS", "delivery deadline before a 503 (default 10000)"),
         ("VERIFY_GATEWAY_NOTIFICATION_ACCOUNT", "account_id of notification jobs (default apple-notification)"),
         ("VERIFY_GATEWAY_DRAIN_TIMEOUT_S", "SIGTERM flush deadline (default 25)"),
+        (
+            "VERIFY_GATEWAY_TOKENS_FILE",
+            "bearer tokens of POST /v1/receipts, one per line (required unless auth disabled)"
+        ),
+        ("VERIFY_GATEWAY_AUTH", "tokens (default) or disabled (development only: anyone may submit jobs)"),
+        ("VERIFY_TRUST_ANCHORS", "extra trust anchors for notifications, DER or PEM files, comma-separated"),
         ("VERIFY_METRICS_HOST", "interface of the operations port (default 0.0.0.0)"),
         ("VERIFY_METRICS_PORT", "operations port: /healthz /readyz /metrics (default 9464)"),
         ("VERIFY_LOG_LEVEL", "trace, debug, info, notice, warning, error or critical (default info)"),
@@ -92,6 +120,11 @@ public struct GatewayConfiguration: Sendable {
         guard (0...3600).contains(drainTimeoutSeconds) else {
             throw GatewayConfigurationError(key: "gateway_drain_timeout_s", "must be 0...3600")
         }
+        if authentication == .tokens, (tokensFile ?? "").isEmpty {
+            throw GatewayConfigurationError(
+                key: "gateway_tokens_file",
+                "required (set VERIFY_GATEWAY_TOKENS_FILE, or VERIFY_GATEWAY_AUTH=disabled for development)")
+        }
     }
 
     /// The producer: idempotent with `acks=all` (the Kafka layer's defaults), and a message timeout equal to the
@@ -104,6 +137,28 @@ public struct GatewayConfiguration: Sendable {
             bootstrapServers: brokers, maxInFlightMessages: 10_000, lingerMilliseconds: 1,
             messageTimeoutMilliseconds: publishTimeoutMilliseconds, clientID: "verify-worker-gateway",
             properties: properties)
+    }
+
+    /// The accepted bearer tokens, read from ``tokensFile``; nil when authentication is disabled.
+    public func loadTokens() throws(GatewayConfigurationError) -> BearerTokens? {
+        guard authentication == .tokens else { return nil }
+        guard let tokensFile, !tokensFile.isEmpty else {
+            throw GatewayConfigurationError(key: "gateway_tokens_file", "required")
+        }
+        return try BearerTokens.load(path: tokensFile)
+    }
+
+    /// Apple's roots plus the certificates of ``trustAnchorFiles`` (a PEM file may hold several).
+    public func loadTrustStore() throws(GatewayConfigurationError) -> TrustStore {
+        var trust = TrustStore.apple
+        for path in trustAnchorFiles {
+            do {
+                trust = trust.adding(anchors: try TrustStore.loadCertificates(contentsOf: URL(fileURLWithPath: path)))
+            } catch {
+                throw GatewayConfigurationError(key: "trust_anchors", "cannot read a certificate from \(path)")
+            }
+        }
+        return trust
     }
 
     /// Parses `name=value;name=value` (the `VERIFY_KAFKA_PROPERTIES` format).

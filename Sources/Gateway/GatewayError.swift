@@ -24,6 +24,13 @@ public struct GatewayError: Error, Sendable, Hashable, CustomStringConvertible {
         public static let invalidValue = Code(rawValue: MessageError.Code.invalidValue.rawValue)
         /// The `schema` tag is not one this build understands (400).
         public static let unsupportedSchema = Code(rawValue: MessageError.Code.unsupportedSchema.rawValue)
+        /// `POST /v1/receipts` without an accepted bearer token (401, with `WWW-Authenticate: Bearer`).
+        public static let unauthorized = Code(rawValue: "unauthorized")
+        /// A notification whose signature or certificate chain does not verify against the trust anchors (403).
+        public static let untrustedSignature = Code(rawValue: "untrusted_signature")
+        /// A frontend's job in the notification namespace: a `job_id` starting with `apple-notification-`, or the
+        /// notifications' `account_id` (400). Only verified notifications may use them.
+        public static let reservedID = Code(rawValue: "reserved_id")
         /// Kafka did not acknowledge in time, or refused the message (503: retry with the same `job_id`).
         public static let kafkaUnavailable = Code(rawValue: "kafka_unavailable")
         /// The gateway is shutting down (503).
@@ -57,6 +64,8 @@ public struct GatewayError: Error, Sendable, Hashable, CustomStringConvertible {
     /// The HTTP status this error is answered with.
     public var httpStatus: Int {
         switch code {
+        case .unauthorized: 401
+        case .untrustedSignature: 403
         case .tooLarge: 413
         case .unsupportedMediaType: 415
         case .kafkaUnavailable, .shuttingDown: 503

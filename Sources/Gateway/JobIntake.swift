@@ -10,7 +10,7 @@ public struct JobIntake: Sendable {
     public var notificationAccountID: String
     /// Makes a `job_id` for a frontend's job that has none. Default: a random UUID.
     public var makeJobID: @Sendable () -> String
-    /// Now, for `submitted_at` of notification jobs.
+    /// Now, for the `submitted_at` of notification jobs and of frontends' jobs that carry none.
     public var now: @Sendable () -> Date
 
     /// Prefix of the `job_id` of a notification job, followed by the notification's `notificationUUID`.
@@ -27,9 +27,9 @@ public struct JobIntake: Sendable {
         self.now = now
     }
 
-    /// A job in the `receipt-job/v1` wire shape (docs/messages.md). Two fields may be left out: `schema` (taken
-    /// as `receipt-job/v1`) and `job_id` (a new UUID; a frontend that retries should send its own, so that the
-    /// retry is the same job downstream).
+    /// A job in the `receipt-job/v1` wire shape (docs/messages.md). Three fields may be left out: `schema` (taken
+    /// as `receipt-job/v1`), `job_id` (a new UUID; a frontend that retries should send its own, so that the
+    /// retry is the same job downstream) and `submitted_at` (now).
     public func job(fromFrontendJSON body: [UInt8]) throws(GatewayError) -> ReceiptJob {
         guard body.count <= codec.maximumMessageBytes else {
             throw GatewayError(.tooLarge, "\(body.count) bytes, limit \(codec.maximumMessageBytes)")
@@ -41,10 +41,32 @@ public struct JobIntake: Sendable {
         if object["schema"] == nil || object["schema"] is NSNull { additions["schema"] = ReceiptJob.schema }
         if object["job_id"] == nil || object["job_id"] is NSNull { additions["job_id"] = makeJobID() }
         let completed = additions.isEmpty ? body : Self.inserting(additions, into: body)
+        var job: ReceiptJob
         do {
-            return try codec.decodeJob(completed)
+            job = try codec.decodeJob(completed)
         } catch {
             throw GatewayError(error)
+        }
+        try refuseNotificationNamespace(job)
+        // Stamped here when the frontend did not: the worker's verify_job_duration_seconds starts from it, and a job
+        // read again after a rebalance is decided at the same time as the first time.
+        if job.submittedAt == nil { job.submittedAt = now() }
+        return job
+    }
+
+    /// A frontend may not use the identifiers of notification jobs: a job id squatted before Apple's notification
+    /// arrives would hand that notification the squatter's recorded verdict, and the notifications' account would
+    /// own what a frontend claims for it. Compared without case, so no near-copy of a notification id passes.
+    func refuseNotificationNamespace(_ job: ReceiptJob) throws(GatewayError) {
+        if job.jobID.lowercased().hasPrefix(Self.notificationJobIDPrefix) {
+            throw GatewayError(
+                .reservedID, field: "job_id",
+                "job_id: the prefix \(Self.notificationJobIDPrefix) is reserved for App Store Server Notifications")
+        }
+        if job.accountID.lowercased() == notificationAccountID.lowercased() {
+            throw GatewayError(
+                .reservedID, field: "account_id",
+                "account_id: this account is reserved for App Store Server Notifications")
         }
     }
 

@@ -64,11 +64,14 @@ public final class KafkaJobPublisher: JobPublishing {
         }
     }
 
-    /// Ready unless the producer failed for good or the last publish found Kafka unavailable.
+    /// Ready unless the producer failed for good, every broker is down, or the last publish found Kafka
+    /// unavailable.
     public var readiness: (isReady: Bool, reasons: [String]) {
         if producer.fatalError != nil { return (false, ["kafka_fatal"]) }
-        if lastPublishFailed.withLock({ $0 }) { return (false, ["kafka_unavailable"]) }
-        return (true, [])
+        var reasons: [String] = []
+        if producer.allBrokersDown { reasons.append("brokers_down") }
+        if lastPublishFailed.withLock({ $0 }) { reasons.append("kafka_unavailable") }
+        return (reasons.isEmpty, reasons)
     }
 }
 

@@ -10,13 +10,16 @@ import Synchronization
 /// `receipt-jobs` and answers only once Kafka acknowledged them.
 ///
 /// - `POST /v1/receipts`: a frontend's job (the `receipt-job/v1` JSON; `job_id` and `schema` may be left out),
-///   answered `202 {"job_id": …}` after the delivery report.
-/// - `POST /apple/notifications`: an App Store Server Notifications V2 body `{"signedPayload": …}`, answered
-///   `200` after the delivery report and `5xx` otherwise, so that Apple retries. The job id comes from the
-///   notification's `notificationUUID`, so a retry is the same job.
+///   with `Authorization: Bearer <token>`, answered `202 {"job_id": …}` after the delivery report. Job ids and
+///   the account of the notification namespace are refused.
+/// - `POST /apple/notifications`: an App Store Server Notifications V2 body `{"signedPayload": …}` (no token:
+///   Apple sends none; its signature and chain are verified instead), answered `200` after the delivery report
+///   and `5xx` otherwise, so that Apple retries. The job id comes from the notification's `notificationUUID`, so
+///   a retry is the same job.
 ///
-/// Errors are `{"error": code, "message": …}` with 400 (bad JSON or fields), 413 (too large), 415 (not JSON)
-/// or 503 (Kafka did not acknowledge; retry with the same `job_id`). No body or proof is ever logged.
+/// Errors are `{"error": code, "message": …}` with 400 (bad JSON or fields), 401 (no accepted token), 403
+/// (untrusted signature), 413 (too large), 415 (not JSON) or 503 (Kafka did not acknowledge; retry with the same
+/// `job_id`). No body, proof or token is ever logged.
 /// `/healthz`, `/readyz` and `/metrics` are served on the operations port.
 public final class ReceiptGateway: Sendable {
     public let configuration: GatewayConfiguration
@@ -32,6 +35,11 @@ public final class ReceiptGateway: Sendable {
     private let handlesSignals = GatewayFlag()
     /// The producer's fatal error, if it has one (the gateway then stops: only a new process recovers).
     private let producerFatalError: @Sendable () -> (any Error)?
+    /// The accepted bearer tokens of `/v1/receipts`; nil when authentication is disabled.
+    private let tokens: BearerTokens?
+    private let notificationCheck: NotificationSignatureCheck
+    /// Watches the brokers while all are down (nil for a publisher of the caller's).
+    private let brokerProbe: (@Sendable () async -> Void)?
 
     /// The routes' labels in metrics.
     enum Route {
@@ -39,19 +47,26 @@ public final class ReceiptGateway: Sendable {
         static let notifications = "notifications"
     }
 
-    /// A gateway over a publisher of the caller's (tests, other transports).
+    /// A gateway over a publisher of the caller's (tests, other transports). Reads the tokens file and the trust
+    /// anchors the configuration names.
     public convenience init(
         configuration: GatewayConfiguration, publisher: any JobPublishing, logger: Logger,
         readiness: @escaping @Sendable () -> Readiness = { .ready }
-    ) {
+    ) throws(GatewayConfigurationError) {
+        try configuration.validate()
         self.init(
             configuration: configuration, publisher: publisher, ownedProducer: nil, logger: logger,
-            readiness: readiness, fatalError: { nil })
+            readiness: readiness, fatalError: { nil }, tokens: try configuration.loadTokens(),
+            notificationCheck: NotificationSignatureCheck(trust: try configuration.loadTrustStore()), brokerProbe: nil)
     }
 
     /// A gateway with its own idempotent producer to `configuration.brokers`, flushed and closed when `run` ends.
+    /// - Throws: ``GatewayConfigurationError`` for a setting it cannot run with (a missing tokens file, an
+    ///   unreadable trust anchor), `KafkaError` for a Kafka property librdkafka refuses.
     public convenience init(configuration: GatewayConfiguration, logger: Logger) throws {
         try configuration.validate()
+        let tokens = try configuration.loadTokens()
+        let trust = try configuration.loadTrustStore()
         let producer = try KafkaProducer(
             configuration: configuration.producerConfiguration, logger: logger.with(label: "kafka.producer"))
         let publisher = KafkaJobPublisher(
@@ -63,15 +78,21 @@ public final class ReceiptGateway: Sendable {
             readiness: {
                 let state = publisher.readiness
                 return Readiness(isReady: state.isReady, reasons: state.reasons)
-            }, fatalError: { producer.fatalError })
+            }, fatalError: { producer.fatalError }, tokens: tokens,
+            notificationCheck: NotificationSignatureCheck(trust: trust),
+            brokerProbe: { await producer.watchBrokers(logger: logger) })
     }
 
     private init(
         configuration: GatewayConfiguration, publisher: any JobPublishing, ownedProducer: KafkaProducer?,
         logger: Logger, readiness: @escaping @Sendable () -> Readiness,
-        fatalError: @escaping @Sendable () -> (any Error)?
+        fatalError: @escaping @Sendable () -> (any Error)?, tokens: BearerTokens?,
+        notificationCheck: NotificationSignatureCheck, brokerProbe: (@Sendable () async -> Void)?
     ) {
         self.producerFatalError = fatalError
+        self.tokens = tokens
+        self.notificationCheck = notificationCheck
+        self.brokerProbe = brokerProbe
         self.configuration = configuration
         self.intake = JobIntake(
             codec: MessageCodec(maximumMessageBytes: configuration.maxBodyBytes),
@@ -86,8 +107,12 @@ public final class ReceiptGateway: Sendable {
             return readiness()
         }
         self.readiness = gatewayReadiness
+        // Its "listening" notice is left out: "gateway listening" names both ports once both listen, so a port in
+        // use is the only line a failed start prints.
+        var operationsLogger = logger
+        operationsLogger.logLevel = max(logger.logLevel, .warning)
         self.operations = OperationsServer(
-            configuration: configuration.operations, registry: MetricsBootstrap.registry(), logger: logger,
+            configuration: configuration.operations, registry: MetricsBootstrap.registry(), logger: operationsLogger,
             readiness: { gatewayReadiness() })
     }
 
@@ -99,6 +124,13 @@ public final class ReceiptGateway: Sendable {
     /// that error, so the process exits non-zero and its supervisor starts a fresh one.
     public func run(handlingSignals: Bool = true) async throws {
         if handlingSignals { handlesSignals.set() }
+        if tokens == nil {
+            logger.warning(
+                """
+                gateway: bearer tokens disabled (VERIFY_GATEWAY_AUTH=disabled): anyone who reaches POST /v1/receipts \
+                can submit jobs; for development only
+                """)
+        }
         let listening = self.listening
         let application = Application(
             router: makeRouter(),
@@ -109,15 +141,29 @@ public final class ReceiptGateway: Sendable {
         let operations = self.operations
         let logger = self.logger
         var failure: (any Error)?
+        let brokerProbe = self.brokerProbe
+        let configuration = self.configuration
         await withTaskGroup(of: Void.self) { group in
             group.addTask {
                 do {
                     try await operations.run()
                 } catch is CancellationError {
                 } catch {
-                    logger.error("operations port stopped", metadata: ["verify.error": "\(error)"])
+                    // A port that never listened is reported once, by `run`'s error below.
+                    if await operations.waitUntilListening() != nil {
+                        logger.error("operations port stopped", metadata: ["verify.error": "\(error)"])
+                    }
                 }
             }
+            // Probes must find the operations port, or the gateway is not running at all.
+            guard await operations.waitUntilListening() != nil else {
+                failure = GatewayConfigurationError(
+                    key: "metrics_port",
+                    "cannot listen on \(configuration.operations.host):\(configuration.operations.port)")
+                group.cancelAll()
+                return
+            }
+            if let brokerProbe { group.addTask { await brokerProbe() } }
             do {
                 try await application.runService(gracefulShutdownSignals: handlingSignals ? [.sigterm, .sigint] : [])
             } catch {
@@ -127,8 +173,14 @@ public final class ReceiptGateway: Sendable {
         }
         stopping.set()
         listening.fail()
+        let neverListened = await listening.wait() == nil
         if let producer = ownedProducer {
             await producer.shutdown(timeout: .seconds(configuration.drainTimeoutSeconds))
+        }
+        if let failure = failure as? GatewayConfigurationError { throw failure }
+        if let failure, !(failure is CancellationError), neverListened {
+            // The server ended without ever listening: its port is taken or cannot be bound.
+            throw GatewayConfigurationError(key: "port", "cannot listen on \(configuration.host):\(configuration.port)")
         }
         logger.info("gateway stopped")
         if let fatal = producerFatalError() { throw fatal }
@@ -144,7 +196,7 @@ public final class ReceiptGateway: Sendable {
     private func makeRouter() -> Router<BasicRequestContext> {
         let router = Router()
         router.post("v1/receipts") { request, _ in
-            await self.handle(request, route: Route.receipts) {
+            await self.handle(request, route: Route.receipts, requiresToken: true) {
                 (intake: JobIntake, body: [UInt8]) throws(GatewayError) -> ReceiptJob in
                 try intake.job(fromFrontendJSON: body)
             } answer: { job, _ in
@@ -153,8 +205,14 @@ public final class ReceiptGateway: Sendable {
         }
         router.post("apple/notifications") { request, _ in
             await self.handle(request, route: Route.notifications) {
-                (intake: JobIntake, body: [UInt8]) throws(GatewayError) -> ReceiptJob in
-                try intake.job(fromNotificationJSON: body)
+                [notificationCheck = self.notificationCheck] (
+                    intake: JobIntake, body: [UInt8]
+                ) throws(GatewayError)
+                    -> ReceiptJob in
+                let job = try intake.job(fromNotificationJSON: body)
+                // Before any Kafka write: a post that Apple did not sign costs a signature check, nothing more.
+                if case .notification(let signedPayload) = job.proof { try notificationCheck.check(signedPayload) }
+                return job
             } answer: { job, _ in
                 (200, GatewayJSON.encode(["job_id": job.jobID]))
             }
@@ -164,13 +222,22 @@ public final class ReceiptGateway: Sendable {
 
     /// One request: content type, size, job, publish, answer. Everything that goes wrong becomes a JSON error.
     private func handle(
-        _ request: Request, route: String,
+        _ request: Request, route: String, requiresToken: Bool = false,
         makeJob: (JobIntake, [UInt8]) throws(GatewayError) -> ReceiptJob,
         answer: (ReceiptJob, KafkaDeliveryReport) -> (Int, [UInt8])
     ) async -> Response {
         let start = ContinuousClock.now
         var request = request
         do throws(GatewayError) {
+            // First of all: a request without a token costs no body read.
+            if requiresToken, let tokens {
+                guard let token = BearerTokens.token(fromAuthorization: request.headers[.authorization]) else {
+                    throw GatewayError(.unauthorized, "an Authorization: Bearer token is required")
+                }
+                guard tokens.accepts(token) else {
+                    throw GatewayError(.unauthorized, "the bearer token is not accepted")
+                }
+            }
             guard Self.isJSON(request.headers[.contentType]) else {
                 throw GatewayError(.unsupportedMediaType, "Content-Type must be application/json")
             }
@@ -182,7 +249,8 @@ public final class ReceiptGateway: Sendable {
             do {
                 let buffer = try await request.collectBody(upTo: limit)
                 body = buffer.getBytes(at: buffer.readerIndex, length: buffer.readableBytes) ?? []
-            } catch let error as HTTPError where error.status == .contentTooLarge {
+            } catch let error as any HTTPResponseError where error.status == .contentTooLarge {
+                // A chunked body has no Content-Length: Hummingbird stops reading at the limit (NIOTooManyBytesError).
                 throw GatewayError(.tooLarge, "the body is larger than \(limit) bytes")
             } catch {
                 throw GatewayError(.notJSON, "the body could not be read")
@@ -213,7 +281,9 @@ public final class ReceiptGateway: Sendable {
                         "http.route": "\(route)", "verify.error": "\(error.code)", "verify.reason": "\(error.message)",
                     ])
             }
-            return Self.json(error.httpStatus, error.jsonBody)
+            var response = Self.json(error.httpStatus, error.jsonBody)
+            if error.code == .unauthorized { response.headers[.wwwAuthenticate] = "Bearer" }
+            return response
         }
     }
 

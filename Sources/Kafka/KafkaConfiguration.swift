@@ -19,6 +19,11 @@ public struct KafkaProducerConfiguration: Sendable {
     public var messageTimeoutMilliseconds: Int
     /// `client.id` as shown in broker logs. Default: `verify-worker`.
     public var clientID: String
+    /// `message.max.bytes`: the largest record librdkafka accepts (key, value, headers and its framing; see
+    /// `KafkaProducerRecord.framedSize`); a larger one fails at once with `MSG_SIZE_TOO_LARGE`, a permanent error.
+    /// Keep it at most the brokers' `max.message.bytes` (Kafka's default 1,048,588). Default: 1,000,000
+    /// (librdkafka's own).
+    public var messageMaxBytes: Int
     /// Any librdkafka property, applied after everything above. Turning off `enable.idempotence` or
     /// lowering `acks` here gives up the no-loss, no-duplicate guarantee. Default: empty.
     public var properties: [String: String]
@@ -27,7 +32,7 @@ public struct KafkaProducerConfiguration: Sendable {
         bootstrapServers: String = "localhost:9092", maxInFlightMessages: Int = 10_000,
         lingerMilliseconds: Int = 5, batchSizeBytes: Int = 1_000_000, compression: String = "none",
         messageTimeoutMilliseconds: Int = 120_000, clientID: String = "verify-worker",
-        properties: [String: String] = [:]
+        messageMaxBytes: Int = 1_000_000, properties: [String: String] = [:]
     ) {
         self.bootstrapServers = bootstrapServers
         self.maxInFlightMessages = maxInFlightMessages
@@ -36,6 +41,7 @@ public struct KafkaProducerConfiguration: Sendable {
         self.compression = compression
         self.messageTimeoutMilliseconds = messageTimeoutMilliseconds
         self.clientID = clientID
+        self.messageMaxBytes = messageMaxBytes
         self.properties = properties
     }
 
@@ -54,6 +60,7 @@ public struct KafkaProducerConfiguration: Sendable {
             "batch.size": String(batchSizeBytes),
             "compression.type": compression,
             "message.timeout.ms": String(messageTimeoutMilliseconds),
+            "message.max.bytes": String(messageMaxBytes),
             "queue.buffering.max.messages": String(max(100_000, maxInFlightMessages * 2)),
         ]
         result.merge(properties) { _, override in override }

@@ -289,9 +289,10 @@ final class PendingRewinds: Sendable {
         for (partition, offset) in taken where assignment.contains(partition) {
             let request = KafkaCommitOffset(topicPartition: partition, offset: offset)
             // With a timeout the call returns once the fetcher has moved: nothing fetched from the old
-            // position reaches `rd_kafka_consumer_poll` after it.
+            // position reaches `rd_kafka_consumer_poll` after it. 5 s, in the unit the linked librdkafka reads.
+            let timeout = RDKafkaVersion.seekTimeoutArgument(milliseconds: 5_000)
             let failure = RDKafkaTopicPartitionList.with([request]) { list -> KafkaError? in
-                if let error = client.withHandle({ rd_kafka_seek_partitions($0, list, 5_000) }) {
+                if let error = client.withHandle({ rd_kafka_seek_partitions($0, list, timeout) }) {
                     return KafkaError(consuming: error, context: "seek \(request)")
                 }
                 return RDKafkaTopicPartitionList.firstError(list)
@@ -428,12 +429,15 @@ final class ConsumerRebalanceHandler: Sendable {
         }
     }
 
-    /// `apply` assigns and returns librdkafka's answer with the committed offsets the assignment starts from.
+    /// `apply` assigns and returns librdkafka's answer with the committed offsets the assignment starts from and the
+    /// partitions whose committed offset could not be read.
     func assign(
         _ partitions: [KafkaTopicPartition],
-        apply: () -> (rd_kafka_resp_err_t, startingOffsets: [KafkaTopicPartition: Int64])
+        apply: () -> (
+            rd_kafka_resp_err_t, startingOffsets: [KafkaTopicPartition: Int64], unknown: Set<KafkaTopicPartition>
+        )
     ) {
-        let (err, startingOffsets) = apply()
+        let (err, startingOffsets, unknown) = apply()
         if err != RD_KAFKA_RESP_ERR_NO_ERROR {
             logger.error("kafka assign failed", metadata: ["kafka.error": "\(KafkaError(err, context: "assign"))"])
             return
@@ -449,35 +453,67 @@ final class ConsumerRebalanceHandler: Sendable {
         starts.withLock { $0 = startingOffsets }
         logger.info("kafka partitions assigned", metadata: ["kafka.partitions": "\(partitions)"])
         channel.push(
-            .partitionsAssigned(partitions, startingOffsets: startingOffsets, generation: generation), unless: stop)
+            .partitionsAssigned(
+                partitions, startingOffsets: startingOffsets, startsUnknown: unknown, generation: generation),
+            unless: stop)
     }
 
+    /// How often the rebalance callback asks for the committed offsets, the time each ask may take, and the waits
+    /// between asks: a coordinator that is moving or loading its offsets usually answers within a second, and the
+    /// poll thread (a thread of its own) may wait that long.
+    static let committedLookupAttempts = 3
+    static let committedLookupTimeoutMilliseconds: Int32 = 5_000
+    static let committedLookupBackoffSeconds: [TimeInterval] = [0.1, 0.3]
+
     /// Reads the group's committed offsets into librdkafka's assignment list, so the assignment starts exactly
-    /// there, and returns them (partitions without a commit start at `auto.offset.reset` and are left out). If
-    /// the lookup fails the list is left to librdkafka's own lookup and nothing is returned.
+    /// there, and returns them (partitions without a commit start at `auto.offset.reset` and are left out), asking
+    /// again when an answer fails. The partitions still unread after the last ask are left to librdkafka's own
+    /// lookup and returned as `unknown`: the application checks their first messages once it can read the offsets.
     func lookUpCommittedOffsets(
         _ rk: OpaquePointer, into list: UnsafeMutablePointer<rd_kafka_topic_partition_list_t>
-    ) -> [KafkaTopicPartition: Int64] {
-        guard list.pointee.cnt > 0, let elements = list.pointee.elems else { return [:] }
+    ) -> (starts: [KafkaTopicPartition: Int64], unknown: Set<KafkaTopicPartition>) {
+        guard list.pointee.cnt > 0, let elements = list.pointee.elems else { return ([:], []) }
         let count = Int(list.pointee.cnt)
-        let err = rd_kafka_committed(rk, list, 10_000)
+        var err = RD_KAFKA_RESP_ERR_NO_ERROR
+        var failure: KafkaError?
+        for attempt in 1...Self.committedLookupAttempts {
+            for index in 0..<count {
+                elements[index].offset = Int64(RD_KAFKA_OFFSET_INVALID)
+                elements[index].err = RD_KAFKA_RESP_ERR_NO_ERROR
+            }
+            err = rd_kafka_committed(rk, list, Self.committedLookupTimeoutMilliseconds)
+            failure =
+                err != RD_KAFKA_RESP_ERR_NO_ERROR
+                ? KafkaError(err, context: "committed") : RDKafkaTopicPartitionList.firstError(list)
+            guard let failure, attempt < Self.committedLookupAttempts else { break }
+            logger.notice(
+                "kafka committed offsets not read at assignment; asking again",
+                metadata: ["kafka.error": "\(failure)", "kafka.attempt": "\(attempt)"])
+            let backoff = Self.committedLookupBackoffSeconds
+            Thread.sleep(forTimeInterval: backoff[min(attempt - 1, backoff.count - 1)])
+        }
         var starts: [KafkaTopicPartition: Int64] = [:]
+        var unknown: Set<KafkaTopicPartition> = []
         for index in 0..<count {
+            let partition = KafkaTopicPartition(
+                topic: String(cString: elements[index].topic), partition: elements[index].partition)
             if err != RD_KAFKA_RESP_ERR_NO_ERROR || elements[index].err != RD_KAFKA_RESP_ERR_NO_ERROR {
                 elements[index].offset = Int64(RD_KAFKA_OFFSET_INVALID)
                 elements[index].err = RD_KAFKA_RESP_ERR_NO_ERROR
+                unknown.insert(partition)
             } else if elements[index].offset >= 0 {
-                let partition = KafkaTopicPartition(
-                    topic: String(cString: elements[index].topic), partition: elements[index].partition)
                 starts[partition] = elements[index].offset
             }
         }
-        if err != RD_KAFKA_RESP_ERR_NO_ERROR {
+        if let failure, !unknown.isEmpty {
             logger.warning(
-                "kafka committed offsets not read at assignment; librdkafka reads them",
-                metadata: ["kafka.error": "\(KafkaError(err, context: "committed"))"])
+                "kafka committed offsets not read at assignment; librdkafka reads them, the application checks later",
+                metadata: [
+                    "kafka.error": "\(failure)",
+                    "kafka.partitions": "\(unknown.sorted { $0.description < $1.description })",
+                ])
         }
-        return starts
+        return (starts, unknown)
     }
 
     func revoke(_ partitions: [KafkaTopicPartition], apply: () -> rd_kafka_resp_err_t) {
@@ -529,7 +565,7 @@ private func consumerRebalanceCallback(
         handler.assign(list) {
             // Explicit starting offsets: the application knows where each partition must start, and can tell
             // when the first message handed on is past it.
-            let starts = partitions.map { handler.lookUpCommittedOffsets(rk, into: $0) } ?? [:]
+            let (starts, unknown) = partitions.map { handler.lookUpCommittedOffsets(rk, into: $0) } ?? ([:], [])
             let err = rd_kafka_assign(rk, partitions)
             // librdkafka keeps an application's pause on a partition across an eager rebalance, so a partition
             // paused before it and assigned again would stay silent while the application believes it fresh.
@@ -537,7 +573,7 @@ private func consumerRebalanceCallback(
             if err == RD_KAFKA_RESP_ERR_NO_ERROR, let partitions {
                 _ = rd_kafka_resume_partitions(rk, partitions)
             }
-            return (err, starts)
+            return (err, starts, unknown)
         }
     case RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS:
         handler.revoke(list) { rd_kafka_assign(rk, nil) }

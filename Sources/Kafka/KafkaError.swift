@@ -3,7 +3,9 @@ import CRdKafka
 /// Every failure of the Kafka layer: a librdkafka error code, its text and whether to retry.
 ///
 /// `isRetryable` decides retry versus dead-letter for callers; `isFatal` means the client instance
-/// is unusable (for example the idempotent producer lost its guarantees) and must be recreated.
+/// is unusable (for example the idempotent producer lost its guarantees) and must be recreated;
+/// `isPermanent` means this one operation can never succeed as it is (a record too large, a topic
+/// that does not exist or may not be written), so retrying it only stalls whoever waits for it.
 public struct KafkaError: Error, Sendable, CustomStringConvertible {
     /// A librdkafka `rd_kafka_resp_err_t`: negative values are local (client) errors, positive ones
     /// come from the broker.
@@ -15,7 +17,9 @@ public struct KafkaError: Error, Sendable, CustomStringConvertible {
         var rdKafkaValue: rd_kafka_resp_err_t { rd_kafka_resp_err_t(rawValue: rawValue) }
 
         /// librdkafka's symbolic name, e.g. `_QUEUE_FULL` or `NOT_LEADER_FOR_PARTITION`.
-        public var name: String { String(cString: rd_kafka_err2name(rdKafkaValue)) }
+        public var name: String {
+            self == .deliveryUnproven ? "_DELIVERY_UNPROVEN" : String(cString: rd_kafka_err2name(rdKafkaValue))
+        }
         public var description: String { "\(name) (\(rawValue))" }
 
         public static let noError = Code(RD_KAFKA_RESP_ERR_NO_ERROR)
@@ -41,6 +45,17 @@ public struct KafkaError: Error, Sendable, CustomStringConvertible {
         public static let shuttingDown = Code(RD_KAFKA_RESP_ERR__DESTROY)
         /// The consumer group has no committed offsets to commit (nothing was consumed): harmless.
         public static let noOffset = Code(RD_KAFKA_RESP_ERR__NO_OFFSET)
+        public static let messageSizeTooLarge = Code(RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE)
+        public static let recordListTooLarge = Code(RD_KAFKA_RESP_ERR_RECORD_LIST_TOO_LARGE)
+        public static let topicAuthorizationFailed = Code(RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED)
+        public static let clusterAuthorizationFailed = Code(RD_KAFKA_RESP_ERR_CLUSTER_AUTHORIZATION_FAILED)
+        public static let unknownTopic = Code(RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC)
+        public static let unknownPartition = Code(RD_KAFKA_RESP_ERR__UNKNOWN_PARTITION)
+        public static let invalidRecord = Code(RD_KAFKA_RESP_ERR_INVALID_RECORD)
+        /// Not librdkafka's: every acknowledgement of a message came without an offset (implicitly), so nothing
+        /// proves it is stored (``KafkaProducer/sendConfirmed(_:attempts:)``). Retryable: send it again. Outside
+        /// librdkafka's range of codes (-200 to -100 local, 0 and up from brokers), so it never meets one of them.
+        public static let deliveryUnproven = Code(rawValue: -1_000)
 
         /// Codes a retry can cure when librdkafka gives no `rd_kafka_error_t` to ask.
         static let transient: Set<Code> = [
@@ -48,7 +63,25 @@ public struct KafkaError: Error, Sendable, CustomStringConvertible {
             .notLeaderForPartition, .requestTimedOut, .notEnoughReplicas, .notEnoughReplicasAfterAppend,
             .rebalanceInProgress, .coordinatorNotAvailable, .notCoordinator,
             Code(RD_KAFKA_RESP_ERR__WAIT_COORD), Code(RD_KAFKA_RESP_ERR_COORDINATOR_LOAD_IN_PROGRESS),
-            Code(RD_KAFKA_RESP_ERR_NETWORK_EXCEPTION), Code(RD_KAFKA_RESP_ERR__RESOLVE),
+            Code(RD_KAFKA_RESP_ERR_NETWORK_EXCEPTION), Code(RD_KAFKA_RESP_ERR__RESOLVE), .deliveryUnproven,
+        ]
+
+        /// Codes that say the record (or its batch) is larger than a limit: a smaller record may still go.
+        static let recordTooLarge: Set<Code> = [
+            .messageSizeTooLarge, .recordListTooLarge, Code(RD_KAFKA_RESP_ERR_INVALID_MSG_SIZE),
+        ]
+
+        /// Codes after which the same produce can never succeed: the record is larger than the producer's
+        /// `message.max.bytes` or the broker's `max.message.bytes`, it is malformed for the broker, its topic or
+        /// partition does not exist, or this client may not write there. Decided here once, for every caller.
+        static let permanent: Set<Code> = [
+            .messageSizeTooLarge, .recordListTooLarge, .invalidRecord, .topicAuthorizationFailed,
+            .clusterAuthorizationFailed, .unknownTopic, .unknownPartition, .unknownTopicOrPartition,
+            Code(RD_KAFKA_RESP_ERR_INVALID_MSG_SIZE), Code(RD_KAFKA_RESP_ERR_INVALID_MSG),
+            Code(RD_KAFKA_RESP_ERR_TOPIC_EXCEPTION), Code(RD_KAFKA_RESP_ERR_UNSUPPORTED_FOR_MESSAGE_FORMAT),
+            Code(RD_KAFKA_RESP_ERR_POLICY_VIOLATION), Code(RD_KAFKA_RESP_ERR_INVALID_REQUIRED_ACKS),
+            Code(RD_KAFKA_RESP_ERR_TRANSACTIONAL_ID_AUTHORIZATION_FAILED), Code(RD_KAFKA_RESP_ERR__AUTHENTICATION),
+            Code(RD_KAFKA_RESP_ERR_SASL_AUTHENTICATION_FAILED),
         ]
     }
 
@@ -59,6 +92,12 @@ public struct KafkaError: Error, Sendable, CustomStringConvertible {
     public var isRetryable: Bool
     /// True when the client instance is unusable and must be recreated (`rd_kafka_fatal_error`).
     public var isFatal: Bool
+    /// True when this operation can never succeed as it is, however often it is retried (see `Code.permanent`):
+    /// send something else (a smaller record) or stop. Never true together with `isRetryable` or `isFatal`.
+    public var isPermanent: Bool { !isFatal && !isRetryable && Code.permanent.contains(code) }
+    /// A permanent refusal because the record is too large (for the producer's `message.max.bytes` or a broker's
+    /// `max.message.bytes`): a smaller record may still be accepted.
+    public var isRecordTooLarge: Bool { isPermanent && Code.recordTooLarge.contains(code) }
     public var file: String
     public var line: Int
 
@@ -76,7 +115,13 @@ public struct KafkaError: Error, Sendable, CustomStringConvertible {
 
     public var description: String {
         var text = "KafkaError \(code): \(message)"
-        if isFatal { text += " [fatal]" } else if isRetryable { text += " [retryable]" }
+        if isFatal {
+            text += " [fatal]"
+        } else if isRetryable {
+            text += " [retryable]"
+        } else if isPermanent {
+            text += " [permanent]"
+        }
         return text + " (at \(file):\(line))"
     }
 

@@ -179,11 +179,14 @@ public enum KafkaConsumerEvent: Sendable {
     case message(KafkaConsumerMessage)
     /// The group gave this member these partitions (eager: the complete new assignment).
     /// Reading starts at each partition's committed offset, given in `startingOffsets` (a partition
-    /// without a commit, or all of them if the lookup failed, starts at `auto.offset.reset` and is
-    /// not in it). `generation` numbers this member's assignments from 1; the revoke hook is told the
+    /// without a commit starts at `auto.offset.reset` and is not in it). `startsUnknown` names the
+    /// partitions whose committed offset could not be read (the lookup was tried a few times; librdkafka
+    /// reads it on its own): read it later (`KafkaConsumer.committedOffsets`) before trusting where they
+    /// start. `generation` numbers this member's assignments from 1; the revoke hook is told the
     /// number of the assignment it takes away (`KafkaRevocation.generation`).
     case partitionsAssigned(
-        [KafkaTopicPartition], startingOffsets: [KafkaTopicPartition: Int64], generation: UInt64)
+        [KafkaTopicPartition], startingOffsets: [KafkaTopicPartition: Int64], startsUnknown: Set<KafkaTopicPartition>,
+        generation: UInt64)
     /// These partitions were taken away; the revoke hook has already run. Buffered messages of
     /// them were dropped.
     case partitionsRevoked([KafkaTopicPartition])

@@ -65,8 +65,9 @@ public final class KafkaProducer: Sendable {
     /// Messages sent and not yet acknowledged.
     public var inFlightCount: Int { limiter.inFlight }
 
-    /// Times ``sendConfirmed(_:attempts:)`` sent a message again because its acknowledgement gave no offset. Each
-    /// may have stored the message twice.
+    /// Acknowledgements without an offset that ``sendConfirmed(_:attempts:)`` saw: each is answered by sending the
+    /// message again (by `sendConfirmed` itself, or by its caller after `deliveryUnproven`), and each such resend
+    /// may store the message twice.
     public var confirmationResends: Int { resends.value.load(ordering: .relaxed) }
 
     /// Produces one message and returns where it was stored once the broker acknowledged it.
@@ -110,8 +111,9 @@ public final class KafkaProducer: Sendable {
         }
     }
 
-    /// Like ``send(_:)``, but an acknowledgement without an offset does not count as delivery: the message is
-    /// sent again, up to `attempts` sends in all (the last answer is returned whatever it says).
+    /// Like ``send(_:)``, but only an acknowledgement with an offset counts as delivery: one without is answered by
+    /// sending the message again, up to `attempts` sends in all; if none of them came back with an offset it throws
+    /// a retryable `KafkaError` with code `deliveryUnproven`, never a report without an offset.
     ///
     /// librdkafka acknowledges a message *implicitly*, with no offset, when the request that carried it failed
     /// with an error that may or may not have stored it (a timeout) and a later batch of the same partition
@@ -121,17 +123,29 @@ public final class KafkaProducer: Sendable {
     /// were missing from the topic in the chaos runs. Sending again may store a message twice: use this for
     /// outputs whose consumers de-duplicate (verdicts carry `verdict_id`).
     public func sendConfirmed(_ record: KafkaProducerRecord, attempts: Int = 5) async throws -> KafkaDeliveryReport {
-        var report = try await send(record)
-        var sent = 1
-        while !report.hasOffset, sent < attempts {
-            logger.notice(
-                "kafka: acknowledged without an offset (implicitly); sending again",
-                metadata: ["kafka.topic": "\(record.topic)", "kafka.partition": "\(report.topicPartition.partition)"])
-            resends.value.add(1, ordering: .relaxed)
-            report = try await send(record)
+        var sent = 0
+        while true {
+            let report = try await send(record)
             sent += 1
+            if report.hasOffset { return report }
+            // Counted whether this call sends again or its caller does after `deliveryUnproven`: either way the
+            // message goes out once more because of this acknowledgement.
+            resends.value.add(1, ordering: .relaxed)
+            let metadata: Logger.Metadata = [
+                "kafka.topic": "\(record.topic)", "kafka.partition": "\(report.topicPartition.partition)",
+                "kafka.sends": "\(sent)",
+            ]
+            guard sent < max(attempts, 1) else {
+                logger.warning(
+                    "kafka: acknowledged without an offset at every send; not proven stored", metadata: metadata)
+                throw KafkaError(
+                    code: .deliveryUnproven,
+                    message: "\(record.topic)[\(report.topicPartition.partition)]: acknowledged without an offset "
+                        + "\(sent) times; not proven stored",
+                    isRetryable: true)
+            }
+            logger.notice("kafka: acknowledged without an offset (implicitly); sending again", metadata: metadata)
         }
-        return report
     }
 
     /// The client's fatal error, once librdkafka raised one; the producer is then unusable.

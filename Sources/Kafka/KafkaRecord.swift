@@ -53,6 +53,25 @@ public struct KafkaProducerRecord: Sendable {
     }
 }
 
+extension KafkaProducerRecord {
+    /// librdkafka's framing of one record, the most it adds to key, value and headers when it compares a record with
+    /// `message.max.bytes` (measured on 2.0.2: a value of `message.max.bytes` − 36 bytes is accepted, one more
+    /// byte refused).
+    public static let recordFraming = 36
+    /// A record batch's header (Kafka's v2 format): a broker compares the whole batch with `max.message.bytes`.
+    public static let batchFraming = 61
+    /// Length fields of one header (a name length and a value length, varints of at most 5 bytes each).
+    public static let headerFraming = 10
+
+    /// At least the bytes this record takes as the only record of a batch: what librdkafka compares with
+    /// `message.max.bytes` and a broker with its `max.message.bytes`. A record no larger than both limits is
+    /// accepted by both (uncompressed; compression only makes it smaller).
+    public var framedSize: Int {
+        Self.recordFraming + Self.batchFraming + (key?.count ?? 0) + (value?.count ?? 0)
+            + headers.reduce(0) { $0 + Self.headerFraming + $1.name.utf8.count + ($1.value?.count ?? 0) }
+    }
+}
+
 /// Where a produced message was stored, from its delivery report.
 public struct KafkaDeliveryReport: Hashable, Sendable {
     public var topicPartition: KafkaTopicPartition

@@ -73,6 +73,30 @@ public final class MockKafkaCluster: Sendable {
         }
     }
 
+    /// Makes the next request of type `apiKey` that broker `broker` receives fail with `error`, answered only after
+    /// `responseDelay` (the request is not carried out). Requests after it are served as usual meanwhile, so one
+    /// produce request can be held back while later ones of the same partition succeed.
+    public func pushBrokerRequestError(
+        broker: Int32, _ apiKey: APIKey, _ error: KafkaError.Code, responseDelay: Duration = .zero
+    ) throws(KafkaError) {
+        let milliseconds = Int32(
+            clamping: responseDelay.components.seconds * 1000
+                + responseDelay.components.attoseconds / 1_000_000_000_000_000)
+        let err = cluster.withCluster {
+            crdkafka_mock_broker_push_request_error_rtt($0, broker, apiKey.rawValue, error.rdKafkaValue, milliseconds)
+        }
+        if err != RD_KAFKA_RESP_ERR_NO_ERROR { throw KafkaError(err, context: "push an error to broker \(broker)") }
+    }
+
+    /// How many errors pushed with ``pushBrokerRequestError(broker:_:_:responseDelay:)`` broker `broker` still holds
+    /// for `apiKey`: 0 once the requests they were meant for have arrived.
+    public func pendingRequestErrors(broker: Int32, _ apiKey: APIKey) throws(KafkaError) -> Int {
+        var count = 0
+        let err = cluster.withCluster { rd_kafka_mock_broker_error_stack_cnt($0, broker, apiKey.rawValue, &count) }
+        if err != RD_KAFKA_RESP_ERR_NO_ERROR { throw KafkaError(err, context: "errors pushed to broker \(broker)") }
+        return count
+    }
+
     /// Forgets errors still pushed for `apiKey`.
     public func clearRequestErrors(_ apiKey: APIKey) {
         cluster.withCluster { rd_kafka_mock_clear_request_errors($0, apiKey.rawValue) }

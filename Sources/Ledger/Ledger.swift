@@ -61,13 +61,16 @@ public enum LedgerSettlement {
     }
 
     /// Decides and records a job. Throws ``LedgerError`` (`contention` after `maximumAttempts` lost races).
+    ///
+    /// - Parameter recordedAt: the job record's timestamp (``DecisionInput/recordedAt``).
     public static func settle(
         job: ReceiptJob, evidence: PurchaseEvidence, policy: DecisionPolicy, ledger: some Ledger,
-        maximumAttempts: Int = 8
+        recordedAt: Date? = nil, maximumAttempts: Int = 8
     ) async throws -> Outcome {
         for _ in 0..<max(1, maximumAttempts) {
             let snapshot = try await ledger.snapshot(for: job, evidence: evidence)
-            let input = DecisionInput(job: job, evidence: evidence, snapshot: snapshot, policy: policy)
+            let input = DecisionInput(
+                job: job, evidence: evidence, snapshot: snapshot, policy: policy, recordedAt: recordedAt)
             switch DecisionRules.decide(input) {
             case .needsApple:
                 return .needsApple
@@ -75,8 +78,12 @@ public enum LedgerSettlement {
                 return .verdict(decision.verdict)
             case .decided(let decision):
                 switch try await ledger.apply(decision) {
-                case .applied(let verdict), .alreadyDecided(let verdict): return .verdict(verdict)
-                case .raceLost: continue
+                case .applied(let verdict): return .verdict(verdict)
+                case .alreadyDecided(let verdict) where verdict.isVerdict(of: job): return .verdict(verdict)
+                case .alreadyDecided, .raceLost:
+                    // Lost a race: to another delivery of this job (the next snapshot holds its verdict), or to
+                    // another job with the same id and another content (the rules then answer `job_id_reused`).
+                    continue
                 }
             }
         }

@@ -44,7 +44,22 @@ enum LedgerSchema {
                     created_at INTEGER NOT NULL
                 ) WITHOUT ROWID
                 """,
-            ])
+            ]),
+        Migration(
+            version: 2, name: "verification leases",
+            statements: [
+                // One row per proof a worker is asking Apple about, and Apple's answer for a few seconds after
+                // (docs/LEDGER.md, "Verification leases"). Dates in milliseconds since 1970, like the rest.
+                """
+                CREATE TABLE verification_leases (
+                    lease_key TEXT PRIMARY KEY NOT NULL,
+                    holder TEXT NOT NULL,
+                    expires_at INTEGER NOT NULL,
+                    evidence_json TEXT,
+                    updated_at INTEGER NOT NULL
+                ) WITHOUT ROWID
+                """
+            ]),
     ]
 
     static let postgres: [Migration] = [
@@ -84,6 +99,21 @@ enum LedgerSchema {
                     created_at timestamptz NOT NULL
                 )
                 """,
-            ])
+            ]),
+        Migration(
+            version: 2, name: "verification leases",
+            statements: [
+                // UNLOGGED: a lease lives seconds and only saves Apple calls; after a server crash the table is
+                // empty, which costs at most one call per receipt, and every write skips the WAL.
+                """
+                CREATE UNLOGGED TABLE verification_leases (
+                    lease_key text PRIMARY KEY,
+                    holder text NOT NULL,
+                    expires_at timestamptz NOT NULL,
+                    evidence_json text,
+                    updated_at timestamptz NOT NULL
+                )
+                """
+            ]),
     ]
 }

@@ -129,13 +129,11 @@ struct MessageJSONReader {
                     transactionID: transactionID, originalTransactionID: originalTransactionID, productID: productID,
                     purchaseDate: purchaseDate, expiresDate: expiresDate, revokedAt: revokedAt, quantity: quantity))
         }
-        var verdict = Verdict(
-            jobID: jobID, accountID: accountID, outcome: outcome, reason: reason.map(Verdict.Reason.init(rawValue:)),
-            decidedBy: decidedBy, environment: environment, transactions: transactions, appleStatus: appleStatus,
-            decidedAt: decidedAt)
-        // As read, not as derived: a consumer keeps the id it was given.
-        verdict.verdictID = verdictID
-        return verdict
+        // The id as read, not as derived: a consumer keeps the id it was given.
+        return Verdict(
+            verdictID: verdictID, jobID: jobID, accountID: accountID, outcome: outcome,
+            reason: reason.map(Verdict.Reason.init(rawValue:)), decidedBy: decidedBy, environment: environment,
+            transactions: transactions, appleStatus: appleStatus, decidedAt: decidedAt)
     }
 
     // MARK: Grammar

@@ -1,5 +1,5 @@
 /// Name-based UUIDs (RFC 9562, version 5: SHA-1 of namespace and name). Kept here, with its own small SHA-1,
-/// so that `Messages` depends on nothing but the standard library and Foundation. SHA-1 is used only to derive
+/// so that ids stay those of RFC 9562 whatever the crypto library. SHA-1 is used only to derive
 /// stable identifiers, never for security.
 enum NameBasedUUID {
     /// The namespace of verdict ids: the version 5 UUID of "receipt-verdict" in the RFC's URL namespace.

@@ -8,7 +8,9 @@ public struct Verdict: Sendable, Hashable {
     /// The schema tag of this version of the message.
     public static let schema = "receipt-verdict/v1"
 
-    /// Deterministic from ``jobID`` (see ``Verdict/verdictID(forJob:)``).
+    /// Deterministic from the job: its ``jobID`` and the digest of its content (see ``Verdict/verdictID(for:)``).
+    /// One id always names one verdict: a redelivery repeats it; a job id reused with another proof or account gets
+    /// another id.
     public var verdictID: String
     public var jobID: String
     public var accountID: String
@@ -87,6 +89,9 @@ public struct Verdict: Sendable, Hashable {
         public static let appleRejected = Reason("apple_rejected")
         /// The transaction is already granted to this account (reason of `already_granted`).
         public static let alreadyOwned = Reason("already_owned")
+        /// The job id was already decided for another content (another proof, account or expected product): the
+        /// job is not decided again. A frontend sends a new `job_id` for a new purchase attempt.
+        public static let jobIDReused = Reason("job_id_reused")
     }
 
     /// One transaction as the decision saw it.
@@ -136,10 +141,11 @@ public struct Verdict: Sendable, Hashable {
     }
 
     public init(
-        jobID: String, accountID: String, outcome: Outcome, reason: Reason? = nil, decidedBy: DecidedBy,
-        environment: String? = nil, transactions: [Transaction] = [], appleStatus: Int? = nil, decidedAt: Date
+        verdictID: String, jobID: String, accountID: String, outcome: Outcome, reason: Reason? = nil,
+        decidedBy: DecidedBy, environment: String? = nil, transactions: [Transaction] = [], appleStatus: Int? = nil,
+        decidedAt: Date
     ) {
-        self.verdictID = Self.verdictID(forJob: jobID)
+        self.verdictID = verdictID
         self.jobID = jobID
         self.accountID = accountID
         self.outcome = outcome
@@ -151,10 +157,39 @@ public struct Verdict: Sendable, Hashable {
         self.decidedAt = decidedAt
     }
 
-    /// The verdict id of a job: a name-based UUID (RFC 9562 version 5) of the job id in this project's namespace,
-    /// so every worker derives the same id for the same job without coordination.
-    public static func verdictID(forJob jobID: String) -> String {
+    /// The verdict of `job`, with its id derived from the job (``verdictID(for:)``).
+    public init(
+        job: ReceiptJob, accountID: String? = nil, outcome: Outcome, reason: Reason? = nil, decidedBy: DecidedBy,
+        environment: String? = nil, transactions: [Transaction] = [], appleStatus: Int? = nil, decidedAt: Date
+    ) {
+        self.init(
+            verdictID: Self.verdictID(for: job), jobID: job.jobID, accountID: accountID ?? job.accountID,
+            outcome: outcome, reason: reason, decidedBy: decidedBy, environment: environment,
+            transactions: transactions, appleStatus: appleStatus, decidedAt: decidedAt)
+    }
+
+    /// The verdict id of a job: a name-based UUID (RFC 9562 version 5), in this project's namespace, of the job id
+    /// and the digest of the job's content (``ReceiptJob/contentDigest``). Every worker derives the same id for the
+    /// same job without coordination, and a job id reused with another proof, account or expectation gets another
+    /// id, so a consumer that de-duplicates on `verdict_id` never drops a verdict it has not seen.
+    public static func verdictID(for job: ReceiptJob) -> String {
+        verdictID(jobID: job.jobID, contentDigest: job.contentDigest)
+    }
+
+    /// The id of the verdict of job `jobID` whose content has `contentDigest`.
+    public static func verdictID(jobID: String, contentDigest: String) -> String {
+        NameBasedUUID.v5(namespace: NameBasedUUID.verdictNamespace, name: jobID + "\n" + contentDigest)
+    }
+
+    /// The id that builds before the content digest gave every verdict of `jobID` (version 5 UUID of the job id
+    /// alone). Ledger rows written by them carry it: a job whose recorded verdict has it is taken as the same job.
+    public static func legacyVerdictID(jobID: String) -> String {
         NameBasedUUID.v5(namespace: NameBasedUUID.verdictNamespace, name: jobID)
+    }
+
+    /// Whether this (recorded) verdict is the one of `job`: its id is `job`'s, or the legacy id of its job id.
+    public func isVerdict(of job: ReceiptJob) -> Bool {
+        jobID == job.jobID && (verdictID == Self.verdictID(for: job) || verdictID == Self.legacyVerdictID(jobID: jobID))
     }
 }
 

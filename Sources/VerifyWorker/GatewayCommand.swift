@@ -12,9 +12,12 @@ struct GatewayCommand: AsyncParsableCommand {
         abstract: "Runs the HTTP gateway: POST /v1/receipts and POST /apple/notifications, published to receipt-jobs.",
         discussion: """
             Answers 202 {"job_id"} (receipts) or 200 (notifications) only after Kafka acknowledged the job; \
-            4xx {"error","message"} for bad input (413 too large, 415 not JSON) and 503 when Kafka does not \
-            acknowledge in time. /healthz, /readyz and /metrics are on the metrics port. SIGTERM stops accepting, \
-            finishes requests in flight, flushes and exits 0.
+            4xx {"error","message"} for bad input (401 no accepted bearer token, 403 untrusted notification \
+            signature, 413 too large, 415 not JSON) and 503 when Kafka does not acknowledge in time. \
+            POST /v1/receipts needs Authorization: Bearer <token>, a token of --tokens-file; \
+            --auth disabled turns that off for development. /healthz, /readyz and /metrics are on the metrics \
+            port. SIGTERM stops accepting, finishes requests in flight, flushes and exits 0. A bad setting exits 2 \
+            with one line naming it.
 
             Every flag can also come from the environment (flags win):
             \(GatewayConfiguration.keys.map { "  \($0.environment): \($0.meaning)" }.joined(separator: "\n"))
@@ -47,12 +50,62 @@ struct GatewayCommand: AsyncParsableCommand {
     var drainTimeoutS: Int?
     @Option(name: .customLong("kafka-properties"), help: "Extra librdkafka properties (VERIFY_KAFKA_PROPERTIES).")
     var kafkaProperties: String?
+    @Option(
+        name: .customLong("tokens-file"),
+        help:
+            "Bearer tokens of POST /v1/receipts, one per line (VERIFY_GATEWAY_TOKENS_FILE; required unless --auth disabled)."
+    )
+    var tokensFile: String?
+    @Option(help: "tokens (default) or disabled: development only (VERIFY_GATEWAY_AUTH).")
+    var auth: String?
+    @Option(
+        name: .customLong("trust-anchors"),
+        help: "Extra trust anchors for notifications' signatures, DER or PEM files (VERIFY_TRUST_ANCHORS).")
+    var trustAnchors: String?
     @Option(name: .customLong("log-level"), help: "Log level (VERIFY_LOG_LEVEL, default info).")
     var logLevel: String?
     @Option(name: .customLong("log-format"), help: "json or text (VERIFY_LOG_FORMAT, default json).")
     var logFormat: String?
 
     func run() async throws {
+        let configuration: GatewayConfiguration
+        let logger: Logger
+        let gateway: ReceiptGateway
+        do {
+            configuration = try readConfiguration()
+            logger = try EdgeLogging.bootstrap(
+                label: "verify-worker.gateway", level: logLevel ?? EdgeEnvironment()["VERIFY_LOG_LEVEL"],
+                format: logFormat ?? EdgeEnvironment()["VERIFY_LOG_FORMAT"])
+            gateway = try ReceiptGateway(configuration: configuration, logger: logger)
+        } catch {
+            throw EdgeFailure.configuration(command: "gateway", error)
+        }
+        let topic = configuration.jobsTopic
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask {
+                do {
+                    try await gateway.run(handlingSignals: true)
+                } catch let error as GatewayConfigurationError {
+                    // A port that cannot be bound is a setting to fix: one line, exit 2.
+                    throw EdgeFailure.configuration(command: "gateway", error)
+                }
+            }
+            group.addTask {
+                guard let port = await gateway.waitUntilListening() else { return }
+                let metrics = await gateway.waitUntilOperationsListening() ?? 0
+                logger.info(
+                    "gateway listening",
+                    metadata: [
+                        "http.port": "\(port)", "verify.metrics_port": "\(metrics)",
+                        "kafka.topic": "\(topic)",
+                    ])
+            }
+            try await group.waitForAll()
+        }
+    }
+
+    /// The configuration from flags and the environment (flags win), validated.
+    func readConfiguration() throws -> GatewayConfiguration {
         let environment = EdgeEnvironment()
         var configuration = GatewayConfiguration()
         configuration.port = try environment.int(port, "VERIFY_GATEWAY_PORT") ?? configuration.port
@@ -76,31 +129,35 @@ struct GatewayCommand: AsyncParsableCommand {
         if let properties = kafkaProperties ?? environment["VERIFY_KAFKA_PROPERTIES"] {
             configuration.kafkaProperties = try GatewayConfiguration.parseKafkaProperties(properties)
         }
-        do {
-            try configuration.validate()
-        } catch {
-            throw ValidationError(error.description)
-        }
-
-        let logger = try EdgeLogging.bootstrap(
-            label: "verify-worker.gateway", level: logLevel ?? environment["VERIFY_LOG_LEVEL"],
-            format: logFormat ?? environment["VERIFY_LOG_FORMAT"])
-        let gateway = try ReceiptGateway(configuration: configuration, logger: logger)
-        let topic = configuration.jobsTopic
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { try await gateway.run(handlingSignals: true) }
-            group.addTask {
-                guard let port = await gateway.waitUntilListening() else { return }
-                let metrics = await gateway.waitUntilOperationsListening() ?? 0
-                logger.info(
-                    "gateway listening",
-                    metadata: [
-                        "http.port": "\(port)", "verify.metrics_port": "\(metrics)",
-                        "kafka.topic": "\(topic)",
-                    ])
+        configuration.tokensFile = tokensFile ?? environment["VERIFY_GATEWAY_TOKENS_FILE"]
+        if let text = auth ?? environment["VERIFY_GATEWAY_AUTH"] {
+            guard let value = GatewayConfiguration.Authentication(rawValue: text.lowercased()) else {
+                throw GatewayConfigurationError(key: "gateway_auth", "expected tokens or disabled")
             }
-            try await group.waitForAll()
+            configuration.authentication = value
         }
+        if let anchors = trustAnchors ?? environment["VERIFY_TRUST_ANCHORS"] {
+            configuration.trustAnchorFiles = anchors.split(separator: ",")
+                .map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+        }
+        try configuration.validate()
+        return configuration
+    }
+}
+
+/// How the edge commands stop for a setting they cannot run with: one line on standard error naming it, exit 2
+/// (as `verify-worker run`), instead of a usage text or an error dump.
+enum EdgeFailure {
+    static func configuration(command: String, _ error: any Error) -> ExitCode {
+        let text: String
+        switch error {
+        case let error as ValidationError: text = error.message
+        case let error as GatewayConfigurationError: text = error.description
+        default: text = "\(error)"
+        }
+        let line = text.split(whereSeparator: \.isNewline).joined(separator: " ")
+        FileHandle.standardError.write(Data("verify-worker \(command): \(line)\n".utf8))
+        return ExitCode(2)
     }
 }
 

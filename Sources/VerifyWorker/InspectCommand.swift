@@ -9,7 +9,10 @@ struct InspectCommand: ParsableCommand {
         abstract: "Decode one receipt or JWS (raw, base64 or JWS text), verify it offline and print JSON.",
         discussion: """
             Apple's roots (Apple Inc. Root CA, Apple Root CA - G3) are always trusted; add test roots with \
-            --trust-anchor. Chains are validated at the receipt's own signing date unless --at is given.
+            --trust-anchor (a PEM file may hold several). Chains are validated at the receipt's own signing date \
+            unless --at is given. Exit status: 0 when the input decodes and its signature is valid (or not checked: \
+            another app's receipt, an allowed Xcode receipt), 1 when it is no receipt or its signature or chain does \
+            not verify (the JSON is printed all the same), 2 for a bad option or an unreadable file.
             """
     )
 
@@ -32,8 +35,8 @@ struct InspectCommand: ParsableCommand {
         do {
             let result = try inspect()
             print(result.json)
-            if let reason = result.unknownReason {
-                // Still printed as JSON above (format "unknown"), but the exit status says it was no receipt.
+            if let reason = result.failure {
+                // Still printed as JSON above, but the exit status says it was no receipt or is not authentic.
                 FileHandle.standardError.write(Data("verify-worker inspect: \(reason)\n".utf8))
                 throw ExitCode(1)
             }
@@ -43,11 +46,12 @@ struct InspectCommand: ParsableCommand {
         }
     }
 
-    private func inspect() throws(InspectFailure) -> (json: String, unknownReason: String?) {
+    /// The JSON of the analysis, and why the exit status is 1 (no receipt, or a signature that does not verify).
+    private func inspect() throws(InspectFailure) -> (json: String, failure: String?) {
         var trust = TrustStore.apple
         for path in trustAnchors {
             do {
-                trust = trust.adding(anchors: [try TrustStore.loadCertificate(contentsOf: URL(fileURLWithPath: path))])
+                trust = trust.adding(anchors: try TrustStore.loadCertificates(contentsOf: URL(fileURLWithPath: path)))
             } catch {
                 throw InspectFailure(reason: "cannot read trust anchor \(path): not a DER or PEM certificate")
             }
@@ -78,7 +82,13 @@ struct InspectCommand: ParsableCommand {
             allowedEnvironments: [.production, .sandbox], allowXcode: allowXcode)
         let analyzer = ReceiptAnalyzer(trust: trust, catalog: catalog, policy: policy)
         let analysis = analyzer.analyze(Array(input), at: time)
-        return (analysis.jsonText(), analysis.format == .unknown ? analysis.unknownReason ?? "not a receipt" : nil)
+        if analysis.format == .unknown { return (analysis.jsonText(), analysis.unknownReason ?? "not a receipt") }
+        switch analysis.signature {
+        case .invalid(let reason), .untrusted(let reason):
+            return (analysis.jsonText(), "signature \(analysis.signature.code): \(reason)")
+        case .valid, .notChecked:
+            return (analysis.jsonText(), nil)
+        }
     }
 }
 

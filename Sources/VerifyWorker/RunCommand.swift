@@ -32,16 +32,19 @@ struct RunCommand: AsyncParsableCommand {
             throw ExitCode(2)
         }
         let logger = Self.bootstrapLogging(configuration)
-        logger.notice(
-            "worker: starting",
-            metadata: [
-                LogKeys.workerID: "\(configuration.workerID)", LogKeys.groupID: "\(configuration.groupID)",
-                LogKeys.topic: "\(configuration.jobsTopic)",
-                "malloc.arena_max": "\(arenas.map(String.init) ?? "environment")",
-            ])
         let exit: WorkerRuntime.Exit
         do {
-            exit = try await WorkerRuntime(configuration: configuration, logger: logger).run {
+            // Logged once every setting is accepted: a configuration error is then the only line on stderr.
+            let started: @Sendable () -> Void = {
+                logger.notice(
+                    "worker: starting",
+                    metadata: [
+                        LogKeys.workerID: "\(configuration.workerID)", LogKeys.groupID: "\(configuration.groupID)",
+                        LogKeys.topic: "\(configuration.jobsTopic)",
+                        "malloc.arena_max": "\(arenas.map(String.init) ?? "environment")",
+                    ])
+            }
+            exit = try await WorkerRuntime(configuration: configuration, logger: logger).run(started: started) {
                 _ = await signals.wait()
                 // Drain, then flush (10 s) and close the producer (5 s), each bounded; beyond that a Kafka client
                 // waiting for an unreachable broker must not keep the process alive.

@@ -15,7 +15,10 @@ struct TailCommand: AsyncParsableCommand {
             Without --group, a group of its own reads from the end (or from the beginning with \
             --from-beginning) and commits nothing. With --group, offsets are committed as messages are printed, \
             so the next tail of that group resumes after them. A value that is not one line of JSON is printed as \
-            {"partition","offset","value_base64"}. Exits after --count messages, or 0 on SIGTERM/SIGINT.
+            {"partition","offset","value_base64"}. The dead-letter topic (receipt-jobs-dlq, or \
+            VERIFY_DEAD_LETTER_TOPIC), or any topic with --headers, prints {"partition","offset","headers","value"}: \
+            a dead letter's reason is in its headers (dlq.reason, dlq.error, dlq.source.*). Exits after --count \
+            messages, or 0 on SIGTERM/SIGINT.
             """
     )
 
@@ -29,6 +32,8 @@ struct TailCommand: AsyncParsableCommand {
     var count: Int?
     @Option(help: "Consumer group (default: a new one that commits nothing).")
     var group: String?
+    @Flag(help: "Print each message with its headers (always on for the dead-letter topic).")
+    var headers = false
 
     func validate() throws {
         if let count, count < 1 { throw ValidationError("--count must be positive") }
@@ -42,9 +47,11 @@ struct TailCommand: AsyncParsableCommand {
             bootstrapServers: brokers ?? environment["VERIFY_BROKERS"] ?? "localhost:9092",
             groupID: group ?? TopicTail.ephemeralGroupID(),
             autoOffsetReset: fromBeginning ? "earliest" : "latest", clientID: "verify-worker-tail")
+        let topic = topic ?? environment["VERIFY_VERDICTS_TOPIC"] ?? Topics.verdicts
+        let deadLetters = environment["VERIFY_DEAD_LETTER_TOPIC"] ?? Topics.deadLetters
         let tail = TopicTail(
-            consumer: consumer, topic: topic ?? environment["VERIFY_VERDICTS_TOPIC"] ?? Topics.verdicts,
-            count: count, commits: group != nil, output: EdgeOutput.line)
+            consumer: consumer, topic: topic, count: count, commits: group != nil,
+            showsHeaders: headers || topic == deadLetters, output: EdgeOutput.line)
         let signals = TerminationSignals()
         _ = try await tail.run(logger: logger) { await signals.wait() }
     }

@@ -65,6 +65,18 @@ public struct GeneratedJob: Sendable {
     public var transactionID: String?
     /// For a repeat: whether the same account sends it again (idempotent) or another one (a replay).
     public var isReplayByAnotherAccount: Bool
+
+    public init(
+        category: TrafficCategory, job: ReceiptJob, format: SimulatedReceiptFormat? = nil,
+        environment: SimulatedEnvironment? = nil, transactionID: String? = nil, isReplayByAnotherAccount: Bool = false
+    ) {
+        self.category = category
+        self.job = job
+        self.format = format
+        self.environment = environment
+        self.transactionID = transactionID
+        self.isReplayByAnotherAccount = isReplayByAnotherAccount
+    }
 }
 
 /// A receipt minted for generated traffic: what the generator needs of `POST /sim/mint`'s answer.

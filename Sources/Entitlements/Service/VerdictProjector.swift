@@ -135,7 +135,7 @@ public final class VerdictProjector: Service, Sendable {
                 switch event {
                 case .message(let message):
                     await queue.put(message)
-                case .partitionsAssigned(let partitions, _, _):
+                case .partitionsAssigned(let partitions, _, _, _):
                     state.withLock { $0.assignment = Set(partitions) }
                     logger.info(
                         "entitlements: partitions assigned", metadata: ["kafka.partitions": "\(partitions.count)"])

@@ -11,6 +11,8 @@ final class RDKafkaCallbackContext: Sendable {
     let fatalError = Mutex<KafkaError?>(nil)
     /// Present for consumers only.
     let rebalance: ConsumerRebalanceHandler?
+    /// Set by the error callback when librdkafka reports every broker down.
+    let brokers = KafkaBrokerState()
 
     init(logger: Logger, rebalance: ConsumerRebalanceHandler? = nil) {
         self.logger = logger
@@ -43,6 +45,8 @@ private func rdKafkaErrorCallback(
         context.logger.critical("kafka fatal error", metadata: ["kafka.error": "\(fatal)"])
         return
     }
+    // librdkafka reports no recovery: `KafkaProducer.watchBrokers` asks the brokers until one answers.
+    if code == RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN { context.brokers.markAllDown() }
     context.logger.warning(
         "kafka client error",
         metadata: [

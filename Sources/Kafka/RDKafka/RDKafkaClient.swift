@@ -44,6 +44,9 @@ final class RDKafkaClient: @unchecked Sendable {
         try body(handle)
     }
 
+    /// Whether librdkafka reported every broker down (nil for a client without the common callbacks).
+    var brokerState: KafkaBrokerState? { (callbackContext as? RDKafkaCallbackContext)?.brokers }
+
     /// The client's fatal error, if librdkafka raised one.
     var fatalError: KafkaError? { KafkaError.fatalError(of: handle) }
 

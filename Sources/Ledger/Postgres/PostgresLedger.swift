@@ -321,7 +321,7 @@ public final class PostgresLedger: Ledger {
     /// to a minute) gives
     /// ``LedgerError/Code/unavailable``; the whole operation taking longer than
     /// ``LedgerConfiguration/operationTimeout`` gives ``LedgerError/Code/timeout``.
-    private func operation<T: Sendable>(
+    func operation<T: Sendable>(
         _ what: String, _ body: @escaping @Sendable (PostgresLease, Logger) async throws -> T
     ) async throws -> T {
         let lease = PostgresLease(client: client, granted: leasesGranted)
@@ -407,7 +407,7 @@ public final class PostgresLedger: Ledger {
 
 extension AsyncSequence {
     /// Every element, in order (postgres-nio's `collect()` exists only on undecoded rows).
-    fileprivate func collected() async throws -> [Element] {
+    func collected() async throws -> [Element] {
         var elements: [Element] = []
         for try await element in self { elements.append(element) }
         return elements

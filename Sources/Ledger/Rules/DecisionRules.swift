@@ -7,12 +7,19 @@ public struct DecisionInput: Sendable, Hashable {
     public var evidence: PurchaseEvidence
     public var snapshot: LedgerSnapshot
     public var policy: DecisionPolicy
+    /// The job record's timestamp, when known: a verdict that is not recorded (a job id reused with another
+    /// content) takes it as its `decided_at`, so a redelivery repeats that verdict exactly.
+    public var recordedAt: Date?
 
-    public init(job: ReceiptJob, evidence: PurchaseEvidence, snapshot: LedgerSnapshot, policy: DecisionPolicy) {
+    public init(
+        job: ReceiptJob, evidence: PurchaseEvidence, snapshot: LedgerSnapshot, policy: DecisionPolicy,
+        recordedAt: Date? = nil
+    ) {
         self.job = job
         self.evidence = evidence
         self.snapshot = snapshot
         self.policy = policy
+        self.recordedAt = recordedAt
     }
 }
 
@@ -35,7 +42,11 @@ public enum DecisionRules {
     public static func decide(_ input: DecisionInput) -> DecisionResult {
         if let prior = input.snapshot.priorVerdict {
             // A redelivery: the first verdict, unchanged (same verdict_id, same decided_at).
-            return .decided(LedgerDecision(verdict: prior, isRecorded: true))
+            if prior.isVerdict(of: input.job) { return .decided(LedgerDecision(verdict: prior, isRecorded: true)) }
+            // The job id was recorded for another content (proof, account or expectation): this job gets its own
+            // verdict id and a rejection of its own, never the recorded verdict (a consumer de-duplicating on
+            // `verdict_id` would drop one of the two), and nothing is written: the id's record stays the first job's.
+            return .decided(LedgerDecision(verdict: jobIDReused(input), isRecorded: true))
         }
         var evaluation = Evaluation(input: input)
         if let decision = evaluation.run() { return .decided(decision) }
@@ -61,6 +72,16 @@ public enum DecisionRules {
         case .decided(let decision): return decision
         case .needsApple: return nil
         }
+    }
+}
+
+extension DecisionRules {
+    /// The verdict of a job whose id the ledger recorded for another content: `rejected` / `job_id_reused`.
+    static func jobIDReused(_ input: DecisionInput) -> Verdict {
+        let decidedAt = input.recordedAt ?? input.job.submittedAt ?? input.policy.now
+        return Verdict(
+            job: input.job, outcome: .rejected, reason: .jobIDReused, decidedBy: .ledger,
+            decidedAt: Date(timeIntervalSince1970: (decidedAt.timeIntervalSince1970 * 1000).rounded(.down) / 1000))
     }
 }
 
@@ -101,6 +122,8 @@ private struct Evaluation {
     var needsAuthentication = false
     /// The account the verdict is for (the owner, for notifications).
     var verdictAccount: String
+    /// The verdict's id (derived once: it hashes the whole proof).
+    let verdictID: String
     /// Whether the ledger alone produced the standing (`decided_by: ledger`).
     var decidedByLedger = true
 
@@ -116,6 +139,7 @@ private struct Evaluation {
         now = RFC3339.parse(RFC3339.format(truncated)) ?? truncated
         authentic = input.evidence.authenticity == .authentic
         verdictAccount = input.job.accountID
+        verdictID = Verdict.verdictID(for: input.job)
     }
 
     mutating func run() -> LedgerDecision? {
@@ -138,9 +162,11 @@ private struct Evaluation {
         if transactions.isEmpty {
             return authentic ? reject(.noTransaction, by: by) : nil
         }
-        if let expected = job.expectedProductID, authentic, !transactions.contains(where: { $0.productID == expected })
-        {
-            return reject(.noTransaction, by: by)
+        // The product rule comes before every ownership rule: a proof without the product the job expects is never
+        // `already_granted` for it. Unauthenticated, the proof as read locally may lack what Apple would show
+        // (renewals in `latest_receipt_info`): Apple's answer decides.
+        if let expected = job.expectedProductID, !transactions.contains(where: { $0.productID == expected }) {
+            return authentic ? reject(.noTransaction, by: by) : nil
         }
         if let notification = evidence.notification {
             return decideNotification(notification)
@@ -374,7 +400,8 @@ private struct Evaluation {
 
     func verdict(_ outcome: Verdict.Outcome, _ reason: Verdict.Reason?, by decidedBy: Verdict.DecidedBy) -> Verdict {
         Verdict(
-            jobID: job.jobID, accountID: verdictAccount, outcome: outcome, reason: reason, decidedBy: decidedBy,
+            verdictID: verdictID, jobID: job.jobID, accountID: verdictAccount, outcome: outcome, reason: reason,
+            decidedBy: decidedBy,
             environment: evidence.environment?.rawValue, transactions: transactions.map { verdictTransaction($0) },
             appleStatus: evidence.appleStatus, decidedAt: now)
     }
@@ -436,7 +463,7 @@ private struct Evaluation {
             bundleID: evidence.bundleID, environment: evidence.environment?.rawValue,
             purchaseDate: transaction.purchaseDate, expiresDate: transaction.expiresDate,
             gracePeriodExpiresDate: transaction.gracePeriodExpiresDate, revokedAt: transaction.revokedAt,
-            grantedJobID: job.jobID, verdictID: Verdict.verdictID(forJob: job.jobID), createdAt: now, updatedAt: now)
+            grantedJobID: job.jobID, verdictID: verdictID, createdAt: now, updatedAt: now)
     }
 
     /// The owner of a subscription: the account holding its claim with the latest entitlement.

@@ -9,7 +9,7 @@ import Messages
 /// ``run()`` only waits for cancellation and then closes the file: SQLite needs no background work, but the
 /// ledger is run like every other service so the two backends are used the same way.
 public final class SQLiteLedger: Ledger {
-    private let executor: SQLiteExecutor
+    let executor: SQLiteExecutor
     private let logger: Logger
     private let codec = MessageCodec()
     public let path: String
@@ -220,7 +220,7 @@ public final class SQLiteLedger: Ledger {
     }
 
     /// Runs `body` in `BEGIN IMMEDIATE` … `COMMIT` (or `ROLLBACK` when it throws or asks not to commit).
-    private static func transaction<T>(
+    static func transaction<T>(
         _ connection: SQLiteConnection, _ body: () throws -> (T, commit: Bool)
     ) throws -> T {
         try connection.execute("BEGIN IMMEDIATE")

@@ -25,12 +25,16 @@ public struct WorkerConfiguration: Sendable {
     public var allowXcode: Bool
     public var maximumMessageBytes: Int
     public var maximumReceiptBytes: Int
+    /// The largest record the worker produces, framing included; librdkafka's `message.max.bytes` for its producer.
+    public var maximumProduceBytes: Int
 
     // MARK: Apple
     public var verifyReceiptProductionURL: String
     public var verifyReceiptSandboxURL: String
     public var serverAPIProductionURL: String
     public var serverAPISandboxURL: String
+    /// Accept `http://` Apple URLs to hosts other than loopback (development only).
+    public var allowHTTPAppleURLs: Bool
     public var caBundle: String?
     public var sharedSecret: Secret?
     public var serverAPIKey: Secret?
@@ -47,7 +51,13 @@ public struct WorkerConfiguration: Sendable {
     public var verifyReceiptRatePerSecond: Double
     public var serverAPIRatePerSecond: Double
     public var retryBudgetRatio: Double
+    /// Jobs with the same proof at once share one Apple answer (``AppleCoalescingConfiguration``).
+    public var coalesceAppleCalls: Bool
+    /// The verification lease's length; zero shares answers within the worker only.
+    public var verificationLease: Duration
     public var drainTimeout: Duration
+    /// How long a verdict or dead letter may go without proof of delivery before the worker reports itself unready.
+    public var deliveryTimeout: Duration
 
     // MARK: Operations
     public var metricsPort: Int
@@ -85,6 +95,12 @@ public struct WorkerConfiguration: Sendable {
         .init("max_message_bytes", default: "1048576", "Largest job message accepted; larger ones are dead-lettered."),
         .init("max_receipt_bytes", default: "1048576", "Largest decoded receipt accepted."),
         .init(
+            "max_produce_bytes", default: "1000000",
+            "Largest record the worker produces, key, headers and framing included (its producer's librdkafka "
+                + "message.max.bytes); keep it at most the brokers' max.message.bytes (Kafka's default 1048588). A dead "
+                + "letter that would be larger is sent with its value cut (dlq.truncated, dlq.original_bytes, "
+                + "dlq.original_sha256)."),
+        .init(
             "verify_receipt_production_url", default: "https://buy.itunes.apple.com/verifyReceipt",
             "verifyReceipt production endpoint."),
         .init(
@@ -96,6 +112,10 @@ public struct WorkerConfiguration: Sendable {
         .init(
             "server_api_sandbox_url", default: "https://api.storekit-sandbox.itunes.apple.com",
             "App Store Server API sandbox base URL."),
+        .init(
+            "allow_http_apple_urls", default: "false",
+            "Accept http:// Apple URLs to hosts other than loopback (a simulator in a compose network; never in "
+                + "production: the shared secret and Server API tokens would travel in clear)."),
         .init("ca_bundle", "CA certificates file for TLS to Apple (default: the system's). Verification is always on."),
         .init(
             "shared_secret", secret: true,
@@ -119,7 +139,19 @@ public struct WorkerConfiguration: Sendable {
         .init(
             "server_api_rate", default: "50", "App Store Server API calls per second (Apple's production limit)."),
         .init("retry_budget_ratio", default: "0.1", "Retries allowed as a share of first attempts."),
+        .init(
+            "coalesce_apple_calls", default: "true",
+            "Jobs carrying the same receipt or transaction id at once share one Apple call (in the worker, and "
+                + "across workers through a lease in the ledger); false: every job asks Apple itself."),
+        .init(
+            "verification_lease_ms", default: "10000",
+            "How long a worker holds the ledger lease on a receipt it asks Apple about, and keeps Apple's answer "
+                + "there for the other workers; 0: share answers within the worker only."),
         .init("drain_timeout_s", default: "25", "On SIGTERM, how long in-flight jobs may take before release."),
+        .init(
+            "delivery_timeout_s", default: "120",
+            "How long a verdict or dead letter may go without a delivery report with an offset before /readyz says "
+                + "output_undeliverable; its job stays uncommitted and delivery goes on."),
         .init("metrics_port", default: "9464", "Port of /metrics, /healthz and /readyz."),
         .init("metrics_host", default: "0.0.0.0", "Address the metrics port binds to."),
         .init("log_level", default: "info", "trace, debug, info, notice, warning, error or critical."),
@@ -193,10 +225,27 @@ public struct WorkerConfiguration: Sendable {
         allowXcode = try reader.bool("allow_xcode")
         maximumMessageBytes = try reader.int("max_message_bytes", in: 1024...(64 << 20))
         maximumReceiptBytes = try reader.int("max_receipt_bytes", in: 1024...(64 << 20))
+        // Not tied to max_message_bytes: a message too large to be dead-lettered whole is dead-lettered cut. The floor
+        // leaves room for a verdict and for a dead letter's headers and key.
+        maximumProduceBytes = try reader.int("max_produce_bytes", in: 16_384...(64 << 20))
         verifyReceiptProductionURL = try reader.url("verify_receipt_production_url")
         verifyReceiptSandboxURL = try reader.url("verify_receipt_sandbox_url")
         serverAPIProductionURL = try reader.url("server_api_production_url")
         serverAPISandboxURL = try reader.url("server_api_sandbox_url")
+        allowHTTPAppleURLs = try reader.bool("allow_http_apple_urls")
+        if !allowHTTPAppleURLs {
+            for (name, value) in [
+                ("verify_receipt_production_url", verifyReceiptProductionURL),
+                ("verify_receipt_sandbox_url", verifyReceiptSandboxURL),
+                ("server_api_production_url", serverAPIProductionURL),
+                ("server_api_sandbox_url", serverAPISandboxURL),
+            ] where !Self.isSafeAppleURL(value) {
+                throw ConfigurationError(
+                    key: name,
+                    problem: "http:// to a host that is not loopback would send the shared secret in clear "
+                        + "(use https://, or set allow_http_apple_urls=true for a development simulator)")
+            }
+        }
         caBundle = sources.values["ca_bundle"]
         sharedSecret = try reader.secret("shared_secret").map(Secret.init)
         serverAPIKey = try reader.secret("server_api_key").map(Secret.init)
@@ -214,7 +263,10 @@ public struct WorkerConfiguration: Sendable {
         verifyReceiptRatePerSecond = try reader.double("verify_receipt_rate", in: 0.1...1_000_000)
         serverAPIRatePerSecond = try reader.double("server_api_rate", in: 0.1...100_000)
         retryBudgetRatio = try reader.double("retry_budget_ratio", in: 0...1)
+        coalesceAppleCalls = try reader.bool("coalesce_apple_calls")
+        verificationLease = .milliseconds(try reader.int("verification_lease_ms", in: 0...600_000))
         drainTimeout = .seconds(try reader.int("drain_timeout_s", in: 1...3600))
+        deliveryTimeout = .seconds(try reader.int("delivery_timeout_s", in: 1...86_400))
         metricsPort = try reader.int("metrics_port", in: 0...65535)
         metricsHost = try reader.string("metrics_host")
         logLevel = try reader.oneOf("log_level", ["trace", "debug", "info", "notice", "warning", "error", "critical"])
@@ -224,6 +276,18 @@ public struct WorkerConfiguration: Sendable {
                 key: serverAPIKeyID == nil ? "server_api_key_id" : "server_api_issuer_id",
                 problem: "required when server_api_key is set")
         }
+    }
+
+    /// An Apple URL that keeps secrets off the network: `https://`, or `http://` to this machine (loopback).
+    static func isSafeAppleURL(_ text: String) -> Bool {
+        guard let url = URL(string: text), let scheme = url.scheme?.lowercased() else { return false }
+        if scheme == "https" { return true }
+        guard scheme == "http", var host = url.host?.lowercased() else { return false }
+        if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+        if host == "localhost" || host == "::1" { return true }
+        // 127.0.0.0/8, written as four decimal numbers.
+        let parts = host.split(separator: ".", omittingEmptySubsequences: false)
+        return parts.count == 4 && parts[0] == "127" && parts.allSatisfy { UInt8($0) != nil }
     }
 
     static func list(_ text: String) -> [String] {

@@ -57,7 +57,8 @@ public struct JobProcessor: Sendable {
     /// A decided job.
     public struct Decided: Sendable {
         public var verdict: Verdict
-        /// Whether Apple was called for this job (the rest were decided locally).
+        /// Whether Apple's answer decided this job: its own call, or one it shared with jobs of the same proof
+        /// (``AppleCallCoalescer``). The rest were decided locally.
         public var askedApple: Bool
     }
 
@@ -68,10 +69,14 @@ public struct JobProcessor: Sendable {
     let verifyReceipt: VerifyReceiptClient
     let serverAPI: AppStoreServerAPIClient?
     let health: WorkerHealth
+    /// Holds back jobs while Apple refuses this worker's own configuration (21004, Server API 401).
+    public let configurationWatch: AppleConfigurationWatch
     let logger: Logger
     let now: @Sendable () -> Date
     /// Proofs the bytes alone rejected lately: most junk is resent as is.
     let rejectedProofs = ProofRejectionCache()
+    /// Jobs with the same proof share one Apple answer, within the worker and across the cluster.
+    let coalescer: AppleCallCoalescer
     /// Apple calls avoided, by the stage that decided.
     let callsAvoided = MetricCache<String, Counter> {
         Counter(label: MetricNames.appleCallsAvoided, dimensions: [("decided_by", $0)])
@@ -80,8 +85,10 @@ public struct JobProcessor: Sendable {
     public init(
         analyzer: ReceiptAnalyzer, ledger: any Ledger, apple: AppleCaller, verifyReceipt: VerifyReceiptClient,
         serverAPI: AppStoreServerAPIClient?, configuration: Configuration, health: WorkerHealth, logger: Logger,
-        now: @escaping @Sendable () -> Date = Date.init
+        configurationWatch: AppleConfigurationWatch? = nil, now: @escaping @Sendable () -> Date = Date.init,
+        coalescing: AppleCoalescingConfiguration = .init()
     ) {
+        self.configurationWatch = configurationWatch ?? AppleConfigurationWatch(health: health, logger: logger)
         self.analyzer = analyzer
         self.ledger = ledger
         self.apple = apple
@@ -91,6 +98,8 @@ public struct JobProcessor: Sendable {
         self.health = health
         self.logger = logger
         self.now = now
+        coalescer = AppleCallCoalescer(
+            configuration: coalescing, leases: ledger as? any VerificationLeaseStore, logger: logger)
     }
 
     /// Decides `job`. Ledger failures are retried until the ledger answers (the job stays in flight, so its offset
@@ -100,13 +109,29 @@ public struct JobProcessor: Sendable {
     /// - Parameter recordedAt: the job record's Kafka timestamp; rejections decided from the proof alone take it as
     ///   their `decided_at`, so a redelivery repeats the verdict exactly without the ledger.
     public func process(_ job: ReceiptJob, recordedAt: Date? = nil) async throws -> Decided {
-        let deadline = ContinuousClock.now.advanced(by: configuration.jobDeadline)
         switch try await decideLocally(job, recordedAt: recordedAt) {
         case .decided(let decided):
             return decided
         case .needsApple(let local):
-            let evidence = try await askApple(job, local: local, deadline: deadline)
-            return try await settleWithApple(job, evidence, local: local)
+            let evidence = try await askAppleWithValidConfiguration(job, local: local)
+            return try await settleWithApple(job, evidence, local: local, recordedAt: recordedAt)
+        }
+    }
+
+    /// Asks Apple; while Apple refuses the worker's own configuration, waits (undecided) and asks again. The job's
+    /// deadline for Apple counts from each attempt: a wait for an operator is not Apple being unavailable.
+    @inline(never)
+    private func askAppleWithValidConfiguration(
+        _ job: ReceiptJob, local: LocalEvidence
+    ) async throws
+        -> PurchaseEvidence
+    {
+        while true {
+            let deadline = ContinuousClock.now.advanced(by: configuration.jobDeadline)
+            switch try await askApple(job, local: local, deadline: deadline) {
+            case .evidence(let evidence): return evidence
+            case .refused(let fault): try await configurationWatch.waitForTurn(fault)
+            }
         }
     }
 
@@ -135,7 +160,7 @@ public struct JobProcessor: Sendable {
         case .rejected(let verdict): return .decided(decidedLocally(verdict))
         case .evidence(let evidence): local = evidence
         }
-        if let verdict = try await settledVerdict(job, local.evidence) {
+        if let verdict = try await settledVerdict(job, local.evidence, recordedAt: recordedAt) {
             return .decided(decidedLocally(verdict))
         }
         return .needsApple(local)
@@ -143,22 +168,60 @@ public struct JobProcessor: Sendable {
 
     /// The verdict the ledger gives `evidence` (nil: the rules need Apple).
     @inline(never)
-    private func settledVerdict(_ job: ReceiptJob, _ evidence: PurchaseEvidence) async throws -> Verdict? {
-        guard case .verdict(let verdict) = try await settle(job, evidence) else { return nil }
+    private func settledVerdict(
+        _ job: ReceiptJob, _ evidence: PurchaseEvidence, recordedAt: Date?
+    ) async throws -> Verdict? {
+        guard case .verdict(let verdict) = try await settle(job, evidence, recordedAt: recordedAt) else { return nil }
         return verdict
     }
 
-    /// Apple's evidence for the job, or the local evidence marked unavailable.
+    /// Apple's evidence for the job, or the local evidence marked unavailable. Jobs asking about the same proof at
+    /// once share one call (``AppleCallCoalescer``).
+    ///
+    /// Apple's refusal of this worker's own configuration is not evidence: it is never shared with other jobs nor
+    /// left in the lease (``AppleConfigurationRefusal``), and the job then waits for the setting.
     @inline(never)
     func askApple(
         _ job: ReceiptJob, local: LocalEvidence, deadline: ContinuousClock.Instant
+    ) async throws -> AppleStep {
+        let request = appleRequest(job, local: local)
+        do {
+            return .evidence(
+                try await coalescer.evidence(
+                    key: coalescingKey(request), deadline: deadline, unavailable: local.unavailable
+                ) {
+                    try await callApple(job, request, local: local, deadline: deadline)
+                })
+        } catch let refusal as AppleConfigurationRefusal {
+            return .refused(refusal.fault)
+        }
+    }
+
+    /// What asking Apple gave: evidence, or a refusal of the worker's own configuration.
+    enum AppleStep {
+        case evidence(PurchaseEvidence)
+        case refused(AppleConfigurationFault)
+    }
+
+    /// Thrown out of a coalesced call when Apple refused the worker's configuration: the single flight then hands the
+    /// lead to a waiting job (which waits for the setting in turn), and the lease is released, never answered.
+    struct AppleConfigurationRefusal: Error {
+        var fault: AppleConfigurationFault
+    }
+
+    /// Calls Apple for this job (no other job of the cluster is asking about its proof).
+    @inline(never)
+    private func callApple(
+        _ job: ReceiptJob, _ request: AppleRequest, local: LocalEvidence, deadline: ContinuousClock.Instant
     ) async throws -> PurchaseEvidence {
-        switch appleRequest(job, local: local) {
+        switch request {
         case .none:
             return local.unavailable
         case .verifyReceipt(let text, let environment):
+            try await configurationWatch.waitForTurn(.sharedSecret)
             return try await askVerifyReceipt(job, text, environment, local: local, deadline: deadline)
         case .transactionInfo(let serverAPI, let transactionID):
+            try await configurationWatch.waitForTurn(.serverAPIKey)
             return try await askTransactionInfo(job, serverAPI, transactionID, local: local, deadline: deadline)
         }
     }
@@ -166,13 +229,13 @@ public struct JobProcessor: Sendable {
     /// Settles with Apple's evidence.
     @inline(never)
     private func settleWithApple(
-        _ job: ReceiptJob, _ evidence: PurchaseEvidence, local: LocalEvidence
+        _ job: ReceiptJob, _ evidence: PurchaseEvidence, local: LocalEvidence, recordedAt: Date?
     ) async throws -> Decided {
-        if let verdict = try await settledVerdict(job, evidence) {
+        if let verdict = try await settledVerdict(job, evidence, recordedAt: recordedAt) {
             return Decided(verdict: verdict, askedApple: true)
         }
         // The rules decide whenever Apple answered or was unavailable; this is a safety net, never a loop.
-        guard let verdict = try await settledVerdict(job, local.unavailable) else {
+        guard let verdict = try await settledVerdict(job, local.unavailable, recordedAt: recordedAt) else {
             throw PipelineFatalError("the decision rules asked for Apple after Apple was asked")
         }
         return Decided(verdict: verdict, askedApple: true)
@@ -307,9 +370,23 @@ public struct JobProcessor: Sendable {
             // hold its receipt decoded and re-encoded. Deterministic, so it succeeds here as it did above.
             try await verifyReceipt.verify(receiptData: receiptData(text) ?? "", startingAt: environment).boxed()
         }
+        if case .answered(let answer) = result {
+            guard answer.value.status != .sharedSecretMismatch else { throw refused(.sharedSecret, job: job) }
+            configurationWatch.accepted(.sharedSecret)
+        }
         return appleEvidence(result, job: job, local: local, call: "verifyReceipt") {
             EvidenceMapping.evidence(from: $0, local: local.evidence)
         }
+    }
+
+    /// A call Apple refused because of this worker's configuration: counted, and the job waits undecided.
+    @inline(never)
+    private func refused(_ fault: AppleConfigurationFault, job: ReceiptJob) -> AppleConfigurationRefusal {
+        configurationWatch.refused(fault)
+        logger.debug(
+            "apple: refused the worker's configuration, the job waits undecided",
+            metadata: [LogKeys.jobID: "\(job.jobID)", LogKeys.setting: "\(fault.rawValue)"])
+        return AppleConfigurationRefusal(fault: fault)
     }
 
     @inline(never)
@@ -318,11 +395,30 @@ public struct JobProcessor: Sendable {
         deadline: ContinuousClock.Instant
     ) async throws -> PurchaseEvidence {
         let result = try await apple.call(.transactionInfo, deadline: deadline) {
-            try await serverAPI.transactionInfo(transactionID: transactionID).boxed()
+            switch try await serverAPI.transactionInfo(transactionID: transactionID) {
+            case .failed(let error) where error.httpStatus == 401:
+                // 401 in both environments (the client asks sandbox after a production 401): the key is refused.
+                // An answer, not a failure: it says nothing about Apple's health, so the gate must not back off.
+                return .answered(AppleAnswerBox(ServerAPIReply.keyRefused))
+            case .answered(let answer): return .answered(AppleAnswerBox(ServerAPIReply.info(answer)))
+            case .retryable(let advice): return .retryable(advice)
+            case .failed(let error): return .failed(error)
+            }
         }
-        return appleEvidence(result, job: job, local: local, call: "transaction info") {
-            EvidenceMapping.evidence(from: $0)
+        if case .answered(let answer) = result {
+            guard case .info = answer.value else { throw refused(.serverAPIKey, job: job) }
+            configurationWatch.accepted(.serverAPIKey)
         }
+        return appleEvidence(result, job: job, local: local, call: "transaction info") { reply in
+            guard case .info(let info) = reply else { return local.unavailable }
+            return EvidenceMapping.evidence(from: info)
+        }
+    }
+
+    /// The Server API's answer to a transaction lookup, or its refusal of the worker's key.
+    enum ServerAPIReply: Sendable {
+        case info(TransactionInfoAnswer)
+        case keyRefused
     }
 
     /// The evidence of Apple's answer to one call (`call` names it in the log when Apple stayed unavailable).
@@ -345,12 +441,14 @@ public struct JobProcessor: Sendable {
     // MARK: Ledger
 
     @inline(never)
-    func settle(_ job: ReceiptJob, _ evidence: PurchaseEvidence) async throws -> LedgerSettlement.Outcome {
+    func settle(
+        _ job: ReceiptJob, _ evidence: PurchaseEvidence, recordedAt: Date? = nil
+    ) async throws -> LedgerSettlement.Outcome {
         var backoff = configuration.ledgerInitialBackoff
         while true {
             do {
                 let outcome = try await LedgerSettlement.settle(
-                    job: job, evidence: evidence, policy: currentPolicy(), ledger: ledger)
+                    job: job, evidence: evidence, policy: currentPolicy(), ledger: ledger, recordedAt: recordedAt)
                 health.ledgerSucceeded()
                 return outcome
             } catch let error as LedgerError {

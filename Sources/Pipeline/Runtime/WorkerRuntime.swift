@@ -7,6 +7,7 @@ import Messages
 import Operations
 import RateLimiter
 import Receipts
+import Synchronization
 
 /// `verify-worker run`: builds every part from a ``WorkerConfiguration`` and runs them until told to stop.
 ///
@@ -42,19 +43,33 @@ public struct WorkerRuntime: Sendable {
     ) throws(ConfigurationError) -> (
         Catalog, TrustStore
     ) {
+        let data: Data
+        do {
+            data = try Data(contentsOf: URL(fileURLWithPath: configuration.catalogFile))
+        } catch {
+            throw ConfigurationError(key: "catalog_file", problem: "cannot read \(configuration.catalogFile)")
+        }
         let catalog: Catalog
         do {
-            catalog = try Catalog.load(json: Data(contentsOf: URL(fileURLWithPath: configuration.catalogFile)))
+            catalog = try Catalog.load(json: data)
         } catch {
-            throw ConfigurationError(key: "catalog_file", problem: "cannot read a catalog from the file: \(error)")
+            throw ConfigurationError(
+                key: "catalog_file",
+                problem: "not a catalog: \(CatalogProblem.describe(error)) (see docs/CONFIGURATION.md)")
         }
         guard !catalog.bundleIDs.isEmpty else {
             throw ConfigurationError(key: "catalog_file", problem: "the catalog lists no bundle id")
         }
+        // An empty product list would mean "any product": every purchase of the app, at any price, granted as
+        // whatever it claims to be. The worker grants only what the operator listed.
+        guard !catalog.products.isEmpty else {
+            throw ConfigurationError(
+                key: "catalog_file", problem: "the catalog lists no product (list each product id with its type)")
+        }
         var trust = TrustStore.apple
         for path in configuration.trustAnchorFiles {
             do {
-                trust = trust.adding(anchors: [try TrustStore.loadCertificate(contentsOf: URL(fileURLWithPath: path))])
+                trust = trust.adding(anchors: try TrustStore.loadCertificates(contentsOf: URL(fileURLWithPath: path)))
             } catch {
                 throw ConfigurationError(key: "trust_anchors", problem: "cannot read a certificate from \(path)")
             }
@@ -65,9 +80,13 @@ public struct WorkerRuntime: Sendable {
     /// Runs until `stop` returns (or a fatal fault), then drains. Throws for a configuration the parts refuse at
     /// start (an unreadable catalog, a bad key); never for a fault while running.
     ///
-    /// - Parameter health: the worker's state as `/readyz` sees it (given by callers that watch it, like the demo).
+    /// - Parameters:
+    ///   - health: the worker's state as `/readyz` sees it (given by callers that watch it, like the demo).
+    ///   - started: called once every setting has been accepted and the operations port listens, before the worker
+    ///     waits for its ledger and joins its group; a configuration error is thrown before it, never after.
     public func run(
-        health: WorkerHealth = WorkerHealth(), until stop: @escaping @Sendable () async -> Void
+        health: WorkerHealth = WorkerHealth(), started: @escaping @Sendable () -> Void = {},
+        until stop: @escaping @Sendable () async -> Void
     ) async throws -> Exit {
         let (catalog, trust) = try Self.loadDecisionInputs(configuration)
         // Metrics objects bind to the factory bootstrapped when they are created (the worker's counters and the
@@ -80,15 +99,8 @@ public struct WorkerRuntime: Sendable {
                 connectTimeout: configuration.appleConnectTimeout, requestTimeout: configuration.appleRequestTimeout,
                 caBundlePath: configuration.caBundle))
         defer { engine.shutdown() }
-        let producer = try KafkaProducer(
-            configuration: KafkaProducerConfiguration(
-                bootstrapServers: configuration.brokers, maxInFlightMessages: configuration.maximumInFlight,
-                clientID: configuration.workerID, properties: configuration.kafkaProperties),
-            logger: logger)
         let consumerConfiguration = consumerConfiguration()
-        let exchange = try ThrottleSignalExchange(
-            producer: producer, consumerConfiguration: consumerConfiguration, topic: configuration.controlTopic,
-            workerID: configuration.workerID, logger: logger)
+        let (producer, exchange) = try makeKafkaClients(consumerConfiguration)
         let gate = AppleCallGate(
             configuration: gateConfiguration(), clock: ContinuousClock(), publish: exchange.publish)
         let analyzer = ReceiptAnalyzer(
@@ -111,24 +123,62 @@ public struct WorkerRuntime: Sendable {
             configuration: JobProcessor.Configuration(
                 catalog: JobProcessor.Configuration.decisionCatalog(catalog), allowSandbox: configuration.allowSandbox,
                 jobDeadline: configuration.jobDeadline),
-            health: health, logger: logger)
+            health: health, logger: logger,
+            coalescing: AppleCoalescingConfiguration(
+                enabled: configuration.coalesceAppleCalls, leaseDuration: configuration.verificationLease,
+                holder: AppleCoalescingConfiguration.uniqueHolder(prefix: configuration.workerID)))
         let fatal = OneShot<String>()
-        let worker = try PipelineWorker(
-            consumerConfiguration: consumerConfiguration, producer: producer, decider: processor,
-            configuration: PipelineWorker.Configuration(
-                topics: PipelineTopics(
-                    jobs: configuration.jobsTopic, verdicts: configuration.verdictsTopic,
-                    deadLetters: configuration.deadLetterTopic),
-                maximumInFlight: configuration.maximumInFlight,
-                maximumMessageBytes: configuration.maximumMessageBytes),
-            health: health, logger: logger, onFatal: { fatal.resolve($0) })
+        // Made (and subscribed: the consumer joins the group) only once the ledger answers, so a worker whose ledger
+        // is unreachable takes no partition from healthy workers.
+        let worker = PendingWorker {
+            try PipelineWorker(
+                consumerConfiguration: consumerConfiguration, producer: producer, decider: processor,
+                configuration: PipelineWorker.Configuration(
+                    topics: PipelineTopics(
+                        jobs: configuration.jobsTopic, verdicts: configuration.verdictsTopic,
+                        deadLetters: configuration.deadLetterTopic),
+                    maximumInFlight: configuration.maximumInFlight,
+                    maximumMessageBytes: configuration.maximumMessageBytes,
+                    maximumProduceBytes: configuration.maximumProduceBytes,
+                    deliveryTimeout: configuration.deliveryTimeout),
+                health: health, logger: logger, onFatal: { fatal.resolve($0) })
+        }
 
         let exit = try await withThrowingTaskGroup(of: Void.self) { background in
+            // The operations port first: a port in use stops the worker at start with one line (exit 2), instead
+            // of a worker running on without health endpoints.
+            if let registry {
+                let server = OperationsServer(
+                    configuration: OperationsServerConfiguration(
+                        host: configuration.metricsHost, port: configuration.metricsPort),
+                    registry: registry, logger: logger,
+                    readiness: {
+                        let reasons = health.notReadyReasons
+                        return Readiness(isReady: reasons.isEmpty, reasons: reasons)
+                    })
+                background.addTask {
+                    do {
+                        try await server.run()
+                    } catch {
+                        // A port never bound is reported once, as the configuration error thrown below.
+                        if await server.waitUntilListening() != nil { throw error }
+                    }
+                }
+                guard await server.waitUntilListening() != nil else {
+                    throw ConfigurationError(
+                        key: "metrics_port",
+                        problem: "cannot listen on \(configuration.metricsHost):\(configuration.metricsPort) (in use?)")
+                }
+            }
+            started()
             background.addTask { try await ledger.run() }
             let migrated = OneShot<Void>()
             background.addTask { try await self.probeLedger(ledger, health: health, migrated: migrated) }
             background.addTask { try await exchange.run { gate.ingest(signalJSON: $0) } }
             background.addTask { try await gate.runSignalPublisher() }
+            background.addTask {
+                await producer.watchBrokers(logger: logger) { allDown in health.brokers(allDown: allDown) }
+            }
             background.addTask {
                 // While the worker joins its group: a fresh producer would hold the first verdicts until librdkafka's
                 // next metadata refresh (about a second; `bench pipeline` (b)).
@@ -141,22 +191,11 @@ public struct WorkerRuntime: Sendable {
                         metadata: [LogKeys.error: "\(error)"])
                 }
             }
-            if let registry {
-                let server = OperationsServer(
-                    configuration: OperationsServerConfiguration(
-                        host: configuration.metricsHost, port: configuration.metricsPort),
-                    registry: registry, logger: logger,
-                    readiness: {
-                        let reasons = health.notReadyReasons
-                        return Readiness(isReady: reasons.isEmpty, reasons: reasons)
-                    })
-                background.addTask { try await server.run() }
-            }
             let exit = try await withThrowingTaskGroup(of: Exit?.self) { main in
                 main.addTask {
                     // Jobs wait for the schema: deciding against a ledger without tables only fails and backs off.
-                    guard await migrated.wait() != nil else { return nil }
-                    try await worker.run()
+                    guard await migrated.wait() != nil, let started = try worker.start() else { return nil }
+                    try await started.run()
                     return nil
                 }
                 main.addTask {
@@ -174,7 +213,8 @@ public struct WorkerRuntime: Sendable {
                         "worker.drain_timeout": "\(configuration.drainTimeout)",
                         "worker.stop_reason": "\(first.map { "\($0)" } ?? "consumer ended")",
                     ])
-                await worker.drain(timeout: configuration.drainTimeout)
+                // A worker stopped while it waited for its ledger never joined: nothing to drain.
+                await worker.stop()?.drain(timeout: configuration.drainTimeout)
                 main.cancelAll()
                 return first ?? .fatal("the consumer stopped")
             }
@@ -192,6 +232,32 @@ public struct WorkerRuntime: Sendable {
         return exit
     }
 
+    /// The producer and the throttle exchange's consumer. A property librdkafka refuses is a setting to fix,
+    /// thrown as a ``ConfigurationError`` like every other one.
+    private func makeKafkaClients(
+        _ consumerConfiguration: KafkaConsumerConfiguration
+    ) throws -> (KafkaProducer, ThrottleSignalExchange) {
+        let producer: KafkaProducer
+        do {
+            producer = try KafkaProducer(
+                configuration: KafkaProducerConfiguration(
+                    bootstrapServers: configuration.brokers, maxInFlightMessages: configuration.maximumInFlight,
+                    clientID: configuration.workerID, messageMaxBytes: configuration.maximumProduceBytes,
+                    properties: configuration.kafkaProperties),
+                logger: logger)
+        } catch {
+            throw ConfigurationError(key: "kafka_properties", problem: error.message)
+        }
+        do {
+            let exchange = try ThrottleSignalExchange(
+                producer: producer, consumerConfiguration: consumerConfiguration, topic: configuration.controlTopic,
+                workerID: configuration.workerID, logger: logger)
+            return (producer, exchange)
+        } catch let error as KafkaError {
+            throw ConfigurationError(key: "kafka_properties", problem: error.message)
+        }
+    }
+
     /// The consumers' settings (jobs and control topic): `kafka_prefetch_kbytes` bounds librdkafka's prefetch queue,
     /// `kafka_properties` (applied after) may override anything.
     public func consumerConfiguration() -> KafkaConsumerConfiguration {
@@ -203,8 +269,16 @@ public struct WorkerRuntime: Sendable {
     }
 
     /// Migrates once reachable, then checks the ledger every few seconds for `/readyz`.
+    ///
+    /// Until the first migration succeeds the worker does not join its group (see `run`): a worker whose ledger is
+    /// unreachable would otherwise take partitions from healthy workers and only fail their jobs. It retries with
+    /// backoff (0.5 s doubling to 15 s) and logs the first failure, then at most every 30 s.
     private func probeLedger(_ ledger: any Ledger, health: WorkerHealth, migrated signal: OneShot<Void>) async throws {
         var migrated = false
+        var failures = 0
+        var backoff: Duration = .milliseconds(500)
+        var lastLog: ContinuousClock.Instant?
+        let clock = ContinuousClock()
         while !Task.isCancelled {
             do {
                 if !migrated {
@@ -215,15 +289,33 @@ public struct WorkerRuntime: Sendable {
                     _ = try await ledger.schemaVersions()
                 }
                 health.ledgerSucceeded()
+                if failures > 0 {
+                    logger.notice("ledger: reachable again", metadata: ["ledger.failed_attempts": "\(failures)"])
+                }
+                failures = 0
+                backoff = .milliseconds(500)
             } catch let error as LedgerError where !error.isRetryable {
                 health.ledgerFailed()
                 health.fail("ledger: \(error.code.rawValue)")
                 logger.critical("ledger: unusable", metadata: [LogKeys.error: "\(error)"])
+            } catch is CancellationError {
+                return
             } catch {
+                failures += 1
                 health.ledgerFailed()
-                logger.warning("ledger: not reachable", metadata: [LogKeys.error: "\(error)"])
+                let now = clock.now
+                if lastLog.map({ $0.duration(to: now) >= .seconds(30) }) ?? true {
+                    lastLog = now
+                    logger.warning(
+                        migrated
+                            ? "ledger: not reachable"
+                            : "ledger: not reachable; the worker joins its group once it answers",
+                        metadata: [LogKeys.error: "\(error)", "ledger.failed_attempts": "\(failures)"])
+                }
             }
-            try await Task.sleep(for: migrated ? .seconds(5) : .seconds(1))
+            let pause = failures == 0 ? Duration.seconds(5) : backoff
+            if failures > 0 { backoff = min(backoff * 2, .seconds(15)) }
+            try await Task.sleep(for: pause)
         }
     }
 
@@ -270,5 +362,62 @@ public struct WorkerRuntime: Sendable {
                 sandboxBaseURL: configuration.serverAPISandboxURL, requestTimeout: configuration.appleRequestTimeout),
             signer: AppStoreTokenSigner(key: connectKey),
             verifier: ReceiptsPayloadVerifier(analyzer: analyzer, bundleID: bundleID), logger: logger)
+    }
+}
+
+/// One line saying why a catalog file does not decode, without Foundation's nested error dump.
+enum CatalogProblem {
+    static func describe(_ error: any Error) -> String {
+        guard let decoding = error as? DecodingError else { return "not JSON" }
+        func path(_ context: DecodingError.Context) -> String {
+            let text = context.codingPath.map { $0.intValue.map { "[\($0)]" } ?? ".\($0.stringValue)" }.joined()
+            return text.hasPrefix(".") ? String(text.dropFirst()) : text.isEmpty ? "the top level" : text
+        }
+        switch decoding {
+        case .keyNotFound(let key, let context):
+            let at = path(context)
+            return "\(at == "the top level" ? "" : at + ".")\(key.stringValue) is missing"
+        case .typeMismatch(_, let context), .valueNotFound(_, let context):
+            return "\(path(context)) has the wrong type"
+        case .dataCorrupted(let context):
+            if context.codingPath.isEmpty { return "not JSON" }
+            let types = Catalog.ProductType.allCases.map(\.rawValue).joined(separator: ", ")
+            return "\(path(context)) is not one of \(types)"
+        @unknown default:
+            return "not a catalog"
+        }
+    }
+}
+
+/// The pipeline worker of a runtime, made on demand: `start` makes it (its consumer subscribes) unless `stop` came
+/// first; `stop` returns the worker to drain, if one was made. Both under one lock, so a worker is never made after
+/// the runtime began to stop.
+final class PendingWorker: Sendable {
+    private struct State {
+        var worker: PipelineWorker?
+        var stopping = false
+    }
+
+    private let make: @Sendable () throws -> PipelineWorker
+    private let state = Mutex(State())
+
+    init(_ make: @escaping @Sendable () throws -> PipelineWorker) { self.make = make }
+
+    /// The new worker, or nil when the runtime is stopping.
+    func start() throws -> PipelineWorker? {
+        try state.withLock { state in
+            guard !state.stopping else { return nil }
+            let worker = try make()
+            state.worker = worker
+            return worker
+        }
+    }
+
+    /// Marks the runtime stopping; the worker to drain, if one was made.
+    func stop() -> PipelineWorker? {
+        state.withLock { state in
+            state.stopping = true
+            return state.worker
+        }
     }
 }

@@ -49,6 +49,12 @@ final class PipelineScheduler: Sendable {
         var gapConfirmedAt: Int64?
         /// The committed offset the assignment starts from, if known: the first message must not be past it.
         var start: Int64?
+        /// Set while the committed offset the assignment starts from could not be read yet: nothing of the partition
+        /// is committed until it is (``PipelineScheduler/startsLearned(_:assignment:)``), since its first message
+        /// may have been past it.
+        var startPending = false
+        /// The first offset taken under this state, to check against a start learned late.
+        var firstTaken: Int64?
 
         mutating func take(_ offset: Int64) -> TakeOutcome {
             if rewindingTo != nil { return .ignored }
@@ -63,7 +69,9 @@ final class PipelineScheduler: Sendable {
                 return .gap(expected: start)
             }
             gapConfirmedAt = nil
-            return offsets.start(offset) ? .taken : .ignored
+            guard offsets.start(offset) else { return .ignored }
+            if firstTaken == nil { firstTaken = offset }
+            return .taken
         }
     }
 
@@ -196,7 +204,7 @@ final class PipelineScheduler: Sendable {
     func takeCommits() -> [KafkaCommitOffset] {
         state.withLock { state in
             var commits: [KafkaCommitOffset] = []
-            for key in state.partitions.keys where !state.revoking.contains(key) {
+            for (key, partition) in state.partitions where !state.revoking.contains(key) && !partition.startPending {
                 if let offset = state.partitions[key]?.offsets.takeCommit() {
                     commits.append(KafkaCommitOffset(topicPartition: key, offset: offset))
                 }
@@ -280,25 +288,67 @@ final class PipelineScheduler: Sendable {
             revocation.generations.compactMap { key, generation in
                 guard let partition = state.partitions[key], partition.generation == generation else { return nil }
                 state.partitions[key] = nil
+                // Not checked against its committed offset yet: the next owner reads it again from the commit.
+                guard !partition.startPending else { return nil }
                 return partition.offsets.committable.map { KafkaCommitOffset(topicPartition: key, offset: $0) }
             }
         }
     }
 
     /// A new assignment: these partitions are read again from their committed offsets (`startingAt`, where
-    /// known: a first message past it is a gap). `assignment` is the consumer's number for it
-    /// (`partitionsAssigned`), which its revoke will name.
+    /// known: a first message past it is a gap). `startsUnknown` are partitions whose committed offset could not be
+    /// read yet: they are read and processed, but nothing of them is committed until ``startsLearned(_:assignment:)``
+    /// checked where they started. `assignment` is the consumer's number for it (`partitionsAssigned`), which its
+    /// revoke will name.
     func assigned(
         _ partitions: [KafkaTopicPartition], startingAt starts: [KafkaTopicPartition: Int64] = [:],
-        assignment: UInt64? = nil
+        startsUnknown: Set<KafkaTopicPartition> = [], assignment: UInt64? = nil
     ) {
         state.withLock { state in
             state.revoking.subtract(partitions)
             for key in partitions {
-                state.partitions[key] = Partition(
-                    generation: state.nextGeneration, assignment: assignment, start: starts[key])
+                var partition = Partition(generation: state.nextGeneration, assignment: assignment, start: starts[key])
+                partition.startPending = startsUnknown.contains(key)
+                state.partitions[key] = partition
                 state.nextGeneration += 1
             }
+        }
+    }
+
+    /// Whether `partition` of assignment `assignment` still waits for its committed offset.
+    func awaitsStart(_ partition: KafkaTopicPartition, assignment: UInt64) -> Bool {
+        state.withLock { state in
+            guard let known = state.partitions[partition], known.assignment == assignment else { return false }
+            return known.startPending
+        }
+    }
+
+    /// The committed offsets of partitions that started without them (`startsUnknown`), read late (nil: no commit).
+    /// Each is checked as the first message would have been: a partition whose first offset taken is past its
+    /// committed offset skipped messages, so it is started afresh there (jobs taken under the old state finish but
+    /// move no offset; those read again are decided again, which the ledger makes harmless). Returns those
+    /// partitions with the offset to rewind the consumer to; the others may commit from now on. A partition assigned
+    /// anew since, or not waiting, is left alone.
+    func startsLearned(_ committed: [KafkaTopicPartition: Int64?], assignment: UInt64) -> [KafkaCommitOffset] {
+        state.withLock { state in
+            var rewinds: [KafkaCommitOffset] = []
+            for (key, offset) in committed {
+                guard var partition = state.partitions[key], partition.assignment == assignment,
+                    partition.startPending
+                else { continue }
+                partition.startPending = false
+                if let offset, let first = partition.firstTaken, first > offset {
+                    var fresh = Partition(generation: state.nextGeneration, assignment: assignment, start: offset)
+                    fresh.rewindingTo = offset
+                    state.nextGeneration += 1
+                    state.partitions[key] = fresh
+                    rewinds.append(KafkaCommitOffset(topicPartition: key, offset: offset))
+                } else {
+                    if let offset, partition.firstTaken == nil { partition.start = offset }
+                    state.partitions[key] = partition
+                }
+            }
+            return rewinds
         }
     }
 }

@@ -50,15 +50,24 @@ public final class PipelineWorker: Sendable {
         public var maximumMessageBytes: Int
         /// How often finished offsets are committed (asynchronously; revokes commit synchronously).
         public var commitInterval: Duration
+        /// How long an output may go without proof of delivery (a delivery report with an offset) before the worker
+        /// reports itself unready (`output_undeliverable`). Its job stays uncommitted and the delivery goes on.
+        public var deliveryTimeout: Duration
+        /// The largest record the worker sends (`KafkaProducerRecord.framedSize`), at most the producer's
+        /// `message.max.bytes`: a dead letter that would be larger is sent with its value cut to fit.
+        public var maximumProduceBytes: Int
 
         public init(
             topics: PipelineTopics = PipelineTopics(), maximumInFlight: Int = 10_000,
-            maximumMessageBytes: Int = 1 << 20, commitInterval: Duration = .milliseconds(200)
+            maximumMessageBytes: Int = 1 << 20, maximumProduceBytes: Int = 1_000_000,
+            commitInterval: Duration = .milliseconds(200), deliveryTimeout: Duration = .seconds(120)
         ) {
             self.topics = topics
             self.maximumInFlight = maximumInFlight
             self.maximumMessageBytes = maximumMessageBytes
+            self.maximumProduceBytes = maximumProduceBytes
             self.commitInterval = commitInterval
+            self.deliveryTimeout = deliveryTimeout
         }
     }
 
@@ -73,6 +82,8 @@ public final class PipelineWorker: Sendable {
     private let slot: ConsumerSlot
     private let onFatal: @Sendable (String) -> Void
     private let metrics = PipelineMetrics()
+    private let deliveries = OutputDeliveries()
+    private let clock = ContinuousClock()
 
     /// - Parameters:
     ///   - consumerConfiguration: its `revokeDeadline` bounds how long a revoke (and a drain) waits for running jobs.
@@ -152,8 +163,12 @@ public final class PipelineWorker: Sendable {
                     } else {
                         logger.debug("kafka: rewind no longer awaited, ignored", metadata: metadata)
                     }
-                case .partitionsAssigned(let partitions, let startingOffsets, let generation):
-                    scheduler.assigned(partitions, startingAt: startingOffsets, assignment: generation)
+                case .partitionsAssigned(let partitions, let startingOffsets, let startsUnknown, let generation):
+                    scheduler.assigned(
+                        partitions, startingAt: startingOffsets, startsUnknown: startsUnknown, assignment: generation)
+                    if !startsUnknown.isEmpty {
+                        group.addTask { await self.learnStarts(of: startsUnknown, assignment: generation) }
+                    }
                     health.assigned(partitions: consumer.assignment.count)
                     metrics.assignedPartitions.record(consumer.assignment.count)
                     // A new assignment starts unpaused.
@@ -209,13 +224,13 @@ public final class PipelineWorker: Sendable {
                 // The message's bytes are not needed once decoded: a job waiting for Apple (thousands may) keeps
                 // only its decoded form, not a second copy of the proof.
                 admitted.message = admitted.message.withoutPayload
-                let record: KafkaProducerRecord?
                 switch parsed {
-                case .deadLetter(let letter): record = letter
-                case .job(let job): record = await verdictRecord(for: job, message: admitted.message)
-                }
-                if let record {
-                    delivered = await deliver(record)
+                case .deadLetter(let letter):
+                    delivered = await deliver(letter)
+                case .job(let job):
+                    if let record = await verdictRecord(for: job, message: admitted.message) {
+                        delivered = await deliverVerdict(record)
+                    }
                 }
             }
             next = complete(admitted, processed: processed, delivered: delivered)
@@ -239,14 +254,13 @@ public final class PipelineWorker: Sendable {
     /// A consumed message: a job, or a message that is not one and its dead letter.
     enum Parsed {
         case job(ReceiptJob)
-        case deadLetter(KafkaProducerRecord)
+        case deadLetter(DeadLetter)
     }
 
     /// Decodes a message as a job, or makes the dead letter of a message that is not one.
     @inline(never)
     func parse(_ message: KafkaConsumerMessage) -> Parsed {
         let value = message.value ?? []
-        let topics = configuration.topics
         do {
             return .job(try codec.decodeJob(value))
         } catch {
@@ -260,11 +274,52 @@ public final class PipelineWorker: Sendable {
                     LogKeys.partition: "\(message.partition)", LogKeys.offset: "\(message.offset)",
                     LogKeys.reason: "\(letter.reason)",
                 ])
-            return .deadLetter(
-                KafkaProducerRecord(
-                    topic: topics.deadLetters, key: message.key, value: value,
-                    headers: letter.headers.map { KafkaHeader(name: $0.name, value: $0.value) }))
+            return .deadLetter(letter)
         }
+    }
+
+    /// The record of a dead letter: its key and value, the reason in headers.
+    func deadLetterRecord(_ letter: DeadLetter) -> KafkaProducerRecord {
+        KafkaProducerRecord(
+            topic: configuration.topics.deadLetters, key: letter.key, value: letter.original,
+            headers: letter.headers.map { KafkaHeader(name: $0.name, value: $0.value) })
+    }
+
+    /// A key longer than this is cut in the last form of a dead letter: account ids, the keys of jobs, are at most
+    /// 256 bytes, so only a key that is no account id is ever cut.
+    static let minimalDeadLetterKeyBytes = 256
+
+    /// The form of a dead letter sent first: the letter itself if its record fits in
+    /// ``Configuration/maximumProduceBytes``, or else its value cut to fit (the key cut too only if it alone does not
+    /// fit). Only a letter that is cut has its value hashed.
+    func fittingForm(_ letter: DeadLetter) -> DeadLetter {
+        let limit = configuration.maximumProduceBytes
+        if deadLetterRecord(letter).framedSize <= limit { return letter }
+        // The headers of a cut letter do not depend on how much of the value it keeps: sized with none.
+        let room = limit - framedSizeWithoutValue(letter, keyBytes: nil)
+        if room >= 0 { return letter.truncated(valueBytes: room) }
+        let keyRoom = limit - framedSizeWithoutValue(letter, keyBytes: 0)
+        return letter.truncated(valueBytes: 0, keyBytes: max(0, keyRoom))
+    }
+
+    /// The last form of a dead letter, for a broker whose own limit is smaller still: the headers alone, with no
+    /// value and a key of at most ``minimalDeadLetterKeyBytes``.
+    func minimalForm(_ letter: DeadLetter) -> DeadLetter {
+        letter.truncated(valueBytes: 0, keyBytes: Self.minimalDeadLetterKeyBytes)
+    }
+
+    /// The framed size of `letter` cut to no value (and its key to `keyBytes`), without hashing its value: a digest's
+    /// text is always 64 characters.
+    private func framedSizeWithoutValue(_ letter: DeadLetter, keyBytes: Int?) -> Int {
+        var probe = letter
+        probe.original = []
+        let wholeKey = letter.key ?? []
+        let keyCut = keyBytes.map { wholeKey.count > $0 } ?? false
+        if keyCut, let keyBytes { probe.key = Array(wholeKey.prefix(keyBytes)) }
+        probe.truncation = DeadLetter.Truncation(
+            originalBytes: letter.original.count, originalSHA256: String(repeating: "0", count: 64),
+            originalKeyBytes: keyCut ? wholeKey.count : nil)
+        return deadLetterRecord(probe).framedSize
     }
 
     /// The verdict of a job read from `message` (its payload may be gone); nil if the job could not be decided
@@ -312,21 +367,104 @@ public final class PipelineWorker: Sendable {
             topic: configuration.topics.verdicts, key: Array(verdict.accountID.utf8), value: codec.encode(verdict))
     }
 
-    /// Produces until delivered (the idempotent producer makes resending safe), cancelled, or the producer failed
-    /// for good: then the worker stops (the job stays uncommitted, and a restarted worker gets a new producer).
-    /// An acknowledgement without an offset is not taken as delivery (``KafkaProducer/sendConfirmed(_:attempts:)``):
-    /// the offset of the job is committed only once its output is known to be stored.
-    private func deliver(_ record: KafkaProducerRecord) async -> Bool {
+    /// How a delivery ended.
+    enum DeliveryOutcome {
+        /// Stored: a delivery report with an offset came back.
+        case delivered
+        /// Refused for good (`KafkaError.isPermanent`): the same record can never be delivered.
+        case refused(KafkaError)
+        /// Cancelled (a revoke or a drain), or the producer failed for good and the worker is stopping.
+        case abandoned
+    }
+
+    /// Delivers a verdict. One the cluster refuses for good (the topic unknown or not writable, the record too large)
+    /// stops the worker: a verdict cannot be cut or dropped, and retrying would stall the partition for ever while
+    /// the worker looked ready. Its job stays uncommitted for the next owner, once the cause is fixed.
+    @inline(never)
+    private func deliverVerdict(_ record: KafkaProducerRecord) async -> Bool {
+        switch await deliver(record) {
+        case .delivered:
+            return true
+        case .abandoned:
+            return false
+        case .refused(let error):
+            stop(
+                because: "kafka: a verdict cannot be delivered to \(record.topic): \(error.code.name)",
+                metadata: [LogKeys.topic: "\(record.topic)", LogKeys.error: "\(error)"])
+            return false
+        }
+    }
+
+    /// Delivers a dead letter, cut to fit when it must (``fittingForm(_:)``): a message that is not a job always ends
+    /// as a dead letter, never as a partition that stalls. Refused as too large, it goes once more as
+    /// ``minimalForm(_:)``; any other refusal, or the last form refused, stops the worker (its job stays uncommitted).
+    @inline(never)
+    private func deliver(_ letter: DeadLetter) async -> Bool {
+        let metadata: Logger.Metadata = [
+            LogKeys.partition: "\(letter.sourcePartition)", LogKeys.offset: "\(letter.sourceOffset)",
+            LogKeys.topic: "\(configuration.topics.deadLetters)",
+        ]
+        var form = fittingForm(letter)
+        var isLast = false
+        while true {
+            if let truncation = form.truncation {
+                metrics.deadLetterTruncated.increment()
+                logger.notice(
+                    "job: dead letter too large for one record, sent with its value cut",
+                    metadata: metadata.merging(
+                        [
+                            LogKeys.deadLetterOriginalBytes: "\(truncation.originalBytes)",
+                            LogKeys.deadLetterValueBytes: "\(form.original.count)",
+                        ],
+                        uniquingKeysWith: { $1 }))
+            }
+            let error: KafkaError
+            switch await deliver(deadLetterRecord(form)) {
+            case .delivered: return true
+            case .abandoned: return false
+            case .refused(let refusal): error = refusal
+            }
+            let errorMetadata = metadata.merging([LogKeys.error: "\(error)"], uniquingKeysWith: { $1 })
+            if error.isRecordTooLarge, !isLast {
+                isLast = true
+                let minimal = minimalForm(letter)
+                if minimal != form {
+                    logger.warning(
+                        "kafka: dead letter refused as too large; sending it smaller", metadata: errorMetadata)
+                    form = minimal
+                    continue
+                }
+            }
+            stop(
+                because: "kafka: a dead letter cannot be delivered to \(configuration.topics.deadLetters): "
+                    + error.code.name,
+                metadata: errorMetadata)
+            return false
+        }
+    }
+
+    /// Produces until delivered with proof (the idempotent producer makes resending safe), refused for good, or
+    /// cancelled; if the producer failed for good the worker stops (the job stays uncommitted, and a restarted worker
+    /// gets a new producer). Only a delivery report with an offset counts
+    /// (``KafkaProducer/sendConfirmed(_:attempts:)``): the offset of the job is committed only once its output is
+    /// known to be stored. A delivery not proven within the delivery timeout makes the worker unready
+    /// (``checkOverdueOutputs()``) and goes on with backoff: the cause (a broker down, acknowledgements without an
+    /// offset) may pass, and the job is never committed without its output.
+    private func deliver(_ record: KafkaProducerRecord) async -> DeliveryOutcome {
+        let ticket = deliveries.begin(at: clock.now)
+        defer { deliveries.end(ticket) }
         var backoff = Duration.milliseconds(50)
         while !Task.isCancelled {
             do {
                 _ = try await producer.sendConfirmed(record)
-                return true
+                return .delivered
             } catch let error as KafkaError where error.isFatal {
                 // librdkafka 2.0.x raises this for a lost idempotence sequence ("sequence desynchronization"):
                 // no send of this producer can succeed any more.
                 stop(because: "kafka producer failed for good: \(error)", metadata: [LogKeys.error: "\(error)"])
-                return false
+                return .abandoned
+            } catch let error as KafkaError where error.isPermanent {
+                return .refused(error)
             } catch {
                 logger.warning(
                     "kafka: output not delivered, retrying",
@@ -335,10 +473,66 @@ public final class PipelineWorker: Sendable {
                 backoff = min(backoff * 2, .seconds(2))
             }
         }
-        return false
+        return .abandoned
+    }
+
+    /// Counts the outputs not proven delivered within the delivery timeout into the worker's health (unready while
+    /// there is one), logging when that starts and ends.
+    private func checkOverdueOutputs() {
+        let overdue = deliveries.count(startedBefore: clock.now.advanced(by: .zero - configuration.deliveryTimeout))
+        let before = health.outputsOverdue(overdue)
+        if overdue > 0, before == 0 {
+            logger.error(
+                "kafka: outputs not proven delivered within the delivery timeout; not ready, still trying",
+                metadata: [
+                    LogKeys.overdueOutputs: "\(overdue)", LogKeys.deliveryTimeout: "\(configuration.deliveryTimeout)",
+                ])
+        } else if overdue == 0, before > 0 {
+            logger.notice("kafka: overdue outputs delivered or given back; ready again as far as delivery goes")
+        }
     }
 
     // MARK: Kafka plumbing
+
+    /// Reads the committed offsets the consumer could not read at assignment, with backoff until it can (or the
+    /// partitions were assigned anew or taken away), and has the scheduler check where those partitions started:
+    /// one read from past its commit (librdkafka can resume at a position left from an earlier assignment) is read
+    /// again from the commit. Until then nothing of those partitions is committed.
+    private func learnStarts(of partitions: Set<KafkaTopicPartition>, assignment: UInt64) async {
+        var backoff = Duration.milliseconds(100)
+        var failures = 0
+        while !Task.isCancelled {
+            let waiting = partitions.filter { scheduler.awaitsStart($0, assignment: assignment) }
+            guard !waiting.isEmpty else { return }
+            do {
+                let committed = try await consumer.committedOffsets(for: Array(waiting), timeout: .seconds(5))
+                for rewind in scheduler.startsLearned(committed, assignment: assignment) {
+                    metrics.offsetGaps.increment()
+                    logger.warning(
+                        "kafka: a partition started past its committed offset, read late; reading it again from there",
+                        metadata: [
+                            LogKeys.partition: "\(rewind.topicPartition.partition)",
+                            LogKeys.expectedOffset: "\(rewind.offset)",
+                        ])
+                    consumer.rewind(rewind.topicPartition, to: rewind.offset)
+                }
+                if failures > 0 {
+                    logger.notice("kafka: committed offsets read after \(failures) failed attempts; commits resume")
+                }
+                return
+            } catch {
+                failures += 1
+                // Once, then every 10th: a coordinator down for minutes would otherwise fill the log.
+                if failures == 1 || failures % 10 == 0 {
+                    logger.warning(
+                        "kafka: committed offsets still not readable; those partitions are not committed meanwhile",
+                        metadata: [LogKeys.error: "\(error)", LogKeys.kafkaAttempts: "\(failures)"])
+                }
+                try? await Task.sleep(for: backoff)
+                backoff = min(backoff * 2, .seconds(5))
+            }
+        }
+    }
 
     private func apply(_ action: FlowControl.Action) {
         // Called twice per job: the assignment (a lock and a copy) only when there is something to do.
@@ -371,6 +565,7 @@ public final class PipelineWorker: Sendable {
                 metrics.produceResends.increment(by: Int64(resends - resendsCounted))
                 resendsCounted = resends
             }
+            checkOverdueOutputs()
             let commits = scheduler.takeCommits()
             for (partition, lag) in scheduler.uncommitted() {
                 metrics.commitLag(partition: partition.partition, lag)
@@ -444,6 +639,7 @@ struct PipelineMetrics: Sendable {
     let offsetGaps = Counter(label: MetricNames.offsetGaps)
     let fetchWakeUps = Counter(label: MetricNames.fetchWakeUps)
     let produceResends = Counter(label: MetricNames.produceResends)
+    let deadLetterTruncated = Counter(label: MetricNames.deadLettersTruncated)
 
     /// By outcome, reason and stage.
     private let verdicts = MetricCache<[String], Counter> { key in

@@ -1,6 +1,7 @@
 import Synchronization
 
-/// What `/readyz` reports: the worker joined its group, its ledger answers, nothing fatal happened.
+/// What `/readyz` reports: the worker joined its group, its ledger answers, a broker answers, nothing fatal happened,
+/// and every output is delivered within the delivery timeout.
 public final class WorkerHealth: Sendable {
     private struct State {
         var joinedGroup = false
@@ -9,6 +10,11 @@ public final class WorkerHealth: Sendable {
         var lastLedgerFailureLog: ContinuousClock.Instant?
         var draining = false
         var assignedPartitions = 0
+        /// Readiness reasons of Apple configuration faults standing now (`AppleConfigurationWatch`).
+        var appleConfigurationFaults: Set<String> = []
+        var allBrokersDown = false
+        /// Outputs (verdicts, dead letters) not proven delivered within the delivery timeout, still being retried.
+        var overdueOutputs = 0
     }
 
     private let state = Mutex(State())
@@ -31,8 +37,35 @@ public final class WorkerHealth: Sendable {
 
     public func ledgerFailed() { state.withLock { $0.ledgerReachable = false } }
 
+    /// librdkafka reports every broker down (`true`), or a broker answers again (`false`).
+    public func brokers(allDown: Bool) { state.withLock { $0.allBrokersDown = allDown } }
+
     /// The worker is shutting down: it takes no new work.
     public func draining() { state.withLock { $0.draining = true } }
+
+    /// Whether the worker is shutting down.
+    public var isDraining: Bool { state.withLock { $0.draining } }
+
+    /// Apple refused this worker's configuration (`reason` is the fault's readiness reason).
+    public func appleConfigurationFailed(_ reason: String) {
+        _ = state.withLock { $0.appleConfigurationFaults.insert(reason) }
+    }
+
+    /// Apple accepts the setting again.
+    public func appleConfigurationRecovered(_ reason: String) {
+        _ = state.withLock { $0.appleConfigurationFaults.remove(reason) }
+    }
+    /// How many outputs are not proven delivered within the delivery timeout (still retried; their jobs are not
+    /// committed). Not ready while there is one. Returns the previous count.
+    @discardableResult
+    public func outputsOverdue(_ count: Int) -> Int {
+        state.withLock { state in
+            defer { state.overdueOutputs = count }
+            return state.overdueOutputs
+        }
+    }
+
+    public var overdueOutputs: Int { state.withLock { $0.overdueOutputs } }
 
     /// Records the first fatal fault; returns true if this call recorded it.
     @discardableResult
@@ -62,8 +95,11 @@ public final class WorkerHealth: Sendable {
             var reasons: [String] = []
             if !state.joinedGroup { reasons.append("not_in_group") }
             if !state.ledgerReachable { reasons.append("ledger_unreachable") }
+            if state.allBrokersDown { reasons.append("brokers_down") }
             if state.fatal != nil { reasons.append("fatal_error") }
+            if state.overdueOutputs > 0 { reasons.append("output_undeliverable") }
             if state.draining { reasons.append("draining") }
+            reasons.append(contentsOf: state.appleConfigurationFaults.sorted())
             return reasons
         }
     }

@@ -1,4 +1,5 @@
 import Foundation
+import SwiftASN1
 import X509
 
 /// The certificates a chain may end at. Configuration, not code: production uses `.apple`; tests and the
@@ -33,12 +34,29 @@ public struct TrustStore: Sendable {
         TrustStore(anchors: anchors + more)
     }
 
-    /// Reads one certificate file, DER or PEM.
+    /// Reads one certificate file, DER or PEM (the first certificate of a PEM bundle).
     public static func loadCertificate(contentsOf url: URL) throws -> Certificate {
+        guard let first = try loadCertificates(contentsOf: url).first else { throw NoCertificate() }
+        return first
+    }
+
+    /// Reads a certificate file: DER (one certificate) or PEM with one or more `CERTIFICATE` blocks, as a CA
+    /// bundle holds them (every TLS tool accepts bundles; other PEM blocks are skipped).
+    /// - Throws: when a block does not parse, or the file holds no certificate.
+    public static func loadCertificates(contentsOf url: URL) throws -> [Certificate] {
         let data = try Data(contentsOf: url)
-        if let text = String(data: data, encoding: .utf8), text.contains("-----BEGIN CERTIFICATE-----") {
-            return try Certificate(pemEncoded: text)
+        if let text = String(data: data, encoding: .utf8), text.contains("-----BEGIN ") {
+            let certificates = try PEMDocument.parseMultiple(pemString: text)
+                .filter { $0.discriminator == "CERTIFICATE" }
+                .map { try Certificate(derEncoded: $0.derBytes) }
+            guard !certificates.isEmpty else { throw NoCertificate() }
+            return certificates
         }
-        return try Certificate(derEncoded: Array(data))
+        return [try Certificate(derEncoded: Array(data))]
+    }
+
+    /// A file that holds no certificate.
+    public struct NoCertificate: Error, CustomStringConvertible {
+        public var description: String { "no certificate in the file" }
     }
 }

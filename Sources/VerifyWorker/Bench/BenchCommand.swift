@@ -13,6 +13,7 @@ struct BenchCommand: AsyncParsableCommand {
             BenchReceiptsCommand.self,
             BenchLedgerCommand.self,
             BenchPipelineCommand.self,
+            BenchReplayStormCommand.self,
             BenchEntitlementsCommand.self,
         ]
     )

@@ -351,6 +351,7 @@ struct BenchEntitlementTraffic: Sendable {
             switch index % 20 {
             case 0..<9:
                 verdict = Verdict(
+                    verdictID: Verdict.legacyVerdictID(jobID: id),
                     jobID: id, accountID: account, outcome: .granted, decidedBy: .apple, environment: "Production",
                     transactions: [
                         .init(
@@ -359,11 +360,13 @@ struct BenchEntitlementTraffic: Sendable {
                     ], decidedAt: now.addingTimeInterval(Double(index) / 1000))
             case 9..<11:
                 verdict = Verdict(
+                    verdictID: Verdict.legacyVerdictID(jobID: id),
                     jobID: id, accountID: account, outcome: .granted, decidedBy: .signature,
                     transactions: [.init(transactionID: id, productID: "coins.100", purchaseDate: now, quantity: 1)],
                     decidedAt: now.addingTimeInterval(Double(index) / 1000))
             case 11..<13:
                 verdict = Verdict(
+                    verdictID: Verdict.legacyVerdictID(jobID: id),
                     jobID: id, accountID: account, outcome: .alreadyGranted, reason: .alreadyOwned, decidedBy: .ledger,
                     transactions: [
                         .init(
@@ -372,6 +375,7 @@ struct BenchEntitlementTraffic: Sendable {
                     ], decidedAt: now.addingTimeInterval(Double(index) / 1000))
             case 13:
                 verdict = Verdict(
+                    verdictID: Verdict.legacyVerdictID(jobID: id),
                     jobID: id, accountID: account, outcome: .rejected, reason: .revoked, decidedBy: .apple,
                     transactions: [
                         .init(
@@ -380,6 +384,7 @@ struct BenchEntitlementTraffic: Sendable {
                     ], decidedAt: now.addingTimeInterval(Double(index) / 1000))
             default:
                 verdict = Verdict(
+                    verdictID: Verdict.legacyVerdictID(jobID: id),
                     jobID: id, accountID: account, outcome: .rejected,
                     reason: [.wrongBundle, .malformed, .replayed, .notAuthenticated][index % 4], decidedBy: .prefilter,
                     decidedAt: now.addingTimeInterval(Double(index) / 1000))

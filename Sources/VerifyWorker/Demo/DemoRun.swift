@@ -50,6 +50,9 @@ struct DemoOptions: Sendable {
     /// The report's `elapsed` and latencies then include the workers' start; `verdictsRead` and
     /// `verdictTimestampSpan` measure the drain. Default: false (one burst while the workers run).
     var prefill = false
+    /// The jobs to run instead of `jobs` generated ones of `mix` (a benchmark's own scenario), made once the
+    /// simulator runs. Default: nil.
+    var scenario: (@Sendable (AppleSimulator) throws -> [GeneratedJob])?
     /// Runs once every job is decided and the workers stopped, while the mock cluster (its bootstrap servers given)
     /// still holds the verdicts: the demo's entitlement service reads them here. Default: nil.
     var afterDecided: (@Sendable (_ bootstrap: String, _ report: DemoReport) async throws -> Void)?
@@ -171,7 +174,7 @@ struct DemoRun: Sendable {
         var generator = SeedTrafficGenerator(
             simulator: simulator, bundleID: DemoApp.bundleID, productIDs: DemoApp.catalog.products.keys.sorted(),
             mix: options.mix, seed: options.seed)
-        let generated = try generator.generate(count: options.jobs)
+        let generated = try options.scenario.map { try $0(simulator) } ?? generator.generate(count: options.jobs)
         simulator.stats.reset()
 
         let directory = try DemoFiles(simulator: simulator)

@@ -61,6 +61,32 @@ struct ChaosCorpusTests {
         }
     }
 
+    @Test("Size limits: messages one byte under, at and over each limit, never cut, jobs up to the worker's limit")
+    func sizeLimits() {
+        /// Sizes and whether each is a job, of the size-limit messages among `count` (the messages themselves, a
+        /// megabyte each, are not kept).
+        func sizeLimitMessages(_ corpus: inout AdversarialJobCorpus, count: Int) -> [(size: Int, isJob: Bool)] {
+            (0..<count).compactMap { _ in
+                let message = corpus.next()
+                guard message.kind == .sizeLimit else { return nil }
+                return (message.value.count, AdversarialJobCorpus.classify(message.value) != .deadLetter)
+            }
+        }
+        let kinds = AdversarialMessage.Kind.allCases.count
+        var corpus = AdversarialJobCorpus(seed: 12, tag: "l")
+        corpus.sizeLimit = 200_000
+        let messages = sizeLimitMessages(&corpus, count: kinds * 80)
+        let sizes = Set(messages.map(\.size))
+        let expected = Set(AdversarialJobCorpus.sizeLimits.flatMap { [$0 - 1, $0, $0 + 1] })
+        #expect(sizes == expected, "missing sizes: \(expected.subtracting(sizes).sorted())")
+        #expect(messages.contains { $0.isJob } && messages.contains { !$0.isJob })
+        #expect(messages.allSatisfy { !$0.isJob || $0.size <= 1 << 20 }, "a job over the worker's limit")
+        // The small stand-ins when large forms are not allowed.
+        corpus.heavyShare = 0
+        let small = Set(sizeLimitMessages(&corpus, count: kinds * 40).map(\.size))
+        #expect(small.isSubset(of: Set(AdversarialJobCorpus.smallSizeLimits.flatMap { [$0 - 1, $0, $0 + 1] })))
+    }
+
     @Test("Deep nesting, invalid UTF-8 and oversized messages are dead letters")
     func notJobs() throws {
         let deep = Array((String(repeating: "[", count: 100_000) + String(repeating: "]", count: 100_000)).utf8)

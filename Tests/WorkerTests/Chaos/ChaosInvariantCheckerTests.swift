@@ -21,7 +21,8 @@ struct ChaosInvariantCheckerTests {
         transactions: [String] = [], at date: Date = decidedAt
     ) -> Verdict {
         Verdict(
-            jobID: jobID, accountID: account, outcome: outcome, reason: reason, decidedBy: .signature,
+            verdictID: "verdict-" + jobID, jobID: jobID, accountID: account, outcome: outcome, reason: reason,
+            decidedBy: .signature,
             transactions: transactions.map { Verdict.Transaction(transactionID: $0, productID: "p") }, decidedAt: date)
     }
 
@@ -61,6 +62,33 @@ struct ChaosInvariantCheckerTests {
     @Test("A job without a verdict")
     func missing() {
         #expect(kinds(Self.clean.filter { $0.jobID != "j3" }) == ["missing_verdict"])
+    }
+
+    @Test("A job id reused with another content: each content its own verdict id; one id naming two verdicts is caught")
+    func reusedJobID() {
+        let grant = ChaosSubmittedJob(
+            jobID: "r1", accountID: "alice", grantableTransactionID: "2001", category: "job_id_reused",
+            contentDigest: "genuine")
+        let junk = ChaosSubmittedJob(
+            jobID: "r1", accountID: "mallory", mustBeRejected: true, category: "job_id_reused", contentDigest: "junk")
+        let checker = ChaosInvariantChecker(jobs: [grant, junk], malformedKeys: [])
+        func verdict(_ job: ChaosSubmittedJob, _ outcome: Verdict.Outcome, id: ChaosSubmittedJob? = nil) -> Verdict {
+            Verdict(
+                verdictID: Verdict.verdictID(jobID: "r1", contentDigest: (id ?? job).contentDigest ?? ""),
+                jobID: "r1", accountID: job.accountID, outcome: outcome, reason: outcome == .granted ? nil : .malformed,
+                decidedBy: .prefilter,
+                transactions: outcome == .granted ? [Verdict.Transaction(transactionID: "2001", productID: "p")] : [],
+                decidedAt: Self.decidedAt)
+        }
+        func kinds(_ verdicts: [Verdict]) -> [String] {
+            checker.check(verdicts: verdicts, deadLetters: [], ledger: nil).violations.map(\.kind)
+        }
+        #expect(kinds([verdict(junk, .rejected), verdict(grant, .granted)]).isEmpty)
+        #expect(kinds([verdict(grant, .granted), verdict(junk, .rejected)]).isEmpty)
+        // The junk's rejection published under the grant's id: a consumer de-duplicating on it drops the grant.
+        let hidden = kinds([verdict(junk, .rejected, id: grant), verdict(grant, .granted)])
+        #expect(hidden.contains("inconsistent_verdicts"))
+        #expect(hidden.contains("missing_verdict"))
     }
 
     @Test("A verdict for a job never submitted")
@@ -163,6 +191,18 @@ struct ChaosInvariantCheckerTests {
         #expect(kinds(Self.clean, ledger: ledger).isEmpty)
     }
 
+    @Test("Commit lag returns to zero: a partition committed short of its end once everything settled is a violation")
+    func uncommittedPartitions() {
+        let ends: [Int32: Int64] = [0: 10, 1: 0, 2: 7]
+        #expect(ChaosInvariantChecker.uncommittedPartitions(committed: [0: 10, 1: nil, 2: 7], ends: ends).isEmpty)
+        let stalled = ChaosInvariantChecker.uncommittedPartitions(committed: [0: 10, 2: 6], ends: ends)
+        #expect(stalled == [.partitionNotCommitted(partition: 2, committed: 6, end: 7)])
+        #expect(stalled.first?.kind == "partition_not_committed")
+        #expect(
+            ChaosInvariantChecker.uncommittedPartitions(committed: [:], ends: [3: 1])
+                .map(\.description) == ["receipt-jobs[3] committed up to nothing, not to its end 1"])
+    }
+
     @Test("Dead letters: only the malformed messages, each of them")
     func deadLetters() {
         #expect(kinds(Self.clean, deadLetters: [("m1", "x"), ("alice", "poison")]) == ["unexpected_dead_letter"])
@@ -185,10 +225,12 @@ struct ChaosEntitlementTruthTests {
         ]
         let verdicts = [
             Verdict(
-                jobID: "j1", accountID: "a1", outcome: .granted, decidedBy: .apple,
+                verdictID: Verdict.legacyVerdictID(jobID: "j1"), jobID: "j1", accountID: "a1", outcome: .granted,
+                decidedBy: .apple,
                 transactions: [.init(transactionID: "t1", productID: "premium")], decidedAt: Date()),
             Verdict(
-                jobID: "j3", accountID: "a1", outcome: .granted, decidedBy: .apple,
+                verdictID: Verdict.legacyVerdictID(jobID: "j3"), jobID: "j3", accountID: "a1", outcome: .granted,
+                decidedBy: .apple,
                 transactions: [.init(transactionID: "c1", productID: "coins", quantity: 2)], decidedAt: Date()),
         ]
         let claims = [

@@ -47,7 +47,7 @@ struct ChaosRunTests {
         #expect(report.violations == 0, "\(report.violationExamples.joined(separator: "\n")) (\(report.workDirectory))")
         // Every fault once, the entitlement service's SIGKILL included; its API then agrees with the run's truth
         // about every account (entitlement_mismatch violations otherwise).
-        #expect(report.faultsInjected == 9)
+        #expect(report.faultsInjected == 10)
         #expect(report.jobsDecided == report.jobs)
         #expect(report.faults.allSatisfy { $0.recoverySeconds != nil })
         #expect(report.harnessErrors == 0, "\(report.harnessErrorExamples.joined(separator: "\n"))")
@@ -68,7 +68,7 @@ struct ChaosRunTests {
         #expect(report.violations == 0, "\(report.violationExamples.joined(separator: "\n")) (\(report.workDirectory))")
         #expect(report.harnessErrors == 0, "\(report.harnessErrorExamples.joined(separator: "\n"))")
         #expect(report.settled == report.expectedJobs + report.expectedDeadLetters)
-        #expect(report.kinds.count == 11)
+        #expect(report.kinds.count == AdversarialMessage.Kind.allCases.count)
         #expect(report.workerCrashes == 0)
         #expect(report.maxRSSMegabytes.values.allSatisfy { $0 > 0 })
     }

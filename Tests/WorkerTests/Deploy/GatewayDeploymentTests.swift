@@ -28,6 +28,32 @@ struct GatewayDeploymentTests {
             #expect(known.contains(key), "gateway: unknown key \(key)")
         }
         #expect(environment["VERIFY_BROKERS"] as? String == "kafka:9092")
+        // Frontends authenticate: the tokens file the stack mounts is one the gateway accepts.
+        #expect(environment["VERIFY_GATEWAY_AUTH"] == nil, "the compose gateway must not disable tokens")
+        #expect(environment["VERIFY_GATEWAY_TOKENS_FILE"] as? String == "/run/secrets/gateway_tokens")
+        let tokens = try BearerTokens.load(
+            path: DeploymentFilesTests.root.appendingPathComponent("deploy/compose/gateway_tokens.txt").path)
+        #expect(tokens.count >= 1)
+    }
+
+    @Test("the Kubernetes gateway reads its tokens from a Secret and names only gateway keys")
+    func kubernetesGateway() async throws {
+        let documents = try await DeploymentFilesTests.yamlDocuments()
+        let deployment = try #require(
+            documents["deploy/kubernetes/base/gateway.yaml"]?.compactMap { $0 as? [String: Any] }
+                .first { $0["kind"] as? String == "Deployment" })
+        let pod = try #require(
+            ((deployment["spec"] as? [String: Any])?["template"] as? [String: Any])?["spec"] as? [String: Any])
+        let container = try #require((pod["containers"] as? [[String: Any]])?.first)
+        let names = (container["env"] as? [[String: Any]] ?? []).compactMap { $0["name"] as? String }
+        let known = Set(GatewayConfiguration.keys.map(\.environment))
+        for name in names { #expect(known.contains(name), "gateway.yaml: unknown key \(name)") }
+        #expect(names.contains("VERIFY_GATEWAY_TOKENS_FILE"))
+        #expect(!names.contains("VERIFY_GATEWAY_AUTH"))
+        let secrets = (pod["volumes"] as? [[String: Any]] ?? []).compactMap {
+            ($0["secret"] as? [String: Any])?["secretName"] as? String
+        }
+        #expect(secrets.contains("verify-gateway-tokens"))
     }
 
     @Test("every healthcheck that calls verify-worker uses a subcommand that parses")

@@ -99,6 +99,7 @@ struct EdgeCommandTests {
         #expect(tailed.status == 0, "\(tailed.stderr)")
         let jobs = try tailed.lines.map { try MessageCodec().decodeJob(Array($0.utf8)) }
         #expect(jobs.map(\.jobID) == ["j1", "j3"], "one account's jobs arrive in input order")
+        #expect(jobs.allSatisfy { $0.submittedAt != nil }, "submit stamps submitted_at (verify_job_duration_seconds)")
     }
 
     @Test("submit --generate seed-mix mints at a simulator over HTTP and labels each job's category")

@@ -49,9 +49,11 @@ struct EdgeSignalTests {
     func gatewayGracefulShutdown() async throws {
         let cluster = try MockKafkaCluster(brokers: 1)
         try cluster.createTopic("receipt-jobs", partitions: 2)
+        let files = try GatewayTestFiles.shared.get()
         let child = try EdgeRunningProcess([
             "gateway", "--host", "127.0.0.1", "--port", "0", "--metrics-host", "127.0.0.1", "--metrics-port", "0",
-            "--brokers", cluster.bootstrapServers, "--log-format", "json",
+            "--brokers", cluster.bootstrapServers, "--log-format", "json", "--tokens-file", files.tokens.path,
+            "--trust-anchors", files.simulatorRoot.path,
         ])
         defer { child.kill() }
         let listening = await EdgeRunningProcess.first(child.stderr) { $0.contains("gateway listening") }
@@ -65,7 +67,9 @@ struct EdgeSignalTests {
         let accepted = try await http.execute(
             TransportRequest(
                 method: .post, url: "http://127.0.0.1:\(port)/v1/receipts",
-                headers: [("Content-Type", "application/json")],
+                headers: [
+                    ("Content-Type", "application/json"), ("Authorization", "Bearer \(GatewayTestHarness.token)"),
+                ],
                 body: Array(#"{"job_id":"sigterm-1","account_id":"a","receipt":"AAAA"}"#.utf8), timeout: .seconds(20)))
         #expect(accepted.status == 202)
         let ready = try await http.execute(

@@ -123,14 +123,16 @@ struct EntitlementServiceTests {
         let group = KafkaTest.uniqueGroup("entitlements")
         let now = Date()
         let grant = Verdict(
-            jobID: "j1", accountID: "acct-e2e", outcome: .granted, decidedBy: .apple, environment: "Production",
+            verdictID: Verdict.legacyVerdictID(jobID: "j1"), jobID: "j1", accountID: "acct-e2e", outcome: .granted,
+            decidedBy: .apple, environment: "Production",
             transactions: [
                 .init(
                     transactionID: "t1", originalTransactionID: "t1", productID: "pro.monthly",
                     purchaseDate: now.addingTimeInterval(-60), expiresDate: now.addingTimeInterval(30 * Self.day))
             ], decidedAt: now)
         let coins = Verdict(
-            jobID: "j2", accountID: "acct-e2e", outcome: .granted, decidedBy: .signature,
+            verdictID: Verdict.legacyVerdictID(jobID: "j2"), jobID: "j2", accountID: "acct-e2e", outcome: .granted,
+            decidedBy: .signature,
             transactions: [.init(transactionID: "c1", productID: "coins.100", purchaseDate: now)], decidedAt: now)
         try await Self.publish([grant, coins, grant], to: cluster)
 
@@ -145,7 +147,8 @@ struct EntitlementServiceTests {
 
         // A refund published while the service is down is applied after the restart; nothing is applied twice.
         let refund = Verdict(
-            jobID: "n1", accountID: "acct-e2e", outcome: .rejected, reason: .revoked, decidedBy: .apple,
+            verdictID: Verdict.legacyVerdictID(jobID: "n1"), jobID: "n1", accountID: "acct-e2e", outcome: .rejected,
+            reason: .revoked, decidedBy: .apple,
             transactions: [
                 .init(
                     transactionID: "t1", originalTransactionID: "t1", productID: "pro.monthly",
@@ -213,7 +216,8 @@ struct EntitlementServiceTests {
         let transport = RecordingTransport(failures: 1)
         let now = Date()
         let grant = Verdict(
-            jobID: "w1", accountID: "acct-hook", outcome: .granted, decidedBy: .signature,
+            verdictID: Verdict.legacyVerdictID(jobID: "w1"), jobID: "w1", accountID: "acct-hook", outcome: .granted,
+            decidedBy: .signature,
             transactions: [.init(transactionID: "w-t1", productID: "no.ads", purchaseDate: now)], decidedAt: now)
         try await Self.publish([grant], to: cluster)
         let running = try await Self.start(

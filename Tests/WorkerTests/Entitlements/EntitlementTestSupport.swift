@@ -33,7 +33,7 @@ enum EntitlementFixtures {
         decided: Double, transactions: [Verdict.Transaction] = [], by: Verdict.DecidedBy = .apple
     ) -> Verdict {
         Verdict(
-            jobID: job, accountID: account, outcome: outcome,
+            verdictID: Verdict.legacyVerdictID(jobID: job), jobID: job, accountID: account, outcome: outcome,
             reason: reason ?? (outcome == .granted ? nil : .malformed),
             decidedBy: by, environment: "Production", transactions: transactions, decidedAt: at(decided))
     }

@@ -44,9 +44,10 @@ struct GatewayHTTPTests {
     func notificationIdempotent() async throws {
         try await GatewayTestHarness.with { harness in
             let uuid = "0F3A2B1C-1111-4222-8333-444455556666"
-            let body = try GatewayTestData.notification(uuid: uuid)
-            let first = try await harness.post("apple/notifications", json: body)
-            let retry = try await harness.post("apple/notifications", json: body)
+            let body = try GatewayTestData.signedNotification(uuid: uuid)
+            // Apple sends no bearer token.
+            let first = try await harness.post("apple/notifications", json: body, authorization: nil)
+            let retry = try await harness.post("apple/notifications", json: body, authorization: nil)
             #expect(first.status == 200, "\(first.text)")
             #expect(retry.status == 200)
             let expectedID = JobIntake.notificationJobIDPrefix + uuid.lowercased()
@@ -145,11 +146,29 @@ struct GatewayHTTPTests {
             #expect(receipt.status == 503, "\(receipt.text)")
             #expect(receipt.json["error"] as? String == "kafka_unavailable")
             let notification = try await harness.post(
-                "apple/notifications", json: try GatewayTestData.notification(uuid: UUID().uuidString))
+                "apple/notifications", json: try GatewayTestData.signedNotification(uuid: UUID().uuidString))
             #expect(notification.status == 503, "Apple must retry: \(notification.text)")
             let ready = try await harness.operations("readyz")
             #expect(ready.status == 503)
             #expect(ready.text.contains("kafka_unavailable"))
+        }
+    }
+
+    @Test("every broker down: /readyz 503 brokers_down with no request sent; a broker back: ready again")
+    func brokersDown() async throws {
+        try await GatewayTestHarness.with { harness in
+            // A first publish connects the producer (a client that never connected reports nothing down).
+            let up = try await harness.post("v1/receipts", json: ["account_id": "a", "receipt": "b"])
+            #expect(up.status == 202)
+            try harness.cluster.setBrokerDown(-1)
+            try await GatewayTestHarness.eventually("/readyz 503 brokers_down", within: .seconds(40)) {
+                let ready = try await harness.operations("readyz")
+                return ready.status == 503 && ready.text.contains("brokers_down")
+            }
+            try harness.cluster.setBrokerUp(-1)
+            try await GatewayTestHarness.eventually("/readyz 200", within: .seconds(40)) {
+                try await harness.operations("readyz").status == 200
+            }
         }
     }
 

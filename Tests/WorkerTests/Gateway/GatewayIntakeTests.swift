@@ -19,6 +19,15 @@ struct GatewayIntakeTests {
         #expect(given.jobID == "j")
     }
 
+    @Test("submitted_at is stamped at the edge when the frontend sent none, and kept when it did")
+    func stampsSubmittedAt() throws {
+        let stamped = try intake.job(fromFrontendJSON: Array(#"{"account_id":"a","receipt":"r"}"#.utf8))
+        #expect(stamped.submittedAt == Date(timeIntervalSince1970: 1_800_000_000))
+        let kept = try intake.job(
+            fromFrontendJSON: Array(#"{"account_id":"a","receipt":"r","submitted_at":"2026-01-02T03:04:05Z"}"#.utf8))
+        #expect(kept.submittedAt == Date(timeIntervalSince1970: 1_767_323_045))
+    }
+
     @Test("job_id: null counts as absent; a non-string job_id is refused")
     func nullJobID() throws {
         #expect(

@@ -22,7 +22,7 @@ struct KafkaRebalanceAndFatalTests {
         var assignments: [UInt64] = []
         var second: KafkaConsumer?
         for try await event in first.events {
-            if case .partitionsAssigned(let partitions, _, let generation) = event, !partitions.isEmpty {
+            if case .partitionsAssigned(let partitions, _, _, let generation) = event, !partitions.isEmpty {
                 assignments.append(generation)
                 if assignments.count == 1 {
                     // A second member joins: the first one's assignment is revoked, then it gets a new one.

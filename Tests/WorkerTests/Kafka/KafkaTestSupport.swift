@@ -114,9 +114,20 @@ enum KafkaTest {
     static func awaitAssignmentAndStarts(
         _ events: KafkaConsumerEvents
     ) async throws -> (partitions: [KafkaTopicPartition], starts: [KafkaTopicPartition: Int64]) {
+        let assignment = try await awaitFullAssignment(events)
+        return (assignment.partitions, assignment.starts)
+    }
+
+    /// Reads events until an assignment arrives; returns it with the committed offsets it starts from and the
+    /// partitions whose committed offset could not be read.
+    static func awaitFullAssignment(
+        _ events: KafkaConsumerEvents
+    ) async throws -> (
+        partitions: [KafkaTopicPartition], starts: [KafkaTopicPartition: Int64], unknown: Set<KafkaTopicPartition>
+    ) {
         for try await event in events {
-            if case .partitionsAssigned(let partitions, let starts, _) = event, !partitions.isEmpty {
-                return (partitions, starts)
+            if case .partitionsAssigned(let partitions, let starts, let unknown, _) = event, !partitions.isEmpty {
+                return (partitions, starts, unknown)
             }
         }
         throw KafkaTestFailure("the consumer's events ended before an assignment")

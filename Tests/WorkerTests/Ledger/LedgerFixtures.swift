@@ -78,7 +78,7 @@ enum LedgerFixtures {
             productType: type ?? catalog.products[transaction.productID] ?? .nonConsumable, bundleID: bundle,
             environment: "Production", purchaseDate: transaction.purchaseDate, expiresDate: transaction.expiresDate,
             gracePeriodExpiresDate: transaction.gracePeriodExpiresDate, revokedAt: transaction.revokedAt,
-            grantedJobID: job, verdictID: Verdict.verdictID(forJob: job), createdAt: days(-1), updatedAt: days(-1))
+            grantedJobID: job, verdictID: Verdict.legacyVerdictID(jobID: job), createdAt: days(-1), updatedAt: days(-1))
     }
 
     static func decide(

@@ -16,7 +16,7 @@ struct LedgerRulesTests {
         #expect(decision.verdict.outcome == .granted)
         #expect(decision.verdict.reason == nil)
         #expect(decision.verdict.decidedBy == .apple)
-        #expect(decision.verdict.verdictID == Verdict.verdictID(forJob: "job-1"))
+        #expect(decision.verdict.verdictID == Verdict.verdictID(for: F.job()))
         #expect(decision.verdict.transactions.map(\.transactionID) == ["t1"])
         guard case .claim(let claim) = try #require(decision.writes.first) else {
             Issue.record("expected a claim")
@@ -45,6 +45,45 @@ struct LedgerRulesTests {
             job: F.job(), localEvidence: F.local([t]), snapshot: LedgerSnapshot(priorVerdict: first.verdict),
             policy: later)
         #expect(pre?.verdict == first.verdict)
+    }
+
+    @Test("a job id recorded for another content: job_id_reused under the new job's own id, nothing written")
+    func jobIDReusedWithAnotherContent() throws {
+        let t = F.purchase("t1")
+        let first = try #require(F.decision(F.decide(F.job(), F.apple([t]))))
+        var other = F.job()
+        other.proof = .receipt("MIIanotherReceipt")
+        let recordedAt = F.days(1)
+        let input = DecisionInput(
+            job: other, evidence: F.apple([F.purchase("t2")]), snapshot: LedgerSnapshot(priorVerdict: first.verdict),
+            policy: F.policy(now: F.days(3)), recordedAt: recordedAt)
+        let reused = try #require(F.decision(DecisionRules.decide(input)))
+        #expect(reused.verdict.outcome == .rejected)
+        #expect(reused.verdict.reason == .jobIDReused)
+        #expect(reused.verdict.decidedBy == .ledger)
+        #expect(reused.verdict.verdictID == Verdict.verdictID(for: other))
+        #expect(reused.verdict.verdictID != first.verdict.verdictID)
+        #expect(reused.verdict.decidedAt == recordedAt)
+        #expect(reused.verdict.transactions.isEmpty)
+        #expect(reused.isRecorded)
+        #expect(reused.writes.isEmpty)
+        // Another account with the same proof is another content too.
+        var otherAccount = F.job()
+        otherAccount.accountID = "acct-B"
+        let forB = try #require(
+            F.decision(F.decide(otherAccount, F.apple([t]), prior: first.verdict)))
+        #expect(forB.verdict.reason == .jobIDReused)
+        #expect(forB.verdict.accountID == "acct-B")
+    }
+
+    @Test("a verdict recorded before content digests (the job id's legacy verdict id) is the same job's")
+    func legacyRecordedVerdict() throws {
+        let t = F.purchase("t1")
+        var legacy = try #require(F.decision(F.decide(F.job(), F.apple([t])))).verdict
+        legacy.verdictID = Verdict.legacyVerdictID(jobID: legacy.jobID)
+        let again = try #require(F.decision(F.decide(F.job(), F.apple([t]), prior: legacy)))
+        #expect(again.verdict == legacy)
+        #expect(again.isRecorded)
     }
 
     @Test("the same transaction for the same account in a new job is already_granted by the ledger, before Apple")
@@ -136,6 +175,31 @@ struct LedgerRulesTests {
         // An authentic proof without the product the job asked for.
         #expect(reason(F.apple([F.purchase("t1")]), job: F.job(expectedProduct: "com.example.gems")) == .noTransaction)
         #expect(reason(F.apple([])) == .noTransaction)
+    }
+
+    @Test("the expected product is checked before ownership: an owned proof without it is never already_granted")
+    func expectedProductBeforeOwnership() throws {
+        let t = F.purchase("t1")
+        let owned = [F.claim(t, account: "acct-A", job: "job-0")]
+        let job = F.job(expectedProduct: "com.example.gems")
+        // Read locally (not authenticated): the ledger must not answer already_owned; Apple decides.
+        #expect(F.decide(job, F.local([t]), claims: owned) == .needsApple)
+        #expect(
+            DecisionRules.decideFromLedger(
+                job: job, localEvidence: F.local([t]), snapshot: LedgerSnapshot(claims: owned), policy: F.policy())
+                == nil)
+        // Apple's (or a verified signature's) evidence without the product: no_transaction, owned or not.
+        let apple = try #require(F.decision(F.decide(job, F.apple([t]), claims: owned)))
+        #expect(apple.verdict.reason == .noTransaction)
+        // Apple unavailable: unverifiable, never already_granted.
+        var unavailable = F.local([t])
+        unavailable.appleUnavailable = true
+        let undecided = try #require(F.decision(F.decide(job, unavailable, claims: owned)))
+        #expect(undecided.verdict.outcome == .unverifiable)
+        // With the expected product in the proof, ownership answers as before.
+        let same = try #require(
+            F.decision(F.decide(F.job(expectedProduct: t.productID), F.local([t]), claims: owned)))
+        #expect(same.verdict.outcome == .alreadyGranted)
     }
 
     @Test("subscriptions: current period granted, expired rejected, grace period honoured, billing retry ends access")

@@ -30,7 +30,8 @@ struct MessageCodecTests {
     @Test("a verdict round-trips and lists every transaction field, null when absent")
     func verdictRoundTrip() throws {
         let verdict = Verdict(
-            jobID: "job-1", accountID: "acct-1", outcome: .rejected, reason: .replayed, decidedBy: .ledger,
+            verdictID: "0f8c3bd2-7f6e-5a7d-9c1b-2e4d6f8a0b1c", jobID: "job-1", accountID: "acct-1", outcome: .rejected,
+            reason: .replayed, decidedBy: .ledger,
             environment: "Production",
             transactions: [
                 .init(
@@ -49,20 +50,59 @@ struct MessageCodecTests {
         #expect(object["decided_by"] as? String == "ledger")
     }
 
-    @Test("verdict ids are deterministic name-based UUIDs of the job id")
+    @Test("verdict ids are deterministic name-based UUIDs of the job id and the job's content")
     func verdictIDs() {
-        let a = Verdict.verdictID(forJob: "job-1")
-        #expect(a == Verdict.verdictID(forJob: "job-1"))
-        #expect(a != Verdict.verdictID(forJob: "job-2"))
+        let job = ReceiptJob(jobID: "job-1", accountID: "acct-1", proof: .receipt("MIIT"))
+        let a = Verdict.verdictID(for: job)
+        #expect(a == Verdict.verdictID(for: job))
+        var other = job
+        other.jobID = "job-2"
+        #expect(a != Verdict.verdictID(for: other))
         #expect(a.count == 36)
         let parts = a.split(separator: "-")
         #expect(parts.map(\.count) == [8, 4, 4, 4, 12])
         #expect(parts[2].first == "5")  // version 5
         #expect("89ab".contains(parts[3].first!))  // RFC 9562 variant
         // RFC 9562 version 5 in the URL namespace, as Python's uuid.uuid5(uuid.NAMESPACE_URL, name) gives them.
-        #expect(a == "719a23fe-c9b6-5b6f-8d9f-c36da885d0d6")
-        #expect(Verdict.verdictID(forJob: "") == "1b4db7eb-4057-5ddf-91e0-36dec72071f5")
-        #expect(Verdict.verdictID(forJob: String(repeating: "ü", count: 40)) == "99b437e7-ef63-5f12-bc91-a5c21fa8a370")
+        #expect(Verdict.legacyVerdictID(jobID: "job-1") == "719a23fe-c9b6-5b6f-8d9f-c36da885d0d6")
+        #expect(Verdict.legacyVerdictID(jobID: "") == "1b4db7eb-4057-5ddf-91e0-36dec72071f5")
+        #expect(
+            Verdict.legacyVerdictID(jobID: String(repeating: "ü", count: 40)) == "99b437e7-ef63-5f12-bc91-a5c21fa8a370")
+        // The job id, then a line feed, then the content digest: the same UUID as Python's uuid5 of that name.
+        #expect(
+            Verdict.verdictID(jobID: "job-1", contentDigest: String(repeating: "0", count: 64))
+                == "aafdf348-d76a-5248-9f12-f740a77719c9")
+    }
+
+    @Test("the content digest covers the account, bundle, expected product and proof, not device or time")
+    func contentDigest() {
+        let job = ReceiptJob(
+            jobID: "job-1", accountID: "acct-1", proof: .receipt("MIIT"), deviceID: "d1", bundleID: "com.example.app",
+            expectedProductID: "p1", submittedAt: Date(timeIntervalSince1970: 1))
+        let digest = job.contentDigest
+        #expect(digest.count == 64)
+        #expect(digest.allSatisfy { "0123456789abcdef".contains($0) })
+        var same = job
+        same.deviceID = "d2"
+        same.submittedAt = Date(timeIntervalSince1970: 2)
+        same.jobID = "job-2"
+        #expect(same.contentDigest == digest)
+        let changes: [(inout ReceiptJob) -> Void] = [
+            { $0.accountID = "acct-2" }, { $0.bundleID = nil }, { $0.bundleID = "com.example.other" },
+            { $0.expectedProductID = nil }, { $0.expectedProductID = "p2" }, { $0.proof = .receipt("MIIU") },
+            { $0.proof = .signedTransaction("MIIT") }, { $0.proof = .transactionID("MIIT") },
+            // Fields cannot run into each other: the account's end moved into the bundle id.
+            {
+                $0.accountID = "acct-1com"; $0.bundleID = ".example.app"
+            },
+        ]
+        var digests: Set<String> = [digest]
+        for change in changes {
+            var changed = job
+            change(&changed)
+            digests.insert(changed.contentDigest)
+        }
+        #expect(digests.count == changes.count + 1)
     }
 
     @Test("unknown fields are ignored")

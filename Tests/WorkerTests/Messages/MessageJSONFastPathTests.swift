@@ -45,11 +45,13 @@ struct MessageJSONFastPathTests {
             ]
             let verdicts = [
                 Verdict(
-                    jobID: text, accountID: text, outcome: .rejected, reason: Verdict.Reason(text), decidedBy: .apple,
+                    verdictID: "0f8c3bd2-7f6e-5a7d-9c1b-2e4d6f8a0b1c", jobID: text, accountID: text, outcome: .rejected,
+                    reason: Verdict.Reason(text), decidedBy: .apple,
                     environment: text, transactions: transactions, appleStatus: 21_007,
                     decidedAt: Date(timeIntervalSince1970: 1_700_000_000)),
                 Verdict(
-                    jobID: "j", accountID: "a", outcome: .granted, decidedBy: .signature,
+                    verdictID: "0f8c3bd2-7f6e-5a7d-9c1b-2e4d6f8a0b1c", jobID: "j", accountID: "a", outcome: .granted,
+                    decidedBy: .signature,
                     decidedAt: Date(timeIntervalSince1970: 1)),
             ]
             for verdict in verdicts {
@@ -100,7 +102,8 @@ struct MessageJSONFastPathTests {
             deviceID: "d", bundleID: "b", expectedProductID: "p", submittedAt: Date(timeIntervalSince1970: 1.5))
         #expect(MessageJSONReader.job(from: codec.encode(job)) == job)
         let verdict = Verdict(
-            jobID: "job-1", accountID: "acct-1", outcome: .alreadyGranted, reason: .alreadyOwned, decidedBy: .ledger,
+            verdictID: "0f8c3bd2-7f6e-5a7d-9c1b-2e4d6f8a0b1c", jobID: "job-1", accountID: "acct-1",
+            outcome: .alreadyGranted, reason: .alreadyOwned, decidedBy: .ledger,
             environment: "Sandbox",
             transactions: [
                 .init(

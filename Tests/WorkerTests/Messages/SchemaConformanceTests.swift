@@ -80,16 +80,20 @@ struct SchemaConformanceTests {
             quantity: 1)
         let verdicts: [Verdict] = [
             .init(
-                jobID: "j", accountID: "a", outcome: .granted, decidedBy: .apple, environment: "Production",
+                verdictID: "0f8c3bd2-7f6e-5a7d-9c1b-2e4d6f8a0b1c", jobID: "j", accountID: "a", outcome: .granted,
+                decidedBy: .apple, environment: "Production",
                 transactions: [transaction], appleStatus: 0, decidedAt: at),
             .init(
-                jobID: "j", accountID: "a", outcome: .alreadyGranted, reason: .alreadyOwned, decidedBy: .ledger,
+                verdictID: "0f8c3bd2-7f6e-5a7d-9c1b-2e4d6f8a0b1c", jobID: "j", accountID: "a", outcome: .alreadyGranted,
+                reason: .alreadyOwned, decidedBy: .ledger,
                 transactions: [transaction], decidedAt: at),
             .init(
-                jobID: "j", accountID: "a", outcome: .rejected, reason: .malformed, decidedBy: .prefilter, decidedAt: at
+                verdictID: "0f8c3bd2-7f6e-5a7d-9c1b-2e4d6f8a0b1c", jobID: "j", accountID: "a", outcome: .rejected,
+                reason: .malformed, decidedBy: .prefilter, decidedAt: at
             ),
             .init(
-                jobID: "j", accountID: "a", outcome: .unverifiable, reason: .appleUnavailable, decidedBy: .apple,
+                verdictID: "0f8c3bd2-7f6e-5a7d-9c1b-2e4d6f8a0b1c", jobID: "j", accountID: "a", outcome: .unverifiable,
+                reason: .appleUnavailable, decidedBy: .apple,
                 decidedAt: at),
         ]
         let results = try await validate(verdicts.map(codec.encode), schema: "receipt-verdict.v1.schema.json")

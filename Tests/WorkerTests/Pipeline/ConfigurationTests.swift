@@ -48,6 +48,9 @@ struct ConfigurationTests {
         #expect(config.allowSandbox == false)
         #expect(config.sharedSecret == nil)
         #expect(config.verifyReceiptProductionURL == "https://buy.itunes.apple.com/verifyReceipt")
+        // Under Kafka's broker default max.message.bytes (1,048,588), with room for a dead letter's headers.
+        #expect(config.maximumProduceBytes == 1_000_000)
+        #expect(config.deliveryTimeout == .seconds(120))
         for key in WorkerConfiguration.keys {
             #expect(!key.summary.isEmpty)
             #expect(
@@ -70,6 +73,18 @@ struct ConfigurationTests {
         #expect(config.brokers == "env:1")
         #expect(config.groupID == "from-file")
         #expect(config.maximumInFlight == 7)
+    }
+
+    @Test("max_produce_bytes and delivery_timeout_s are read and bounded")
+    func produceLimits() throws {
+        let config = try configuration(environment: [
+            "VERIFY_MAX_PRODUCE_BYTES": "500000", "VERIFY_DELIVERY_TIMEOUT_S": "30",
+        ])
+        #expect(config.maximumProduceBytes == 500_000)
+        #expect(config.deliveryTimeout == .seconds(30))
+        // Too small for a verdict or a dead letter's headers.
+        #expect(problem(environment: ["VERIFY_MAX_PRODUCE_BYTES": "1000"])?.key == "max_produce_bytes")
+        #expect(problem(environment: ["VERIFY_DELIVERY_TIMEOUT_S": "0"])?.key == "delivery_timeout_s")
     }
 
     @Test("librdkafka properties pass through")
@@ -98,6 +113,29 @@ struct ConfigurationTests {
         let error = problem(environment: environment)
         #expect(error?.key == key, "\(String(describing: error))")
         #expect(error.map { !$0.description.contains("\n") } ?? false)
+    }
+
+    @Test(
+        "an http:// Apple URL to a host that is not loopback is refused unless explicitly allowed",
+        arguments: [
+            ("VERIFY_VERIFY_RECEIPT_PRODUCTION_URL", "verify_receipt_production_url", "/verifyReceipt"),
+            ("VERIFY_VERIFY_RECEIPT_SANDBOX_URL", "verify_receipt_sandbox_url", "/verifyReceipt"),
+            ("VERIFY_SERVER_API_PRODUCTION_URL", "server_api_production_url", ""),
+            ("VERIFY_SERVER_API_SANDBOX_URL", "server_api_sandbox_url", "/sandbox"),
+        ])
+    func plainHTTPAppleURLs(variable: String, key: String, path: String) throws {
+        for host in ["buy.itunes.apple.com", "apple-sim:8443", "10.0.0.7", "127.0.0.1.example.com"] {
+            let error = problem(environment: [variable: "http://\(host)\(path)"])
+            #expect(error?.key == key, "http://\(host): \(String(describing: error))")
+            #expect(error?.problem.contains("allow_http_apple_urls") == true)
+        }
+        for safe in ["https://buy.itunes.apple.com", "http://127.0.0.1:8443", "http://localhost:1", "http://[::1]:9"] {
+            #expect(problem(environment: [variable: safe + path]) == nil, "\(safe) was refused")
+        }
+        let allowed = try configuration(environment: [
+            variable: "http://apple-sim:8443\(path)", "VERIFY_ALLOW_HTTP_APPLE_URLS": "true",
+        ])
+        #expect(allowed.allowHTTPAppleURLs)
     }
 
     @Test("unknown keys in a file are an error, not a silent default")

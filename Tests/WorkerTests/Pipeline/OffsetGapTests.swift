@@ -85,6 +85,105 @@ struct OffsetGapTests {
         #expect(admit(35) == "taken")
     }
 
+    @Test("a partition whose committed offset was unknown at assignment commits nothing until it is read late")
+    func startLearnedLate() {
+        let scheduler = PipelineScheduler(maximumInFlight: 100)
+        let admit = { (offset: Int64) in Self.outcome(scheduler.admit(Self.message(offset))) }
+        func finish(_ offsets: ClosedRange<Int64>, in run: inout [PipelineScheduler.Admitted]) {
+            for admitted in run where offsets.contains(admitted.message.offset) {
+                _ = scheduler.complete(admitted, processed: true, delivered: true)
+            }
+        }
+        // Unknown start: messages are taken and processed, nothing is committed.
+        scheduler.assigned([Self.partition], startsUnknown: [Self.partition], assignment: 1)
+        #expect(scheduler.awaitsStart(Self.partition, assignment: 1))
+        var taken: [PipelineScheduler.Admitted] = []
+        for offset: Int64 in 44...46 {
+            guard case .taken(let ready?, _) = scheduler.admit(Self.message(offset)) else {
+                Issue.record("offset \(offset) not taken")
+                return
+            }
+            #expect(scheduler.beginProcessing(ready))
+            taken.append(ready)
+        }
+        finish(44...45, in: &taken)
+        #expect(scheduler.takeCommits().isEmpty, "nothing committed while the start is unknown")
+        // Read late for another assignment: changes nothing.
+        #expect(scheduler.startsLearned([Self.partition: 30], assignment: 2).isEmpty)
+        #expect(scheduler.awaitsStart(Self.partition, assignment: 1))
+        // The commit was 30: offsets 30-43 were skipped. The partition starts afresh at 30 after a rewind; the jobs
+        // taken before move no offset.
+        #expect(
+            scheduler.startsLearned([Self.partition: 30], assignment: 1) == [
+                KafkaCommitOffset(topicPartition: Self.partition, offset: 30)
+            ])
+        #expect(!scheduler.awaitsStart(Self.partition, assignment: 1))
+        #expect(admit(47) == "ignored", "read before the rewind")
+        finish(46...46, in: &taken)
+        #expect(scheduler.takeCommits().isEmpty)
+        #expect(scheduler.rewound(Self.partition, to: 30))
+        #expect(admit(30) == "taken")
+        #expect(scheduler.takeCommits().map(\.offset) == [30])
+
+        // Read late and not past the commit (or nothing committed): commits go on from where they are.
+        for (commit, first) in [(Int64?.some(50), Int64(50)), (nil, Int64(60))] {
+            scheduler.assigned([Self.partition], startsUnknown: [Self.partition], assignment: 3)
+            guard case .taken(let ready?, _) = scheduler.admit(Self.message(first)) else {
+                Issue.record("offset \(first) not taken")
+                return
+            }
+            #expect(scheduler.beginProcessing(ready))
+            _ = scheduler.complete(ready, processed: true, delivered: true)
+            #expect(scheduler.takeCommits().isEmpty)
+            #expect(scheduler.startsLearned([Self.partition: commit], assignment: 3).isEmpty)
+            #expect(scheduler.takeCommits().map(\.offset) == [first + 1])
+        }
+
+        // Learned before any message: the first message is checked as at any assignment.
+        scheduler.assigned([Self.partition], startsUnknown: [Self.partition], assignment: 4)
+        #expect(scheduler.startsLearned([Self.partition: 70], assignment: 4).isEmpty)
+        #expect(admit(75) == "gap 70")
+
+        // Revoked while unknown: nothing is committed for it (the next owner reads it again from the commit).
+        scheduler.assigned([Self.partition], startsUnknown: [Self.partition], assignment: 5)
+        #expect(admit(80) == "taken")
+        let (revocation, _) = scheduler.beginRevoke([Self.partition], assignment: 5)
+        #expect(scheduler.endRevoke(revocation).isEmpty)
+    }
+
+    @Test(
+        "a worker whose committed-offset lookup failed at assignment reads them later, then commits: nothing stalls",
+        .timeLimit(.minutes(1)))
+    func workerLearnsStartsLate() async throws {
+        let recorder = OffsetGapLogRecorder()
+        var logger = Logger(label: "late-start") { _ in recorder }
+        logger.logLevel = .debug
+        let setup = try PipelineSingleWorkerSetup(name: "late-start")
+        let producer = try setup.producer()
+        for index in 0..<5 {
+            _ = try await producer.send(
+                KafkaProducerRecord(topic: setup.topics.jobs, partition: 0, value: Array("not a job \(index)".utf8)))
+        }
+        // Every lookup the rebalance callback makes fails (the coordinator moving); the worker's own later lookup is
+        // answered.
+        for _ in 0..<ConsumerRebalanceHandler.committedLookupAttempts {
+            try setup.cluster.pushBrokerRequestError(broker: 1, .offsetFetch, .coordinatorNotAvailable)
+        }
+        let worker = try setup.worker(producer: producer, logger: logger)
+        let run = Task { try await worker.run() }
+        // Awaited before the probe below looks at the commits: its own lookup would take the errors meant for the
+        // worker's.
+        await recorder.wait(for: "kafka committed offsets not read at assignment; librdkafka")
+        try await PipelineHarness.poll("every message committed", timeout: .seconds(30)) {
+            try await setup.committedOffset() == 5
+        }
+        #expect(recorder.lines(containing: "kafka committed offsets not read at assignment; librdkafka").count == 1)
+        #expect(try setup.cluster.pendingRequestErrors(broker: 1, .offsetFetch) == 0)
+        await worker.drain(timeout: .seconds(5))
+        try await run.value
+        await producer.shutdown()
+    }
+
     @Test(
         "a worker handed an offset past one it never got reads the partition again from there: nothing is lost",
         .timeLimit(.minutes(1)))
@@ -157,23 +256,42 @@ struct PipelineSingleWorkerSetup {
         group = "\(name)-\(UUID().uuidString.prefix(8))"
     }
 
-    func producer() throws -> KafkaProducer {
+    func producer(properties: [String: String] = [:]) throws -> KafkaProducer {
         try KafkaProducer(
-            configuration: KafkaProducerConfiguration(bootstrapServers: cluster.bootstrapServers, lingerMilliseconds: 1)
-        )
+            configuration: KafkaProducerConfiguration(
+                bootstrapServers: cluster.bootstrapServers, lingerMilliseconds: 1, properties: properties))
+    }
+
+    /// The worker's settings here: these topics, commits every 20 ms, anything else as `adjust` leaves it.
+    func configuration(
+        _ adjust: (inout PipelineWorker.Configuration) -> Void = { _ in }
+    ) -> PipelineWorker.Configuration {
+        var configuration = PipelineWorker.Configuration(topics: topics, commitInterval: .milliseconds(20))
+        adjust(&configuration)
+        return configuration
     }
 
     func worker(
-        producer: KafkaProducer, health: WorkerHealth = WorkerHealth(), logger: Logger,
+        producer: KafkaProducer, decider: any JobDeciding = PipelineDeadLetterOnlyDecider(),
+        configuration: PipelineWorker.Configuration? = nil, health: WorkerHealth = WorkerHealth(), logger: Logger,
         onFatal: @escaping @Sendable (String) -> Void = { _ in }
     ) throws -> PipelineWorker {
         try PipelineWorker(
             consumerConfiguration: KafkaConsumerConfiguration(
                 bootstrapServers: cluster.bootstrapServers, groupID: group, sessionTimeoutMilliseconds: 6_000,
                 properties: ["fetch.wait.max.ms": "10"]),
-            producer: producer, decider: PipelineDeadLetterOnlyDecider(),
-            configuration: PipelineWorker.Configuration(topics: topics, commitInterval: .milliseconds(20)),
+            producer: producer, decider: decider, configuration: configuration ?? self.configuration(),
             health: health, logger: logger, onFatal: onFatal)
+    }
+
+    /// The group's committed offset of the jobs partition (nil before any commit), read by a consumer of the group.
+    func committedOffset() async throws -> Int64? {
+        let probe = try KafkaConsumer(
+            configuration: KafkaConsumerConfiguration(bootstrapServers: cluster.bootstrapServers, groupID: group))
+        let partition = KafkaTopicPartition(topic: topics.jobs, partition: 0)
+        let committed = try await probe.committedOffsets(for: [partition])
+        await probe.close()
+        return committed[partition] ?? nil
     }
 }
 
@@ -184,7 +302,7 @@ struct PipelineDeadLetterOnlyDecider: JobDeciding {
 }
 
 /// Keeps the worker's log lines (message and metadata) and lets a test await one.
-private final class OffsetGapLogRecorder: Sendable {
+final class OffsetGapLogRecorder: Sendable {
     private struct State {
         var lines: [(message: String, metadata: [String: String])] = []
         var waiters: [(text: String, continuation: CheckedContinuation<Void, Never>)] = []

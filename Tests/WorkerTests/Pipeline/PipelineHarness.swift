@@ -49,7 +49,8 @@ final class PipelineHarness: Sendable {
 
     /// Runs `body` with a fresh deployment (no worker started yet), then stops everything.
     static func with<T: Sendable>(
-        ledgerURL: String? = nil, _ body: @Sendable (PipelineHarness) async throws -> T
+        ledgerURL: String? = nil, simulatorSharedSecret: String? = nil,
+        _ body: @Sendable (PipelineHarness) async throws -> T
     ) async throws -> T {
         var logger = Logger(label: "e2e")
         logger.logLevel = .error
@@ -59,6 +60,7 @@ final class PipelineHarness: Sendable {
         }
         var configuration = AppleSimulatorConfiguration()
         configuration.logger.logLevel = .critical
+        configuration.sharedSecret = simulatorSharedSecret
         let simulator = try AppleSimulator(configuration: configuration)
         return try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { try await simulator.run() }

@@ -182,6 +182,17 @@ struct ProcessWorkerTests {
             ("catalog_file", ["VERIFY_CATALOG_FILE": ""]),
             ("catalog_file", ["VERIFY_CATALOG_FILE": "/nonexistent/catalog.json"]),
             ("ledger_url", ["VERIFY_LEDGER_URL": "mysql://nowhere"]),
+            ("catalog_file", ["VERIFY_CATALOG_FILE": "NO_PRODUCTS"]),
+            ("catalog_file", ["VERIFY_CATALOG_FILE": "BAD_PRODUCT_TYPE"]),
+            (
+                "verify_receipt_production_url",
+                ["VERIFY_VERIFY_RECEIPT_PRODUCTION_URL": "http://buy.itunes.apple.com/verifyReceipt"]
+            ),
+            (
+                "server_api_sandbox_url",
+                ["VERIFY_SERVER_API_SANDBOX_URL": "http://api.storekit-sandbox.itunes.apple.com"]
+            ),
+            ("kafka_properties", ["VERIFY_KAFKA_PROPERTIES": "no.such.property=1"]),
         ])
     func badConfiguration(key: String, overrides: [String: String]) async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
@@ -198,15 +209,26 @@ struct ProcessWorkerTests {
         environment["VERIFY_METRICS_PORT"] = "0"
         environment.merge(overrides) { _, new in new }
         if overrides["VERIFY_CATALOG_FILE"] == "" { environment["VERIFY_CATALOG_FILE"] = nil }
+        let catalogs = [
+            "NO_PRODUCTS": #"{"bundle_ids":["com.example.processtest"],"products":[]}"#,
+            "BAD_PRODUCT_TYPE": #"{"bundle_ids":["com.example.processtest"],"products":[{"id":"p","type":"gem"}]}"#,
+        ]
+        if let name = overrides["VERIFY_CATALOG_FILE"], let json = catalogs[name] {
+            let file = directory.appendingPathComponent("\(name).json")
+            try Data(json.utf8).write(to: file)
+            environment["VERIFY_CATALOG_FILE"] = file.path
+        }
 
         let child = try ProcessTestChild(
             name: "run", arguments: ["run"], environment: environment,
             stderrFile: directory.appendingPathComponent("stderr.log"))
         let status = try await child.exitStatus(within: .seconds(30))
-        #expect(status != 0)
-        // Log records (JSON objects, e.g. "worker: starting") may come first; the error is one plain line.
-        let errors = child.standardError.split(separator: "\n").filter { !$0.hasPrefix("{") }
-        #expect(errors.count == 1, "stderr:\n\(child.standardError)")
-        #expect(errors.first?.contains(key) == true, "stderr:\n\(child.standardError)")
+        #expect(status == 2)
+        // The error is the only line: no JSON start line before it, no Foundation error dump after it.
+        let lines = child.standardError.split(separator: "\n")
+        #expect(lines.count == 1, "stderr:\n\(child.standardError)")
+        #expect(
+            lines.first?.hasPrefix("verify-worker run: configuration: \(key): ") == true,
+            "stderr:\n\(child.standardError)")
     }
 }

@@ -1,0 +1,53 @@
+import Crypto
+
+extension ReceiptJob {
+    /// SHA-256 (lower-case hex) of everything in the job that can change its verdict: the account, the expected
+    /// bundle and product, and the proof (its kind and its exact text). Not the job id, the device or
+    /// `submitted_at`, which do not change a decision.
+    ///
+    /// Two deliveries of one job have the same digest; a job id reused with another proof, account or expectation
+    /// has another, and so another ``Verdict/verdictID`` (see ``Verdict/verdictID(for:)``).
+    public var contentDigest: String {
+        var hasher = SHA256()
+        hasher.update(field: "schema", Self.schema)
+        hasher.update(field: "account_id", accountID)
+        hasher.update(field: "bundle_id", bundleID)
+        hasher.update(field: "expected_product_id", expectedProductID)
+        hasher.update(field: proof.fieldName, proof.value)
+        return hexString(hasher.finalize())
+    }
+}
+
+extension SHA256 {
+    /// Feeds one field as `name`, then its length and bytes (or a marker when absent): no two different jobs feed
+    /// the same bytes, whatever their fields contain.
+    fileprivate mutating func update(field name: String, _ value: String?) {
+        var name = name
+        name.withUTF8 { update(bufferPointer: UnsafeRawBufferPointer($0)) }
+        guard var value else {
+            update(data: [0x00])
+            return
+        }
+        value.withUTF8 { bytes in
+            var header: [UInt8] = [0x01]
+            var length = UInt64(bytes.count).bigEndian
+            withUnsafeBytes(of: &length) { header.append(contentsOf: $0) }
+            update(data: header)
+            update(bufferPointer: UnsafeRawBufferPointer(bytes))
+        }
+    }
+}
+
+/// Lower-case hex SHA-256 of `bytes` (swift-crypto, BoringSSL's assembly).
+func sha256Hex(_ bytes: [UInt8]) -> String { hexString(SHA256.hash(data: bytes)) }
+
+private func hexString(_ digest: SHA256.Digest) -> String {
+    let digits = Array("0123456789abcdef".utf8)
+    var out: [UInt8] = []
+    out.reserveCapacity(SHA256.Digest.byteCount * 2)
+    for byte in digest {
+        out.append(digits[Int(byte >> 4)])
+        out.append(digits[Int(byte & 0x0F)])
+    }
+    return String(decoding: out, as: UTF8.self)
+}

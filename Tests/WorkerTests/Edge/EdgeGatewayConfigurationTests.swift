@@ -1,0 +1,97 @@
+import Foundation
+import Kafka
+import Logging
+import Operations
+import Testing
+
+/// `verify-worker gateway` refuses to start without a way to authenticate frontends, and says why in one line.
+@Suite("Edge: gateway configuration", .timeLimit(.minutes(1)))
+struct EdgeGatewayConfigurationTests {
+    /// The command line of a gateway on free loopback ports (nothing listens at the brokers: a gateway that
+    /// starts by mistake is still found out by its exit status).
+    static func arguments(_ more: [String]) -> [String] {
+        [
+            "gateway", "--host", "127.0.0.1", "--port", "0", "--metrics-host", "127.0.0.1", "--metrics-port", "0",
+            "--brokers", "127.0.0.1:1",
+        ] + more
+    }
+
+    static func expectOneLine(_ outcome: EdgeProcess.Outcome, naming key: String) {
+        #expect(outcome.status == 2, "exit \(outcome.status): \(outcome.stderr)")
+        let lines = outcome.stderr.split(separator: "\n")
+        #expect(lines.count == 1, "stderr:\n\(outcome.stderr)")
+        #expect(lines.first?.contains(key) == true, "stderr:\n\(outcome.stderr)")
+        #expect(lines.first?.hasPrefix("verify-worker gateway: ") == true, "stderr:\n\(outcome.stderr)")
+    }
+
+    @Test(
+        "no tokens file, an unreadable, empty or weak one, or a bad switch: exit 2 with one line naming the key",
+        arguments: [
+            ([], "gateway_tokens_file"),
+            (["--tokens-file", "/nonexistent/tokens"], "gateway_tokens_file"),
+            (["--tokens-file", "EMPTY"], "gateway_tokens_file"),
+            (["--tokens-file", "WEAK"], "gateway_tokens_file"),
+            (["--auth", "maybe"], "gateway_auth"),
+            (["--auth", "disabled", "--trust-anchors", "/nonexistent/root.pem"], "trust_anchors"),
+            (["--auth", "disabled", "--publish-timeout-ms", "0"], "gateway_publish_timeout_ms"),
+        ])
+    func refusedAtStart(more: [String], key: String) async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "edge-gateway-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let empty = directory.appendingPathComponent("empty")
+        try Data("# none yet\n".utf8).write(to: empty)
+        let weak = directory.appendingPathComponent("weak")
+        try Data("secret123\n".utf8).write(to: weak)
+        let resolved = more.map { $0 == "EMPTY" ? empty.path : $0 == "WEAK" ? weak.path : $0 }
+        let outcome = try await EdgeProcess.run(Self.arguments(resolved))
+        Self.expectOneLine(outcome, naming: key)
+        #expect(!outcome.stderr.contains("secret123"), "a token reached the output")
+    }
+
+    @Test("an HTTP or metrics port already in use: exit 2 with one line naming it")
+    func portInUse() async throws {
+        var logger = Logger(label: "edge-test")
+        logger.logLevel = .critical
+        let server = OperationsServer(
+            configuration: .init(host: "127.0.0.1", port: 0), registry: MetricsBootstrap.registry(), logger: logger,
+            readiness: { .ready })
+        let task = Task { try await server.run() }
+        defer { task.cancel() }
+        let taken = try #require(await server.waitUntilListening())
+        let files = try GatewayTestFiles.shared.get()
+        // A reachable cluster, so that the only problem reported is the port.
+        let cluster = try MockKafkaCluster(brokers: 1)
+        let common = ["--tokens-file", files.tokens.path, "--log-format", "json"]
+        func withPort(_ flag: String) -> [String] {
+            var arguments = Self.arguments(common)
+            arguments[arguments.firstIndex(of: flag)! + 1] = String(taken)
+            arguments[arguments.firstIndex(of: "--brokers")! + 1] = cluster.bootstrapServers
+            return arguments
+        }
+        Self.expectOneLine(try await EdgeProcess.run(withPort("--port")), naming: "port")
+
+        let metrics = withPort("--metrics-port")
+        Self.expectOneLine(try await EdgeProcess.run(metrics), naming: "metrics_port")
+    }
+
+    @Test("--auth disabled starts without tokens and warns once")
+    func disabledWarnsOnce() async throws {
+        let cluster = try MockKafkaCluster(brokers: 1)
+        try cluster.createTopic("receipt-jobs", partitions: 1)
+        let child = try EdgeRunningProcess(
+            Self.arguments(["--auth", "disabled", "--log-format", "json"]).map {
+                $0 == "127.0.0.1:1" ? cluster.bootstrapServers : $0
+            })
+        defer { child.kill() }
+        var warnings = 0
+        for await line in child.stderr {
+            if line.contains("bearer tokens disabled") { warnings += 1 }
+            if line.contains("gateway listening") { break }
+        }
+        #expect(warnings == 1)
+        let exit = await child.terminate()
+        #expect(exit.status == 0)
+    }
+}

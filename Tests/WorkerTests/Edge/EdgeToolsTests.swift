@@ -1,0 +1,81 @@
+import Foundation
+import Kafka
+import Messages
+import Testing
+
+@testable import AppleSimulator
+
+@Suite("Edge commands: tail of dead letters, inspect's exit status", .timeLimit(.minutes(1)))
+struct EdgeToolsTests {
+    @Test("tail of the dead-letter topic shows each letter's headers (why it was rejected) with its value")
+    func tailShowsDeadLetterHeaders() async throws {
+        let cluster = try MockKafkaCluster(brokers: 1)
+        try cluster.createTopic(Topics.deadLetters, partitions: 1)
+        let letter = DeadLetter(
+            original: Array(#"{"job_id":"j-9","receipt":"AAAA"}"#.utf8), key: Array("acct".utf8),
+            reason: "missing_field", error: "account_id: required", sourceTopic: Topics.jobs, sourcePartition: 3,
+            sourceOffset: 41)
+        let producer = try KafkaProducer(
+            configuration: KafkaProducerConfiguration(bootstrapServers: cluster.bootstrapServers, lingerMilliseconds: 1)
+        )
+        _ = try await producer.send(
+            KafkaProducerRecord(
+                topic: Topics.deadLetters, key: letter.key, value: letter.original,
+                headers: letter.headers.map { KafkaHeader(name: $0.name, value: $0.value) }))
+        await producer.shutdown()
+
+        let tailed = try await EdgeProcess.run([
+            "tail", "--brokers", cluster.bootstrapServers, "--topic", Topics.deadLetters, "--from-beginning",
+            "--count", "1",
+        ])
+        #expect(tailed.status == 0, "\(tailed.stderr)")
+        let line = try #require(tailed.jsonLines.first, "\(tailed.stdout)")
+        let headers = try #require(line["headers"] as? [String: String], "\(tailed.stdout)")
+        #expect(headers[DeadLetter.Header.reason] == "missing_field")
+        #expect(headers[DeadLetter.Header.error] == "account_id: required")
+        #expect(headers[DeadLetter.Header.topic] == Topics.jobs)
+        #expect(headers[DeadLetter.Header.offset] == "41")
+        #expect(line["value"] as? String == #"{"job_id":"j-9","receipt":"AAAA"}"#)
+        #expect(line["offset"] as? Int == 0)
+    }
+
+    @Test("inspect exits 0 for a genuine JWS, 1 for a tampered, foreign-signed or malformed one")
+    func inspectExitStatus() async throws {
+        let pki = try AppleSimHarness.sharedPKI.get()
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "edge-inspect-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        // Both simulator roots in one PEM file: a bundle, as TLS tools write them.
+        let bundle = directory.appendingPathComponent("roots.pem")
+        let pem = try pki.rsaRoot.serializeAsPEM().pemString + "\n" + pki.ecRoot.serializeAsPEM().pemString + "\n"
+        try Data(pem.utf8).write(to: bundle)
+
+        func inspect(_ text: String) async throws -> EdgeProcess.Outcome {
+            try await EdgeProcess.run(["inspect", "--trust-anchor", bundle.path, "-"], stdin: text)
+        }
+        let genuine = try #require(
+            try GatewayTestData.signedNotification(uuid: UUID().uuidString)["signedPayload"] as? String)
+        let ok = try await inspect(genuine)
+        #expect(ok.status == 0, "\(ok.stderr)")
+        #expect(ok.stdout.contains(#""valid""#), "\(ok.stdout)")
+
+        let other = try #require(
+            try GatewayTestData.signedNotification(uuid: UUID().uuidString)["signedPayload"] as? String)
+        let parts = genuine.split(separator: ".")
+        let tampered = [parts[0], other.split(separator: ".")[1], parts[2]].joined(separator: ".")
+        let forged = try await inspect(tampered)
+        #expect(forged.status == 1, "\(forged.stderr)")
+        #expect(forged.stderr.contains("signature invalid"), "\(forged.stderr)")
+        #expect(!forged.stdout.isEmpty, "the analysis is still printed")
+
+        let foreign = try #require(
+            try GatewayTestData.signedNotification(
+                uuid: UUID().uuidString, pki: try GatewayTestData.foreignPKI.get())["signedPayload"] as? String)
+        let untrusted = try await inspect(foreign)
+        #expect(untrusted.status == 1, "\(untrusted.stderr)")
+
+        let malformed = try await inspect("not a receipt at all")
+        #expect(malformed.status == 1)
+    }
+}

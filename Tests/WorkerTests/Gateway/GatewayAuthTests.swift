@@ -1,0 +1,172 @@
+import Foundation
+import Kafka
+import Messages
+import Testing
+
+@testable import AppleSimulator
+@testable import Gateway
+
+@Suite("Gateway: who may publish", .timeLimit(.minutes(2)))
+struct GatewayAuthTests {
+    static var job: [String: Any] { ["account_id": "acct-auth", "receipt": "MIIbase64"] }
+
+    @Test("POST /v1/receipts: no token or a wrong one is 401 with WWW-Authenticate, the right one 202")
+    func bearerTokens() async throws {
+        try await GatewayTestHarness.with { harness in
+            func expectUnauthorized(_ reply: GatewayTestHarness.Reply) {
+                #expect(reply.status == 401, "\(reply.text)")
+                #expect(reply.json["error"] as? String == "unauthorized", "\(reply.text)")
+                #expect(reply.header("WWW-Authenticate")?.hasPrefix("Bearer") == true)
+                #expect(!reply.text.contains(GatewayTestHarness.token))
+            }
+            expectUnauthorized(try await harness.post("v1/receipts", json: Self.job, authorization: nil))
+            expectUnauthorized(
+                try await harness.post("v1/receipts", json: Self.job, authorization: "Bearer wrong-token-0123456789"))
+            // The right token with a byte more or less, or under another scheme, is no token.
+            expectUnauthorized(
+                try await harness.post(
+                    "v1/receipts", json: Self.job, authorization: "Bearer \(GatewayTestHarness.token)x"))
+            expectUnauthorized(
+                try await harness.post(
+                    "v1/receipts", json: Self.job, authorization: "Bearer \(GatewayTestHarness.token.dropLast())"))
+            expectUnauthorized(
+                try await harness.post(
+                    "v1/receipts", json: Self.job, authorization: "Basic \(GatewayTestHarness.token)"))
+            // Refused before the body is read: an oversized body without a token is 401, not 413.
+            expectUnauthorized(
+                try await harness.post(
+                    "v1/receipts", Array(repeating: UInt8(ascii: "A"), count: 2 << 20), authorization: nil))
+            #expect(try await harness.messageCount() == 0, "a refused request reached Kafka")
+
+            let accepted = try await harness.post(
+                "v1/receipts", json: Self.job, authorization: "bearer  \(GatewayTestHarness.token)")
+            #expect(accepted.status == 202, "the scheme is case-insensitive: \(accepted.text)")
+            #expect(try await harness.messageCount() == 1)
+
+            let metrics = try await harness.operations("metrics").text
+            #expect(metrics.contains(#"error="unauthorized""#))
+        }
+    }
+
+    @Test("VERIFY_GATEWAY_AUTH=disabled: jobs without a token are accepted")
+    func disabled() async throws {
+        try await GatewayTestHarness.with { configuration in
+            configuration.authentication = .disabled
+            configuration.tokensFile = nil
+        } _: { harness in
+            let reply = try await harness.post("v1/receipts", json: Self.job, authorization: nil)
+            #expect(reply.status == 202, "\(reply.text)")
+        }
+    }
+
+    @Test("a frontend's job in the notification namespace is 400 reserved_id and is not published")
+    func reservedNamespace() async throws {
+        try await GatewayTestHarness.with { harness in
+            for jobID in ["apple-notification-0f3a2b1c-1111-4222-8333-444455556666", "Apple-Notification-x"] {
+                let reply = try await harness.post(
+                    "v1/receipts", json: ["job_id": jobID, "account_id": "acct-1", "receipt": "MIIbase64"])
+                #expect(reply.status == 400, "\(reply.text)")
+                #expect(reply.json["error"] as? String == "reserved_id")
+                #expect(reply.json["field"] as? String == "job_id")
+            }
+            let account = try await harness.post(
+                "v1/receipts", json: ["job_id": "j-1", "account_id": "apple-notification", "receipt": "MIIbase64"])
+            #expect(account.status == 400, "\(account.text)")
+            #expect(account.json["error"] as? String == "reserved_id")
+            #expect(account.json["field"] as? String == "account_id")
+            #expect(try await harness.messageCount() == 0)
+        }
+    }
+
+    @Test("unsigned, tampered or foreign-signed notifications get 403 and cost no Kafka write; Apple's get 200")
+    func notificationSignatures() async throws {
+        try await GatewayTestHarness.with { harness in
+            func expectRefused(_ body: [String: Any], _ what: String) async throws {
+                let reply = try await harness.post("apple/notifications", json: body, authorization: nil)
+                #expect(reply.status == 403, "\(what): \(reply.text)")
+                #expect(reply.json["error"] as? String == "untrusted_signature", "\(what): \(reply.text)")
+            }
+            try await expectRefused(try GatewayTestData.notification(uuid: UUID().uuidString), "unsigned")
+            let foreign = try GatewayTestData.foreignPKI.get()
+            try await expectRefused(
+                try GatewayTestData.signedNotification(uuid: UUID().uuidString, pki: foreign), "foreign-signed")
+            // A genuine notification with its payload swapped: the signature no longer covers it.
+            let genuine = try #require(
+                try GatewayTestData.signedNotification(uuid: UUID().uuidString)["signedPayload"] as? String)
+            let other = try #require(
+                try GatewayTestData.signedNotification(uuid: UUID().uuidString)["signedPayload"] as? String)
+            let parts = genuine.split(separator: ".")
+            let tampered = [parts[0], other.split(separator: ".")[1], parts[2]].joined(separator: ".")
+            try await expectRefused(["signedPayload": tampered], "tampered")
+            #expect(try await harness.messageCount() == 0, "a refused notification reached Kafka")
+
+            let uuid = UUID().uuidString
+            let signed = try await harness.post(
+                "apple/notifications", json: try GatewayTestData.signedNotification(uuid: uuid), authorization: nil)
+            #expect(signed.status == 200, "\(signed.text)")
+            #expect(signed.json["job_id"] as? String == JobIntake.notificationJobIDPrefix + uuid.lowercased())
+            #expect(try await harness.messageCount() == 1)
+        }
+    }
+}
+
+@Suite("Gateway: bearer tokens file")
+struct GatewayBearerTokensTests {
+    @Test("one token per line; comments, blank lines and surrounding spaces are ignored")
+    func parses() throws {
+        let tokens = try BearerTokens(
+            fileContents: "# frontends\n\n  token-one-0123456789abcdef  \r\n# old: x\ntoken-two-0123456789abcdef\n")
+        #expect(tokens.count == 2)
+        #expect(tokens.accepts("token-one-0123456789abcdef"))
+        #expect(tokens.accepts("token-two-0123456789abcdef"))
+        #expect(!tokens.accepts("token-three-0123456789abcdef"))
+        #expect(!tokens.accepts("token-one-0123456789abcde"))
+        #expect(!tokens.accepts(""))
+        #expect(!tokens.accepts("# frontends"))
+    }
+
+    @Test("an empty file, a short token or one with spaces is refused, naming the line and never the token")
+    func refusals() throws {
+        let empty = #expect(throws: GatewayConfigurationError.self) {
+            try BearerTokens(fileContents: "# nothing yet\n\n")
+        }
+        #expect(empty?.key == "gateway_tokens_file")
+        let short = #expect(throws: GatewayConfigurationError.self) {
+            try BearerTokens(fileContents: "token-one-0123456789abcdef\nshort-secret\n")
+        }
+        #expect(short?.description.contains("line 2") == true)
+        #expect(short?.description.contains("short-secret") == false)
+        let spaced = #expect(throws: GatewayConfigurationError.self) {
+            try BearerTokens(fileContents: "token one 0123456789abcdef\n")
+        }
+        #expect(spaced?.description.contains("line 1") == true)
+        let unreadable = #expect(throws: GatewayConfigurationError.self) {
+            try BearerTokens.load(path: "/nonexistent/tokens")
+        }
+        #expect(unreadable?.description.contains("cannot read") == true)
+    }
+
+    @Test("the comparison looks at every byte: equal only when all bytes are")
+    func constantTimeEqual() {
+        let a: [UInt8] = Array(repeating: 7, count: 32)
+        #expect(BearerTokens.constantTimeEqual(a, a))
+        for index in [0, 15, 31] {
+            var b = a
+            b[index] ^= 0x01
+            #expect(!BearerTokens.constantTimeEqual(a, b), "a difference at byte \(index) was missed")
+        }
+        #expect(!BearerTokens.constantTimeEqual(a, Array(a.dropLast())))
+        #expect(BearerTokens.constantTimeEqual([], []))
+    }
+
+    @Test("the Authorization header: Bearer (any case), one token, nothing else")
+    func authorizationHeader() {
+        #expect(BearerTokens.token(fromAuthorization: "Bearer abc") == "abc")
+        #expect(BearerTokens.token(fromAuthorization: "bearer   abc  ") == "abc")
+        #expect(BearerTokens.token(fromAuthorization: "BEARER abc") == "abc")
+        #expect(BearerTokens.token(fromAuthorization: "Bearer ") == nil)
+        #expect(BearerTokens.token(fromAuthorization: "Basic abc") == nil)
+        #expect(BearerTokens.token(fromAuthorization: "Bearerabc") == nil)
+        #expect(BearerTokens.token(fromAuthorization: nil) == nil)
+    }
+}
