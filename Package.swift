@@ -50,6 +50,8 @@ let package = Package(
         ),
 
         // MARK: Libraries, one part of the architecture each
+        // The one table of log keys and metric names every target uses (no dependencies).
+        .target(name: "Observability", swiftSettings: strictSettings),
         .target(
             name: "Messages",
             dependencies: [
@@ -60,6 +62,7 @@ let package = Package(
         .target(
             name: "Kafka",
             dependencies: [
+                "Observability",
                 "CRdKafka",
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -79,6 +82,7 @@ let package = Package(
         .target(
             name: "AppleClients",
             dependencies: [
+                "Observability",
                 "CCurl",
                 "CCurlShim",
                 "Receipts",
@@ -105,6 +109,7 @@ let package = Package(
         .target(
             name: "RateLimiter",
             dependencies: [
+                "Observability",
                 .product(name: "Metrics", package: "swift-metrics")
             ],
             swiftSettings: strictSettings
@@ -112,6 +117,7 @@ let package = Package(
         .target(
             name: "Ledger",
             dependencies: [
+                "Observability",
                 "CSQLite",
                 "Messages",
                 "Receipts",
@@ -123,6 +129,7 @@ let package = Package(
         .target(
             name: "Pipeline",
             dependencies: [
+                "Observability",
                 "Kafka",
                 "Messages",
                 "Receipts",
@@ -141,6 +148,7 @@ let package = Package(
         .target(
             name: "Operations",
             dependencies: [
+                "Observability",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
@@ -151,6 +159,7 @@ let package = Package(
         .target(
             name: "Gateway",
             dependencies: [
+                "Observability",
                 "Kafka",
                 "Messages",
                 "Receipts",
@@ -165,6 +174,7 @@ let package = Package(
         .target(
             name: "Entitlements",
             dependencies: [
+                "Observability",
                 "CSQLite",
                 "Kafka",
                 "Messages",
@@ -182,6 +192,7 @@ let package = Package(
         .target(
             name: "Chaos",
             dependencies: [
+                "Observability",
                 "Kafka",
                 "Messages",
                 "Entitlements",
@@ -199,6 +210,7 @@ let package = Package(
         .executableTarget(
             name: "VerifyWorker",
             dependencies: [
+                "Observability",
                 "Kafka",
                 "Messages",
                 "Receipts",
@@ -225,6 +237,7 @@ let package = Package(
         .testTarget(
             name: "WorkerTests",
             dependencies: [
+                "Observability",
                 "VerifyWorker",
                 "Kafka",
                 "Messages",

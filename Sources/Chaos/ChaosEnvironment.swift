@@ -5,6 +5,7 @@ import Kafka
 import Ledger
 import Logging
 import Messages
+import Observability
 import Receipts
 import Synchronization
 
@@ -56,7 +57,7 @@ final class ChaosEnvironment: Sendable {
         let simulatorState = try ChaosSimulatorState(directory: directory, secretPrefix: "chaos", runID: runID)
         let sharedSecret = simulatorState.sharedSecret
         let minting = simulatorState.minting
-        logger.info("chaos: minting traffic", metadata: ["chaos.jobs": "\(configuration.jobs)"])
+        logger.info("chaos: minting traffic", metadata: [LogKeys.chaosJobs: "\(configuration.jobs)"])
         let canary = try ChaosCanary()
         defer { canary.stop() }
         var builder = ChaosTrafficBuilder(
@@ -79,8 +80,8 @@ final class ChaosEnvironment: Sendable {
         logger.info(
             "chaos: traffic minted",
             metadata: [
-                "chaos.messages": "\(traffic.messages.count)", "chaos.planned_mb": "\(plannedBytes >> 20)",
-                "chaos.partitions": "\(partitions)", "chaos.window_kb": "\(window >> 10)",
+                LogKeys.chaosMessages: "\(traffic.messages.count)", LogKeys.chaosPlannedMB: "\(plannedBytes >> 20)",
+                LogKeys.chaosPartitions: "\(partitions)", LogKeys.chaosWindowKB: "\(window >> 10)",
             ])
         let (bootstrap, ledgerURL) = try await startCluster(simulatorState, catalogFile: catalogFile)
 
@@ -115,7 +116,9 @@ final class ChaosEnvironment: Sendable {
                     try await submitted
                     logger.info(
                         "chaos: last slice submitted",
-                        metadata: ["chaos.messages": "\(slice.upperBound)", "chaos.settled": "\(tally.settled)"])
+                        metadata: [
+                            LogKeys.chaosMessages: "\(slice.upperBound)", LogKeys.chaosSettled: "\(tally.settled)",
+                        ])
                     break
                 }
                 try await Task.sleep(for: .milliseconds(300))
@@ -130,7 +133,8 @@ final class ChaosEnvironment: Sendable {
                 logger.info(
                     "chaos: fault cleared",
                     metadata: [
-                        "chaos.fault": "\(schedule[index])", "chaos.recovery_s": "\(record.recoverySeconds ?? -1)",
+                        LogKeys.chaosFault: "\(schedule[index])",
+                        LogKeys.chaosRecoverySeconds: "\(record.recoverySeconds ?? -1)",
                     ])
             }
             let settledInTime = await tally.waitUntilSettled(expectedSettled, within: configuration.settleTimeout)
@@ -141,7 +145,7 @@ final class ChaosEnvironment: Sendable {
             }
             logger.info(
                 "chaos: settled, stopping the workers",
-                metadata: ["chaos.settled": "\(tally.settled)", "chaos.expected": "\(expectedSettled)"])
+                metadata: [LogKeys.chaosSettled: "\(tally.settled)", LogKeys.chaosExpected: "\(expectedSettled)"])
             let (jobMarks, readMarks) = await stopAndReadToEnd(
                 reader: reader, offsets: offsets, producer: producer, partitions: partitions)
             group.cancelAll()
@@ -751,7 +755,7 @@ final class ChaosEnvironment: Sendable {
         }
         logger.info(
             "chaos: entitlement service caught up; comparing accounts",
-            metadata: ["chaos.accounts": "\(truth.accounts.count)"])
+            metadata: [LogKeys.chaosAccounts: "\(truth.accounts.count)"])
         var violations: [ChaosViolation] = []
         for account in truth.accounts.keys.sorted() {
             let encoded = account.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? account
@@ -837,7 +841,7 @@ final class ChaosEnvironment: Sendable {
         var target: String?
         var detail: String?
         let simulatorURL = simulatorBase
-        logger.info("chaos: injecting", metadata: ["chaos.fault": "\(fault)"])
+        logger.info("chaos: injecting", metadata: [LogKeys.chaosFault: "\(fault)"])
         let injected = clock.now
         switch fault {
         case .killWorker:
@@ -959,7 +963,7 @@ final class ChaosEnvironment: Sendable {
             $0.hasPrefix("ok") || $0.hasPrefix("error")
         }
         if let reply, reply.hasPrefix("error") {
-            logger.warning("chaos: dev-broker refused a command", metadata: ["chaos.command": "\(command)"])
+            logger.warning("chaos: dev-broker refused a command", metadata: [LogKeys.chaosCommand: "\(command)"])
         }
     }
 

@@ -2,6 +2,7 @@ import AppleSimulator
 import Foundation
 import Kafka
 import Messages
+import Observability
 import Synchronization
 
 #if canImport(Glibc)
@@ -197,8 +198,8 @@ extension ChaosEnvironment {
                         logger.info(
                             "chaos: live fuzz progress",
                             metadata: [
-                                "chaos.inputs": "\(number)", "chaos.settled": "\(tally.settled)",
-                                "chaos.inputs_per_s": "\(Int(Double(number) / max(seconds, 0.001)))",
+                                LogKeys.chaosInputs: "\(number)", LogKeys.chaosSettled: "\(tally.settled)",
+                                LogKeys.chaosInputsPerSecond: "\(Int(Double(number) / max(seconds, 0.001)))",
                             ])
                     }
                 }
@@ -208,7 +209,7 @@ extension ChaosEnvironment {
                 stalled = await uncommittedPartitions(bootstrap: bootstrap, producer: producer, partitions: partitions)
                     .map(\.description)
             } else {
-                logger.warning("chaos: live fuzz did not settle", metadata: ["chaos.settled": "\(tally.settled)"])
+                logger.warning("chaos: live fuzz did not settle", metadata: [LogKeys.chaosSettled: "\(tally.settled)"])
             }
             report.settled = tally.settled
             report.elapsedSeconds = Self.seconds(started.duration(to: clock.now))

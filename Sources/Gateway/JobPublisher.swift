@@ -1,6 +1,7 @@
 import Kafka
 import Logging
 import Messages
+import Observability
 import Synchronization
 
 /// Publishes one job and returns once Kafka acknowledged it. The gateway answers 2xx only after this returns.
@@ -49,7 +50,7 @@ public final class KafkaJobPublisher: JobPublishing {
             lastPublishFailed.withLock { $0 = true }
             logger.warning(
                 "job not acknowledged by kafka",
-                metadata: ["verify.job_id": "\(job.jobID)", "kafka.topic": "\(topic)", "kafka.error": "\(error)"])
+                metadata: [LogKeys.jobID: "\(job.jobID)", LogKeys.topic: "\(topic)", LogKeys.error: "\(error)"])
             if let kafka = error as? KafkaError, kafka.code == .shuttingDown {
                 throw GatewayError(.shuttingDown, "the gateway is shutting down; retry with the same job_id")
             }
@@ -58,7 +59,7 @@ public final class KafkaJobPublisher: JobPublishing {
             lastPublishFailed.withLock { $0 = true }
             logger.warning(
                 "job not acknowledged by kafka within the deadline",
-                metadata: ["verify.job_id": "\(job.jobID)", "kafka.topic": "\(topic)"])
+                metadata: [LogKeys.jobID: "\(job.jobID)", LogKeys.topic: "\(topic)"])
             throw GatewayError(
                 .kafkaUnavailable, "Kafka did not acknowledge the job in time; retry with the same job_id")
         }

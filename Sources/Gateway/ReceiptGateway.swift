@@ -3,6 +3,7 @@ import Hummingbird
 import Kafka
 import Logging
 import Messages
+import Observability
 import Operations
 import Synchronization
 
@@ -151,7 +152,7 @@ public final class ReceiptGateway: Sendable {
                 } catch {
                     // A port that never listened is reported once, by `run`'s error below.
                     if await operations.waitUntilListening() != nil {
-                        logger.error("operations port stopped", metadata: ["verify.error": "\(error)"])
+                        logger.error("operations port stopped", metadata: [LogKeys.error: "\(error)"])
                     }
                 }
             }
@@ -261,8 +262,8 @@ public final class ReceiptGateway: Sendable {
             logger.debug(
                 "job published",
                 metadata: [
-                    "verify.job_id": "\(job.jobID)", "http.route": "\(route)",
-                    "kafka.partition": "\(report.topicPartition.partition)", "kafka.offset": "\(report.offset)",
+                    LogKeys.jobID: "\(job.jobID)", LogKeys.httpRoute: "\(route)",
+                    LogKeys.partition: "\(report.topicPartition.partition)", LogKeys.offset: "\(report.offset)",
                 ])
             let (status, bytes) = answer(job, report)
             GatewayMetrics.recordAnswer(route: route, status: status, since: start)
@@ -272,13 +273,14 @@ public final class ReceiptGateway: Sendable {
             GatewayMetrics.recordAnswer(route: route, status: error.httpStatus, since: start)
             if error.httpStatus >= 500 {
                 logger.warning(
-                    "request not accepted", metadata: ["http.route": "\(route)", "verify.error": "\(error.code)"])
+                    "request not accepted", metadata: [LogKeys.httpRoute: "\(route)", LogKeys.error: "\(error.code)"])
                 stopIfKafkaFailedForGood()
             } else {
                 logger.debug(
                     "request refused",
                     metadata: [
-                        "http.route": "\(route)", "verify.error": "\(error.code)", "verify.reason": "\(error.message)",
+                        LogKeys.httpRoute: "\(route)", LogKeys.error: "\(error.code)",
+                        LogKeys.reason: "\(error.message)",
                     ])
             }
             var response = Self.json(error.httpStatus, error.jsonBody)
@@ -291,7 +293,7 @@ public final class ReceiptGateway: Sendable {
     /// process exits non-zero and is replaced.
     private func stopIfKafkaFailedForGood() {
         guard let fatal = producerFatalError(), handlesSignals.isSet, !stopping.isSet else { return }
-        logger.critical("kafka producer failed for good; stopping the gateway", metadata: ["kafka.error": "\(fatal)"])
+        logger.critical("kafka producer failed for good; stopping the gateway", metadata: [LogKeys.error: "\(fatal)"])
         stopping.set()
         kill(getpid(), SIGTERM)
     }

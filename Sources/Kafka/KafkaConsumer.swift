@@ -2,6 +2,7 @@ import CRdKafka
 import Dispatch
 import Foundation
 import Logging
+import Observability
 import Synchronization
 
 /// A member of a Kafka consumer group with explicit offset commits and eager rebalancing.
@@ -244,7 +245,7 @@ public final class KafkaConsumer: Sendable {
                 // leave its group cleanly (rd_kafka_consumer_close would wait for ever), so it is
                 // destroyed without a close; the revoke hook does not run and the next owner
                 // re-reads whatever was not committed.
-                logger.critical("kafka consumer stopped by a fatal error", metadata: ["kafka.error": "\(fatal)"])
+                logger.critical("kafka consumer stopped by a fatal error", metadata: [LogKeys.error: "\(fatal)"])
                 channel.finish(fatal)
                 client.destroyWithoutConsumerClose.set()
             } else {
@@ -252,7 +253,7 @@ public final class KafkaConsumer: Sendable {
                 // and leaves the group.
                 let err = client.withHandle { rd_kafka_consumer_close($0) }
                 if err != RD_KAFKA_RESP_ERR_NO_ERROR {
-                    logger.warning("kafka consumer close", metadata: ["kafka.error": "\(KafkaError(err))"])
+                    logger.warning("kafka consumer close", metadata: [LogKeys.error: "\(KafkaError(err))"])
                 }
                 channel.finish()
             }
@@ -300,7 +301,7 @@ final class PendingRewinds: Sendable {
             if let failure {
                 logger.warning(
                     "kafka rewind failed; trying again",
-                    metadata: ["kafka.rewind": "\(request)", "kafka.error": "\(failure)"])
+                    metadata: [LogKeys.kafkaRewind: "\(request)", LogKeys.error: "\(failure)"])
                 requests.withLock { if $0[partition] == nil { $0[partition] = offset } }
                 continue
             }
@@ -331,8 +332,8 @@ enum ConsumerMessageConversion {
             logger.warning(
                 "kafka consumer error",
                 metadata: [
-                    "kafka.topic": "\(topic)", "kafka.partition": "\(message.partition)",
-                    "kafka.error": "\(KafkaError(message.err, context: "consume"))",
+                    LogKeys.topic: "\(topic)", LogKeys.partition: "\(message.partition)",
+                    LogKeys.error: "\(KafkaError(message.err, context: "consume"))",
                 ])
             return .ignored
         }
@@ -439,7 +440,7 @@ final class ConsumerRebalanceHandler: Sendable {
     ) {
         let (err, startingOffsets, unknown) = apply()
         if err != RD_KAFKA_RESP_ERR_NO_ERROR {
-            logger.error("kafka assign failed", metadata: ["kafka.error": "\(KafkaError(err, context: "assign"))"])
+            logger.error("kafka assign failed", metadata: [LogKeys.error: "\(KafkaError(err, context: "assign"))"])
             return
         }
         // Numbered on this thread, before the event is pushed: a revoke hook told this number can never be
@@ -451,7 +452,7 @@ final class ConsumerRebalanceHandler: Sendable {
         }
         paused.withLock { $0 = [] }
         starts.withLock { $0 = startingOffsets }
-        logger.info("kafka partitions assigned", metadata: ["kafka.partitions": "\(partitions)"])
+        logger.info("kafka partitions assigned", metadata: [LogKeys.partitions: "\(partitions)"])
         channel.push(
             .partitionsAssigned(
                 partitions, startingOffsets: startingOffsets, startsUnknown: unknown, generation: generation),
@@ -488,7 +489,7 @@ final class ConsumerRebalanceHandler: Sendable {
             guard let failure, attempt < Self.committedLookupAttempts else { break }
             logger.notice(
                 "kafka committed offsets not read at assignment; asking again",
-                metadata: ["kafka.error": "\(failure)", "kafka.attempt": "\(attempt)"])
+                metadata: [LogKeys.error: "\(failure)", LogKeys.kafkaAttempts: "\(attempt)"])
             let backoff = Self.committedLookupBackoffSeconds
             Thread.sleep(forTimeInterval: backoff[min(attempt - 1, backoff.count - 1)])
         }
@@ -509,8 +510,8 @@ final class ConsumerRebalanceHandler: Sendable {
             logger.warning(
                 "kafka committed offsets not read at assignment; librdkafka reads them, the application checks later",
                 metadata: [
-                    "kafka.error": "\(failure)",
-                    "kafka.partitions": "\(unknown.sorted { $0.description < $1.description })",
+                    LogKeys.error: "\(failure)",
+                    LogKeys.partitions: "\(unknown.sorted { $0.description < $1.description })",
                 ])
         }
         return (starts, unknown)
@@ -524,11 +525,11 @@ final class ConsumerRebalanceHandler: Sendable {
         }
         let err = apply()
         if err != RD_KAFKA_RESP_ERR_NO_ERROR {
-            logger.error("kafka unassign failed", metadata: ["kafka.error": "\(KafkaError(err, context: "assign"))"])
+            logger.error("kafka unassign failed", metadata: [LogKeys.error: "\(KafkaError(err, context: "assign"))"])
         }
         assigned.withLock { $0.partitions.subtract(partitions) }
         paused.withLock { $0.subtract(partitions) }
-        logger.info("kafka partitions revoked", metadata: ["kafka.partitions": "\(partitions)"])
+        logger.info("kafka partitions revoked", metadata: [LogKeys.partitions: "\(partitions)"])
         channel.push(.partitionsRevoked(partitions), unless: stop)
     }
 
@@ -544,7 +545,7 @@ final class ConsumerRebalanceHandler: Sendable {
             task.cancel()
             logger.error(
                 "kafka revoke hook missed its deadline; giving the partitions back anyway",
-                metadata: ["kafka.deadline": "\(deadline)"])
+                metadata: [LogKeys.kafkaDeadline: "\(deadline)"])
         }
     }
 }
@@ -592,5 +593,5 @@ private func consumerOffsetCommitCallback(
         let context = RDKafkaCallbackContext.from(opaque)
     else { return }
     context.logger.warning(
-        "kafka asynchronous commit failed", metadata: ["kafka.error": "\(KafkaError(err, context: "commit"))"])
+        "kafka asynchronous commit failed", metadata: [LogKeys.error: "\(KafkaError(err, context: "commit"))"])
 }

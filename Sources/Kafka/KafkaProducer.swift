@@ -1,6 +1,7 @@
 import CRdKafka
 import Foundation
 import Logging
+import Observability
 
 /// An idempotent Kafka producer (`enable.idempotence=true`, `acks=all`): every `send` returns once
 /// the broker acknowledged the message (or it failed for good), and at most
@@ -132,8 +133,8 @@ public final class KafkaProducer: Sendable {
             // message goes out once more because of this acknowledgement.
             resends.value.add(1, ordering: .relaxed)
             let metadata: Logger.Metadata = [
-                "kafka.topic": "\(record.topic)", "kafka.partition": "\(report.topicPartition.partition)",
-                "kafka.sends": "\(sent)",
+                LogKeys.topic: "\(record.topic)", LogKeys.partition: "\(report.topicPartition.partition)",
+                LogKeys.kafkaSends: "\(sent)",
             ]
             guard sent < max(attempts, 1) else {
                 logger.warning(
@@ -179,7 +180,7 @@ public final class KafkaProducer: Sendable {
         do {
             try await flush(timeout: timeout)
         } catch {
-            logger.warning("kafka producer flush incomplete at shutdown", metadata: ["kafka.error": "\(error)"])
+            logger.warning("kafka producer flush incomplete at shutdown", metadata: [LogKeys.error: "\(error)"])
             let client = self.client
             await BlockingCall.run(name: "kafka-producer-purge") {
                 client.withHandle { rk in

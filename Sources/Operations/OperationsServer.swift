@@ -1,6 +1,7 @@
 import Hummingbird
 import Logging
 import Metrics
+import Observability
 import Prometheus
 import Synchronization
 
@@ -79,7 +80,8 @@ public final class OperationsServer: Sendable {
                 address: .hostname(configuration.host, port: configuration.port), serverName: nil),
             onServerRunning: { [logger] channel in
                 let port = channel.localAddress?.port ?? 0
-                logger.notice("operations: /healthz, /readyz and /metrics listening", metadata: ["ops.port": "\(port)"])
+                logger.notice(
+                    "operations: /healthz, /readyz and /metrics listening", metadata: [LogKeys.metricsPort: "\(port)"])
                 listening.resolve(port)
             },
             logger: serverLogger)

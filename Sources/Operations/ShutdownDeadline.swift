@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import Observability
 
 #if canImport(Glibc)
     import Glibc
@@ -20,7 +21,7 @@ public enum ShutdownDeadline {
                 forTimeInterval: Double(limit.components.seconds) + Double(limit.components.attoseconds) / 1e18)
             logger.critical(
                 "worker: shutdown deadline passed, exiting without a clean close",
-                metadata: ["shutdown.limit": "\(limit)"])
+                metadata: [LogKeys.shutdownLimit: "\(limit)"])
             fflush(nil)
             _exit(1)
         }

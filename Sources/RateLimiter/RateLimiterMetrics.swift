@@ -1,4 +1,5 @@
 import Metrics
+import Observability
 
 /// Where ``AppleCallGate`` sends its measurements. Injected, so tests can observe them without bootstrapping the
 /// process-wide swift-metrics system; production uses ``SwiftMetricsRateLimiterMetrics``.
@@ -50,25 +51,25 @@ public struct SwiftMetricsRateLimiterMetrics: RateLimiterMetrics {
 
     /// Metrics for the gate labelled `gateLabel`.
     public init(gateLabel: String) {
-        let dimensions = [(RateLimiterMetricNames.gateDimension, gateLabel)]
-        limit = Gauge(label: RateLimiterMetricNames.concurrencyLimit, dimensions: dimensions)
-        inFlight = Gauge(label: RateLimiterMetricNames.inFlight, dimensions: dimensions)
-        queued = Gauge(label: RateLimiterMetricNames.queuedWaiters, dimensions: dimensions)
-        breaker = Gauge(label: RateLimiterMetricNames.breakerState, dimensions: dimensions)
-        retries = Counter(label: RateLimiterMetricNames.retries, dimensions: dimensions)
-        budgetExhausted = Counter(label: RateLimiterMetricNames.budgetExhausted, dimensions: dimensions)
+        let dimensions = [(MetricNames.gateLabel, gateLabel)]
+        limit = Gauge(label: MetricNames.rateLimiterConcurrencyLimit, dimensions: dimensions)
+        inFlight = Gauge(label: MetricNames.rateLimiterInFlight, dimensions: dimensions)
+        queued = Gauge(label: MetricNames.rateLimiterQueuedWaiters, dimensions: dimensions)
+        breaker = Gauge(label: MetricNames.rateLimiterBreakerState, dimensions: dimensions)
+        retries = Counter(label: MetricNames.rateLimiterRetries, dimensions: dimensions)
+        budgetExhausted = Counter(label: MetricNames.rateLimiterRetryBudgetExhausted, dimensions: dimensions)
         var rejections: [AppleCallGateError.Code: Counter] = [:]
         for code in AppleCallGateError.Code.allCases {
             rejections[code] = Counter(
-                label: RateLimiterMetricNames.rejections,
-                dimensions: dimensions + [(RateLimiterMetricNames.reasonDimension, code.rawValue)])
+                label: MetricNames.rateLimiterRejections,
+                dimensions: dimensions + [(MetricNames.reasonLabel, code.rawValue)])
         }
         self.rejections = rejections
         var outcomes: [String: Counter] = [:]
         for label in CallOutcome.metricLabels {
             outcomes[label] = Counter(
-                label: RateLimiterMetricNames.outcomes,
-                dimensions: dimensions + [(RateLimiterMetricNames.outcomeDimension, label)])
+                label: MetricNames.rateLimiterOutcomes,
+                dimensions: dimensions + [(MetricNames.outcomeLabel, label)])
         }
         self.outcomes = outcomes
     }

@@ -3,6 +3,7 @@ import ArgumentParser
 import Entitlements
 import Foundation
 import Logging
+import Observability
 import Operations
 import Pipeline
 
@@ -47,9 +48,9 @@ struct EntitlementsCommand: AsyncParsableCommand {
         logger.notice(
             "entitlements: starting",
             metadata: [
-                "kafka.group_id": "\(configuration.groupID)", "kafka.topic": "\(configuration.verdictsTopic)",
-                "entitlements.tokens": "\(files.tokens.count)",
-                "entitlements.products": "\(files.catalog.products.count)",
+                LogKeys.groupID: "\(configuration.groupID)", LogKeys.topic: "\(configuration.verdictsTopic)",
+                LogKeys.tokenCount: "\(files.tokens.count)",
+                LogKeys.productCount: "\(files.catalog.products.count)",
             ])
         try await service.run(handlingSignals: true)
     }

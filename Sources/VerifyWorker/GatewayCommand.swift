@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import Gateway
 import Logging
+import Observability
 import Operations
 import Pipeline
 
@@ -96,8 +97,8 @@ struct GatewayCommand: AsyncParsableCommand {
                 logger.info(
                     "gateway listening",
                     metadata: [
-                        "http.port": "\(port)", "verify.metrics_port": "\(metrics)",
-                        "kafka.topic": "\(topic)",
+                        LogKeys.httpPort: "\(port)", LogKeys.metricsPort: "\(metrics)",
+                        LogKeys.topic: "\(topic)",
                     ])
             }
             try await group.waitForAll()

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import Logging
+import Observability
 import Operations
 import Pipeline
 
@@ -41,7 +42,7 @@ struct RunCommand: AsyncParsableCommand {
                     metadata: [
                         LogKeys.workerID: "\(configuration.workerID)", LogKeys.groupID: "\(configuration.groupID)",
                         LogKeys.topic: "\(configuration.jobsTopic)",
-                        "malloc.arena_max": "\(arenas.map(String.init) ?? "environment")",
+                        LogKeys.mallocArenas: "\(arenas.map(String.init) ?? "environment")",
                     ])
             }
             exit = try await WorkerRuntime(configuration: configuration, logger: logger).run(started: started) {

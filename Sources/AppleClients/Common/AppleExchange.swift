@@ -1,4 +1,5 @@
 import Logging
+import Observability
 
 /// A transport failure on the way to Apple, already classified: retry later (with advice) or give up.
 struct AppleTransportFailure: Error {
@@ -29,7 +30,7 @@ extension HTTPTransport {
         } catch let error as HTTPTransportError {
             logger.debug(
                 "\(label): transport failure",
-                metadata: [AppleLogKey.environment: "\(environment.rawValue)", AppleLogKey.error: "\(error)"])
+                metadata: [LogKeys.appleEnvironment: "\(environment.rawValue)", LogKeys.error: "\(error)"])
             if error.isRetryable {
                 let advice = AppleRetryAdvice(reason: .transport(error.code), environment: environment)
                 return .failure(AppleTransportFailure(outcome: .retryable(advice)))

@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import Observability
 
 /// The App Store Server API: Get Transaction Info, Get Transaction History v2 and Get All Subscription Statuses.
 ///
@@ -161,7 +162,7 @@ public struct AppStoreServerAPIClient: Sendable {
         do {
             return .answered(try await body())
         } catch let error as AppleClientError {
-            logger.debug("App Store Server API: answer rejected", metadata: [AppleLogKey.error: "\(error)"])
+            logger.debug("App Store Server API: answer rejected", metadata: [LogKeys.error: "\(error)"])
             return .failed(error)
         }
     }
@@ -205,7 +206,7 @@ public struct AppStoreServerAPIClient: Sendable {
             guard isNotFound || error.httpStatus == 401 else { return last }
             logger.debug(
                 "App Store Server API: not in production, asking sandbox",
-                metadata: [AppleLogKey.errorCode: "\(error.appleErrorCode ?? error.httpStatus ?? 0)"])
+                metadata: [LogKeys.appleErrorCode: "\(error.appleErrorCode ?? error.httpStatus ?? 0)"])
         }
         return last
     }

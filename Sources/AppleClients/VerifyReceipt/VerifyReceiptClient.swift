@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import Observability
 
 /// Apple's legacy `verifyReceipt` endpoint: one logical verification per call, environment hop included.
 ///
@@ -74,9 +75,9 @@ public struct VerifyReceiptClient: Sendable {
         _ environment: AppleEnvironment, _ response: VerifyReceiptResponse, receiptEnvironment: Bool = false
     ) -> Logger.Metadata {
         var metadata: Logger.Metadata = [
-            AppleLogKey.environment: "\(environment.rawValue)", AppleLogKey.status: "\(response.status.code)",
+            LogKeys.appleEnvironment: "\(environment.rawValue)", LogKeys.appleStatus: "\(response.status.code)",
         ]
-        if receiptEnvironment { metadata[AppleLogKey.receiptEnvironment] = "\(response.environment.rawValue)" }
+        if receiptEnvironment { metadata[LogKeys.appleReceiptEnvironment] = "\(response.environment.rawValue)" }
         return metadata
     }
 
@@ -176,20 +177,4 @@ public struct VerifyReceiptClient: Sendable {
         }
         body.append(UInt8(ascii: "\""))
     }
-}
-
-/// The log metadata keys of the Apple clients, in one place.
-public enum AppleLogKey {
-    /// The environment a request went to.
-    public static let environment = "apple.environment"
-    /// A verifyReceipt status.
-    public static let status = "apple.status"
-    /// The environment the answer is for.
-    public static let receiptEnvironment = "apple.receipt_environment"
-    /// An error's description (never holds secrets).
-    public static let error = "apple.error"
-    /// A Server API endpoint name.
-    public static let endpoint = "apple.endpoint"
-    /// A Server API error code.
-    public static let errorCode = "apple.error_code"
 }

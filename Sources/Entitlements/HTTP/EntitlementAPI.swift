@@ -3,6 +3,7 @@ import Hummingbird
 import Logging
 import Metrics
 import NIOCore
+import Observability
 import Operations
 import Prometheus
 import ServiceLifecycle
@@ -87,7 +88,7 @@ public final class EntitlementAPI: Service, Sendable {
                 address: .hostname(configuration.host, port: configuration.port), serverName: nil, backlog: 1024),
             onServerRunning: { [logger] channel in
                 let port = channel.localAddress?.port ?? 0
-                logger.notice("entitlements: API and console listening", metadata: ["http.port": "\(port)"])
+                logger.notice("entitlements: API and console listening", metadata: [LogKeys.httpPort: "\(port)"])
                 listening.resolve(port)
             },
             logger: serverLogger)
@@ -163,7 +164,7 @@ public final class EntitlementAPI: Service, Sendable {
         } catch let error as EntitlementStoreError {
             logger.warning(
                 "entitlements: store failed during a request",
-                metadata: ["http.route": "\(route)", "entitlements.error": "\(error.code.rawValue)"])
+                metadata: [LogKeys.httpRoute: "\(route)", LogKeys.error: "\(error.code.rawValue)"])
             response = Self.failure(
                 APIFailure(.serviceUnavailable, "store_unavailable", "the store did not answer; retry"))
         } catch {
@@ -171,11 +172,11 @@ public final class EntitlementAPI: Service, Sendable {
         }
         let elapsed = ContinuousClock.now - started
         Counter(
-            label: EntitlementMetricNames.requests,
+            label: MetricNames.entitlementsRequests,
             dimensions: [("route", route), ("status", "\(response.status.code)")]
         )
         .increment()
-        Timer(label: EntitlementMetricNames.requestDuration, dimensions: [("route", route)]).recordNanoseconds(
+        Timer(label: MetricNames.entitlementsRequestDuration, dimensions: [("route", route)]).recordNanoseconds(
             elapsed.components.seconds * 1_000_000_000 + elapsed.components.attoseconds / 1_000_000_000)
         return response
     }
@@ -189,7 +190,7 @@ public final class EntitlementAPI: Service, Sendable {
             let label = tokens.authenticate(token)
         else {
             limiter.recordFailure(address)
-            Counter(label: EntitlementMetricNames.authenticationFailures).increment()
+            Counter(label: MetricNames.entitlementsAuthenticationFailures).increment()
             throw APIFailure(.unauthorized, "unauthorized", "a valid Authorization: Bearer token is required")
         }
         return label

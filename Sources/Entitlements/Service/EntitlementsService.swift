@@ -1,6 +1,7 @@
 import Foundation
 import Kafka
 import Logging
+import Observability
 import Operations
 import ServiceLifecycle
 import Synchronization
@@ -193,7 +194,7 @@ struct MigrationService: Service {
                 break
             } catch let error as EntitlementStoreError where error.isRetryable {
                 logger.warning(
-                    "entitlements: cannot migrate the store yet; retrying", metadata: ["entitlements.error": "\(error)"]
+                    "entitlements: cannot migrate the store yet; retrying", metadata: [LogKeys.error: "\(error)"]
                 )
                 do {
                     try await Task.sleep(for: delay)

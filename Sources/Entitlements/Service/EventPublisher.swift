@@ -2,6 +2,7 @@ import Foundation
 import Kafka
 import Logging
 import Metrics
+import Observability
 import ServiceLifecycle
 import Synchronization
 
@@ -46,7 +47,7 @@ public final class EventPublisher: Service, Sendable {
                     break
                 } catch {
                     self.logger.notice(
-                        "entitlements: publishing events failed; retrying", metadata: ["kafka.error": "\(error)"])
+                        "entitlements: publishing events failed; retrying", metadata: [LogKeys.error: "\(error)"])
                 }
                 if stopping.load(ordering: .acquiring) { break }
                 await wake.wait(timeout: .seconds(1))
@@ -80,7 +81,7 @@ public final class EventPublisher: Service, Sendable {
                             sent.append(event.eventID)
                         } catch {
                             // Stop this account here: a later event must not overtake the one that failed.
-                            Counter(label: EntitlementMetricNames.eventsPublished, dimensions: [("result", "failed")])
+                            Counter(label: MetricNames.entitlementsEventsPublished, dimensions: [("result", "failed")])
                                 .increment()
                             break
                         }
@@ -94,7 +95,7 @@ public final class EventPublisher: Service, Sendable {
         }
         if !published.isEmpty {
             try await store.markPublished(published, at: now())
-            Counter(label: EntitlementMetricNames.eventsPublished, dimensions: [("result", "published")])
+            Counter(label: MetricNames.entitlementsEventsPublished, dimensions: [("result", "published")])
                 .increment(by: published.count)
         }
         if published.count < events.count {

@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import Metrics
+import Observability
 import ServiceLifecycle
 
 /// Publishes the expirations no verdict reports: every `interval` it looks for subscriptions whose expiry passed
@@ -46,7 +47,7 @@ public final class ExpirationSweeper: Service, Sendable {
                 } catch {
                     // The window stays open: the next round looks again from the same point.
                     self.logger.notice(
-                        "entitlements: expiry sweep failed", metadata: ["entitlements.error": "\(error)"])
+                        "entitlements: expiry sweep failed", metadata: [LogKeys.error: "\(error)"])
                 }
                 try? await Task.sleep(for: self.interval)
             }
@@ -72,7 +73,7 @@ public final class ExpirationSweeper: Service, Sendable {
             if accounts.count < limit { break }
         }
         if !created.isEmpty {
-            Counter(label: EntitlementMetricNames.events, dimensions: [("type", "expiration")])
+            Counter(label: MetricNames.entitlementsEvents, dimensions: [("type", "expiration")])
                 .increment(by: created.count)
             onEvents()
         }

@@ -2,6 +2,7 @@ import Foundation
 import Kafka
 import Logging
 import Metrics
+import Observability
 import ServiceLifecycle
 import Synchronization
 
@@ -138,7 +139,7 @@ public final class VerdictProjector: Service, Sendable {
                 case .partitionsAssigned(let partitions, _, _, _):
                     state.withLock { $0.assignment = Set(partitions) }
                     logger.info(
-                        "entitlements: partitions assigned", metadata: ["kafka.partitions": "\(partitions.count)"])
+                        "entitlements: partitions assigned", metadata: [LogKeys.partitions: "\(partitions.count)"])
                     if !state.withLock({ $0.storeHealthy }) { try? consumer.pause(partitions) }
                 case .partitionsRevoked(let partitions):
                     state.withLock { $0.assignment.subtract(partitions) }
@@ -191,13 +192,13 @@ public final class VerdictProjector: Service, Sendable {
             let started = ContinuousClock.now
             do {
                 let result = try await store.project(batch, catalog: catalog, recordedAt: now())
-                Timer(label: EntitlementMetricNames.batchDuration).recordNanoseconds(
+                Timer(label: MetricNames.entitlementsBatchDuration).recordNanoseconds(
                     (ContinuousClock.now - started).nanoseconds)
                 record(result, inputs: inputs)
                 if paused { try? consumer.resume(Array(state.withLock { $0.assignment })) }
                 break
             } catch let error as EntitlementStoreError where error.isRetryable {
-                Counter(label: EntitlementMetricNames.storeErrors, dimensions: [("error", error.code.rawValue)])
+                Counter(label: MetricNames.entitlementsStoreErrors, dimensions: [("error", error.code.rawValue)])
                     .increment()
                 let first = state.withLock { state -> Bool in
                     defer {
@@ -209,7 +210,7 @@ public final class VerdictProjector: Service, Sendable {
                 if first {
                     logger.warning(
                         "entitlements: the store failed; retrying the batch without committing",
-                        metadata: ["entitlements.error": "\(error)"])
+                        metadata: [LogKeys.error: "\(error)"])
                 }
                 if !paused {
                     // Stop fetching while the store is down: polling continues, so the member stays in its group.
@@ -220,7 +221,7 @@ public final class VerdictProjector: Service, Sendable {
                 delay = min(delay * 2, configuration.retryCeiling)
             } catch {
                 state.withLock { $0.fatal = true }
-                logger.critical("entitlements: the projection stopped", metadata: ["entitlements.error": "\(error)"])
+                logger.critical("entitlements: the projection stopped", metadata: [LogKeys.error: "\(error)"])
                 throw error
             }
         }
@@ -233,7 +234,7 @@ public final class VerdictProjector: Service, Sendable {
         }
         if recovered { logger.notice("entitlements: the store answers again") }
         if let recordTime {
-            Gauge(label: EntitlementMetricNames.lagSeconds).record(now().timeIntervalSince(recordTime))
+            Gauge(label: MetricNames.entitlementsLag).record(now().timeIntervalSince(recordTime))
         }
         configuration.onBatchWritten?(current.compactMap(\.timestampMilliseconds), Date())
         await commitWritten(async: true)
@@ -243,18 +244,18 @@ public final class VerdictProjector: Service, Sendable {
         var counts: [EntitlementProjection.Result: Int] = [:]
         for item in result.results { counts[item, default: 0] += 1 }
         for (item, count) in counts {
-            Counter(label: EntitlementMetricNames.verdicts, dimensions: [("result", item.rawValue)]).increment(
+            Counter(label: MetricNames.entitlementsVerdicts, dimensions: [("result", item.rawValue)]).increment(
                 by: count)
         }
         for (input, item) in zip(inputs, result.results) where item == .ignored {
             guard case .unreadable(let message) = input else { continue }
-            Counter(label: EntitlementMetricNames.ignored, dimensions: [("code", message.code)]).increment()
+            Counter(label: MetricNames.entitlementsIgnored, dimensions: [("code", message.code)]).increment()
             logger.notice(
                 "entitlements: ignored a message that is not a verdict this build reads",
-                metadata: ["entitlements.problem": "\(message.code)", "entitlements.dedupe_id": "\(message.dedupeID)"])
+                metadata: [LogKeys.problem: "\(message.code)", LogKeys.dedupeID: "\(message.dedupeID)"])
         }
         for event in result.events {
-            Counter(label: EntitlementMetricNames.events, dimensions: [("type", event.kind.rawValue)]).increment()
+            Counter(label: MetricNames.entitlementsEvents, dimensions: [("type", event.kind.rawValue)]).increment()
         }
         if !result.events.isEmpty { onEvents() }
     }
@@ -275,7 +276,7 @@ public final class VerdictProjector: Service, Sendable {
             }
         } catch {
             // Not fatal: the next commit of a higher offset covers it, and a re-read is idempotent.
-            logger.notice("entitlements: commit failed", metadata: ["kafka.error": "\(error)"])
+            logger.notice("entitlements: commit failed", metadata: [LogKeys.error: "\(error)"])
         }
     }
 

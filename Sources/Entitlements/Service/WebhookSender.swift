@@ -2,6 +2,7 @@ import Crypto
 import Foundation
 import Logging
 import Metrics
+import Observability
 import ServiceLifecycle
 
 /// How a webhook is POSTed; the command passes the project's curl engine, tests a fake.
@@ -55,7 +56,7 @@ public final class WebhookSender: Service, Sendable {
                     break
                 } catch {
                     self.logger.notice(
-                        "entitlements: webhook round failed", metadata: ["entitlements.error": "\(error)"])
+                        "entitlements: webhook round failed", metadata: [LogKeys.error: "\(error)"])
                 }
                 await self.wake.wait(timeout: .seconds(1))
             }
@@ -101,19 +102,19 @@ public final class WebhookSender: Service, Sendable {
             delivered || attempts >= maximumAttempts
             ? nil : instant.addingTimeInterval(min(Self.maximumDelay, Self.firstDelay * pow(2, Double(attempts - 1))))
         let result = delivered ? "delivered" : next == nil ? "given_up" : "failed"
-        Counter(label: EntitlementMetricNames.webhooks, dimensions: [("result", result)]).increment()
+        Counter(label: MetricNames.entitlementsWebhookAttempts, dimensions: [("result", result)]).increment()
         if result == "given_up" {
             logger.warning(
                 "entitlements: webhook delivery given up",
                 metadata: [
-                    "entitlements.event_id": "\(delivery.event.eventID)", "entitlements.attempts": "\(attempts)",
+                    LogKeys.eventID: "\(delivery.event.eventID)", LogKeys.webhookAttempts: "\(attempts)",
                 ])
         }
         do {
             try await store.recordWebhookAttempt(delivery, delivered: delivered, nextAttempt: next, at: instant)
         } catch {
             logger.notice(
-                "entitlements: could not record a webhook attempt", metadata: ["entitlements.error": "\(error)"])
+                "entitlements: could not record a webhook attempt", metadata: [LogKeys.error: "\(error)"])
         }
     }
 

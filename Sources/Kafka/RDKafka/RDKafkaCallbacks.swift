@@ -1,6 +1,7 @@
 import CRdKafka
 import Dispatch
 import Logging
+import Observability
 import Synchronization
 
 /// What librdkafka's client-wide callbacks (error, log, rebalance, offset commit) reach through the
@@ -42,7 +43,7 @@ private func rdKafkaErrorCallback(
             KafkaError.fatalError(of: rk)
             ?? KafkaError(code, context: reason.map { String(cString: $0) })
         context.fatalError.withLock { if $0 == nil { $0 = fatal } }
-        context.logger.critical("kafka fatal error", metadata: ["kafka.error": "\(fatal)"])
+        context.logger.critical("kafka fatal error", metadata: [LogKeys.error: "\(fatal)"])
         return
     }
     // librdkafka reports no recovery: `KafkaProducer.watchBrokers` asks the brokers until one answers.
@@ -50,8 +51,8 @@ private func rdKafkaErrorCallback(
     context.logger.warning(
         "kafka client error",
         metadata: [
-            "kafka.error_code": "\(KafkaError.Code(rawValue: err))",
-            "kafka.reason": "\(reason.map { String(cString: $0) } ?? "")",
+            LogKeys.kafkaErrorCode: "\(KafkaError.Code(rawValue: err))",
+            LogKeys.kafkaReason: "\(reason.map { String(cString: $0) } ?? "")",
         ])
 }
 
@@ -73,7 +74,7 @@ private func rdKafkaLogCallback(
     // One property set (`kafka_properties`) serves a worker's consumers and producers alike, so librdkafka's note
     // that a consumer property is ignored by a producer (or the reverse) is expected, not a warning.
     if facilityName == "CONFWARN", message.contains(" property and will be ignored by this ") { logLevel = .debug }
-    context.logger.log(level: logLevel, "\(message)", metadata: ["kafka.facility": "\(facilityName)"])
+    context.logger.log(level: logLevel, "\(message)", metadata: [LogKeys.kafkaFacility: "\(facilityName)"])
 }
 
 /// A stop flag shared between an owner and its poll thread.

@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import Messages
+import Observability
 import PostgresNIO
 import Synchronization
 
@@ -123,7 +124,7 @@ public final class PostgresLedger: Ledger {
         }
         if !applied.isEmpty {
             logger.info(
-                "ledger schema migrated", metadata: ["ledger.migrations": "\(applied)", "ledger.target": "\(target)"])
+                "ledger schema migrated", metadata: [LogKeys.migrations: "\(applied)", LogKeys.store: "\(target)"])
         }
     }
 
@@ -267,7 +268,7 @@ public final class PostgresLedger: Ledger {
                     logger.debug(
                         "claim lost a race",
                         metadata: [
-                            "ledger.transaction_id": "\(c.transactionID)", "ledger.owner": "\(rows.first?.1 ?? "?")",
+                            LogKeys.transactionID: "\(c.transactionID)", LogKeys.owner: "\(rows.first?.1 ?? "?")",
                         ])
                     return false
                 }

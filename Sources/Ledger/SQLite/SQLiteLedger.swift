@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import Messages
+import Observability
 
 /// The embedded ledger for a single node (`sqlite:PATH`): one SQLite file in WAL mode, one connection owned by
 /// one serial queue (``SQLiteExecutor``), writes in `BEGIN IMMEDIATE` transactions so that several processes
@@ -59,7 +60,7 @@ public final class SQLiteLedger: Ledger {
         }
         if !applied.isEmpty {
             logger.info(
-                "ledger schema migrated", metadata: ["ledger.migrations": "\(applied)", "ledger.path": "\(path)"])
+                "ledger schema migrated", metadata: [LogKeys.migrations: "\(applied)", LogKeys.store: "\(path)"])
         }
     }
 

@@ -1,6 +1,7 @@
 import Foundation
 import Kafka
 import Logging
+import Observability
 import RateLimiter
 
 /// Carries throttle signals between the workers of a cluster over the compacted control topic
@@ -74,7 +75,7 @@ public final class ThrottleSignalExchange: Sendable {
                     if !ingest(value) {
                         logger.debug(
                             "control record ignored (own, expired, stale or not a signal)",
-                            metadata: ["kafka.partition": "\(message.partition)", "kafka.offset": "\(message.offset)"])
+                            metadata: [LogKeys.partition: "\(message.partition)", LogKeys.offset: "\(message.offset)"])
                     }
                 }
             }

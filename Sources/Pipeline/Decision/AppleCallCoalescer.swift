@@ -3,6 +3,7 @@ import Foundation
 import Ledger
 import Logging
 import Metrics
+import Observability
 import Synchronization
 
 /// How jobs that carry the same proof share one Apple answer (docs/RATE-LIMITING.md, "One Apple call per receipt").

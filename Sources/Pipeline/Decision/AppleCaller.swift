@@ -2,6 +2,7 @@ import AppleClients
 import Foundation
 import Logging
 import Metrics
+import Observability
 import RateLimiter
 
 /// Calls Apple on a job's behalf through the worker's ``AppleCallGate``: waits for a permit, reports how the call

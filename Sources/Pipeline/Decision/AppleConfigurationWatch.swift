@@ -1,5 +1,6 @@
 import Logging
 import Metrics
+import Observability
 import Synchronization
 
 /// An answer from Apple that blames this worker's configuration, not the purchase: verifyReceipt's 21004 (the

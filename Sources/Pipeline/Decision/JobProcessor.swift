@@ -4,6 +4,7 @@ import Ledger
 import Logging
 import Messages
 import Metrics
+import Observability
 import RateLimiter
 import Receipts
 

@@ -4,6 +4,7 @@ import Kafka
 import Ledger
 import Logging
 import Messages
+import Observability
 import Operations
 import RateLimiter
 import Receipts
@@ -210,8 +211,8 @@ public struct WorkerRuntime: Sendable {
                 logger.notice(
                     "worker: draining",
                     metadata: [
-                        "worker.drain_timeout": "\(configuration.drainTimeout)",
-                        "worker.stop_reason": "\(first.map { "\($0)" } ?? "consumer ended")",
+                        LogKeys.drainTimeout: "\(configuration.drainTimeout)",
+                        LogKeys.stopReason: "\(first.map { "\($0)" } ?? "consumer ended")",
                     ])
                 // A worker stopped while it waited for its ledger never joined: nothing to drain.
                 await worker.stop()?.drain(timeout: configuration.drainTimeout)
@@ -228,7 +229,7 @@ public struct WorkerRuntime: Sendable {
             return exit
         }
         await producer.shutdown(timeout: .seconds(5))
-        logger.notice("worker: stopped", metadata: ["worker.exit": "\(exit)"])
+        logger.notice("worker: stopped", metadata: [LogKeys.exitStatus: "\(exit)"])
         return exit
     }
 
@@ -290,7 +291,7 @@ public struct WorkerRuntime: Sendable {
                 }
                 health.ledgerSucceeded()
                 if failures > 0 {
-                    logger.notice("ledger: reachable again", metadata: ["ledger.failed_attempts": "\(failures)"])
+                    logger.notice("ledger: reachable again", metadata: [LogKeys.failedAttempts: "\(failures)"])
                 }
                 failures = 0
                 backoff = .milliseconds(500)
@@ -310,7 +311,7 @@ public struct WorkerRuntime: Sendable {
                         migrated
                             ? "ledger: not reachable"
                             : "ledger: not reachable; the worker joins its group once it answers",
-                        metadata: [LogKeys.error: "\(error)", "ledger.failed_attempts": "\(failures)"])
+                        metadata: [LogKeys.error: "\(error)", LogKeys.failedAttempts: "\(failures)"])
                 }
             }
             let pause = failures == 0 ? Duration.seconds(5) : backoff

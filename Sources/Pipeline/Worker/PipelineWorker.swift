@@ -3,6 +3,7 @@ import Kafka
 import Logging
 import Messages
 import Metrics
+import Observability
 import Synchronization
 
 /// Decides jobs. ``JobProcessor`` is the worker's; tests give simpler ones.

@@ -3,6 +3,7 @@ import Foundation
 import Kafka
 import Logging
 import Messages
+import Observability
 import Operations
 import Pipeline
 import Prometheus
@@ -605,14 +606,14 @@ final class WorkerProcessSampler: Sendable {
 
     /// Appends a sample (`at` nil: the final one, stamped like the previous sample so it never widens an interval).
     private func record(_ worker: Int, _ metrics: PrometheusTextSample, memory: ProcessMemory?, at: Double?) {
-        let callsInFlight = metrics.sum(of: RateLimiterMetricNames.inFlight)
+        let callsInFlight = metrics.sum(of: MetricNames.rateLimiterInFlight)
         let sample = Sample(
             at: at ?? 0, inFlight: metrics.sum(of: MetricNames.inFlight), resident: memory?.residentBytes ?? 0,
             benchResident: ProcessMemory.current()?.residentBytes ?? 0,
             appleCalls: metrics.sum(of: MetricNames.appleCalls),
             appleCallSeconds: metrics.sum(of: MetricNames.appleLatency + "_sum"), callsInFlight: callsInFlight,
             concurrencyLimit: callsInFlight > 0
-                ? metrics.values(of: RateLimiterMetricNames.concurrencyLimit).max() : nil)
+                ? metrics.values(of: MetricNames.rateLimiterConcurrencyLimit).max() : nil)
         samples.withLock { samples in
             var sample = sample
             if at == nil { sample.at = samples[worker]?.last?.at ?? 0 }
@@ -751,8 +752,8 @@ struct GaugeWatcher: Sendable {
         let inFlight = metrics.sum(of: MetricNames.inFlight)
         // The gauge keeps the last value of an earlier run's gate until this run's gate records: read it only while
         // calls are in flight.
-        let callsInFlight = metrics.sum(of: RateLimiterMetricNames.inFlight)
-        let limit = callsInFlight > 0 ? metrics.values(of: RateLimiterMetricNames.concurrencyLimit).max() : nil
+        let callsInFlight = metrics.sum(of: MetricNames.rateLimiterInFlight)
+        let limit = callsInFlight > 0 ? metrics.values(of: MetricNames.rateLimiterConcurrencyLimit).max() : nil
         let resident = ProcessMemory.current()?.residentBytes ?? 0
         recorder.peaks.withLock { peaks in
             if inFlight > peaks.inFlight {

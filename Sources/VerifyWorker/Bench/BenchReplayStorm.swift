@@ -2,6 +2,7 @@ import AppleSimulator
 import ArgumentParser
 import Foundation
 import Messages
+import Observability
 import Pipeline
 
 /// `verify-worker bench replay-storm`: Apple calls per receipt when many accounts send the same receipts at once

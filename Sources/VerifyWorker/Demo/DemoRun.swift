@@ -4,6 +4,7 @@ import Foundation
 import Kafka
 import Logging
 import Messages
+import Observability
 import Operations
 import Pipeline
 import RateLimiter
@@ -222,7 +223,7 @@ struct DemoRun: Sendable {
                     for (index, exit) in exits.enumerated() where exit != 0 {
                         logger.warning(
                             "demo: worker \(index) did not exit cleanly (status \(exit.map(String.init) ?? "unknown"))",
-                            metadata: ["demo.worker_log": "\(processes[index].logFile.path)"])
+                            metadata: [LogKeys.workerLog: "\(processes[index].logFile.path)"])
                     }
                     await collector.close()
                     return exits

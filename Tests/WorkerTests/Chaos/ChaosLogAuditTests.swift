@@ -1,5 +1,6 @@
 import Chaos
 import Foundation
+import Observability
 import Testing
 
 @Suite("Chaos: log audit")
@@ -8,7 +9,7 @@ struct ChaosLogAuditTests {
     func audit() {
         let receipt = Data(repeating: 0x5A, count: 300).base64EncodedString()
         let text = """
-            {"level":"info","message":"job decided","verify.job_id":"c0ffee-1","sha256":"\(String(repeating: "ab", count: 32))"}
+            {"level":"info","message":"job decided",LogKeys.jobID:"c0ffee-1","sha256":"\(String(repeating: "ab", count: 32))"}
             {"level":"trace","message":"request","password":"s3cret-value"}
             {"level":"debug","message":"body","receipt-data":"\(receipt)"}
             {"level":"info","verdict_id":"\(UUID().uuidString)"}

@@ -1,5 +1,6 @@
 import Entitlements
 import Foundation
+import Observability
 import Operations
 import Testing
 
@@ -91,7 +92,7 @@ struct EntitlementDeploymentTests {
             (panel["targets"] as? [[String: Any]] ?? []).compactMap { $0["expr"] as? String }
         }
         for metric in [
-            EntitlementMetricNames.verdicts, EntitlementMetricNames.lagSeconds, EntitlementMetricNames.requestDuration,
+            MetricNames.entitlementsVerdicts, MetricNames.entitlementsLag, MetricNames.entitlementsRequestDuration,
         ] {
             #expect(expressions.contains { $0.contains(metric) }, "\(metric)")
         }

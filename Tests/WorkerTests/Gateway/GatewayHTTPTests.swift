@@ -2,6 +2,7 @@ import Foundation
 import Gateway
 import Kafka
 import Messages
+import Observability
 import Testing
 
 @Suite("Gateway: HTTP over the mock cluster", .timeLimit(.minutes(1)))
@@ -123,10 +124,10 @@ struct GatewayHTTPTests {
             #expect(try MessageCodec().decodeJob(try #require(messages.first?.value)).jobID == "ok")
 
             let metrics = try await harness.operations("metrics").text
-            #expect(metrics.contains(GatewayMetrics.requests))
+            #expect(metrics.contains(MetricNames.gatewayRequests))
             #expect(metrics.contains(#"status="413""#))
             #expect(metrics.contains(#"status="202""#))
-            #expect(metrics.contains(GatewayMetrics.errors))
+            #expect(metrics.contains(MetricNames.gatewayErrors))
         }
     }
 

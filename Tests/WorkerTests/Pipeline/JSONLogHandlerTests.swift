@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import Observability
 import Pipeline
 import Synchronization
 import Testing

@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import Messages
+import Observability
 import Synchronization
 import Testing
 

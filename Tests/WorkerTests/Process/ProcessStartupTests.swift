@@ -1,6 +1,7 @@
 import Foundation
 import Kafka
 import Logging
+import Observability
 import Operations
 import Pipeline
 import Testing

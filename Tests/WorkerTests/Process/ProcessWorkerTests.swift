@@ -2,6 +2,7 @@ import AppleSimulator
 import Foundation
 import Kafka
 import Messages
+import Observability
 import Pipeline
 import Testing
 

@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import Messages
+import Observability
 import PostgresNIO
 import Synchronization
 
@@ -112,7 +113,7 @@ public final class PostgresEntitlementStore: EntitlementStore {
         if !applied.isEmpty {
             logger.info(
                 "entitlement store schema migrated",
-                metadata: ["entitlements.migrations": "\(applied)", "entitlements.store": "\(target)"])
+                metadata: [LogKeys.migrations: "\(applied)", LogKeys.store: "\(target)"])
         }
     }
 

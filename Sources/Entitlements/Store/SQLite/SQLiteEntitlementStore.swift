@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import Observability
 
 /// The entitlement store on one machine (`sqlite:PATH`): one SQLite file in WAL mode, one connection for the
 /// projection's writes and one for the API's reads (WAL lets them run at once), each owned by a serial queue.
@@ -72,7 +73,7 @@ public final class SQLiteEntitlementStore: EntitlementStore {
         if !applied.isEmpty {
             logger.info(
                 "entitlement store schema migrated",
-                metadata: ["entitlements.migrations": "\(applied)", "entitlements.store": "\(path)"])
+                metadata: [LogKeys.migrations: "\(applied)", LogKeys.store: "\(path)"])
         }
     }
 

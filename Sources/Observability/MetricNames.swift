@@ -1,0 +1,105 @@
+/// Every metric name of every command (worker, rate limiter, gateway, entitlement service), in one table so that
+/// dashboards, alerts and code agree. Exposed through swift-metrics on `GET /metrics` in Prometheus text format.
+/// Labels carry codes only: outcome, reason, stage, endpoint, status, partition, route; never an id, a receipt or a
+/// secret. The names are part of the operator's contract (docs/OPERATIONS.md, docs/ENTITLEMENTS.md).
+public enum MetricNames {
+    // MARK: The worker (`verify-worker run`)
+
+    /// Counter: jobs taken from Kafka.
+    public static let jobsConsumed = "verify_jobs_consumed_total"
+    /// Counter, labels `outcome`, `reason`, `decided_by`: verdicts published.
+    public static let verdicts = "verify_verdicts_total"
+    /// Counter, label `decided_by`: jobs decided without calling Apple.
+    public static let appleCallsAvoided = "verify_apple_calls_avoided_total"
+    /// Counter, label `via` (`worker`, `lease`): jobs that took another job's Apple answer for the same proof
+    /// instead of calling (docs/RATE-LIMITING.md, "One Apple call per receipt").
+    public static let appleCallsCoalesced = "verify_apple_calls_coalesced_total"
+    /// Counter, labels `endpoint`, `status`: calls made to Apple.
+    public static let appleCalls = "verify_apple_calls_total"
+    /// Timer (histogram), label `endpoint`: latency of calls to Apple.
+    public static let appleLatency = "verify_apple_call_duration_seconds"
+    /// Gauge: jobs held by this worker (running or waiting for their account's earlier job).
+    public static let inFlight = "verify_jobs_in_flight"
+    /// Gauge: partitions of the jobs topic assigned to this worker now.
+    public static let assignedPartitions = "verify_assigned_partitions"
+    /// Counter: times the consumer handed on an offset past one never handed on, and the partition was read
+    /// again from the missing one (see docs/RELIABILITY.md).
+    public static let offsetGaps = "verify_offset_gaps_total"
+    /// Counter: times the consumer woke a fetcher that librdkafka 2.0.2 had left idle past its prefetch limit with
+    /// messages waiting on the broker (see `FetchStallWakeUp` in the Kafka layer). Each cut a wait of up to a second.
+    public static let fetchWakeUps = "verify_kafka_fetch_wakeups_total"
+    /// Counter: acknowledgements without an offset that librdkafka 2.0.2 gave the worker's outputs (implicitly; such
+    /// a message may be missing from the topic, see `KafkaProducer.sendConfirmed`); each is answered by sending the
+    /// verdict or dead letter again, and each resend may store it twice; consumers de-duplicate by `verdict_id`.
+    public static let produceResends = "verify_kafka_produce_resends_total"
+    /// Gauge, label `partition`: offsets between the newest consumed and the committed position.
+    public static let commitLag = "verify_commit_lag"
+    /// Counter, label `reason`: messages sent to the dead-letter topic.
+    public static let deadLetters = "verify_dead_letters_total"
+    /// Counter, label `setting` (`shared_secret`, `server_api_key`): calls Apple refused because of this worker's own
+    /// configuration (verifyReceipt 21004, Server API 401). Their jobs stay undecided; see `AppleConfigurationWatch`.
+    public static let appleConfigurationFaults = "verify_apple_configuration_faults_total"
+    /// Counter: dead letters sent with their value cut (`dlq.truncated`) because the whole did not fit in one record
+    /// (`max_produce_bytes`, or a broker that refused it as too large); counted per form sent.
+    public static let deadLettersTruncated = "verify_dead_letters_truncated_total"
+    /// Timer (histogram): from a job's `submitted_at` (or consumption) to its verdict's delivery.
+    public static let verdictLatency = "verify_job_duration_seconds"
+
+    // MARK: The Apple call gates (`RateLimiter`); each carries the label `gate`
+    /// Gauge: the effective concurrency limit (local AIMD limit, lowered by remote signals).
+    public static let rateLimiterConcurrencyLimit = "verify_ratelimiter_concurrency_limit"
+    /// Gauge: Apple calls in flight through the gate.
+    public static let rateLimiterInFlight = "verify_ratelimiter_in_flight"
+    /// Gauge: callers waiting in the gate.
+    public static let rateLimiterQueuedWaiters = "verify_ratelimiter_queued_waiters"
+    /// Counter: acquisitions that failed; dimension `reason` (deadline_exceeded, circuit_open, queue_full).
+    public static let rateLimiterRejections = "verify_ratelimiter_rejections_total"
+    /// Gauge: the local breaker state, 0 closed, 1 half-open, 2 open.
+    public static let rateLimiterBreakerState = "verify_ratelimiter_breaker_state"
+    /// Counter: retries admitted.
+    public static let rateLimiterRetries = "verify_ratelimiter_retries_total"
+    /// Counter: retries that had to wait because the retry budget was spent.
+    public static let rateLimiterRetryBudgetExhausted = "verify_ratelimiter_retry_budget_exhausted_total"
+    /// Counter: call outcomes reported; dimension `outcome` (success, throttled, timeout, failure, not_sent).
+    public static let rateLimiterOutcomes = "verify_ratelimiter_outcomes_total"
+    /// The dimension naming the gate.
+    public static let gateLabel = "gate"
+    /// The dimension giving a rejection's reason.
+    public static let reasonLabel = "reason"
+    /// The dimension giving a call's outcome.
+    public static let outcomeLabel = "outcome"
+
+    // MARK: The gateway (`verify-worker gateway`)
+    /// Counter `{route, status}`: requests answered, by route (`receipts`, `notifications`) and HTTP status.
+    public static let gatewayRequests = "verify_gateway_requests_total"
+    /// Histogram `{route}`: time from the request's arrival to its answer, publish included.
+    public static let gatewayRequestDuration = "verify_gateway_request_duration_seconds"
+    /// Counter `{route}`: jobs Kafka acknowledged.
+    public static let gatewayPublished = "verify_gateway_jobs_published_total"
+    /// Counter `{route, error}`: requests refused or failed, by error code (`missing_field`, `kafka_unavailable`…).
+    public static let gatewayErrors = "verify_gateway_errors_total"
+
+    // MARK: The entitlement service (`verify-worker entitlements`)
+    /// Counter, `result` = applied, no_change, stale, duplicate, ignored: messages of the verdicts topic projected.
+    public static let entitlementsVerdicts = "verify_entitlements_verdicts_total"
+    /// Counter, `code`: messages ignored because they could not be understood (unknown schema, outcome, …).
+    public static let entitlementsIgnored = "verify_entitlements_ignored_total"
+    /// Timer: one batch, from the store's load to its commit.
+    public static let entitlementsBatchDuration = "verify_entitlements_batch_duration_seconds"
+    /// Counter, `error`: batches that failed and were retried (the store was down or busy).
+    public static let entitlementsStoreErrors = "verify_entitlements_store_errors_total"
+    /// Gauge: seconds between now and the Kafka timestamp of the newest verdict applied (visibility delay).
+    public static let entitlementsLag = "verify_entitlements_lag_seconds"
+    /// Counter, `type`: lifecycle events created.
+    public static let entitlementsEvents = "verify_entitlements_events_total"
+    /// Counter, `result` = published, failed: lifecycle events sent to the events topic.
+    public static let entitlementsEventsPublished = "verify_entitlements_events_published_total"
+    /// Counter, `result` = delivered, failed, given_up: webhook attempts.
+    public static let entitlementsWebhookAttempts = "verify_entitlements_webhook_attempts_total"
+    /// Counter, `route`, `status`: API and console requests.
+    public static let entitlementsRequests = "verify_entitlements_requests_total"
+    /// Timer, `route`: API request duration.
+    public static let entitlementsRequestDuration = "verify_entitlements_request_duration_seconds"
+    /// Counter: requests refused for a missing or wrong token.
+    public static let entitlementsAuthenticationFailures = "verify_entitlements_authentication_failures_total"
+}
