@@ -3,8 +3,12 @@
 // Each library target owns one part of the architecture (see README.md, "Architecture").
 import PackageDescription
 
+/// The strict settings every Swift target gets, applied in one place at the end of this file: `any` spelled out,
+/// and a file sees only the members of modules it imports itself (so each target's dependencies below are exactly
+/// what its sources import).
 let strictSettings: [SwiftSetting] = [
     .enableUpcomingFeature("ExistentialAny"),
+    .enableUpcomingFeature("MemberImportVisibility"),
 ]
 
 let package = Package(
@@ -29,6 +33,8 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.1.0"),
         .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.10.0"),
         .package(url: "https://github.com/vapor/postgres-nio", from: "1.25.0"),
+        .package(url: "https://github.com/apple/swift-nio", from: "2.80.0"),
+        .package(url: "https://github.com/apple/swift-http-types", from: "1.3.0"),
     ],
     targets: [
         // MARK: C libraries (system packages) and the curl shim
@@ -51,13 +57,12 @@ let package = Package(
 
         // MARK: Libraries, one part of the architecture each
         // The one table of log keys and metric names every target uses (no dependencies).
-        .target(name: "Observability", swiftSettings: strictSettings),
+        .target(name: "Observability"),
         .target(
             name: "Messages",
             dependencies: [
                 .product(name: "Crypto", package: "swift-crypto")
-            ],
-            swiftSettings: strictSettings
+            ]
         ),
         .target(
             name: "Kafka",
@@ -65,8 +70,7 @@ let package = Package(
                 "Observability",
                 "CRdKafka",
                 .product(name: "Logging", package: "swift-log"),
-            ],
-            swiftSettings: strictSettings
+            ]
         ),
         .target(
             name: "Receipts",
@@ -76,8 +80,7 @@ let package = Package(
                 .product(name: "SwiftASN1", package: "swift-asn1"),
                 .product(name: "X509", package: "swift-certificates"),
             ],
-            resources: [.copy("TrustAnchors")],
-            swiftSettings: strictSettings
+            resources: [.copy("TrustAnchors")]
         ),
         .target(
             name: "AppleClients",
@@ -86,11 +89,9 @@ let package = Package(
                 "CCurl",
                 "CCurlShim",
                 "Receipts",
-                "RateLimiter",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
-            ],
-            swiftSettings: strictSettings
+            ]
         ),
         .target(
             name: "AppleSimulator",
@@ -103,16 +104,15 @@ let package = Package(
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
-            ],
-            swiftSettings: strictSettings
+                .product(name: "NIOCore", package: "swift-nio"),
+            ]
         ),
         .target(
             name: "RateLimiter",
             dependencies: [
                 "Observability",
-                .product(name: "Metrics", package: "swift-metrics")
-            ],
-            swiftSettings: strictSettings
+                .product(name: "Metrics", package: "swift-metrics"),
+            ]
         ),
         .target(
             name: "Ledger",
@@ -120,11 +120,9 @@ let package = Package(
                 "Observability",
                 "CSQLite",
                 "Messages",
-                "Receipts",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Logging", package: "swift-log"),
-            ],
-            swiftSettings: strictSettings
+            ]
         ),
         .target(
             name: "Pipeline",
@@ -140,9 +138,7 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
-                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
-            ],
-            swiftSettings: strictSettings
+            ]
         ),
 
         .target(
@@ -153,8 +149,7 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
-            ],
-            swiftSettings: strictSettings
+            ]
         ),
         .target(
             name: "Gateway",
@@ -168,8 +163,8 @@ let package = Package(
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
-            ],
-            swiftSettings: strictSettings
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
+            ]
         ),
         .target(
             name: "Entitlements",
@@ -186,8 +181,10 @@ let package = Package(
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
-            ],
-            swiftSettings: strictSettings
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
+            ]
         ),
         .target(
             name: "Chaos",
@@ -202,8 +199,7 @@ let package = Package(
                 "AppleClients",
                 "Operations",
                 .product(name: "Logging", package: "swift-log"),
-            ],
-            swiftSettings: strictSettings
+            ]
         ),
 
         // MARK: The command (thin)
@@ -225,12 +221,8 @@ let package = Package(
                 "Chaos",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
-                .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
-                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
-                .product(name: "Hummingbird", package: "hummingbird"),
-            ],
-            swiftSettings: strictSettings
+            ]
         ),
 
         // MARK: Tests
@@ -254,8 +246,19 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
-            ],
-            swiftSettings: strictSettings
+                "CCurlShim",
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "SwiftASN1", package: "swift-asn1"),
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
         ),
     ]
 )
+
+// The strict settings, once, for every Swift target (the C libraries and the C shim take none).
+for target in package.targets where target.type != .system && target.name != "CCurlShim" {
+    target.swiftSettings = (target.swiftSettings ?? []) + strictSettings
+}

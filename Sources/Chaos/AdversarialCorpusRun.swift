@@ -1,5 +1,6 @@
 import AppleSimulator
 import Foundation
+import Logging
 import Messages
 import Receipts
 

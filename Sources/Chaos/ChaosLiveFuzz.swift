@@ -1,6 +1,7 @@
 import AppleSimulator
 import Foundation
 import Kafka
+import Logging
 import Messages
 import Observability
 import Synchronization

@@ -6,6 +6,7 @@ import Messages
 import Observability
 import Operations
 import Synchronization
+import UnixSignals
 
 /// The edge service of `verify-worker gateway`: a small HTTP server that turns requests into jobs on
 /// `receipt-jobs` and answers only once Kafka acknowledged them.

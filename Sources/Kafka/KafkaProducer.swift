@@ -2,6 +2,7 @@ import CRdKafka
 import Foundation
 import Logging
 import Observability
+import Synchronization
 
 /// An idempotent Kafka producer (`enable.idempotence=true`, `acks=all`): every `send` returns once
 /// the broker acknowledged the message (or it failed for good), and at most

@@ -1,3 +1,4 @@
+import Foundation
 import Synchronization
 
 /// The gate every Apple call passes: a request-rate limit per endpoint, an adaptive concurrency limit, a circuit

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Entitlements
+import Operations
 import Pipeline
 
 /// Prints the configuration reference (the generated parts of docs/CONFIGURATION.md).

@@ -1,6 +1,7 @@
 import CCurl
 import CCurlShim
 import Glibc
+import Synchronization
 
 /// The value of `CURL_SOCKET_TIMEOUT` (a nested macro Swift does not import): "the timer expired, not a socket".
 private let curlSocketTimeout: curl_socket_t = -1

@@ -5,6 +5,7 @@ import Observability
 import Operations
 import ServiceLifecycle
 import Synchronization
+import UnixSignals
 
 /// `verify-worker entitlements` assembled from its configuration: the store, the projection's consumer loop, the
 /// event publisher, the webhook sender and the HTTP port (API, console, probes), each a `Service` of one

@@ -1,3 +1,5 @@
+import Foundation
+
 /// One configuration key of a long-running command (`run`, `entitlements`): its name in each source, its default
 /// and what it means. A command's keys form its ``ConfigurationTable``.
 ///

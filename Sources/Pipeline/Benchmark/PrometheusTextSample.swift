@@ -1,3 +1,5 @@
+import Foundation
+
 /// Values read back from Prometheus text (what `GET /metrics` serves), so a benchmark or a test can watch a
 /// gauge such as the in-flight jobs or the Apple concurrency limit without a scraper.
 public struct PrometheusTextSample: Sendable {

@@ -1,4 +1,6 @@
+import CoreFoundation
 import Foundation
+import Glibc
 import Logging
 
 /// A swift-log handler that writes one JSON object per line to standard error: `ts`, `level`, `msg`, `label`,

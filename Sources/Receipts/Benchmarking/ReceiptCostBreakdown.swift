@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import SwiftASN1
 import X509
 
 /// Microseconds per call of the steps a receipt's analysis is made of, each measured alone on the calling thread:

@@ -1,5 +1,7 @@
 import Crypto
 import Foundation
+import SwiftASN1
+import Synchronization
 import X509
 import _CryptoExtras
 

@@ -8,6 +8,7 @@ import Operations
 import Pipeline
 import Prometheus
 import RateLimiter
+import Receipts
 import Synchronization
 
 /// What `verify-worker bench pipeline` measures, and how big each part is.

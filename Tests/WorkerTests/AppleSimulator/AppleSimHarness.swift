@@ -2,6 +2,7 @@ import AppleClients
 import AppleSimulator
 import Crypto
 import Foundation
+import Logging
 import Testing
 
 /// An in-process simulator on a free port, and a small JSON client for it.

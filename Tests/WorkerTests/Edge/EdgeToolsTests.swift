@@ -1,6 +1,7 @@
 import Foundation
 import Kafka
 import Messages
+import SwiftASN1
 import Testing
 
 @testable import AppleSimulator

@@ -1,3 +1,4 @@
+import AppleClients
 import Entitlements
 import Foundation
 import Kafka

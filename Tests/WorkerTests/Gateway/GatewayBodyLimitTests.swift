@@ -1,4 +1,5 @@
 import Foundation
+import Gateway
 import Testing
 
 @Suite("Gateway: body limits", .timeLimit(.minutes(1)))

@@ -4,6 +4,8 @@ import Gateway
 import Kafka
 import Logging
 import Messages
+import Operations
+import SwiftASN1
 import Testing
 
 @testable import AppleSimulator

@@ -1,5 +1,6 @@
 import AppleSimulator
 import Foundation
+import Messages
 import Pipeline
 import Testing
 

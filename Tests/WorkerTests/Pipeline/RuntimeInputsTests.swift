@@ -2,6 +2,7 @@ import Foundation
 import Operations
 import Pipeline
 import Receipts
+import SwiftASN1
 import Testing
 
 @testable import AppleSimulator

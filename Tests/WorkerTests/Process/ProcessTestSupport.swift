@@ -1,6 +1,7 @@
 import AppleSimulator
 import Foundation
 import Kafka
+import Logging
 import Messages
 import Operations
 import Receipts

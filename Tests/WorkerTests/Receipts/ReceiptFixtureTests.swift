@@ -1,5 +1,6 @@
 import Foundation
 import Receipts
+import SwiftASN1
 import Testing
 import X509
 
