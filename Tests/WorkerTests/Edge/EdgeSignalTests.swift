@@ -2,6 +2,7 @@ import AppleClients
 import Foundation
 import Kafka
 import Messages
+import Observability
 import Testing
 
 /// A child `verify-worker` whose output lines arrive as they are written.
@@ -59,8 +60,8 @@ struct EdgeSignalTests {
         let listening = await EdgeRunningProcess.first(child.stderr) { $0.contains("gateway listening") }
         let line = try #require(listening, "the gateway never logged that it listens")
         let object = try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])
-        let port = try #require(Int("\(object["http.port"] ?? "")"))
-        let metricsPort = try #require(Int("\(object["verify.metrics_port"] ?? "")"))
+        let port = try #require(Int("\(object[LogKeys.httpPort] ?? "")"))
+        let metricsPort = try #require(Int("\(object[LogKeys.metricsPort] ?? "")"))
 
         let http = try CurlHTTPEngine()
         defer { http.shutdown() }
