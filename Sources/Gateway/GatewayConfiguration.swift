@@ -4,8 +4,9 @@ import Messages
 import Operations
 import Receipts
 
-/// How `verify-worker gateway` runs. Each property is also a flag and a `VERIFY_…` environment key
-/// (see ``GatewayConfiguration/keys``); flags win over the environment.
+/// How `verify-worker gateway` runs. Each property is read through the gateway's key table
+/// (``GatewayConfiguration/keys``): a flag, a `VERIFY_…` variable or a config-file line; flags win over the
+/// environment, the environment over the file.
 public struct GatewayConfiguration: Sendable {
     /// Interface the HTTP port binds to (`VERIFY_GATEWAY_HOST`). Default: `0.0.0.0`.
     public var host: String
@@ -74,28 +75,96 @@ public struct GatewayConfiguration: Sendable {
         self.trustAnchorFiles = trustAnchorFiles
     }
 
-    /// The environment keys the gateway reads, with what they set (for `--help` and the docs).
-    public static let keys: [(environment: String, meaning: String)] = [
-        ("VERIFY_GATEWAY_HOST", "interface of the HTTP port (default 0.0.0.0)"),
-        ("VERIFY_GATEWAY_PORT", "HTTP port (default 8080)"),
-        ("VERIFY_BROKERS", "Kafka bootstrap servers (default localhost:9092)"),
-        ("VERIFY_JOBS_TOPIC", "topic jobs are published to (default receipt-jobs)"),
-        ("VERIFY_KAFKA_PROPERTIES", "extra librdkafka properties, name=value;name=value"),
-        ("VERIFY_MAX_MESSAGE_BYTES", "largest request body, bytes (default 1048576)"),
-        ("VERIFY_GATEWAY_PUBLISH_TIMEOUT_MS", "delivery deadline before a 503 (default 10000)"),
-        ("VERIFY_GATEWAY_NOTIFICATION_ACCOUNT", "account_id of notification jobs (default apple-notification)"),
-        ("VERIFY_GATEWAY_DRAIN_TIMEOUT_S", "SIGTERM flush deadline (default 25)"),
-        (
-            "VERIFY_GATEWAY_TOKENS_FILE",
-            "bearer tokens of POST /v1/receipts, one per line (required unless auth disabled)"
-        ),
-        ("VERIFY_GATEWAY_AUTH", "tokens (default) or disabled (development only: anyone may submit jobs)"),
-        ("VERIFY_TRUST_ANCHORS", "extra trust anchors for notifications, DER or PEM files, comma-separated"),
-        ("VERIFY_METRICS_HOST", "interface of the operations port (default 0.0.0.0)"),
-        ("VERIFY_METRICS_PORT", "operations port: /healthz /readyz /metrics (default 9464)"),
-        ("VERIFY_LOG_LEVEL", "trace, debug, info, notice, warning, error or critical (default info)"),
-        ("VERIFY_LOG_FORMAT", "json or text (default json)"),
+    /// Every key of `verify-worker gateway`: its flag, `VERIFY_…` variable, config-file line, default and meaning.
+    /// `--help` and the gateway's section of docs/CONFIGURATION.md are generated from it. The flags keep their
+    /// short names (`--port`, `--auth`, …).
+    public static let keys: [ConfigurationKey] = [
+        .init("gateway_host", default: "0.0.0.0", flag: "host", "Interface the HTTP port binds to."),
+        .init(
+            "gateway_port", default: "8080", flag: "port",
+            "HTTP port of POST /v1/receipts and POST /apple/notifications (0 picks a free one)."),
+        .init("brokers", default: "localhost:9092", "Kafka bootstrap servers, comma-separated host:port."),
+        .init("jobs_topic", default: Topics.jobs, "Topic the jobs are published to."),
+        .init(
+            "kafka_properties", default: "",
+            "Extra librdkafka properties, `name=value` separated by `;` (e.g. security.protocol=SSL)."),
+        .init(
+            "max_message_bytes", default: "1048576",
+            "Largest request body; larger ones get 413 before any parsing (the worker's own limit)."),
+        .init(
+            "gateway_publish_timeout_ms", default: "10000", flag: "publish-timeout-ms",
+            "How long a request waits for Kafka's delivery report before it is answered 503."),
+        .init(
+            "gateway_notification_account", default: "apple-notification", flag: "notification-account",
+            "The account_id of jobs made from App Store Server Notifications (one key: decided in order)."),
+        .init(
+            "gateway_drain_timeout_s", default: "25", flag: "drain-timeout-s",
+            "On SIGTERM, how long requests in flight may take to be delivered before the producer closes."),
+        .init(
+            "gateway_tokens_file", flag: "tokens-file",
+            "Bearer tokens of POST /v1/receipts, one per line; required unless gateway_auth is disabled."),
+        .init(
+            "gateway_auth", default: "tokens", flag: "auth",
+            "tokens, or disabled (development only: anyone may submit jobs; a warning is logged)."),
+        .init(
+            "trust_anchors", default: "",
+            "Extra trust anchors for notifications' signatures, DER or PEM files, comma-separated (Apple's roots are "
+                + "always in)."),
+        .init("metrics_host", default: "0.0.0.0", "Interface of the operations port."),
+        .init("metrics_port", default: "9464", "Port of /healthz, /readyz and /metrics."),
+        .init("log_level", default: "info", "trace, debug, info, notice, warning, error or critical."),
+        .init("log_format", default: "json", "json (one object per line) or text."),
     ]
+
+    public static let table = ConfigurationTable(command: "verify-worker gateway", keys: keys)
+
+    /// Builds the configuration from merged sources; the first bad value is thrown naming its key. The log settings
+    /// are read by the command (``logLevel(_:)``), not kept here.
+    public init(_ sources: ConfigurationSources) throws(ConfigurationError) {
+        let reader = ConfigurationReader(sources: sources)
+        self.init()
+        host = try reader.string("gateway_host")
+        port = try reader.int("gateway_port", in: 0...65_535)
+        brokers = try reader.string("brokers").trimmingCharacters(in: .whitespaces)
+        guard !brokers.isEmpty else { throw ConfigurationError(key: "brokers", problem: "must not be empty") }
+        jobsTopic = try reader.string("jobs_topic")
+        kafkaProperties = try reader.properties("kafka_properties")
+        maxBodyBytes = try reader.int("max_message_bytes", in: 1...(64 << 20))
+        publishTimeoutMilliseconds = try reader.int("gateway_publish_timeout_ms", in: 1...600_000)
+        notificationAccountID = try reader.string("gateway_notification_account")
+        drainTimeoutSeconds = try reader.int("gateway_drain_timeout_s", in: 0...3600)
+        operations.host = try reader.string("metrics_host")
+        operations.port = try reader.int("metrics_port", in: 0...65_535)
+        let auth = try reader.oneOf("gateway_auth", Authentication.allCases.map(\.rawValue))
+        authentication = Authentication(rawValue: auth) ?? .tokens
+        tokensFile = reader.given("gateway_tokens_file").flatMap { $0.isEmpty ? nil : $0 }
+        trustAnchorFiles = reader.list("trust_anchors")
+        do {
+            try validate()
+        } catch {
+            throw ConfigurationError(key: error.key, problem: error.rule)
+        }
+    }
+
+    /// The configuration from a command line and an environment, in the documented precedence (file, environment,
+    /// flags), validated.
+    public static func load(
+        arguments: [String], environment: [String: String],
+        readFile: (String) throws -> String = { try String(contentsOfFile: $0, encoding: .utf8) }
+    ) throws(ConfigurationError) -> GatewayConfiguration {
+        try GatewayConfiguration(table.loadSources(arguments: arguments, environment: environment, readFile: readFile))
+    }
+
+    /// The log level and format the sources give (validated), for the command's logging.
+    public static func logSettings(
+        _ sources: ConfigurationSources
+    ) throws(ConfigurationError) -> (level: String, format: String) {
+        let reader = ConfigurationReader(sources: sources)
+        return (
+            try reader.oneOf("log_level", ["trace", "debug", "info", "notice", "warning", "error", "critical"]),
+            try reader.oneOf("log_format", ["json", "text"])
+        )
+    }
 
     /// Checks the values; the error names the key.
     public func validate() throws(GatewayConfigurationError) {

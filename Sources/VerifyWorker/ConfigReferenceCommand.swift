@@ -1,5 +1,6 @@
 import ArgumentParser
 import Entitlements
+import Gateway
 import Operations
 import Pipeline
 
@@ -7,14 +8,15 @@ import Pipeline
 struct ConfigReferenceCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "config-reference",
-        abstract: "Print every configuration key of `run` (or of `entitlements`) as Markdown (docs/CONFIGURATION.md).")
+        abstract:
+            "Print every configuration key of `run` (or of `gateway` or `entitlements`) as Markdown (docs/CONFIGURATION.md).")
 
-    @Option(help: "The command whose keys to print: run or entitlements.")
+    @Option(help: "The command whose keys to print: run, gateway or entitlements.")
     var command: String = "run"
 
     func validate() throws {
-        guard ["run", "entitlements"].contains(command) else {
-            throw ValidationError("--command is run or entitlements")
+        guard ["run", "gateway", "entitlements"].contains(command) else {
+            throw ValidationError("--command is run, gateway or entitlements")
         }
     }
 
@@ -24,6 +26,8 @@ struct ConfigReferenceCommand: ParsableCommand {
             print(
                 EntitlementsConfiguration.table.referenceMarkdown(heading: "## `verify-worker entitlements`"),
                 terminator: "")
+        case "gateway":
+            print(GatewayConfiguration.table.referenceMarkdown(heading: "## `verify-worker gateway`"), terminator: "")
         default:
             print(WorkerConfiguration.referenceMarkdown(), terminator: "")
         }

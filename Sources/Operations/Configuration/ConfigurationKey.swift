@@ -1,6 +1,6 @@
 import Foundation
 
-/// One configuration key of a long-running command (`run`, `entitlements`): its name in each source, its default
+/// One configuration key of a long-running command (`run`, `gateway`, `entitlements`): its name in each source, its default
 /// and what it means. A command's keys form its ``ConfigurationTable``.
 ///
 /// Every key is settable from a flag (`--brokers`), an environment variable (`VERIFY_BROKERS`) and a file
@@ -19,21 +19,27 @@ public struct ConfigurationKey: Sendable, Hashable {
     public let isRequired: Bool
     /// A secret (shared secret, key material): never from a flag, never printed.
     public let isSecret: Bool
+    /// The flag's name when it is not the key's own (the gateway's `--port` for `gateway_port`, kept from before
+    /// the gateway read this table).
+    public let flag: String?
 
     public init(
         _ name: String, default defaultValue: String? = nil, required: Bool = false, secret: Bool = false,
-        _ summary: String
+        flag: String? = nil, _ summary: String
     ) {
         self.name = name
         self.summary = summary
         self.defaultValue = defaultValue
         self.isRequired = required
         self.isSecret = secret
+        self.flag = flag
     }
 
     /// The environment variable and file key: `VERIFY_` and the upper-cased name.
     public var environmentName: String { "VERIFY_" + name.uppercased() }
 
     /// The command-line flag (`--group-id`); nil for secrets, which have none.
-    public var flagName: String? { isSecret ? nil : "--" + name.replacingOccurrences(of: "_", with: "-") }
+    public var flagName: String? {
+        isSecret ? nil : "--" + (flag ?? name.replacingOccurrences(of: "_", with: "-"))
+    }
 }

@@ -1,7 +1,7 @@
 import Foundation
 
 /// The keys of one long-running command, and everything generated from them: the Markdown reference, the
-/// `--help` text and the flag parser. `verify-worker run` and `verify-worker entitlements` each have one, so their
+/// `--help` text and the flag parser. `verify-worker run`, `gateway` and `entitlements` each have one, so their
 /// flags, environment variables and file lines follow the same rules.
 public struct ConfigurationTable: Sendable {
     /// The command as typed, e.g. `verify-worker run`; used in help and error texts.
@@ -94,16 +94,22 @@ public struct ConfigurationTable: Sendable {
             if value == nil {
                 index += 1
                 guard index < arguments.count else {
+                    let key = keys.first { $0.flagName == "--" + name }?.name
                     throw ConfigurationError(
-                        key: name.replacingOccurrences(of: "-", with: "_"), problem: "needs a value")
+                        key: key ?? name.replacingOccurrences(of: "-", with: "_"), problem: "needs a value")
                 }
                 value = arguments[index]
             }
-            let keyName = name.replacingOccurrences(of: "-", with: "_")
-            if keyName == "config_file" {
+            if name == "config-file" {
                 configFile = value
             } else {
-                guard let key = self.key(named: keyName) else {
+                guard let key = keys.first(where: { $0.flagName == "--" + name }) else {
+                    // A secret's would-be flag is named as the secret it is, not as an unknown flag.
+                    if let secret = self.key(named: name.replacingOccurrences(of: "-", with: "_")), secret.isSecret {
+                        flags[secret.name] = value
+                        index += 1
+                        continue
+                    }
                     throw ConfigurationError(key: "--\(name)", problem: "unknown flag (see \(command) --help)")
                 }
                 flags[key.name] = value

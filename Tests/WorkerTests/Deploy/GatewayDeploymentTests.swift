@@ -24,7 +24,7 @@ struct GatewayDeploymentTests {
         let test = try #require((gateway["healthcheck"] as? [String: Any])?["test"] as? [String])
         #expect(Array(test.prefix(3)) == ["CMD", "verify-worker", "healthcheck"])
         let environment = try #require(gateway["environment"] as? [String: Any])
-        let known = Set(GatewayConfiguration.keys.map(\.environment))
+        let known = Set(GatewayConfiguration.keys.map(\.environmentName))
         for key in environment.keys where key.hasPrefix("VERIFY_") {
             #expect(known.contains(key), "gateway: unknown key \(key)")
         }
@@ -47,7 +47,7 @@ struct GatewayDeploymentTests {
             ((deployment["spec"] as? [String: Any])?["template"] as? [String: Any])?["spec"] as? [String: Any])
         let container = try #require((pod["containers"] as? [[String: Any]])?.first)
         let names = (container["env"] as? [[String: Any]] ?? []).compactMap { $0["name"] as? String }
-        let known = Set(GatewayConfiguration.keys.map(\.environment))
+        let known = Set(GatewayConfiguration.keys.map(\.environmentName))
         for name in names { #expect(known.contains(name), "gateway.yaml: unknown key \(name)") }
         #expect(names.contains("VERIFY_GATEWAY_TOKENS_FILE"))
         #expect(!names.contains("VERIFY_GATEWAY_AUTH"))
