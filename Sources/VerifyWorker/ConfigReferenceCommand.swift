@@ -9,7 +9,8 @@ struct ConfigReferenceCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "config-reference",
         abstract:
-            "Print every configuration key of `run` (or of `gateway` or `entitlements`) as Markdown (docs/CONFIGURATION.md).")
+            "Print every configuration key of `run` (or of `gateway` or `entitlements`) as Markdown (docs/CONFIGURATION.md)."
+    )
 
     @Option(help: "The command whose keys to print: run, gateway or entitlements.")
     var command: String = "run"
