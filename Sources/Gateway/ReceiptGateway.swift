@@ -31,10 +31,10 @@ public final class ReceiptGateway: Sendable {
     private let ownedProducer: KafkaProducer?
     private let operations: OperationsServer
     private let logger: Logger
-    private let listening = PortSignal()
-    private let stopping: GatewayFlag
+    private let listening = OneShot<Int?>()
+    private let stopping: StopFlag
     /// Set while `run` handles SIGTERM itself, so a fatal Kafka error can ask for a graceful stop.
-    private let handlesSignals = GatewayFlag()
+    private let handlesSignals = StopFlag()
     /// The producer's fatal error, if it has one (the gateway then stops: only a new process recovers).
     private let producerFatalError: @Sendable () -> (any Error)?
     /// The accepted bearer tokens of `/v1/receipts`; nil when authentication is disabled.
@@ -102,7 +102,7 @@ public final class ReceiptGateway: Sendable {
         self.publisher = publisher
         self.ownedProducer = ownedProducer
         self.logger = logger
-        let stopping = GatewayFlag()
+        let stopping = StopFlag()
         self.stopping = stopping
         let gatewayReadiness: @Sendable () -> Readiness = {
             if stopping.isSet { return .notReady("shutting_down") }
@@ -138,7 +138,7 @@ public final class ReceiptGateway: Sendable {
             router: makeRouter(),
             configuration: .init(
                 address: .hostname(configuration.host, port: configuration.port), serverName: nil, backlog: 1024),
-            onServerRunning: { channel in listening.ready(port: channel.localAddress?.port ?? 0) },
+            onServerRunning: { channel in listening.resolve(channel.localAddress?.port ?? 0) },
             logger: logger)
         let operations = self.operations
         let logger = self.logger
@@ -174,8 +174,8 @@ public final class ReceiptGateway: Sendable {
             group.cancelAll()
         }
         stopping.set()
-        listening.fail()
-        let neverListened = await listening.wait() == nil
+        listening.resolve(nil)
+        let neverListened = await waitUntilListening() == nil
         if let producer = ownedProducer {
             await producer.shutdown(timeout: .seconds(configuration.drainTimeoutSeconds))
         }
@@ -190,7 +190,7 @@ public final class ReceiptGateway: Sendable {
     }
 
     /// The bound HTTP port once the server listens; nil if it stopped or failed first.
-    public func waitUntilListening() async -> Int? { await listening.wait() }
+    public func waitUntilListening() async -> Int? { await listening.wait() ?? nil }
 
     /// The bound operations port once it listens.
     public func waitUntilOperationsListening() async -> Int? { await operations.waitUntilListening() }
@@ -321,48 +321,5 @@ extension Logger {
         var copy = Logger(label: label)
         copy.logLevel = logLevel
         return copy
-    }
-}
-
-/// A flag set once (the gateway stops taking requests; signals are handled).
-final class GatewayFlag: Sendable {
-    private let value = Mutex(false)
-    var isSet: Bool { value.withLock { $0 } }
-    func set() { value.withLock { $0 = true } }
-}
-
-/// Resolves waiters once the HTTP port is known (or the server stopped before listening).
-final class PortSignal: Sendable {
-    private struct State {
-        var port: Int?
-        var finished = false
-        var waiters: [CheckedContinuation<Int?, Never>] = []
-    }
-
-    private let state = Mutex(State())
-
-    func ready(port: Int) { resolve(port) }
-    func fail() { resolve(nil) }
-
-    private func resolve(_ port: Int?) {
-        let waiters = state.withLock { state -> [CheckedContinuation<Int?, Never>] in
-            guard !state.finished else { return [] }
-            state.finished = true
-            state.port = port
-            defer { state.waiters = [] }
-            return state.waiters
-        }
-        for waiter in waiters { waiter.resume(returning: port) }
-    }
-
-    func wait() async -> Int? {
-        await withCheckedContinuation { continuation in
-            let result = state.withLock { state -> Int?? in
-                if state.finished { return .some(state.port) }
-                state.waiters.append(continuation)
-                return .none
-            }
-            if let result { continuation.resume(returning: result) }
-        }
     }
 }

@@ -1,4 +1,3 @@
-import CRdKafka
 import Synchronization
 
 /// Wakes a fetcher that librdkafka 2.0.2 left idle while messages wait on the broker.
@@ -43,7 +42,7 @@ struct FetchStallWakeUp {
         guard !fetching.isEmpty else { return false }
         let now = ContinuousClock.now
         if let notBefore, now < notBefore { return false }
-        let behind = client.withHandle { Self.partitionsBehind($0, fetching) }
+        let behind = Self.partitionsBehind(fetching, positions: client.fetchPositions(fetching.map(\.topicPartition)))
         guard !behind.isEmpty else {
             interval = minimumInterval
             return false
@@ -53,13 +52,10 @@ struct FetchStallWakeUp {
         // In turn: with several brokers, each stalled one has a partition behind, and each is woken in a few rounds.
         rotation &+= 1
         let partition = behind[rotation % behind.count]
-        var low: Int64 = -1
-        var high: Int64 = -1
-        let timeout = requestTimeoutMilliseconds
-        let err = client.withHandle {
-            rd_kafka_query_watermark_offsets($0, partition.topic, partition.partition, &low, &high, timeout)
-        }
-        notBefore = now.advanced(by: err == RD_KAFKA_RESP_ERR_NO_ERROR ? interval : maximumInterval)
+        let answer = client.queryWatermarks(
+            topic: partition.topic, partition: partition.partition, timeoutMilliseconds: requestTimeoutMilliseconds)
+        let answered = if case .success = answer { true } else { false }
+        notBefore = now.advanced(by: answered ? interval : maximumInterval)
         return true
     }
 
@@ -68,28 +64,25 @@ struct FetchStallWakeUp {
     /// committed offset the assignment started from, or 0), or no fetch reported one yet while the broker answered
     /// for another partition (a fetch holds a few partitions when the others' backlog is large). With no watermark
     /// known at all (a broker down since the assignment, say) nothing is behind: there is no fetcher to wake.
-    static func partitionsBehind(_ handle: OpaquePointer, _ partitions: [KafkaCommitOffset]) -> [KafkaTopicPartition] {
-        RDKafkaTopicPartitionList.with(partitions.map(\.topicPartition)) { list -> [KafkaTopicPartition] in
-            guard rd_kafka_position(handle, list) == RD_KAFKA_RESP_ERR_NO_ERROR, let elements = list.pointee.elems
-            else { return [] }
-            var behind: [KafkaTopicPartition] = []
-            var unanswered: [KafkaTopicPartition] = []
-            for index in 0..<Int(list.pointee.cnt) {
-                var low: Int64 = -1
-                var high: Int64 = -1
-                let err = rd_kafka_get_watermark_offsets(
-                    handle, elements[index].topic, elements[index].partition, &low, &high)
-                guard err == RD_KAFKA_RESP_ERR_NO_ERROR else { continue }
-                let position = elements[index].offset >= 0 ? elements[index].offset : max(0, partitions[index].offset)
-                if high < 0 {
-                    unanswered.append(partitions[index].topicPartition)
-                } else if high > position {
-                    behind.append(partitions[index].topicPartition)
-                }
+    /// `positions` are what ``RDKafkaClient/fetchPositions(_:)`` read for `partitions` (in the same order; nil when
+    /// the positions could not be read, nothing is behind then).
+    static func partitionsBehind(
+        _ partitions: [KafkaCommitOffset], positions: [RDKafkaFetchPosition?]?
+    ) -> [KafkaTopicPartition] {
+        guard let positions, positions.count == partitions.count else { return [] }
+        var behind: [KafkaTopicPartition] = []
+        var unanswered: [KafkaTopicPartition] = []
+        for (partition, fetch) in zip(partitions, positions) {
+            guard let fetch else { continue }
+            let position = fetch.position >= 0 ? fetch.position : max(0, partition.offset)
+            if fetch.highWatermark < 0 {
+                unanswered.append(partition.topicPartition)
+            } else if fetch.highWatermark > position {
+                behind.append(partition.topicPartition)
             }
-            let answered = unanswered.count < partitions.count
-            return answered ? behind + unanswered : []
         }
+        let answered = unanswered.count < partitions.count
+        return answered ? behind + unanswered : []
     }
 }
 

@@ -1,4 +1,3 @@
-import CRdKafka
 import Dispatch
 import Foundation
 import Logging
@@ -36,7 +35,6 @@ public final class KafkaConsumer: Sendable {
     private let channel: KafkaEventChannel
     private let stopPolling = StopFlag()
     private let pollThreadEnded = CompletionSignal()
-    private let rewinds = PendingRewinds()
     private let wakeUps = KafkaEventCount()
     private let logger: Logger
 
@@ -51,16 +49,9 @@ public final class KafkaConsumer: Sendable {
             channel: channel, stop: stopPolling, revokeDeadline: configuration.revokeDeadline, onRevoke: onRevoke,
             logger: logger)
         let context = RDKafkaCallbackContext(logger: logger, rebalance: rebalance)
-        self.client = try RDKafkaClient(kind: .consumer, properties: properties, callbackContext: context) { conf in
-            RDKafkaCallbackContext.installCommonCallbacks(on: conf)
-            rd_kafka_conf_set_rebalance_cb(conf, consumerRebalanceCallback)
-            rd_kafka_conf_set_offset_commit_cb(conf, consumerOffsetCommitCallback)
-        }
+        self.client = try RDKafkaClient(kind: .consumer, properties: properties, callbackContext: context)
         // Serve the main queue (errors, logs, commit results) from rd_kafka_consumer_poll too.
-        let redirected = client.withHandle { rd_kafka_poll_set_consumer($0) }
-        if redirected != RD_KAFKA_RESP_ERR_NO_ERROR {
-            throw KafkaError(redirected, context: "rd_kafka_poll_set_consumer")
-        }
+        if let failure = client.redirectMainQueueToConsumer() { throw failure }
         self.context = context
         self.rebalance = rebalance
         self.channel = channel
@@ -77,7 +68,7 @@ public final class KafkaConsumer: Sendable {
     public var events: KafkaConsumerEvents { KafkaConsumerEvents(channel: channel) }
 
     /// The partitions currently assigned to this member.
-    public var assignment: Set<KafkaTopicPartition> { rebalance.assignment }
+    public var assignment: Set<KafkaTopicPartition> { rebalance.state.withLock { $0.assignment } }
 
     /// How often the poll thread woke a fetcher librdkafka had left idle with messages waiting on the broker
     /// (``FetchStallWakeUp``).
@@ -85,13 +76,7 @@ public final class KafkaConsumer: Sendable {
 
     /// Joins the group for these topics (replaces an earlier subscription).
     public func subscribe(topics: [String]) throws(KafkaError) {
-        let list = topics.map { KafkaTopicPartition(topic: $0, partition: RD_KAFKA_PARTITION_UA) }
-        let err = RDKafkaTopicPartitionList.with(list) { list in
-            client.withHandle { rd_kafka_subscribe($0, list) }
-        }
-        if err != RD_KAFKA_RESP_ERR_NO_ERROR {
-            throw KafkaError(err, context: "subscribe to \(topics.joined(separator: ","))")
-        }
+        if let failure = client.subscribe(topics: topics) { throw failure }
     }
 
     /// Commits these offsets (each the offset of the next message to read) and waits for the
@@ -99,13 +84,7 @@ public final class KafkaConsumer: Sendable {
     public func commit(_ offsets: [KafkaCommitOffset]) async throws(KafkaError) {
         guard !offsets.isEmpty else { return }
         let client = self.client
-        let failure: KafkaError? = await BlockingCall.run(name: "kafka-commit") {
-            RDKafkaTopicPartitionList.with(offsets) { list -> KafkaError? in
-                let err = client.withHandle { rd_kafka_commit($0, list, 0) }
-                if err != RD_KAFKA_RESP_ERR_NO_ERROR { return KafkaError(err, context: "commit") }
-                return RDKafkaTopicPartitionList.firstError(list)
-            }
-        }
+        let failure: KafkaError? = await BlockingCall.run(name: "kafka-commit") { client.commit(offsets) }
         if let failure { throw failure }
     }
 
@@ -113,10 +92,7 @@ public final class KafkaConsumer: Sendable {
     /// of a higher offset covers it).
     public func commitAsync(_ offsets: [KafkaCommitOffset]) throws(KafkaError) {
         guard !offsets.isEmpty else { return }
-        let err = RDKafkaTopicPartitionList.with(offsets) { list in
-            client.withHandle { rd_kafka_commit($0, list, 1) }
-        }
-        if err != RD_KAFKA_RESP_ERR_NO_ERROR { throw KafkaError(err, context: "commitAsync") }
+        if let failure = client.commitAsync(offsets) { throw failure }
     }
 
     /// The group's committed offsets for these partitions (`nil` where nothing was committed).
@@ -126,12 +102,7 @@ public final class KafkaConsumer: Sendable {
         let client = self.client
         let milliseconds = Int32(clamping: timeout.components.seconds * 1000)
         let result: Result<[KafkaCommitOffset], KafkaError> = await BlockingCall.run(name: "kafka-committed") {
-            RDKafkaTopicPartitionList.with(partitions) { list in
-                let err = client.withHandle { rd_kafka_committed($0, list, milliseconds) }
-                if err != RD_KAFKA_RESP_ERR_NO_ERROR { return .failure(KafkaError(err, context: "committed")) }
-                if let failure = RDKafkaTopicPartitionList.firstError(list) { return .failure(failure) }
-                return .success(RDKafkaTopicPartitionList.read(list))
-            }
+            client.committed(partitions, timeoutMilliseconds: milliseconds)
         }
         var answer: [KafkaTopicPartition: Int64?] = [:]
         for entry in try result.get() {
@@ -155,15 +126,8 @@ public final class KafkaConsumer: Sendable {
 
     private func pauseOrResume(_ partitions: [KafkaTopicPartition], pause: Bool) throws(KafkaError) {
         guard !partitions.isEmpty else { return }
-        let failure = RDKafkaTopicPartitionList.with(partitions) { list -> KafkaError? in
-            let err = client.withHandle {
-                pause ? rd_kafka_pause_partitions($0, list) : rd_kafka_resume_partitions($0, list)
-            }
-            if err != RD_KAFKA_RESP_ERR_NO_ERROR { return KafkaError(err, context: pause ? "pause" : "resume") }
-            return RDKafkaTopicPartitionList.firstError(list)
-        }
-        if let failure { throw failure }
-        rebalance.setPaused(partitions, pause)
+        if let failure = client.setPaused(partitions, pause: pause) { throw failure }
+        rebalance.state.withLock { $0.pauseApplied(partitions, paused: pause) }
     }
 
     /// Reads `partition` again from `offset`: the poll thread seeks there (waiting until librdkafka
@@ -174,7 +138,8 @@ public final class KafkaConsumer: Sendable {
     /// assigned any more is dropped (a new assignment reads from the committed offset); a seek that
     /// fails is logged and tried again.
     public func rewind(_ partition: KafkaTopicPartition, to offset: Int64) {
-        rewinds.add(KafkaCommitOffset(topicPartition: partition, offset: offset))
+        let request = KafkaCommitOffset(topicPartition: partition, offset: offset)
+        _ = rebalance.state.withLock { $0.rewindRequested(request) }
     }
 
     /// The client's fatal error, once librdkafka raised one.
@@ -184,7 +149,7 @@ public final class KafkaConsumer: Sendable {
 
     /// Raises a fatal error in librdkafka (`rd_kafka_test_fatal_error`), for tests of the fatal path.
     func triggerFatalErrorForTesting(reason: String) {
-        _ = client.withHandle { rd_kafka_test_fatal_error($0, RD_KAFKA_RESP_ERR__FENCED, reason) }
+        client.raiseFatalErrorForTesting(.fenced, reason: reason)
     }
 
     /// Leaves the group cleanly: the poll thread stops fetching, `rd_kafka_consumer_close` revokes
@@ -204,7 +169,6 @@ public final class KafkaConsumer: Sendable {
         let stop = self.stopPolling
         let ended = self.pollThreadEnded
         let logger = self.logger
-        let rewinds = self.rewinds
         let rebalance = self.rebalance
         let thread = Thread {
             var fatal: KafkaError?
@@ -214,26 +178,21 @@ public final class KafkaConsumer: Sendable {
                     fatal = error
                     break
                 }
-                if rewinds.hasRequests {
-                    rewinds.perform(client: client, rebalance: rebalance, channel: channel, stop: stop, logger: logger)
-                }
+                rebalance.performPendingRewinds(client: client)
                 guard
-                    let message = client.withHandle({
-                        rd_kafka_consumer_poll($0, FetchStallWakeUp.pollTimeoutMilliseconds)
-                    })
+                    let polled = client.consumerPoll(
+                        timeoutMilliseconds: FetchStallWakeUp.pollTimeoutMilliseconds, logger: logger)
                 else {
-                    if stalledFetch.pollWasEmpty(client: client, fetching: rebalance.fetching) {
+                    let fetching = rebalance.state.withLock { $0.fetching }
+                    if stalledFetch.pollWasEmpty(client: client, fetching: fetching) {
                         wakeUps.value.add(1, ordering: .relaxed)
                     }
                     continue
                 }
                 stalledFetch.messageArrived()
-                // Ownership: rd_kafka_consumer_poll hands us the message; copied, then destroyed here.
-                let event = ConsumerMessageConversion.event(from: message, client: client, logger: logger)
-                rd_kafka_message_destroy(message)
-                switch event {
-                case .event(let event):
-                    channel.push(event, unless: stop)
+                switch polled {
+                case .message(let message):
+                    channel.push(.message(message), unless: stop)
                 case .fatal(let error):
                     context.fatalError.withLock { if $0 == nil { $0 = error } }
                 case .ignored:
@@ -251,9 +210,8 @@ public final class KafkaConsumer: Sendable {
             } else {
                 // Revokes through the rebalance callback (on this thread, running the revoke hook)
                 // and leaves the group.
-                let err = client.withHandle { rd_kafka_consumer_close($0) }
-                if err != RD_KAFKA_RESP_ERR_NO_ERROR {
-                    logger.warning("kafka consumer close", metadata: [LogKeys.error: "\(KafkaError(err))"])
+                if let failure = client.closeConsumer() {
+                    logger.warning("kafka consumer close", metadata: [LogKeys.error: "\(failure)"])
                 }
                 channel.finish()
             }
@@ -261,111 +219,6 @@ public final class KafkaConsumer: Sendable {
         }
         thread.name = "kafka-consumer-poll"
         thread.start()
-    }
-}
-
-/// Rewind requests, performed on the poll thread between two polls: there the seek, the discarding
-/// of buffered messages and the `.rewound` event are ordered with every message the thread hands on.
-final class PendingRewinds: Sendable {
-    private let requests = Mutex<[KafkaTopicPartition: Int64]>([:])
-
-    /// Adds a request; a later one for the same partition replaces an earlier one not yet performed.
-    func add(_ request: KafkaCommitOffset) {
-        requests.withLock { $0[request.topicPartition] = request.offset }
-    }
-
-    var hasRequests: Bool { requests.withLock { !$0.isEmpty } }
-
-    /// Seeks each requested partition that is still assigned, then discards its buffered messages and
-    /// announces the rewind; keeps what failed for the next round.
-    func perform(
-        client: RDKafkaClient, rebalance: ConsumerRebalanceHandler, channel: KafkaEventChannel, stop: StopFlag,
-        logger: Logger
-    ) {
-        let taken = requests.withLock { requests in
-            defer { requests = [:] }
-            return requests
-        }
-        let assignment = rebalance.assignment
-        for (partition, offset) in taken where assignment.contains(partition) {
-            let request = KafkaCommitOffset(topicPartition: partition, offset: offset)
-            // With a timeout the call returns once the fetcher has moved: nothing fetched from the old
-            // position reaches `rd_kafka_consumer_poll` after it. 5 s, in the unit the linked librdkafka reads.
-            let timeout = RDKafkaVersion.seekTimeoutArgument(milliseconds: 5_000)
-            let failure = RDKafkaTopicPartitionList.with([request]) { list -> KafkaError? in
-                if let error = client.withHandle({ rd_kafka_seek_partitions($0, list, timeout) }) {
-                    return KafkaError(consuming: error, context: "seek \(request)")
-                }
-                return RDKafkaTopicPartitionList.firstError(list)
-            }
-            if let failure {
-                logger.warning(
-                    "kafka rewind failed; trying again",
-                    metadata: [LogKeys.kafkaRewind: "\(request)", LogKeys.error: "\(failure)"])
-                requests.withLock { if $0[partition] == nil { $0[partition] = offset } }
-                continue
-            }
-            channel.discardMessages(of: [partition])
-            channel.push(.rewound(partition, offset: offset), unless: stop)
-        }
-    }
-}
-
-/// Turns one polled `rd_kafka_message_t` into an event, an ignorable notice or a fatal error.
-enum ConsumerMessageConversion {
-    enum Outcome {
-        case event(KafkaConsumerEvent)
-        case fatal(KafkaError)
-        case ignored
-    }
-
-    static func event(
-        from pointer: UnsafeMutablePointer<rd_kafka_message_t>, client: RDKafkaClient, logger: Logger
-    ) -> Outcome {
-        let message = pointer.pointee
-        let topic = message.rkt.map { String(cString: rd_kafka_topic_name($0)) } ?? ""
-        guard message.err == RD_KAFKA_RESP_ERR_NO_ERROR else {
-            if message.err == RD_KAFKA_RESP_ERR__PARTITION_EOF { return .ignored }
-            if message.err == RD_KAFKA_RESP_ERR__FATAL {
-                return .fatal(client.fatalError ?? KafkaError(message.err, context: "consume"))
-            }
-            logger.warning(
-                "kafka consumer error",
-                metadata: [
-                    LogKeys.topic: "\(topic)", LogKeys.partition: "\(message.partition)",
-                    LogKeys.error: "\(KafkaError(message.err, context: "consume"))",
-                ])
-            return .ignored
-        }
-        let value = message.payload.map { Array(UnsafeRawBufferPointer(start: $0, count: message.len)) }
-        let key = message.key.map { Array(UnsafeRawBufferPointer(start: $0, count: message.key_len)) }
-        var timestampType = RD_KAFKA_TIMESTAMP_NOT_AVAILABLE
-        let timestamp = rd_kafka_message_timestamp(pointer, &timestampType)
-        return .event(
-            .message(
-                KafkaConsumerMessage(
-                    topicPartition: KafkaTopicPartition(topic: topic, partition: message.partition),
-                    offset: message.offset, key: key, value: value, headers: headers(of: pointer),
-                    timestampMilliseconds: timestampType == RD_KAFKA_TIMESTAMP_NOT_AVAILABLE ? nil : timestamp)))
-    }
-
-    /// Copies the headers; the list belongs to the message (no destroy here).
-    private static func headers(of message: UnsafeMutablePointer<rd_kafka_message_t>) -> [KafkaHeader] {
-        var list: OpaquePointer?
-        guard rd_kafka_message_headers(message, &list) == RD_KAFKA_RESP_ERR_NO_ERROR, let list else { return [] }
-        var result: [KafkaHeader] = []
-        var index = 0
-        var name: UnsafePointer<CChar>?
-        var value: UnsafeRawPointer?
-        var size = 0
-        while rd_kafka_header_get_all(list, index, &name, &value, &size) == RD_KAFKA_RESP_ERR_NO_ERROR {
-            result.append(
-                KafkaHeader(
-                    name: name.map { String(cString: $0) } ?? "",
-                    value: value.map { Array(UnsafeRawBufferPointer(start: $0, count: size)) }))
-            index += 1
-        }
-        return result
     }
 }
 
@@ -395,11 +248,9 @@ final class ConsumerRebalanceHandler: Sendable {
     private let revokeDeadline: Duration
     private let onRevoke: KafkaConsumer.RevokeHook?
     private let logger: Logger
-    private let assigned = Mutex<(partitions: Set<KafkaTopicPartition>, generation: UInt64)>(([], 0))
-    /// Assigned partitions the application paused (a new assignment starts unpaused).
-    private let paused = Mutex<Set<KafkaTopicPartition>>([])
-    /// The committed offsets the assignment started from (partitions without a commit are absent).
-    private let starts = Mutex<[KafkaTopicPartition: Int64]>([:])
+    /// The assignment, pauses, pending rewinds and revocation: one state behind one lock. Every method of it
+    /// returns what to do; that is done after the lock is released.
+    let state = Mutex(ConsumerStateMachine())
 
     init(
         channel: KafkaEventChannel, stop: StopFlag, revokeDeadline: Duration, onRevoke: KafkaConsumer.RevokeHook?,
@@ -412,51 +263,27 @@ final class ConsumerRebalanceHandler: Sendable {
         self.logger = logger
     }
 
-    var assignment: Set<KafkaTopicPartition> { assigned.withLock { $0.partitions } }
-
-    /// The assigned partitions not paused (those librdkafka fetches), each with the committed offset its
-    /// assignment started from (-1 without a commit).
-    var fetching: [KafkaCommitOffset] {
-        let paused = self.paused.withLock { $0 }
-        let starts = self.starts.withLock { $0 }
-        return assigned.withLock { $0.partitions.subtracting(paused) }.map {
-            KafkaCommitOffset(topicPartition: $0, offset: starts[$0] ?? -1)
+    /// Assigns `partitions`, each starting at its committed offset read here, resumes them, and announces the
+    /// assignment.
+    func assign(_ partitions: [KafkaTopicPartition], member: RDKafkaRebalanceHandle) {
+        // Explicit starting offsets: the application knows where each partition must start, and can tell
+        // when the first message handed on is past it.
+        let (startingOffsets, unknown) = lookUpCommittedOffsets(partitions) {
+            member.committed(partitions, timeoutMilliseconds: Self.committedLookupTimeoutMilliseconds)
         }
-    }
-
-    func setPaused(_ partitions: [KafkaTopicPartition], _ isPaused: Bool) {
-        paused.withLock { paused in
-            if isPaused { paused.formUnion(partitions) } else { paused.subtract(partitions) }
-        }
-    }
-
-    /// `apply` assigns and returns librdkafka's answer with the committed offsets the assignment starts from and the
-    /// partitions whose committed offset could not be read.
-    func assign(
-        _ partitions: [KafkaTopicPartition],
-        apply: () -> (
-            rd_kafka_resp_err_t, startingOffsets: [KafkaTopicPartition: Int64], unknown: Set<KafkaTopicPartition>
-        )
-    ) {
-        let (err, startingOffsets, unknown) = apply()
-        if err != RD_KAFKA_RESP_ERR_NO_ERROR {
-            logger.error("kafka assign failed", metadata: [LogKeys.error: "\(KafkaError(err, context: "assign"))"])
+        if let failure = member.assign(partitions, startingAt: startingOffsets) {
+            logger.error("kafka assign failed", metadata: [LogKeys.error: "\(failure)"])
             return
         }
-        // Numbered on this thread, before the event is pushed: a revoke hook told this number can never be
-        // mistaken for one about a later assignment, however late it runs.
-        let generation = assigned.withLock { state -> UInt64 in
-            state.generation += 1
-            state.partitions = Set(partitions)
-            return state.generation
+        // librdkafka keeps an application's pause on a partition across an eager rebalance, so a partition
+        // paused before it and assigned again would stay silent while the application believes it fresh.
+        // A new assignment starts unpaused; the application re-applies its pauses on `partitionsAssigned`.
+        member.resume(partitions)
+        let announcement = state.withLock {
+            $0.assigned(partitions, startingOffsets: startingOffsets, startsUnknown: unknown)
         }
-        paused.withLock { $0 = [] }
-        starts.withLock { $0 = startingOffsets }
         logger.info("kafka partitions assigned", metadata: [LogKeys.partitions: "\(partitions)"])
-        channel.push(
-            .partitionsAssigned(
-                partitions, startingOffsets: startingOffsets, startsUnknown: unknown, generation: generation),
-            unless: stop)
+        channel.push(announcement, unless: stop)
     }
 
     /// How often the rebalance callback asks for the committed offsets, the time each ask may take, and the waits
@@ -466,27 +293,18 @@ final class ConsumerRebalanceHandler: Sendable {
     static let committedLookupTimeoutMilliseconds: Int32 = 5_000
     static let committedLookupBackoffSeconds: [TimeInterval] = [0.1, 0.3]
 
-    /// Reads the group's committed offsets into librdkafka's assignment list, so the assignment starts exactly
-    /// there, and returns them (partitions without a commit start at `auto.offset.reset` and are left out), asking
-    /// again when an answer fails. The partitions still unread after the last ask are left to librdkafka's own
-    /// lookup and returned as `unknown`: the application checks their first messages once it can read the offsets.
+    /// Asks for the group's committed offsets (`ask`, one `rd_kafka_committed`), again when an answer fails, and
+    /// returns where the assignment starts: partitions without a commit start at `auto.offset.reset` and are left
+    /// out. The partitions still unread after the last ask are left to librdkafka's own lookup and returned as
+    /// `unknown`: the application checks their first messages once it can read the offsets.
     func lookUpCommittedOffsets(
-        _ rk: OpaquePointer, into list: UnsafeMutablePointer<rd_kafka_topic_partition_list_t>
+        _ partitions: [KafkaTopicPartition], ask: () -> RDKafkaCommittedLookup
     ) -> (starts: [KafkaTopicPartition: Int64], unknown: Set<KafkaTopicPartition>) {
-        guard list.pointee.cnt > 0, let elements = list.pointee.elems else { return ([:], []) }
-        let count = Int(list.pointee.cnt)
-        var err = RD_KAFKA_RESP_ERR_NO_ERROR
-        var failure: KafkaError?
+        guard !partitions.isEmpty else { return ([:], []) }
+        var lookup = RDKafkaCommittedLookup(failure: nil, entries: [])
         for attempt in 1...Self.committedLookupAttempts {
-            for index in 0..<count {
-                elements[index].offset = Int64(RD_KAFKA_OFFSET_INVALID)
-                elements[index].err = RD_KAFKA_RESP_ERR_NO_ERROR
-            }
-            err = rd_kafka_committed(rk, list, Self.committedLookupTimeoutMilliseconds)
-            failure =
-                err != RD_KAFKA_RESP_ERR_NO_ERROR
-                ? KafkaError(err, context: "committed") : RDKafkaTopicPartitionList.firstError(list)
-            guard let failure, attempt < Self.committedLookupAttempts else { break }
+            lookup = ask()
+            guard let failure = lookup.firstFailure, attempt < Self.committedLookupAttempts else { break }
             logger.notice(
                 "kafka committed offsets not read at assignment; asking again",
                 metadata: [LogKeys.error: "\(failure)", LogKeys.kafkaAttempts: "\(attempt)"])
@@ -495,18 +313,14 @@ final class ConsumerRebalanceHandler: Sendable {
         }
         var starts: [KafkaTopicPartition: Int64] = [:]
         var unknown: Set<KafkaTopicPartition> = []
-        for index in 0..<count {
-            let partition = KafkaTopicPartition(
-                topic: String(cString: elements[index].topic), partition: elements[index].partition)
-            if err != RD_KAFKA_RESP_ERR_NO_ERROR || elements[index].err != RD_KAFKA_RESP_ERR_NO_ERROR {
-                elements[index].offset = Int64(RD_KAFKA_OFFSET_INVALID)
-                elements[index].err = RD_KAFKA_RESP_ERR_NO_ERROR
-                unknown.insert(partition)
-            } else if elements[index].offset >= 0 {
-                starts[partition] = elements[index].offset
+        for (entry, error) in lookup.entries {
+            if lookup.failure != nil || error != nil {
+                unknown.insert(entry.topicPartition)
+            } else if entry.offset >= 0 {
+                starts[entry.topicPartition] = entry.offset
             }
         }
-        if let failure, !unknown.isEmpty {
+        if let failure = lookup.firstFailure, !unknown.isEmpty {
             logger.warning(
                 "kafka committed offsets not read at assignment; librdkafka reads them, the application checks later",
                 metadata: [
@@ -517,20 +331,37 @@ final class ConsumerRebalanceHandler: Sendable {
         return (starts, unknown)
     }
 
-    func revoke(_ partitions: [KafkaTopicPartition], apply: () -> rd_kafka_resp_err_t) {
-        channel.discardMessages(of: Set(partitions))
-        if let onRevoke, !partitions.isEmpty {
-            let revocation = KafkaRevocation(partitions: partitions, generation: assigned.withLock { $0.generation })
+    /// Runs the revoke hook (with its deadline), clears the assignment and announces the revocation.
+    func revoke(_ partitions: [KafkaTopicPartition], member: RDKafkaRebalanceHandle) {
+        let action = state.withLock { $0.revokeRequested(partitions) }
+        channel.discardMessages(of: action.discardBuffered)
+        if let onRevoke, let revocation = action.revocation {
             runBlocking(deadline: revokeDeadline) { await onRevoke(revocation) }
         }
-        let err = apply()
-        if err != RD_KAFKA_RESP_ERR_NO_ERROR {
-            logger.error("kafka unassign failed", metadata: [LogKeys.error: "\(KafkaError(err, context: "assign"))"])
+        if let failure = member.unassign() {
+            logger.error("kafka unassign failed", metadata: [LogKeys.error: "\(failure)"])
         }
-        assigned.withLock { $0.partitions.subtract(partitions) }
-        paused.withLock { $0.subtract(partitions) }
+        let announcement = state.withLock { $0.revokeFinished(partitions) }
         logger.info("kafka partitions revoked", metadata: [LogKeys.partitions: "\(partitions)"])
-        channel.push(.partitionsRevoked(partitions), unless: stop)
+        channel.push(announcement, unless: stop)
+    }
+
+    /// Performs the rewinds asked for since the last round (on the poll thread, between two polls: there the seek,
+    /// the discarding of buffered messages and the `.rewound` event are ordered with every message the thread hands
+    /// on). A failed seek is logged and tried again in the next round.
+    func performPendingRewinds(client: RDKafkaClient) {
+        let requests = state.withLock { $0.hasPendingRewinds ? $0.takePendingRewinds() : [] }
+        for request in requests {
+            if let failure = client.seek(request, timeoutMilliseconds: 5_000) {
+                logger.warning(
+                    "kafka rewind failed; trying again",
+                    metadata: [LogKeys.kafkaRewind: "\(request)", LogKeys.error: "\(failure)"])
+                state.withLock { $0.rewindFailed(request) }
+                continue
+            }
+            channel.discardMessages(of: [request.topicPartition])
+            channel.push(.rewound(request.topicPartition, offset: request.offset), unless: stop)
+        }
     }
 
     /// Runs `body` in a Task and blocks this (non-cooperative) thread until it ends or the deadline passes.
@@ -548,50 +379,4 @@ final class ConsumerRebalanceHandler: Sendable {
                 metadata: [LogKeys.kafkaDeadline: "\(deadline)"])
         }
     }
-}
-
-/// librdkafka's rebalance callback (eager protocol), on the poll thread.
-private func consumerRebalanceCallback(
-    rk: OpaquePointer?, err: rd_kafka_resp_err_t, partitions: UnsafeMutablePointer<rd_kafka_topic_partition_list_t>?,
-    opaque: UnsafeMutableRawPointer?
-) {
-    guard let rk else { return }
-    guard let handler = RDKafkaCallbackContext.from(opaque)?.rebalance else {
-        _ = rd_kafka_assign(rk, err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS ? partitions : nil)
-        return
-    }
-    let list = RDKafkaTopicPartitionList.read(partitions).map(\.topicPartition)
-    switch err {
-    case RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS:
-        handler.assign(list) {
-            // Explicit starting offsets: the application knows where each partition must start, and can tell
-            // when the first message handed on is past it.
-            let (starts, unknown) = partitions.map { handler.lookUpCommittedOffsets(rk, into: $0) } ?? ([:], [])
-            let err = rd_kafka_assign(rk, partitions)
-            // librdkafka keeps an application's pause on a partition across an eager rebalance, so a partition
-            // paused before it and assigned again would stay silent while the application believes it fresh.
-            // A new assignment starts unpaused; the application re-applies its pauses on `partitionsAssigned`.
-            if err == RD_KAFKA_RESP_ERR_NO_ERROR, let partitions {
-                _ = rd_kafka_resume_partitions(rk, partitions)
-            }
-            return (err, starts, unknown)
-        }
-    case RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS:
-        handler.revoke(list) { rd_kafka_assign(rk, nil) }
-    default:
-        // An error in the rebalance itself: librdkafka asks us to clear the assignment.
-        handler.revoke(list) { rd_kafka_assign(rk, nil) }
-    }
-}
-
-/// Results of `commitAsync` (and of librdkafka's own commits on close); failures are logged.
-private func consumerOffsetCommitCallback(
-    rk: OpaquePointer?, err: rd_kafka_resp_err_t, offsets: UnsafeMutablePointer<rd_kafka_topic_partition_list_t>?,
-    opaque: UnsafeMutableRawPointer?
-) {
-    guard err != RD_KAFKA_RESP_ERR_NO_ERROR, err != RD_KAFKA_RESP_ERR__NO_OFFSET,
-        let context = RDKafkaCallbackContext.from(opaque)
-    else { return }
-    context.logger.warning(
-        "kafka asynchronous commit failed", metadata: [LogKeys.error: "\(KafkaError(err, context: "commit"))"])
 }

@@ -1,4 +1,3 @@
-import CRdKafka
 import Logging
 import Synchronization
 
@@ -16,25 +15,17 @@ final class KafkaBrokerState: Sendable {
 
 extension KafkaProducer {
     /// True from librdkafka's `_ALL_BROKERS_DOWN` report until a broker answers again (see ``watchBrokers(interval:logger:onChange:)``).
-    public var allBrokersDown: Bool { rdKafkaClient.brokerState?.allDown ?? false }
+    public var allBrokersDown: Bool { rdKafkaClient.brokerState.allDown }
 
     /// Asks the cluster for metadata (`rd_kafka_metadata`, on a thread of its own); true when a broker answered
     /// within `timeout`. An answer clears ``allBrokersDown``.
     public func probeBrokers(timeout: Duration) async -> Bool {
-        let milliseconds = Int32(
-            clamping: timeout.components.seconds * 1000 + timeout.components.attoseconds / 1_000_000_000_000_000)
+        let milliseconds = timeout.rdKafkaMilliseconds
         let client = rdKafkaClient
         let answered = await BlockingCall.run(name: "kafka-broker-probe") {
-            client.withHandle { handle -> Bool in
-                var metadata: UnsafePointer<rd_kafka_metadata>?
-                // all_topics 0 and no topic: the topics this client knows, often none; any broker's answer will do.
-                let err = rd_kafka_metadata(handle, 0, nil, &metadata, milliseconds)
-                // Ownership: a successful call hands us the metadata; destroyed here.
-                if let metadata { rd_kafka_metadata_destroy(metadata) }
-                return err == RD_KAFKA_RESP_ERR_NO_ERROR
-            }
+            client.probeMetadata(timeoutMilliseconds: milliseconds)
         }
-        if answered { client.brokerState?.markReachable() }
+        if answered { client.brokerState.markReachable() }
         return answered
     }
 

@@ -1,4 +1,3 @@
-import CRdKafka
 import Foundation
 import Logging
 import Observability
@@ -30,11 +29,7 @@ public final class KafkaProducer: Sendable {
         }
         let context = RDKafkaCallbackContext(logger: logger)
         self.client = try RDKafkaClient(
-            kind: .producer, properties: configuration.librdkafkaProperties, callbackContext: context
-        ) { conf in
-            RDKafkaCallbackContext.installCommonCallbacks(on: conf)
-            rd_kafka_conf_set_dr_msg_cb(conf, producerDeliveryReportCallback)
-        }
+            kind: .producer, properties: configuration.librdkafkaProperties, callbackContext: context)
         self.context = context
         self.limiter = InFlightLimiter(limit: configuration.maxInFlightMessages)
         self.logger = logger
@@ -49,7 +44,7 @@ public final class KafkaProducer: Sendable {
         let ended = self.pollThreadEnded
         let thread = Thread {
             while !stop.isSet {
-                client.withHandle { _ = rd_kafka_poll($0, 100) }
+                client.poll(timeoutMilliseconds: 100)
             }
             ended.signal()
         }
@@ -88,7 +83,7 @@ public final class KafkaProducer: Sendable {
                 // Ownership: one retain travels with the message as its opaque; the delivery
                 // report callback takes it back. If produce fails no report comes, so we take it here.
                 let opaque = Unmanaged.passRetained(promise).toOpaque()
-                guard let error = produce(record, opaque: opaque) else { return }
+                guard let error = client.produce(record, opaque: opaque) else { return }
                 Unmanaged<DeliveryPromise>.fromOpaque(opaque).release()
                 if error.code == .queueFull {
                     continuation.resume(returning: .queueFull)
@@ -157,21 +152,18 @@ public final class KafkaProducer: Sendable {
 
     /// Raises a fatal error in librdkafka (`rd_kafka_test_fatal_error`), for tests of the fatal path.
     func triggerFatalErrorForTesting(reason: String) {
-        _ = client.withHandle { rd_kafka_test_fatal_error($0, RD_KAFKA_RESP_ERR_OUT_OF_ORDER_SEQUENCE_NUMBER, reason) }
+        client.raiseFatalErrorForTesting(.outOfOrderSequenceNumber, reason: reason)
     }
 
     /// Waits (on a thread of its own) until every queued message was delivered or failed.
     /// - Throws: `KafkaError` with code `timedOut` when messages remain after `timeout`.
     public func flush(timeout: Duration = .seconds(30)) async throws(KafkaError) {
         let client = self.client
-        let milliseconds = Int32(
-            clamping: timeout.components.seconds * 1000 + timeout.components.attoseconds / 1_000_000_000_000_000)
-        let err = await BlockingCall.run(name: "kafka-producer-flush") {
-            client.withHandle { rd_kafka_flush($0, milliseconds) }
+        let milliseconds = timeout.rdKafkaMilliseconds
+        let failure = await BlockingCall.run(name: "kafka-producer-flush") {
+            client.flush(timeoutMilliseconds: milliseconds)
         }
-        if err != RD_KAFKA_RESP_ERR_NO_ERROR {
-            throw KafkaError(err, context: "flush")
-        }
+        if let failure { throw failure }
     }
 
     /// Stops accepting messages, flushes for up to `timeout`, then purges what is left (those
@@ -183,142 +175,33 @@ public final class KafkaProducer: Sendable {
         } catch {
             logger.warning("kafka producer flush incomplete at shutdown", metadata: [LogKeys.error: "\(error)"])
             let client = self.client
-            await BlockingCall.run(name: "kafka-producer-purge") {
-                client.withHandle { rk in
-                    _ = rd_kafka_purge(rk, Int32(RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT))
-                    // Purged messages get their delivery reports from the poll thread.
-                    var rounds = 0
-                    while rd_kafka_outq_len(rk) > 0 && rounds < 50 {
-                        _ = rd_kafka_poll(rk, 100)
-                        rounds += 1
-                    }
-                }
-            }
+            await BlockingCall.run(name: "kafka-producer-purge") { client.purgeAndServeReports() }
         }
         stopPolling.set()
         await pollThreadEnded.wait()
     }
-
-    /// Hands one message to librdkafka with `rd_kafka_produceva` (copying key, value and headers).
-    /// Returns nil on success: the delivery report callback then owns `opaque`.
-    private func produce(_ record: KafkaProducerRecord, opaque: UnsafeMutableRawPointer) -> KafkaError? {
-        // Header names and values must stay valid during the call; librdkafka copies them.
-        var allocations: [UnsafeMutableRawPointer] = []
-        defer { allocations.forEach { $0.deallocate() } }
-        var values: [rd_kafka_vu_t] = []
-        values.reserveCapacity(6 + record.headers.count)
-        for header in record.headers {
-            let nameBytes = Array(header.name.utf8) + [0]
-            let name = UnsafeMutableRawPointer.allocate(byteCount: nameBytes.count, alignment: 1)
-            name.copyMemory(from: nameBytes, byteCount: nameBytes.count)
-            allocations.append(name)
-            var entry = rd_kafka_vu_t()
-            entry.vtype = RD_KAFKA_VTYPE_HEADER
-            entry.u.header.name = UnsafePointer(name.assumingMemoryBound(to: CChar.self))
-            if let value = header.value {
-                let bytes = UnsafeMutableRawPointer.allocate(byteCount: max(value.count, 1), alignment: 1)
-                value.withUnsafeBytes {
-                    bytes.copyMemory(from: $0.baseAddress ?? UnsafeRawPointer(bytes), byteCount: value.count)
-                }
-                allocations.append(bytes)
-                entry.u.header.val = UnsafeRawPointer(bytes)
-                entry.u.header.size = value.count
-            }
-            values.append(entry)
-        }
-        return record.topic.withCString { topic in
-            withOptionalBytes(record.key) { key in
-                withOptionalBytes(record.value) { value in
-                    var entry = rd_kafka_vu_t()
-                    entry.vtype = RD_KAFKA_VTYPE_TOPIC
-                    entry.u.cstr = topic
-                    values.append(entry)
-                    if let partition = record.partition {
-                        entry = rd_kafka_vu_t()
-                        entry.vtype = RD_KAFKA_VTYPE_PARTITION
-                        entry.u.i32 = partition
-                        values.append(entry)
-                    }
-                    if let key {
-                        entry = rd_kafka_vu_t()
-                        entry.vtype = RD_KAFKA_VTYPE_KEY
-                        entry.u.mem.ptr = UnsafeMutableRawPointer(mutating: key.baseAddress)
-                        entry.u.mem.size = key.count
-                        values.append(entry)
-                    }
-                    entry = rd_kafka_vu_t()
-                    entry.vtype = RD_KAFKA_VTYPE_VALUE
-                    entry.u.mem.ptr = value.flatMap { UnsafeMutableRawPointer(mutating: $0.baseAddress) }
-                    entry.u.mem.size = value?.count ?? 0
-                    values.append(entry)
-                    entry = rd_kafka_vu_t()
-                    entry.vtype = RD_KAFKA_VTYPE_MSGFLAGS
-                    entry.u.i = RD_KAFKA_MSG_F_COPY
-                    values.append(entry)
-                    entry = rd_kafka_vu_t()
-                    entry.vtype = RD_KAFKA_VTYPE_OPAQUE
-                    entry.u.ptr = opaque
-                    values.append(entry)
-                    let error = values.withUnsafeBufferPointer { buffer in
-                        client.withHandle { rd_kafka_produceva($0, buffer.baseAddress, buffer.count) }
-                    }
-                    return error.map { KafkaError(consuming: $0, context: "produce to \(record.topic)") }
-                }
-            }
-        }
-    }
 }
 
-/// Calls `body` with the bytes (a non-nil, possibly empty buffer) or nil for a missing key/value.
-private func withOptionalBytes<T>(_ bytes: [UInt8]?, _ body: (UnsafeRawBufferPointer?) -> T) -> T {
-    guard let bytes else { return body(nil) }
-    return bytes.withUnsafeBytes { buffer in
-        if buffer.baseAddress == nil {
-            // An empty array may have no storage; give librdkafka a valid pointer with size 0 so an
-            // empty value stays empty rather than becoming null.
-            return withUnsafeBytes(of: UInt8(0)) { body(UnsafeRawBufferPointer(start: $0.baseAddress, count: 0)) }
-        }
-        return body(buffer)
-    }
-}
-
-private enum DeliveryOutcome: Sendable {
+enum DeliveryOutcome: Sendable {
     case delivered(KafkaDeliveryReport)
     case queueFull
 }
 
-/// Travels with one message through librdkafka as its opaque.
-private final class DeliveryPromise: Sendable {
+/// Travels with one message through librdkafka as its opaque; the delivery report callback hands it the outcome.
+final class DeliveryPromise: Sendable {
     let continuation: CheckedContinuation<DeliveryOutcome, any Error>
     let limiter: InFlightLimiter
     init(continuation: CheckedContinuation<DeliveryOutcome, any Error>, limiter: InFlightLimiter) {
         self.continuation = continuation
         self.limiter = limiter
     }
-}
 
-/// Called on the producer's poll thread, once per message, with the message's opaque.
-private func producerDeliveryReportCallback(
-    rk: OpaquePointer?, message: UnsafePointer<rd_kafka_message_t>?, opaque: UnsafeMutableRawPointer?
-) {
-    guard let message, let messageOpaque = message.pointee._private else { return }
-    let promise = Unmanaged<DeliveryPromise>.fromOpaque(messageOpaque).takeRetainedValue()
-    promise.limiter.release()
-    let err = message.pointee.err
-    if err != RD_KAFKA_RESP_ERR_NO_ERROR {
-        let error: KafkaError
-        if err == RD_KAFKA_RESP_ERR__FATAL, let rk, let fatal = KafkaError.fatalError(of: rk) {
-            error = fatal
-        } else {
-            error = KafkaError(err, context: "delivery failed")
+    /// Frees the message's in-flight place and resumes its sender.
+    func deliver(_ outcome: Result<KafkaDeliveryReport, KafkaError>) {
+        limiter.release()
+        switch outcome {
+        case .success(let report): continuation.resume(returning: .delivered(report))
+        case .failure(let error): continuation.resume(throwing: error)
         }
-        promise.continuation.resume(throwing: error)
-        return
     }
-    let topic = message.pointee.rkt.map { String(cString: rd_kafka_topic_name($0)) } ?? ""
-    promise.continuation.resume(
-        returning: .delivered(
-            KafkaDeliveryReport(
-                topicPartition: KafkaTopicPartition(topic: topic, partition: message.pointee.partition),
-                offset: message.pointee.offset)))
 }

@@ -24,10 +24,18 @@ final class RDKafkaCallbackContext: Sendable {
         opaque.map { Unmanaged<RDKafkaCallbackContext>.fromOpaque($0).takeUnretainedValue() }
     }
 
-    /// Installs the callbacks every client gets. The conf's opaque must be this context.
-    static func installCommonCallbacks(on conf: OpaquePointer) {
+    /// Installs the callbacks every client gets (error, log) and those of its kind. The conf's opaque must be
+    /// this context.
+    static func installCallbacks(on conf: OpaquePointer, kind: RDKafkaClient.Kind) {
         rd_kafka_conf_set_error_cb(conf, rdKafkaErrorCallback)
         rd_kafka_conf_set_log_cb(conf, rdKafkaLogCallback)
+        switch kind {
+        case .producer:
+            rd_kafka_conf_set_dr_msg_cb(conf, rdKafkaDeliveryReportCallback)
+        case .consumer:
+            rd_kafka_conf_set_rebalance_cb(conf, rdKafkaRebalanceCallback)
+            rd_kafka_conf_set_offset_commit_cb(conf, rdKafkaOffsetCommitCallback)
+        }
     }
 }
 
@@ -77,38 +85,62 @@ private func rdKafkaLogCallback(
     context.logger.log(level: logLevel, "\(message)", metadata: [LogKeys.kafkaFacility: "\(facilityName)"])
 }
 
-/// A stop flag shared between an owner and its poll thread.
-final class StopFlag: Sendable {
-    private let value = Atomic<Bool>(false)
-    var isSet: Bool { value.load(ordering: .acquiring) }
-    func set() { value.store(true, ordering: .releasing) }
+/// librdkafka's rebalance callback (eager protocol), on the consumer's poll thread.
+private func rdKafkaRebalanceCallback(
+    rk: OpaquePointer?, err: rd_kafka_resp_err_t, partitions: UnsafeMutablePointer<rd_kafka_topic_partition_list_t>?,
+    opaque: UnsafeMutableRawPointer?
+) {
+    guard let rk else { return }
+    guard let handler = RDKafkaCallbackContext.from(opaque)?.rebalance else {
+        _ = rd_kafka_assign(rk, err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS ? partitions : nil)
+        return
+    }
+    let list = RDKafkaTopicPartitionList.read(partitions).map(\.topicPartition)
+    let member = RDKafkaRebalanceHandle(rk: rk)
+    switch err {
+    case RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS:
+        handler.assign(list, member: member)
+    default:
+        // RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS, or an error in the rebalance itself: librdkafka asks us to clear
+        // the assignment.
+        handler.revoke(list, member: member)
+    }
 }
 
-/// Signalled once (by a thread that ends); any number of async callers can await it.
-final class CompletionSignal: Sendable {
-    private struct State {
-        var done = false
-        var waiters: [CheckedContinuation<Void, Never>] = []
-    }
-    private let state = Mutex(State())
+/// Results of `commitAsync` (and of librdkafka's own commits on close); failures are logged.
+private func rdKafkaOffsetCommitCallback(
+    rk: OpaquePointer?, err: rd_kafka_resp_err_t, offsets: UnsafeMutablePointer<rd_kafka_topic_partition_list_t>?,
+    opaque: UnsafeMutableRawPointer?
+) {
+    guard err != RD_KAFKA_RESP_ERR_NO_ERROR, err != RD_KAFKA_RESP_ERR__NO_OFFSET,
+        let context = RDKafkaCallbackContext.from(opaque)
+    else { return }
+    context.logger.warning(
+        "kafka asynchronous commit failed", metadata: [LogKeys.error: "\(KafkaError(err, context: "commit"))"])
+}
 
-    func signal() {
-        let waiters = state.withLock { state -> [CheckedContinuation<Void, Never>] in
-            state.done = true
-            defer { state.waiters = [] }
-            return state.waiters
+/// Called on the producer's poll thread, once per message, with the message's opaque (a retained
+/// `DeliveryPromise`, taken back here).
+private func rdKafkaDeliveryReportCallback(
+    rk: OpaquePointer?, message: UnsafePointer<rd_kafka_message_t>?, opaque: UnsafeMutableRawPointer?
+) {
+    guard let message, let messageOpaque = message.pointee._private else { return }
+    let promise = Unmanaged<DeliveryPromise>.fromOpaque(messageOpaque).takeRetainedValue()
+    let err = message.pointee.err
+    if err != RD_KAFKA_RESP_ERR_NO_ERROR {
+        let error: KafkaError
+        if err == RD_KAFKA_RESP_ERR__FATAL, let rk, let fatal = KafkaError.fatalError(of: rk) {
+            error = fatal
+        } else {
+            error = KafkaError(err, context: "delivery failed")
         }
-        for waiter in waiters { waiter.resume() }
+        promise.deliver(.failure(error))
+        return
     }
-
-    func wait() async {
-        await withCheckedContinuation { continuation in
-            let done = state.withLock { state -> Bool in
-                if state.done { return true }
-                state.waiters.append(continuation)
-                return false
-            }
-            if done { continuation.resume() }
-        }
-    }
+    let topic = message.pointee.rkt.map { String(cString: rd_kafka_topic_name($0)) } ?? ""
+    promise.deliver(
+        .success(
+            KafkaDeliveryReport(
+                topicPartition: KafkaTopicPartition(topic: topic, partition: message.pointee.partition),
+                offset: message.pointee.offset)))
 }
