@@ -23,7 +23,6 @@ struct RunCommand: AsyncParsableCommand {
         }
         // Before the first threads start: fewer malloc arenas keep resident memory near the live set.
         let arenas = MallocArenas.limit(environment: ProcessInfo.processInfo.environment)
-        let signals = TerminationSignals()
         let configuration: WorkerConfiguration
         do {
             configuration = try WorkerConfiguration.load(
@@ -45,12 +44,14 @@ struct RunCommand: AsyncParsableCommand {
                         LogKeys.mallocArenas: "\(arenas.map(String.init) ?? "environment")",
                     ])
             }
-            exit = try await WorkerRuntime(configuration: configuration, logger: logger).run(started: started) {
-                _ = await signals.wait()
-                // Drain, then flush (10 s) and close the producer (5 s), each bounded; beyond that a Kafka client
-                // waiting for an unreachable broker must not keep the process alive.
-                ShutdownDeadline.arm(after: configuration.drainTimeout + Self.shutdownGrace, logger: logger)
-            }
+            // SIGTERM and SIGINT reach the worker's services through their group. When it begins to stop: drain,
+            // then flush (10 s) and close the producer (5 s), each bounded; beyond that a Kafka client waiting for an
+            // unreachable broker must not keep the process alive.
+            exit = try await WorkerRuntime(configuration: configuration, logger: logger).runHandlingSignals(
+                started: started,
+                stopping: {
+                    ShutdownDeadline.arm(after: configuration.drainTimeout + Self.shutdownGrace, logger: logger)
+                })
         } catch let error as ConfigurationError {
             FileHandle.standardError.write(Data("verify-worker run: \(error)\n".utf8))
             throw ExitCode(2)

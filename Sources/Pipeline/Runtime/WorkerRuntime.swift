@@ -8,14 +8,17 @@ import Observability
 import Operations
 import RateLimiter
 import Receipts
+import ServiceLifecycle
 import Synchronization
+import UnixSignals
 
-/// `verify-worker run`: builds every part from a ``WorkerConfiguration`` and runs them until told to stop.
+/// `verify-worker run`: builds every part from a ``WorkerConfiguration`` as a `Service` and runs them in one
+/// `ServiceGroup` until told to stop.
 ///
-/// Parts and their lifetimes: the ledger (its connection pool), the HTTP engine to Apple, the call gate and its
-/// cluster-wide throttle exchange on the control topic, the operations port (`/healthz`, `/readyz`, `/metrics`),
-/// and the ``PipelineWorker``. Stopping (SIGTERM, or a fatal fault) drains the worker first, then flushes the
-/// producer, then stops the rest.
+/// Parts, in start order (the group stops them in reverse): the producer, the HTTP engine to Apple, the operations
+/// port (`/healthz`, `/readyz`, `/metrics`), the ledger (its connection pool) and its probe, the call gate's
+/// cluster-wide throttle exchange on the control topic, the broker watch, and the ``PipelineWorker``. Stopping
+/// (SIGTERM, SIGINT, or a fatal fault) drains the worker first and flushes the producer last (`WorkerServices.swift`).
 public struct WorkerRuntime: Sendable {
     /// Why the runtime stopped.
     public enum Exit: Sendable, Equatable {
@@ -89,6 +92,47 @@ public struct WorkerRuntime: Sendable {
         health: WorkerHealth = WorkerHealth(), started: @escaping @Sendable () -> Void = {},
         until stop: @escaping @Sendable () async -> Void
     ) async throws -> Exit {
+        let group = try serviceGroup(health: health, started: started)
+        let stopper = Task {
+            await stop()
+            await group.triggerGracefulShutdown()
+        }
+        defer { stopper.cancel() }
+        return try await run(group)
+    }
+
+    /// Runs until SIGTERM or SIGINT (the group's graceful-shutdown signals) or a fatal fault, then drains.
+    /// `stopping` runs first when the group begins to stop (the command arms its last-resort deadline there).
+    public func runHandlingSignals(
+        started: @escaping @Sendable () -> Void = {}, stopping: @escaping @Sendable () -> Void = {}
+    ) async throws -> Exit {
+        let group = try serviceGroup(
+            health: WorkerHealth(), started: started, signals: [.sigterm, .sigint],
+            last: [
+                BackgroundService(name: "shutdown-deadline", work: { try await gracefulShutdown() }, cleanUp: stopping)
+            ])
+        return try await run(group)
+    }
+
+    private func run(_ group: ServiceGroup) async throws -> Exit {
+        let exit: Exit
+        do {
+            try await group.run()
+            exit = .drained
+        } catch let fault as PipelineService.Fault {
+            exit = .fatal(fault.reason)
+        }
+        logger.notice("worker: stopped", metadata: [LogKeys.exitStatus: "\(exit)"])
+        return exit
+    }
+
+    /// Every part of the worker as a service, in start order; the group stops them in reverse: the pipeline (drain
+    /// and commit), the watchers, the throttle exchange, the ledger, the operations port, and the producer (flush and
+    /// close) last.
+    public func serviceGroup(
+        health: WorkerHealth, started: @escaping @Sendable () -> Void, signals: [UnixSignal] = [],
+        last: [any Service] = []
+    ) throws -> ServiceGroup {
         let (catalog, trust) = try Self.loadDecisionInputs(configuration)
         // Metrics objects bind to the factory bootstrapped when they are created (the worker's counters and the
         // gate's gauges are created below, once): bootstrap before any part exists, or they stay silent.
@@ -99,7 +143,6 @@ public struct WorkerRuntime: Sendable {
             configuration: HTTPEngineConfiguration(
                 connectTimeout: configuration.appleConnectTimeout, requestTimeout: configuration.appleRequestTimeout,
                 caBundlePath: configuration.caBundle))
-        defer { engine.shutdown() }
         let consumerConfiguration = consumerConfiguration()
         let (producer, exchange) = try makeKafkaClients(consumerConfiguration)
         let gate = AppleCallGate(
@@ -129,108 +172,77 @@ public struct WorkerRuntime: Sendable {
                 enabled: configuration.coalesceAppleCalls, leaseDuration: configuration.verificationLease,
                 holder: AppleCoalescingConfiguration.uniqueHolder(prefix: configuration.workerID)))
         let fatal = OneShot<String>()
-        // Made (and subscribed: the consumer joins the group) only once the ledger answers, so a worker whose ledger
-        // is unreachable takes no partition from healthy workers.
-        let worker = PendingWorker {
-            try PipelineWorker(
-                consumerConfiguration: consumerConfiguration, producer: producer, decider: processor,
-                configuration: PipelineWorker.Configuration(
-                    topics: PipelineTopics(
-                        jobs: configuration.jobsTopic, verdicts: configuration.verdictsTopic,
-                        deadLetters: configuration.deadLetterTopic),
-                    maximumInFlight: configuration.maximumInFlight,
-                    maximumMessageBytes: configuration.maximumMessageBytes,
-                    maximumProduceBytes: configuration.maximumProduceBytes,
-                    deliveryTimeout: configuration.deliveryTimeout),
-                health: health, logger: logger, onFatal: { fatal.resolve($0) })
-        }
+        let listening = OneShot<Bool>()
+        let migrated = OneShot<Void>()
+        let logger = self.logger
+        let configuration = self.configuration
 
-        let exit = try await withThrowingTaskGroup(of: Void.self) { background in
-            // The operations port first: a port in use stops the worker at start with one line (exit 2), instead
-            // of a worker running on without health endpoints.
-            if let registry {
-                let server = OperationsServer(
-                    configuration: OperationsServerConfiguration(
-                        host: configuration.metricsHost, port: configuration.metricsPort),
-                    registry: registry, logger: logger,
-                    readiness: {
-                        let reasons = health.notReadyReasons
-                        return Readiness(isReady: reasons.isEmpty, reasons: reasons)
-                    })
-                background.addTask {
-                    do {
-                        try await server.run()
-                    } catch {
-                        // A port never bound is reported once, as the configuration error thrown below.
-                        if await server.waitUntilListening() != nil { throw error }
-                    }
-                }
-                guard await server.waitUntilListening() != nil else {
-                    throw ConfigurationError(
-                        key: "metrics_port",
-                        problem: "cannot listen on \(configuration.metricsHost):\(configuration.metricsPort) (in use?)")
-                }
-            }
-            started()
-            background.addTask { try await ledger.run() }
-            let migrated = OneShot<Void>()
-            background.addTask { try await self.probeLedger(ledger, health: health, migrated: migrated) }
-            background.addTask { try await exchange.run { gate.ingest(signalJSON: $0) } }
-            background.addTask { try await gate.runSignalPublisher() }
-            background.addTask {
-                await producer.watchBrokers(logger: logger) { allDown in health.brokers(allDown: allDown) }
-            }
-            background.addTask {
-                // While the worker joins its group: a fresh producer would hold the first verdicts until librdkafka's
-                // next metadata refresh (about a second; `bench pipeline` (b)).
-                do {
-                    try await producer.prepare(
-                        topics: [configuration.verdictsTopic, configuration.deadLetterTopic], timeout: .seconds(5))
-                } catch {
-                    logger.notice(
-                        "kafka: output topics' partitions not looked up at start; the first outputs may wait",
-                        metadata: [LogKeys.error: "\(error)"])
-                }
-            }
-            let exit = try await withThrowingTaskGroup(of: Exit?.self) { main in
-                main.addTask {
-                    // Jobs wait for the schema: deciding against a ledger without tables only fails and backs off.
-                    guard await migrated.wait() != nil, let started = try worker.start() else { return nil }
-                    try await started.run()
-                    return nil
-                }
-                main.addTask {
-                    await stop()
-                    return .drained
-                }
-                main.addTask {
-                    await fatal.wait().map { .fatal($0) }
-                }
-                // The first of: a stop request, a fatal fault, or the worker ending on its own (consumer failure).
-                let first = try await main.next() ?? nil
-                logger.notice(
-                    "worker: draining",
-                    metadata: [
-                        LogKeys.drainTimeout: "\(configuration.drainTimeout)",
-                        LogKeys.stopReason: "\(first.map { "\($0)" } ?? "consumer ended")",
-                    ])
-                // A worker stopped while it waited for its ledger never joined: nothing to drain.
-                await worker.stop()?.drain(timeout: configuration.drainTimeout)
-                main.cancelAll()
-                return first ?? .fatal("the consumer stopped")
-            }
-            do {
-                try await producer.flush(timeout: .seconds(10))
-            } catch {
-                logger.warning("kafka: flush at shutdown failed", metadata: [LogKeys.error: "\(error)"])
-            }
-            background.cancelAll()
-            gate.shutDown()
-            return exit
+        var services: [any Service] = [
+            ProducerService(
+                producer: producer, outputTopics: [configuration.verdictsTopic, configuration.deadLetterTopic],
+                after: listening, logger: logger),
+            // The HTTP engine outlives every part that calls Apple.
+            BackgroundService(
+                name: "apple-http", work: { try await gracefulShutdown() }, cleanUp: { engine.shutdown() }),
+        ]
+        if let registry {
+            services.append(
+                OperationsService(
+                    server: OperationsServer(
+                        configuration: OperationsServerConfiguration(
+                            host: configuration.metricsHost, port: configuration.metricsPort),
+                        registry: registry, logger: logger,
+                        readiness: {
+                            let reasons = health.notReadyReasons
+                            return Readiness(isReady: reasons.isEmpty, reasons: reasons)
+                        }),
+                    host: configuration.metricsHost, port: configuration.metricsPort, listening: listening))
+        } else {
+            listening.resolve(true)
         }
-        await producer.shutdown(timeout: .seconds(5))
-        logger.notice("worker: stopped", metadata: [LogKeys.exitStatus: "\(exit)"])
-        return exit
+        services += [
+            BackgroundService(name: "ledger", work: { try await ledger.run() }),
+            BackgroundService(
+                name: "ledger-probe", work: { try await self.probeLedger(ledger, health: health, migrated: migrated) },
+                after: listening),
+            BackgroundService(
+                name: "throttle-exchange", work: { try await exchange.run { gate.ingest(signalJSON: $0) } },
+                after: listening),
+            BackgroundService(
+                name: "throttle-publisher", work: { try await gate.runSignalPublisher() }, cleanUp: { gate.shutDown() },
+                after: listening),
+            BackgroundService(
+                name: "broker-watch",
+                work: { await producer.watchBrokers(logger: logger) { allDown in health.brokers(allDown: allDown) } },
+                after: listening),
+            PipelineService(
+                makeWorker: {
+                    try PipelineWorker(
+                        consumerConfiguration: consumerConfiguration, producer: producer, decider: processor,
+                        configuration: PipelineWorker.Configuration(
+                            topics: PipelineTopics(
+                                jobs: configuration.jobsTopic, verdicts: configuration.verdictsTopic,
+                                deadLetters: configuration.deadLetterTopic),
+                            maximumInFlight: configuration.maximumInFlight,
+                            maximumMessageBytes: configuration.maximumMessageBytes,
+                            maximumProduceBytes: configuration.maximumProduceBytes,
+                            deliveryTimeout: configuration.deliveryTimeout),
+                        health: health, logger: logger, onFatal: { fatal.resolve($0) })
+                },
+                listening: listening, migrated: migrated, fatal: fatal, started: started,
+                drainTimeout: configuration.drainTimeout, logger: logger),
+        ]
+        services += last
+        return ServiceGroup(
+            configuration: ServiceGroupConfiguration(
+                services: services.map { service in
+                    // A part that fails for good stops the others in order (the pipeline's fault after its drain),
+                    // so the producer still flushes what was decided.
+                    .init(
+                        service: service, successTerminationBehavior: .gracefullyShutdownGroup,
+                        failureTerminationBehavior: .gracefullyShutdownGroup)
+                },
+                gracefulShutdownSignals: signals, logger: logger))
     }
 
     /// The producer and the throttle exchange's consumer. A property librdkafka refuses is a setting to fix,
@@ -386,39 +398,6 @@ enum CatalogProblem {
             return "\(path(context)) is not one of \(types)"
         @unknown default:
             return "not a catalog"
-        }
-    }
-}
-
-/// The pipeline worker of a runtime, made on demand: `start` makes it (its consumer subscribes) unless `stop` came
-/// first; `stop` returns the worker to drain, if one was made. Both under one lock, so a worker is never made after
-/// the runtime began to stop.
-final class PendingWorker: Sendable {
-    private struct State {
-        var worker: PipelineWorker?
-        var stopping = false
-    }
-
-    private let make: @Sendable () throws -> PipelineWorker
-    private let state = Mutex(State())
-
-    init(_ make: @escaping @Sendable () throws -> PipelineWorker) { self.make = make }
-
-    /// The new worker, or nil when the runtime is stopping.
-    func start() throws -> PipelineWorker? {
-        try state.withLock { state in
-            guard !state.stopping else { return nil }
-            let worker = try make()
-            state.worker = worker
-            return worker
-        }
-    }
-
-    /// Marks the runtime stopping; the worker to drain, if one was made.
-    func stop() -> PipelineWorker? {
-        state.withLock { state in
-            state.stopping = true
-            return state.worker
         }
     }
 }
