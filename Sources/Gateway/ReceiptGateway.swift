@@ -5,6 +5,7 @@ import Logging
 import Messages
 import Observability
 import Operations
+import ServiceLifecycle
 import Synchronization
 import UnixSignals
 
@@ -32,6 +33,8 @@ public final class ReceiptGateway: Sendable {
     private let operations: OperationsServer
     private let logger: Logger
     private let listening = OneShot<Int?>()
+    /// The service group of `run`, for a stop from inside (the producer failed for good).
+    private let group = Mutex<ServiceGroup?>(nil)
     private let stopping: StopFlag
     /// Set while `run` handles SIGTERM itself, so a fatal Kafka error can ask for a graceful stop.
     private let handlesSignals = StopFlag()
@@ -141,37 +144,30 @@ public final class ReceiptGateway: Sendable {
             onServerRunning: { channel in listening.resolve(channel.localAddress?.port ?? 0) },
             logger: logger)
         let operations = self.operations
-        let logger = self.logger
+        let stopping = self.stopping
+        // One group, its reverse order the shutdown order: the HTTP server stops accepting and finishes the requests
+        // in flight (each waits for its delivery report), then the broker watch and the operations port stop, and
+        // the producer is flushed and closed last.
+        var services: [any Service] = [
+            GatewayProducerService(producer: ownedProducer, drainTimeout: .seconds(configuration.drainTimeoutSeconds)),
+            GatewayOperationsService(operations: operations, configuration: configuration.operations),
+        ]
+        if let brokerProbe { services.append(GatewayBackgroundService(work: brokerProbe)) }
+        services.append(GatewayHTTPService(application: application, operations: operations, stopping: stopping))
+        let group = ServiceGroup(
+            configuration: ServiceGroupConfiguration(
+                services: services.map {
+                    .init(
+                        service: $0, successTerminationBehavior: .gracefullyShutdownGroup,
+                        failureTerminationBehavior: .gracefullyShutdownGroup)
+                },
+                gracefulShutdownSignals: handlingSignals ? [.sigterm, .sigint] : [], logger: logger))
+        self.group.withLock { $0 = group }
         var failure: (any Error)?
-        let brokerProbe = self.brokerProbe
-        let configuration = self.configuration
-        await withTaskGroup(of: Void.self) { group in
-            group.addTask {
-                do {
-                    try await operations.run()
-                } catch is CancellationError {
-                } catch {
-                    // A port that never listened is reported once, by `run`'s error below.
-                    if await operations.waitUntilListening() != nil {
-                        logger.error("operations port stopped", metadata: [LogKeys.error: "\(error)"])
-                    }
-                }
-            }
-            // Probes must find the operations port, or the gateway is not running at all.
-            guard await operations.waitUntilListening() != nil else {
-                failure = GatewayConfigurationError(
-                    key: "metrics_port",
-                    "cannot listen on \(configuration.operations.host):\(configuration.operations.port)")
-                group.cancelAll()
-                return
-            }
-            if let brokerProbe { group.addTask { await brokerProbe() } }
-            do {
-                try await application.runService(gracefulShutdownSignals: handlingSignals ? [.sigterm, .sigint] : [])
-            } catch {
-                failure = error
-            }
-            group.cancelAll()
+        do {
+            try await group.run()
+        } catch {
+            failure = error
         }
         stopping.set()
         listening.resolve(nil)
@@ -296,7 +292,8 @@ public final class ReceiptGateway: Sendable {
         guard let fatal = producerFatalError(), handlesSignals.isSet, !stopping.isSet else { return }
         logger.critical("kafka producer failed for good; stopping the gateway", metadata: [LogKeys.error: "\(fatal)"])
         stopping.set()
-        kill(getpid(), SIGTERM)
+        let group = self.group.withLock { $0 }
+        Task { await group?.triggerGracefulShutdown() }
     }
 
     /// `application/json`, with or without parameters (`; charset=utf-8`).
@@ -321,5 +318,77 @@ extension Logger {
         var copy = Logger(label: label)
         copy.logLevel = logLevel
         return copy
+    }
+}
+
+/// The gateway's own producer: closed last, after the HTTP server finished its requests (flushed for up to the drain
+/// timeout).
+struct GatewayProducerService: Service {
+    let producer: KafkaProducer?
+    let drainTimeout: Duration
+
+    func run() async throws {
+        try? await gracefulShutdown()
+        await producer?.shutdown(timeout: drainTimeout)
+    }
+}
+
+/// `/healthz`, `/readyz`, `/metrics`. A port that never listens stops the gateway at start (exit 2, one line).
+struct GatewayOperationsService: Service {
+    let operations: OperationsServer
+    let configuration: OperationsServerConfiguration
+
+    func run() async throws {
+        let logger = Logger(label: "verify-worker.gateway")
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask {
+                do {
+                    try await operations.run()
+                } catch is CancellationError {
+                } catch {
+                    // A port that never listened is reported once, by the error below.
+                    if await operations.waitUntilListening() != nil {
+                        logger.error("operations port stopped", metadata: [LogKeys.error: "\(error)"])
+                    }
+                }
+            }
+            // Probes must find the operations port, or the gateway is not running at all.
+            guard await operations.waitUntilListening() != nil else {
+                group.cancelAll()
+                throw GatewayConfigurationError(
+                    key: "metrics_port", "cannot listen on \(configuration.host):\(configuration.port)")
+            }
+            try? await gracefulShutdown()
+            group.cancelAll()
+        }
+    }
+}
+
+/// Work that runs until the gateway stops (the broker watch); ending early is not a reason to stop.
+struct GatewayBackgroundService: Service {
+    let work: @Sendable () async -> Void
+
+    func run() async throws {
+        await cancelWhenGracefulShutdown { await work() }
+        try? await gracefulShutdown()
+    }
+}
+
+/// The HTTP server (Hummingbird's `Application`, itself a service): started once the operations port listens; on
+/// graceful shutdown it stops accepting and finishes the requests in flight. `/readyz` says `shutting_down` from the
+/// first moment of the stop.
+struct GatewayHTTPService<Responder: HTTPResponder>: Service
+where Responder.Context: InitializableFromSource<ApplicationRequestContextSource> {
+    let application: Application<Responder>
+    let operations: OperationsServer
+    let stopping: StopFlag
+
+    func run() async throws {
+        guard await cancelWhenGracefulShutdown({ await operations.waitUntilListening() }) != nil else { return }
+        try await withGracefulShutdownHandler {
+            try await application.run()
+        } onGracefulShutdown: {
+            stopping.set()
+        }
     }
 }
