@@ -90,11 +90,6 @@ public final class AppleSimulator: Sendable {
         try await withReadiness { try await makeApplication().run() }
     }
 
-    /// Serves until SIGTERM or SIGINT, then returns (the command exits 0).
-    public func runUntilSignalled() async throws {
-        try await withReadiness { try await makeApplication().runService() }
-    }
-
     /// The bound port, once the server listens. Throws if it failed to start.
     public func waitUntilReady() async throws -> Int {
         try await readiness.wait()

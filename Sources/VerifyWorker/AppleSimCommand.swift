@@ -1,6 +1,9 @@
 import AppleSimulator
 import ArgumentParser
 import Foundation
+import Logging
+import ServiceLifecycle
+import UnixSignals
 
 /// `verify-worker apple-sim`: runs the Apple simulator until SIGTERM or SIGINT.
 struct AppleSimCommand: AsyncParsableCommand {
@@ -55,7 +58,14 @@ struct AppleSimCommand: AsyncParsableCommand {
         let simulator = try AppleSimulator(configuration: configuration)
         let host = host
         try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { try await simulator.runUntilSignalled() }
+            group.addTask {
+                // One service in one group: SIGTERM or SIGINT stops it gracefully (the command exits 0).
+                try await ServiceGroup(
+                    configuration: ServiceGroupConfiguration(
+                        services: [.init(service: simulator)], gracefulShutdownSignals: [.sigterm, .sigint],
+                        logger: Logger(label: "verify-worker.apple-sim"))
+                ).run()
+            }
             group.addTask {
                 let port = try await simulator.waitUntilReady()
                 // Unbuffered, so a parent reading the pipe sees the line at once.
@@ -65,3 +75,6 @@ struct AppleSimCommand: AsyncParsableCommand {
         }
     }
 }
+
+/// The simulator's HTTP server runs as long as its task, and stops gracefully with its group.
+extension AppleSimulator: Service {}

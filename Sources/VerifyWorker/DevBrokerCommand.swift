@@ -2,8 +2,10 @@ import ArgumentParser
 import Dispatch
 import Foundation
 import Kafka
-import Operations
+import Logging
+import ServiceLifecycle
 import Synchronization
+import UnixSignals
 
 /// `verify-worker dev-broker`: hosts librdkafka's mock Kafka cluster in this process for local runs
 /// and tests. Any Kafka client can use it through the printed bootstrap servers.
@@ -47,7 +49,6 @@ struct DevBrokerCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let signals = TerminationSignals()
         let cluster = try MockKafkaCluster(brokers: brokers)
         for topic in topics.split(separator: ",").map({ $0.trimmingCharacters(in: .whitespaces) }) where !topic.isEmpty
         {
@@ -62,7 +63,22 @@ struct DevBrokerCommand: AsyncParsableCommand {
         }
         control.name = "dev-broker-control"
         control.start()
-        _ = await signals.wait()
+        // The cluster lives as long as its service; SIGTERM or SIGINT stops the group, and the command exits 0.
+        try await ServiceGroup(
+            configuration: ServiceGroupConfiguration(
+                services: [.init(service: MockClusterService(cluster: cluster))],
+                gracefulShutdownSignals: [.sigterm, .sigint], logger: Logger(label: "verify-worker.dev-broker"))
+        ).run()
+    }
+}
+
+/// Keeps librdkafka's mock cluster up until the group stops.
+struct MockClusterService: Service {
+    let cluster: MockKafkaCluster
+
+    func run() async throws {
+        try? await gracefulShutdown()
+        withExtendedLifetime(cluster) {}
     }
 }
 
