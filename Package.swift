@@ -75,6 +75,7 @@ let package = Package(
         .target(
             name: "Receipts",
             dependencies: [
+                "Messages",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "_CryptoExtras", package: "swift-crypto"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
@@ -88,6 +89,7 @@ let package = Package(
                 "Observability",
                 "CCurl",
                 "CCurlShim",
+                "Messages",
                 "Receipts",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
@@ -110,8 +112,17 @@ let package = Package(
         .target(
             name: "RateLimiter",
             dependencies: [
+                "Messages",
                 "Observability",
                 .product(name: "Metrics", package: "swift-metrics"),
+            ]
+        ),
+        // The decision's vocabulary and rules: pure values, no I/O (the evidence, the policy, the rules, the
+        // ledger's value types). Ledger stores them; Pipeline feeds them.
+        .target(
+            name: "Decision",
+            dependencies: [
+                "Messages"
             ]
         ),
         .target(
@@ -119,6 +130,7 @@ let package = Package(
             dependencies: [
                 "Observability",
                 "CSQLite",
+                "Decision",
                 "Messages",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Logging", package: "swift-log"),
@@ -133,6 +145,7 @@ let package = Package(
                 "Receipts",
                 "AppleClients",
                 "RateLimiter",
+                "Decision",
                 "Ledger",
                 "Operations",
                 .product(name: "Crypto", package: "swift-crypto"),
@@ -197,6 +210,7 @@ let package = Package(
                 "Messages",
                 "Entitlements",
                 "Receipts",
+                "Decision",
                 "Ledger",
                 "AppleSimulator",
                 "AppleClients",
@@ -242,6 +256,7 @@ let package = Package(
                 "AppleClients",
                 "AppleSimulator",
                 "RateLimiter",
+                "Decision",
                 "Ledger",
                 "Pipeline",
                 "Operations",

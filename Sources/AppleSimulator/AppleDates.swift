@@ -1,4 +1,5 @@
 import Foundation
+import Messages
 
 /// The date spellings Apple uses: RFC 3339 inside receipts, `2015-08-10 07:14:32 Etc/GMT` and the
 /// `America/Los_Angeles` twin in verifyReceipt answers, and milliseconds since 1970 everywhere else.
@@ -9,23 +10,11 @@ enum AppleDates {
 
     static func date(_ ms: Int64) -> Date { Date(timeIntervalSince1970: Double(ms) / 1000) }
 
-    /// `2015-08-10T07:14:32Z`, as in PKCS#7 receipt attributes.
-    static func rfc3339(_ ms: Int64) -> String {
-        date(ms).formatted(Date.ISO8601FormatStyle())
-    }
+    /// `2015-08-10T07:14:32Z`, as in PKCS#7 receipt attributes (whole seconds).
+    static func rfc3339(_ ms: Int64) -> String { RFC3339.format(date(ms), precision: .seconds) }
 
-    /// Parses RFC 3339 with or without fractional seconds, `Z` or an offset.
-    static func parseRFC3339(_ text: String) -> Int64? {
-        if let date = try? Date.ISO8601FormatStyle().parse(text) { return nowMs(date) }
-        if let date = try? Date.ISO8601FormatStyle(includingFractionalSeconds: true).parse(text) {
-            return nowMs(date)
-        }
-        // Xcode receipts use "+0100" offsets, which the strict style rejects.
-        let formatter = DateFormatter()
-        formatter.locale = Locale(identifier: "en_US_POSIX")
-        formatter.dateFormat = "yyyy-MM-dd'T'HH:mm:ssZ"
-        return formatter.date(from: text).map { nowMs($0) }
-    }
+    /// Parses RFC 3339 with or without fractional seconds, `Z` or an offset (`+0100` in Xcode receipts).
+    static func parseRFC3339(_ text: String) -> Int64? { RFC3339.parse(text).map { nowMs($0) } }
 
     /// `2015-08-10 07:14:32 Etc/GMT`.
     static func gmt(_ ms: Int64) -> String { format(ms, zone: "Etc/GMT", abbreviation: "UTC") }

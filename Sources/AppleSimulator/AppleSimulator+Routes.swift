@@ -1,5 +1,6 @@
 import Foundation
 import Hummingbird
+import Messages
 import NIOCore
 
 extension AppleSimulator {
@@ -20,7 +21,7 @@ extension AppleSimulator {
                 }
             }
         }
-        for environment in SimulatedEnvironment.allCases {
+        for environment in AppleEnvironment.simulated {
             let prefix = environment == .production ? "" : "sandbox/"
             let routes: [(String, @Sendable (String, Request) -> ServerAPIService.Reply)] = [
                 ("inApps/v1/transactions", { id, _ in self.serverAPI.transactionInfo(id, environment: environment) }),
@@ -203,7 +204,8 @@ extension AppleSimulator {
             } ?? .appReceipt
         let environment =
             try (object["environment"] as? String).map {
-                guard let environment = SimulatedEnvironment(rawValue: $0) else {
+                guard let environment = AppleEnvironment(rawValue: $0), AppleEnvironment.simulated.contains(environment)
+                else {
                     throw AppleSimulatorError(.invalidRequest, "environment must be Production or Sandbox")
                 }
                 return environment

@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import Messages
 
 /// The App Store Server API endpoints, for transactions the simulator minted:
 /// Get Transaction Info (`GET /inApps/v1/transactions/{id}`), Get Transaction History v2
@@ -80,7 +81,7 @@ final class ServerAPIService: Sendable {
 
     // MARK: Endpoints
 
-    func transactionInfo(_ id: String, environment: SimulatedEnvironment) -> Reply {
+    func transactionInfo(_ id: String, environment: AppleEnvironment) -> Reply {
         switch lookup(id, environment: environment, unknownCode: 4_040_010) {
         case .failure(let error): return error.reply
         case .success(let transaction):
@@ -90,7 +91,7 @@ final class ServerAPIService: Sendable {
         }
     }
 
-    func history(_ id: String, environment: SimulatedEnvironment, revision: String?) -> Reply {
+    func history(_ id: String, environment: AppleEnvironment, revision: String?) -> Reply {
         switch lookup(id, environment: environment, unknownCode: 4_040_005) {
         case .failure(let error): return error.reply
         case .success(let transaction):
@@ -112,7 +113,7 @@ final class ServerAPIService: Sendable {
         }
     }
 
-    func subscriptions(_ id: String, environment: SimulatedEnvironment) -> Reply {
+    func subscriptions(_ id: String, environment: AppleEnvironment) -> Reply {
         switch lookup(id, environment: environment, unknownCode: 4_040_005) {
         case .failure(let error): return error.reply
         case .success(let transaction):
@@ -156,7 +157,7 @@ final class ServerAPIService: Sendable {
     // MARK: Helpers
 
     private func lookup(
-        _ id: String, environment: SimulatedEnvironment, unknownCode: Int
+        _ id: String, environment: AppleEnvironment, unknownCode: Int
     ) -> Result<SimulatedTransaction, ReplyError> {
         guard let transaction = registry.transaction(id) else {
             let message =

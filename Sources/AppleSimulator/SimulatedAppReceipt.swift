@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import Messages
 import SwiftASN1
 import X509
 import _CryptoExtras
@@ -18,7 +19,7 @@ import _CryptoExtras
 ///
 /// As in Apple's receipts there are no signed attributes: the PKCS#1 v1.5 signature covers the payload bytes.
 struct SimulatedAppReceipt: Sendable, Equatable {
-    var environment: SimulatedEnvironment
+    var environment: AppleEnvironment
     var bundleId: String
     var appVersion: String
     var originalAppVersion: String

@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import Messages
 
 /// StoreKit 2 signed data as Apple sends it: a compact JWS, ES256, header `{"alg":"ES256","x5c":[leaf,
 /// intermediate, root]}` (standard base64 DER certificates), payload field names as in Apple's

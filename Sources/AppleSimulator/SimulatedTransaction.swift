@@ -1,16 +1,17 @@
 import Foundation
+import Messages
 
-/// The App Store environment a simulated purchase belongs to, spelled as Apple spells it in JWS payloads
-/// and verifyReceipt answers.
-public enum SimulatedEnvironment: String, Codable, Sendable, CaseIterable {
-    case production = "Production"
-    case sandbox = "Sandbox"
+/// What the simulator knows of the App Store environments a simulated purchase belongs to.
+extension AppleEnvironment {
+    /// The environments the simulator serves and mints in (Apple's servers know no other).
+    static let simulated: [AppleEnvironment] = [.production, .sandbox]
 
     /// The value of attribute 0 in a PKCS#7 app receipt (`receipt_type` in verifyReceipt answers).
     var receiptType: String {
         switch self {
         case .production: "Production"
         case .sandbox: "ProductionSandbox"
+        case .xcode, .localTesting: rawValue
         }
     }
 
@@ -18,7 +19,7 @@ public enum SimulatedEnvironment: String, Codable, Sendable, CaseIterable {
     var transactionIdPrefix: Int64 {
         switch self {
         case .production: 1
-        case .sandbox: 2
+        case .sandbox, .xcode, .localTesting: 2
         }
     }
 }
@@ -40,7 +41,7 @@ public struct SimulatedTransaction: Codable, Sendable, Equatable {
     public var originalTransactionId: String
     public var bundleId: String
     public var productId: String
-    public var environment: SimulatedEnvironment
+    public var environment: AppleEnvironment
     public var quantity: Int
     public var purchaseDateMs: Int64
     public var originalPurchaseDateMs: Int64
@@ -64,7 +65,7 @@ public struct MintRequest: Sendable, Equatable {
     public var bundleId: String
     public var productId: String
     public var format: SimulatedReceiptFormat
-    public var environment: SimulatedEnvironment
+    public var environment: AppleEnvironment
     public var expiresDateMs: Int64?
     public var quantity: Int
     /// Mint a renewal (or another purchase) in an existing subscription family.
@@ -78,7 +79,7 @@ public struct MintRequest: Sendable, Equatable {
         bundleId: String,
         productId: String,
         format: SimulatedReceiptFormat,
-        environment: SimulatedEnvironment,
+        environment: AppleEnvironment,
         expiresDateMs: Int64? = nil,
         quantity: Int = 1,
         originalTransactionId: String? = nil,

@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import Messages
 import _CryptoExtras
 
 /// An iOS 6 style transaction receipt: base64 of an OpenStep-style dictionary
@@ -110,7 +111,7 @@ enum SimulatedTransactionReceipt {
         // The blob must carry this simulator's leaf, and the outer dictionary must be exactly what it writes.
         let certificate = blobBytes.dropFirst(1 + signatureLength + 4)
         guard certificate.elementsEqual(pki.rsaLeafDER) else { throw .notSignedBySimulator }
-        let environment: SimulatedEnvironment = value("environment", in: outer) == "Sandbox" ? .sandbox : .production
+        let environment: AppleEnvironment = value("environment", in: outer) == "Sandbox" ? .sandbox : .production
         var expectedOuter = [("signature", signatureText), ("purchase-info", infoText)]
         if environment == .sandbox { expectedOuter.append(("environment", "Sandbox")) }
         expectedOuter += [("pod", "100"), ("signing-status", "0")]

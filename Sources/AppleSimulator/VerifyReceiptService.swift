@@ -1,4 +1,5 @@
 import Foundation
+import Messages
 import NIOCore
 import Synchronization
 
@@ -7,7 +8,7 @@ public enum VerifyReceiptEndpoint: Sendable {
     case production
     case sandbox
 
-    var environment: SimulatedEnvironment { self == .production ? .production : .sandbox }
+    var environment: AppleEnvironment { self == .production ? .production : .sandbox }
 }
 
 /// Apple's legacy `verifyReceipt`, answered from the receipt itself: the simulator checks its own signature
@@ -40,7 +41,7 @@ final class VerifyReceiptService: Sendable {
     private enum Verdict {
         case malformed
         case notMinted
-        case verified(environment: SimulatedEnvironment, hasSubscriptions: Bool, answer: Answer)
+        case verified(environment: AppleEnvironment, hasSubscriptions: Bool, answer: Answer)
     }
 
     private struct CacheEntry {

@@ -96,7 +96,7 @@ extension AdversarialCorpusRun {
         let simulator = try AppleSimulator(configuration: configuration)
         var seeds: [String] = []
         for format in SimulatedReceiptFormat.allCases {
-            for environment in [SimulatedEnvironment.production, .sandbox] {
+            for environment in [AppleEnvironment.production, .sandbox] {
                 seeds.append(
                     try simulator.mint(
                         MintRequest(

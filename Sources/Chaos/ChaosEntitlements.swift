@@ -19,7 +19,7 @@ public struct ChaosEntitlementTruth: Sendable {
     ///   - claims: the ledger's owner of each transaction.
     ///   - verdicts: the verdicts published (for each transaction's product and quantity).
     public init(
-        jobs: [ChaosSubmittedJob], claims: [String: ChaosClaim], verdicts: [Verdict], catalog: EntitlementCatalog
+        jobs: [ChaosSubmittedJob], claims: [String: ChaosClaim], verdicts: [Verdict], catalog: Catalog
     ) {
         var products: [String: (product: String, quantity: Int)] = [:]
         for verdict in verdicts {

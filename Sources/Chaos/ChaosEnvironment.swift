@@ -1,4 +1,5 @@
 import AppleSimulator
+import Decision
 import Entitlements
 import Foundation
 import Kafka
@@ -663,9 +664,7 @@ final class ChaosEnvironment: Sendable {
     static let entitlementsToken = "chaos-entitlements-token-0123456789"
 
     /// The run's catalog as the entitlement service reads it (each product grants an entitlement named after it).
-    static var entitlementCatalog: EntitlementCatalog {
-        (try? EntitlementCatalog.load(json: JSONEncoder().encode(ChaosApp.catalog))) ?? EntitlementCatalog()
-    }
+    static var entitlementCatalog: Catalog { ChaosApp.catalog }
 
     private let entitlementsEnvironment = Mutex<[String: String]>([:])
 

@@ -1,4 +1,5 @@
 import Foundation
+import Messages
 import Receipts
 
 /// Checks an App Store Server Notification's JWS before it is published: ES256 signature, the `x5c` chain to a

@@ -1,3 +1,4 @@
+import Decision
 import Foundation
 import Logging
 import Messages
@@ -46,48 +47,6 @@ extension Ledger {
     /// Revokes one transaction (a refund found outside a job). Idempotent.
     public func revoke(transactionID: String, at revokedAt: Date) async throws {
         _ = try await perform([.revoke(transactionID: transactionID, revokedAt: revokedAt)])
-    }
-}
-
-/// The read-decide-write loop around ``DecisionRules``: decide from a snapshot, apply, and when the apply lost a
-/// race, read again and decide again with the same evidence (no second Apple call).
-public enum LedgerSettlement {
-    /// What settling a job ended with.
-    public enum Outcome: Sendable, Hashable {
-        /// The verdict to publish (first decided now, or recorded before for this job).
-        case verdict(Verdict)
-        /// The evidence is not authenticated and the ledger cannot decide: ask Apple, then settle again.
-        case needsApple
-    }
-
-    /// Decides and records a job. Throws ``LedgerError`` (`contention` after `maximumAttempts` lost races).
-    ///
-    /// - Parameter recordedAt: the job record's timestamp (``DecisionInput/recordedAt``).
-    public static func settle(
-        job: ReceiptJob, evidence: PurchaseEvidence, policy: DecisionPolicy, ledger: some Ledger,
-        recordedAt: Date? = nil, maximumAttempts: Int = 8
-    ) async throws -> Outcome {
-        for _ in 0..<max(1, maximumAttempts) {
-            let snapshot = try await ledger.snapshot(for: job, evidence: evidence)
-            let input = DecisionInput(
-                job: job, evidence: evidence, snapshot: snapshot, policy: policy, recordedAt: recordedAt)
-            switch DecisionRules.decide(input) {
-            case .needsApple:
-                return .needsApple
-            case .decided(let decision) where decision.isRecorded:
-                return .verdict(decision.verdict)
-            case .decided(let decision):
-                switch try await ledger.apply(decision) {
-                case .applied(let verdict): return .verdict(verdict)
-                case .alreadyDecided(let verdict) where verdict.isVerdict(of: job): return .verdict(verdict)
-                case .alreadyDecided, .raceLost:
-                    // Lost a race: to another delivery of this job (the next snapshot holds its verdict), or to
-                    // another job with the same id and another content (the rules then answer `job_id_reused`).
-                    continue
-                }
-            }
-        }
-        throw LedgerError(.contention, "job \(job.jobID): claims lost \(maximumAttempts) races in a row")
     }
 }
 

@@ -1,3 +1,5 @@
+import Messages
+
 /// Everything that tunes an ``AppleCallGate``. Each property's default is the one the storm benchmark was tuned with
 /// (docs/RATE-LIMITING.md explains the choices).
 public struct AppleCallGateConfiguration: Sendable, Hashable {

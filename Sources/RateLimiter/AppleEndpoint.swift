@@ -1,3 +1,5 @@
+import Messages
+
 /// An Apple endpoint with its own request-rate limit.
 public struct AppleEndpoint: Sendable, Hashable, CustomStringConvertible {
     /// A short stable name, e.g. `transaction_info`.
@@ -31,26 +33,21 @@ public struct EndpointRateLimit: Sendable, Hashable {
         self.burst = burst
     }
 
-    /// Which App Store environment a limit is for.
-    public enum Environment: String, Sendable, Hashable {
-        case production
-        case sandbox
-    }
-
     /// Apple's documented App Store Server API limit for transaction info, history and statuses: 50 requests/s in
     /// production; the sandbox allows 10 % of that. Burst: one tenth of a second's worth (at least 1), so a burst
-    /// never pushes a one-second window above the limit by more than 10 %.
-    public static func appStoreServerAPI(_ environment: Environment) -> EndpointRateLimit {
+    /// never pushes a one-second window above the limit by more than 10 %. Xcode and local testing never reach
+    /// Apple's servers; they get the sandbox's limit.
+    public static func appStoreServerAPI(_ environment: AppleEnvironment) -> EndpointRateLimit {
         switch environment {
         case .production: EndpointRateLimit(ratePerSecond: 50, burst: 5)
-        case .sandbox: EndpointRateLimit(ratePerSecond: 5, burst: 1)
+        case .sandbox, .xcode, .localTesting: EndpointRateLimit(ratePerSecond: 5, burst: 1)
         }
     }
 
     /// The rate limits of every App Store Server API endpoint the worker calls, plus the operator's ceiling for
     /// `verifyReceipt` (Apple publishes none).
     public static func appleDefaults(
-        environment: Environment,
+        environment: AppleEnvironment,
         verifyReceiptCeiling: EndpointRateLimit = EndpointRateLimit(ratePerSecond: 50, burst: 10)
     ) -> [AppleEndpoint: EndpointRateLimit] {
         let api = appStoreServerAPI(environment)

@@ -1,3 +1,5 @@
+import Messages
+
 /// What can be decided about a receipt without asking Apple.
 public enum LocalVerdict: Sendable, Hashable {
     /// Not a receipt at all (cracker strings, truncated data, garbage).

@@ -1,4 +1,5 @@
 import Foundation
+import Messages
 
 /// Decodes any Apple receipt format, verifies its signature offline and gives the local verdict.
 ///

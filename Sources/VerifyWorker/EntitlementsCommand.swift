@@ -3,6 +3,7 @@ import ArgumentParser
 import Entitlements
 import Foundation
 import Logging
+import Messages
 import Observability
 import Operations
 import Pipeline
@@ -25,7 +26,7 @@ struct EntitlementsCommand: AsyncParsableCommand {
         }
         let environment = ProcessInfo.processInfo.environment
         let configuration: EntitlementsConfiguration
-        let files: (catalog: EntitlementCatalog, tokens: AccessTokens)
+        let files: (catalog: Catalog, tokens: AccessTokens)
         do {
             configuration = try EntitlementsConfiguration.load(arguments: options, environment: environment)
             files = try EntitlementsService.loadFiles(configuration)

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import Messages
 import Receipts
 
 /// `verify-worker inspect`: decode and verify one receipt offline and print what is known about it as JSON.
@@ -58,7 +59,7 @@ struct InspectCommand: ParsableCommand {
         }
         var time: Date?
         if let validationTime {
-            guard let parsed = ReceiptDates.parseRFC3339(validationTime) else {
+            guard let parsed = RFC3339.parse(validationTime) else {
                 throw InspectFailure(reason: "--at \(validationTime) is not an RFC 3339 date")
             }
             time = parsed

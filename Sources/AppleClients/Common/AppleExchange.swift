@@ -1,4 +1,5 @@
 import Logging
+import Messages
 import Observability
 
 /// A transport failure on the way to Apple, already classified: retry later (with advice) or give up.

@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import Messages
 import Observability
 
 /// The App Store Server API: Get Transaction Info, Get Transaction History v2 and Get All Subscription Statuses.

@@ -1,3 +1,5 @@
+import Messages
+
 /// Settings of ``AppStoreServerAPIClient``.
 public struct AppStoreServerAPIConfiguration: Sendable {
     /// The production base URL. Default: `https://api.storekit.itunes.apple.com`.

@@ -1,4 +1,5 @@
 import Foundation
+import Messages
 
 /// A verified `JWSTransactionDecodedPayload`. Fields Apple may omit are optional; unknown fields are ignored.
 public struct SignedTransaction: Sendable, Hashable {

@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import Messages
 import Observability
 
 /// Apple's legacy `verifyReceipt` endpoint: one logical verification per call, environment hop included.

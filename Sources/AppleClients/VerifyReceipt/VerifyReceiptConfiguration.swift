@@ -1,3 +1,5 @@
+import Messages
+
 /// Settings of ``VerifyReceiptClient``.
 public struct VerifyReceiptConfiguration: Sendable {
     /// Apple's production endpoint (`POST`). Default: `https://buy.itunes.apple.com/verifyReceipt`.

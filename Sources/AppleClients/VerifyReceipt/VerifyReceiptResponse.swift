@@ -1,4 +1,5 @@
 import Foundation
+import Messages
 
 /// A verifyReceipt answer, parsed leniently: unknown fields are ignored, numbers and strings are interchangeable.
 public struct VerifyReceiptResponse: Sendable {

@@ -60,7 +60,7 @@ public struct GeneratedJob: Sendable {
     public var category: TrafficCategory
     public var job: ReceiptJob
     public var format: SimulatedReceiptFormat?
-    public var environment: SimulatedEnvironment?
+    public var environment: AppleEnvironment?
     /// The transaction a genuine or repeated job carries.
     public var transactionID: String?
     /// For a repeat: whether the same account sends it again (idempotent) or another one (a replay).
@@ -68,7 +68,7 @@ public struct GeneratedJob: Sendable {
 
     public init(
         category: TrafficCategory, job: ReceiptJob, format: SimulatedReceiptFormat? = nil,
-        environment: SimulatedEnvironment? = nil, transactionID: String? = nil, isReplayByAnotherAccount: Bool = false
+        environment: AppleEnvironment? = nil, transactionID: String? = nil, isReplayByAnotherAccount: Bool = false
     ) {
         self.category = category
         self.job = job
@@ -200,7 +200,7 @@ public struct SeedTrafficGenerator {
 
     /// A job waiting for its receipt.
     private enum PendingMint {
-        case genuine(SimulatedReceiptFormat, SimulatedEnvironment)
+        case genuine(SimulatedReceiptFormat, AppleEnvironment)
         case otherAppPool(SimulatedReceiptFormat)
     }
 
@@ -282,7 +282,7 @@ public struct SeedTrafficGenerator {
 
     private mutating func planGenuine() -> Step {
         let format = pickFormat()
-        let environment: SimulatedEnvironment = random.unit() < sandboxShare ? .sandbox : .production
+        let environment: AppleEnvironment = random.unit() < sandboxShare ? .sandbox : .production
         let product = productIDs[random.below(productIDs.count)]
         return .needsMint(
             MintRequest(bundleId: bundleID, productId: product, format: format, environment: environment),

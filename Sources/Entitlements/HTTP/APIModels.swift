@@ -106,7 +106,7 @@ enum APIModels {
         var verdictID: String
         var updatedAt: Date
 
-        init(_ t: ProjectedTransaction, catalog: EntitlementCatalog, at instant: Date) {
+        init(_ t: ProjectedTransaction, catalog: Catalog, at instant: Date) {
             transactionID = t.transactionID
             originalTransactionID = t.originalTransactionID
             accountID = t.accountID

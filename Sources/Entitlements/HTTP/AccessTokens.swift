@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import Messages
 
 /// The bearer tokens allowed to call the API and log in to the console, read from the file named by
 /// `VERIFY_ENTITLEMENTS_TOKENS_FILE`: one token per line, optionally labelled (`support-alice:TOKEN`); `#` starts a

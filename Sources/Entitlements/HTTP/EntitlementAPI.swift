@@ -1,6 +1,7 @@
 import Foundation
 import Hummingbird
 import Logging
+import Messages
 import Metrics
 import NIOCore
 import Observability
@@ -51,7 +52,7 @@ public final class EntitlementAPI: Service, Sendable {
 
     public let configuration: Configuration
     private let store: any EntitlementStore
-    private let catalog: EntitlementCatalog
+    private let catalog: Catalog
     private let tokens: AccessTokens
     private let limiter: RequestLimiter
     private let readiness: @Sendable () async -> Readiness
@@ -61,7 +62,7 @@ public final class EntitlementAPI: Service, Sendable {
     private let listening = OneShot<Int?>()
 
     public init(
-        configuration: Configuration, store: any EntitlementStore, catalog: EntitlementCatalog, tokens: AccessTokens,
+        configuration: Configuration, store: any EntitlementStore, catalog: Catalog, tokens: AccessTokens,
         registry: PrometheusCollectorRegistry = MetricsBootstrap.registry(), logger: Logger,
         now: @escaping @Sendable () -> Date = { Date() },
         readiness: @escaping @Sendable () async -> Readiness

@@ -28,7 +28,7 @@ public enum EntitlementProjection {
     }
 
     public static func apply(
-        _ input: ProjectionInput, to state: inout ProjectionState, catalog: EntitlementCatalog, recordedAt: Date
+        _ input: ProjectionInput, to state: inout ProjectionState, catalog: Catalog, recordedAt: Date
     ) -> Result {
         switch input {
         case .unreadable(let message):
@@ -87,7 +87,7 @@ public enum EntitlementProjection {
     }
 
     static func apply(
-        _ verdict: Verdict, to state: inout ProjectionState, catalog: EntitlementCatalog, recordedAt: Date
+        _ verdict: Verdict, to state: inout ProjectionState, catalog: Catalog, recordedAt: Date
     ) -> Result {
         guard state.appliedIDs.insert(verdict.verdictID).inserted else { return .duplicate }
         let account = verdict.accountID
@@ -287,7 +287,7 @@ public enum EntitlementProjection {
     /// Subscriptions (original ids) this `granted` verdict may move to its account: auto-renewable, owned by another
     /// account, and carrying a current period that is not owned by that other account.
     static func movableSubscriptions(
-        _ verdict: Verdict, state: ProjectionState, catalog: EntitlementCatalog
+        _ verdict: Verdict, state: ProjectionState, catalog: Catalog
     ) -> Set<String> {
         guard verdict.outcome == .granted else { return [] }
         var movable: Set<String> = []
@@ -306,7 +306,7 @@ public enum EntitlementProjection {
     }
 
     static func summaries(
-        of account: String, in state: ProjectionState, catalog: EntitlementCatalog, at instant: Date
+        of account: String, in state: ProjectionState, catalog: Catalog, at instant: Date
     ) -> [String: EntitlementSummary] {
         let list = EntitlementSummary.summarize(state.transactions(ofAccount: account), catalog: catalog, at: instant)
         return Dictionary(uniqueKeysWithValues: list.map { ($0.entitlementID, $0) })
@@ -317,7 +317,7 @@ public enum EntitlementProjection {
     /// events).
     static func events(
         for account: String, verdict: Verdict, changes: [Change], before: [String: EntitlementSummary],
-        after: [String: EntitlementSummary], catalog: EntitlementCatalog
+        after: [String: EntitlementSummary], catalog: Catalog
     ) -> [LifecycleEvent] {
         var events: [LifecycleEvent] = []
         var covered: Set<String> = []

@@ -1,4 +1,5 @@
 import Foundation
+import Messages
 
 /// One entitlement of an account at an instant, derived from the account's transactions (never stored, so it can
 /// never disagree with them): active while some transaction granting it is granted, not revoked and not expired.
@@ -12,7 +13,7 @@ public struct EntitlementSummary: Sendable, Hashable {
 
     /// Every entitlement the transactions grant or granted, in id order.
     public static func summarize(
-        _ transactions: some Sequence<ProjectedTransaction>, catalog: EntitlementCatalog, at instant: Date
+        _ transactions: some Sequence<ProjectedTransaction>, catalog: Catalog, at instant: Date
     ) -> [EntitlementSummary] {
         var grouped: [String: [ProjectedTransaction]] = [:]
         for transaction in transactions where transaction.productType != .consumable {

@@ -1,4 +1,5 @@
 import Foundation
+import Messages
 
 /// Expirations that no verdict reports: a subscription whose period simply ends produces no verdict, so the clock
 /// has to notice. One pure function over an account's transactions; the event has the same id as the one a verdict
@@ -8,7 +9,7 @@ public enum ExpirationSweep {
     /// The expirations of `transactions` (one account's) whose expiry falls in `window`: entitlements active just
     /// before the expiry of the transaction that spoke for them, and inactive at `window.upperBound`.
     public static func events(
-        account: String, transactions: [ProjectedTransaction], catalog: EntitlementCatalog,
+        account: String, transactions: [ProjectedTransaction], catalog: Catalog,
         window: ClosedRange<Date>
     ) -> [LifecycleEvent] {
         let now = EntitlementSummary.summarize(transactions, catalog: catalog, at: window.upperBound)

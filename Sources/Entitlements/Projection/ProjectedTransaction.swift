@@ -1,4 +1,5 @@
 import Foundation
+import Messages
 
 /// One transaction as the projection keeps it: who owns it now, and its state as of the newest verdict applied.
 ///
@@ -11,7 +12,7 @@ public struct ProjectedTransaction: Sendable, Hashable, Codable {
     /// The owner now.
     public var accountID: String
     public var productID: String
-    public var productType: EntitlementCatalog.ProductType
+    public var productType: ProductType
     public var environment: String?
     public var purchaseDate: Date?
     /// The end of the entitlement this transaction gives (the grace period included, as the contract says).
@@ -34,7 +35,7 @@ public struct ProjectedTransaction: Sendable, Hashable, Codable {
 
     public init(
         transactionID: String, originalTransactionID: String, accountID: String, productID: String,
-        productType: EntitlementCatalog.ProductType, environment: String? = nil, purchaseDate: Date? = nil,
+        productType: ProductType, environment: String? = nil, purchaseDate: Date? = nil,
         expiresDate: Date? = nil, revokedAt: Date? = nil, quantity: Int = 1, inBillingRetry: Bool = false,
         inGracePeriod: Bool = false, ownerSince: Date, decidedAt: Date, verdictID: String, updatedAt: Date
     ) {

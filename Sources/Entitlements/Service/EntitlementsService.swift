@@ -1,6 +1,7 @@
 import Foundation
 import Kafka
 import Logging
+import Messages
 import Observability
 import Operations
 import ServiceLifecycle
@@ -27,16 +28,16 @@ public final class EntitlementsService: Sendable {
     public static func loadFiles(
         _ configuration: EntitlementsConfiguration,
         readFile: (String) throws -> String = { try String(contentsOfFile: $0, encoding: .utf8) }
-    ) throws(ConfigurationError) -> (catalog: EntitlementCatalog, tokens: AccessTokens) {
+    ) throws(ConfigurationError) -> (catalog: Catalog, tokens: AccessTokens) {
         let catalogText: String
         do {
             catalogText = try readFile(configuration.catalogFile)
         } catch {
             throw ConfigurationError(key: "catalog_file", problem: "cannot read \(configuration.catalogFile)")
         }
-        let catalog: EntitlementCatalog
+        let catalog: Catalog
         do {
-            catalog = try EntitlementCatalog.load(json: Data(catalogText.utf8))
+            catalog = try Catalog.load(json: Data(catalogText.utf8), for: .entitlements)
         } catch {
             throw ConfigurationError(key: "catalog_file", problem: error.description)
         }
@@ -59,7 +60,7 @@ public final class EntitlementsService: Sendable {
     ///     after `kafka_properties`.
     ///   - webhookTransport: how webhooks are POSTed (the command passes the project's curl engine).
     public init(
-        configuration: EntitlementsConfiguration, catalog: EntitlementCatalog, tokens: AccessTokens, logger: Logger,
+        configuration: EntitlementsConfiguration, catalog: Catalog, tokens: AccessTokens, logger: Logger,
         store: (any EntitlementStore)? = nil, consumerProperties: [String: String] = [:],
         webhookTransport: (any WebhookTransport)? = nil, now: @escaping @Sendable () -> Date = { Date() },
         onBatchWritten: (@Sendable (_ recordMilliseconds: [Int64], _ writtenAt: Date) -> Void)? = nil

@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import Messages
 import Metrics
 import Observability
 import ServiceLifecycle
@@ -10,7 +11,7 @@ import ServiceLifecycle
 /// restart's second look and a verdict reporting the same expiry all publish it once.
 public final class ExpirationSweeper: Service, Sendable {
     private let store: any EntitlementStore
-    private let catalog: EntitlementCatalog
+    private let catalog: Catalog
     private let interval: Duration
     private let lookback: TimeInterval
     private let webhookURLs: [String]
@@ -19,7 +20,7 @@ public final class ExpirationSweeper: Service, Sendable {
     private let onEvents: @Sendable () -> Void
 
     public init(
-        store: any EntitlementStore, catalog: EntitlementCatalog, interval: Duration, lookback: TimeInterval = 86_400,
+        store: any EntitlementStore, catalog: Catalog, interval: Duration, lookback: TimeInterval = 86_400,
         webhookURLs: [String], logger: Logger, now: @escaping @Sendable () -> Date = { Date() },
         onEvents: @escaping @Sendable () -> Void = {}
     ) {

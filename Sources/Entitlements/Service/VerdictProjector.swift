@@ -1,6 +1,7 @@
 import Foundation
 import Kafka
 import Logging
+import Messages
 import Metrics
 import Observability
 import ServiceLifecycle
@@ -58,7 +59,7 @@ public final class VerdictProjector: Service, Sendable {
     public let configuration: Configuration
     private let consumer: KafkaConsumer
     private let store: any EntitlementStore
-    private let catalog: EntitlementCatalog
+    private let catalog: Catalog
     private let reader: VerdictReader
     private let queue: VerdictQueue
     private let state = Mutex(State())
@@ -70,7 +71,7 @@ public final class VerdictProjector: Service, Sendable {
     /// - Parameter consumerConfiguration: the group member's settings; this projector installs its revoke hook.
     public init(
         configuration: Configuration, consumerConfiguration: KafkaConsumerConfiguration, store: any EntitlementStore,
-        catalog: EntitlementCatalog, reader: VerdictReader, logger: Logger,
+        catalog: Catalog, reader: VerdictReader, logger: Logger,
         now: @escaping @Sendable () -> Date = { Date() }, onEvents: @escaping @Sendable () -> Void = {}
     ) throws(KafkaError) {
         self.configuration = configuration

@@ -15,7 +15,7 @@ public protocol EntitlementStore: Sendable {
     /// ``EntitlementProjection``, writes the changes, the new history, the lifecycle events (outbox) and the
     /// topic positions reached, all or nothing. A batch applied twice changes nothing the second time.
     func project(
-        _ batch: ProjectionBatch, catalog: EntitlementCatalog, recordedAt: Date
+        _ batch: ProjectionBatch, catalog: Catalog, recordedAt: Date
     ) async throws
         -> ProjectionBatchResult
 

@@ -1,3 +1,4 @@
+import Decision
 import Foundation
 import Logging
 import Messages

@@ -1,3 +1,4 @@
+import Decision
 import Foundation
 
 /// The verification leases of one node (docs/LEDGER.md): each operation is one `BEGIN IMMEDIATE` transaction, so

@@ -1,4 +1,5 @@
 import Crypto
+import Decision
 import Foundation
 import Ledger
 import Logging

@@ -1,4 +1,5 @@
 import AppleClients
+import Decision
 import Foundation
 import Ledger
 import Messages
@@ -55,7 +56,7 @@ public enum EvidenceMapping {
         }
     }
 
-    static func environment(_ environment: ReceiptEnvironment?) -> PurchaseEvidence.Environment? {
+    static func environment(_ environment: ReceiptEnvironment?) -> AppleEnvironment? {
         switch environment {
         case .none: nil
         case .some(.production): .production
@@ -125,7 +126,7 @@ public enum EvidenceMapping {
         return evidence
     }
 
-    static func environment(_ environment: AppleEnvironment) -> PurchaseEvidence.Environment {
+    static func environment(_ environment: AppleEnvironment) -> AppleEnvironment {
         switch environment {
         case .production: .production
         case .sandbox: .sandbox

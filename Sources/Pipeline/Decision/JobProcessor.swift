@@ -1,4 +1,5 @@
 import AppleClients
+import Decision
 import Foundation
 import Ledger
 import Logging
@@ -20,8 +21,8 @@ import Receipts
 public struct JobProcessor: Sendable {
     /// The settings of the decision stage.
     public struct Configuration: Sendable {
-        /// The catalog in the ledger rules' terms.
-        public var catalog: DecisionCatalog
+        /// What the deployment sells (bundle ids, products and their types).
+        public var catalog: Catalog
         public var allowSandbox: Bool
         /// How long a job may wait for Apple before it ends `unverifiable` / `apple_unavailable`.
         public var jobDeadline: Duration
@@ -30,7 +31,7 @@ public struct JobProcessor: Sendable {
         public var ledgerMaximumBackoff: Duration
 
         public init(
-            catalog: DecisionCatalog, allowSandbox: Bool, jobDeadline: Duration = .seconds(600),
+            catalog: Catalog, allowSandbox: Bool, jobDeadline: Duration = .seconds(600),
             ledgerInitialBackoff: Duration = .milliseconds(100), ledgerMaximumBackoff: Duration = .seconds(5)
         ) {
             self.catalog = catalog
@@ -38,20 +39,6 @@ public struct JobProcessor: Sendable {
             self.jobDeadline = jobDeadline
             self.ledgerInitialBackoff = ledgerInitialBackoff
             self.ledgerMaximumBackoff = ledgerMaximumBackoff
-        }
-
-        /// The ledger rules' catalog for the receipts catalog.
-        public static func decisionCatalog(_ catalog: Catalog) -> DecisionCatalog {
-            DecisionCatalog(
-                bundleIDs: catalog.bundleIDs,
-                products: catalog.products.mapValues { type in
-                    switch type {
-                    case .consumable: .consumable
-                    case .nonConsumable: .nonConsumable
-                    case .autoRenewable: .autoRenewable
-                    case .nonRenewing: .nonRenewing
-                    }
-                })
         }
     }
 
@@ -322,10 +309,10 @@ public struct JobProcessor: Sendable {
     /// job's `submitted_at`), not the time of this delivery.
     func statelessRejection(_ job: ReceiptJob, _ evidence: PurchaseEvidence, decidedAt: Date) -> Verdict? {
         guard evidence.rejection != nil || evidence.authenticity == .notAuthenticated else { return nil }
-        let policy = DecisionPolicy(
-            allowSandbox: configuration.allowSandbox, now: decidedAt, catalog: configuration.catalog)
-        let input = DecisionInput(job: job, evidence: evidence, snapshot: LedgerSnapshot(), policy: policy)
-        guard case .decided(let decision) = DecisionRules.decide(input), decision.writes.isEmpty,
+        let policy = LedgerSettlement.policy(
+            catalog: configuration.catalog, allowSandbox: configuration.allowSandbox, now: decidedAt)
+        guard case .decided(let decision) = LedgerSettlement.decide(job: job, evidence: evidence, policy: policy),
+            decision.writes.isEmpty,
             decision.verdict.outcome == .rejected
         else { return nil }
         return decision.verdict
@@ -462,7 +449,7 @@ public struct JobProcessor: Sendable {
 
     @inline(never)
     private func currentPolicy() -> DecisionPolicy {
-        DecisionPolicy(allowSandbox: configuration.allowSandbox, now: now(), catalog: configuration.catalog)
+        LedgerSettlement.policy(catalog: configuration.catalog, allowSandbox: configuration.allowSandbox, now: now())
     }
 
     /// Counts a ledger failure; throws ``PipelineFatalError`` if retrying cannot fix it.

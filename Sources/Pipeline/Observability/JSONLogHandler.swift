@@ -2,6 +2,7 @@ import CoreFoundation
 import Foundation
 import Glibc
 import Logging
+import Messages
 
 /// A swift-log handler that writes one JSON object per line to standard error: `ts`, `level`, `msg`, `label`,
 /// and the metadata's keys flattened at the top level (see ``LogKeys``). Lines are written whole with one
@@ -34,7 +35,7 @@ public struct JSONLogHandler: LogHandler {
         var merged = metadata
         if let provided = metadataProvider?.get() { merged.merge(provided) { $1 } }
         if let extra = event.metadata { merged.merge(extra) { $1 } }
-        var line = "{\"ts\":\"" + RFC3339Now.string() + "\",\"level\":\"" + event.level.rawValue + "\",\"label\":"
+        var line = "{\"ts\":\"" + RFC3339.format(Date()) + "\",\"level\":\"" + event.level.rawValue + "\",\"label\":"
         Self.appendQuoted(label, to: &line)
         line += ",\"msg\":"
         Self.appendQuoted(event.message.description, to: &line)
@@ -98,25 +99,5 @@ public struct JSONLogHandler: LogHandler {
             }
         }
         line += "\""
-    }
-}
-
-/// Now as an RFC 3339 string with milliseconds (`Messages.RFC3339` formats the same way for messages).
-enum RFC3339Now {
-    static func string() -> String {
-        var spec = timespec()
-        clock_gettime(CLOCK_REALTIME, &spec)
-        var seconds = spec.tv_sec
-        var parts = tm()
-        gmtime_r(&seconds, &parts)
-        let millis = spec.tv_nsec / 1_000_000
-        func pad(_ value: Int, _ width: Int) -> String {
-            let s = String(value)
-            return String(repeating: "0", count: max(0, width - s.count)) + s
-        }
-        return pad(Int(parts.tm_year) + 1900, 4) + "-" + pad(Int(parts.tm_mon) + 1, 2) + "-"
-            + pad(Int(parts.tm_mday), 2)
-            + "T" + pad(Int(parts.tm_hour), 2) + ":" + pad(Int(parts.tm_min), 2) + ":" + pad(Int(parts.tm_sec), 2) + "."
-            + pad(millis, 3) + "Z"
     }
 }

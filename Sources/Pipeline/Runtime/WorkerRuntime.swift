@@ -59,7 +59,7 @@ public struct WorkerRuntime: Sendable {
         } catch {
             throw ConfigurationError(
                 key: "catalog_file",
-                problem: "not a catalog: \(CatalogProblem.describe(error)) (see docs/CONFIGURATION.md)")
+                problem: "not a catalog: \(error.description) (see docs/CONFIGURATION.md)")
         }
         guard !catalog.bundleIDs.isEmpty else {
             throw ConfigurationError(key: "catalog_file", problem: "the catalog lists no bundle id")
@@ -165,7 +165,7 @@ public struct WorkerRuntime: Sendable {
                 logger: logger),
             serverAPI: try serverAPIClient(engine: engine, analyzer: analyzer, catalog: catalog),
             configuration: JobProcessor.Configuration(
-                catalog: JobProcessor.Configuration.decisionCatalog(catalog), allowSandbox: configuration.allowSandbox,
+                catalog: catalog, allowSandbox: configuration.allowSandbox,
                 jobDeadline: configuration.jobDeadline),
             health: health, logger: logger,
             coalescing: AppleCoalescingConfiguration(
@@ -375,29 +375,5 @@ public struct WorkerRuntime: Sendable {
                 sandboxBaseURL: configuration.serverAPISandboxURL, requestTimeout: configuration.appleRequestTimeout),
             signer: AppStoreTokenSigner(key: connectKey),
             verifier: ReceiptsPayloadVerifier(analyzer: analyzer, bundleID: bundleID), logger: logger)
-    }
-}
-
-/// One line saying why a catalog file does not decode, without Foundation's nested error dump.
-enum CatalogProblem {
-    static func describe(_ error: any Error) -> String {
-        guard let decoding = error as? DecodingError else { return "not JSON" }
-        func path(_ context: DecodingError.Context) -> String {
-            let text = context.codingPath.map { $0.intValue.map { "[\($0)]" } ?? ".\($0.stringValue)" }.joined()
-            return text.hasPrefix(".") ? String(text.dropFirst()) : text.isEmpty ? "the top level" : text
-        }
-        switch decoding {
-        case .keyNotFound(let key, let context):
-            let at = path(context)
-            return "\(at == "the top level" ? "" : at + ".")\(key.stringValue) is missing"
-        case .typeMismatch(_, let context), .valueNotFound(_, let context):
-            return "\(path(context)) has the wrong type"
-        case .dataCorrupted(let context):
-            if context.codingPath.isEmpty { return "not JSON" }
-            let types = Catalog.ProductType.allCases.map(\.rawValue).joined(separator: ", ")
-            return "\(path(context)) is not one of \(types)"
-        @unknown default:
-            return "not a catalog"
-        }
     }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import Messages
 
 /// A PKCS#7 (CMS SignedData) app receipt, read from BER or DER.
 struct AppReceipt {
@@ -230,6 +231,6 @@ struct AppReceipt {
         guard let inner = try? reader.element(at: value.contents.lowerBound, limit: value.contents.upperBound),
             !inner.isConstructed, !inner.contents.isEmpty
         else { return nil }
-        return RFC3339.parse(reader.bytes[inner.contents])
+        return reader.bytes[inner.contents].withUnsafeBufferPointer { RFC3339.parse($0) }
     }
 }

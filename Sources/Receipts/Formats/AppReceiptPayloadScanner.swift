@@ -1,4 +1,5 @@
 import Foundation
+import Messages
 
 /// The fast reader of an app receipt's payload: the same attributes and in-app records as `AppReceipt`'s generic
 /// BER reading, read straight from memory for definite-length DER (what Apple's App Store receipts use).

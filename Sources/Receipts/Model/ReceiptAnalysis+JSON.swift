@@ -1,4 +1,5 @@
 import Foundation
+import Messages
 
 extension ReceiptAnalysis {
     /// The JSON object `verify-worker inspect` prints: snake-case keys, RFC 3339 dates, absent values omitted.
@@ -11,7 +12,7 @@ extension ReceiptAnalysis {
         ]
         object["environment"] = environment?.rawValue
         object["bundle_id"] = bundleID
-        object["signed_date"] = signedDate.map(RFC3339.format)
+        object["signed_date"] = signedDate.map(receiptDate)
         object["app_version"] = appVersion
         object["original_app_version"] = originalAppVersion
         object["reason"] = unknownReason
@@ -27,7 +28,7 @@ extension ReceiptAnalysis {
             renewal["auto_renew_product_id"] = renewalInfo.autoRenewProductID
             renewal["auto_renew_status"] = renewalInfo.autoRenewStatus
             renewal["expiration_intent"] = renewalInfo.expirationIntent
-            renewal["renewal_date"] = renewalInfo.renewalDate.map(RFC3339.format)
+            renewal["renewal_date"] = renewalInfo.renewalDate.map(receiptDate)
             renewal["is_in_billing_retry_period"] = renewalInfo.isInBillingRetryPeriod
             object["renewal_info"] = renewal
         }
@@ -68,11 +69,11 @@ extension ReceiptTransaction {
         var object: [String: any Sendable] = ["transaction_id": transactionID]
         object["original_transaction_id"] = originalTransactionID
         object["product_id"] = productID
-        object["purchase_date"] = purchaseDate.map(RFC3339.format)
-        object["original_purchase_date"] = originalPurchaseDate.map(RFC3339.format)
-        object["expires_date"] = expiresDate.map(RFC3339.format)
-        object["cancellation_date"] = cancellationDate.map(RFC3339.format)
-        object["revocation_date"] = revocationDate.map(RFC3339.format)
+        object["purchase_date"] = purchaseDate.map(receiptDate)
+        object["original_purchase_date"] = originalPurchaseDate.map(receiptDate)
+        object["expires_date"] = expiresDate.map(receiptDate)
+        object["cancellation_date"] = cancellationDate.map(receiptDate)
+        object["revocation_date"] = revocationDate.map(receiptDate)
         object["revocation_reason"] = revocationReason
         object["quantity"] = quantity
         object["web_order_line_item_id"] = webOrderLineItemID
@@ -80,3 +81,6 @@ extension ReceiptTransaction {
         return object
     }
 }
+
+/// A receipt date as `inspect` prints it: `.mmm` only when the date has milliseconds.
+private func receiptDate(_ date: Date) -> String { RFC3339.format(date, precision: .millisecondsWhenPresent) }

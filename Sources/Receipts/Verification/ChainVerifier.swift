@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import Messages
 import SwiftASN1
 import Synchronization
 import X509
@@ -49,12 +50,9 @@ public final class ChainVerifier: Sendable {
         func status(at time: Date) -> SignatureStatus {
             switch self {
             case .trusted(let chain):
-                if time < chain.notBefore {
-                    return .invalid(reason: "certificate chain not yet valid at \(RFC3339.format(time))")
-                }
-                if time > chain.notAfter {
-                    return .invalid(reason: "certificate chain expired at \(RFC3339.format(time))")
-                }
+                let at = RFC3339.format(time, precision: .millisecondsWhenPresent)
+                if time < chain.notBefore { return .invalid(reason: "certificate chain not yet valid at \(at)") }
+                if time > chain.notAfter { return .invalid(reason: "certificate chain expired at \(at)") }
                 return .valid
             case .invalid(let reason): return .invalid(reason: reason)
             case .untrusted(let reason): return .untrusted(reason: reason)

@@ -3,6 +3,7 @@ import AppleSimulator
 import ArgumentParser
 import Foundation
 import Logging
+import Messages
 import Operations
 
 /// `verify-worker bench apple`: verifyReceipt calls per second and latency with many concurrent requests, next to

@@ -328,7 +328,7 @@ struct BenchEntitlementTraffic: Sendable {
     var keys: [[UInt8]]
     var accounts: [String]
 
-    static let catalog = EntitlementCatalog(products: [
+    static let catalog = Catalog(products: [
         .init(id: "pro.monthly", type: .autoRenewable, entitlements: ["premium"]),
         .init(id: "lifetime", type: .nonConsumable, entitlements: ["premium"]),
         .init(id: "coins.100", type: .consumable),

@@ -1,9 +1,10 @@
 import ArgumentParser
 import Foundation
 import Ledger
+import Pipeline
 
 /// `verify-worker bench ledger`: claims per second and latency of both ledgers, 1 and 64 concurrent tasks,
-/// fresh and repeated transaction ids, in one run. The logic lives in `Ledger.LedgerBenchmark`.
+/// fresh and repeated transaction ids, in one run. The logic lives in `Pipeline.LedgerBenchmark` (it measures `LedgerSettlement`).
 struct BenchLedgerCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "ledger",

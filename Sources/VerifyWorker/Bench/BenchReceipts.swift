@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import Messages
 import Receipts
 
 /// `verify-worker bench receipts`: receipts per second on one core for each format, each fully verified at its

@@ -17,7 +17,7 @@ struct DemoEntitlements: Sendable {
     var storeURL: String?
 
     /// The demo app's products with the entitlements they grant.
-    static let catalog = EntitlementCatalog(products: [
+    static let catalog = Catalog(products: [
         .init(id: "com.example.verifyworker.coins100", type: .consumable),
         .init(id: "com.example.verifyworker.premium", type: .nonConsumable, entitlements: ["premium"]),
         .init(id: "com.example.verifyworker.seasonpass", type: .nonRenewing, entitlements: ["season_pass"]),

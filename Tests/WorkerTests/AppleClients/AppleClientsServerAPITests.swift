@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import Messages
 import Synchronization
 import Testing
 

@@ -1,6 +1,7 @@
 import AppleClients
 import Foundation
 import Logging
+import Messages
 import Synchronization
 import Testing
 

@@ -214,7 +214,7 @@ struct ChaosInvariantCheckerTests {
 struct ChaosEntitlementTruthTests {
     @Test("the truth is the grantable transactions' products, owned where the ledger says; any other answer differs")
     func truth() {
-        let catalog = EntitlementCatalog(products: [
+        let catalog = Catalog(products: [
             .init(id: "premium", type: .nonConsumable), .init(id: "coins", type: .consumable),
         ])
         let jobs = [

@@ -1,4 +1,5 @@
 import Foundation
+import Messages
 import Pipeline
 import Receipts
 import Testing

@@ -1,5 +1,6 @@
 import Entitlements
 import Foundation
+import Messages
 import Observability
 import Operations
 import Testing
@@ -21,7 +22,7 @@ struct EntitlementDeploymentTests {
             let configuration = try EntitlementsConfiguration(sources)
             let catalog = try Data(
                 contentsOf: TestEnvironment.packageRoot.appendingPathComponent("deploy/compose/catalog.json"))
-            _ = try EntitlementCatalog.load(json: catalog)
+            _ = try Catalog.load(json: catalog, for: .entitlements)
             #expect(configuration.port == 8090)
         } catch {
             Issue.record("\(file): \(error)")

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import Gateway
+import Messages
 import Receipts
 import Testing
 

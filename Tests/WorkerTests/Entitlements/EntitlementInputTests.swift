@@ -77,10 +77,10 @@ struct EntitlementInputTests {
 
     @Test("the catalog maps products to entitlements; a bad catalog names the product and the problem")
     func catalog() throws {
-        let catalog = try EntitlementCatalog.load(
+        let catalog = try Catalog.load(
             json: Data(
                 #"{"bundle_ids":["x"],"products":[{"id":"m","type":"auto_renewable","entitlements":["premium","ad_free"]},{"id":"c","type":"consumable"},{"id":"n","type":"non_consumable"}]}"#
-                    .utf8))
+                    .utf8), for: .entitlements)
         #expect(catalog.entitlements(of: "m", type: .autoRenewable) == ["premium", "ad_free"])
         #expect(catalog.entitlements(of: "n", type: .nonConsumable) == ["n"])
         #expect(catalog.entitlements(of: "c", type: .consumable) == [])
@@ -92,9 +92,9 @@ struct EntitlementInputTests {
             (#"{"products":[{"type":"consumable"}]}"#, "products[0]"),
             (#"{"products":[{"id":"m","type":"auto_renewable","entitlements":[1]}]}"#, "entitlements"),
         ] {
-            #expect(throws: CatalogError.self) { try EntitlementCatalog.load(json: Data(json.utf8)) }
+            #expect(throws: CatalogError.self) { try Catalog.load(json: Data(json.utf8), for: .entitlements) }
             do {
-                _ = try EntitlementCatalog.load(json: Data(json.utf8))
+                _ = try Catalog.load(json: Data(json.utf8), for: .entitlements)
             } catch {
                 #expect(error.description.contains(fragment), "\(error.description)")
             }

@@ -10,7 +10,7 @@ enum EntitlementFixtures {
 
     static let day: Double = 86_400
 
-    static let catalog = EntitlementCatalog(products: [
+    static let catalog = Catalog(products: [
         .init(id: "pro.monthly", type: .autoRenewable, entitlements: ["premium"]),
         .init(id: "pro.yearly", type: .autoRenewable, entitlements: ["premium"]),
         .init(id: "lifetime", type: .nonConsumable, entitlements: ["premium"]),
@@ -40,7 +40,7 @@ enum EntitlementFixtures {
 
     /// Applies verdicts in order to a fresh state, returning the state and each result.
     static func project(
-        _ verdicts: [Verdict], into state: ProjectionState = ProjectionState(), catalog: EntitlementCatalog = catalog
+        _ verdicts: [Verdict], into state: ProjectionState = ProjectionState(), catalog: Catalog = catalog
     ) -> (ProjectionState, [EntitlementProjection.Result]) {
         var state = state
         var results: [EntitlementProjection.Result] = []
@@ -52,7 +52,7 @@ enum EntitlementFixtures {
     }
 
     static func entitlements(
-        of account: String, in state: ProjectionState, at instant: Date, catalog: EntitlementCatalog = catalog
+        of account: String, in state: ProjectionState, at instant: Date, catalog: Catalog = catalog
     ) -> [String: EntitlementSummary] {
         Dictionary(
             uniqueKeysWithValues: EntitlementSummary.summarize(

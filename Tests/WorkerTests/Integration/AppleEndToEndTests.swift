@@ -3,6 +3,7 @@ import AppleSimulator
 import Crypto
 import Foundation
 import Logging
+import Messages
 import Receipts
 import Testing
 

@@ -3,6 +3,7 @@ import Messages
 import Synchronization
 import Testing
 
+@testable import Decision
 @testable import Ledger
 
 /// One suite, run against both backends: a real SQLite file in a temp directory and a real PostgreSQL

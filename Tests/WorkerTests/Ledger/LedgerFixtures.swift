@@ -1,21 +1,22 @@
 import Foundation
 import Messages
 
+@testable import Decision
 @testable import Ledger
 
 /// Builders for the ledger tests: jobs, evidence, claims, at a fixed "now".
 enum LedgerFixtures {
     static let now = Date(timeIntervalSince1970: 1_800_000_000.123)
     static let bundle = "com.example.app"
-    static let catalog = DecisionCatalog(
+    static let catalog = Catalog(
         bundleIDs: [bundle],
         products: [
-            "com.example.gems": .consumable, "com.example.pro": .nonConsumable, "com.example.monthly": .autoRenewable,
-            "com.example.season": .nonRenewing,
+            .init(id: "com.example.gems", type: .consumable), .init(id: "com.example.pro", type: .nonConsumable),
+            .init(id: "com.example.monthly", type: .autoRenewable), .init(id: "com.example.season", type: .nonRenewing),
         ])
 
     static func policy(
-        now: Date = now, allowSandbox: Bool = false, catalog: DecisionCatalog? = catalog
+        now: Date = now, allowSandbox: Bool = false, catalog: Catalog? = catalog
     )
         -> DecisionPolicy
     {
@@ -54,7 +55,7 @@ enum LedgerFixtures {
     }
 
     static func apple(
-        _ transactions: [PurchaseTransaction], environment: PurchaseEvidence.Environment = .production
+        _ transactions: [PurchaseTransaction], environment: AppleEnvironment = .production
     )
         -> PurchaseEvidence
     {
@@ -75,7 +76,7 @@ enum LedgerFixtures {
         TransactionClaim(
             transactionID: transaction.transactionID, originalTransactionID: transaction.subscriptionKey,
             accountID: account, productID: transaction.productID,
-            productType: type ?? catalog.products[transaction.productID] ?? .nonConsumable, bundleID: bundle,
+            productType: type ?? catalog.productType(of: transaction.productID) ?? .nonConsumable, bundleID: bundle,
             environment: "Production", purchaseDate: transaction.purchaseDate, expiresDate: transaction.expiresDate,
             gracePeriodExpiresDate: transaction.gracePeriodExpiresDate, revokedAt: transaction.revokedAt,
             grantedJobID: job, verdictID: Verdict.legacyVerdictID(jobID: job), createdAt: days(-1), updatedAt: days(-1))

@@ -2,6 +2,7 @@ import Foundation
 import Messages
 import Testing
 
+@testable import Decision
 @testable import Ledger
 
 /// The rule table of docs/LEDGER.md, case by case. Pure: no database, no clock, no I/O.

@@ -1,8 +1,10 @@
 import Foundation
 import Messages
 import Operations
+import Pipeline
 import Testing
 
+@testable import Decision
 @testable import Ledger
 
 /// The two ledger backends every shared test runs against.

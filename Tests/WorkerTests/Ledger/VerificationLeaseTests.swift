@@ -2,6 +2,7 @@ import Foundation
 import Messages
 import Testing
 
+@testable import Decision
 @testable import Ledger
 
 /// The verification lease against both backends (a real SQLite file and a real PostgreSQL): one holder at a time,

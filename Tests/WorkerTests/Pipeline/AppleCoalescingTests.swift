@@ -1,6 +1,7 @@
 import AppleClients
 import AppleSimulator
 import Crypto
+import Decision
 import Foundation
 import Ledger
 import Logging
@@ -305,7 +306,7 @@ struct AppleCoalescingRig: Sendable {
                 transport: transport, configuration: .endpoints(base: base.absoluteString), logger: logger),
             serverAPI: nil,
             configuration: JobProcessor.Configuration(
-                catalog: JobProcessor.Configuration.decisionCatalog(catalog), allowSandbox: true,
+                catalog: catalog, allowSandbox: true,
                 jobDeadline: jobDeadline),
             health: WorkerHealth(), logger: logger, coalescing: coalescing)
     }

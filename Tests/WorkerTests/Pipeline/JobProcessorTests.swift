@@ -1,4 +1,5 @@
 import AppleClients
+import Decision
 import Foundation
 import Ledger
 import Logging
@@ -30,7 +31,7 @@ struct JobProcessorTests {
                     transport: engine, configuration: .endpoints(base: "http://127.0.0.1:9"), logger: logger),
                 serverAPI: nil,
                 configuration: JobProcessor.Configuration(
-                    catalog: JobProcessor.Configuration.decisionCatalog(catalog), allowSandbox: false,
+                    catalog: catalog, allowSandbox: false,
                     jobDeadline: .seconds(2)),
                 health: WorkerHealth(), logger: logger)
             try await body(processor, ledger)

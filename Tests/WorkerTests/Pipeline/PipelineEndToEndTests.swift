@@ -205,7 +205,7 @@ struct PipelineEndToEndTests {
                 environment: ["VERIFY_SERVER_API_KEY": key.pemRepresentation])
             try await harness.waitUntilAssigned()
             var jobs: [(ReceiptJob, String)] = []
-            for (index, environment) in [SimulatedEnvironment.production, .sandbox].enumerated() {
+            for (index, environment) in [AppleEnvironment.production, .sandbox].enumerated() {
                 let minted = try harness.simulator.mint(
                     MintRequest(
                         bundleId: PipelineHarness.bundleID, productId: PipelineHarness.consumable,

@@ -141,7 +141,7 @@ final class PipelineHarness: Sendable {
 
     /// A genuine consumable purchase minted by the simulator, as a job of `account`.
     func genuineJob(
-        account: String, format: SimulatedReceiptFormat = .appReceipt, environment: SimulatedEnvironment = .production
+        account: String, format: SimulatedReceiptFormat = .appReceipt, environment: AppleEnvironment = .production
     ) throws -> (job: ReceiptJob, transactionID: String) {
         let minted = try simulator.mint(
             MintRequest(bundleId: Self.bundleID, productId: Self.consumable, format: format, environment: environment))

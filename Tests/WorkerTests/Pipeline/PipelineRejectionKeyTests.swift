@@ -1,3 +1,4 @@
+import Decision
 import Ledger
 import Testing
 

@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import Messages
 import Receipts
 import Testing
 import X509

@@ -1,4 +1,5 @@
 import Foundation
+import Messages
 import Receipts
 import Testing
 
@@ -167,6 +168,6 @@ struct ReceiptDecodingTests {
         #expect(outer.transactions == reference.transactions)
         #expect(mixed.transactions == fastMixed.transactions)
         #expect(mixed.transactions.count == 41)
-        #expect(mixed.transactions.last?.purchaseDate == ReceiptDates.parseRFC3339("2023-11-14T21:13:20Z"))
+        #expect(mixed.transactions.last?.purchaseDate == RFC3339.parse("2023-11-14T21:13:20Z"))
     }
 }

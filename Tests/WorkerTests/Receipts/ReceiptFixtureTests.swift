@@ -1,4 +1,5 @@
 import Foundation
+import Messages
 import Receipts
 import SwiftASN1
 import Testing
@@ -26,7 +27,7 @@ enum ReceiptsTestSupport {
             policy: AnalysisPolicy(allowedEnvironments: environments, allowXcode: allowXcode))
     }
 
-    static func date(_ text: String) -> Date { ReceiptDates.parseRFC3339(text)! }
+    static func date(_ text: String) -> Date { RFC3339.parse(text)! }
 }
 
 @Suite("Receipts: real fixtures")
@@ -167,7 +168,7 @@ struct ReceiptFixtureTests {
         #expect(legacy.appVersion == "32")
         #expect(legacy.transactions.count == 187)
         #expect(legacy.signature == .valid)
-        #expect(legacy.signedDate.map { ReceiptDates.formatRFC3339($0).hasPrefix("2020-05-06") } == true)
+        #expect(legacy.signedDate.map { RFC3339.format($0).hasPrefix("2020-05-06") } == true)
     }
 
     @Test("Xcode receipts: BER, +0100 offsets, accepted only when allowed")

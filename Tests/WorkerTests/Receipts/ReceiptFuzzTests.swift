@@ -1,4 +1,5 @@
 import Foundation
+import Messages
 import Receipts
 import Testing
 

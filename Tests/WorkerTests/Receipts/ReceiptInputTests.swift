@@ -1,4 +1,5 @@
 import Foundation
+import Messages
 import Receipts
 import Testing
 
@@ -38,19 +39,20 @@ struct ReceiptInputTests {
     @Test("RFC 3339 dates with Z, numeric offsets and fractions")
     func dates() {
         let reference = Date(timeIntervalSince1970: 1_697_679_936)  // 2023-10-19T01:45:36Z
-        #expect(ReceiptDates.parseRFC3339("2023-10-19T01:45:36Z") == reference)
-        #expect(ReceiptDates.parseRFC3339("2023-10-19T02:45:36+0100") == reference)
-        #expect(ReceiptDates.parseRFC3339("2023-10-19T02:45:36+01:00") == reference)
-        #expect(ReceiptDates.parseRFC3339("2023-10-18T20:45:36-05:00") == reference)
-        #expect(ReceiptDates.parseRFC3339("2023-10-19T01:45:36.5Z") == reference.addingTimeInterval(0.5))
-        #expect(ReceiptDates.parseRFC3339("4001-01-01T00:00:00Z") != nil)
+        #expect(RFC3339.parse("2023-10-19T01:45:36Z") == reference)
+        #expect(RFC3339.parse("2023-10-19T02:45:36+0100") == reference)
+        #expect(RFC3339.parse("2023-10-19T02:45:36+01:00") == reference)
+        #expect(RFC3339.parse("2023-10-18T20:45:36-05:00") == reference)
+        #expect(RFC3339.parse("2023-10-19T01:45:36.5Z") == reference.addingTimeInterval(0.5))
+        #expect(RFC3339.parse("4001-01-01T00:00:00Z") != nil)
         for bad in ["", "2023-10-19", "2023-13-19T01:45:36Z", "2023-10-19T01:45:36", "2023-10-19T01:45:36+1", "x"] {
-            #expect(ReceiptDates.parseRFC3339(bad) == nil, "\(bad)")
+            #expect(RFC3339.parse(bad) == nil, "\(bad)")
         }
-        #expect(ReceiptDates.formatRFC3339(reference) == "2023-10-19T01:45:36Z")
+        #expect(RFC3339.format(reference, precision: .millisecondsWhenPresent) == "2023-10-19T01:45:36Z")
         // Apple's "year 0001" (-62135769600 s) is 0001-01-01 in the Julian calendar, 0000-12-30 proleptic Gregorian.
-        #expect(ReceiptDates.formatRFC3339(Date(timeIntervalSince1970: -62_135_769_600)) == "0000-12-30T00:00:00Z")
-        #expect(ReceiptDates.parseRFC3339("0000-12-30T00:00:00Z") == Date(timeIntervalSince1970: -62_135_769_600))
+        let yearZero = Date(timeIntervalSince1970: -62_135_769_600)
+        #expect(RFC3339.format(yearZero, precision: .millisecondsWhenPresent) == "0000-12-30T00:00:00Z")
+        #expect(RFC3339.parse("0000-12-30T00:00:00Z") == Date(timeIntervalSince1970: -62_135_769_600))
     }
 
     @Test("Compact iOS 6 form (seed 000) with a bogus signature is not authenticated")

@@ -2,6 +2,7 @@ import AppleClients
 import AppleSimulator
 import Chaos
 import Crypto
+import Decision
 import Foundation
 import Ledger
 import Logging
@@ -31,7 +32,7 @@ struct SecurityLogTests {
         var receipts: [String] = []
         var transactionIDs: [String] = []
         for format in SimulatedReceiptFormat.allCases {
-            for environment in [SimulatedEnvironment.production, .sandbox] {
+            for environment in [AppleEnvironment.production, .sandbox] {
                 var request = MintRequest(
                     bundleId: ChaosApp.bundleID, productId: ChaosApp.subscription, format: format,
                     environment: environment)
@@ -285,9 +286,12 @@ struct SecurityHostTests {
 struct SecurityReplayTests {
     static let policy = DecisionPolicy(
         allowSandbox: false, now: Date(),
-        catalog: DecisionCatalog(
+        catalog: Catalog(
             bundleIDs: [ChaosApp.bundleID],
-            products: [ChaosApp.consumable: .consumable, ChaosApp.nonConsumable: .nonConsumable]))
+            products: [
+                .init(id: ChaosApp.consumable, type: .consumable),
+                .init(id: ChaosApp.nonConsumable, type: .nonConsumable),
+            ]))
 
     static func evidence(_ transactionID: String, product: String = ChaosApp.consumable) -> PurchaseEvidence {
         PurchaseEvidence(

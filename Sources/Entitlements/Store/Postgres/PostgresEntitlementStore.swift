@@ -120,7 +120,7 @@ public final class PostgresEntitlementStore: EntitlementStore {
     // MARK: Projection
 
     public func project(
-        _ batch: ProjectionBatch, catalog: EntitlementCatalog, recordedAt: Date
+        _ batch: ProjectionBatch, catalog: Catalog, recordedAt: Date
     ) async throws -> ProjectionBatchResult {
         try await operation("project") { connection, logger in
             try await Self.inTransaction(connection, logger: logger, serializable: true) {
@@ -528,7 +528,7 @@ public final class PostgresEntitlementStore: EntitlementStore {
     static let columns = SQLiteEntitlementStore.columns
 
     static func transaction(_ cells: PostgresRandomAccessRow) throws -> ProjectedTransaction {
-        guard let type = EntitlementCatalog.ProductType(rawValue: try cells[4].decode(String.self)) else {
+        guard let type = ProductType(rawValue: try cells[4].decode(String.self)) else {
             throw EntitlementStoreError(.corrupt, "an ent_transactions row has an unknown product_type")
         }
         return ProjectedTransaction(

@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import Messages
 import Observability
 
 /// The entitlement store on one machine (`sqlite:PATH`): one SQLite file in WAL mode, one connection for the
@@ -80,7 +81,7 @@ public final class SQLiteEntitlementStore: EntitlementStore {
     // MARK: Projection
 
     public func project(
-        _ batch: ProjectionBatch, catalog: EntitlementCatalog, recordedAt: Date
+        _ batch: ProjectionBatch, catalog: Catalog, recordedAt: Date
     ) async throws -> ProjectionBatchResult {
         try await writer.run { connection in
             try Self.inWriteTransaction(connection) { () throws -> ProjectionBatchResult in
@@ -418,7 +419,7 @@ public final class SQLiteEntitlementStore: EntitlementStore {
 
     static func transaction(_ row: [SQLValue]) throws -> ProjectedTransaction {
         guard row.count == 16, let id = row[0].text, let original = row[1].text, let account = row[2].text,
-            let product = row[3].text, let type = row[4].text.flatMap(EntitlementCatalog.ProductType.init(rawValue:)),
+            let product = row[3].text, let type = row[4].text.flatMap(ProductType.init(rawValue:)),
             let ownerSince = row[12].date, let decidedAt = row[13].date, let verdictID = row[14].text,
             let updatedAt = row[15].date
         else { throw EntitlementStoreError(.corrupt, "an ent_transactions row could not be read") }

@@ -83,7 +83,7 @@ private struct StoredEvidence: Codable {
         else { return nil }
         var evidence = PurchaseEvidence(source: source, authenticity: authenticity)
         if let environment {
-            guard let known = PurchaseEvidence.Environment(rawValue: environment) else { return nil }
+            guard let known = AppleEnvironment(rawValue: environment) else { return nil }
             evidence.environment = known
         }
         evidence.bundleID = bundle

@@ -25,17 +25,10 @@ public struct PurchaseEvidence: Sendable, Hashable {
         case unknown
     }
 
-    /// The App Store environment a proof belongs to.
-    public enum Environment: String, Sendable, Hashable, CaseIterable {
-        case production = "Production"
-        case sandbox = "Sandbox"
-        case xcode = "Xcode"
-    }
-
     public var source: Source
     public var authenticity: Authenticity
-    /// When known; `nil` is treated as production.
-    public var environment: Environment?
+    /// When known; `nil` is treated as production. The pipeline maps local testing to `xcode`.
+    public var environment: AppleEnvironment?
     /// The bundle id the proof names, when read.
     public var bundleID: String?
     /// Every transaction the proof holds (for receipts: `in_app` merged with `latest_receipt_info`), any order.
@@ -51,7 +44,7 @@ public struct PurchaseEvidence: Sendable, Hashable {
     public var notification: SubscriptionNotification?
 
     public init(
-        source: Source, authenticity: Authenticity, environment: Environment? = nil, bundleID: String? = nil,
+        source: Source, authenticity: Authenticity, environment: AppleEnvironment? = nil, bundleID: String? = nil,
         transactions: [PurchaseTransaction] = [], rejection: Verdict.Reason? = nil, appleStatus: Int? = nil,
         appleUnavailable: Bool = false, notification: SubscriptionNotification? = nil
     ) {
@@ -65,14 +58,6 @@ public struct PurchaseEvidence: Sendable, Hashable {
         self.appleUnavailable = appleUnavailable
         self.notification = notification
     }
-}
-
-/// The kind of product a transaction is for; decides which ownership rules apply.
-public enum ProductType: String, Sendable, Hashable, Codable, CaseIterable {
-    case consumable
-    case nonConsumable = "non_consumable"
-    case autoRenewable = "auto_renewable"
-    case nonRenewing = "non_renewing"
 }
 
 /// One transaction as a proof or Apple describes it.

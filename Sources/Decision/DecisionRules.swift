@@ -419,7 +419,7 @@ private struct Evaluation {
 
     func productType(of transaction: PurchaseTransaction) -> ProductType {
         if let type = transaction.productType { return type }
-        if let type = policy.catalog?.products[transaction.productID] { return type }
+        if let type = policy.catalog?.productType(of: transaction.productID) { return type }
         return transaction.expiresDate == nil ? .nonConsumable : .autoRenewable
     }
 

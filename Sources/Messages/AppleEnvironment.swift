@@ -1,5 +1,6 @@
-/// The Apple environment that answered or that a payload claims.
-public enum AppleEnvironment: String, Sendable, Hashable, CaseIterable {
+/// The App Store environment a proof belongs to, that answered, or that a payload claims: the one spelling of
+/// environments in the codebase (the rules, the App Store clients, the rate limits and the simulator share it).
+public enum AppleEnvironment: String, Sendable, Hashable, Codable, CaseIterable {
     case production = "Production"
     case sandbox = "Sandbox"
     /// StoreKit testing in Xcode.

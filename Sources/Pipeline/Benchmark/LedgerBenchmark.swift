@@ -1,4 +1,6 @@
+import Decision
 import Foundation
+import Ledger
 import Messages
 import Synchronization
 
@@ -40,7 +42,7 @@ public struct LedgerBenchmark: Sendable {
 
     public init(claims: Int) {
         self.claims = max(1, claims)
-        self.policy = DecisionPolicy(allowSandbox: false, now: Date())
+        self.policy = LedgerSettlement.policy(catalog: nil, allowSandbox: false, now: Date())
     }
 
     /// Runs one scenario against a migrated, running ledger.

@@ -1,4 +1,5 @@
 import Foundation
+import Messages
 
 /// The settings the decision rules read, besides the job, the evidence and the ledger.
 public struct DecisionPolicy: Sendable, Hashable {
@@ -9,22 +10,11 @@ public struct DecisionPolicy: Sendable, Hashable {
     public var now: Date
     /// Bundle ids and products this deployment sells; `nil` leaves catalog checks to the local analysis.
     /// Default: nil.
-    public var catalog: DecisionCatalog?
+    public var catalog: Catalog?
 
-    public init(allowSandbox: Bool = false, now: Date, catalog: DecisionCatalog? = nil) {
+    public init(allowSandbox: Bool = false, now: Date, catalog: Catalog? = nil) {
         self.allowSandbox = allowSandbox
         self.now = now
         self.catalog = catalog
-    }
-}
-
-/// The apps and products the rules accept, with each product's type.
-public struct DecisionCatalog: Sendable, Hashable {
-    public var bundleIDs: Set<String>
-    public var products: [String: ProductType]
-
-    public init(bundleIDs: Set<String>, products: [String: ProductType]) {
-        self.bundleIDs = bundleIDs
-        self.products = products
     }
 }

@@ -1,0 +1,196 @@
+import Foundation
+
+/// What the operator sells: the bundle ids a receipt may name, each product's type, and the entitlements each
+/// product grants. The one catalog type: the local analysis, the decision rules and the entitlement service read
+/// the same file (`VERIFY_CATALOG_FILE`).
+///
+/// JSON form (keys in snake case; unknown keys are ignored):
+/// ```json
+/// {
+///   "bundle_ids": ["com.example.app"],
+///   "products": [
+///     { "id": "coins.100", "type": "consumable" },
+///     { "id": "premium", "type": "non_consumable" },
+///     { "id": "pro.monthly", "type": "auto_renewable", "entitlements": ["premium"] },
+///     { "id": "season.pass", "type": "non_renewing" }
+///   ]
+/// }
+/// ```
+/// An empty `bundle_ids` list or `products` list means "do not check" (useful for `inspect`). A product without
+/// `entitlements` grants one entitlement named after the product; a consumable grants none (it is counted).
+public struct Catalog: Sendable, Hashable {
+    /// One product: its App Store product id, its type and the entitlements it grants.
+    public struct Product: Sendable, Hashable {
+        public var id: String
+        public var type: ProductType
+        public var entitlements: [String]
+
+        public init(id: String, type: ProductType, entitlements: [String]? = nil) {
+            self.id = id
+            self.type = type
+            self.entitlements = type == .consumable ? [] : (entitlements ?? [id])
+        }
+    }
+
+    /// Bundle ids a receipt may name. Default: empty (any bundle id).
+    public var bundleIDs: Set<String>
+    /// Products by id. Default: empty (any product).
+    public private(set) var products: [String: Product]
+
+    public init(bundleIDs: Set<String> = [], products: [Product] = []) {
+        self.bundleIDs = bundleIDs
+        self.products = Dictionary(products.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
+    }
+
+    /// A catalog that checks nothing.
+    public static let any = Catalog()
+
+    /// The type of a product, or nil when the catalog does not sell it.
+    public func productType(of productID: String) -> ProductType? { products[productID]?.type }
+
+    /// The type of a product. A product the catalog does not list (the worker's catalog may have changed since
+    /// the verdict) is judged by its transaction: with an expiry it is treated as an auto-renewable subscription,
+    /// without one as a non-consumable. A consumable cannot be recognised that way; list it.
+    public func type(of productID: String, expiresDate: Date?) -> ProductType {
+        if let product = products[productID] { return product.type }
+        return expiresDate == nil ? .nonConsumable : .autoRenewable
+    }
+
+    /// The entitlements a product grants (none for a consumable; the product's own id when not listed).
+    public func entitlements(of productID: String, type: ProductType) -> [String] {
+        if type == .consumable { return [] }
+        return products[productID]?.entitlements ?? [productID]
+    }
+}
+
+extension Catalog {
+    /// Who reads the file. Both read the same JSON; each keeps the strictness it always had, so a file accepted
+    /// before is accepted now, byte for byte.
+    public enum Reading: Sendable, Hashable {
+        /// The worker, `submit` and `inspect`: `bundle_ids` and `products` may be absent (the worker then refuses
+        /// an empty list itself); `entitlements` is carried when well formed and otherwise ignored.
+        case verification
+        /// The entitlement service: `products` is required, ids and entitlement names follow the contract's
+        /// identifier rule, a consumable lists no entitlement; `bundle_ids` is not read.
+        case entitlements
+    }
+
+    /// Reads the catalog's JSON. Throws ``CatalogError`` naming the product and the problem, in one short line.
+    public static func load(json: Data, for reading: Reading = .verification) throws(CatalogError) -> Catalog {
+        guard let parsed = try? JSONSerialization.jsonObject(with: json, options: [.fragmentsAllowed]) else {
+            throw CatalogError("not JSON")
+        }
+        guard let object = parsed as? [String: Any] else { throw CatalogError("the catalog is not a JSON object") }
+        var bundleIDs: Set<String> = []
+        if reading == .verification, let value = present(object["bundle_ids"]) {
+            guard let list = value as? [Any], let names = list as? [String] else {
+                throw CatalogError("bundle_ids has the wrong type")
+            }
+            bundleIDs = Set(names)
+        }
+        let list: [Any]
+        switch (present(object["products"]), reading) {
+        case (nil, .verification): list = []
+        case (nil, .entitlements): throw CatalogError("the catalog has no \"products\" list of objects")
+        case (let value?, _):
+            guard let entries = value as? [Any] else {
+                throw CatalogError("the catalog has no \"products\" list of objects")
+            }
+            list = entries
+        }
+        var products: [Product] = []
+        for (index, element) in list.enumerated() {
+            guard let entry = element as? [String: Any] else {
+                throw CatalogError("products[\(index)] has the wrong type")
+            }
+            products.append(try product(entry, at: index, for: reading))
+        }
+        return Catalog(bundleIDs: bundleIDs, products: products)
+    }
+
+    private static func product(
+        _ entry: [String: Any], at index: Int, for reading: Reading
+    ) throws(CatalogError) -> Product {
+        guard let idValue = present(entry["id"]) else { throw CatalogError("products[\(index)].id is missing") }
+        guard let id = idValue as? String, reading == .verification || Identifier.isValid(id) else {
+            throw CatalogError(
+                "products[\(index)].id must be a string"
+                    + (reading == .entitlements ? " of 1 to \(Identifier.maximumBytes) bytes" : ""))
+        }
+        let types = ProductType.allCases.map(\.rawValue).joined(separator: ", ")
+        guard let typeText = present(entry["type"]) as? String, let type = ProductType(rawValue: typeText) else {
+            throw CatalogError("product \(id): products[\(index)].type is not one of \(types)")
+        }
+        var entitlements: [String]?
+        if let value = reading == .entitlements ? entry["entitlements"] : present(entry["entitlements"]) {
+            let names = (value as? [Any]).flatMap { $0 as? [String] }
+            switch reading {
+            case .verification:
+                // The worker never read this key: a malformed list is ignored there, as it always was.
+                entitlements = names
+            case .entitlements:
+                guard let names, names.allSatisfy(Identifier.isValid) else {
+                    throw CatalogError(
+                        "product \(id): \"entitlements\" must be a list of strings of 1 to "
+                            + "\(Identifier.maximumBytes) bytes")
+                }
+                if type == .consumable, !names.isEmpty {
+                    throw CatalogError("product \(id): a consumable grants no entitlement (it is counted)")
+                }
+                entitlements = names
+            }
+        }
+        return Product(id: id, type: type, entitlements: entitlements)
+    }
+
+    /// A member's value, nil when absent or JSON `null` (as a decoder's `decodeIfPresent` reads them).
+    private static func present(_ value: Any?) -> Any? {
+        guard let value, !(value is NSNull) else { return nil }
+        return value
+    }
+}
+
+extension Catalog: Encodable {
+    private enum CodingKeys: String, CodingKey {
+        case bundleIDs = "bundle_ids"
+        case products
+    }
+
+    private enum ProductKeys: String, CodingKey {
+        case id, type, entitlements
+    }
+
+    /// The JSON form ``load(json:for:)`` reads, in a stable order; a product's `entitlements` only when they are
+    /// not the default (the product's own id), so catalogs written before carry the same bytes.
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(bundleIDs.sorted(), forKey: .bundleIDs)
+        var list = container.nestedUnkeyedContainer(forKey: .products)
+        for product in products.values.sorted(by: { $0.id < $1.id }) {
+            var entry = list.nestedContainer(keyedBy: ProductKeys.self)
+            try entry.encode(product.id, forKey: .id)
+            try entry.encode(product.type, forKey: .type)
+            if product.entitlements != Product(id: product.id, type: product.type).entitlements {
+                try entry.encode(product.entitlements, forKey: .entitlements)
+            }
+        }
+    }
+}
+
+/// A catalog that cannot be used, with the reason (no value from the file beyond a product id).
+public struct CatalogError: Error, Sendable, CustomStringConvertible {
+    public var description: String
+    public init(_ description: String) { self.description = description }
+}
+
+/// The contract's identifier rule: 1 to 256 bytes of UTF-8, and (here) no control characters, so an id is safe in
+/// a log line, a header and a URL path.
+public enum Identifier {
+    public static let maximumBytes = 256
+
+    public static func isValid(_ text: String) -> Bool {
+        let count = text.utf8.count
+        guard count >= 1, count <= maximumBytes else { return false }
+        return !text.unicodeScalars.contains { $0.value < 0x20 || $0.value == 0x7F }
+    }
+}
