@@ -75,61 +75,81 @@ extension Catalog {
         case entitlements
     }
 
-    /// Reads the catalog's JSON. Throws ``CatalogError`` naming the product and the problem, in one short line.
+    /// Reads the catalog's JSON. Throws ``CatalogError`` naming the product and the problem, in one short line,
+    /// worded as each reader always worded it (docs/CONFIGURATION.md quotes the worker's).
     public static func load(json: Data, for reading: Reading = .verification) throws(CatalogError) -> Catalog {
+        let problem = Problem(reading: reading)
         guard let parsed = try? JSONSerialization.jsonObject(with: json, options: [.fragmentsAllowed]) else {
-            throw CatalogError("not JSON")
+            throw problem("not JSON", "the catalog is not a JSON object")
         }
-        guard let object = parsed as? [String: Any] else { throw CatalogError("the catalog is not a JSON object") }
+        guard let object = parsed as? [String: Any] else {
+            throw problem("the top level has the wrong type", "the catalog is not a JSON object")
+        }
         var bundleIDs: Set<String> = []
         if reading == .verification, let value = present(object["bundle_ids"]) {
-            guard let list = value as? [Any], let names = list as? [String] else {
-                throw CatalogError("bundle_ids has the wrong type")
+            guard let list = value as? [Any] else { throw CatalogError("bundle_ids has the wrong type") }
+            for (index, element) in list.enumerated() {
+                guard let name = element as? String else {
+                    throw CatalogError("bundle_ids[\(index)] has the wrong type")
+                }
+                bundleIDs.insert(name)
             }
-            bundleIDs = Set(names)
         }
-        let list: [Any]
+        let noList = "the catalog has no \"products\" list of objects"
+        var list: [Any] = []
         switch (present(object["products"]), reading) {
-        case (nil, .verification): list = []
-        case (nil, .entitlements): throw CatalogError("the catalog has no \"products\" list of objects")
+        case (nil, .verification): break
+        case (nil, .entitlements): throw CatalogError(noList)
         case (let value?, _):
-            guard let entries = value as? [Any] else {
-                throw CatalogError("the catalog has no \"products\" list of objects")
-            }
+            guard let entries = value as? [Any] else { throw problem("products has the wrong type", noList) }
             list = entries
         }
         var products: [Product] = []
         for (index, element) in list.enumerated() {
             guard let entry = element as? [String: Any] else {
-                throw CatalogError("products[\(index)] has the wrong type")
+                throw problem("products[\(index)] has the wrong type", noList)
             }
-            products.append(try product(entry, at: index, for: reading))
+            products.append(try product(entry, at: index, problem))
         }
         return Catalog(bundleIDs: bundleIDs, products: products)
     }
 
-    private static func product(
-        _ entry: [String: Any], at index: Int, for reading: Reading
-    ) throws(CatalogError) -> Product {
-        guard let idValue = present(entry["id"]) else { throw CatalogError("products[\(index)].id is missing") }
-        guard let id = idValue as? String, reading == .verification || Identifier.isValid(id) else {
-            throw CatalogError(
-                "products[\(index)].id must be a string"
-                    + (reading == .entitlements ? " of 1 to \(Identifier.maximumBytes) bytes" : ""))
+    /// One problem in each reader's words.
+    private struct Problem {
+        var reading: Reading
+
+        func callAsFunction(_ verification: String, _ entitlements: String) -> CatalogError {
+            CatalogError(reading == .verification ? verification : entitlements)
         }
+    }
+
+    private static func product(
+        _ entry: [String: Any], at index: Int, _ problem: Problem
+    ) throws(CatalogError) -> Product {
+        let badID = "products[\(index)]: \"id\" must be a string of 1 to \(Identifier.maximumBytes) bytes"
+        guard let idValue = present(entry["id"]) else { throw problem("products[\(index)].id is missing", badID) }
+        guard let id = idValue as? String else { throw problem("products[\(index)].id has the wrong type", badID) }
+        if problem.reading == .entitlements, !Identifier.isValid(id) { throw CatalogError(badID) }
         let types = ProductType.allCases.map(\.rawValue).joined(separator: ", ")
-        guard let typeText = present(entry["type"]) as? String, let type = ProductType(rawValue: typeText) else {
-            throw CatalogError("product \(id): products[\(index)].type is not one of \(types)")
+        let badType = "product \(id): \"type\" must be one of \(types)"
+        guard let typeValue = present(entry["type"]) else {
+            throw problem("products[\(index)].type is missing", badType)
+        }
+        guard let typeText = typeValue as? String else {
+            throw problem("products[\(index)].type has the wrong type", badType)
+        }
+        guard let type = ProductType(rawValue: typeText) else {
+            throw problem("products[\(index)].type is not one of \(types)", badType)
         }
         var entitlements: [String]?
-        if let value = reading == .entitlements ? entry["entitlements"] : present(entry["entitlements"]) {
-            let names = (value as? [Any]).flatMap { $0 as? [String] }
-            switch reading {
-            case .verification:
-                // The worker never read this key: a malformed list is ignored there, as it always was.
-                entitlements = names
-            case .entitlements:
-                guard let names, names.allSatisfy(Identifier.isValid) else {
+        switch problem.reading {
+        case .verification:
+            // The worker never read this key: a malformed list is ignored there, as it always was.
+            entitlements = present(entry["entitlements"]).flatMap { ($0 as? [Any]).flatMap { $0 as? [String] } }
+        case .entitlements:
+            if let value = entry["entitlements"] {
+                guard let names = (value as? [Any]).flatMap({ $0 as? [String] }), names.allSatisfy(Identifier.isValid)
+                else {
                     throw CatalogError(
                         "product \(id): \"entitlements\" must be a list of strings of 1 to "
                             + "\(Identifier.maximumBytes) bytes")
@@ -178,7 +198,7 @@ extension Catalog: Encodable {
 }
 
 /// A catalog that cannot be used, with the reason (no value from the file beyond a product id).
-public struct CatalogError: Error, Sendable, CustomStringConvertible {
+public struct CatalogError: Error, Sendable, Hashable, CustomStringConvertible {
     public var description: String
     public init(_ description: String) { self.description = description }
 }
