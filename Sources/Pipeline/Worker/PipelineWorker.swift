@@ -180,7 +180,7 @@ public final class PipelineWorker: Sendable {
                             // Through a handoff, not a capture: the task's closure would keep the message's bytes
                             // alive for as long as the lane runs.
                             let handoff = Handoff(ready)
-                            group.addTask { await self.runLane(startingWith: handoff) }
+                            group.addTask { await self.runJobs(from: handoff.take()) }
                         }
                     case .gap(let expected):
                         // librdkafka handed on an offset past one this worker never got. Committing past it
@@ -262,11 +262,6 @@ public final class PipelineWorker: Sendable {
 
     // MARK: Jobs
 
-    /// Runs a job, then each job of the same key that queued behind it.
-    private func runLane(startingWith first: Handoff<PipelineScheduler.Admitted>) async {
-        await runJobs(from: first.take())
-    }
-
     /// Runs `first`, then each job of the same key that queued behind it, until one must wait for the ledger or
     /// Apple: that one is parked in a stage (its key stays busy, so the jobs behind it wait) and the lane goes on
     /// from there once it is decided (``goOn(_:)``, ``finish(_:)``).
@@ -285,32 +280,15 @@ public final class PipelineWorker: Sendable {
                 case .deadLetter(let letter):
                     delivered = await deliver(letter)
                 case .job(let job):
-                    switch await firstStep(for: job, message: admitted.message) {
-                    case .record(let record):
-                        delivered = await deliverVerdict(record)
-                    case .undecided:
-                        break
-                    case .needsLedger(let pending):
-                        park(Parked(admitted: admitted, pending: pending))
-                        return
-                    case .needsApple(let pending):
-                        park(Parked(admitted: admitted, pending: pending))
-                        return
+                    switch await firstStep(for: job, admitted: admitted) {
+                    case .record(let record): delivered = await deliverVerdict(record)
+                    case .undecided: break
+                    case .parked: return
                     }
                 }
             }
             next = complete(admitted, processed: processed, delivered: delivered)
         }
-    }
-
-    @inline(never)
-    private func park(_ job: Parked<LedgerBoundJob>) {
-        ledgerStage.park(job)
-    }
-
-    @inline(never)
-    private func park(_ job: Parked<AppleBoundJob>) {
-        appleStage.park(job)
     }
 
     /// Goes on with a job parked for the ledger (a runner of the ledger stage): delivers its verdict, or parks it for
@@ -319,16 +297,9 @@ public final class PipelineWorker: Sendable {
         var delivered = false
         if !Task.isCancelled {
             switch await ledgerStep(parked) {
-            case .record(let record):
-                delivered = await deliverVerdict(record)
-            case .undecided:
-                break
-            case .needsLedger(let pending):
-                park(Parked(admitted: parked.admitted, pending: pending))
-                return
-            case .needsApple(let pending):
-                park(Parked(admitted: parked.admitted, pending: pending))
-                return
+            case .record(let record): delivered = await deliverVerdict(record)
+            case .undecided: break
+            case .parked: return
             }
         }
         let following = complete(parked.admitted, processed: true, delivered: delivered)
@@ -431,50 +402,57 @@ public final class PipelineWorker: Sendable {
         return deadLetterRecord(probe).framedSize
     }
 
-    /// How far a job got.
+    /// How far a job got in a lane or a ledger runner. Small on purpose: it is a slot in the async frames of every
+    /// lane.
     enum Step {
         /// Decided: its verdict's record.
         case record(KafkaProducerRecord)
         /// Not decided (cancelled, or a fatal fault): it stays uncommitted.
         case undecided
-        case needsLedger(LedgerBoundJob)
-        case needsApple(AppleBoundJob)
+        /// Parked in a stage, which goes on with it (and with the jobs of its key behind it).
+        case parked
     }
 
-    /// Decides a job read from `message` (its payload may be gone) from its proof, or in full when the decider does
-    /// not split its work.
+    /// Decides a job read from `admitted`'s message (its payload may be gone) from its proof, or parks it for the
+    /// ledger; in full when the decider does not split its work.
     @inline(never)
-    private func firstStep(for job: ReceiptJob, message: KafkaConsumerMessage) async -> Step {
-        if let step = decider.decideFromProof(job, recordedAt: message.recordedAt) {
-            return self.step(step, job: job, message: message)
+    private func firstStep(for job: ReceiptJob, admitted: PipelineScheduler.Admitted) async -> Step {
+        if let step = decider.decideFromProof(job, recordedAt: admitted.message.recordedAt) {
+            return route(step, job: job, admitted: admitted)
         }
         do {
-            let decided = try await decider.decide(job, recordedAt: message.recordedAt)
-            return .record(record(of: decided.verdict, job: job, message: message))
+            let decided = try await decider.decide(job, recordedAt: admitted.message.recordedAt)
+            return .record(record(of: decided.verdict, job: job, message: admitted.message))
         } catch {
             failed(job, error)
             return .undecided
         }
     }
 
-    /// The ledger's step for a parked job.
+    /// The ledger's step for a parked job: decided, or parked for Apple.
     @inline(never)
     private func ledgerStep(_ parked: Parked<LedgerBoundJob>) async -> Step {
         do {
             let step = try await decider.decideWithLedger(parked.pending)
-            return self.step(step, job: parked.pending.job, message: parked.admitted.message)
+            return route(step, job: parked.pending.job, admitted: parked.admitted)
         } catch {
             failed(parked.pending.job, error)
             return .undecided
         }
     }
 
+    /// A decided job's record, or the job parked in the stage it waits for.
     @inline(never)
-    private func step(_ step: JobStep, job: ReceiptJob, message: KafkaConsumerMessage) -> Step {
+    private func route(_ step: JobStep, job: ReceiptJob, admitted: PipelineScheduler.Admitted) -> Step {
         switch step {
-        case .decided(let decided): .record(record(of: decided.verdict, job: job, message: message))
-        case .needsLedger(let pending): .needsLedger(pending)
-        case .needsApple(let pending): .needsApple(pending)
+        case .decided(let decided):
+            return .record(record(of: decided.verdict, job: job, message: admitted.message))
+        case .needsLedger(let pending):
+            ledgerStage.park(Parked(admitted: admitted, pending: pending))
+            return .parked
+        case .needsApple(let pending):
+            appleStage.park(Parked(admitted: admitted, pending: pending))
+            return .parked
         }
     }
 
@@ -722,6 +700,8 @@ public final class PipelineWorker: Sendable {
                 resendsCounted = resends
             }
             checkOverdueOutputs()
+            metrics.parkedForLedger.record(ledgerStage.parkedCount)
+            metrics.parkedForApple.record(appleStage.parkedCount)
             let commits = scheduler.takeCommits()
             for (partition, lag) in scheduler.uncommitted() {
                 metrics.commitLag(partition: partition.partition, lag)
@@ -803,6 +783,8 @@ struct PipelineMetrics: Sendable {
     let fetchWakeUps = Counter(label: MetricNames.fetchWakeUps)
     let produceResends = Counter(label: MetricNames.produceResends)
     let deadLetterTruncated = Counter(label: MetricNames.deadLettersTruncated)
+    let parkedForLedger = Gauge(label: MetricNames.parkedJobs, dimensions: [("stage", "ledger")])
+    let parkedForApple = Gauge(label: MetricNames.parkedJobs, dimensions: [("stage", "apple")])
 
     /// By outcome, reason and stage.
     private let verdicts = MetricCache<[String], Counter> { key in
