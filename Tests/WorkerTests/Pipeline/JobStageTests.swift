@@ -4,7 +4,7 @@ import Testing
 @testable import Pipeline
 
 /// The worker's stages: jobs that wait for the ledger or Apple wait as data, a bounded number of runners finish them.
-@Suite("Pipeline: job stages", .timeLimit(.minutes(1)))
+@Suite("Pipeline: job stages", .timeLimit(.minutes(3)))
 struct JobStageTests {
     /// Jobs the test lets finish one by one, with the order they started in and the most that ran at once.
     final class JobStageJobs: Sendable {
@@ -60,16 +60,21 @@ struct JobStageTests {
         }
     }
 
-    /// Polls `condition` every millisecond for at most 10 s.
+    /// Polls `condition` every millisecond for at most 60 s (the full suite's parallel tests may keep the runners
+    /// from the cooperative threads for seconds).
     static func poll(_ what: String, _ condition: () -> Bool) async throws {
-        let deadline = ContinuousClock.now.advanced(by: .seconds(10))
+        let deadline = ContinuousClock.now.advanced(by: .seconds(60))
         while !condition() {
             guard ContinuousClock.now < deadline else {
                 Issue.record("timed out waiting for: \(what)")
-                return
+                throw JobStageTimeout(what: what)
             }
             try await Task.sleep(for: .milliseconds(1))
         }
+    }
+
+    struct JobStageTimeout: Error {
+        let what: String
     }
 
     @Test("jobs beyond the limit stay parked, start in arrival order as runners free up, and none is lost")
