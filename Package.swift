@@ -56,6 +56,8 @@ let package = Package(
         ),
 
         // MARK: Libraries, one part of the architecture each
+        // One SQLite connection type for the ledger and the entitlement store (the only importer of CSQLite).
+        .target(name: "SQLiteStorage", dependencies: ["CSQLite"]),
         // The one table of log keys and metric names every target uses (no dependencies).
         .target(name: "Observability"),
         .target(
@@ -128,8 +130,8 @@ let package = Package(
         .target(
             name: "Ledger",
             dependencies: [
+                "SQLiteStorage",
                 "Observability",
-                "CSQLite",
                 "Decision",
                 "Messages",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
@@ -185,8 +187,8 @@ let package = Package(
         .target(
             name: "Entitlements",
             dependencies: [
+                "SQLiteStorage",
                 "Observability",
-                "CSQLite",
                 "Kafka",
                 "Messages",
                 "Operations",
@@ -248,6 +250,7 @@ let package = Package(
         .testTarget(
             name: "WorkerTests",
             dependencies: [
+                "SQLiteStorage",
                 "Observability",
                 "VerifyWorker",
                 "Kafka",

@@ -1,5 +1,6 @@
 import Decision
 import Foundation
+import SQLiteStorage
 
 /// The verification leases of one node (docs/LEDGER.md): each operation is one `BEGIN IMMEDIATE` transaction, so
 /// processes sharing the file take a lease one at a time.

@@ -3,6 +3,7 @@ import Foundation
 import Logging
 import Messages
 import Observability
+import SQLiteStorage
 
 /// The embedded ledger for a single node (`sqlite:PATH`): one SQLite file in WAL mode, one connection owned by
 /// one serial queue (``SQLiteExecutor``), writes in `BEGIN IMMEDIATE` transactions so that several processes
@@ -160,7 +161,9 @@ public final class SQLiteLedger: Ledger {
 
     // MARK: Statements (run on the executor's queue)
 
-    private static func write(_ writes: [LedgerWrite], connection: SQLiteConnection, fault: FaultPoint) throws -> Bool {
+    private static func write(
+        _ writes: [LedgerWrite], connection: LedgerSQLiteConnection, fault: FaultPoint
+    ) throws -> Bool {
         let now = SQLiteValue(Date())
         for write in writes {
             switch write {
@@ -223,7 +226,7 @@ public final class SQLiteLedger: Ledger {
 
     /// Runs `body` in `BEGIN IMMEDIATE` … `COMMIT` (or `ROLLBACK` when it throws or asks not to commit).
     static func transaction<T>(
-        _ connection: SQLiteConnection, _ body: () throws -> (T, commit: Bool)
+        _ connection: LedgerSQLiteConnection, _ body: () throws -> (T, commit: Bool)
     ) throws -> T {
         try connection.execute("BEGIN IMMEDIATE")
         do {
@@ -236,7 +239,8 @@ public final class SQLiteLedger: Ledger {
         }
     }
 
-    private static func inWriteTransaction<T>(_ connection: SQLiteConnection, _ body: () throws -> T) throws -> T {
+    private static func inWriteTransaction<T>(_ connection: LedgerSQLiteConnection, _ body: () throws -> T) throws -> T
+    {
         try transaction(connection) { (try body(), commit: true) }
     }
 

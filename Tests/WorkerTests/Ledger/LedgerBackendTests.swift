@@ -1,5 +1,6 @@
 import Foundation
 import Messages
+import SQLiteStorage
 import Synchronization
 import Testing
 
@@ -361,7 +362,8 @@ struct LedgerBackendTests {
     @Test("SQLite locked by another process: busy (retryable) after the busy timeout, then works")
     func sqliteLockedIsBusy() async throws {
         try await S.withLedger(.sqlite, configuration: S.fastFailing) { ledger, url in
-            let other = try SQLiteConnection(path: String(url.dropFirst("sqlite:".count)), busyTimeout: .zero)
+            let other = try LedgerSQLiteConnection(
+                path: String(url.dropFirst("sqlite:".count)), busyTimeout: .zero, setup: LedgerSQLiteConnection.setup)
             try other.execute("BEGIN EXCLUSIVE")
             do {
                 _ = try await S.settle(ledger, F.job(), F.apple([F.purchase("t1")]))

@@ -1,4 +1,5 @@
 import Dispatch
+import SQLiteStorage
 
 /// The one thread that owns an ``EntitlementSQLiteConnection``: every call runs on a private serial dispatch
 /// queue, so blocking SQLite calls never run on Swift's cooperative pool and the connection is never used
@@ -12,7 +13,8 @@ final class EntitlementSQLiteExecutor: @unchecked Sendable {
 
     init(path: String, busyTimeout: Duration, label: String) throws(EntitlementStoreError) {
         queue = DispatchQueue(label: label, qos: .userInitiated)
-        connection = try EntitlementSQLiteConnection(path: path, busyTimeout: busyTimeout)
+        connection = try EntitlementSQLiteConnection(
+            path: path, busyTimeout: busyTimeout, setup: EntitlementSQLiteConnection.setup)
     }
 
     /// Runs `body` on the connection's queue and returns its result.

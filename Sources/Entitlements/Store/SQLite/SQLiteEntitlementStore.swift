@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import Messages
 import Observability
+import SQLiteStorage
 
 /// The entitlement store on one machine (`sqlite:PATH`): one SQLite file in WAL mode, one connection for the
 /// projection's writes and one for the API's reads (WAL lets them run at once), each owned by a serial queue.
@@ -65,7 +66,7 @@ public final class SQLiteEntitlementStore: EntitlementStore {
                     for statement in migration.statements { try connection.execute(statement) }
                     try connection.query(
                         "INSERT INTO ent_migrations (version, name, applied_at) VALUES (?, ?, ?)",
-                        [SQLValue(migration.version), .text(migration.name), SQLValue(Date())])
+                        [SQLiteValue(migration.version), .text(migration.name), SQLiteValue(Date())])
                     applied.append(migration.version)
                 }
                 return applied
@@ -127,14 +128,14 @@ public final class SQLiteEntitlementStore: EntitlementStore {
     /// of cached statements serve any batch: one statement per 64 keys instead of one per key.
     static func queryIn(
         _ prefix: String, _ values: [String], _ connection: EntitlementSQLiteConnection
-    ) throws -> [[SQLValue]] {
+    ) throws -> [[SQLiteValue]] {
         guard !values.isEmpty else { return [] }
         let chunk = 64
         let placeholders = "(" + Array(repeating: "?", count: chunk).joined(separator: ",") + ")"
-        var rows: [[SQLValue]] = []
+        var rows: [[SQLiteValue]] = []
         var start = 0
         while start < values.count {
-            var bindings = values[start..<min(start + chunk, values.count)].map { SQLValue.text($0) }
+            var bindings = values[start..<min(start + chunk, values.count)].map { SQLiteValue.text($0) }
             while bindings.count < chunk { bindings.append(bindings[bindings.count - 1]) }
             rows += try connection.query("\(prefix) \(placeholders)", bindings)
             start += chunk
@@ -148,7 +149,7 @@ public final class SQLiteEntitlementStore: EntitlementStore {
         _ state: ProjectionState, positions: [TopicPosition], webhookURLs: [String], recordedAt: Date,
         connection: EntitlementSQLiteConnection
     ) throws -> [LifecycleEvent] {
-        let now = SQLValue(recordedAt)
+        let now = SQLiteValue(recordedAt)
         for applied in state.appliedVerdicts {
             try connection.query(
                 """
@@ -156,8 +157,8 @@ public final class SQLiteEntitlementStore: EntitlementStore {
                 ON CONFLICT (id) DO NOTHING
                 """,
                 [
-                    .text(applied.id), SQLValue(applied.accountID), SQLValue(applied.outcome),
-                    SQLValue(applied.decidedAt), now,
+                    .text(applied.id), SQLiteValue(applied.accountID), SQLiteValue(applied.outcome),
+                    SQLiteValue(applied.decidedAt), now,
                 ])
         }
         for id in state.changedTransactionIDs {
@@ -176,10 +177,12 @@ public final class SQLiteEntitlementStore: EntitlementStore {
                 """,
                 [
                     .text(t.transactionID), .text(t.originalTransactionID), .text(t.accountID), .text(t.productID),
-                    .text(t.productType.rawValue), SQLValue(t.environment), SQLValue(t.purchaseDate),
-                    SQLValue(t.expiresDate), SQLValue(t.revokedAt), SQLValue(t.quantity), SQLValue(t.inBillingRetry),
-                    SQLValue(t.inGracePeriod), SQLValue(t.ownerSince), SQLValue(t.decidedAt), .text(t.verdictID),
-                    SQLValue(t.updatedAt),
+                    .text(t.productType.rawValue), SQLiteValue(t.environment), SQLiteValue(t.purchaseDate),
+                    SQLiteValue(t.expiresDate), SQLiteValue(t.revokedAt), SQLiteValue(t.quantity),
+                    SQLiteValue(t.inBillingRetry),
+                    SQLiteValue(t.inGracePeriod), SQLiteValue(t.ownerSince), SQLiteValue(t.decidedAt),
+                    .text(t.verdictID),
+                    SQLiteValue(t.updatedAt),
                 ])
         }
         for (key, delta) in state.consumableDeltas where delta != 0 {
@@ -187,7 +190,7 @@ public final class SQLiteEntitlementStore: EntitlementStore {
                 """
                 INSERT INTO ent_consumables (account_id, product_id, units) VALUES (?, ?, ?)
                 ON CONFLICT (account_id, product_id) DO UPDATE SET units = units + excluded.units
-                """, [.text(key.accountID), .text(key.productID), SQLValue(delta)])
+                """, [.text(key.accountID), .text(key.productID), SQLiteValue(delta)])
         }
         var accounts = state.accountsSeen.mapValues { Optional($0) }
         for entry in state.history where accounts[entry.accountID] == nil { accounts[entry.accountID] = .some(nil) }
@@ -200,13 +203,13 @@ public final class SQLiteEntitlementStore: EntitlementStore {
                         WHEN last_decided_at IS NULL THEN excluded.last_decided_at
                         ELSE MAX(last_decided_at, excluded.last_decided_at) END,
                     updated_at = excluded.updated_at
-                """, [.text(account), now, SQLValue(decidedAt), now])
+                """, [.text(account), now, SQLiteValue(decidedAt), now])
         }
         for entry in state.history {
             try connection.query(
                 "INSERT INTO ent_history (account_id, event_id, entry_json) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
                 [
-                    .text(entry.accountID), SQLValue(entry.event?.eventID),
+                    .text(entry.accountID), SQLiteValue(entry.event?.eventID),
                     .text(String(decoding: entry.json, as: UTF8.self)),
                 ])
         }
@@ -240,8 +243,8 @@ public final class SQLiteEntitlementStore: EntitlementStore {
                     updated_at = excluded.updated_at
                 """,
                 [
-                    .text(position.topic), SQLValue(Int(position.partition)), .integer(position.nextOffset),
-                    SQLValue(position.recordTime), now,
+                    .text(position.topic), SQLiteValue(Int(position.partition)), .integer(position.nextOffset),
+                    SQLiteValue(position.recordTime), now,
                 ])
         }
         return newEvents
@@ -280,7 +283,7 @@ public final class SQLiteEntitlementStore: EntitlementStore {
                 """
                 SELECT sequence, entry_json FROM ent_history WHERE account_id = ? AND sequence < ?
                 ORDER BY sequence DESC LIMIT ?
-                """, [.text(accountID), .integer(before ?? Int64.max), SQLValue(limit)]
+                """, [.text(accountID), .integer(before ?? Int64.max), SQLiteValue(limit)]
             ).map { row in
                 var entry = try StoredJSON.decode(HistoryEntry.self, row[1].text ?? "")
                 entry.sequence = row[0].integer ?? 0
@@ -318,7 +321,7 @@ public final class SQLiteEntitlementStore: EntitlementStore {
         try await reader.run { connection in
             try connection.query(
                 "SELECT event_json FROM ent_events WHERE published_at IS NULL ORDER BY sequence LIMIT ?",
-                [SQLValue(limit)]
+                [SQLiteValue(limit)]
             ).map { try StoredJSON.decode(LifecycleEvent.self, $0[0].text ?? "") }
         }
     }
@@ -329,7 +332,7 @@ public final class SQLiteEntitlementStore: EntitlementStore {
                 for id in eventIDs {
                     try connection.query(
                         "UPDATE ent_events SET published_at = ? WHERE event_id = ? AND published_at IS NULL",
-                        [SQLValue(instant), .text(id)])
+                        [SQLiteValue(instant), .text(id)])
                 }
             }
         }
@@ -343,7 +346,7 @@ public final class SQLiteEntitlementStore: EntitlementStore {
                 JOIN ent_events e ON e.event_id = d.event_id
                 WHERE d.delivered_at IS NULL AND d.next_attempt_at IS NOT NULL AND d.next_attempt_at <= ?
                 ORDER BY d.next_attempt_at LIMIT ?
-                """, [SQLValue(instant), SQLValue(limit)]
+                """, [SQLiteValue(instant), SQLiteValue(limit)]
             ).map { row in
                 WebhookDelivery(
                     event: try StoredJSON.decode(LifecycleEvent.self, row[0].text ?? ""), url: row[1].text ?? "",
@@ -363,7 +366,7 @@ public final class SQLiteEntitlementStore: EntitlementStore {
                     WHERE event_id = ? AND url = ?
                     """,
                     [
-                        delivered ? SQLValue(instant) : .null, delivered ? .null : SQLValue(nextAttempt),
+                        delivered ? SQLiteValue(instant) : .null, delivered ? .null : SQLiteValue(nextAttempt),
                         .text(delivery.event.eventID), .text(delivery.url),
                     ])
             }
@@ -380,7 +383,8 @@ public final class SQLiteEntitlementStore: EntitlementStore {
                 WHERE revoked_at IS NULL AND expires_date > ? AND expires_date <= ?
                     AND product_type IN ('auto_renewable', 'non_renewing') AND account_id > ?
                 ORDER BY account_id LIMIT ?
-                """, [SQLValue(window.lowerBound), SQLValue(window.upperBound), .text(account), SQLValue(limit)]
+                """,
+                [SQLiteValue(window.lowerBound), SQLiteValue(window.upperBound), .text(account), SQLiteValue(limit)]
             ).compactMap { $0[0].text }
         }
     }
@@ -417,7 +421,7 @@ public final class SQLiteEntitlementStore: EntitlementStore {
         updated_at
         """
 
-    static func transaction(_ row: [SQLValue]) throws -> ProjectedTransaction {
+    static func transaction(_ row: [SQLiteValue]) throws -> ProjectedTransaction {
         guard row.count == 16, let id = row[0].text, let original = row[1].text, let account = row[2].text,
             let product = row[3].text, let type = row[4].text.flatMap(ProductType.init(rawValue:)),
             let ownerSince = row[12].date, let decidedAt = row[13].date, let verdictID = row[14].text,

@@ -1,72 +1,81 @@
 import CSQLite
 import Foundation
 
-/// One SQLite connection and its cached prepared statements (the ledger's pattern; the entitlement service does
-/// not depend on the ledger). Not thread-safe: only ``EntitlementSQLiteExecutor``'s queue touches it. This folder is
-/// the only place of the target that imports CSQLite.
-final class EntitlementSQLiteConnection {
+/// What a SQLite failure is, for the store that owns the connection (the ledger and the entitlement store each turn
+/// it into their own error type, with their own codes).
+public enum SQLiteFailureKind: Sendable {
+    /// SQLITE_BUSY or SQLITE_LOCKED: another connection holds the lock; try again.
+    case busy
+    /// The file cannot be opened, is not a database, or the connection is closed.
+    case unavailable
+    case corrupt
+    /// Any other error.
+    case database
+}
+
+/// An error type a ``SQLiteConnection`` throws: each store's own.
+public protocol SQLiteFailure: Error {
+    init(sqlite kind: SQLiteFailureKind, _ detail: String, file: String, line: Int)
+    /// True for ``SQLiteFailureKind/busy``.
+    var isBusy: Bool { get }
+}
+
+/// One SQLite connection and its cached prepared statements, shared by the ledger and the entitlement store (each
+/// with its own pragmas and error type). Not thread-safe: only its store's executor queue touches it. This target is
+/// the only place that imports CSQLite.
+public final class SQLiteConnection<Failure: SQLiteFailure> {
     /// Owned: opened by `sqlite3_open_v2` in `init`, closed by `sqlite3_close_v2` in `close()`/`deinit`.
     private var db: OpaquePointer?
     /// Owned: each prepared once by `sqlite3_prepare_v3(SQLITE_PREPARE_PERSISTENT)`, finalized in `close()`.
     private var statements: [String: OpaquePointer] = [:]
 
-    init(path: String, busyTimeout: Duration) throws(EntitlementStoreError) {
+    /// Opens `path` (created if missing) and runs `setup`, the store's pragmas in order (each retried while the file
+    /// is busy: a fresh file opened by several processes at once answers SQLITE_BUSY to `journal_mode=WAL`).
+    public init(path: String, busyTimeout: Duration, setup: [String]) throws(Failure) {
         var handle: OpaquePointer?
         let flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX
         let rc = sqlite3_open_v2(path, &handle, flags, nil)
         guard rc == SQLITE_OK, let handle else {
             let message = handle.map { String(cString: sqlite3_errmsg($0)) } ?? "out of memory"
             sqlite3_close_v2(handle)
-            throw EntitlementStoreError(.unavailable, "cannot open SQLite database at \(path): \(message)")
+            throw Failure(
+                sqlite: .unavailable, "cannot open SQLite database at \(path): \(message)", file: #fileID, line: #line)
         }
         db = handle
         let milliseconds =
             busyTimeout.components.seconds * 1000 + busyTimeout.components.attoseconds / 1_000_000_000_000_000
         sqlite3_busy_timeout(handle, Int32(clamping: milliseconds))
         sqlite3_extended_result_codes(handle, 1)
-        // Before WAL: a new file takes its page size at its first write. 16 KiB pages quarter the WAL's write calls.
-        try execute("PRAGMA page_size=16384")
-        try executeRetryingBusy("PRAGMA journal_mode=WAL", for: busyTimeout)
-        // FULL: a batch's offsets are committed to Kafka once its transaction returns, so that transaction must
-        // survive a power loss too, not only a crash of the process (NORMAL's guarantee in WAL mode).
-        try execute("PRAGMA synchronous=FULL")
-        try execute("PRAGMA foreign_keys=ON")
-        // The projection reads back what it wrote moments ago: a 64 MiB page cache and memory-mapped reads replaced
-        // most of its pread calls (`bench entitlements`, perf). No automatic checkpoint: it would run inside a
-        // batch's commit and hold it for as long as copying the WAL takes (the store checkpoints on a connection of
-        // its own, see `SQLiteEntitlementStore.run`).
-        try execute("PRAGMA cache_size=-65536")
-        try execute("PRAGMA mmap_size=268435456")
-        try execute("PRAGMA wal_autocheckpoint=0")
+        for statement in setup { try executeRetryingBusy(statement, for: busyTimeout) }
     }
 
     deinit { close() }
 
-    func close() {
+    public func close() {
         for statement in statements.values { sqlite3_finalize(statement) }
         statements.removeAll()
         if let db { sqlite3_close_v2(db) }
         db = nil
     }
 
-    var isOpen: Bool { db != nil }
+    public var isOpen: Bool { db != nil }
 
     /// Runs `sql`, retrying while the database is busy, up to `timeout`. For switching a new file to WAL: SQLite
     /// answers SQLITE_BUSY at once, without the busy handler, when several processes open a fresh file together.
-    func executeRetryingBusy(_ sql: String, for timeout: Duration) throws(EntitlementStoreError) {
+    public func executeRetryingBusy(_ sql: String, for timeout: Duration) throws(Failure) {
         let clock = ContinuousClock()
         let deadline = clock.now.advanced(by: timeout)
         while true {
             do {
                 return try execute(sql)
-            } catch let error where error.code == .busy && clock.now < deadline {
+            } catch let error where error.isBusy && clock.now < deadline {
                 usleep(10_000)
             }
         }
     }
 
     /// Runs SQL without parameters or results (pragmas, DDL, BEGIN/COMMIT).
-    func execute(_ sql: String) throws(EntitlementStoreError) {
+    public func execute(_ sql: String) throws(Failure) {
         let db = try handle()
         var message: UnsafeMutablePointer<CChar>?
         let rc = sqlite3_exec(db, sql, nil, nil, &message)
@@ -77,7 +86,7 @@ final class EntitlementSQLiteConnection {
 
     /// Runs a cached statement with `bindings` and returns its rows.
     @discardableResult
-    func query(_ sql: String, _ bindings: [SQLValue] = []) throws(EntitlementStoreError) -> [[SQLValue]] {
+    public func query(_ sql: String, _ bindings: [SQLiteValue] = []) throws(Failure) -> [[SQLiteValue]] {
         let db = try handle()
         let statement = try prepared(sql, db: db)
         defer {
@@ -94,13 +103,13 @@ final class EntitlementSQLiteConnection {
             }
             if rc != SQLITE_OK { throw Self.error(rc, String(cString: sqlite3_errmsg(db))) }
         }
-        var rows: [[SQLValue]] = []
+        var rows: [[SQLiteValue]] = []
         while true {
             let rc = sqlite3_step(statement)
             if rc == SQLITE_DONE { break }
             guard rc == SQLITE_ROW else { throw Self.error(rc, String(cString: sqlite3_errmsg(db))) }
             let count = sqlite3_column_count(statement)
-            var row: [SQLValue] = []
+            var row: [SQLiteValue] = []
             row.reserveCapacity(Int(count))
             for column in 0..<count {
                 switch sqlite3_column_type(statement, column) {
@@ -120,16 +129,18 @@ final class EntitlementSQLiteConnection {
     }
 
     /// Rows changed by the last INSERT/UPDATE/DELETE.
-    var changes: Int {
+    public var changes: Int {
         db.map { Int(sqlite3_changes($0)) } ?? 0
     }
 
-    private func handle() throws(EntitlementStoreError) -> OpaquePointer {
-        guard let db else { throw EntitlementStoreError(.unavailable, "the SQLite entitlement store is closed") }
+    private func handle() throws(Failure) -> OpaquePointer {
+        guard let db else {
+            throw Failure(sqlite: .unavailable, "the SQLite database is closed", file: #fileID, line: #line)
+        }
         return db
     }
 
-    private func prepared(_ sql: String, db: OpaquePointer) throws(EntitlementStoreError) -> OpaquePointer {
+    private func prepared(_ sql: String, db: OpaquePointer) throws(Failure) -> OpaquePointer {
         if let statement = statements[sql] { return statement }
         var statement: OpaquePointer?
         let rc = sqlite3_prepare_v3(db, sql, -1, UInt32(SQLITE_PREPARE_PERSISTENT), &statement, nil)
@@ -143,49 +154,45 @@ final class EntitlementSQLiteConnection {
     /// SQLite copies bound text before the call returns.
     private static var transient: sqlite3_destructor_type { unsafeBitCast(-1, to: sqlite3_destructor_type.self) }
 
-    static func error(
-        _ rc: Int32, _ message: String, file: String = #fileID, line: Int = #line
-    ) -> EntitlementStoreError {
-        let primary = rc & 0xff
-        let code: EntitlementStoreError.Code
-        switch primary {
-        case SQLITE_BUSY, SQLITE_LOCKED: code = .busy
-        case SQLITE_CANTOPEN, SQLITE_NOTADB: code = .unavailable
-        case SQLITE_CORRUPT: code = .corrupt
-        default: code = .database
+    static func error(_ rc: Int32, _ message: String, file: String = #fileID, line: Int = #line) -> Failure {
+        let kind: SQLiteFailureKind
+        switch rc & 0xff {
+        case SQLITE_BUSY, SQLITE_LOCKED: kind = .busy
+        case SQLITE_CANTOPEN, SQLITE_NOTADB: kind = .unavailable
+        case SQLITE_CORRUPT: kind = .corrupt
+        default: kind = .database
         }
-        return EntitlementStoreError(code, "SQLite error \(rc): \(message)", file: file, line: line)
+        return Failure(sqlite: kind, "SQLite error \(rc): \(message)", file: file, line: line)
     }
 }
 
 /// A value bound to or read from a SQLite statement.
-enum SQLValue: Sendable, Hashable {
+public enum SQLiteValue: Sendable, Hashable {
     case null
     case integer(Int64)
     case text(String)
 
-    init(_ text: String?) { self = text.map { .text($0) } ?? .null }
-    init(_ text: String) { self = .text(text) }
-    init(_ date: Date?) { self = date.map { .integer(SQLValue.milliseconds($0)) } ?? .null }
+    public init(_ text: String?) { self = text.map { .text($0) } ?? .null }
+    public init(_ text: String) { self = .text(text) }
+    public init(_ date: Date?) { self = date.map { .integer(SQLiteValue.milliseconds($0)) } ?? .null }
+    public init(_ flag: Bool) { self = .integer(flag ? 1 : 0) }
+    public init(_ number: Int) { self = .integer(Int64(number)) }
 
-    var text: String? {
+    public var text: String? {
         if case .text(let v) = self { return v }
         return nil
     }
 
-    var integer: Int64? {
+    public var integer: Int64? {
         if case .integer(let v) = self { return v }
         return nil
     }
 
-    var date: Date? { integer.map { Date(timeIntervalSince1970: Double($0) / 1000) } }
+    public var date: Date? { integer.map { Date(timeIntervalSince1970: Double($0) / 1000) } }
 
-    var bool: Bool { integer.map { $0 != 0 } ?? false }
+    public var bool: Bool { integer.map { $0 != 0 } ?? false }
 
-    init(_ flag: Bool) { self = .integer(flag ? 1 : 0) }
-    init(_ number: Int) { self = .integer(Int64(number)) }
-
-    static func milliseconds(_ date: Date) -> Int64 {
+    public static func milliseconds(_ date: Date) -> Int64 {
         Int64((date.timeIntervalSince1970 * 1000).rounded())
     }
 }
