@@ -198,7 +198,32 @@ let package = Package(
                 "AppleSimulator",
                 "AppleClients",
                 "Operations",
+                "Traffic",
                 .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+
+        // MARK: The harness: traffic, load, benchmarks and the demo (they may depend on the product, never the reverse)
+        // Traffic generation, load generators, the child-process type and process measurements: the lowest harness
+        // target, which the benchmarks, the demo and the chaos harness share.
+        .target(
+            name: "Traffic",
+            dependencies: [
+                "AppleClients",
+                "AppleSimulator",
+                "Messages",
+                "Receipts",
+            ]
+        ),
+        .target(
+            name: "Benchmarks",
+            dependencies: [
+                "Kafka",
+                "Ledger",
+                "Messages",
+                "RateLimiter",
+                "Receipts",
+                "Traffic",
             ]
         ),
 
@@ -219,6 +244,8 @@ let package = Package(
                 "Gateway",
                 "Entitlements",
                 "Chaos",
+                "Traffic",
+                "Benchmarks",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
@@ -243,6 +270,8 @@ let package = Package(
                 "Gateway",
                 "Entitlements",
                 "Chaos",
+                "Traffic",
+                "Benchmarks",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),

@@ -8,6 +8,7 @@ import Messages
 import Observability
 import Receipts
 import Synchronization
+import Traffic
 
 #if canImport(Glibc)
     import Glibc

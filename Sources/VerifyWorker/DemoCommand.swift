@@ -3,6 +3,7 @@ import ArgumentParser
 import Foundation
 import Logging
 import Operations
+import Traffic
 
 /// `verify-worker demo`: the whole system in one process, with nothing installed.
 struct DemoCommand: AsyncParsableCommand {

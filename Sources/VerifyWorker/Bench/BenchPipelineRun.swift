@@ -1,4 +1,5 @@
 import AppleSimulator
+import Benchmarks
 import Foundation
 import Kafka
 import Logging
@@ -10,6 +11,7 @@ import Prometheus
 import RateLimiter
 import Receipts
 import Synchronization
+import Traffic
 
 /// What `verify-worker bench pipeline` measures, and how big each part is.
 struct PipelineBenchmarkOptions: Sendable {

@@ -1,6 +1,7 @@
 import AppleSimulator
 import Foundation
 import Messages
+import Traffic
 
 extension DemoReport {
     /// The row a job is counted in: its traffic category, repeats split by who sends them again.

@@ -10,6 +10,7 @@ import Pipeline
 import RateLimiter
 import Receipts
 import Synchronization
+import Traffic
 
 /// What `verify-worker demo` runs.
 struct DemoOptions: Sendable {

@@ -3,6 +3,7 @@ import Foundation
 import Operations
 import Pipeline
 import Synchronization
+import Traffic
 
 #if canImport(Glibc)
     import Glibc

@@ -2,6 +2,7 @@ import AppleSimulator
 import Messages
 import Testing
 
+import Traffic
 @testable import VerifyWorker
 
 @Suite("Demo run")

@@ -5,6 +5,7 @@ import Messages
 import Synchronization
 import Testing
 
+import Traffic
 @testable import VerifyWorker
 
 /// The support console in a real browser: headless Chromium (Debian's `chromium` and `chromium-driver`) driven

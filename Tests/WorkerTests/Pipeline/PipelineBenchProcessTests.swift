@@ -4,6 +4,7 @@ import Messages
 import Pipeline
 import Testing
 
+import Traffic
 @testable import VerifyWorker
 
 /// `bench pipeline` runs its workers as `verify-worker run` children and reads their metrics, memory and CPU.
