@@ -96,8 +96,6 @@ let package = Package(
         .target(
             name: "AppleSimulator",
             dependencies: [
-                "Messages",
-                "Receipts",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "_CryptoExtras", package: "swift-crypto"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
@@ -215,15 +213,42 @@ let package = Package(
                 "Receipts",
             ]
         ),
+        // The demo: a cluster of workers against the simulator, with its verdict table.
         .target(
-            name: "Benchmarks",
+            name: "Demo",
             dependencies: [
+                "AppleClients",
+                "AppleSimulator",
+                "Entitlements",
                 "Kafka",
-                "Ledger",
                 "Messages",
+                "Observability",
+                "Operations",
+                "Pipeline",
                 "RateLimiter",
                 "Receipts",
                 "Traffic",
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        .target(
+            name: "Benchmarks",
+            dependencies: [
+                "AppleClients",
+                "AppleSimulator",
+                "Demo",
+                "Entitlements",
+                "Kafka",
+                "Ledger",
+                "Messages",
+                "Observability",
+                "Operations",
+                "Pipeline",
+                "RateLimiter",
+                "Receipts",
+                "Traffic",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
             ]
         ),
 
@@ -246,9 +271,9 @@ let package = Package(
                 "Chaos",
                 "Traffic",
                 "Benchmarks",
+                "Demo",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
-                .product(name: "Prometheus", package: "swift-prometheus"),
             ]
         ),
 
@@ -272,6 +297,7 @@ let package = Package(
                 "Chaos",
                 "Traffic",
                 "Benchmarks",
+                "Demo",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),

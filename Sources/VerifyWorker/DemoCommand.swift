@@ -1,5 +1,6 @@
 import AppleSimulator
 import ArgumentParser
+import Demo
 import Foundation
 import Logging
 import Operations

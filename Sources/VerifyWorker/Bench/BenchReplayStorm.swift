@@ -1,5 +1,7 @@
 import AppleSimulator
 import ArgumentParser
+import Benchmarks
+import Demo
 import Foundation
 import Messages
 import Observability

@@ -1,9 +1,9 @@
 import AppleSimulator
+import Demo
 import Messages
 import Testing
 
 import Traffic
-@testable import VerifyWorker
 
 @Suite("Demo run")
 struct DemoRunTests {

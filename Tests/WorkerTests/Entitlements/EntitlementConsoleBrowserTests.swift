@@ -1,4 +1,5 @@
 import AppleSimulator
+import Demo
 import Entitlements
 import Foundation
 import Messages
@@ -6,7 +7,6 @@ import Synchronization
 import Testing
 
 import Traffic
-@testable import VerifyWorker
 
 /// The support console in a real browser: headless Chromium (Debian's `chromium` and `chromium-driver`) driven
 /// through WebDriver by `scripts/console-browser.py` (standard library only). Nothing is skipped: without Chromium

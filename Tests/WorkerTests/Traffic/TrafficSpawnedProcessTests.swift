@@ -1,7 +1,7 @@
+import AppleClients
 import Foundation
 import Testing
 
-import AppleClients
 @testable import Traffic
 
 @Suite("Apple clients: spawned processes", .timeLimit(.minutes(1)))
