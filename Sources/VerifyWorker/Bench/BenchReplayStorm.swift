@@ -1,12 +1,6 @@
-import AppleSimulator
 import ArgumentParser
 import Benchmarks
-import Demo
 import Foundation
-import Messages
-import Observability
-import Pipeline
-import Traffic
 
 /// `verify-worker bench replay-storm`: Apple calls per receipt when many accounts send the same receipts at once
 /// (issue 18.1), with coalescing and without, side by side.
