@@ -101,7 +101,6 @@ let package = Package(
             name: "AppleSimulator",
             dependencies: [
                 "Messages",
-                "Receipts",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "_CryptoExtras", package: "swift-crypto"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
@@ -217,7 +216,60 @@ let package = Package(
                 "AppleSimulator",
                 "AppleClients",
                 "Operations",
+                "Traffic",
                 .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+
+        // MARK: The harness: traffic, load, benchmarks and the demo (they may depend on the product, never the reverse)
+        // Traffic generation, load generators, the child-process type and process measurements: the lowest harness
+        // target, which the benchmarks, the demo and the chaos harness share.
+        .target(
+            name: "Traffic",
+            dependencies: [
+                "AppleClients",
+                "AppleSimulator",
+                "Messages",
+                "Receipts",
+            ]
+        ),
+        // The demo: a cluster of workers against the simulator, with its verdict table.
+        .target(
+            name: "Demo",
+            dependencies: [
+                "AppleClients",
+                "AppleSimulator",
+                "Entitlements",
+                "Kafka",
+                "Messages",
+                "Observability",
+                "Operations",
+                "Pipeline",
+                "RateLimiter",
+                "Receipts",
+                "Traffic",
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        .target(
+            name: "Benchmarks",
+            dependencies: [
+                "Decision",
+                "AppleClients",
+                "AppleSimulator",
+                "Demo",
+                "Entitlements",
+                "Kafka",
+                "Ledger",
+                "Messages",
+                "Observability",
+                "Operations",
+                "Pipeline",
+                "RateLimiter",
+                "Receipts",
+                "Traffic",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
             ]
         ),
 
@@ -238,9 +290,11 @@ let package = Package(
                 "Gateway",
                 "Entitlements",
                 "Chaos",
+                "Traffic",
+                "Benchmarks",
+                "Demo",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
-                .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
             ]
@@ -266,6 +320,9 @@ let package = Package(
                 "Gateway",
                 "Entitlements",
                 "Chaos",
+                "Traffic",
+                "Benchmarks",
+                "Demo",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),

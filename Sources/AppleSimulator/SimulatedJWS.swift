@@ -5,7 +5,7 @@ import Messages
 /// StoreKit 2 signed data as Apple sends it: a compact JWS, ES256, header `{"alg":"ES256","x5c":[leaf,
 /// intermediate, root]}` (standard base64 DER certificates), payload field names as in Apple's
 /// `JWSTransactionDecodedPayload` and `JWSRenewalInfoDecodedPayload`.
-enum SimulatedJWS {
+package enum SimulatedJWS {
     struct Header: Codable {
         var alg = "ES256"
         var x5c: [String]
@@ -111,14 +111,14 @@ enum SimulatedJWS {
         return signingInput + "." + base64URL(signature.rawRepresentation)
     }
 
-    static func base64URL<D: DataProtocol>(_ data: D) -> String {
+    package static func base64URL<D: DataProtocol>(_ data: D) -> String {
         Data(data).base64EncodedString()
             .replacingOccurrences(of: "+", with: "-")
             .replacingOccurrences(of: "/", with: "_")
             .replacingOccurrences(of: "=", with: "")
     }
 
-    static func decodeBase64URL<S: StringProtocol>(_ text: S) -> Data? {
+    package static func decodeBase64URL<S: StringProtocol>(_ text: S) -> Data? {
         var base64 = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
         while base64.count % 4 != 0 { base64 += "=" }
         return Data(base64Encoded: base64)

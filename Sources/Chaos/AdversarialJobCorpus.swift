@@ -1,6 +1,7 @@
 import Foundation
 import Messages
 import Receipts
+import Traffic
 
 /// One adversarial message for `receipt-jobs`: the Kafka key and value bytes, and what kind of attack it is.
 public struct AdversarialMessage: Sendable {

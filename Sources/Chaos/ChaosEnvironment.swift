@@ -9,6 +9,7 @@ import Messages
 import Observability
 import Receipts
 import Synchronization
+import Traffic
 
 #if canImport(Glibc)
     import Glibc

@@ -2,6 +2,7 @@ import AppleSimulator
 import Foundation
 import Messages
 import Receipts
+import Traffic
 
 /// The app a chaos run verifies for, and its catalog (written to the workers' catalog file).
 public enum ChaosApp {

@@ -85,7 +85,7 @@ public struct KafkaError: Error, Sendable, CustomStringConvertible {
 
     // The initialisers from librdkafka's error values are in RDKafka/KafkaError+RDKafka.swift.
 
-    static func configuration(_ message: String, file: String = #fileID, line: Int = #line) -> KafkaError {
+    package static func configuration(_ message: String, file: String = #fileID, line: Int = #line) -> KafkaError {
         KafkaError(code: .invalidArgument, message: message, isRetryable: false, file: file, line: line)
     }
 }

@@ -2,6 +2,7 @@ import ArgumentParser
 import Chaos
 import Foundation
 import Logging
+import Traffic
 
 /// `verify-worker chaos`: the multi-process chaos harness (issue 8). The logic lives in the Chaos target.
 struct ChaosCommand: AsyncParsableCommand {

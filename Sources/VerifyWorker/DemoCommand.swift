@@ -1,8 +1,10 @@
 import AppleSimulator
 import ArgumentParser
+import Demo
 import Foundation
 import Logging
 import Operations
+import Traffic
 
 /// `verify-worker demo`: the whole system in one process, with nothing installed.
 struct DemoCommand: AsyncParsableCommand {

@@ -1,4 +1,5 @@
 import ArgumentParser
+import Benchmarks
 import Foundation
 
 /// `verify-worker bench pipeline`: the worker's throughput, latency and memory next to the raw Kafka ceiling.

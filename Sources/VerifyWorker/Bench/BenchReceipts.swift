@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import Messages
 import Receipts
+import Traffic
 
 /// `verify-worker bench receipts`: receipts per second on one core for each format, each fully verified at its
 /// signing time, and the same inputs through the Python peers (scripts/bench/peers.py), merged with ratios.

@@ -2,6 +2,7 @@ import AppleSimulator
 import Crypto
 import Foundation
 import Testing
+import Traffic
 
 @Suite("Apple simulator: verifyReceipt", .timeLimit(.minutes(1)))
 struct AppleSimulatorVerifyReceiptTests {

@@ -1,8 +1,9 @@
 import AppleSimulator
+import Demo
 import Messages
 import Testing
 
-@testable import VerifyWorker
+import Traffic
 
 @Suite("Demo run")
 struct DemoRunTests {

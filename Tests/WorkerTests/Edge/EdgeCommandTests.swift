@@ -6,6 +6,7 @@ import Logging
 import Messages
 import Operations
 import Testing
+import Traffic
 
 /// Runs the built `verify-worker` as a child process and collects its output.
 enum EdgeProcess {

@@ -1,10 +1,12 @@
 import AppleSimulator
+import Benchmarks
+import Demo
 import Foundation
 import Messages
 import Pipeline
 import Testing
 
-@testable import VerifyWorker
+import Traffic
 
 /// `bench pipeline` runs its workers as `verify-worker run` children and reads their metrics, memory and CPU.
 @Suite("Pipeline: bench with worker processes")

@@ -1,4 +1,5 @@
 import AppleSimulator
+import Demo
 import Foundation
 import Kafka
 import Logging
@@ -7,8 +8,6 @@ import Operations
 import Pipeline
 import Synchronization
 import Testing
-
-@testable import VerifyWorker
 
 /// One in-process deployment for end-to-end tests: a mock cluster, the Apple simulator, a ledger, workers that run
 /// `verify-worker run`'s runtime (started and stopped one by one), a frontend producer and a verdict reader.

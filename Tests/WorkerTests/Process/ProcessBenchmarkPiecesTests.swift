@@ -1,5 +1,6 @@
 import Pipeline
 import Testing
+import Traffic
 
 /// The small measuring pieces `bench pipeline` uses: they run in milliseconds, with no process or socket.
 @Suite("Process: benchmark pieces")

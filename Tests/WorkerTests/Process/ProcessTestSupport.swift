@@ -7,6 +7,7 @@ import Operations
 import Receipts
 import Synchronization
 import Testing
+import Traffic
 
 /// A process-level test failed to reach a state in time, or a child misbehaved.
 struct ProcessTestFailure: Error, CustomStringConvertible {

@@ -5,6 +5,7 @@ import Messages
 import Observability
 import Pipeline
 import Testing
+import Traffic
 
 /// `verify-worker run` as separate processes against a `dev-broker` process and an `apple-sim` process: the
 /// operations port, SIGTERM, `kill -9`, rebalancing, and configuration errors. Serialized: each test starts its

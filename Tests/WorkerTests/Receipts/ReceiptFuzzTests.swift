@@ -2,6 +2,7 @@ import Foundation
 import Messages
 import Receipts
 import Testing
+import Traffic
 
 /// Mutated receipts of every format must neither crash nor hang the analyzer. CI runs a small count;
 /// `RECEIPTS_FUZZ_COUNT=1000000 swift test --filter ReceiptFuzzTests` (or `verify-worker bench receipts --fuzz N`)

@@ -10,6 +10,7 @@ import Messages
 import Pipeline
 import Receipts
 import Testing
+import Traffic
 
 /// Issue 8, item 3: secrets, keys and receipts never reach a log line; TLS verification cannot be turned off; a
 /// job cannot choose the host the worker calls; replays are rejected.

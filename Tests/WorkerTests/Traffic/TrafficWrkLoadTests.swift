@@ -1,7 +1,8 @@
+import AppleClients
 import Foundation
 import Testing
 
-@testable import AppleClients
+@testable import Traffic
 
 @Suite("Apple clients: wrk load report")
 struct AppleClientsWrkLoadTests {

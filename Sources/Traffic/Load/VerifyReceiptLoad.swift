@@ -1,3 +1,4 @@
+import AppleClients
 import Foundation
 import Synchronization
 

@@ -1,3 +1,4 @@
+import AppleSimulator
 import Foundation
 import Messages
 import Receipts

@@ -1,3 +1,5 @@
+import RateLimiter
+
 /// Measures what one acquire/report pair through an ``AppleCallGate`` costs, on the real clock, with rate limits off
 /// so that only the gate's own work is timed. Used by `verify-worker bench ratelimiter`.
 public enum GateCostBenchmark {
@@ -74,5 +76,12 @@ public enum GateCostBenchmark {
             nanosecondsPerAcquireRelease: seconds * 1e9 / Double(operations),
             operationsPerSecond: Double(operations) / seconds, leftInFlight: snapshot.inFlight,
             leftQueued: snapshot.queuedWaiters)
+    }
+}
+
+extension Duration {
+    /// The duration in seconds (the rate limiter's own helper is internal to it).
+    fileprivate var seconds: Double {
+        Double(components.seconds) + Double(components.attoseconds) / 1e18
     }
 }

@@ -1,21 +1,22 @@
 import AppleSimulator
 import Foundation
 import Messages
+import Traffic
 
 extension DemoReport {
     /// The row a job is counted in: its traffic category, repeats split by who sends them again.
-    static func row(of generated: GeneratedJob) -> String {
+    package static func row(of generated: GeneratedJob) -> String {
         guard generated.category == .repeated else { return generated.category.rawValue }
         return generated.isReplayByAnotherAccount ? "repeat (other account)" : "repeat (same account)"
     }
 
     /// `outcome` or `outcome/reason`.
-    static func label(of verdict: Verdict) -> String {
+    package static func label(of verdict: Verdict) -> String {
         verdict.reason.map { "\(verdict.outcome.rawValue)/\($0)" } ?? verdict.outcome.rawValue
     }
 
     /// Verdict counts per row, for jobs that got one (the first, if a redelivery made more).
-    var verdictsByRow: [String: [String: Int]] {
+    package var verdictsByRow: [String: [String: Int]] {
         entries.reduce(into: [:]) { table, entry in
             guard let verdict = entry.verdicts.first else { return }
             table[Self.row(of: entry.generated), default: [:]][Self.label(of: verdict), default: 0] += 1
@@ -23,19 +24,19 @@ extension DemoReport {
     }
 
     /// Jobs without a verdict and jobs with more than one.
-    var missingAndDuplicated: (missing: Int, duplicated: Int) {
+    package var missingAndDuplicated: (missing: Int, duplicated: Int) {
         (entries.filter { $0.verdicts.isEmpty }.count, entries.filter { $0.verdicts.count > 1 }.count)
     }
 
     /// The latency below which `fraction` of the jobs got their verdict.
-    func latencyPercentile(_ fraction: Double) -> Duration? {
+    package func latencyPercentile(_ fraction: Double) -> Duration? {
         let sorted = entries.compactMap(\.latency).sorted()
         guard !sorted.isEmpty else { return nil }
         return sorted[min(sorted.count - 1, Int((Double(sorted.count) * fraction).rounded(.up)) - 1)]
     }
 
     /// The final table the command prints.
-    func table() -> String {
+    package func table() -> String {
         let rows = verdictsByRow
         let jobsPerRow = entries.reduce(into: [String: Int]()) { $0[Self.row(of: $1.generated), default: 0] += 1 }
         let order = ["other_app", "cracker", "repeat (same account)", "repeat (other account)", "forged", "genuine"]
@@ -73,7 +74,7 @@ extension DemoReport {
         return right ? padding + text : text + padding
     }
 
-    static func milliseconds(_ duration: Duration?) -> String {
+    package static func milliseconds(_ duration: Duration?) -> String {
         guard let duration else { return "-" }
         let ms = Double(duration.components.seconds) * 1000 + Double(duration.components.attoseconds) * 1e-15
         return String(format: "%.1f ms", ms)
@@ -82,14 +83,14 @@ extension DemoReport {
 
 extension DemoProgress {
     /// One plain line, for logs and pipes.
-    var line: String {
+    package var line: String {
         String(
             format: "demo: %d/%d produced, %d/%d decided, %d Apple calls, %.0f jobs/s", produced, jobs, decided, jobs,
             appleCalls, rate)
     }
 
     /// A bar that redraws itself on a terminal.
-    var bar: String {
+    package var bar: String {
         let width = 30
         let filled = jobs > 0 ? width * decided / jobs : width
         let bar = String(repeating: "#", count: filled) + String(repeating: "-", count: width - filled)

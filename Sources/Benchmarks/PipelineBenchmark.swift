@@ -1,4 +1,5 @@
 import AppleSimulator
+import Demo
 import Foundation
 import Kafka
 import Logging
@@ -10,215 +11,237 @@ import Prometheus
 import RateLimiter
 import Receipts
 import Synchronization
+import Traffic
 
 /// What `verify-worker bench pipeline` measures, and how big each part is.
-struct PipelineBenchmarkOptions: Sendable {
+package struct PipelineBenchmarkOptions: Sendable {
     /// Messages of the raw Kafka run (a). Default: 50 000.
-    var kafkaMessages = 50_000
+    package var kafkaMessages = 50_000
     /// Jobs of the locally decided run (b). Default: 20 000.
-    var localJobs = 20_000
+    package var localJobs = 20_000
     /// Jobs of the seed-mix run (c): enough that the workers' unequal shares of Apple-bound accounts (random, by
     /// key) leave a short tail. Default: 20 000.
-    var mixJobs = 20_000
+    package var mixJobs = 20_000
     /// Simulated Apple latency of the seed-mix run, in milliseconds. Default: 100.
-    var appleLatencyMs = 100
+    package var appleLatencyMs = 100
     /// Concurrent Apple calls per worker in run (c): the gate's floor and ceiling both, so the bound is exact. Low
     /// enough that Apple, not the local work, limits the run. Default: 2.
-    var appleConcurrency = 2
+    package var appleConcurrency = 2
     /// Jobs of the paced latency run (d), submitted at half the throughput of (c). Default: 3 000.
-    var latencyJobs = 3_000
+    package var latencyJobs = 3_000
     /// Jobs held at once in the memory run (e) (also that run's `max_in_flight`). Default: 10 000.
-    var memoryJobs = 10_000
+    package var memoryJobs = 10_000
     /// Workers (consumers of one group, in this process) of runs (b) and (c). Default: 2.
-    var workers = 2
+    package var workers = 2
     /// Partitions of every topic; the mock cluster keeps about 5 MB per partition (20 000 seed-mix jobs need more
     /// than 16). Default: 32.
-    var partitions = 32
+    package var partitions = 32
     /// The workers' `kafka_properties` (librdkafka `name=value;…`), for tuning experiments. Default: none.
-    var workerKafkaProperties = ""
+    package var workerKafkaProperties = ""
     /// Run the workers inside the bench process (the method before 2026-11-22 12:00) instead of as `verify-worker
     /// run` children. Default: false (children: their memory and metrics are their own).
-    var workersInProcess = false
+    package var workersInProcess = false
     /// Also drain the jobs of (b) from a pre-filled topic (``PipelineBenchmarkResult/Drain``). Default: true.
-    var localDrain = true
+    package var localDrain = true
     /// The parts to run. Default: all.
-    var parts = Set(PipelineBenchmarkPart.allCases)
+    package var parts = Set(PipelineBenchmarkPart.allCases)
+
+    package init(
+        kafkaMessages: Int = 50_000, localJobs: Int = 20_000, mixJobs: Int = 20_000, appleLatencyMs: Int = 100,
+        appleConcurrency: Int = 2, latencyJobs: Int = 3_000, memoryJobs: Int = 10_000, workers: Int = 2,
+        partitions: Int = 32, workerKafkaProperties: String = "", workersInProcess: Bool = false,
+        localDrain: Bool = true, parts: Set<PipelineBenchmarkPart> = Set(PipelineBenchmarkPart.allCases)
+    ) {
+        self.kafkaMessages = kafkaMessages
+        self.localJobs = localJobs
+        self.mixJobs = mixJobs
+        self.appleLatencyMs = appleLatencyMs
+        self.appleConcurrency = appleConcurrency
+        self.latencyJobs = latencyJobs
+        self.memoryJobs = memoryJobs
+        self.workers = workers
+        self.partitions = partitions
+        self.workerKafkaProperties = workerKafkaProperties
+        self.workersInProcess = workersInProcess
+        self.localDrain = localDrain
+        self.parts = parts
+    }
 }
 
 /// The figures `bench pipeline` prints (snake_case JSON).
-struct PipelineBenchmarkResult: Codable, Sendable {
-    struct KafkaCeiling: Codable, Sendable {
-        var raw: KafkaThroughputBenchmark.Result
+package struct PipelineBenchmarkResult: Codable, Sendable {
+    package struct KafkaCeiling: Codable, Sendable {
+        package var raw: KafkaThroughputBenchmark.Result
         /// A job crosses Kafka once produced and once consumed and committed: the slower of the two bounds it.
-        var ceilingMessagesPerSecond: Double
+        package var ceilingMessagesPerSecond: Double
     }
 
-    struct Throughput: Codable, Sendable {
-        var jobs: Int
-        var workers: Int
-        var partitions: Int
-        var seconds: Double
-        var jobsPerSecond: Double
+    package struct Throughput: Codable, Sendable {
+        package var jobs: Int
+        package var workers: Int
+        package var partitions: Int
+        package var seconds: Double
+        package var jobsPerSecond: Double
         /// From the start of the run to the last job handed to the frontend's producer: close to `seconds`, the
         /// submitting bounds the run; well below it, the jobs queue behind the workers or the verdict reader.
-        var submitSeconds: Double?
+        package var submitSeconds: Double?
         /// Jobs that got no verdict (must be 0) and jobs that got more than one (redeliveries; 0 in a calm run).
-        var undecided: Int
-        var duplicated: Int
-        var outcomes: [String: Int]
-        var appleCalls: Int
-        var latency: LatencySummary
+        package var undecided: Int
+        package var duplicated: Int
+        package var outcomes: [String: Int]
+        package var appleCalls: Int
+        package var latency: LatencySummary
         /// Worker children only: CPU seconds each worker used from the first submit to the last verdict, and the
         /// bench process's (mock cluster, frontend producer, verdict reader, simulator) over the same time.
-        var workerCpuSeconds: [Double]?
-        var benchCpuSeconds: Double?
+        package var workerCpuSeconds: [Double]?
+        package var benchCpuSeconds: Double?
         /// Worker children only: the highest `verify_jobs_in_flight` each worker reported (sampled every 50 ms); near
         /// `max_in_flight` the worker paused its partitions.
-        var workerPeakInFlight: [Int]?
+        package var workerPeakInFlight: [Int]?
         /// Worker children only: each worker's `verify_kafka_fetch_wakeups_total` at the end (fetchers it woke that
         /// librdkafka 2.0.2 had left idle past the prefetch limit with messages waiting).
-        var workerFetchWakeUps: [Int]?
+        package var workerFetchWakeUps: [Int]?
         /// Worker children only: each worker's exit status after the run's SIGTERM (0: drained and closed cleanly).
-        var workerExits: [Int32?]?
+        package var workerExits: [Int32?]?
     }
 
-    struct LocalRun: Codable, Sendable {
+    package struct LocalRun: Codable, Sendable {
         /// The burst: jobs produced while the workers run, from the first submit to the last verdict read.
-        var run: Throughput
+        package var run: Throughput
         /// Present when (a) ran too.
-        var ratioToKafkaCeiling: Double?
+        package var ratioToKafkaCeiling: Double?
         /// The same jobs drained from a pre-filled topic by fresh workers (`--local-drain`).
-        var drain: Drain?
+        package var drain: Drain?
         /// `drain.produced_jobs_per_second` over (a)'s ceiling, when both ran.
-        var drainRatioToKafkaCeiling: Double?
+        package var drainRatioToKafkaCeiling: Double?
     }
 
     /// A consumer throughput test of the pipeline: every job is in `receipt-jobs` before the workers start, so the
     /// frontend does not compete with them for the CPU; the workers join the group and drain the backlog.
-    struct Drain: Codable, Sendable {
+    package struct Drain: Codable, Sendable {
         /// Runs made: a drain whose group formed in two steps (a child joined more than the mock's 3 s after the
         /// other: the first drained alone, then handed half its partitions over, and they were read again, so
         /// `duplicated` > 0) measured a rebalance, not a drain, and is run again, at most three times in all.
-        var attempts: Int = 1
-        var jobs: Int
-        var workers: Int
-        var partitions: Int
+        package var attempts: Int = 1
+        package var jobs: Int
+        package var workers: Int
+        package var partitions: Int
         /// Filling the topic before the workers started (not part of the measure).
-        var fillSeconds: Double
+        package var fillSeconds: Double
         /// From the first verdict's Kafka timestamp to the last one's (when the workers' producers took them, ms
         /// resolution), and (jobs - 1) over it: the workers' output rate. The headline figure of the drain.
-        var producedSpanSeconds: Double
-        var producedJobsPerSecond: Double
+        package var producedSpanSeconds: Double
+        package var producedJobsPerSecond: Double
         /// From the first verdict read to the last one read (the verdict reader in the bench process), and
         /// (jobs - 1) over it.
-        var readSpanSeconds: Double
-        var readJobsPerSecond: Double
-        var undecided: Int
-        var duplicated: Int
-        var outcomes: [String: Int]
+        package var readSpanSeconds: Double
+        package var readJobsPerSecond: Double
+        package var undecided: Int
+        package var duplicated: Int
+        package var outcomes: [String: Int]
         /// Worker children only: CPU seconds from the moment every partition was assigned to the last verdict (the
         /// workers may have started draining up to one 50 ms sample before), and the bench process's.
-        var workerCpuSeconds: [Double]?
-        var benchCpuSeconds: Double?
-        var workerPeakInFlight: [Int]?
+        package var workerCpuSeconds: [Double]?
+        package var benchCpuSeconds: Double?
+        package var workerPeakInFlight: [Int]?
         /// Worker children only: each worker's `verify_kafka_fetch_wakeups_total` at the end (fetchers it woke that
         /// librdkafka 2.0.2 had left idle past the prefetch limit with messages waiting).
-        var workerFetchWakeUps: [Int]?
+        package var workerFetchWakeUps: [Int]?
         /// Worker children only: each worker's exit status after the run's SIGTERM (0: drained and closed cleanly).
-        var workerExits: [Int32?]?
+        package var workerExits: [Int32?]?
     }
 
-    struct AppleBoundRun: Codable, Sendable {
-        var run: Throughput
-        var appleLatencyMs: Int
-        var appleConcurrencyPerWorker: Int
+    package struct AppleBoundRun: Codable, Sendable {
+        package var run: Throughput
+        package var appleLatencyMs: Int
+        package var appleConcurrencyPerWorker: Int
         /// The highest `verify_ratelimiter_concurrency_limit` seen while calls were in flight (the two workers' gates
         /// share one label in this process, so this is one gate's limit).
-        var observedConcurrencyLimit: Double?
+        package var observedConcurrencyLimit: Double?
         /// Apple calls over the whole run.
-        var appleCallsPerSecond: Double
+        package var appleCallsPerSecond: Double
         /// From the first submit to the last verdict decided by Apple (the jobs go out in one burst): the part of the
         /// run that Apple bounds.
-        var applePhaseSeconds: Double
-        var applePhaseCallsPerSecond: Double
+        package var applePhaseSeconds: Double
+        package var applePhaseCallsPerSecond: Double
         /// workers × concurrency / latency: the most Apple calls per second the limit allows.
-        var boundAppleCallsPerSecond: Double
+        package var boundAppleCallsPerSecond: Double
         /// `apple_phase_calls_per_second / bound_apple_calls_per_second`.
-        var ratioToBound: Double
+        package var ratioToBound: Double
         /// Worker children only: from the first worker's first Apple call to the last worker's last one, as their
         /// own counters show (sampled every 50 ms), so the Kafka hops before the first call and after the last one
         /// are left out; and the simulator's calls over it, against the bound.
-        var workersApplePhaseSeconds: Double?
-        var workersApplePhaseRatioToBound: Double?
+        package var workersApplePhaseSeconds: Double?
+        package var workersApplePhaseRatioToBound: Double?
         /// Worker children only: each worker's calls over its own Apple-busy interval against its own bound.
-        var perWorker: [WorkerAppleUse]?
+        package var perWorker: [WorkerAppleUse]?
     }
 
     /// One worker's use of its Apple concurrency in run (c), from its own `/metrics`.
-    struct WorkerAppleUse: Codable, Sendable {
-        var worker: Int
+    package struct WorkerAppleUse: Codable, Sendable {
+        package var worker: Int
         /// `verify_apple_calls_total` (a verifyReceipt call redirected from production to sandbox counts once here
         /// and twice at the simulator).
-        var appleCalls: Int
+        package var appleCalls: Int
         /// From its first Apple call to its last (sampled every 50 ms; the midpoints between samples).
-        var busySeconds: Double
-        var callsPerSecond: Double
+        package var busySeconds: Double
+        package var callsPerSecond: Double
         /// concurrency / latency.
-        var boundCallsPerSecond: Double
-        var ratioToBound: Double
+        package var boundCallsPerSecond: Double
+        package var ratioToBound: Double
         /// Time spent in calls (`verify_apple_call_duration_seconds_sum`) over busy time x concurrency: the share of
         /// the permits' time spent waiting for Apple; the rest is per-call overhead or no work.
-        var permitOccupancy: Double
+        package var permitOccupancy: Double
         /// Mean duration of one call, ms.
-        var meanCallMs: Double
+        package var meanCallMs: Double
     }
 
-    struct LatencyRun: Codable, Sendable {
-        var jobs: Int
-        var submitRatePerSecond: Double
-        var appleLatencyMs: Int
-        var undecided: Int
-        var latency: LatencySummary
+    package struct LatencyRun: Codable, Sendable {
+        package var jobs: Int
+        package var submitRatePerSecond: Double
+        package var appleLatencyMs: Int
+        package var undecided: Int
+        package var latency: LatencySummary
         /// The worker's own view (`verify_job_duration_seconds`: from `submitted_at` to the verdict's delivery
         /// report), as the upper bounds of the histogram buckets holding p50 and p99; the rest of `latency` is the
         /// verdict reader's hop.
-        var workerP50AtMostMs: Double?
-        var workerP99AtMostMs: Double?
+        package var workerP50AtMostMs: Double?
+        package var workerP99AtMostMs: Double?
     }
 
-    struct MemoryRun: Codable, Sendable {
-        var jobs: Int
-        var maxInFlight: Int
+    package struct MemoryRun: Codable, Sendable {
+        package var jobs: Int
+        package var maxInFlight: Int
         /// The highest `verify_jobs_in_flight` seen.
-        var peakInFlight: Int
-        var residentMiBBefore: Double
-        var residentMiBAtPeakInFlight: Double
-        var peakResidentMiB: Double
-        var seconds: Double
-        var undecided: Int
+        package var peakInFlight: Int
+        package var residentMiBBefore: Double
+        package var residentMiBAtPeakInFlight: Double
+        package var peakResidentMiB: Double
+        package var seconds: Double
+        package var undecided: Int
         /// Whether the worker ran as a child process; then the `worker_*` figures are its own and the `resident_*`
         /// ones are the bench process's (mock cluster, simulator, generator, verdict reader).
-        var workerProcess: Bool?
-        var workerResidentMiBBefore: Double?
-        var workerResidentMiBAtPeakInFlight: Double?
-        var workerPeakResidentMiB: Double?
+        package var workerProcess: Bool?
+        package var workerResidentMiBBefore: Double?
+        package var workerResidentMiBAtPeakInFlight: Double?
+        package var workerPeakResidentMiB: Double?
     }
 
-    var cores: Int
+    package var cores: Int
     /// The 1-minute load average at the end (other processes share the machine).
-    var loadAverage1m: Double?
+    package var loadAverage1m: Double?
     /// Whether the workers ran inside the bench process (`--workers-in-process`) rather than as children.
-    var workersInProcess: Bool
+    package var workersInProcess: Bool
     /// Each part is present when it ran (`--parts`).
-    var memory: MemoryRun?
-    var kafka: KafkaCeiling?
-    var local: LocalRun?
-    var seedMix: AppleBoundRun?
-    var pacedLatency: LatencyRun?
+    package var memory: MemoryRun?
+    package var kafka: KafkaCeiling?
+    package var local: LocalRun?
+    package var seedMix: AppleBoundRun?
+    package var pacedLatency: LatencyRun?
 }
 
 /// The parts of `bench pipeline`, by the letters of issue 7.
-enum PipelineBenchmarkPart: String, CaseIterable, Sendable {
+package enum PipelineBenchmarkPart: String, CaseIterable, Sendable {
     case kafka = "a"
     case local = "b"
     case mix = "c"
@@ -228,11 +251,16 @@ enum PipelineBenchmarkPart: String, CaseIterable, Sendable {
 
 /// Runs every part of `bench pipeline` in this process, one after the other, each on a fresh mock cluster and
 /// simulator, through ``DemoRun`` (the same workers `verify-worker run` builds, with a SQLite ledger).
-struct PipelineBenchmark: Sendable {
-    var options: PipelineBenchmarkOptions
-    var progress: @Sendable (String) -> Void
+package struct PipelineBenchmark: Sendable {
+    package var options: PipelineBenchmarkOptions
+    package var progress: @Sendable (String) -> Void
 
-    func run() async throws -> PipelineBenchmarkResult {
+    package init(options: PipelineBenchmarkOptions, progress: @escaping @Sendable (String) -> Void) {
+        self.options = options
+        self.progress = progress
+    }
+
+    package func run() async throws -> PipelineBenchmarkResult {
         // Before any worker starts: the gauges this benchmark watches are read back from the registry.
         let registry = MetricsBootstrap.registry()
         let parts = options.parts
@@ -507,17 +535,17 @@ struct PipelineBenchmark: Sendable {
     }
 
     /// The first field of `/proc/loadavg`, or nil where there is none.
-    static func loadAverage() -> Double? {
+    package static func loadAverage() -> Double? {
         guard let data = FileManager.default.contents(atPath: "/proc/loadavg") else { return nil }
         return String(decoding: data, as: UTF8.self).split(separator: " ").first.flatMap { Double($0) }
     }
 
-    static func mebibytes(_ bytes: Int) -> Double { (Double(bytes) / 1_048_576 * 10).rounded() / 10 }
+    package static func mebibytes(_ bytes: Int) -> Double { (Double(bytes) / 1_048_576 * 10).rounded() / 10 }
 }
 
 /// What a run of worker children reports beside its own figures
 /// (``WorkerProcessSampler/record(into:workers:report:)``).
-protocol WorkerChildFigures {
+package protocol WorkerChildFigures {
     var workerCpuSeconds: [Double]? { get set }
     var benchCpuSeconds: Double? { get set }
     var workerPeakInFlight: [Int]? { get set }
@@ -530,25 +558,27 @@ extension PipelineBenchmarkResult.Drain: WorkerChildFigures {}
 
 /// Samples every worker child's `/metrics` and resident memory (and this process's) every 50 ms while a run goes
 /// on, and reads their metrics once more when every job is decided.
-final class WorkerProcessSampler: Sendable {
-    struct Sample: Sendable {
+package final class WorkerProcessSampler: Sendable {
+    package init() {}
+
+    package struct Sample: Sendable {
         /// Seconds since sampling began.
-        var at: Double
-        var inFlight: Double
-        var resident: Int
-        var benchResident: Int
-        var appleCalls: Double
-        var appleCallSeconds: Double
-        var callsInFlight: Double
-        var concurrencyLimit: Double?
+        package var at: Double
+        package var inFlight: Double
+        package var resident: Int
+        package var benchResident: Int
+        package var appleCalls: Double
+        package var appleCallSeconds: Double
+        package var callsInFlight: Double
+        package var concurrencyLimit: Double?
     }
 
     /// Per worker: what a memory run reports.
-    struct MemoryPeaks: Sendable {
-        var inFlight: Double = 0
-        var residentAtPeakInFlight = 0
-        var resident = 0
-        var residentBefore = 0
+    package struct MemoryPeaks: Sendable {
+        package var inFlight: Double = 0
+        package var residentAtPeakInFlight = 0
+        package var resident = 0
+        package var residentBefore = 0
     }
 
     private let samples = Mutex<[Int: [Sample]]>([:])
@@ -556,7 +586,7 @@ final class WorkerProcessSampler: Sendable {
     /// CPU seconds per worker (and of this process, under -1) when sampling began and when every job was decided.
     private let cpu = Mutex<(start: [Int: Double], end: [Int: Double])>(([:], [:]))
 
-    var watch: DemoWorkerWatch {
+    package var watch: DemoWorkerWatch {
         DemoWorkerWatch(
             running: { processes in
                 self.recordCPU(processes, atEnd: false)
@@ -582,14 +612,14 @@ final class WorkerProcessSampler: Sendable {
     }
 
     /// CPU seconds each worker used between the start of sampling and the last verdict.
-    func cpuSeconds() -> [Double] {
+    package func cpuSeconds() -> [Double] {
         cpu.withLock { cpu in
             cpu.end.keys.filter { $0 >= 0 }.sorted().map { (cpu.end[$0] ?? 0) - (cpu.start[$0] ?? 0) }
         }
     }
 
     /// The same for this process.
-    func benchCpuSeconds() -> Double? {
+    package func benchCpuSeconds() -> Double? {
         cpu.withLock { cpu in cpu.end[-1].map { $0 - (cpu.start[-1] ?? 0) } }
     }
 
@@ -622,7 +652,7 @@ final class WorkerProcessSampler: Sendable {
         }
     }
 
-    func memoryPeaks(worker: Int) -> MemoryPeaks {
+    package func memoryPeaks(worker: Int) -> MemoryPeaks {
         let list = samples.withLock { $0[worker] ?? [] }
         var peaks = MemoryPeaks()
         peaks.residentBefore = list.first?.resident ?? 0
@@ -636,21 +666,21 @@ final class WorkerProcessSampler: Sendable {
         return peaks
     }
 
-    func benchResidentAtPeakInFlight(worker: Int) -> Int {
+    package func benchResidentAtPeakInFlight(worker: Int) -> Int {
         let list = samples.withLock { $0[worker] ?? [] }
         return list.max { $0.inFlight < $1.inFlight }?.benchResident ?? 0
     }
 
-    func benchPeakResident() -> Int {
+    package func benchPeakResident() -> Int {
         samples.withLock { $0.values.flatMap { $0 }.map(\.benchResident).max() ?? 0 }
     }
 
-    func peakConcurrencyLimit() -> Double? {
+    package func peakConcurrencyLimit() -> Double? {
         samples.withLock { $0.values.flatMap { $0 }.compactMap(\.concurrencyLimit).max() }
     }
 
     /// Fills in the figures every run of worker children reports (CPU, peak in flight, fetch wake-ups, exits).
-    func record(into figures: inout some WorkerChildFigures, workers: Int, report: DemoReport) {
+    package func record(into figures: inout some WorkerChildFigures, workers: Int, report: DemoReport) {
         figures.workerExits = report.workerExits
         figures.workerCpuSeconds = cpuSeconds()
         figures.benchCpuSeconds = benchCpuSeconds()
@@ -659,12 +689,12 @@ final class WorkerProcessSampler: Sendable {
     }
 
     /// Each worker's final value of `name` (summed over its labels), in worker order.
-    func finalCounts(of name: String) -> [Int] {
+    package func finalCounts(of name: String) -> [Int] {
         finals.withLock { finals in finals.keys.sorted().map { Int(finals[$0]?.sum(of: name) ?? 0) } }
     }
 
     /// The final histogram buckets of `name`, summed over the workers.
-    func finalHistogram(of name: String) -> [Double: Double] {
+    package func finalHistogram(of name: String) -> [Double: Double] {
         finals.withLock { finals in
             finals.values.reduce(into: [:]) { total, metrics in
                 total.merge(metrics.histogramBuckets(of: name), uniquingKeysWith: +)
@@ -674,7 +704,7 @@ final class WorkerProcessSampler: Sendable {
 
     /// Each worker's Apple use, with the start and end of its busy interval (seconds since sampling began): the
     /// midpoint between the last sample before its first call and the first one after, and likewise for the end.
-    func appleUse(
+    package func appleUse(
         concurrency: Int, latencyMs: Int
     ) -> [(use: PipelineBenchmarkResult.WorkerAppleUse, start: Double?, end: Double?)] {
         let all = samples.withLock { $0 }
@@ -707,22 +737,22 @@ final class WorkerProcessSampler: Sendable {
 }
 
 /// Samples resident memory and the worker gauges every 50 ms while a run goes on, keeping the peaks.
-struct GaugeWatcher: Sendable {
-    struct Peaks: Sendable {
-        var inFlight: Double = 0
-        var residentAtPeakInFlight = 0
-        var resident = 0
-        var concurrencyLimit: Double?
+package struct GaugeWatcher: Sendable {
+    package struct Peaks: Sendable {
+        package var inFlight: Double = 0
+        package var residentAtPeakInFlight = 0
+        package var resident = 0
+        package var concurrencyLimit: Double?
     }
 
     /// The peaks so far, shared by the sampling task and the caller.
-    final class Recorder: Sendable {
-        let peaks = Mutex(Peaks())
+    package final class Recorder: Sendable {
+        package let peaks = Mutex(Peaks())
     }
 
-    let registry: PrometheusCollectorRegistry
+    package let registry: PrometheusCollectorRegistry
 
-    func watch<Value: Sendable>(
+    package func watch<Value: Sendable>(
         _ body: @escaping @Sendable () async throws -> Value
     ) async throws -> (value: Value, peaks: Peaks) {
         let recorder = Recorder()

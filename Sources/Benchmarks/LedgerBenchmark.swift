@@ -2,6 +2,7 @@ import Decision
 import Foundation
 import Ledger
 import Messages
+import Pipeline
 import Synchronization
 
 /// Measures claims per second and latency of a ledger, the way the pipeline uses it: one settle per job

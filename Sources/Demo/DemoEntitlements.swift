@@ -9,15 +9,21 @@ import Operations
 /// The demo's entitlement service: `verify-worker entitlements`' service, in process, over the demo's cluster and a
 /// SQLite store in a temporary directory. It reads every verdict of the run, then the demo shows a few accounts'
 /// entitlements from the API (and, with `--serve`, keeps the console open).
-struct DemoEntitlements: Sendable {
+package struct DemoEntitlements: Sendable {
     /// Where the console listens; 0 picks a free port.
-    var port: Int = 0
-    var host: String = "127.0.0.1"
+    package var port: Int = 0
+    package var host: String = "127.0.0.1"
     /// The store; nil: SQLite in a temporary directory.
-    var storeURL: String?
+    package var storeURL: String?
+
+    package init(port: Int = 0, host: String = "127.0.0.1", storeURL: String? = nil) {
+        self.port = port
+        self.host = host
+        self.storeURL = storeURL
+    }
 
     /// The demo app's products with the entitlements they grant.
-    static let catalog = Catalog(products: [
+    package static let catalog = Catalog(products: [
         .init(id: "com.example.verifyworker.coins100", type: .consumable),
         .init(id: "com.example.verifyworker.premium", type: .nonConsumable, entitlements: ["premium"]),
         .init(id: "com.example.verifyworker.seasonpass", type: .nonRenewing, entitlements: ["season_pass"]),
@@ -25,17 +31,17 @@ struct DemoEntitlements: Sendable {
     ])
 
     /// A running service, caught up with the run's verdicts.
-    struct Running: Sendable {
-        let service: EntitlementsService
-        let task: Task<Void, any Error>
-        let port: Int
-        let token: String
-        let directory: URL
-        let http: CurlHTTPEngine
+    package struct Running: Sendable {
+        package let service: EntitlementsService
+        package let task: Task<Void, any Error>
+        package let port: Int
+        package let token: String
+        package let directory: URL
+        package let http: CurlHTTPEngine
 
-        var consoleURL: String { "http://127.0.0.1:\(port)/console" }
+        package var consoleURL: String { "http://127.0.0.1:\(port)/console" }
 
-        func get(_ path: String) async throws -> [String: Any] {
+        package func get(_ path: String) async throws -> [String: Any] {
             let response = try await http.execute(
                 TransportRequest(
                     url: "http://127.0.0.1:\(port)\(path)", headers: [("Authorization", "Bearer \(token)")],
@@ -43,7 +49,7 @@ struct DemoEntitlements: Sendable {
             return (try? JSONSerialization.jsonObject(with: Data(response.body))) as? [String: Any] ?? [:]
         }
 
-        func stop() async {
+        package func stop() async {
             await service.shutdown()
             _ = await task.result
             http.shutdown()
@@ -52,7 +58,7 @@ struct DemoEntitlements: Sendable {
     }
 
     /// Starts the service on the run's cluster and waits until it has read every verdict of the topic.
-    func start(bootstrap: String, logger: Logger) async throws -> Running {
+    package func start(bootstrap: String, logger: Logger) async throws -> Running {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
             "verify-demo-entitlements-\(UUID().uuidString.prefix(8))")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
@@ -110,7 +116,7 @@ struct DemoEntitlements: Sendable {
     }
 
     /// A few accounts worth showing: some with a grant, one with a replay, one with a consumable.
-    static func showcase(_ report: DemoReport, limit: Int = 5) -> [String] {
+    package static func showcase(_ report: DemoReport, limit: Int = 5) -> [String] {
         var picked: [String] = []
         func take(_ predicate: (Verdict) -> Bool, count: Int) {
             var taken = 0
@@ -130,7 +136,7 @@ struct DemoEntitlements: Sendable {
     }
 
     /// The accounts' entitlements as the API returns them, one block of lines each.
-    static func table(_ running: Running, accounts: [String]) async throws -> String {
+    package static func table(_ running: Running, accounts: [String]) async throws -> String {
         var lines = ["entitlements from the API (GET /v1/accounts/{id}/entitlements):"]
         for account in accounts {
             let encoded =

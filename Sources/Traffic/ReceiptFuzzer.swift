@@ -1,4 +1,5 @@
 import Foundation
+import Receipts
 
 /// Feeds mutated receipts to an analyzer to show that no input crashes or hangs it. Deterministic for a seed,
 /// so a failure can be replayed. Used by the CI fuzz test (small counts) and `bench receipts --fuzz N`.

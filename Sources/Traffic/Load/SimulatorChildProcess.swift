@@ -1,3 +1,5 @@
+import AppleClients
+import Foundation
 /// The Apple simulator in a process of its own (`verify-worker apple-sim --port 0`), so that a benchmark of the
 /// client is not charged for the simulator's work (its handlers, its sleeping requests) in the same runtime.
 public struct SimulatorChildProcess: Sendable {
@@ -51,13 +53,14 @@ public struct SimulatorControl: Sendable {
 
     /// `POST /sim/mint` of a production app receipt; returns the base64 receipt.
     public func mintAppReceipt(bundleID: String, productID: String) async throws -> String {
-        var body: [UInt8] = Array(#"{"format":"app_receipt","environment":"Production","bundle_id":"#.utf8)
-        VerifyReceiptClient.appendJSONString(bundleID, to: &body)
-        body.append(contentsOf: #","product_id":"#.utf8)
-        VerifyReceiptClient.appendJSONString(productID, to: &body)
-        body.append(UInt8(ascii: "}"))
+        // Foundation's JSON: the harness needs no access to the Apple clients' own JSON helpers.
+        let request: [String: String] = [
+            "format": "app_receipt", "environment": "Production", "bundle_id": bundleID, "product_id": productID,
+        ]
+        let body = [UInt8](try JSONSerialization.data(withJSONObject: request, options: [.sortedKeys]))
         let answer = try await post("sim/mint", body: body)
-        guard let receipt = LenientJSON.parse(answer)?["receipt"]?.stringValue else {
+        let object = try? JSONSerialization.jsonObject(with: Data(answer)) as? [String: Any]
+        guard let receipt = object?["receipt"] as? String else {
             throw Failure(description: "/sim/mint answered without a receipt")
         }
         return receipt

@@ -1,4 +1,5 @@
 import Foundation
+import Kafka
 
 /// Measures the raw ceiling of this Kafka layer against the in-process mock cluster: produce
 /// throughput (idempotent, acks=all, every delivery awaited) and consume-and-commit throughput (a

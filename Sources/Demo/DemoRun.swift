@@ -10,67 +10,78 @@ import Pipeline
 import RateLimiter
 import Receipts
 import Synchronization
+import Traffic
 
 /// What `verify-worker demo` runs.
-struct DemoOptions: Sendable {
+package struct DemoOptions: Sendable {
+    package init() {}
+
     /// Jobs to produce. Default: 10 000.
-    var jobs = 10_000
+    package var jobs = 10_000
     /// The traffic mix. Default: seed 000's.
-    var mix = TrafficMix.seed000
+    package var mix = TrafficMix.seed000
     /// Added latency of every simulated Apple answer, in milliseconds. Default: 0.
-    var appleLatencyMs: Double = 0
+    package var appleLatencyMs: Double = 0
     /// Share of Apple answers that are 21005 (overloaded). Default: 0.
-    var apple21005Ratio: Double = 0
+    package var apple21005Ratio: Double = 0
     /// Worker tasks (consumers in one group). Default: 2.
-    var workers = 2
+    package var workers = 2
     /// Partitions of every topic. Default: 8.
-    var partitions = 8
+    package var partitions = 8
     /// How long one job may keep trying Apple before it is `unverifiable`. Default: 30 s.
-    var appleDeadline: Duration = .seconds(30)
+    package var appleDeadline: Duration = .seconds(30)
     /// The workers' ledger; nil: a SQLite file in the run's temporary directory.
-    var ledgerURL: String?
+    package var ledgerURL: String?
     /// Produce repeats only once every other job is decided, so a replay never races its original: in the field
     /// a repeat arrives after the purchase it copies was verified. Off, a replay submitted in the same burst as its
     /// original may be decided first and win the transaction (the original then gets `replayed`). Default: true.
-    var repeatsLast = true
+    package var repeatsLast = true
     /// Traffic seed. Default: 42.
-    var seed: UInt64 = 42
+    package var seed: UInt64 = 42
     /// How often `onProgress` is called; nil for never. Default: 1 s.
-    var progressInterval: Duration? = .seconds(1)
+    package var progressInterval: Duration? = .seconds(1)
     /// Worker configuration keys (as in `verify-worker run --help`) set over the demo's own, e.g.
     /// `apple_max_concurrency` or `max_in_flight` for `bench pipeline`. Default: none.
-    var workerSettings: [String: String] = [:]
+    package var workerSettings: [String: String] = [:]
     /// Submit at most this many jobs per second (evenly spaced) instead of all at once, to measure latency below
     /// saturation. Default: nil (one burst).
-    var submitRatePerSecond: Double?
+    package var submitRatePerSecond: Double?
     /// Run each worker as a child process of this executable (`verify-worker run`, configured through `VERIFY_…`
     /// variables) instead of in this process, so its memory and metrics are its own. Default: nil (in process).
-    var workerExecutable: URL?
+    package var workerExecutable: URL?
     /// Produce every job before the workers start, so they join the group and drain a backlog (the method of a
     /// consumer throughput test: the load generator does not compete with the workers for the CPU while they run).
     /// The report's `elapsed` and latencies then include the workers' start; `verdictsRead` and
     /// `verdictTimestampSpan` measure the drain. Default: false (one burst while the workers run).
-    var prefill = false
+    package var prefill = false
     /// The jobs to run instead of `jobs` generated ones of `mix` (a benchmark's own scenario), made once the
     /// simulator runs. Default: nil.
-    var scenario: (@Sendable (AppleSimulator) throws -> [GeneratedJob])?
+    package var scenario: (@Sendable (AppleSimulator) throws -> [GeneratedJob])?
     /// Runs once every job is decided and the workers stopped, while the mock cluster (its bootstrap servers given)
     /// still holds the verdicts: the demo's entitlement service reads them here. Default: nil.
-    var afterDecided: (@Sendable (_ bootstrap: String, _ report: DemoReport) async throws -> Void)?
+    package var afterDecided: (@Sendable (_ bootstrap: String, _ report: DemoReport) async throws -> Void)?
 }
 
 /// Watches worker child processes during a run (`bench pipeline` samples their metrics and memory).
-struct DemoWorkerWatch: Sendable {
+package struct DemoWorkerWatch: Sendable {
     /// Runs from the moment every worker holds its partitions until the last verdict is read; then cancelled.
-    var running: @Sendable ([DemoWorkerProcess]) async -> Void
+    package var running: @Sendable ([DemoWorkerProcess]) async -> Void
     /// Called once every job is decided, before the workers are stopped.
-    var decided: @Sendable ([DemoWorkerProcess]) async -> Void
+    package var decided: @Sendable ([DemoWorkerProcess]) async -> Void
+
+    package init(
+        running: @escaping @Sendable ([DemoWorkerProcess]) async -> Void,
+        decided: @escaping @Sendable ([DemoWorkerProcess]) async -> Void
+    ) {
+        self.running = running
+        self.decided = decided
+    }
 }
 
 /// The app the demo verifies for.
-enum DemoApp {
-    static let bundleID = "com.example.verifyworker"
-    static let catalog = Catalog(
+package enum DemoApp {
+    package static let bundleID = "com.example.verifyworker"
+    package static let catalog = Catalog(
         bundleIDs: [bundleID],
         products: [
             .init(id: "com.example.verifyworker.coins100", type: .consumable),
@@ -80,64 +91,64 @@ enum DemoApp {
 }
 
 /// Progress of a running demo.
-struct DemoProgress: Sendable {
-    var jobs: Int
-    var produced: Int
-    var decided: Int
-    var appleCalls: Int
-    var elapsed: Duration
+package struct DemoProgress: Sendable {
+    package var jobs: Int
+    package var produced: Int
+    package var decided: Int
+    package var appleCalls: Int
+    package var elapsed: Duration
 }
 
 /// The outcome of a demo run: every generated job with the verdicts it got.
-struct DemoReport: Sendable {
-    struct Entry: Sendable {
-        var generated: GeneratedJob
+package struct DemoReport: Sendable {
+    package struct Entry: Sendable {
+        package var generated: GeneratedJob
         /// Every verdict seen for the job (exactly one when nothing went wrong).
-        var verdicts: [Verdict]
-        var latency: Duration?
+        package var verdicts: [Verdict]
+        package var latency: Duration?
         /// When the job was submitted, from the start of the run (the first submit).
-        var submittedAfter: Duration?
+        package var submittedAfter: Duration?
     }
 
-    var entries: [Entry]
+    package var entries: [Entry]
     /// Requests the simulated Apple counted per endpoint, and answers per status.
-    var appleStats: SimulatorStats.Snapshot
+    package var appleStats: SimulatorStats.Snapshot
     /// From the first job produced to the last verdict read.
-    var elapsed: Duration
-    var workers: Int
-    var partitions: Int
+    package var elapsed: Duration
+    package var workers: Int
+    package var partitions: Int
     /// From the start of the run to the first and to the last verdict read (the first verdict of each job).
-    var verdictsRead: (first: Duration, last: Duration)?
+    package var verdictsRead: (first: Duration, last: Duration)?
     /// From the earliest Kafka timestamp of a verdict read to the latest: when the workers' producers took the
     /// first and the last verdict (librdkafka stamps a record when it is produced; milliseconds).
-    var verdictTimestampSpan: Duration?
+    package var verdictTimestampSpan: Duration?
     /// From the start of the run to the last job handed to the frontend's producer and acknowledged.
-    var produced: Duration?
+    package var produced: Duration?
     /// Worker children only: each one's exit status after the run's SIGTERM (0: drained and closed cleanly; nil:
     /// killed after the grace and still not gone).
-    var workerExits: [Int32?] = []
+    package var workerExits: [Int32?] = []
 
     /// Requests to Apple's verification endpoints (the simulator's own `sim/*` endpoints excluded).
-    var appleCalls: Int { appleStats.requests.filter { !$0.key.hasPrefix("sim/") }.values.reduce(0, +) }
+    package var appleCalls: Int { appleStats.requests.filter { !$0.key.hasPrefix("sim/") }.values.reduce(0, +) }
 }
 
 /// Runs the whole system in one process: a mock Kafka cluster, the Apple simulator, W workers and a verdict reader.
-struct DemoRun: Sendable {
-    var options: DemoOptions
-    var logger: Logger
+package struct DemoRun: Sendable {
+    package var options: DemoOptions
+    package var logger: Logger
 
-    init(options: DemoOptions, logger: Logger = DemoRun.quietLogger) {
+    package init(options: DemoOptions, logger: Logger = DemoRun.quietLogger) {
         self.options = options
         self.logger = logger
     }
 
-    static let quietLogger: Logger = {
+    package static let quietLogger: Logger = {
         var logger = Logger(label: "demo")
         logger.logLevel = .warning
         return logger
     }()
 
-    func run(
+    package func run(
         watch: DemoWorkerWatch? = nil, onProgress: @escaping @Sendable (DemoProgress) -> Void = { _ in }
     ) async throws -> DemoReport {
         let cluster = try MockKafkaCluster(brokers: 1)
@@ -295,10 +306,10 @@ struct DemoRun: Sendable {
     /// when data is there; a real broker answers as soon as it has data. On the mock every Kafka hop would cost up to
     /// half a second, so the demo's consumers (workers and verdict reader) wait 10 ms. Real deployments keep the
     /// default; a `kafka_properties` given in `workerSettings` replaces this one.
-    static let mockFetchProperties = "fetch.wait.max.ms=10;fetch.error.backoff.ms=10"
+    package static let mockFetchProperties = "fetch.wait.max.ms=10;fetch.error.backoff.ms=10"
 
     /// The configuration `verify-worker run` would read, pointing at the in-process cluster, simulator and ledger.
-    static func workerConfiguration(
+    package static func workerConfiguration(
         index: Int, bootstrap: String, port: Int, files: DemoFiles, ledgerURL: String? = nil,
         jobDeadline: Duration = .seconds(30), extra: [String: String] = [:], environment: [String: String] = [:]
     ) throws -> WorkerConfiguration {
@@ -309,7 +320,7 @@ struct DemoRun: Sendable {
             environment: environment)
     }
 
-    static func configuration(
+    package static func configuration(
         _ settings: [String: String], environment: [String: String] = [:]
     ) throws -> WorkerConfiguration {
         var sources = ConfigurationSources()
@@ -319,7 +330,7 @@ struct DemoRun: Sendable {
     }
 
     /// The worker's configuration keys and values (`extra` over the demo's own).
-    static func workerSettings(
+    package static func workerSettings(
         index: Int, bootstrap: String, port: Int, files: DemoFiles, ledgerURL: String?, jobDeadline: Duration,
         extra: [String: String]
     ) -> [String: String] {
@@ -345,7 +356,7 @@ struct DemoRun: Sendable {
     /// Stops worker children (SIGTERM: each drains and commits), all at once; returns each one's exit status (nil:
     /// it had to be killed and did not even die), in index order.
     @discardableResult
-    static func stop(_ processes: [DemoWorkerProcess]) async -> [Int32?] {
+    package static func stop(_ processes: [DemoWorkerProcess]) async -> [Int32?] {
         await withTaskGroup(of: (Int, Int32?).self) { group in
             for (index, process) in processes.enumerated() { group.addTask { (index, await process.stop()) } }
             var statuses = [Int32?](repeating: nil, count: processes.count)
@@ -494,7 +505,7 @@ struct DemoRun: Sendable {
 }
 
 /// `operation`'s value, or nil when `limit` passed first (the operation is then cancelled).
-func valueWithin<T: Sendable>(_ limit: Duration, _ operation: @escaping @Sendable () async -> T) async -> T? {
+package func valueWithin<T: Sendable>(_ limit: Duration, _ operation: @escaping @Sendable () async -> T) async -> T? {
     await withTaskGroup(of: T?.self) { group in
         group.addTask { await operation() }
         group.addTask {
@@ -508,38 +519,38 @@ func valueWithin<T: Sendable>(_ limit: Duration, _ operation: @escaping @Sendabl
 }
 
 /// A demo or bench run in which no verdict arrived for longer than any job may take.
-struct DemoStall: Error, CustomStringConvertible {
-    var description: String
-    init(_ description: String) { self.description = description }
+package struct DemoStall: Error, CustomStringConvertible {
+    package var description: String
+    package init(_ description: String) { self.description = description }
 }
 
 /// Submit times and verdicts per job, shared by the producer, the verdict reader and the progress display.
-final class DemoTally: Sendable {
+package final class DemoTally: Sendable {
     private struct State {
-        var submittedAt: [String: ContinuousClock.Instant] = [:]
-        var verdicts: [String: [Verdict]] = [:]
-        var latencies: [String: Duration] = [:]
-        var decided = 0
+        package var submittedAt: [String: ContinuousClock.Instant] = [:]
+        package var verdicts: [String: [Verdict]] = [:]
+        package var latencies: [String: Duration] = [:]
+        package var decided = 0
         /// When the first and the last first verdict of a job were read, and the range of their Kafka timestamps.
-        var firstRead: ContinuousClock.Instant?
-        var lastRead: ContinuousClock.Instant?
-        var recordedMilliseconds: ClosedRange<Int64>?
-        var waiters: [Int: (count: Int, continuation: CheckedContinuation<Void, Never>)] = [:]
-        var nextWaiter = 0
+        package var firstRead: ContinuousClock.Instant?
+        package var lastRead: ContinuousClock.Instant?
+        package var recordedMilliseconds: ClosedRange<Int64>?
+        package var waiters: [Int: (count: Int, continuation: CheckedContinuation<Void, Never>)] = [:]
+        package var nextWaiter = 0
     }
 
     private let generated: [GeneratedJob]
     private let state = Mutex(State())
 
-    init(jobs: [GeneratedJob]) { generated = jobs }
+    package init(jobs: [GeneratedJob]) { generated = jobs }
 
-    func submitted(_ jobID: String) {
+    package func submitted(_ jobID: String) {
         let now = ContinuousClock.now
         state.withLock { $0.submittedAt[jobID] = now }
     }
 
     /// Records a verdict read from the verdicts topic, written at `recordedMilliseconds` (its Kafka timestamp).
-    func received(_ verdict: Verdict, recordedMilliseconds: Int64? = nil) {
+    package func received(_ verdict: Verdict, recordedMilliseconds: Int64? = nil) {
         let now = ContinuousClock.now
         let ready = state.withLock { state -> [CheckedContinuation<Void, Never>] in
             guard let submitted = state.submittedAt[verdict.jobID] else { return [] }
@@ -563,7 +574,7 @@ final class DemoTally: Sendable {
     }
 
     /// Waits until `count` jobs are decided, or this task is cancelled.
-    func waitUntilDecided(_ count: Int) async {
+    package func waitUntilDecided(_ count: Int) async {
         let id = state.withLock { state in
             defer { state.nextWaiter += 1 }
             return state.nextWaiter
@@ -585,7 +596,7 @@ final class DemoTally: Sendable {
 
     /// Waits until `count` jobs are decided; throws ``DemoStall`` when no job was decided for `stallLimit` (a job
     /// that never gets a verdict must end the run with its name, not hang it), and `CancellationError`.
-    func waitUntilDecided(_ count: Int, stallLimit: Duration) async throws {
+    package func waitUntilDecided(_ count: Int, stallLimit: Duration) async throws {
         while true {
             let before = state.withLock { $0.decided }
             let reached = await valueWithin(stallLimit) { await self.waitUntilDecided(count) } != nil
@@ -606,7 +617,7 @@ final class DemoTally: Sendable {
         }
     }
 
-    func progress() -> DemoProgress {
+    package func progress() -> DemoProgress {
         state.withLock {
             DemoProgress(
                 jobs: generated.count, produced: $0.submittedAt.count, decided: $0.decided, appleCalls: 0,
@@ -614,7 +625,7 @@ final class DemoTally: Sendable {
         }
     }
 
-    func report(
+    package func report(
         appleStats: SimulatorStats.Snapshot, started: ContinuousClock.Instant? = nil, elapsed: Duration, workers: Int,
         partitions: Int
     ) -> DemoReport {
@@ -641,12 +652,12 @@ final class DemoTally: Sendable {
 }
 
 /// Reads the verdicts topic in a group of its own and hands every verdict to the tally.
-final class DemoVerdictCollector: Sendable {
-    let consumer: KafkaConsumer
+package final class DemoVerdictCollector: Sendable {
+    package let consumer: KafkaConsumer
     private let tally: DemoTally
     private let logger: Logger
 
-    init(bootstrapServers: String, tally: DemoTally, logger: Logger) throws {
+    package init(bootstrapServers: String, tally: DemoTally, logger: Logger) throws {
         consumer = try KafkaConsumer(
             configuration: KafkaConsumerConfiguration(
                 bootstrapServers: bootstrapServers, groupID: "verify-worker-demo-verdicts",
@@ -657,7 +668,7 @@ final class DemoVerdictCollector: Sendable {
         self.logger = logger
     }
 
-    func run() async throws {
+    package func run() async throws {
         let codec = MessageCodec()
         for try await event in consumer.events {
             guard case .message(let message) = event else { continue }
@@ -670,17 +681,17 @@ final class DemoVerdictCollector: Sendable {
         }
     }
 
-    func close() async { await consumer.close() }
+    package func close() async { await consumer.close() }
 }
 
 /// The files a worker reads (catalog, trust anchors) and its SQLite ledger, in a temporary directory.
-struct DemoFiles: Sendable {
-    let directory: URL
-    let catalog: URL
-    let anchors: [URL]
-    let ledger: URL
+package struct DemoFiles: Sendable {
+    package let directory: URL
+    package let catalog: URL
+    package let anchors: [URL]
+    package let ledger: URL
 
-    init(simulator: AppleSimulator) throws {
+    package init(simulator: AppleSimulator) throws {
         directory = FileManager.default.temporaryDirectory.appendingPathComponent(
             "verify-worker-demo-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
@@ -699,5 +710,5 @@ struct DemoFiles: Sendable {
         ledger = directory.appendingPathComponent("ledger.sqlite")
     }
 
-    func remove() { try? FileManager.default.removeItem(at: directory) }
+    package func remove() { try? FileManager.default.removeItem(at: directory) }
 }

@@ -3,6 +3,7 @@ import Foundation
 import Operations
 import Pipeline
 import Synchronization
+import Traffic
 
 #if canImport(Glibc)
     import Glibc
@@ -11,15 +12,15 @@ import Synchronization
 /// A worker run as a child process (`verify-worker run`), so its memory and metrics are its own: the mock cluster,
 /// the simulator and the traffic generator stay in the parent. Configured through `VERIFY_…` environment
 /// variables, its metrics port on 127.0.0.1, its log (warnings and up) in a file of the run's directory.
-final class DemoWorkerProcess: Sendable {
-    let index: Int
-    let pid: Int32
-    let metricsPort: Int
-    let logFile: URL
+package final class DemoWorkerProcess: Sendable {
+    package let index: Int
+    package let pid: Int32
+    package let metricsPort: Int
+    package let logFile: URL
     private let exited = OneShot<Int32>()
 
     /// Starts `executable run` with `settings` (configuration key names to values) as its environment.
-    init(index: Int, executable: URL, settings: [String: String], directory: URL) throws {
+    package init(index: Int, executable: URL, settings: [String: String], directory: URL) throws {
         self.index = index
         metricsPort = try FreeLocalPort.pick()
         logFile = directory.appendingPathComponent("worker-\(index).log")
@@ -51,7 +52,7 @@ final class DemoWorkerProcess: Sendable {
         pid = process.processIdentifier
     }
 
-    var hasExited: Bool { exited.value != nil }
+    package var hasExited: Bool { exited.value != nil }
 
     /// The worker's `/metrics`, or nil while it does not answer.
     ///
@@ -59,7 +60,7 @@ final class DemoWorkerProcess: Sendable {
     /// cancelled, and which on Linux crashes libdispatch when a socket closes under its dispatch source (refused
     /// connections to a stopping worker are the known trigger). The request runs in a task of its own, which the
     /// caller's cancellation does not reach, and ends by itself within its 5 s timeout.
-    func metrics() async -> PrometheusTextSample? {
+    package func metrics() async -> PrometheusTextSample? {
         let url = "http://127.0.0.1:\(metricsPort)/metrics"
         let text = await Task {
             guard let engine = try? Self.http.get(),
@@ -75,12 +76,12 @@ final class DemoWorkerProcess: Sendable {
     private static let http = Result { try CurlHTTPEngine() }
 
     /// The worker's resident memory (`/proc/PID/status`).
-    func memory() -> ProcessMemory? { ProcessMemory.of(pid: pid) }
+    package func memory() -> ProcessMemory? { ProcessMemory.of(pid: pid) }
 
     /// SIGTERM (the worker drains and commits), then SIGKILL if it has not exited within `grace`.
     /// Returns the exit status (nil if it did not even die of SIGKILL).
     @discardableResult
-    func stop(grace: Duration = .seconds(20)) async -> Int32? {
+    package func stop(grace: Duration = .seconds(20)) async -> Int32? {
         if !hasExited {
             kill(pid, SIGTERM)
             if let status = await waitForExit(within: grace) { return status }
@@ -90,13 +91,13 @@ final class DemoWorkerProcess: Sendable {
     }
 
     /// The exit status, or nil if the process is still running after `limit`.
-    func waitForExit(within limit: Duration) async -> Int32? {
+    package func waitForExit(within limit: Duration) async -> Int32? {
         await valueWithin(limit) { await self.exited.wait() } ?? nil
     }
 }
 
 /// A worker child could not be started or did not come up.
-struct DemoWorkerProcessError: Error, CustomStringConvertible {
-    let description: String
-    init(_ description: String) { self.description = description }
+package struct DemoWorkerProcessError: Error, CustomStringConvertible {
+    package let description: String
+    package init(_ description: String) { self.description = description }
 }

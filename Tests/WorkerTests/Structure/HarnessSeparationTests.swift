@@ -1,0 +1,58 @@
+import Foundation
+import Testing
+
+/// Issue 15.3: the product apart from its harness. Benchmarks, fuzzers, load generators and traffic live in the
+/// harness targets, which may depend on the product, never the reverse.
+@Suite("Structure: the product targets hold no harness code and depend on no harness target")
+struct HarnessSeparationTests {
+    /// The targets that ship: what a worker, the gateway or the entitlement service runs.
+    static let productTargets: Set<String> = [
+        "Observability", "Messages", "Kafka", "Receipts", "AppleClients", "RateLimiter", "Ledger", "Decision",
+        "Pipeline", "Operations", "Gateway", "Entitlements",
+    ]
+    /// The targets that only measure, generate or simulate.
+    static let harnessTargets: Set<String> = ["Traffic", "Benchmarks", "Demo", "Chaos", "AppleSimulator"]
+    /// Words that mark a harness file by its path.
+    static let harnessWords = ["Benchmark", "Load", "Traffic", "Fuzz", "Wrk", "Storm"]
+    /// Files that stay in a product target on purpose, each with its reason; the test fails if one disappears, so
+    /// the list never outlives its files.
+    static let knownExceptions: [String: String] = [
+        // Times the verifier's internal stages (JWS, AppReceipt, Base64), which Receipts does not export.
+        "Sources/Receipts/Benchmarking/ReceiptCostBreakdown.swift": "uses Receipts' internal parsers",
+        // Runs the gate's internal state machine (AppleCallGateStateMachine) on a manual clock.
+        "Sources/RateLimiter/StormSimulation.swift": "drives RateLimiter's internal state machine",
+    ]
+
+    @Test("no file under a product target's folder is named like harness code")
+    func noHarnessFilesInProduct() throws {
+        let root = TestEnvironment.packageRoot
+        var offenders: [String] = []
+        var seenExceptions: Set<String> = []
+        for target in Self.productTargets {
+            let directory = root.appendingPathComponent("Sources/\(target)")
+            let files = FileManager.default.enumerator(at: directory, includingPropertiesForKeys: nil)
+            while let url = files?.nextObject() as? URL {
+                guard url.pathExtension == "swift" else { continue }
+                let path = String(url.path.dropFirst(root.path.count + 1))
+                guard Self.harnessWords.contains(where: { path.contains($0) }) else { continue }
+                if Self.knownExceptions[path] != nil {
+                    seenExceptions.insert(path)
+                } else {
+                    offenders.append(path)
+                }
+            }
+        }
+        #expect(offenders.isEmpty, "harness code in product targets: \(offenders.sorted())")
+        #expect(seenExceptions == Set(Self.knownExceptions.keys), "stale exceptions")
+    }
+
+    @Test("no product target depends on a harness target")
+    func productDependsOnNoHarness() throws {
+        let targets = try PackageManifestTests.declaredTargets()
+        #expect(Set(targets.map(\.name)).isSuperset(of: Self.harnessTargets.subtracting(["Demo"])))
+        for target in targets where Self.productTargets.contains(target.name) {
+            let harness = target.dependencies.intersection(Self.harnessTargets)
+            #expect(harness.isEmpty, "\(target.name) depends on harness targets \(harness.sorted())")
+        }
+    }
+}
