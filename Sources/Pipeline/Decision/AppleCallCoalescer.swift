@@ -131,8 +131,7 @@ final class AppleCallCoalescer: Sendable {
                 if now >= limit { return try await ask() }
                 let untilExpiry = Duration.milliseconds(
                     max(1, Int64((until.timeIntervalSince(configuration.wallClock()) * 1000).rounded(.up))))
-                let wait = min(pause, untilExpiry, now.duration(to: deadline), now.duration(to: limit))
-                try await JobStageSlot.whileWaitingElsewhere { try await Task.sleep(for: wait) }
+                try await Task.sleep(for: min(pause, untilExpiry, now.duration(to: deadline), now.duration(to: limit)))
                 pause = min(pause * 2, configuration.pollMaximum)
             }
         }

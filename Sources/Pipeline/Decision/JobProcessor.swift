@@ -106,54 +106,19 @@ public struct JobProcessor: Sendable {
         }
     }
 
-    /// Decides `job` from its proof alone, when the proof decides (junk, most traffic); otherwise the job comes back
-    /// as data that needs the ledger (``decideWithLedger(_:)``), so that a worker can park it rather than keep a
-    /// suspended task per waiting job. Synchronous: nothing here waits. Never nil (optional for ``JobDeciding``).
-    public func decideFromProof(_ job: ReceiptJob, recordedAt: Date?) -> JobStep? {
-        switch readProof(job, decidedAt: recordedAt ?? job.submittedAt ?? now()) {
-        case .rejected(let verdict): return .decided(decidedLocally(verdict))
-        case .evidence(let local): return .needsLedger(LedgerBoundJob(job: job, local: local, recordedAt: recordedAt))
-        }
-    }
-
-    /// Settles a job ``decideFromProof(_:recordedAt:)`` found needs the ledger: decided, or it needs Apple (as data,
-    /// for ``decideWithApple(_:)``). Throws as ``process(_:recordedAt:)`` does.
-    public func decideWithLedger(_ pending: LedgerBoundJob) async throws -> JobStep {
-        if let verdict = try await settledVerdict(pending.job, pending.local.evidence, recordedAt: pending.recordedAt) {
-            return .decided(decidedLocally(verdict))
-        }
-        // The deadline counts from here, as it did when the job went on to Apple at once.
-        return .needsApple(
-            AppleBoundJob(
-                job: pending.job, local: pending.local, recordedAt: pending.recordedAt,
-                deadline: ContinuousClock.now.advanced(by: configuration.jobDeadline)))
-    }
-
-    /// Finishes a job ``decideWithLedger(_:)`` found needs Apple: asks Apple (or shares another job's
-    /// answer) and settles. Throws as ``process(_:recordedAt:)`` does.
-    public func decideWithApple(_ pending: AppleBoundJob) async throws -> Decided {
-        let evidence = try await askAppleWithValidConfiguration(
-            pending.job, local: pending.local, firstDeadline: pending.deadline)
-        return try await settleWithApple(pending.job, evidence, local: pending.local, recordedAt: pending.recordedAt)
-    }
-
     /// Asks Apple; while Apple refuses the worker's own configuration, waits (undecided) and asks again. The job's
-    /// deadline for Apple counts from each attempt (the first one's given, if it was set when the job was parked): a
-    /// wait for an operator is not Apple being unavailable.
+    /// deadline for Apple counts from each attempt: a wait for an operator is not Apple being unavailable.
     @inline(never)
     private func askAppleWithValidConfiguration(
-        _ job: ReceiptJob, local: LocalEvidence, firstDeadline: ContinuousClock.Instant? = nil
+        _ job: ReceiptJob, local: LocalEvidence
     ) async throws
         -> PurchaseEvidence
     {
-        var firstDeadline = firstDeadline
         while true {
-            let deadline = firstDeadline ?? ContinuousClock.now.advanced(by: configuration.jobDeadline)
-            firstDeadline = nil
+            let deadline = ContinuousClock.now.advanced(by: configuration.jobDeadline)
             switch try await askApple(job, local: local, deadline: deadline) {
             case .evidence(let evidence): return evidence
-            case .refused(let fault):
-                try await JobStageSlot.whileWaitingElsewhere { try await configurationWatch.waitForTurn(fault) }
+            case .refused(let fault): try await configurationWatch.waitForTurn(fault)
             }
         }
     }
@@ -241,20 +206,12 @@ public struct JobProcessor: Sendable {
         case .none:
             return local.unavailable
         case .verifyReceipt(let text, let environment):
-            try await waitForTurn(.sharedSecret)
+            try await configurationWatch.waitForTurn(.sharedSecret)
             return try await askVerifyReceipt(job, text, environment, local: local, deadline: deadline)
         case .transactionInfo(let serverAPI, let transactionID):
-            try await waitForTurn(.serverAPIKey)
+            try await configurationWatch.waitForTurn(.serverAPIKey)
             return try await askTransactionInfo(job, serverAPI, transactionID, local: local, deadline: deadline)
         }
-    }
-
-    /// Waits while Apple refuses the setting `fault` names (``AppleConfigurationWatch/waitForTurn(_:)``); a held job
-    /// steps aside from the worker's Apple stage meanwhile, so it keeps no other job from Apple.
-    @inline(never)
-    private func waitForTurn(_ fault: AppleConfigurationFault) async throws {
-        guard configurationWatch.isStanding(fault) else { return }
-        try await JobStageSlot.whileWaitingElsewhere { try await configurationWatch.waitForTurn(fault) }
     }
 
     /// Settles with Apple's evidence.
@@ -284,7 +241,7 @@ public struct JobProcessor: Sendable {
     /// What a job's proof says, without the proof: a job that waits for the ledger or Apple (thousands may) keeps
     /// its job and this, not a copy of the proof's bytes nor the whole analysis (only the environment it names,
     /// which picks verifyReceipt's first endpoint).
-    struct LocalEvidence: Sendable {
+    struct LocalEvidence {
         var evidence: PurchaseEvidence
         var environment: ReceiptEnvironment?
 
@@ -508,32 +465,6 @@ public struct JobProcessor: Sendable {
                 metadata: [LogKeys.jobID: "\(job.jobID)", LogKeys.error: "\(error)"])
         }
     }
-}
-
-/// How far a job got (``JobProcessor/decideFromProof(_:recordedAt:)``, ``JobProcessor/decideWithLedger(_:)``).
-public enum JobStep: Sendable {
-    case decided(JobProcessor.Decided)
-    /// The proof does not decide; the ledger must be asked (``JobProcessor/decideWithLedger(_:)``).
-    case needsLedger(LedgerBoundJob)
-    /// The proof and the ledger do not decide; Apple must be asked (``JobProcessor/decideWithApple(_:)``).
-    case needsApple(AppleBoundJob)
-}
-
-/// A job that needs the ledger, as data: the job and what its proof says, not the proof's bytes twice.
-public struct LedgerBoundJob: Sendable {
-    public let job: ReceiptJob
-    let local: JobProcessor.LocalEvidence
-    let recordedAt: Date?
-}
-
-/// A job that needs Apple, as data: what deciding it needs after the wait for Apple, and no more (not the proof's
-/// bytes twice, nor the analysis).
-public struct AppleBoundJob: Sendable {
-    public let job: ReceiptJob
-    let local: JobProcessor.LocalEvidence
-    let recordedAt: Date?
-    /// The deadline of its first attempt at Apple.
-    let deadline: ContinuousClock.Instant
 }
 
 /// A fault the worker cannot work around (a ledger schema newer than this build, a corrupt row): the worker stops

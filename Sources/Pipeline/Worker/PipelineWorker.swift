@@ -4,7 +4,6 @@ import Logging
 import Messages
 import Metrics
 import Observability
-import RateLimiter
 import Synchronization
 
 /// Decides jobs. ``JobProcessor`` is the worker's; tests give simpler ones.
@@ -12,46 +11,12 @@ public protocol JobDeciding: Sendable {
     /// Decides `job`, read from a record written at `recordedAt`; throws `CancellationError` when cancelled and
     /// ``PipelineFatalError`` when the worker must stop.
     func decide(_ job: ReceiptJob, recordedAt: Date?) async throws -> JobProcessor.Decided
-    /// Decides `job` from its proof alone, or says it must wait for the ledger (as data, which the worker parks until
-    /// its ledger stage has room: ``decideWithLedger(_:)``). Nil: the worker decides the job with
-    /// ``decide(_:recordedAt:)`` in its lane. By default nil.
-    func decideFromProof(_ job: ReceiptJob, recordedAt: Date?) -> JobStep?
-    /// Goes on with a job parked for the ledger: decided, or it must wait for Apple (parked again, until the Apple
-    /// stage has room: ``decideWithApple(_:)``).
-    func decideWithLedger(_ pending: LedgerBoundJob) async throws -> JobStep
-    /// Finishes a job parked for Apple.
-    func decideWithApple(_ pending: AppleBoundJob) async throws -> JobProcessor.Decided
-    /// How many parked jobs at a time the ledger stage runs (the ledger step, and the delivery of a verdict it gave).
-    var ledgerStageLimit: Int { get }
-    /// How many parked jobs at a time the Apple stage runs (waiting for a permit, calling, settling, delivering): at
-    /// least the most Apple calls that may run at once.
-    var appleStageLimit: Int { get }
-}
-
-extension JobDeciding {
-    public func decideFromProof(_ job: ReceiptJob, recordedAt: Date?) -> JobStep? { nil }
-
-    public func decideWithLedger(_ pending: LedgerBoundJob) async throws -> JobStep {
-        .decided(try await decide(pending.job, recordedAt: pending.recordedAt))
-    }
-
-    public func decideWithApple(_ pending: AppleBoundJob) async throws -> JobProcessor.Decided {
-        try await decide(pending.job, recordedAt: pending.recordedAt)
-    }
-
-    public var ledgerStageLimit: Int { 256 }
-
-    public var appleStageLimit: Int { 64 }
 }
 
 extension JobProcessor: JobDeciding {
     public func decide(_ job: ReceiptJob, recordedAt: Date?) async throws -> Decided {
         try await process(job, recordedAt: recordedAt)
     }
-
-    /// Twice the gate's concurrency ceiling: the calls Apple may take at once, and as many jobs again waiting for a
-    /// permit, in the ledger or in Kafka around their calls, so the gate never lacks a caller.
-    public var appleStageLimit: Int { max(16, 2 * apple.gate.configuration.concurrency.ceiling) }
 }
 
 /// Where a worker reads and writes.
@@ -120,10 +85,6 @@ public final class PipelineWorker: Sendable {
     private let metrics = PipelineMetrics()
     private let deliveries = OutputDeliveries()
     private let clock = ContinuousClock()
-    /// Jobs that wait for the ledger, parked as data, and the runners that go on with them.
-    private let ledgerStage: JobStage<Parked<LedgerBoundJob>>
-    /// Jobs that wait for Apple, parked as data, and the runners that finish them.
-    private let appleStage: JobStage<Parked<AppleBoundJob>>
 
     /// - Parameters:
     ///   - consumerConfiguration: its `revokeDeadline` bounds how long a revoke (and a drain) waits for running jobs.
@@ -149,8 +110,6 @@ public final class PipelineWorker: Sendable {
         self.consumer = consumer
         self.producer = producer
         self.decider = decider
-        self.ledgerStage = JobStage(limit: decider.ledgerStageLimit)
-        self.appleStage = JobStage(limit: decider.appleStageLimit)
         self.configuration = configuration
         self.scheduler = scheduler
         self.codec = MessageCodec(maximumMessageBytes: configuration.maximumMessageBytes)
@@ -168,8 +127,6 @@ public final class PipelineWorker: Sendable {
     public func run() async throws {
         try await withThrowingDiscardingTaskGroup { group in
             group.addTask { await self.commitPeriodically() }
-            group.addTask { await self.ledgerStage.run { await self.goOn($0) } }
-            group.addTask { await self.appleStage.run { await self.finish($0) } }
             for try await event in consumer.events {
                 switch event {
                 case .message(let message):
@@ -182,7 +139,7 @@ public final class PipelineWorker: Sendable {
                             // Through a handoff, not a capture: the task's closure would keep the message's bytes
                             // alive for as long as the lane runs.
                             let handoff = Handoff(ready)
-                            group.addTask { await self.runJobs(from: handoff.take()) }
+                            group.addTask { await self.runLane(startingWith: handoff) }
                         }
                     case .gap(let expected):
                         // librdkafka handed on an offset past one this worker never got. Committing past it
@@ -224,14 +181,6 @@ public final class PipelineWorker: Sendable {
             }
             group.cancelAll()
         }
-        // Jobs still parked when the runners stopped end undecided, as a cancelled lane's do.
-        let parked = ledgerStage.removeAll().map(\.admitted) + appleStage.removeAll().map(\.admitted)
-        for admitted in parked {
-            var following = complete(admitted, processed: true, delivered: false)
-            while let next = following {
-                following = complete(next, processed: scheduler.beginProcessing(next), delivered: false)
-            }
-        }
     }
 
     /// Stops fetching, lets running jobs finish within the consumer's revoke deadline, commits, leaves the group.
@@ -264,11 +213,9 @@ public final class PipelineWorker: Sendable {
 
     // MARK: Jobs
 
-    /// Runs `first`, then each job of the same key that queued behind it, until one must wait for the ledger or
-    /// Apple: that one is parked in a stage (its key stays busy, so the jobs behind it wait) and the lane goes on
-    /// from there once it is decided (``goOn(_:)``, ``finish(_:)``).
-    private func runJobs(from first: PipelineScheduler.Admitted?) async {
-        var next = first
+    /// Runs a job, then each job of the same key that queued behind it.
+    private func runLane(startingWith first: Handoff<PipelineScheduler.Admitted>) async {
+        var next = first.take()
         while var admitted = next {
             next = nil
             var delivered = false
@@ -282,41 +229,13 @@ public final class PipelineWorker: Sendable {
                 case .deadLetter(let letter):
                     delivered = await deliver(letter)
                 case .job(let job):
-                    switch await firstStep(for: job, admitted: admitted) {
-                    case .record(let record): delivered = await deliverVerdict(record)
-                    case .undecided: break
-                    case .parked: return
+                    if let record = await verdictRecord(for: job, message: admitted.message) {
+                        delivered = await deliverVerdict(record)
                     }
                 }
             }
             next = complete(admitted, processed: processed, delivered: delivered)
         }
-    }
-
-    /// Goes on with a job parked for the ledger (a runner of the ledger stage): delivers its verdict, or parks it for
-    /// Apple; then runs the jobs of its key that queued behind it. Cancelled (the worker stops), it ends undecided.
-    private func goOn(_ parked: Parked<LedgerBoundJob>) async {
-        var delivered = false
-        if !Task.isCancelled {
-            switch await ledgerStep(parked) {
-            case .record(let record): delivered = await deliverVerdict(record)
-            case .undecided: break
-            case .parked: return
-            }
-        }
-        let following = complete(parked.admitted, processed: true, delivered: delivered)
-        if following != nil { await runJobs(from: following) }
-    }
-
-    /// Decides a job parked for Apple (a runner of the Apple stage), delivers its verdict, then runs the jobs of its
-    /// key that queued behind it. Cancelled (the worker stops), it ends undecided without asking Apple.
-    private func finish(_ parked: Parked<AppleBoundJob>) async {
-        var delivered = false
-        if !Task.isCancelled, let record = await appleVerdictRecord(parked) {
-            delivered = await deliverVerdict(record)
-        }
-        let following = complete(parked.admitted, processed: true, delivered: delivered)
-        if following != nil { await runJobs(from: following) }
     }
 
     /// Hands a finished job back to the scheduler; returns the next job of its key. Never inlined, like the other
@@ -404,72 +323,18 @@ public final class PipelineWorker: Sendable {
         return deadLetterRecord(probe).framedSize
     }
 
-    /// How far a job got in a lane or a ledger runner. Small on purpose: it is a slot in the async frames of every
-    /// lane.
-    enum Step {
-        /// Decided: its verdict's record.
-        case record(KafkaProducerRecord)
-        /// Not decided (cancelled, or a fatal fault): it stays uncommitted.
-        case undecided
-        /// Parked in a stage, which goes on with it (and with the jobs of its key behind it).
-        case parked
-    }
-
-    /// Decides a job read from `admitted`'s message (its payload may be gone) from its proof, or parks it for the
-    /// ledger; in full when the decider does not split its work.
+    /// The verdict of a job read from `message` (its payload may be gone); nil if the job could not be decided
+    /// (cancelled, or a fatal fault): it stays uncommitted.
     @inline(never)
-    private func firstStep(for job: ReceiptJob, admitted: PipelineScheduler.Admitted) async -> Step {
-        if let step = decider.decideFromProof(job, recordedAt: admitted.message.recordedAt) {
-            return route(step, job: job, admitted: admitted)
-        }
-        do {
-            let decided = try await decider.decide(job, recordedAt: admitted.message.recordedAt)
-            return .record(record(of: decided.verdict, job: job, message: admitted.message))
-        } catch {
-            failed(job, error)
-            return .undecided
-        }
-    }
-
-    /// The ledger's step for a parked job: decided, or parked for Apple.
-    @inline(never)
-    private func ledgerStep(_ parked: Parked<LedgerBoundJob>) async -> Step {
-        do {
-            let step = try await decider.decideWithLedger(parked.pending)
-            return route(step, job: parked.pending.job, admitted: parked.admitted)
-        } catch {
-            failed(parked.pending.job, error)
-            return .undecided
-        }
-    }
-
-    /// A decided job's record, or the job parked in the stage it waits for.
-    @inline(never)
-    private func route(_ step: JobStep, job: ReceiptJob, admitted: PipelineScheduler.Admitted) -> Step {
-        switch step {
-        case .decided(let decided):
-            return .record(record(of: decided.verdict, job: job, message: admitted.message))
-        case .needsLedger(let pending):
-            ledgerStage.park(Parked(admitted: admitted, pending: pending))
-            return .parked
-        case .needsApple(let pending):
-            appleStage.park(Parked(admitted: admitted, pending: pending))
-            return .parked
-        }
-    }
-
-    /// The verdict of a job parked for Apple; nil if it could not be decided (cancelled, or a fatal fault): it stays
-    /// uncommitted.
-    @inline(never)
-    private func appleVerdictRecord(_ parked: Parked<AppleBoundJob>) async -> KafkaProducerRecord? {
+    private func verdictRecord(for job: ReceiptJob, message: KafkaConsumerMessage) async -> KafkaProducerRecord? {
         let decided: JobProcessor.Decided
         do {
-            decided = try await decider.decideWithApple(parked.pending)
+            decided = try await decider.decide(job, recordedAt: message.recordedAt)
         } catch {
-            failed(parked.pending.job, error)
+            failed(job, error)
             return nil
         }
-        return record(of: decided.verdict, job: parked.pending.job, message: parked.admitted.message)
+        return record(of: decided.verdict, job: job, message: message)
     }
 
     /// A job that could not be decided: cancelled (nothing to do), or a fatal fault (the worker stops).
@@ -702,8 +567,6 @@ public final class PipelineWorker: Sendable {
                 resendsCounted = resends
             }
             checkOverdueOutputs()
-            metrics.parkedForLedger.record(ledgerStage.parkedCount)
-            metrics.parkedForApple.record(appleStage.parkedCount)
             let commits = scheduler.takeCommits()
             for (partition, lag) in scheduler.uncommitted() {
                 metrics.commitLag(partition: partition.partition, lag)
@@ -764,13 +627,6 @@ final class Handoff<Value: Sendable>: Sendable {
     func take() -> Value? { value.withLock { $0.take() } }
 }
 
-/// A job parked in one of the worker's stages: its message (without payload) for the scheduler, and what deciding it
-/// needs.
-struct Parked<Pending: Sendable>: Sendable {
-    var admitted: PipelineScheduler.Admitted
-    var pending: Pending
-}
-
 /// Holds a consumer for its own revoke hook.
 final class ConsumerSlot: Sendable {
     let consumer = Mutex<KafkaConsumer?>(nil)
@@ -785,8 +641,6 @@ struct PipelineMetrics: Sendable {
     let fetchWakeUps = Counter(label: MetricNames.fetchWakeUps)
     let produceResends = Counter(label: MetricNames.produceResends)
     let deadLetterTruncated = Counter(label: MetricNames.deadLettersTruncated)
-    let parkedForLedger = Gauge(label: MetricNames.parkedJobs, dimensions: [("stage", "ledger")])
-    let parkedForApple = Gauge(label: MetricNames.parkedJobs, dimensions: [("stage", "apple")])
 
     /// By outcome, reason and stage.
     private let verdicts = MetricCache<[String], Counter> { key in
