@@ -1087,24 +1087,30 @@ struct ChaosSubmitter: Sendable {
     /// Produces one range and waits for every delivery report.
     func submit(_ range: Range<Int>) async throws {
         try await withThrowingDiscardingTaskGroup { group in
-            for index in range {
-                let message = traffic.messages[index]
-                let identity = identities[index]
-                let bytes = message.value.count + message.key.count
-                if stalls.value == 0,
-                    !(await tally.waitForRoom(limit: max(0, windowBytes - bytes), within: stallTimeout))
-                {
-                    stalls.increment()
+            for chain in traffic.chains(range) {
+                var records: [(record: KafkaProducerRecord, identity: Identity, bytes: Int)] = []
+                for index in chain {
+                    let message = traffic.messages[index]
+                    let identity = identities[index]
+                    let bytes = message.value.count + message.key.count
+                    if stalls.value == 0,
+                        !(await tally.waitForRoom(limit: max(0, windowBytes - bytes), within: stallTimeout))
+                    {
+                        stalls.increment()
+                    }
+                    tally.submitting(jobID: identity.jobID, deadLetterKey: identity.key, bytes: bytes)
+                    records.append(
+                        (KafkaProducerRecord(topic: Topics.jobs, key: message.key, value: message.value), identity, bytes))
                 }
-                tally.submitting(jobID: identity.jobID, deadLetterKey: identity.key, bytes: bytes)
-                let record = KafkaProducerRecord(topic: Topics.jobs, key: message.key, value: message.value)
                 group.addTask {
-                    let report = try await ChaosEnvironment.sendProven(producer, record)
-                    deliveries.delivered(
-                        ChaosDeliveryLog.Entry(
-                            jobID: identity.jobID, deadLetterKey: identity.key,
-                            partition: report.topicPartition.partition, offset: report.offset),
-                        bytes: bytes)
+                    for (record, identity, bytes) in records {
+                        let report = try await ChaosEnvironment.sendProven(producer, record)
+                        deliveries.delivered(
+                            ChaosDeliveryLog.Entry(
+                                jobID: identity.jobID, deadLetterKey: identity.key,
+                                partition: report.topicPartition.partition, offset: report.offset),
+                            bytes: bytes)
+                    }
                 }
             }
         }

@@ -24,6 +24,11 @@ public enum ChaosApp {
 public struct ChaosMessage: Sendable {
     public var key: [UInt8]
     public var value: [UInt8]
+
+    public init(key: [UInt8], value: [UInt8]) {
+        self.key = key
+        self.value = value
+    }
 }
 
 /// Everything a run submits, in order, with what each job is known to be.
@@ -45,14 +50,14 @@ public struct ChaosTraffic: Sendable {
     public init() {}
 
     /// Messages added inside `body` form one burst.
-    mutating func burst(_ body: (inout ChaosTraffic) throws -> Void) rethrows {
+    public mutating func burst(_ body: (inout ChaosTraffic) throws -> Void) rethrows {
         openBurst = burstCount
         burstCount += 1
         defer { openBurst = nil }
         try body(&self)
     }
 
-    mutating func append(_ message: ChaosMessage) {
+    public mutating func append(_ message: ChaosMessage) {
         messages.append(message)
         if let openBurst {
             bursts.append(openBurst)
@@ -274,9 +279,34 @@ public struct ChaosTrafficBuilder {
 }
 
 extension ChaosTraffic {
+    /// The range cut into chains: the messages of one burst with one key, in traffic order. A frontend that keeps one
+    /// account's jobs in order sends the next only after the previous one's delivery report (a send that must be
+    /// repeated would otherwise land behind its successor), so each chain is sent message after message; chains go
+    /// concurrently. Several accounts of one burst still race.
+    public func chains(_ range: Range<Int>) -> [[Int]] {
+        var chains: [[Int]] = []
+        var open: [ChainKey: Int] = [:]
+        for index in range {
+            let burst = index < bursts.count ? bursts[index] : -1 - index
+            let key = ChainKey(burst: burst, key: messages[index].key)
+            if let chain = open[key] {
+                chains[chain].append(index)
+            } else {
+                open[key] = chains.count
+                chains.append([index])
+            }
+        }
+        return chains
+    }
+
+    private struct ChainKey: Hashable {
+        var burst: Int
+        var key: [UInt8]
+    }
+
     /// Shuffles the bursts with a seeded generator, keeping each burst's messages together and in order, so faults
     /// meet every kind of message and the racing groups still race.
-    mutating func shuffleBursts(seed: UInt64) {
+    public mutating func shuffleBursts(seed: UInt64) {
         var groups: [Int: [ChaosMessage]] = [:]
         var order: [Int] = []
         for (message, burst) in zip(messages, bursts) {
