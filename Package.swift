@@ -137,6 +137,20 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        // Recovers the App Store Server Notifications Apple failed to deliver (`verify-worker reconcile`).
+        .target(
+            name: "Reconciler",
+            dependencies: [
+                "Observability",
+                "Kafka",
+                "Messages",
+                "AppleClients",
+                "RateLimiter",
+                "Ledger",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+            ]
+        ),
         .target(
             name: "Pipeline",
             dependencies: [
@@ -315,6 +329,7 @@ let package = Package(
                 "RateLimiter",
                 "Decision",
                 "Ledger",
+                "Reconciler",
                 "Pipeline",
                 "Operations",
                 "Gateway",

@@ -1100,7 +1100,10 @@ struct ChaosSubmitter: Sendable {
                     }
                     tally.submitting(jobID: identity.jobID, deadLetterKey: identity.key, bytes: bytes)
                     records.append(
-                        (KafkaProducerRecord(topic: Topics.jobs, key: message.key, value: message.value), identity, bytes))
+                        (
+                            KafkaProducerRecord(topic: Topics.jobs, key: message.key, value: message.value), identity,
+                            bytes
+                        ))
                 }
                 group.addTask {
                     for (record, identity, bytes) in records {

@@ -14,10 +14,10 @@ public struct JobIntake: Sendable {
     public var now: @Sendable () -> Date
 
     /// Prefix of the `job_id` of a notification job, followed by the notification's `notificationUUID`.
-    public static let notificationJobIDPrefix = "apple-notification-"
+    public static let notificationJobIDPrefix = NotificationJob.jobIDPrefix
 
     public init(
-        codec: MessageCodec = MessageCodec(), notificationAccountID: String = "apple-notification",
+        codec: MessageCodec = MessageCodec(), notificationAccountID: String = NotificationJob.defaultAccountID,
         makeJobID: @escaping @Sendable () -> String = { UUID().uuidString.lowercased() },
         now: @escaping @Sendable () -> Date = { Date() }
     ) {
@@ -86,10 +86,16 @@ public struct JobIntake: Sendable {
         guard let signedPayload = raw as? String else {
             throw GatewayError(.wrongType, field: "signedPayload", "signedPayload: expected string")
         }
-        let uuid = try NotificationPeek.notificationUUID(ofSignedPayload: signedPayload)
-        let job = ReceiptJob(
-            jobID: Self.notificationJobIDPrefix + uuid.lowercased(), accountID: notificationAccountID,
-            proof: .notification(signedPayload), submittedAt: now())
+        let job: ReceiptJob
+        do {
+            job = try NotificationJob.job(
+                signedPayload: signedPayload, accountID: notificationAccountID, submittedAt: now())
+        } catch {
+            let field =
+                error == .notCompactJWS || error == .payloadNotJSON
+                ? "signedPayload" : "signedPayload.notificationUUID"
+            throw GatewayError(.invalidValue, field: field, "signedPayload: \(error)")
+        }
         do {
             try job.validate()
         } catch let error as MessageError {
@@ -115,43 +121,5 @@ public struct JobIntake: Sendable {
             inserted.removeLast()
         }
         return Array(body[...brace]) + inserted + Array(rest)
-    }
-}
-
-/// Reads the unverified payload of a notification's JWS, only for its `notificationUUID`.
-enum NotificationPeek {
-    /// The longest `notificationUUID` accepted (Apple's are 36-character UUIDs).
-    static let maximumUUIDLength = 64
-
-    static func notificationUUID(ofSignedPayload jws: String) throws(GatewayError) -> String {
-        let segments = jws.split(separator: ".", omittingEmptySubsequences: false)
-        guard segments.count == 3 else {
-            throw GatewayError(.invalidValue, field: "signedPayload", "signedPayload: not a compact JWS")
-        }
-        guard let payload = base64URLDecode(segments[1]),
-            let object = (try? JSONSerialization.jsonObject(with: payload)) as? [String: Any]
-        else {
-            throw GatewayError(.invalidValue, field: "signedPayload", "signedPayload: payload is not base64url JSON")
-        }
-        guard let uuid = object["notificationUUID"] as? String else {
-            throw GatewayError(
-                .invalidValue, field: "signedPayload.notificationUUID", "signedPayload: no notificationUUID")
-        }
-        let allowed = uuid.utf8.allSatisfy { byte in
-            (0x30...0x39).contains(byte) || (0x41...0x5A).contains(byte) || (0x61...0x7A).contains(byte)
-                || byte == UInt8(ascii: "-")
-        }
-        guard !uuid.isEmpty, uuid.utf8.count <= maximumUUIDLength, allowed else {
-            throw GatewayError(
-                .invalidValue, field: "signedPayload.notificationUUID",
-                "signedPayload: notificationUUID must be 1-\(maximumUUIDLength) letters, digits or dashes")
-        }
-        return uuid
-    }
-
-    static func base64URLDecode(_ text: Substring) -> Data? {
-        var base64 = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
-        while base64.count % 4 != 0 { base64.append("=") }
-        return Data(base64Encoded: base64)
     }
 }

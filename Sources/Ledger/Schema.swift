@@ -60,6 +60,20 @@ enum LedgerSchema {
                 ) WITHOUT ROWID
                 """
             ]),
+        Migration(
+            version: 5, name: "reconciler state",
+            statements: [
+                // The reconciler's lease and checkpoint (docs/LEDGER.md, "Reconciler state"); milliseconds since 1970.
+                """
+                CREATE TABLE reconciler_state (
+                    name TEXT PRIMARY KEY NOT NULL,
+                    holder TEXT NOT NULL,
+                    lease_expires_at INTEGER NOT NULL,
+                    checkpoint INTEGER,
+                    updated_at INTEGER NOT NULL
+                ) WITHOUT ROWID
+                """
+            ]),
     ]
 
     static let postgres: [Migration] = [
@@ -111,6 +125,20 @@ enum LedgerSchema {
                     holder text NOT NULL,
                     expires_at timestamptz NOT NULL,
                     evidence_json text,
+                    updated_at timestamptz NOT NULL
+                )
+                """
+            ]),
+        Migration(
+            version: 5, name: "reconciler state",
+            statements: [
+                // Logged, unlike the verification leases: the checkpoint must survive a crash of the server.
+                """
+                CREATE TABLE reconciler_state (
+                    name text PRIMARY KEY,
+                    holder text NOT NULL,
+                    lease_expires_at timestamptz NOT NULL,
+                    checkpoint timestamptz,
                     updated_at timestamptz NOT NULL
                 )
                 """

@@ -98,4 +98,10 @@ public enum LogKeys {
     public static let chaosCommand = "chaos.command"
     public static let chaosInputs = "chaos.inputs"
     public static let chaosInputsPerSecond = "chaos.inputs_per_s"
+    public static let reconcileWindowStart = "reconcile.window_start"
+    public static let reconcileWindowEnd = "reconcile.window_end"
+    public static let reconcileEnvironment = "reconcile.environment"
+    public static let reconcilePages = "reconcile.pages"
+    public static let reconcileRecovered = "reconcile.recovered"
+    public static let reconcileHolder = "reconcile.holder"
 }

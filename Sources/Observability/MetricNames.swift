@@ -102,4 +102,18 @@ public enum MetricNames {
     public static let entitlementsRequestDuration = "verify_entitlements_request_duration_seconds"
     /// Counter: requests refused for a missing or wrong token.
     public static let entitlementsAuthenticationFailures = "verify_entitlements_authentication_failures_total"
+
+    // MARK: The reconciler (`verify-worker reconcile`)
+    /// Gauge: the checkpoint, seconds since 1970: Apple's notification history before it has been swept.
+    public static let reconcileCheckpoint = "verify_reconcile_checkpoint_timestamp_seconds"
+    /// Gauge: 1 while this replica holds the reconciler's lease, else 0.
+    public static let reconcileLeaseHeld = "verify_reconcile_lease_held"
+    /// Counter: notifications found in Apple's history of failed deliveries and published as jobs.
+    public static let reconcileNotificationsRecovered = "verify_reconcile_notifications_recovered_total"
+    /// Counter: notifications in the history that make no job (no readable `notificationUUID`); skipped.
+    public static let reconcileNotificationsUnreadable = "verify_reconcile_notifications_unreadable_total"
+    /// Counter, `result` = completed, failed, lease_lost: sweeps.
+    public static let reconcileSweeps = "verify_reconcile_sweeps_total"
+    /// Counter, `result` = answered, retryable, failed: Get Notification History requests.
+    public static let reconcileRequests = "verify_reconcile_requests_total"
 }

@@ -50,7 +50,9 @@ struct ChaosSubmissionOrderTests {
             let burst = values[0].split(separator: "-")[0]
             #expect(values == ["\(burst)-0", "\(burst)-1", "\(burst)-2"])
         }
-        let bursts = chains.map { String(decoding: traffic.messages[$0[0]].value, as: UTF8.self).split(separator: "-")[0] }
+        let bursts = chains.map {
+            String(decoding: traffic.messages[$0[0]].value, as: UTF8.self).split(separator: "-")[0]
+        }
         #expect(bursts.map(String.init) != (0..<50).map(String.init), "the seed moved no burst")
     }
 }

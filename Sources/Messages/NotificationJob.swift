@@ -1,0 +1,71 @@
+import Foundation
+
+/// How an App Store Server Notification V2 becomes a job, the same way wherever it comes from: the gateway (Apple's
+/// POST) and the reconciler (Get Notification History) both give one notification the same job, so one that arrives
+/// both ways is decided once (docs/messages.md, "Notification jobs").
+///
+/// The signed payload is read without verifying its signature (the worker verifies it), only for its
+/// `notificationUUID`, from which the `job_id` is derived: Apple's retries of one notification are one job.
+public enum NotificationJob {
+    /// Prefix of a notification job's `job_id`, followed by the notification's `notificationUUID` in lower case.
+    public static let jobIDPrefix = "apple-notification-"
+    /// The default `account_id` of notification jobs (they name no account; the worker finds the owner of the
+    /// subscription in its ledger).
+    public static let defaultAccountID = "apple-notification"
+    /// The longest `notificationUUID` accepted (Apple's are 36-character UUIDs).
+    public static let maximumUUIDLength = 64
+
+    /// Why a signed payload makes no notification job.
+    public enum Failure: Error, Sendable, Hashable, CustomStringConvertible {
+        /// Not three dot-separated segments.
+        case notCompactJWS
+        /// The middle segment is not base64url-encoded JSON.
+        case payloadNotJSON
+        /// The payload has no `notificationUUID` string.
+        case noNotificationUUID
+        /// The `notificationUUID` is empty, too long, or has other characters than letters, digits and dashes.
+        case invalidNotificationUUID
+
+        public var description: String {
+            switch self {
+            case .notCompactJWS: "not a compact JWS"
+            case .payloadNotJSON: "payload is not base64url JSON"
+            case .noNotificationUUID: "no notificationUUID"
+            case .invalidNotificationUUID:
+                "notificationUUID must be 1-\(NotificationJob.maximumUUIDLength) letters, digits or dashes"
+            }
+        }
+    }
+
+    /// The job of the notification `signedPayload`, for `accountID` (the deployment's notification account).
+    public static func job(
+        signedPayload: String, accountID: String = defaultAccountID, submittedAt: Date
+    ) throws(Failure) -> ReceiptJob {
+        let uuid = try notificationUUID(ofSignedPayload: signedPayload)
+        return ReceiptJob(
+            jobID: jobIDPrefix + uuid.lowercased(), accountID: accountID, proof: .notification(signedPayload),
+            submittedAt: submittedAt)
+    }
+
+    /// The unverified `notificationUUID` of a signed payload.
+    public static func notificationUUID(ofSignedPayload jws: String) throws(Failure) -> String {
+        let segments = jws.split(separator: ".", omittingEmptySubsequences: false)
+        guard segments.count == 3 else { throw .notCompactJWS }
+        guard let payload = base64URLDecode(segments[1]),
+            let object = (try? JSONSerialization.jsonObject(with: payload)) as? [String: Any]
+        else { throw .payloadNotJSON }
+        guard let uuid = object["notificationUUID"] as? String else { throw .noNotificationUUID }
+        let allowed = uuid.utf8.allSatisfy { byte in
+            (0x30...0x39).contains(byte) || (0x41...0x5A).contains(byte) || (0x61...0x7A).contains(byte)
+                || byte == UInt8(ascii: "-")
+        }
+        guard !uuid.isEmpty, uuid.utf8.count <= maximumUUIDLength, allowed else { throw .invalidNotificationUUID }
+        return uuid
+    }
+
+    static func base64URLDecode(_ text: Substring) -> Data? {
+        var base64 = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        while base64.count % 4 != 0 { base64.append("=") }
+        return Data(base64Encoded: base64)
+    }
+}

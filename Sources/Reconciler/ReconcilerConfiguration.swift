@@ -1,0 +1,30 @@
+import Foundation
+import Messages
+
+/// Settings of ``NotificationReconciler`` (the `reconcile_*` keys of docs/CONFIGURATION.md).
+public struct ReconcilerConfiguration: Sendable {
+    /// Environments whose history is swept, in order. Default: production.
+    public var environments: [AppleEnvironment] = [.production]
+    /// Time between the starts of two sweeps. Default: 60 s.
+    public var interval: Duration = .seconds(60)
+    /// How far back the first sweep looks, when the ledger has no checkpoint yet. Default: 7 days (Apple retries a
+    /// notification for about 6.5 days, so a notification older than that was either delivered or lost for good).
+    public var firstLookBack: Duration = .seconds(7 * 86_400)
+    /// How far before the checkpoint each sweep starts again: a notification whose first attempt failed is listed
+    /// under the time of that attempt, which may be recorded by Apple a little after it happened. Default: 10 min.
+    public var overlap: Duration = .seconds(600)
+    /// Requests per second to Get Notification History: a share of the Server API limit (default 20% of Apple's
+    /// 50/s), so the workers' own Server API calls keep the rest.
+    public var requestsPerSecond: Double = 10
+    /// Length of the lease; renewed before each page, so at least a few pages' worth. Default: 30 s.
+    public var leaseDuration: Duration = .seconds(30)
+    /// The `account_id` of notification jobs: must be the gateway's (`gateway_notification_account`), or a
+    /// recovered notification that did arrive would be another job under the same id. Default: `apple-notification`.
+    public var notificationAccountID: String = NotificationJob.defaultAccountID
+    /// The wait after Apple answered 429 or 5xx without a `Retry-After`: doubled per failure, from this, at most 64×.
+    public var backoff: Duration = .seconds(1)
+    /// The name of the lease and checkpoint row in the ledger. Default: `notification-history`.
+    public var name = "notification-history"
+
+    public init() {}
+}
