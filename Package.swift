@@ -162,6 +162,7 @@ let package = Package(
                 "RateLimiter",
                 "Decision",
                 "Ledger",
+                "Reconciler",
                 "Operations",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),

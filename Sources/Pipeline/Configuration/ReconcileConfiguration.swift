@@ -1,0 +1,97 @@
+import Foundation
+import Messages
+import Operations
+import Reconciler
+
+/// Everything `verify-worker reconcile` is configured with: the worker's keys (the same Kafka, ledger, catalog and
+/// Server API settings as `run`, so one ConfigMap serves both) plus its own `reconcile_*` keys.
+public struct ReconcileConfiguration: Sendable {
+    public var worker: WorkerConfiguration
+    public var reconciler: ReconcilerConfiguration
+    /// Share of `server_api_rate` the sweeps may spend.
+    public var rateShare: Double
+
+    /// The reconciler's own keys, after the worker's in `--help` and the reference.
+    public static let ownKeys: [ConfigurationKey] = [
+        .init(
+            "reconcile_interval_s", default: "60",
+            "Seconds between the starts of two sweeps of Apple's notification history."),
+        .init(
+            "reconcile_rate_share", default: "0.2",
+            "Share of server_api_rate the sweeps may spend (Get Notification History requests per second), so the "
+                + "workers keep the rest."),
+        .init(
+            "reconcile_overlap_s", default: "600",
+            "How far before the checkpoint each sweep starts again (a failed delivery may be recorded a little after "
+                + "it happened)."),
+        .init(
+            "reconcile_first_lookback_h", default: "168",
+            "How far back the first sweep looks when the ledger has no checkpoint (Apple retries for ~6.5 days)."),
+        .init(
+            "reconcile_lease_s", default: "30",
+            "The reconciler's lease in the ledger: one replica sweeps; another takes over this long after it died."),
+        .init(
+            "reconcile_environments", default: "production",
+            "Environments whose history is swept, comma-separated: production, sandbox."),
+        .init(
+            "reconcile_notification_account", default: NotificationJob.defaultAccountID,
+            "The account_id of recovered notification jobs; must be the gateway's gateway_notification_account."),
+    ]
+
+    public static let keys = WorkerConfiguration.keys + ownKeys
+
+    public static let table = ConfigurationTable(command: "verify-worker reconcile", keys: keys)
+
+    /// The reconciler's own keys as a table, for its section of docs/CONFIGURATION.md (the worker's keys are
+    /// documented once, above it).
+    public static let ownTable = ConfigurationTable(command: "verify-worker reconcile", keys: ownKeys)
+
+    /// The flag list of `verify-worker reconcile --help`.
+    public static func flagsHelp() -> String { table.flagsHelp() }
+
+    /// The configuration from a command line and an environment, in the documented precedence.
+    public static func load(
+        arguments: [String], environment: [String: String],
+        readFile: @escaping (String) throws -> String = { try String(contentsOfFile: $0, encoding: .utf8) }
+    ) throws(ConfigurationError) -> ReconcileConfiguration {
+        let sources = try table.loadSources(arguments: arguments, environment: environment, readFile: readFile)
+        return try ReconcileConfiguration(sources, readFile: readFile)
+    }
+
+    public init(
+        _ sources: ConfigurationSources, hostName: String = ProcessInfo.processInfo.hostName,
+        readFile: @escaping (String) throws -> String = { try String(contentsOfFile: $0, encoding: .utf8) }
+    ) throws(ConfigurationError) {
+        worker = try WorkerConfiguration(sources, hostName: hostName, readFile: readFile)
+        let reader = ConfigurationReader(sources: sources, readFile: readFile)
+        var reconciler = ReconcilerConfiguration()
+        reconciler.interval = .seconds(try reader.int("reconcile_interval_s", in: 1...86_400))
+        rateShare = try reader.double("reconcile_rate_share", in: 0.001...1)
+        reconciler.requestsPerSecond = rateShare * worker.serverAPIRatePerSecond
+        reconciler.overlap = .seconds(try reader.int("reconcile_overlap_s", in: 0...86_400))
+        reconciler.firstLookBack = .seconds(3_600 * (try reader.int("reconcile_first_lookback_h", in: 1...4_320)))
+        reconciler.leaseDuration = .seconds(try reader.int("reconcile_lease_s", in: 5...3_600))
+        var environments: [AppleEnvironment] = []
+        for name in reader.list("reconcile_environments") {
+            switch name.lowercased() {
+            case "production": environments.append(.production)
+            case "sandbox": environments.append(.sandbox)
+            default:
+                throw ConfigurationError(
+                    key: "reconcile_environments", problem: "\(name): expected production or sandbox")
+            }
+        }
+        guard !environments.isEmpty else {
+            throw ConfigurationError(key: "reconcile_environments", problem: "name at least one environment")
+        }
+        reconciler.environments = environments
+        reconciler.notificationAccountID = try reader.string("reconcile_notification_account")
+        self.reconciler = reconciler
+        // Without a key there is no history to read: refused at start rather than idling.
+        guard worker.serverAPIKey != nil else {
+            throw ConfigurationError(
+                key: "server_api_key",
+                problem: "required by reconcile (Get Notification History is an App Store Server API call)")
+        }
+    }
+}

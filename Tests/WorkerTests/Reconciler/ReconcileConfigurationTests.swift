@@ -1,0 +1,98 @@
+import Foundation
+import Messages
+import Operations
+import Pipeline
+import Reconciler
+import Testing
+
+/// `verify-worker reconcile` reads `run`'s keys plus its own `reconcile_*` keys, through the same table: defaults,
+/// each own key set and each wrong in turn (naming the key), the Server API key required, and its section of
+/// docs/CONFIGURATION.md generated from the table.
+@Suite("Reconciler: configuration")
+struct ReconcileConfigurationTests {
+    /// What every test needs: a catalog and a Server API key with its ids.
+    static let required: [String: String] = [
+        "VERIFY_CATALOG_FILE": "/etc/verify/catalog.json", "VERIFY_SERVER_API_KEY": "-----BEGIN PRIVATE KEY-----",
+        "VERIFY_SERVER_API_KEY_ID": "KEY123", "VERIFY_SERVER_API_ISSUER_ID": "issuer",
+    ]
+
+    static func load(_ arguments: [String], environment: [String: String] = required) throws(ConfigurationError)
+        -> ReconcileConfiguration
+    {
+        try ReconcileConfiguration.load(arguments: arguments, environment: environment, readFile: { _ in "" })
+    }
+
+    @Test("defaults: a sweep a minute at 20% of 50 requests/s, 7 days back at first, production, the gateway's account")
+    func defaults() throws {
+        let configuration = try Self.load([])
+        #expect(configuration.reconciler.interval == .seconds(60))
+        #expect(configuration.reconciler.requestsPerSecond == 10)
+        #expect(configuration.reconciler.overlap == .seconds(600))
+        #expect(configuration.reconciler.firstLookBack == .seconds(168 * 3_600))
+        #expect(configuration.reconciler.leaseDuration == .seconds(30))
+        #expect(configuration.reconciler.environments == [.production])
+        #expect(configuration.reconciler.notificationAccountID == "apple-notification")
+        // The worker's keys are read as `run` reads them.
+        #expect(configuration.worker.jobsTopic == "receipt-jobs")
+    }
+
+    @Test("every own key set by its flag; the share applies to server_api_rate")
+    func flags() throws {
+        let configuration = try Self.load([
+            "--reconcile-interval-s", "5", "--reconcile-rate-share", "0.5", "--server-api-rate", "8",
+            "--reconcile-overlap-s", "0", "--reconcile-first-lookback-h", "24", "--reconcile-lease-s", "12",
+            "--reconcile-environments", "production, sandbox", "--reconcile-notification-account", "notes",
+        ])
+        #expect(configuration.reconciler.interval == .seconds(5))
+        #expect(configuration.reconciler.requestsPerSecond == 4)
+        #expect(configuration.reconciler.overlap == .zero)
+        #expect(configuration.reconciler.firstLookBack == .seconds(86_400))
+        #expect(configuration.reconciler.leaseDuration == .seconds(12))
+        #expect(configuration.reconciler.environments == [.production, .sandbox])
+        #expect(configuration.reconciler.notificationAccountID == "notes")
+    }
+
+    @Test(
+        "each own key wrong in turn stops the command naming it",
+        arguments: [
+            ("reconcile_interval_s", "0"), ("reconcile_interval_s", "86401"), ("reconcile_interval_s", "x"),
+            ("reconcile_rate_share", "0"), ("reconcile_rate_share", "1.01"), ("reconcile_overlap_s", "-1"),
+            ("reconcile_first_lookback_h", "0"), ("reconcile_first_lookback_h", "4321"), ("reconcile_lease_s", "4"),
+            ("reconcile_environments", "xcode"), ("reconcile_environments", ","),
+            ("reconcile_notification_account", ""),
+        ])
+    func wrongValues(key: String, value: String) throws {
+        var environment = Self.required
+        environment["VERIFY_" + key.uppercased()] = value
+        do {
+            _ = try Self.load([], environment: environment)
+            Issue.record("\(key)=\(value) was accepted")
+        } catch {
+            #expect(error.key == key, "\(error)")
+        }
+    }
+
+    @Test("without a Server API key there is no history to read: refused at start, naming server_api_key")
+    func serverAPIKeyRequired() throws {
+        var environment = Self.required
+        environment["VERIFY_SERVER_API_KEY"] = nil
+        #expect(throws: ConfigurationError.self) { try Self.load([], environment: environment) }
+        do {
+            _ = try Self.load([], environment: environment)
+        } catch {
+            #expect(error.key == "server_api_key")
+        }
+    }
+
+    @Test("docs/CONFIGURATION.md has the reconciler's section as the table generates it")
+    func documented() throws {
+        let onDisk = try String(
+            contentsOf: TestEnvironment.packageRoot.appendingPathComponent("docs/CONFIGURATION.md"), encoding: .utf8)
+        let section = ReconcileConfiguration.ownTable.referenceMarkdown(heading: "## `verify-worker reconcile`")
+        #expect(onDisk.contains(section), "regenerate with `verify-worker config-reference --command reconcile`")
+        // Every key of `run` is a key of `reconcile` too (one ConfigMap serves both).
+        let names = Set(ReconcileConfiguration.keys.map(\.name))
+        #expect(WorkerConfiguration.keys.allSatisfy { names.contains($0.name) })
+        #expect(names.count == ReconcileConfiguration.keys.count, "no key twice")
+    }
+}
