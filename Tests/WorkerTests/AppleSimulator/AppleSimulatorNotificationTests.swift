@@ -108,12 +108,14 @@ struct AppleSimulatorNotificationDeliveryTests {
                 let set = try await sim.post("sim/notifications/target", ["url": url])
                 #expect(set.status == 200)
                 let minted = try sim.simulator.mint(Self.subscription(.production, now: Date()))
-                try await appleSimEventually("two attempts") {
-                    box.bodies.withLock { $0.count } >= 2
+                // The simulator records an attempt once the answer is in, after the receiver has the body.
+                var attempts: [String?] = []
+                try await appleSimEventually("two attempts on record") {
+                    let listed = try await sim.request("GET", "sim/notifications").json
+                    let record = (listed["notifications"] as? [[String: Any]])?.first
+                    attempts = (record?["attempts"] as? [[String: Any]] ?? []).map { $0["result"] as? String }
+                    return attempts.count >= 2
                 }
-                let listed = try await sim.request("GET", "sim/notifications").json
-                let record = try #require((listed["notifications"] as? [[String: Any]])?.first)
-                let attempts = (record["attempts"] as? [[String: Any]] ?? []).map { $0["result"] as? String }
                 #expect(attempts == ["UNSUCCESSFUL_HTTP_RESPONSE_CODE", "SUCCESS"])
                 #expect(sim.simulator.stats.snapshot().notifications.failed == 1)
 
