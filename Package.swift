@@ -101,6 +101,7 @@ let package = Package(
             name: "AppleSimulator",
             dependencies: [
                 "Messages",
+                "AppleClients",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "_CryptoExtras", package: "swift-crypto"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),

@@ -52,6 +52,9 @@ extension AppleSimulator {
             }
         }
 
+        addLifecycleServerAPIRoutes(to: router)
+        addLifecycleRoutes(to: router)
+
         // The simulator's own control endpoints.
         router.get("sim/roots") { _, _ -> Response in
             Self.response(200, Array(try self.pki.rootsPEM().utf8), contentType: "application/x-pem-file")
@@ -125,7 +128,7 @@ extension AppleSimulator {
 
     /// Counts the call (and what it asks about), applies the fault plan, then answers with `body()` (HTTP status,
     /// body, status label).
-    private func appleCall<Subject: Hashable>(
+    func appleCall<Subject: Hashable>(
         endpoint: String, subject: Subject, isVerifyReceipt: Bool, on eventLoop: any EventLoop,
         _ body: () -> (Int, ByteBuffer, String)
     ) async -> Response {

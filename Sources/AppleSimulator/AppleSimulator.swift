@@ -33,6 +33,16 @@ public struct AppleSimulatorConfiguration: Sendable {
     public var random: any SimulatorRandomSource = SystemRandomSource()
     /// The clock for dates in receipts and fault durations. Default: the system clock.
     public var now: @Sendable () -> Date = { Date() }
+    /// Where App Store Server Notifications V2 are posted (`--notification-url`; `POST /sim/notifications/target`
+    /// changes it at run time). Nil sends none, as Apple does without a URL. Default: nil.
+    public var notificationURL: String?
+    /// How much faster than Apple's the notification retry schedule runs (`--notification-time-scale`): 3600 turns
+    /// the 1, 12, 24, 48 and 72 hours into as many seconds. Default: 1 (Apple's hours).
+    public var notificationTimeScale: Double = 1
+    /// Posts notifications. Default: the project's curl engine, created at the first send.
+    public var notificationTransport: any NotificationTransport = CurlNotificationTransport()
+    /// Runs notification attempts later (first attempts, delays, retries). Default: a sleeping task per attempt.
+    public var notificationScheduler: any NotificationScheduler = TaskNotificationScheduler()
     /// The logger. Default: label `apple-sim`, level `notice`.
     public var logger: Logger = {
         var logger = Logger(label: "apple-sim")
@@ -62,6 +72,7 @@ public final class AppleSimulator: Sendable {
     let faults: FaultInjector
     let verifyReceipt: VerifyReceiptService
     let serverAPI: ServerAPIService
+    let notifications: NotificationDispatcher
     private let readiness = Readiness()
 
     public init(configuration: AppleSimulatorConfiguration = .init()) throws {
@@ -81,6 +92,10 @@ public final class AppleSimulator: Sendable {
         serverAPI = ServerAPIService(
             pki: pki, registry: registry, appAppleId: configuration.appAppleId,
             apiPublicKey: configuration.apiPublicKey, now: now)
+        notifications = NotificationDispatcher(
+            target: configuration.notificationURL, pki: pki, appAppleId: configuration.appAppleId,
+            timeScale: configuration.notificationTimeScale, faults: faults, stats: stats,
+            transport: configuration.notificationTransport, scheduler: configuration.notificationScheduler, now: now)
     }
 
     // MARK: Running
@@ -133,7 +148,9 @@ public final class AppleSimulator: Sendable {
             throw AppleSimulatorError(.invalidRequest, "quantity must be 1...1000")
         }
         let nowMs = AppleDates.nowMs(configuration.now())
+        let isRenewal = request.originalTransactionId.map { !registry.family($0).isEmpty } ?? false
         let transaction = try registry.mint(request, nowMs: nowMs)
+        try notifyPurchase(transaction, isRenewal: isRenewal)
         let receipt: String
         switch request.format {
         case .appReceipt:
@@ -157,10 +174,14 @@ public final class AppleSimulator: Sendable {
         return MintedReceipt(receipt: receipt, transaction: transaction)
     }
 
-    /// Marks a minted transaction refunded (revoked) at `date`. Nil when the id is unknown.
+    /// Marks a minted transaction refunded (revoked) at `date` and sends REFUND. Nil when the id is unknown.
     public func refund(transactionId: String, at date: Date? = nil, reason: Int = 0) throws -> SimulatedTransaction? {
-        try registry.revoke(
-            transactionId, atMs: AppleDates.nowMs(date ?? configuration.now()), reason: reason == 1 ? 1 : 0)
+        guard
+            let refunded = try registry.revoke(
+                transactionId, atMs: AppleDates.nowMs(date ?? configuration.now()), reason: reason == 1 ? 1 : 0)
+        else { return nil }
+        try notify("REFUND", nil, about: refunded)
+        return refunded
     }
 
     /// Replaces the fault plan.

@@ -19,6 +19,9 @@ public struct SystemRandomSource: SimulatorRandomSource {
 /// `http_503_ratio`, `http_429_ratio` (with `Retry-After`, a UNIX time in milliseconds), `timeout_ratio` (the
 /// request is held `timeout_hold_ms`, default 30 s, at most 120 s, then answered 504), `duration_s` (how long the
 /// plan lasts; absent or 0: until replaced), `retry_after_ms` (how far ahead Retry-After points; default 1000).
+/// Notification delivery: `notification_drop_ratio` (the attempt is not sent and counts as failed, so Apple's
+/// retry schedule applies), `notification_duplicate_ratio` (a delivered notification is sent once more),
+/// `notification_delay_ms` (every attempt waits this long first).
 public struct FaultPlan: Codable, Sendable, Equatable {
     public var latencyMs: Double = 0
     public var latencyJitterMs: Double = 0
@@ -29,6 +32,9 @@ public struct FaultPlan: Codable, Sendable, Equatable {
     public var durationS: Double = 0
     public var retryAfterMs: Double = 1000
     public var timeoutHoldMs: Double = 30_000
+    public var notificationDropRatio: Double = 0
+    public var notificationDuplicateRatio: Double = 0
+    public var notificationDelayMs: Double = 0
 
     public init() {}
 
@@ -42,6 +48,9 @@ public struct FaultPlan: Codable, Sendable, Equatable {
         case durationS = "duration_s"
         case retryAfterMs = "retry_after_ms"
         case timeoutHoldMs = "timeout_hold_ms"
+        case notificationDropRatio = "notification_drop_ratio"
+        case notificationDuplicateRatio = "notification_duplicate_ratio"
+        case notificationDelayMs = "notification_delay_ms"
     }
 
     public init(from decoder: any Decoder) throws {
@@ -64,6 +73,9 @@ public struct FaultPlan: Codable, Sendable, Equatable {
         durationS = try value(.durationS)
         retryAfterMs = try value(.retryAfterMs, 1000, max: 3_600_000)
         timeoutHoldMs = try value(.timeoutHoldMs, 30_000, max: 120_000)
+        notificationDropRatio = try value(.notificationDropRatio, max: 1)
+        notificationDuplicateRatio = try value(.notificationDuplicateRatio, max: 1)
+        notificationDelayMs = try value(.notificationDelayMs, max: 600_000)
     }
 }
 
@@ -113,9 +125,21 @@ final class FaultInjector: Sendable {
         }
     }
 
+    /// The faults for one notification send attempt: its delay, whether it is dropped, and whether a delivered one
+    /// is sent twice.
+    func notificationFaults() -> (delayMs: Double, drop: Bool, duplicate: Bool) {
+        let plan = current().plan
+        func hit(_ ratio: Double) -> Bool { ratio > 0 && (ratio >= 1 || random.nextUnit() < ratio) }
+        return (plan.notificationDelayMs, hit(plan.notificationDropRatio), hit(plan.notificationDuplicateRatio))
+    }
+
     /// The added latency (ms) and the outcome for one request.
     func draw() -> (delayMs: Double, outcome: FaultOutcome) {
-        let plan = current().plan
+        var plan = current().plan
+        // Notification faults do not touch Apple's endpoints; without others, the fast path stays.
+        plan.notificationDropRatio = 0
+        plan.notificationDuplicateRatio = 0
+        plan.notificationDelayMs = 0
         if plan == FaultPlan() { return (0, .answer) }
         var delay = plan.latencyMs
         if plan.latencyJitterMs > 0 { delay += random.nextUnit() * plan.latencyJitterMs }

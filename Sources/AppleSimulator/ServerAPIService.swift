@@ -79,6 +79,14 @@ final class ServerAPIService: Sendable {
         return nil
     }
 
+    /// The `bid` claim of an accepted bearer token: the app the caller speaks for.
+    static func bundleId(_ authorization: String?) -> String? {
+        guard let token = authorization?.dropFirst("Bearer ".count) else { return nil }
+        let parts = token.split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count == 3, let data = SimulatedJWS.decodeBase64URL(parts[1]) else { return nil }
+        return (try? JSONDecoder().decode(JWTClaims.self, from: data))?.bid
+    }
+
     // MARK: Endpoints
 
     func transactionInfo(_ id: String, environment: AppleEnvironment) -> Reply {
@@ -89,6 +97,67 @@ final class ServerAPIService: Sendable {
                 ["signedTransactionInfo": try SimulatedJWS.signTransaction(transaction, pki: pki, nowMs: $0)]
             }
         }
+    }
+
+    /// Get Refund History v2: the family's refunded transactions, 20 per page, `revision` an offset.
+    func refundHistory(_ id: String, environment: AppleEnvironment, revision: String?) -> Reply {
+        switch lookup(id, environment: environment, unknownCode: 4_040_010) {
+        case .failure(let error): return error.reply
+        case .success(let transaction):
+            let refunded = registry.family(transaction.originalTransactionId).filter { $0.revocationDateMs != nil }
+            guard let offset = Self.offset(revision, count: refunded.count) else {
+                return Self.error(400, code: 4_000_005, message: "Invalid revision.")
+            }
+            let end = min(offset + Self.pageSize, refunded.count)
+            return sign { nowMs in
+                [
+                    "revision": String(end),
+                    "hasMore": end < refunded.count,
+                    "signedTransactions": try refunded[offset..<end].map {
+                        try SimulatedJWS.signTransaction($0, pki: self.pki, nowMs: nowMs)
+                    },
+                ]
+            }
+        }
+    }
+
+    /// Get App Transaction Info: an app transaction for the app the transaction belongs to. The simulator models no
+    /// Apple Accounts, so `appTransactionId` derives from the original transaction id.
+    func appTransactionInfo(_ id: String, environment: AppleEnvironment) -> Reply {
+        switch lookup(id, environment: environment, unknownCode: 4_040_010) {
+        case .failure(let error): return error.reply
+        case .success(let transaction):
+            return sign { nowMs in
+                let payload = AppTransactionPayload(
+                    receiptType: environment.rawValue, appAppleId: self.appAppleId, bundleId: transaction.bundleId,
+                    applicationVersion: "1", receiptCreationDate: nowMs,
+                    originalPurchaseDate: transaction.originalPurchaseDateMs, originalApplicationVersion: "1.0",
+                    appTransactionId: "7" + transaction.originalTransactionId, originalPlatform: "iOS",
+                    signedDate: nowMs)
+                return ["signedAppTransactionInfo": try SimulatedJWS.sign(payload, pki: self.pki)]
+            }
+        }
+    }
+
+    /// `JWSAppTransactionDecodedPayload`.
+    struct AppTransactionPayload: Encodable {
+        var receiptType: String
+        var appAppleId: Int64
+        var bundleId: String
+        var applicationVersion: String
+        var receiptCreationDate: Int64
+        var originalPurchaseDate: Int64
+        var originalApplicationVersion: String
+        var appTransactionId: String
+        var originalPlatform: String
+        var signedDate: Int64
+    }
+
+    /// A page offset from a `revision`: nil (invalid) when it is not a number within `0...count`.
+    static func offset(_ revision: String?, count: Int) -> Int? {
+        guard let revision else { return 0 }
+        guard let offset = Int(revision), (0...count).contains(offset) else { return nil }
+        return offset
     }
 
     func history(_ id: String, environment: AppleEnvironment, revision: String?) -> Reply {
@@ -121,14 +190,7 @@ final class ServerAPIService: Sendable {
             return sign { nowMs in
                 var data: [[String: Any]] = []
                 if let latest = family.last, latest.isSubscription, let first = family.first {
-                    let status: Int
-                    if latest.revocationDateMs != nil {
-                        status = 5
-                    } else if (latest.expiresDateMs ?? 0) <= nowMs {
-                        status = 2
-                    } else {
-                        status = 1
-                    }
+                    let status = latest.subscriptionStatus(nowMs: nowMs)
                     data.append([
                         "subscriptionGroupIdentifier": SimulatedJWS.subscriptionGroup,
                         "lastTransactions": [
@@ -156,7 +218,7 @@ final class ServerAPIService: Sendable {
 
     // MARK: Helpers
 
-    private func lookup(
+    func lookup(
         _ id: String, environment: AppleEnvironment, unknownCode: Int
     ) -> Result<SimulatedTransaction, ReplyError> {
         guard let transaction = registry.transaction(id) else {
@@ -170,7 +232,7 @@ final class ServerAPIService: Sendable {
         return .success(transaction)
     }
 
-    private func sign(_ body: (Int64) throws -> [String: Any]) -> Reply {
+    func sign(_ body: (Int64) throws -> [String: Any]) -> Reply {
         do {
             let object = try body(AppleDates.nowMs(now()))
             return Reply(httpStatus: 200, body: VerifyReceiptService.json(object), statusLabel: "http_200")

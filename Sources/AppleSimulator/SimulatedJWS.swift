@@ -35,6 +35,7 @@ package enum SimulatedJWS {
         var storefrontId: String
         var price: Int
         var currency: String
+        var appAccountToken: String?
     }
 
     /// `JWSRenewalInfoDecodedPayload`.
@@ -48,6 +49,10 @@ package enum SimulatedJWS {
         var recentSubscriptionStartDate: Int64
         var renewalDate: Int64?
         var expirationIntent: Int?
+        var isInBillingRetryPeriod: Bool?
+        var gracePeriodExpiresDate: Int64?
+        var priceIncreaseStatus: Int?
+        var appAccountToken: String?
     }
 
     /// The subscription group every simulated subscription belongs to.
@@ -76,7 +81,8 @@ package enum SimulatedJWS {
             storefront: "USA",
             storefrontId: "143441",
             price: 990,
-            currency: "USD")
+            currency: "USD",
+            appAccountToken: transaction.appAccountToken)
     }
 
     static func signTransaction(_ transaction: SimulatedTransaction, pki: SimulatorPKI, nowMs: Int64) throws -> String {
@@ -87,17 +93,26 @@ package enum SimulatedJWS {
     static func signRenewalInfo(
         latest: SimulatedTransaction, firstPurchaseMs: Int64, pki: SimulatorPKI, nowMs: Int64
     ) throws -> String {
-        let expired = (latest.expiresDateMs ?? .max) <= nowMs || latest.revocationDateMs != nil
+        let inBillingRetry = latest.billingRetryStartMs != nil && latest.revocationDateMs == nil
+        let expired =
+            !inBillingRetry && ((latest.expiresDateMs ?? .max) <= nowMs || latest.revocationDateMs != nil)
+        let autoRenewOff = latest.autoRenewStatus == 0
+        // Expiration intent: 1 the customer cancelled, 2 a billing error (Apple's codes).
+        let intent: Int? = expired ? (latest.billingRetryStartMs != nil ? 2 : 1) : nil
         let payload = RenewalInfoPayload(
             originalTransactionId: latest.originalTransactionId,
             autoRenewProductId: latest.productId,
             productId: latest.productId,
-            autoRenewStatus: expired ? 0 : 1,
+            autoRenewStatus: expired || autoRenewOff ? 0 : 1,
             signedDate: nowMs,
             environment: latest.environment.rawValue,
             recentSubscriptionStartDate: firstPurchaseMs,
             renewalDate: latest.expiresDateMs,
-            expirationIntent: expired ? 1 : nil)
+            expirationIntent: inBillingRetry ? 2 : intent,
+            isInBillingRetryPeriod: latest.isSubscription ? inBillingRetry : nil,
+            gracePeriodExpiresDate: inBillingRetry ? latest.gracePeriodExpiresDateMs : nil,
+            priceIncreaseStatus: latest.priceIncreaseStatus,
+            appAccountToken: latest.appAccountToken)
         return try sign(payload, pki: pki)
     }
 

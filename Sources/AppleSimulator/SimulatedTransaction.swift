@@ -55,9 +55,46 @@ public struct SimulatedTransaction: Codable, Sendable, Equatable {
     public var revocationDateMs: Int64?
     /// Apple's revocation reason: 0 (other) or 1 (an app issue).
     public var revocationReason: Int?
+    /// When the subscription entered billing retry (`POST /sim/billing-retry`); cleared by a renewal or expiry.
+    public var billingRetryStartMs: Int64?
+    /// The end of the grace period inside billing retry, if the app grants one.
+    public var gracePeriodExpiresDateMs: Int64?
+    /// The UUID set by Set App Account Token (on every transaction of the family).
+    public var appAccountToken: String?
+    /// The bodies of Send Consumption Information calls, as received.
+    public var consumptionAnswers: [String]?
+    /// How often Finish Transaction was called for this transaction.
+    public var finishCalls: Int?
+    /// Renewal info's `priceIncreaseStatus` after a price-increase notification: 0 pending, 1 accepted.
+    public var priceIncreaseStatus: Int?
+    /// Renewal info's `autoRenewStatus` when the customer turned it off (0); nil means on.
+    public var autoRenewStatus: Int?
 
     /// True for auto-renewable subscriptions (those with an expiry date).
     var isSubscription: Bool { expiresDateMs != nil }
+
+    /// The simulator's truth about the purchase at `nowMs`, as `GET /sim/transactions/{id}` reports it:
+    /// `revoked`, `grace_period`, `billing_retry`, `expired` or `active`.
+    func lifecycleState(nowMs: Int64) -> String {
+        if revocationDateMs != nil { return "revoked" }
+        if billingRetryStartMs != nil {
+            if let grace = gracePeriodExpiresDateMs, grace > nowMs { return "grace_period" }
+            return "billing_retry"
+        }
+        if let expires = expiresDateMs, expires <= nowMs { return "expired" }
+        return "active"
+    }
+
+    /// Apple's subscription `status` (1 active, 2 expired, 3 billing retry, 4 grace period, 5 revoked).
+    func subscriptionStatus(nowMs: Int64) -> Int {
+        switch lifecycleState(nowMs: nowMs) {
+        case "revoked": 5
+        case "grace_period": 4
+        case "billing_retry": 3
+        case "expired": 2
+        default: 1
+        }
+    }
 }
 
 /// What a client asks `POST /sim/mint` for.
@@ -110,6 +147,8 @@ public struct AppleSimulatorError: Error, CustomStringConvertible, Sendable {
     public enum Code: String, Sendable {
         case invalidRequest = "invalid_request"
         case unknownTransaction = "unknown_transaction"
+        /// The transaction is not in a state the event applies to (a reversal of a refund that never happened).
+        case conflict = "conflict"
         case stateDirectory = "state_directory"
         case certificates = "certificates"
         case server = "server"

@@ -16,11 +16,33 @@ public final class SimulatorStats: Sendable {
         /// id), however often each was asked: a job read again after a rebalance, or a call retried, asks the same
         /// again. Counted up to ``SimulatorStats/distinctLimit``.
         public var distinct: Int
+        /// Notification send attempts (`POST /sim/notifications/target`, docs/APPLE-SIMULATOR.md).
+        public var notifications: NotificationCounts
 
         init() {
             requests = [:]
             statuses = [:]
             distinct = 0
+            notifications = NotificationCounts()
+        }
+    }
+
+    /// Counts of notification send attempts.
+    public struct NotificationCounts: Codable, Sendable, Equatable {
+        /// Attempts the target answered with a 2xx.
+        public var sent = 0
+        /// Attempts that failed (non-2xx, connection error, injected drop).
+        public var failed = 0
+        /// Attempts that were retries of a failed one (also counted in `sent` or `failed`).
+        public var retried = 0
+        /// Extra deliveries of a delivered notification (`notification_duplicate_ratio`; also in `sent`/`failed`).
+        public var duplicated = 0
+
+        public init(sent: Int = 0, failed: Int = 0, retried: Int = 0, duplicated: Int = 0) {
+            self.sent = sent
+            self.failed = failed
+            self.retried = retried
+            self.duplicated = duplicated
         }
     }
 
@@ -48,6 +70,18 @@ public final class SimulatorStats: Sendable {
 
     func record(status: String) {
         counters.withLock { $0.snapshot.statuses[status, default: 0] += 1 }
+    }
+
+    func recordNotification(attempt delivered: Bool, retry: Bool, duplicate: Bool = false) {
+        counters.withLock { counters in
+            if delivered {
+                counters.snapshot.notifications.sent += 1
+            } else {
+                counters.snapshot.notifications.failed += 1
+            }
+            if retry { counters.snapshot.notifications.retried += 1 }
+            if duplicate { counters.snapshot.notifications.duplicated += 1 }
+        }
     }
 
     public func snapshot() -> Snapshot { counters.withLock { $0.snapshot } }

@@ -131,6 +131,37 @@ final class TransactionRegistry: Sendable {
         }
     }
 
+    /// Applies `change` to one transaction and records the result. Nil when the id is unknown; `change` may throw
+    /// to refuse (nothing is recorded then).
+    func update(
+        _ transactionId: String, _ change: (inout SimulatedTransaction) throws -> Void
+    ) throws -> SimulatedTransaction? {
+        try state.withLock { state in
+            guard var transaction = state.byId[transactionId] else { return nil }
+            try change(&transaction)
+            state.insert(transaction)
+            try Self.append(transaction, to: state.journal)
+            return transaction
+        }
+    }
+
+    /// Applies `change` to every transaction of a family (in purchase order). Empty when the family is unknown.
+    func updateFamily(
+        _ originalTransactionId: String, _ change: (inout SimulatedTransaction) -> Void
+    ) throws -> [SimulatedTransaction] {
+        try state.withLock { state in
+            var changed: [SimulatedTransaction] = []
+            for id in state.families[originalTransactionId] ?? [] {
+                guard var transaction = state.byId[id] else { continue }
+                change(&transaction)
+                state.insert(transaction)
+                try Self.append(transaction, to: state.journal)
+                changed.append(transaction)
+            }
+            return changed
+        }
+    }
+
     private static func append(_ transaction: SimulatedTransaction, to journal: FileHandle?) throws {
         guard let journal else { return }
         var line = try JSONEncoder().encode(transaction)

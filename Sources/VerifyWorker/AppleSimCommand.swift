@@ -35,8 +35,22 @@ struct AppleSimCommand: AsyncParsableCommand {
     @Option(name: .customLong("app-apple-id"), help: "appAppleId in Server API answers.")
     var appAppleId: Int64 = 1_234_567_890
 
+    @Option(
+        name: .customLong("notification-url"),
+        help: "Where App Store Server Notifications V2 are posted (POST /sim/notifications/target changes it).")
+    var notificationURL: String?
+
+    @Option(
+        name: .customLong("notification-time-scale"),
+        help: "Divides Apple's notification retry delays (1, 12, 24, 48, 72 hours); 3600 makes them seconds.")
+    var notificationTimeScale: Double = 1
+
     func run() async throws {
+        guard notificationTimeScale > 0, notificationTimeScale.isFinite else {
+            throw ValidationError("--notification-time-scale must be a positive number")
+        }
         var configuration = AppleSimulatorConfiguration()
+        configuration.notificationTimeScale = notificationTimeScale
         configuration.host = host
         configuration.port = port
         configuration.stateDirectory = stateDir.map { URL(fileURLWithPath: $0, isDirectory: true) }
@@ -56,6 +70,13 @@ struct AppleSimCommand: AsyncParsableCommand {
             else { throw ValidationError("--api-public-key-file must hold a PEM P-256 public key") }
         }
         let simulator = try AppleSimulator(configuration: configuration)
+        if let notificationURL {
+            do {
+                try simulator.setNotificationTarget(notificationURL)
+            } catch {
+                throw ValidationError("--notification-url must be an http or https URL")
+            }
+        }
         let host = host
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask {

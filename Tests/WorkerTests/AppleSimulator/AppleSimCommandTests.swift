@@ -40,4 +40,39 @@ struct AppleSimCommandTests {
         #expect(process.terminationReason == .exit)
         #expect(process.terminationStatus == 0)
     }
+
+    @Test("`--notification-url` sets the target; a time scale that is not positive is refused")
+    func notificationFlags() async throws {
+        let process = try TestEnvironment.verifyWorkerProcess(
+            [
+                "apple-sim", "--port", "0", "--notification-url", "http://127.0.0.1:9/hook",
+                "--notification-time-scale", "60",
+            ])
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        defer { if process.isRunning { process.terminate() } }
+        let line: String = await Task.detached {
+            var bytes: [UInt8] = []
+            while let byte = output.fileHandleForReading.readData(ofLength: 1).first, byte != UInt8(ascii: "\n") {
+                bytes.append(byte)
+            }
+            return String(decoding: bytes, as: UTF8.self)
+        }.value
+        let base = try #require(URL(string: String(line.dropFirst("listening=".count))))
+        let reply = try #require(
+            await TestHTTP.get(base.appendingPathComponent("sim/notifications/target").absoluteString))
+        #expect(reply.body.contains("http://127.0.0.1:9/hook"))
+        process.terminate()
+        await Task.detached { process.waitUntilExit() }.value
+
+        let refused = try TestEnvironment.verifyWorkerProcess(
+            ["apple-sim", "--port", "0", "--notification-time-scale", "0"])
+        refused.standardOutput = FileHandle.nullDevice
+        refused.standardError = FileHandle.nullDevice
+        try refused.run()
+        await Task.detached { refused.waitUntilExit() }.value
+        #expect(refused.terminationStatus != 0)
+    }
 }
