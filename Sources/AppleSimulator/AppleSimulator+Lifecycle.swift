@@ -119,7 +119,8 @@ extension AppleSimulator {
     // MARK: Events on a subscription
 
     /// DID_RENEW: a new transaction in the family, for the same period as the last one (or `days`), starting now;
-    /// subtype BILLING_RECOVERY when the subscription was in billing retry. Returns the new transaction.
+    /// subtype BILLING_RECOVERY when the subscription was in billing retry, and SUBSCRIBED / RESUBSCRIBE instead
+    /// when it had expired. Returns the new transaction.
     public func renew(originalTransactionId: String, days: Int? = nil) throws -> SimulatedTransaction {
         let latest = try activeSubscription(originalTransactionId, allowExpired: true)
         if let days, !(1...366).contains(days) {
@@ -129,6 +130,8 @@ extension AppleSimulator {
         let lastExpiry = latest.expiresDateMs ?? now
         let period = days.map { Int64($0) * Self.dayMs } ?? max(lastExpiry - latest.purchaseDateMs, Self.dayMs)
         let recovered = latest.billingRetryStartMs != nil
+        // A subscription that had lapsed (not in billing retry) comes back as Apple's RESUBSCRIBE.
+        let lapsed = !recovered && lastExpiry <= now
         if recovered {
             _ = try registry.update(latest.transactionId) {
                 $0.billingRetryStartMs = nil
@@ -149,7 +152,11 @@ extension AppleSimulator {
                     $0.priceIncreaseStatus = latest.priceIncreaseStatus
                 } ?? renewal
         }
-        try notify("DID_RENEW", recovered ? "BILLING_RECOVERY" : nil, about: renewal)
+        if lapsed {
+            try notify("SUBSCRIBED", "RESUBSCRIBE", about: renewal)
+        } else {
+            try notify("DID_RENEW", recovered ? "BILLING_RECOVERY" : nil, about: renewal)
+        }
         return renewal
     }
 

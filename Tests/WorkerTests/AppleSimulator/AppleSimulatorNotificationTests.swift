@@ -219,14 +219,15 @@ struct AppleSimulatorLifecycleTests {
             #expect(truth.json["transaction_id"] as? String == renewal)
             #expect(await Self.drain(scheduler, transport, from: &seen) == ["EXPIRED/VOLUNTARY"])
 
-            // Billing retry that runs out: DID_FAIL_TO_RENEW without grace, then EXPIRED/BILLING_RETRY.
+            // Back after expiry, then a billing retry that runs out: DID_FAIL_TO_RENEW without grace, then
+            // EXPIRED/BILLING_RETRY.
             _ = try await sim.post("sim/renew", ["original_transaction_id": original])
             truth = try await sim.post("sim/billing-retry", ["original_transaction_id": original])
             #expect(truth.json["state"] as? String == "billing_retry")
             truth = try await sim.post("sim/expire", ["original_transaction_id": original])
             #expect(
                 await Self.drain(scheduler, transport, from: &seen) == [
-                    "DID_RENEW", "DID_FAIL_TO_RENEW", "EXPIRED/BILLING_RETRY",
+                    "SUBSCRIBED/RESUBSCRIBE", "DID_FAIL_TO_RENEW", "EXPIRED/BILLING_RETRY",
                 ])
             #expect(try await sim.post("sim/renew", ["original_transaction_id": "999"]).status == 404)
         }
