@@ -16,7 +16,9 @@ struct ReconcileConfigurationTests {
         "VERIFY_SERVER_API_KEY_ID": "KEY123", "VERIFY_SERVER_API_ISSUER_ID": "issuer",
     ]
 
-    static func load(_ arguments: [String], environment: [String: String] = required) throws(ConfigurationError)
+    static func load(
+        _ arguments: [String], environment: [String: String] = required
+    ) throws(ConfigurationError)
         -> ReconcileConfiguration
     {
         try ReconcileConfiguration.load(arguments: arguments, environment: environment, readFile: { _ in "" })
