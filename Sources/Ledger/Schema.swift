@@ -60,6 +60,13 @@ enum LedgerSchema {
                 ) WITHOUT ROWID
                 """
             ]),
+        Migration(
+            version: 3, name: "notification order and auto-renew",
+            statements: [
+                // Nullable: rows written before stay valid (no notification applied, auto-renew unknown).
+                "ALTER TABLE transaction_claims ADD COLUMN auto_renew INTEGER",
+                "ALTER TABLE transaction_claims ADD COLUMN notification_signed_at INTEGER",
+            ]),
     ]
 
     static let postgres: [Migration] = [
@@ -114,6 +121,13 @@ enum LedgerSchema {
                     updated_at timestamptz NOT NULL
                 )
                 """
+            ]),
+        Migration(
+            version: 3, name: "notification order and auto-renew",
+            statements: [
+                // Nullable: rows written before stay valid (no notification applied, auto-renew unknown).
+                "ALTER TABLE transaction_claims ADD COLUMN auto_renew boolean",
+                "ALTER TABLE transaction_claims ADD COLUMN notification_signed_at timestamptz",
             ]),
     ]
 }
