@@ -96,7 +96,7 @@ public struct WorkerConfiguration: Sendable {
         .init("allow_xcode", default: "false", "Accept Xcode StoreKit-testing receipts (development only)."),
         .init(
             "apple_app_apple_id",
-            "The app's Apple id (appAppleId, a number; default: none, not checked). When set, a production App Store "
+            "The app's Apple id, appAppleId, a number (default: none, not checked). When set, a production App Store "
                 + "notification naming another app, or none, is rejected with reason wrong_app."),
         .init("max_message_bytes", default: "1048576", "Largest job message accepted; larger ones are dead-lettered."),
         .init("max_receipt_bytes", default: "1048576", "Largest decoded receipt accepted."),

@@ -37,6 +37,22 @@ struct NotificationPayloadTests {
         #expect(evidence.transactions.isEmpty)
     }
 
+    @Test("Apple's own summary notification model (app-store-server-library-swift) is read as Apple shapes it")
+    func appleSummaryModel() throws {
+        let json = String(
+            decoding: try TestEnvironment.fixture("apple-swift/models/signedSummaryNotification.json"), as: UTF8.self)
+        let pki = try ReceiptsTestPKI.make()
+        let analysis = ReceiptAnalyzer(
+            trust: pki.trust, catalog: Catalog(bundleIDs: ["com.example"], products: []),
+            policy: AnalysisPolicy(allowedEnvironments: [.production, .sandbox, .localTesting])
+        ).analyze(Array(try pki.jws(payload: json).utf8))
+        #expect(analysis.bundleID == "com.example")
+        #expect(analysis.environment == .localTesting)
+        #expect(analysis.notification?.appAppleID == 41234)
+        #expect(analysis.notification?.summaryRequestID == "efb27071-45a4-4aca-9854-2a1e9146f265")
+        #expect(analysis.transactions.isEmpty)
+    }
+
     @Test("EXTERNAL_PURCHASE_TOKEN and appData payloads are read from where Apple puts them")
     func externalTokenAndAppData() throws {
         let pki = try ReceiptsTestPKI.make()
