@@ -11,10 +11,14 @@ public struct DecisionPolicy: Sendable, Hashable {
     /// Bundle ids and products this deployment sells; `nil` leaves catalog checks to the local analysis.
     /// Default: nil.
     public var catalog: Catalog?
+    /// The app's Apple id (`apple_app_apple_id`): a production notification naming another app (or none) is
+    /// `rejected` / `wrong_app`. Nil checks nothing. Default: nil.
+    public var appAppleID: Int64?
 
-    public init(allowSandbox: Bool = false, now: Date, catalog: Catalog? = nil) {
+    public init(allowSandbox: Bool = false, now: Date, catalog: Catalog? = nil, appAppleID: Int64? = nil) {
         self.allowSandbox = allowSandbox
         self.now = now
         self.catalog = catalog
+        self.appAppleID = appAppleID
     }
 }

@@ -88,6 +88,11 @@ extension DecisionRules {
 extension Verdict.Reason {
     /// A notification for a subscription no account owns in the ledger: nothing to update, nobody to tell.
     public static let unclaimed = Verdict.Reason("unclaimed")
+    /// A production notification for another app (its `appAppleId` is not `apple_app_apple_id`).
+    public static let wrongApp = Verdict.Reason("wrong_app")
+    /// A notification about no transaction (`TEST`, a `SUMMARY`, an external purchase token, a rescinded consent):
+    /// recorded, nothing in the ledger changes.
+    public static let notificationRecorded = Verdict.Reason("notification_recorded")
 }
 
 extension PurchaseEvidence.Source {
@@ -126,6 +131,8 @@ private struct Evaluation {
     let verdictID: String
     /// Whether the ledger alone produced the standing (`decided_by: ledger`).
     var decidedByLedger = true
+    /// A `REFUND_REVERSED` cleared the transaction's revocation: the snapshot's `revokedAt` no longer holds.
+    var reinstated = false
 
     init(input: DecisionInput) {
         job = input.job
@@ -153,6 +160,12 @@ private struct Evaluation {
         if let environment = evidence.environment, environment != .production, !policy.allowSandbox {
             return reject(.environmentNotAllowed, by: by)
         }
+        if let notification = evidence.notification, let expected = policy.appAppleID,
+            (evidence.environment ?? .production) == .production, notification.appAppleID != expected
+        {
+            // Apple names the app in every production notification: another id (or none) is not this app's.
+            return reject(.wrongApp, by: by)
+        }
         transactions = Self.merged(evidence.transactions)
         if let catalog = policy.catalog {
             let known = transactions.filter { catalog.products[$0.productID] != nil }
@@ -160,6 +173,7 @@ private struct Evaluation {
             transactions = known
         }
         if transactions.isEmpty {
+            if authentic, evidence.notification != nil { return recordTransactionless() }
             return authentic ? reject(.noTransaction, by: by) : nil
         }
         // The product rule comes before every ownership rule: a proof without the product the job expects is never
@@ -317,6 +331,7 @@ private struct Evaluation {
     mutating func decideNotification(_ notification: SubscriptionNotification) -> LedgerDecision? {
         guard authentic else { return nil }
         guard let transaction = transactions.last else { return reject(.noTransaction, by: .signature) }
+        transactions = [transaction]
         let key = transaction.subscriptionKey
         var ledgerClaims = snapshot.claims(ofSubscription: key)
         let existing = snapshot.claim(transaction.transactionID)
@@ -327,6 +342,13 @@ private struct Evaluation {
             return reject(.unclaimed, by: evidence.source.decidedBy)
         }
         verdictAccount = owner
+        if let signed = notification.signedDate, let newest = ledgerClaims.compactMap(\.notificationSignedAt).max(),
+            signed < newest
+        {
+            // Older than a notification already applied: Apple's retries and the reconciler deliver out of order.
+            // The ledger's current state answers; nothing is written, so a late one never undoes a newer state.
+            return concludeFromLedger(ledgerClaims)
+        }
         decidedByLedger = false
         switch notification.kind {
         case .renewed:
@@ -338,6 +360,7 @@ private struct Evaluation {
                 standings.append(isActive(transaction) ? .granted : .expired)
             }
         case .refunded, .revoked:
+            // REVOKE names the one family member's transaction: only that claim is revoked, never its siblings.
             let revokedAt = transaction.revokedAt ?? now
             if let existing {
                 if existing.revokedAt == nil {
@@ -348,23 +371,72 @@ private struct Evaluation {
                 claim.revokedAt = revokedAt
                 writes.append(.claim(claim))
             }
-            transactions[transactions.count - 1].revokedAt = revokedAt
+            transactions[0].revokedAt = revokedAt
             standings.append(.revoked)
-        case .renewalFailed, .gracePeriodExpired, .expired, .other:
+        case .refundReversed:
+            // Gives back what the refund took: the claim entitles again, with the dates Apple states now.
+            transactions[0].revokedAt = nil
+            reinstated = true
+            if let existing {
+                if existing.revokedAt != nil { writes.append(.reinstate(transactionID: existing.transactionID)) }
+                appendExtension(transaction, claim: existing)
+                var restored = existing
+                restored.revokedAt = nil
+                standings.append(isActive(transactions[0]) || restored.isActive(at: now) ? .alreadyOwned : .expired)
+            } else {
+                writes.append(.claim(makeClaim(transactions[0], account: owner)))
+                standings.append(isActive(transactions[0]) ? .granted : .expired)
+            }
+        case .renewalFailed, .gracePeriodExpired, .expired, .extended, .renewalStatusChanged, .consumptionRequest,
+            .refundDeclined, .other:
             if let existing {
                 appendExtension(transaction, claim: existing)
             } else {
                 writes.append(.claim(makeClaim(transaction, account: owner)))
             }
-            let inGrace = notification.kind != .gracePeriodExpired && notification.kind != .expired
+            let accessEnded = notification.kind == .gracePeriodExpired || notification.kind == .expired
+            // Kinds that only re-state the entitlement keep what the ledger knows (a later renewal, for example).
+            let restates = !accessEnded && notification.kind != .renewalFailed
             let active =
                 transaction.revokedAt == nil
-                && (isActive(transaction) && inGrace
-                    || notification.kind == .other && ledgerClaims.contains { $0.isActive(at: now) })
+                && (isActive(transaction) && !accessEnded
+                    || restates && ledgerClaims.contains { $0.isActive(at: now) })
             standings.append(active ? .alreadyOwned : .expired)
         }
-        transactions = [transactions[transactions.count - 1]]
+        if notification.signedDate != nil || notification.autoRenew != nil {
+            writes.append(
+                .recordNotification(
+                    originalTransactionID: key, signedAt: notification.signedDate, autoRenew: notification.autoRenew))
+        }
         return conclude()
+    }
+
+    /// The answer of a notification older than the newest applied: the subscription's state as the ledger holds it.
+    func concludeFromLedger(_ claims: [TransactionClaim]) -> LedgerDecision {
+        let standing: Standing
+        if claims.contains(where: { $0.isActive(at: now) }) {
+            standing = .alreadyOwned
+        } else {
+            let latest = claims.max { ($0.entitlementEnd ?? .distantPast) < ($1.entitlementEnd ?? .distantPast) }
+            standing = latest?.revokedAt != nil ? .revoked : .expired
+        }
+        var evaluation = self
+        if let claim = snapshot.claim(transactions[0].transactionID) {
+            // The transaction as the ledger holds it, not as the late notification described it.
+            evaluation.transactions[0].expiresDate = claim.expiresDate
+            evaluation.transactions[0].gracePeriodExpiresDate = claim.gracePeriodExpiresDate
+            evaluation.transactions[0].revokedAt = claim.revokedAt
+        }
+        evaluation.standings = [standing]
+        evaluation.writes = []
+        evaluation.decidedByLedger = true
+        return evaluation.conclude()
+    }
+
+    /// A notification that concerns no transaction (`TEST`, `RENEWAL_EXTENSION` / `SUMMARY`,
+    /// `EXTERNAL_PURCHASE_TOKEN`, `RESCIND_CONSENT`): recorded with its verdict, the ledger's claims unchanged.
+    func recordTransactionless() -> LedgerDecision {
+        reject(.notificationRecorded, by: evidence.source.decidedBy)
     }
 
     mutating func appendExtension(_ transaction: PurchaseTransaction, claim: TransactionClaim) {
@@ -412,7 +484,7 @@ private struct Evaluation {
             transactionID: transaction.transactionID, originalTransactionID: transaction.originalTransactionID,
             productID: transaction.productID, purchaseDate: transaction.purchaseDate,
             expiresDate: Self.latest(entitlementEnd(transaction), claim?.entitlementEnd),
-            revokedAt: transaction.revokedAt ?? claim?.revokedAt, quantity: transaction.quantity)
+            revokedAt: transaction.revokedAt ?? (reinstated ? nil : claim?.revokedAt), quantity: transaction.quantity)
     }
 
     // MARK: Helpers

@@ -12,6 +12,12 @@ public enum LedgerWrite: Sendable, Hashable {
     case moveSubscription(originalTransactionID: String, from: String, to: String, transactionIDs: [String])
     /// Record a later expiry or a grace period (never moves a date backwards).
     case extendSubscription(transactionID: String, expiresDate: Date?, gracePeriodExpiresDate: Date?)
+    /// Undo a refund (`REFUND_REVERSED`): clear `revokedAt`.
+    case reinstate(transactionID: String)
+    /// Record a notification applied to a subscription: its `signedDate` on every claim of the subscription (never
+    /// backwards), and auto-renew when it states it. Finding a newer `signedDate` already stored means the decision
+    /// lost a race (a newer notification was applied meanwhile).
+    case recordNotification(originalTransactionID: String, signedAt: Date?, autoRenew: Bool?)
 }
 
 /// The result of the decision rules for one job: the verdict, and what to write for it.

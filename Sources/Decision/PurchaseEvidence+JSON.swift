@@ -52,6 +52,10 @@ private struct StoredEvidence: Codable {
     var unavailable: Bool?
     var notification: String?
     var appleType: String?
+    var subtype: String?
+    var signed: Int64?
+    var autoRenew: Bool?
+    var appAppleID: Int64?
 
     init(_ evidence: PurchaseEvidence) {
         v = PurchaseEvidence.jsonVersion
@@ -74,6 +78,10 @@ private struct StoredEvidence: Codable {
         unavailable = evidence.appleUnavailable ? true : nil
         notification = evidence.notification?.kind.rawValue
         appleType = evidence.notification?.appleType
+        subtype = evidence.notification?.subtype
+        signed = evidence.notification?.signedDate.map(Self.milliseconds)
+        autoRenew = evidence.notification?.autoRenew
+        appAppleID = evidence.notification?.appAppleID
     }
 
     /// Nil when a member names a case this build does not know.
@@ -109,7 +117,9 @@ private struct StoredEvidence: Codable {
         evidence.appleUnavailable = unavailable ?? false
         if let notification {
             guard let kind = SubscriptionNotification.Kind(rawValue: notification) else { return nil }
-            evidence.notification = SubscriptionNotification(kind: kind, appleType: appleType)
+            evidence.notification = SubscriptionNotification(
+                kind: kind, appleType: appleType, subtype: subtype, signedDate: signed.map(Self.date),
+                autoRenew: autoRenew, appAppleID: appAppleID)
         }
         return evidence
     }

@@ -100,10 +100,12 @@ public struct PurchaseTransaction: Sendable, Hashable {
     public var subscriptionKey: String { originalTransactionID ?? transactionID }
 }
 
-/// What an App Store Server Notification V2 reports, reduced to what changes an entitlement.
+/// What an App Store Server Notification V2 reports, reduced to what changes an entitlement
+/// (docs/LEDGER.md, "Notification types", maps every `notificationType` and `subtype` to a kind).
 public struct SubscriptionNotification: Sendable, Hashable {
     public enum Kind: String, Sendable, Hashable, CaseIterable {
-        /// `DID_RENEW`, `SUBSCRIBED` (resubscribe), `DID_RECOVER`: a new period, a new transaction.
+        /// `DID_RENEW`, `SUBSCRIBED`, `OFFER_REDEEMED`, `ONE_TIME_CHARGE` (and the retired `DID_RECOVER`): a new
+        /// transaction for the owner.
         case renewed
         /// `EXPIRED`: the subscription ended.
         case expired
@@ -113,18 +115,45 @@ public struct SubscriptionNotification: Sendable, Hashable {
         case gracePeriodExpired = "grace_period_expired"
         /// `REFUND`: Apple refunded the transaction.
         case refunded
-        /// `REVOKE`: Family Sharing access withdrawn.
+        /// `REVOKE`: Family Sharing access withdrawn, for the transaction in the notification only.
         case revoked
-        /// Anything else (renewal preference or status changes): re-states the entitlement, changes nothing.
+        /// `REFUND_REVERSED`: the refund is undone; the transaction entitles again.
+        case refundReversed = "refund_reversed"
+        /// `RENEWAL_EXTENDED`, `RENEWAL_EXTENSION`: the developer moved the expiry.
+        case extended
+        /// `DID_CHANGE_RENEWAL_STATUS`: auto-renew turned on or off (``SubscriptionNotification/autoRenew``).
+        case renewalStatusChanged = "renewal_status_changed"
+        /// `CONSUMPTION_REQUEST`: Apple asks for consumption information about a refund request.
+        case consumptionRequest = "consumption_request"
+        /// `REFUND_DECLINED`: Apple declined a refund request; nothing changes.
+        case refundDeclined = "refund_declined"
+        /// Anything else (renewal preference, price increase, metadata, a type Apple adds later): re-states the
+        /// entitlement, changes nothing.
         case other
     }
 
     public var kind: Kind
-    /// The notification's `notificationType` as Apple wrote it, for logs.
+    /// The notification's `notificationType` as Apple wrote it (logs, and the consumption answer recognises
+    /// `CONSUMPTION_REQUEST` by it).
     public var appleType: String?
+    /// The notification's `subtype`, when Apple sent one.
+    public var subtype: String?
+    /// When Apple signed the notification: notifications about one subscription are applied in this order.
+    public var signedDate: Date?
+    /// Auto-renew as the notification states it (its subtype or its signed renewal info); nil when it does not.
+    public var autoRenew: Bool?
+    /// The app's Apple id the notification names (`data`, `summary`, `appData` or `externalPurchaseToken`).
+    public var appAppleID: Int64?
 
-    public init(kind: Kind, appleType: String? = nil) {
+    public init(
+        kind: Kind, appleType: String? = nil, subtype: String? = nil, signedDate: Date? = nil, autoRenew: Bool? = nil,
+        appAppleID: Int64? = nil
+    ) {
         self.kind = kind
         self.appleType = appleType
+        self.subtype = subtype
+        self.signedDate = signedDate
+        self.autoRenew = autoRenew
+        self.appAppleID = appAppleID
     }
 }

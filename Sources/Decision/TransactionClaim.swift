@@ -18,6 +18,12 @@ public struct TransactionClaim: Sendable, Hashable {
     public var expiresDate: Date?
     public var gracePeriodExpiresDate: Date?
     public var revokedAt: Date?
+    /// Auto-renew as the latest notification stated it (`DID_CHANGE_RENEWAL_STATUS`, signed renewal info); nil
+    /// when no notification said.
+    public var autoRenew: Bool?
+    /// The `signedDate` of the newest notification applied to this claim's subscription: an older one arriving
+    /// later is answered from the ledger and changes nothing.
+    public var notificationSignedAt: Date?
     /// The job that first granted this transaction, and the verdict it was given.
     public var grantedJobID: String
     public var verdictID: String
@@ -28,7 +34,8 @@ public struct TransactionClaim: Sendable, Hashable {
         transactionID: String, originalTransactionID: String, accountID: String, productID: String,
         productType: ProductType, bundleID: String? = nil, environment: String? = nil, purchaseDate: Date? = nil,
         expiresDate: Date? = nil, gracePeriodExpiresDate: Date? = nil, revokedAt: Date? = nil,
-        grantedJobID: String, verdictID: String, createdAt: Date, updatedAt: Date
+        grantedJobID: String, verdictID: String, createdAt: Date, updatedAt: Date, autoRenew: Bool? = nil,
+        notificationSignedAt: Date? = nil
     ) {
         self.transactionID = transactionID
         self.originalTransactionID = originalTransactionID
@@ -45,6 +52,8 @@ public struct TransactionClaim: Sendable, Hashable {
         self.verdictID = verdictID
         self.createdAt = createdAt
         self.updatedAt = updatedAt
+        self.autoRenew = autoRenew
+        self.notificationSignedAt = notificationSignedAt
     }
 
     /// The end of the entitlement this claim gives: the later of the expiry and the grace period's end;
@@ -85,6 +94,11 @@ public struct LedgerSnapshot: Sendable, Hashable {
     /// The claim on one transaction.
     public func claim(_ transactionID: String) -> TransactionClaim? {
         claims.first { $0.transactionID == transactionID }
+    }
+
+    /// The `signedDate` of the newest notification applied to a subscription, if any.
+    public func newestNotification(ofSubscription originalTransactionID: String) -> Date? {
+        claims(ofSubscription: originalTransactionID).compactMap(\.notificationSignedAt).max()
     }
 
     /// Every claim of one subscription (same original transaction id).

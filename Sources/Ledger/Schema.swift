@@ -61,7 +61,14 @@ enum LedgerSchema {
                 """
             ]),
         Migration(
-            version: 5, name: "reconciler state",
+            version: 3, name: "notification order and auto-renew",
+            statements: [
+                // Nullable: rows written before stay valid (no notification applied, auto-renew unknown).
+                "ALTER TABLE transaction_claims ADD COLUMN auto_renew INTEGER",
+                "ALTER TABLE transaction_claims ADD COLUMN notification_signed_at INTEGER",
+            ]),
+        Migration(
+            version: 4, name: "reconciler state",
             statements: [
                 // The reconciler's lease and checkpoint (docs/LEDGER.md, "Reconciler state"); milliseconds since 1970.
                 """
@@ -130,7 +137,14 @@ enum LedgerSchema {
                 """
             ]),
         Migration(
-            version: 5, name: "reconciler state",
+            version: 3, name: "notification order and auto-renew",
+            statements: [
+                // Nullable: rows written before stay valid (no notification applied, auto-renew unknown).
+                "ALTER TABLE transaction_claims ADD COLUMN auto_renew boolean",
+                "ALTER TABLE transaction_claims ADD COLUMN notification_signed_at timestamptz",
+            ]),
+        Migration(
+            version: 4, name: "reconciler state",
             statements: [
                 // Logged, unlike the verification leases: the checkpoint must survive a crash of the server.
                 """

@@ -125,15 +125,15 @@ public final class ReceiptAnalyzer: Sendable {
         }
         let payload = jws.payload
         let format = jws.format
-        let environmentText = payload.environment ?? payload.receiptType ?? payload.data?.environment
+        let environmentText = payload.anyEnvironment
         let environment = environmentText.map { ReceiptEnvironment.normalized($0) }
         let signedDate = JWSPayload.date(payload.signedDate ?? payload.receiptCreationDate)
         let allowUnanchored = policy.allowXcode && environment == .xcode
-        var signature = signatureStatus(verify: verify, bundleID: payload.bundleId ?? payload.data?.bundleId) {
+        var signature = signatureStatus(verify: verify, bundleID: payload.anyBundleID) {
             chains.checkSignature(of: jws, at: time ?? signedDate ?? Date(), allowUnanchored: allowUnanchored)
         }
         var analysis = ReceiptAnalysis(
-            format: format, environment: environment, bundleID: payload.bundleId ?? payload.data?.bundleId,
+            format: format, environment: environment, bundleID: payload.anyBundleID,
             signature: signature, signedDate: signedDate, appVersion: payload.applicationVersion,
             originalAppVersion: payload.originalApplicationVersion)
         switch format {
@@ -144,10 +144,19 @@ public final class ReceiptAnalyzer: Sendable {
         case .notification:
             analysis.notification = NotificationInfo(
                 notificationType: payload.notificationType ?? "", subtype: payload.subtype,
-                notificationUUID: payload.notificationUUID)
+                notificationUUID: payload.notificationUUID, appAppleID: payload.appAppleID,
+                summaryRequestID: payload.summary?.requestIdentifier)
             guard !nested else { return .unknown("a notification nested in a notification") }
+            // Apple sends one of them: two would leave it ambiguous which app, environment and purchase it is about.
+            guard payload.notificationBodyCount <= 1 else {
+                return .unknown("a notification with more than one of data, summary, externalPurchaseToken, appData")
+            }
             // The nested objects are JWS of their own; a notification is only as good as its worst part.
-            for nestedText in [payload.data?.signedTransactionInfo, payload.data?.signedRenewalInfo] {
+            let nestedTexts = [
+                payload.data?.signedTransactionInfo, payload.data?.signedRenewalInfo,
+                payload.appData?.signedAppTransactionInfo,
+            ]
+            for nestedText in nestedTexts {
                 guard let nestedText else { continue }
                 let inner = analyzeJWS(Array(nestedText.utf8), at: time, nested: true, verify: verify)
                 if inner.format == .unknown {

@@ -145,7 +145,7 @@ public final class PostgresLedger: Ledger {
                     WHERE transaction_id = ANY(\(transactionIDs)) OR original_transaction_id = ANY(\(originalTransactionIDs))
                     UNION ALL
                     SELECT verdict_json, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-                        NULL, NULL
+                        NULL, NULL, NULL, NULL
                     FROM job_verdicts WHERE job_id = \(jobID)
                     """, logger: logger)
                 var snapshot = LedgerSnapshot()
@@ -255,7 +255,7 @@ public final class PostgresLedger: Ledger {
                         VALUES (\(c.transactionID), \(c.originalTransactionID), \(c.accountID), \(c.productID),
                             \(c.productType.rawValue), \(c.bundleID), \(c.environment), \(c.purchaseDate),
                             \(c.expiresDate), \(c.gracePeriodExpiresDate), \(c.revokedAt), \(c.grantedJobID),
-                            \(c.verdictID), now(), now())
+                            \(c.verdictID), now(), now(), \(c.autoRenew), \(c.notificationSignedAt))
                         ON CONFLICT (transaction_id) DO NOTHING
                         RETURNING account_id
                     )
@@ -297,6 +297,37 @@ public final class PostgresLedger: Ledger {
                         updated_at = now()
                     WHERE transaction_id = \(transactionID)
                     """, logger: logger)
+            case .reinstate(let transactionID):
+                try await connection.query(
+                    """
+                    UPDATE transaction_claims SET revoked_at = NULL, updated_at = now()
+                    WHERE transaction_id = \(transactionID)
+                    """, logger: logger)
+            case .recordNotification(let original, let signedAt, let autoRenew):
+                if let signedAt {
+                    // Update first: the rows a concurrent newer notification holds are waited for, so the check
+                    // below sees its commit. A newer one found means this one is late: roll back, decide again.
+                    try await connection.query(
+                        """
+                        UPDATE transaction_claims SET notification_signed_at = \(signedAt), updated_at = now()
+                        WHERE original_transaction_id = \(original)
+                            AND (notification_signed_at IS NULL OR notification_signed_at < \(signedAt))
+                        """, logger: logger)
+                    let newer = try await connection.query(
+                        """
+                        SELECT 1 FROM transaction_claims
+                        WHERE original_transaction_id = \(original) AND notification_signed_at > \(signedAt) LIMIT 1
+                        """, logger: logger
+                    ).collect()
+                    if !newer.isEmpty { return false }
+                }
+                if let autoRenew {
+                    try await connection.query(
+                        """
+                        UPDATE transaction_claims SET auto_renew = \(autoRenew), updated_at = now()
+                        WHERE original_transaction_id = \(original)
+                        """, logger: logger)
+                }
             }
         }
         return true
@@ -403,7 +434,9 @@ public final class PostgresLedger: Ledger {
             grantedJobID: try cells[offset + 11].decode(String.self),
             verdictID: try cells[offset + 12].decode(String.self),
             createdAt: try cells[offset + 13].decode(Date.self),
-            updatedAt: try cells[offset + 14].decode(Date.self))
+            updatedAt: try cells[offset + 14].decode(Date.self),
+            autoRenew: try cells[offset + 15].decode(Bool?.self),
+            notificationSignedAt: try cells[offset + 16].decode(Date?.self))
     }
 }
 

@@ -154,7 +154,8 @@ public final class SQLiteLedger: Ledger {
         }
     }
 
-    /// Tests only: fail the statement labelled `label` (`verdict`, `claim`, `revoke`, `move`, `extend`).
+    /// Tests only: fail the statement labelled `label` (`verdict`, `claim`, `revoke`, `move`, `extend`,
+    /// `reinstate`, `notification`).
     func injectFault(_ hook: (@Sendable (String) -> LedgerError?)?) async {
         await executor.setFaultHook(hook)
     }
@@ -172,7 +173,7 @@ public final class SQLiteLedger: Ledger {
                 try connection.query(
                     """
                     INSERT INTO transaction_claims (\(claimColumns))
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (transaction_id) DO NOTHING
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (transaction_id) DO NOTHING
                     """,
                     [
                         .text(claim.transactionID), .text(claim.originalTransactionID), .text(claim.accountID),
@@ -180,6 +181,7 @@ public final class SQLiteLedger: Ledger {
                         SQLiteValue(claim.environment), SQLiteValue(claim.purchaseDate), SQLiteValue(claim.expiresDate),
                         SQLiteValue(claim.gracePeriodExpiresDate), SQLiteValue(claim.revokedAt),
                         .text(claim.grantedJobID), .text(claim.verdictID), now, now,
+                        claim.autoRenew.map { SQLiteValue($0) } ?? .null, SQLiteValue(claim.notificationSignedAt),
                     ])
                 if connection.changes == 0 { return false }
             case .revoke(let transactionID, let revokedAt):
@@ -219,6 +221,33 @@ public final class SQLiteLedger: Ledger {
                         WHERE transaction_id = ? AND (grace_period_expires_date IS NULL OR grace_period_expires_date < ?)
                         """, [SQLiteValue(graceDate), now, .text(transactionID), SQLiteValue(graceDate)])
                 }
+            case .reinstate(let transactionID):
+                try fault("reinstate")
+                try connection.query(
+                    "UPDATE transaction_claims SET revoked_at = NULL, updated_at = ? WHERE transaction_id = ?",
+                    [now, .text(transactionID)])
+            case .recordNotification(let original, let signedAt, let autoRenew):
+                try fault("notification")
+                if let signedAt {
+                    // A newer notification applied since the snapshot: this one is late, decide it again.
+                    let newer = try connection.query(
+                        """
+                        SELECT 1 FROM transaction_claims
+                        WHERE original_transaction_id = ? AND notification_signed_at > ? LIMIT 1
+                        """, [.text(original), SQLiteValue(signedAt)])
+                    if !newer.isEmpty { return false }
+                    try connection.query(
+                        """
+                        UPDATE transaction_claims SET notification_signed_at = ?, updated_at = ?
+                        WHERE original_transaction_id = ?
+                            AND (notification_signed_at IS NULL OR notification_signed_at < ?)
+                        """, [SQLiteValue(signedAt), now, .text(original), SQLiteValue(signedAt)])
+                }
+                if let autoRenew {
+                    try connection.query(
+                        "UPDATE transaction_claims SET auto_renew = ?, updated_at = ? WHERE original_transaction_id = ?",
+                        [SQLiteValue(autoRenew), now, .text(original)])
+                }
             }
         }
         return true
@@ -247,11 +276,11 @@ public final class SQLiteLedger: Ledger {
     static let claimColumns = """
         transaction_id, original_transaction_id, account_id, product_id, product_type, bundle_id, environment, \
         purchase_date, expires_date, grace_period_expires_date, revoked_at, granted_job_id, verdict_id, created_at, \
-        updated_at
+        updated_at, auto_renew, notification_signed_at
         """
 
     private static func claim(_ row: [SQLiteValue]) throws(LedgerError) -> TransactionClaim {
-        guard row.count == 15, let id = row[0].text, let original = row[1].text, let account = row[2].text,
+        guard row.count == 17, let id = row[0].text, let original = row[1].text, let account = row[2].text,
             let product = row[3].text, let type = row[4].text.flatMap(ProductType.init(rawValue:)),
             let job = row[11].text, let verdictID = row[12].text, let created = row[13].date,
             let updated = row[14].date
@@ -260,7 +289,8 @@ public final class SQLiteLedger: Ledger {
             transactionID: id, originalTransactionID: original, accountID: account, productID: product,
             productType: type, bundleID: row[5].text, environment: row[6].text, purchaseDate: row[7].date,
             expiresDate: row[8].date, gracePeriodExpiresDate: row[9].date, revokedAt: row[10].date,
-            grantedJobID: job, verdictID: verdictID, createdAt: created, updatedAt: updated)
+            grantedJobID: job, verdictID: verdictID, createdAt: created, updatedAt: updated,
+            autoRenew: row[15].integer.map { $0 != 0 }, notificationSignedAt: row[16].date)
     }
 
     static func decodeVerdict(_ json: String, codec: MessageCodec) throws(LedgerError) -> Verdict {

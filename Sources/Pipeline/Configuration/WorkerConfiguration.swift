@@ -23,6 +23,8 @@ public struct WorkerConfiguration: Sendable {
     public var trustAnchorFiles: [String]
     public var allowSandbox: Bool
     public var allowXcode: Bool
+    /// The app's Apple id; when set, a production notification naming another app is `rejected` / `wrong_app`.
+    public var appleAppAppleID: Int64?
     public var maximumMessageBytes: Int
     public var maximumReceiptBytes: Int
     /// The largest record the worker produces, framing included; librdkafka's `message.max.bytes` for its producer.
@@ -92,6 +94,10 @@ public struct WorkerConfiguration: Sendable {
             "Extra trust anchor certificates (DER or PEM files), comma-separated; the Apple roots are always in."),
         .init("allow_sandbox", default: "false", "Accept sandbox purchases (App Review buys in sandbox)."),
         .init("allow_xcode", default: "false", "Accept Xcode StoreKit-testing receipts (development only)."),
+        .init(
+            "apple_app_apple_id",
+            "The app's Apple id, appAppleId, a number (default: none, not checked). When set, a production App Store "
+                + "notification naming another app, or none, is rejected with reason wrong_app."),
         .init("max_message_bytes", default: "1048576", "Largest job message accepted; larger ones are dead-lettered."),
         .init("max_receipt_bytes", default: "1048576", "Largest decoded receipt accepted."),
         .init(
@@ -223,6 +229,14 @@ public struct WorkerConfiguration: Sendable {
         trustAnchorFiles = sources.values["trust_anchors"].map(Self.list) ?? []
         allowSandbox = try reader.bool("allow_sandbox")
         allowXcode = try reader.bool("allow_xcode")
+        if let text = sources.values["apple_app_apple_id"], !text.isEmpty {
+            guard let id = Int64(text), id > 0 else {
+                throw ConfigurationError(key: "apple_app_apple_id", problem: "must be a positive whole number")
+            }
+            appleAppAppleID = id
+        } else {
+            appleAppAppleID = nil
+        }
         maximumMessageBytes = try reader.int("max_message_bytes", in: 1024...(64 << 20))
         maximumReceiptBytes = try reader.int("max_receipt_bytes", in: 1024...(64 << 20))
         // Not tied to max_message_bytes: a message too large to be dead-lettered whole is dead-lettered cut. The floor

@@ -33,9 +33,8 @@ public enum EvidenceMapping {
             evidence.source = .signature
             evidence.authenticity = .authentic
             if let notification = analysis.notification {
-                evidence.notification = SubscriptionNotification(
-                    kind: kind(ofNotificationType: notification.notificationType, subtype: notification.subtype),
-                    appleType: notification.notificationType)
+                evidence.notification = subscriptionNotification(
+                    notification, signedDate: analysis.signedDate, renewal: analysis.renewalInfo)
             }
         case .needsApple:
             break
@@ -43,15 +42,40 @@ public enum EvidenceMapping {
         return evidence
     }
 
-    /// App Store Server Notifications V2 types reduced to what changes an entitlement.
+    /// What a verified notification says, for the rules. Auto-renew comes from the subtype of
+    /// `DID_CHANGE_RENEWAL_STATUS`, else from the signed renewal info's `autoRenewStatus`.
+    static func subscriptionNotification(
+        _ notification: NotificationInfo, signedDate: Date?, renewal: RenewalInfo?
+    ) -> SubscriptionNotification {
+        let autoRenew: Bool? =
+            switch notification.subtype {
+            case "AUTO_RENEW_ENABLED": true
+            case "AUTO_RENEW_DISABLED": false
+            default: renewal?.autoRenewStatus.map { $0 == 1 }
+            }
+        return SubscriptionNotification(
+            kind: kind(ofNotificationType: notification.notificationType, subtype: notification.subtype),
+            appleType: notification.notificationType, subtype: notification.subtype, signedDate: signedDate,
+            autoRenew: autoRenew, appAppleID: notification.appAppleID)
+    }
+
+    /// App Store Server Notifications V2 types reduced to what changes an entitlement (docs/LEDGER.md,
+    /// "Notification types"). A type this build does not know is `other`: recorded, changes nothing.
     public static func kind(ofNotificationType type: String, subtype: String?) -> SubscriptionNotification.Kind {
         switch type {
-        case "DID_RENEW", "SUBSCRIBED", "DID_RECOVER", "ONE_TIME_CHARGE": .renewed
+        case "DID_RENEW", "SUBSCRIBED", "DID_RECOVER", "OFFER_REDEEMED", "ONE_TIME_CHARGE": .renewed
         case "EXPIRED": .expired
         case "DID_FAIL_TO_RENEW": .renewalFailed
         case "GRACE_PERIOD_EXPIRED": .gracePeriodExpired
         case "REFUND": .refunded
         case "REVOKE": .revoked
+        case "REFUND_REVERSED": .refundReversed
+        case "RENEWAL_EXTENDED", "RENEWAL_EXTENSION": .extended
+        case "DID_CHANGE_RENEWAL_STATUS": .renewalStatusChanged
+        case "CONSUMPTION_REQUEST": .consumptionRequest
+        case "REFUND_DECLINED": .refundDeclined
+        // DID_CHANGE_RENEWAL_PREF, PRICE_INCREASE, PRICE_CHANGE, METADATA_UPDATE, MIGRATION, TEST,
+        // EXTERNAL_PURCHASE_TOKEN, RESCIND_CONSENT and any later type.
         default: .other
         }
     }
@@ -76,6 +100,7 @@ public enum EvidenceMapping {
             renewal.originalTransactionID == nil || renewal.originalTransactionID == transaction.subscriptionKey
         {
             transaction.isInBillingRetry = renewal.isInBillingRetryPeriod ?? false
+            transaction.gracePeriodExpiresDate = renewal.gracePeriodExpiresDate
         }
         return transaction
     }

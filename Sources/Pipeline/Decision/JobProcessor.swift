@@ -24,6 +24,8 @@ public struct JobProcessor: Sendable {
         /// What the deployment sells (bundle ids, products and their types).
         public var catalog: Catalog
         public var allowSandbox: Bool
+        /// The app's Apple id (`apple_app_apple_id`): production notifications must name it. Nil checks nothing.
+        public var appAppleID: Int64?
         /// How long a job may wait for Apple before it ends `unverifiable` / `apple_unavailable`.
         public var jobDeadline: Duration
         /// The first wait after a ledger failure; it doubles up to ``ledgerMaximumBackoff``.
@@ -32,9 +34,11 @@ public struct JobProcessor: Sendable {
 
         public init(
             catalog: Catalog, allowSandbox: Bool, jobDeadline: Duration = .seconds(600),
-            ledgerInitialBackoff: Duration = .milliseconds(100), ledgerMaximumBackoff: Duration = .seconds(5)
+            ledgerInitialBackoff: Duration = .milliseconds(100), ledgerMaximumBackoff: Duration = .seconds(5),
+            appAppleID: Int64? = nil
         ) {
             self.catalog = catalog
+            self.appAppleID = appAppleID
             self.allowSandbox = allowSandbox
             self.jobDeadline = jobDeadline
             self.ledgerInitialBackoff = ledgerInitialBackoff
@@ -310,7 +314,8 @@ public struct JobProcessor: Sendable {
     func statelessRejection(_ job: ReceiptJob, _ evidence: PurchaseEvidence, decidedAt: Date) -> Verdict? {
         guard evidence.rejection != nil || evidence.authenticity == .notAuthenticated else { return nil }
         let policy = LedgerSettlement.policy(
-            catalog: configuration.catalog, allowSandbox: configuration.allowSandbox, now: decidedAt)
+            catalog: configuration.catalog, allowSandbox: configuration.allowSandbox, now: decidedAt,
+            appAppleID: configuration.appAppleID)
         guard case .decided(let decision) = LedgerSettlement.decide(job: job, evidence: evidence, policy: policy),
             decision.writes.isEmpty,
             decision.verdict.outcome == .rejected
@@ -449,7 +454,9 @@ public struct JobProcessor: Sendable {
 
     @inline(never)
     private func currentPolicy() -> DecisionPolicy {
-        LedgerSettlement.policy(catalog: configuration.catalog, allowSandbox: configuration.allowSandbox, now: now())
+        LedgerSettlement.policy(
+            catalog: configuration.catalog, allowSandbox: configuration.allowSandbox, now: now(),
+            appAppleID: configuration.appAppleID)
     }
 
     /// Counts a ledger failure; throws ``PipelineFatalError`` if retrying cannot fix it.

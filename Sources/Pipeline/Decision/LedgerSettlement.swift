@@ -19,8 +19,10 @@ public enum LedgerSettlement {
     }
 
     /// The rules' settings for a decision at `now`; without a catalog (`bench ledger`) the rules check no product.
-    public static func policy(catalog: Catalog?, allowSandbox: Bool, now: Date) -> DecisionPolicy {
-        DecisionPolicy(allowSandbox: allowSandbox, now: now, catalog: catalog)
+    public static func policy(
+        catalog: Catalog?, allowSandbox: Bool, now: Date, appAppleID: Int64? = nil
+    ) -> DecisionPolicy {
+        DecisionPolicy(allowSandbox: allowSandbox, now: now, catalog: catalog, appAppleID: appAppleID)
     }
 
     /// Runs the rules once on `snapshot` (an empty one for a decision that needs no ledger).

@@ -166,7 +166,7 @@ public struct WorkerRuntime: Sendable {
             serverAPI: try serverAPIClient(engine: engine, analyzer: analyzer, catalog: catalog),
             configuration: JobProcessor.Configuration(
                 catalog: catalog, allowSandbox: configuration.allowSandbox,
-                jobDeadline: configuration.jobDeadline),
+                jobDeadline: configuration.jobDeadline, appAppleID: configuration.appleAppAppleID),
             health: health, logger: logger,
             coalescing: AppleCoalescingConfiguration(
                 enabled: configuration.coalesceAppleCalls, leaseDuration: configuration.verificationLease,

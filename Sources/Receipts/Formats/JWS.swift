@@ -88,6 +88,8 @@ struct JWSPayload: Decodable {
     var expirationIntent: Int?
     var renewalDate: Double?
     var isInBillingRetryPeriod: Bool?
+    var gracePeriodExpiresDate: Double?
+    var priceIncreaseStatus: Int?
     // App transaction
     var receiptType: String?
     var applicationVersion: String?
@@ -98,12 +100,64 @@ struct JWSPayload: Decodable {
     var subtype: String?
     var notificationUUID: String?
     var data: NotificationData?
+    /// `RENEWAL_EXTENSION` / `SUMMARY`: the outcome of a mass extension request, instead of `data`.
+    var summary: NotificationSummary?
+    /// `EXTERNAL_PURCHASE_TOKEN`: instead of `data`.
+    var externalPurchaseToken: ExternalPurchaseToken?
+    /// Notifications about the app rather than a purchase (`RESCIND_CONSENT`): instead of `data`.
+    var appData: AppData?
 
     struct NotificationData: Decodable {
+        var appAppleId: Int64?
         var bundleId: String?
         var environment: String?
         var signedTransactionInfo: String?
         var signedRenewalInfo: String?
+    }
+
+    struct NotificationSummary: Decodable {
+        var requestIdentifier: String?
+        var environment: String?
+        var appAppleId: Int64?
+        var bundleId: String?
+        var productId: String?
+        var succeededCount: Int64?
+        var failedCount: Int64?
+    }
+
+    struct ExternalPurchaseToken: Decodable {
+        var externalPurchaseId: String?
+        var tokenCreationDate: Double?
+        var appAppleId: Int64?
+        var bundleId: String?
+    }
+
+    struct AppData: Decodable {
+        var appAppleId: Int64?
+        var bundleId: String?
+        var environment: String?
+        var signedAppTransactionInfo: String?
+    }
+
+    /// How many of `data`, `summary`, `externalPurchaseToken` and `appData` the notification carries (Apple sends
+    /// exactly one, or none for `TEST`).
+    var notificationBodyCount: Int {
+        [data != nil, summary != nil, externalPurchaseToken != nil, appData != nil].filter { $0 }.count
+    }
+
+    /// The bundle id, from wherever the payload's kind puts it.
+    var anyBundleID: String? {
+        bundleId ?? data?.bundleId ?? summary?.bundleId ?? appData?.bundleId ?? externalPurchaseToken?.bundleId
+    }
+
+    /// The environment, from wherever the payload's kind puts it. An external purchase token names none.
+    var anyEnvironment: String? {
+        environment ?? receiptType ?? data?.environment ?? summary?.environment ?? appData?.environment
+    }
+
+    /// A notification's `appAppleId` (absent in sandbox, per Apple).
+    var appAppleID: Int64? {
+        data?.appAppleId ?? summary?.appAppleId ?? appData?.appAppleId ?? externalPurchaseToken?.appAppleId
     }
 
     static func date(_ milliseconds: Double?) -> Date? {
@@ -124,6 +178,7 @@ struct JWSPayload: Decodable {
         RenewalInfo(
             originalTransactionID: originalTransactionId, productID: productId, autoRenewProductID: autoRenewProductId,
             autoRenewStatus: autoRenewStatus, expirationIntent: expirationIntent, renewalDate: Self.date(renewalDate),
-            isInBillingRetryPeriod: isInBillingRetryPeriod)
+            isInBillingRetryPeriod: isInBillingRetryPeriod,
+            gracePeriodExpiresDate: Self.date(gracePeriodExpiresDate), priceIncreaseStatus: priceIncreaseStatus)
     }
 }

@@ -126,6 +126,9 @@ public struct RenewalInfo: Sendable, Hashable {
     public var expirationIntent: Int?
     public var renewalDate: Date?
     public var isInBillingRetryPeriod: Bool?
+    /// The end of the billing grace period, while Apple retries a failed renewal with access kept.
+    public var gracePeriodExpiresDate: Date?
+    public var priceIncreaseStatus: Int?
 }
 
 /// The type and subtype of an App Store Server Notification V2.
@@ -133,6 +136,10 @@ public struct NotificationInfo: Sendable, Hashable {
     public var notificationType: String
     public var subtype: String?
     public var notificationUUID: String?
+    /// The app's Apple id the notification names (absent in sandbox).
+    public var appAppleID: Int64?
+    /// `RENEWAL_EXTENSION` / `SUMMARY`: the request id and its counts, recorded with the verdict.
+    public var summaryRequestID: String?
 }
 
 /// Everything known about one receipt without asking Apple, and the local verdict.

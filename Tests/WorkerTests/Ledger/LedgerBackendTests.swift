@@ -210,8 +210,8 @@ struct LedgerBackendTests {
             _ = try await (a, b)
             try await one.migrate()
             try await two.migrate()
-            #expect(try await one.schemaVersions() == [1, 2])
-            #expect(try await two.schemaVersions() == [1, 2])
+            #expect(try await one.schemaVersions() == [1, 2, 3, 4])
+            #expect(try await two.schemaVersions() == [1, 2, 3, 4])
             _ = try await S.settle(one, F.job(), F.apple([F.purchase("t1")]))
             #expect(try await S.settle(two, F.job("job-2"), F.local([F.purchase("t1")])).outcome == .alreadyGranted)
         }
@@ -384,6 +384,101 @@ final class Counter: Sendable {
     func increment() -> Int {
         value.withLock {
             $0 += 1; return $0
+        }
+    }
+}
+
+/// The writes of notification types (issue 16.1) on both backends: reinstate, auto-renew, notification order.
+@Suite("Ledger backends: notification writes", .serialized, .timeLimit(.minutes(2)))
+struct LedgerNotificationWriteTests {
+    typealias F = LedgerFixtures
+    typealias S = LedgerTestSupport
+
+    static func notification(
+        _ type: String, _ kind: SubscriptionNotification.Kind, _ transaction: PurchaseTransaction, signed: Date,
+        autoRenew: Bool? = nil
+    ) -> PurchaseEvidence {
+        var evidence = F.apple([transaction])
+        evidence.source = .signature
+        evidence.appleStatus = nil
+        evidence.notification = SubscriptionNotification(
+            kind: kind, appleType: type, signedDate: signed, autoRenew: autoRenew)
+        return evidence
+    }
+
+    @Test(
+        "REFUND then REFUND_REVERSED reinstates; auto-renew is recorded; a late REFUND changes nothing",
+        arguments: LedgerBackend.allCases)
+    func refundReversedAndOrder(backend: LedgerBackend) async throws {
+        try await S.withLedger(backend) { ledger, _ in
+            let sub = F.renewal("s1", purchased: F.days(-5), expires: F.days(25))
+            let renewal = F.renewal("s2", purchased: F.days(-4), expires: F.days(26))
+            _ = try await S.settle(ledger, F.job(), F.apple([sub]))
+            _ = try await S.settle(ledger, F.job("job-2"), F.apple([renewal]))
+            var refund = sub
+            refund.revokedAt = F.days(-1)
+            let refunded = try await S.settle(
+                ledger, F.notificationJob("n-1"), Self.notification("REFUND", .refunded, refund, signed: F.days(-1)))
+            #expect(refunded.reason == .revoked)
+            let reversed = try await S.settle(
+                ledger, F.notificationJob("n-2"),
+                Self.notification("REFUND_REVERSED", .refundReversed, sub, signed: F.days(-0.5)))
+            #expect(reversed.outcome == .alreadyGranted && reversed.accountID == "acct-A")
+            let off = try await S.settle(
+                ledger, F.notificationJob("n-3"),
+                Self.notification(
+                    "DID_CHANGE_RENEWAL_STATUS", .renewalStatusChanged, sub, signed: F.days(-0.4),
+                    autoRenew: false))
+            #expect(off.outcome == .alreadyGranted)
+            // The REFUND delivered again, late (Apple's retry), under a new job id: answered from the ledger.
+            let late = try await S.settle(
+                ledger, F.notificationJob("n-1-retry"),
+                Self.notification("REFUND", .refunded, refund, signed: F.days(-1)))
+            #expect(late.outcome == .alreadyGranted && late.decidedBy == .ledger)
+
+            let snapshot = try await ledger.snapshot(jobID: "x", transactionIDs: [], originalTransactionIDs: ["sub-1"])
+            #expect(snapshot.claims.count == 2)
+            for claim in snapshot.claims {
+                #expect(claim.autoRenew == false, "auto-renew is the subscription's, on every claim")
+                let signedAt = try #require(claim.notificationSignedAt)
+                #expect(abs(signedAt.timeIntervalSince(F.days(-0.4))) < 0.001)
+            }
+            #expect(snapshot.claim("s1")?.revokedAt == nil, "the reversal stands")
+            #expect(snapshot.claim("s2")?.revokedAt == nil)
+        }
+    }
+
+    @Test(
+        "a notification write finding a newer one applied loses the race and writes nothing",
+        arguments: LedgerBackend.allCases)
+    func recordNotificationRace(backend: LedgerBackend) async throws {
+        try await S.withLedger(backend) { ledger, _ in
+            let sub = F.renewal("s1", purchased: F.days(-5), expires: F.days(25))
+            _ = try await S.settle(ledger, F.job(), F.apple([sub]))
+            #expect(
+                try await ledger.perform([
+                    .recordNotification(originalTransactionID: "sub-1", signedAt: F.days(-1), autoRenew: true)
+                ]))
+            // Decided from a snapshot that did not hold the newer one: a revoke and an older date, refused together.
+            #expect(
+                try await ledger.perform([
+                    .revoke(transactionID: "s1", revokedAt: F.days(-2)),
+                    .recordNotification(originalTransactionID: "sub-1", signedAt: F.days(-2), autoRenew: false),
+                ]) == false)
+            let claim = try #require(
+                try await ledger.snapshot(jobID: "x", transactionIDs: ["s1"], originalTransactionIDs: []).claims.first)
+            #expect(claim.revokedAt == nil && claim.autoRenew == true)
+            #expect(abs(try #require(claim.notificationSignedAt).timeIntervalSince(F.days(-1))) < 0.001)
+            // Reinstate clears a revocation; an unsigned record only sets auto-renew.
+            try await ledger.revoke(transactionID: "s1", at: F.days(-1))
+            #expect(try await ledger.perform([.reinstate(transactionID: "s1")]))
+            #expect(
+                try await ledger.perform([
+                    .recordNotification(originalTransactionID: "sub-1", signedAt: nil, autoRenew: false)
+                ]))
+            let after = try #require(
+                try await ledger.snapshot(jobID: "x", transactionIDs: ["s1"], originalTransactionIDs: []).claims.first)
+            #expect(after.revokedAt == nil && after.autoRenew == false)
         }
     }
 }

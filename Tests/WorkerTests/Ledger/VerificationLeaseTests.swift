@@ -177,6 +177,10 @@ struct VerificationLeaseTests {
         notification.notification = SubscriptionNotification(kind: .renewalFailed, appleType: "DID_FAIL_TO_RENEW")
         notification.rejection = .expired
         #expect(PurchaseEvidence(jsonText: notification.jsonText()) == notification)
+        notification.notification = SubscriptionNotification(
+            kind: .renewalStatusChanged, appleType: "DID_CHANGE_RENEWAL_STATUS", subtype: "AUTO_RENEW_DISABLED",
+            signedDate: Self.start, autoRenew: false, appAppleID: 1234)
+        #expect(PurchaseEvidence(jsonText: notification.jsonText()) == notification)
         #expect(PurchaseEvidence(jsonText: text.replacingOccurrences(of: #""v":1"#, with: #""v":2"#)) == nil)
         #expect(PurchaseEvidence(jsonText: text.replacingOccurrences(of: "authentic", with: "unheard")) == nil)
         #expect(PurchaseEvidence(jsonText: "not json") == nil)

@@ -108,11 +108,21 @@ struct ConfigurationTests {
             (["VERIFY_APPLE_MIN_CONCURRENCY": "10", "VERIFY_APPLE_MAX_CONCURRENCY": "5"], "apple_min_concurrency"),
             (["VERIFY_KAFKA_PROPERTIES": "novalue"], "kafka_properties"),
             (["VERIFY_SERVER_API_KEY": "pem"], "server_api_key_id"),
+            (["VERIFY_APPLE_APP_APPLE_ID": "my-app"], "apple_app_apple_id"),
+            (["VERIFY_APPLE_APP_APPLE_ID": "-5"], "apple_app_apple_id"),
         ] as [([String: String], String)])
     func badValues(environment: [String: String], key: String) {
         let error = problem(environment: environment)
         #expect(error?.key == key, "\(String(describing: error))")
         #expect(error.map { !$0.description.contains("\n") } ?? false)
+    }
+
+    @Test("apple_app_apple_id: unset checks nothing; set, it is the number the rules compare notifications with")
+    func appAppleID() throws {
+        #expect(try configuration().appleAppAppleID == nil)
+        #expect(
+            try configuration(environment: ["VERIFY_APPLE_APP_APPLE_ID": "1234567890"]).appleAppAppleID == 1_234_567_890
+        )
     }
 
     @Test(

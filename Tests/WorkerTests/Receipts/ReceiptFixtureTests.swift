@@ -265,6 +265,7 @@ struct ReceiptFixtureTests {
         #expect(notification.notification?.notificationType == "TEST")
         #expect(notification.environment == .sandbox)
         #expect(notification.bundleID == "com.example")
+        #expect(notification.notification?.appAppleID == 1234)
         #expect(notification.signature == .valid)
         #expect(notification.verdict == .locallyVerified)
 
