@@ -81,6 +81,30 @@ enum LedgerSchema {
                 ) WITHOUT ROWID
                 """
             ]),
+        Migration(
+            version: 5, name: "apple call records",
+            statements: [
+                // One row per follow-up call to Apple (Finish Transaction per transaction, a consumption answer per
+                // CONSUMPTION_REQUEST), so a redelivery or another worker never calls twice (docs/LEDGER.md).
+                // Dates in milliseconds since 1970.
+                """
+                CREATE TABLE apple_call_records (
+                    kind TEXT NOT NULL,
+                    call_key TEXT NOT NULL,
+                    transaction_id TEXT NOT NULL,
+                    environment TEXT,
+                    state TEXT NOT NULL,
+                    holder TEXT,
+                    due_at INTEGER NOT NULL,
+                    attempts INTEGER NOT NULL,
+                    detail TEXT,
+                    created_at INTEGER NOT NULL,
+                    updated_at INTEGER NOT NULL,
+                    PRIMARY KEY (kind, call_key)
+                ) WITHOUT ROWID
+                """,
+                "CREATE INDEX apple_call_records_due ON apple_call_records (state, due_at)",
+            ]),
     ]
 
     static let postgres: [Migration] = [
@@ -156,6 +180,27 @@ enum LedgerSchema {
                     updated_at timestamptz NOT NULL
                 )
                 """
+            ]),
+        Migration(
+            version: 5, name: "apple call records",
+            statements: [
+                """
+                CREATE TABLE apple_call_records (
+                    kind text NOT NULL,
+                    call_key text NOT NULL,
+                    transaction_id text NOT NULL,
+                    environment text,
+                    state text NOT NULL,
+                    holder text,
+                    due_at timestamptz NOT NULL,
+                    attempts integer NOT NULL,
+                    detail text,
+                    created_at timestamptz NOT NULL,
+                    updated_at timestamptz NOT NULL,
+                    PRIMARY KEY (kind, call_key)
+                )
+                """,
+                "CREATE INDEX apple_call_records_due ON apple_call_records (state, due_at)",
             ]),
     ]
 }

@@ -24,11 +24,25 @@ public struct Catalog: Sendable, Hashable {
         public var id: String
         public var type: ProductType
         public var entitlements: [String]
+        /// What to tell Apple when a customer asks for a refund (`refund_preference`: `DECLINE`, `GRANT_FULL` or
+        /// `GRANT_PRORATED`; Send Consumption Information). Nil: no preference is sent.
+        public var refundPreference: String?
+        /// Whether a free sample, trial or description of the content was given before purchase
+        /// (`sample_content_provided`; Send Consumption Information). Nil: false.
+        public var sampleContentProvided: Bool?
 
-        public init(id: String, type: ProductType, entitlements: [String]? = nil) {
+        /// The values `refund_preference` may take (Apple's `refundPreference`).
+        public static let refundPreferences = ["DECLINE", "GRANT_FULL", "GRANT_PRORATED"]
+
+        public init(
+            id: String, type: ProductType, entitlements: [String]? = nil, refundPreference: String? = nil,
+            sampleContentProvided: Bool? = nil
+        ) {
             self.id = id
             self.type = type
             self.entitlements = type == .consumable ? [] : (entitlements ?? [id])
+            self.refundPreference = refundPreference
+            self.sampleContentProvided = sampleContentProvided
         }
     }
 
@@ -160,7 +174,29 @@ extension Catalog {
                 entitlements = names
             }
         }
-        return Product(id: id, type: type, entitlements: entitlements)
+        var refundPreference: String?
+        var sampleContentProvided: Bool?
+        if problem.reading == .verification {
+            // Optional keys of the consumption answers (issue 16.4): refused when malformed, never ignored, since a
+            // wrong answer to Apple cannot be taken back.
+            if let value = present(entry["refund_preference"]) {
+                guard let text = value as? String, Product.refundPreferences.contains(text) else {
+                    throw CatalogError(
+                        "product \(id): \"refund_preference\" must be one of "
+                            + Product.refundPreferences.joined(separator: ", "))
+                }
+                refundPreference = text
+            }
+            if let value = present(entry["sample_content_provided"]) {
+                guard let flag = value as? Bool else {
+                    throw CatalogError("product \(id): \"sample_content_provided\" must be true or false")
+                }
+                sampleContentProvided = flag
+            }
+        }
+        return Product(
+            id: id, type: type, entitlements: entitlements, refundPreference: refundPreference,
+            sampleContentProvided: sampleContentProvided)
     }
 
     /// A member's value, nil when absent or JSON `null` (as a decoder's `decodeIfPresent` reads them).
@@ -178,6 +214,8 @@ extension Catalog: Encodable {
 
     private enum ProductKeys: String, CodingKey {
         case id, type, entitlements
+        case refundPreference = "refund_preference"
+        case sampleContentProvided = "sample_content_provided"
     }
 
     /// The JSON form ``load(json:for:)`` reads, in a stable order; a product's `entitlements` only when they are
@@ -193,6 +231,8 @@ extension Catalog: Encodable {
             if product.entitlements != Product(id: product.id, type: product.type).entitlements {
                 try entry.encode(product.entitlements, forKey: .entitlements)
             }
+            try entry.encodeIfPresent(product.refundPreference, forKey: .refundPreference)
+            try entry.encodeIfPresent(product.sampleContentProvided, forKey: .sampleContentProvided)
         }
     }
 }

@@ -44,6 +44,14 @@ public enum MetricNames {
     public static let deadLettersTruncated = "verify_dead_letters_truncated_total"
     /// Timer (histogram): from a job's `submitted_at` (or consumption) to its verdict's delivery.
     public static let verdictLatency = "verify_job_duration_seconds"
+    /// Counter, `result` (`sent`, `failed`, `retry_scheduled`, `already_recorded`, `ledger_error`, `dropped`):
+    /// Finish Transaction calls after durable grants (issue 16.5).
+    public static let finishTransactions = "verify_finish_transactions_total"
+    /// Counter, `result` (`sent`, `not_sent`, `failed`, `retry_scheduled`, `already_recorded`, `ledger_error`,
+    /// `dropped`): answers to CONSUMPTION_REQUEST notifications (issue 16.4).
+    public static let consumptionAnswers = "verify_consumption_answers_total"
+    /// Gauge: follow-up calls (Finish Transaction, consumption answers) queued in this worker, not yet claimed.
+    public static let followUpsQueued = "verify_finish_followups_queued"
 
     // MARK: The Apple call gates (`RateLimiter`); each carries the label `gate`
     /// Gauge: the effective concurrency limit (local AIMD limit, lowered by remote signals).

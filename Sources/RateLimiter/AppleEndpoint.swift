@@ -19,6 +19,22 @@ public struct AppleEndpoint: Sendable, Hashable, CustomStringConvertible {
     public static let transactionHistory = AppleEndpoint("transaction_history")
     /// App Store Server API, Get All Subscription Statuses.
     public static let subscriptionStatuses = AppleEndpoint("subscription_statuses")
+    /// App Store Server API, Get Notification History.
+    public static let notificationHistory = AppleEndpoint("notification_history")
+    /// App Store Server API, Get Refund History.
+    public static let refundHistory = AppleEndpoint("refund_history")
+    /// App Store Server API, Send Consumption Information (V2).
+    public static let consumptionInformation = AppleEndpoint("consumption_information")
+    /// App Store Server API, Finish Transaction.
+    public static let finishTransaction = AppleEndpoint("finish_transaction")
+    /// App Store Server API, Set App Account Token.
+    public static let appAccountToken = AppleEndpoint("app_account_token")
+    /// App Store Server API, Get App Transaction Info.
+    public static let appTransactionInfo = AppleEndpoint("app_transaction_info")
+    /// App Store Server API, Request a Test Notification.
+    public static let testNotification = AppleEndpoint("test_notification")
+    /// App Store Server API, Get Test Notification Status.
+    public static let testNotificationStatus = AppleEndpoint("test_notification_status")
 }
 
 /// A sustained rate and a burst for one endpoint.
@@ -44,18 +60,42 @@ public struct EndpointRateLimit: Sendable, Hashable {
         }
     }
 
-    /// The rate limits of every App Store Server API endpoint the worker calls, plus the operator's ceiling for
-    /// `verifyReceipt` (Apple publishes none).
+    /// Apple's documented production limit of an App Store Server API endpoint ("Identifying rate limits"), scaled
+    /// to 10 % in the sandbox; nil for `verifyReceipt`. Burst as in ``appStoreServerAPI(_:)``.
+    public static func appStoreServerAPI(
+        _ endpoint: AppleEndpoint, environment: AppleEnvironment
+    ) -> EndpointRateLimit? {
+        let production: Double
+        switch endpoint {
+        case .transactionInfo, .transactionHistory, .subscriptionStatuses, .notificationHistory,
+            .consumptionInformation, .finishTransaction, .appTransactionInfo:
+            production = 50
+        case .appAccountToken: production = 20
+        case .refundHistory: production = 10
+        case .testNotification, .testNotificationStatus: production = 1
+        default: return nil
+        }
+        let rate = environment == .production ? production : production / 10
+        return EndpointRateLimit(ratePerSecond: rate, burst: max(1, Int(rate / 10)))
+    }
+
+    /// Every App Store Server API endpoint the client knows.
+    public static let appStoreServerAPIEndpoints: [AppleEndpoint] = [
+        .transactionInfo, .transactionHistory, .subscriptionStatuses, .notificationHistory, .refundHistory,
+        .consumptionInformation, .finishTransaction, .appAccountToken, .appTransactionInfo, .testNotification,
+        .testNotificationStatus,
+    ]
+
+    /// The rate limits of every App Store Server API endpoint, plus the operator's ceiling for `verifyReceipt`
+    /// (Apple publishes none).
     public static func appleDefaults(
         environment: AppleEnvironment,
         verifyReceiptCeiling: EndpointRateLimit = EndpointRateLimit(ratePerSecond: 50, burst: 10)
     ) -> [AppleEndpoint: EndpointRateLimit] {
-        let api = appStoreServerAPI(environment)
-        return [
-            .transactionInfo: api,
-            .transactionHistory: api,
-            .subscriptionStatuses: api,
-            .verifyReceipt: verifyReceiptCeiling,
-        ]
+        var limits: [AppleEndpoint: EndpointRateLimit] = [.verifyReceipt: verifyReceiptCeiling]
+        for endpoint in appStoreServerAPIEndpoints {
+            limits[endpoint] = appStoreServerAPI(endpoint, environment: environment)
+        }
+        return limits
     }
 }

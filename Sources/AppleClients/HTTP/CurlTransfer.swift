@@ -122,10 +122,12 @@ final class CurlEasyHandle {
         check(ccurl_easy_setopt_pointer(pointer, CURLOPT_WRITEDATA, context))
         check(ccurl_easy_setopt_pointer(pointer, CURLOPT_HEADERDATA, context))
 
+        // Handles are reused: clear the custom method a previous PUT left behind.
+        check(ccurl_easy_setopt_pointer(pointer, CURLOPT_CUSTOMREQUEST, nil))
         switch request.method {
         case .get:
             check(ccurl_easy_setopt_long(pointer, CURLOPT_HTTPGET, 1))
-        case .post:
+        case .post, .put:
             let body = request.body ?? []
             check(ccurl_easy_setopt_long(pointer, CURLOPT_POST, 1))
             check(ccurl_easy_setopt_long(pointer, CURLOPT_POSTFIELDSIZE, body.count))
@@ -136,11 +138,13 @@ final class CurlEasyHandle {
                     pointer, CURLOPT_COPYPOSTFIELDS, UnsafeMutableRawPointer(mutating: address))
             }
             check(copied)
+            // A body sent like a POST's, under PUT's name (CURLOPT_UPLOAD would need a read callback).
+            if request.method == .put { check(ccurl_easy_setopt_string(pointer, CURLOPT_CUSTOMREQUEST, "PUT")) }
         }
         // Always set, so that a reused handle never keeps a list that was freed.
         check(
             ccurl_easy_setopt_slist(
-                pointer, CURLOPT_HTTPHEADER, headers(request.headers, isPost: request.method == .post)))
+                pointer, CURLOPT_HTTPHEADER, headers(request.headers, isPost: request.method != .get)))
 
         guard failed == CURLE_OK else {
             return HTTPTransportError(

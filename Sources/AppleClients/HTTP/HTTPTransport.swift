@@ -13,6 +13,8 @@ public struct TransportRequest: Sendable {
     public enum Method: String, Sendable {
         case get = "GET"
         case post = "POST"
+        /// Send Consumption Information and Set App Account Token replace a resource.
+        case put = "PUT"
     }
 
     /// The method. Default: `GET`.

@@ -3,7 +3,8 @@ import Logging
 import Messages
 import Observability
 
-/// The App Store Server API: Get Transaction Info, Get Transaction History v2 and Get All Subscription Statuses.
+/// The App Store Server API: Get Transaction Info, Get Transaction History v2 and Get All Subscription Statuses
+/// here; the endpoints a server that owns entitlements needs after a grant in `AppStoreServerAPIClient+Lifecycle`.
 ///
 /// Production is asked first; sandbox when production answers 404 with `errorCode` 4040010 (transaction id not
 /// found) or 401 (unreleased apps only exist in sandbox). Every JWS in an answer goes through the injected
@@ -139,11 +140,11 @@ public struct AppStoreServerAPIClient: Sendable {
 
     // MARK: - Plumbing
 
-    private func transaction(_ jws: String) async throws -> SignedTransaction {
+    func transaction(_ jws: String) async throws -> SignedTransaction {
         try SignedTransaction(payload: try await verifiedJSON(jws))
     }
 
-    private func verifiedJSON(_ jws: String) async throws -> LenientJSON {
+    func verifiedJSON(_ jws: String) async throws -> LenientJSON {
         let payload: [UInt8]
         do {
             payload = try await verifier.verifiedPayload(of: jws)
@@ -157,7 +158,7 @@ public struct AppStoreServerAPIClient: Sendable {
     }
 
     /// Runs the decoding of an answer, turning its errors into a failed outcome.
-    private func verifying<Answer: Sendable>(
+    func verifying<Answer: Sendable>(
         _ body: () async throws -> Answer
     ) async throws -> AppleOutcome<Answer> {
         do {
@@ -169,11 +170,21 @@ public struct AppStoreServerAPIClient: Sendable {
     }
 
     /// GETs `path` at production, then at sandbox when production says the id is not there.
-    private func get(
+    func get(
         path: String, id: String, query: [URLQueryItem] = [], only: AppleEnvironment? = nil
     ) async throws -> AppleOutcome<(LenientJSON, AppleEnvironment)> {
-        guard !id.isEmpty, id.utf8.count <= 64, id.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber) }) else {
-            return .failed(AppleClientError(code: .invalidRequest, detail: "the transaction id is not alphanumeric"))
+        try await send(.get, path: path, id: id, query: query, only: only)
+    }
+
+    /// Sends one call at production, then at sandbox when production says the id is not there (404 with 4040010)
+    /// or does not know the app (401). `only` pins the call to one environment, without fallback. `id` is the
+    /// path's identifier, checked before anything is sent; a 2xx answer with an empty body reads as `{}`.
+    func send(
+        _ method: TransportRequest.Method, path: String, id: String, idKind: PathIDKind = .transaction,
+        query: [URLQueryItem] = [], body: [UInt8]? = nil, only: AppleEnvironment? = nil
+    ) async throws -> AppleOutcome<(LenientJSON, AppleEnvironment)> {
+        guard idKind.accepts(id) else {
+            return .failed(AppleClientError(code: .invalidRequest, detail: idKind.problem))
         }
         let environments: [AppleEnvironment] = only.map { [$0] } ?? [.production, .sandbox]
         var last: AppleOutcome<(LenientJSON, AppleEnvironment)> = .failed(
@@ -190,10 +201,10 @@ public struct AppStoreServerAPIClient: Sendable {
             guard let url = components?.string else {
                 return .failed(AppleClientError(code: .invalidRequest, detail: "the base URL is not a URL"))
             }
+            var headers = [("Authorization", "Bearer \(token)"), ("Accept", "application/json")]
+            if body != nil { headers.append(("Content-Type", "application/json")) }
             let request = TransportRequest(
-                method: .get, url: url,
-                headers: [("Authorization", "Bearer \(token)"), ("Accept", "application/json")],
-                timeout: configuration.requestTimeout)
+                method: method, url: url, headers: headers, body: body, timeout: configuration.requestTimeout)
             let response: TransportResponse
             switch try await transport.exchange(
                 request, environment: environment, logger: logger, label: "App Store Server API")
@@ -215,7 +226,11 @@ public struct AppStoreServerAPIClient: Sendable {
     private func classify(
         _ response: TransportResponse, environment: AppleEnvironment
     ) -> AppleOutcome<(LenientJSON, AppleEnvironment)> {
-        if response.status == 200 {
+        if (200..<300).contains(response.status) {
+            // Send Consumption Information (202), Finish Transaction and Set App Account Token answer no body.
+            if response.body.allSatisfy({ $0 == 0x20 || $0 == 0x0A || $0 == 0x0D || $0 == 0x09 }) {
+                return .answered((.object([:]), environment))
+            }
             guard let json = LenientJSON.parse(response.body), json.objectValue != nil else {
                 return .failed(malformed("the answer is not a JSON object"))
             }
@@ -246,7 +261,7 @@ public struct AppStoreServerAPIClient: Sendable {
 
 extension AppleOutcome {
     /// Carries a retry or failure over to another answer type (never called on `.answered`).
-    fileprivate func mapFailure<Other: Sendable>() -> AppleOutcome<Other> {
+    func mapFailure<Other: Sendable>() -> AppleOutcome<Other> {
         switch self {
         case .answered: .failed(AppleClientError(code: .malformedResponse, detail: "internal: answered"))
         case .retryable(let advice): .retryable(advice)

@@ -2,9 +2,9 @@ import Messages
 
 /// Settings of ``AppStoreServerAPIClient``.
 public struct AppStoreServerAPIConfiguration: Sendable {
-    /// The production base URL. Default: `https://api.storekit.itunes.apple.com`.
+    /// The production base URL. Default: `https://api.storekit.apple.com`.
     public var productionBaseURL: String
-    /// The sandbox base URL. Default: `https://api.storekit-sandbox.itunes.apple.com`.
+    /// The sandbox base URL. Default: `https://api.storekit-sandbox.apple.com`.
     public var sandboxBaseURL: String
     /// The time limit of each request. Default: 30 s.
     public var requestTimeout: Duration
@@ -13,8 +13,8 @@ public struct AppStoreServerAPIConfiguration: Sendable {
 
     /// Creates a configuration; every argument has the documented default.
     public init(
-        productionBaseURL: String = "https://api.storekit.itunes.apple.com",
-        sandboxBaseURL: String = "https://api.storekit-sandbox.itunes.apple.com",
+        productionBaseURL: String = "https://api.storekit.apple.com",
+        sandboxBaseURL: String = "https://api.storekit-sandbox.apple.com",
         requestTimeout: Duration = .seconds(30),
         maxHistoryPages: Int = 50
     ) {

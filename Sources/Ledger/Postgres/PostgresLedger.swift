@@ -96,19 +96,21 @@ public final class PostgresLedger: Ledger {
                         CREATE TABLE IF NOT EXISTS ledger_migrations (
                             version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL)
                         """, logger: logger)
-                    var current = 0
+                    var done: Set<Int> = []
                     for try await version in try await connection.query(
-                        "SELECT COALESCE(MAX(version), 0) FROM ledger_migrations", logger: logger
+                        "SELECT version FROM ledger_migrations", logger: logger
                     ).decode(Int.self) {
-                        current = version
+                        done.insert(version)
                     }
+                    let current = done.max() ?? 0
                     let latest = LedgerSchema.postgres.last?.version ?? 0
                     if current > latest {
                         throw LedgerError(
                             .schema, "database schema version \(current) is newer than this build's \(latest)")
                     }
                     var applied: [Int] = []
-                    for migration in LedgerSchema.postgres where migration.version > current {
+                    // Every version not applied yet, a gap included (branches that added versions in another order).
+                    for migration in LedgerSchema.postgres where !done.contains(migration.version) {
                         for statement in migration.statements {
                             try await connection.query(PostgresQuery(unsafeSQL: statement), logger: logger)
                         }

@@ -41,16 +41,19 @@ public final class SQLiteLedger: Ledger {
                     CREATE TABLE IF NOT EXISTS ledger_migrations (
                         version INTEGER PRIMARY KEY NOT NULL, name TEXT NOT NULL, applied_at INTEGER NOT NULL)
                     """)
-                let current =
-                    try connection.query("SELECT COALESCE(MAX(version), 0) FROM ledger_migrations")
-                    .first?.first?.integer ?? 0
+                let done = Set(
+                    try connection.query("SELECT version FROM ledger_migrations").compactMap {
+                        $0.first?.integer.map(Int.init)
+                    })
+                let current = done.max() ?? 0
                 let latest = LedgerSchema.sqlite.last?.version ?? 0
                 if current > latest {
                     throw LedgerError(
                         .schema, "database schema version \(current) is newer than this build's \(latest)")
                 }
                 var applied: [Int] = []
-                for migration in LedgerSchema.sqlite where migration.version > current {
+                // Every version not applied yet, a gap included (branches that added versions in another order).
+                for migration in LedgerSchema.sqlite where !done.contains(migration.version) {
                     for statement in migration.statements { try connection.execute(statement) }
                     try connection.query(
                         "INSERT INTO ledger_migrations (version, name, applied_at) VALUES (?, ?, ?)",

@@ -50,6 +50,14 @@ public struct WorkerConfiguration: Sendable {
     public var jobDeadline: Duration
     public var appleMaximumConcurrency: Int
     public var appleMinimumConcurrency: Int
+    // MARK: After a grant
+    /// Call Finish Transaction once a grant is durable (``AppleFollowUps``).
+    public var finishTransactions: Bool
+    /// Answer each CONSUMPTION_REQUEST with Send Consumption Information (``AppleFollowUps``).
+    public var consumptionAnswers: Bool
+    /// The operator's policy on the customer's consent to share consumption data: without it no answer is sent.
+    public var consumptionCustomerConsented: Bool
+
     public var verifyReceiptRatePerSecond: Double
     public var serverAPIRatePerSecond: Double
     public var retryBudgetRatio: Double
@@ -113,11 +121,13 @@ public struct WorkerConfiguration: Sendable {
             "verify_receipt_sandbox_url", default: "https://sandbox.itunes.apple.com/verifyReceipt",
             "verifyReceipt sandbox endpoint."),
         .init(
-            "server_api_production_url", default: "https://api.storekit.itunes.apple.com",
-            "App Store Server API production base URL."),
+            "server_api_production_url", default: "https://api.storekit.apple.com",
+            "App Store Server API production base URL (Apple's recommended domain since 2026-05-05; the former "
+                + "https://api.storekit.itunes.apple.com can still be set)."),
         .init(
-            "server_api_sandbox_url", default: "https://api.storekit-sandbox.itunes.apple.com",
-            "App Store Server API sandbox base URL."),
+            "server_api_sandbox_url", default: "https://api.storekit-sandbox.apple.com",
+            "App Store Server API sandbox base URL (the former https://api.storekit-sandbox.itunes.apple.com can "
+                + "still be set)."),
         .init(
             "allow_http_apple_urls", default: "false",
             "Accept http:// Apple URLs to hosts other than loopback (a simulator in a compose network; never in "
@@ -143,7 +153,9 @@ public struct WorkerConfiguration: Sendable {
         .init("apple_min_concurrency", default: "4", "Floor of the adaptive limit on concurrent Apple calls."),
         .init("verify_receipt_rate", default: "1000", "Operator ceiling on verifyReceipt calls per second per worker."),
         .init(
-            "server_api_rate", default: "50", "App Store Server API calls per second (Apple's production limit)."),
+            "server_api_rate", default: "50",
+            "App Store Server API lookups (transaction info, history, statuses) per second (Apple's production "
+                + "limit); the other endpoints get Apple's limit scaled by server_api_rate / 50."),
         .init("retry_budget_ratio", default: "0.1", "Retries allowed as a share of first attempts."),
         .init(
             "coalesce_apple_calls", default: "true",
@@ -153,6 +165,20 @@ public struct WorkerConfiguration: Sendable {
             "verification_lease_ms", default: "10000",
             "How long a worker holds the ledger lease on a receipt it asks Apple about, and keeps Apple's answer "
                 + "there for the other workers; 0: share answers within the worker only."),
+        .init(
+            "finish_transactions", default: "false",
+            "Call the App Store Server API's Finish Transaction for each granted transaction once its grant is durable "
+                + "(ledger committed, verdict delivered): once per transaction across workers and redeliveries, in "
+                + "the background, never changing a verdict. Needs server_api_key."),
+        .init(
+            "consumption_answers", default: "false",
+            "Answer each CONSUMPTION_REQUEST notification with one Send Consumption Information call built from the "
+                + "ledger (delivery status) and the catalog (refund_preference, sample_content_provided). Needs "
+                + "server_api_key."),
+        .init(
+            "consumption_customer_consented", default: "false",
+            "Whether customers consented to sharing consumption data (the operator's policy). Apple refuses answers "
+                + "without consent: when false, no answer is sent and the ledger records it as not_sent."),
         .init("drain_timeout_s", default: "25", "On SIGTERM, how long in-flight jobs may take before release."),
         .init(
             "delivery_timeout_s", default: "120",
@@ -279,12 +305,20 @@ public struct WorkerConfiguration: Sendable {
         retryBudgetRatio = try reader.double("retry_budget_ratio", in: 0...1)
         coalesceAppleCalls = try reader.bool("coalesce_apple_calls")
         verificationLease = .milliseconds(try reader.int("verification_lease_ms", in: 0...600_000))
+        finishTransactions = try reader.bool("finish_transactions")
+        consumptionAnswers = try reader.bool("consumption_answers")
+        consumptionCustomerConsented = try reader.bool("consumption_customer_consented")
         drainTimeout = .seconds(try reader.int("drain_timeout_s", in: 1...3600))
         deliveryTimeout = .seconds(try reader.int("delivery_timeout_s", in: 1...86_400))
         metricsPort = try reader.int("metrics_port", in: 0...65535)
         metricsHost = try reader.string("metrics_host")
         logLevel = try reader.oneOf("log_level", ["trace", "debug", "info", "notice", "warning", "error", "critical"])
         logFormat = try reader.oneOf("log_format", ["json", "text"])
+        if serverAPIKey == nil, finishTransactions || consumptionAnswers {
+            throw ConfigurationError(
+                key: finishTransactions ? "finish_transactions" : "consumption_answers",
+                problem: "needs the App Store Server API (server_api_key, server_api_key_id, server_api_issuer_id)")
+        }
         if serverAPIKey != nil, serverAPIKeyID == nil || serverAPIIssuerID == nil {
             throw ConfigurationError(
                 key: serverAPIKeyID == nil ? "server_api_key_id" : "server_api_issuer_id",

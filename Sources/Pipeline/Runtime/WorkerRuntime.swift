@@ -152,9 +152,12 @@ public struct WorkerRuntime: Sendable {
             policy: AnalysisPolicy(
                 allowedEnvironments: configuration.allowSandbox ? [.production, .sandbox] : [.production],
                 allowXcode: configuration.allowXcode, maximumDecodedSize: configuration.maximumReceiptBytes))
+        let serverAPI = try serverAPIClient(engine: engine, analyzer: analyzer, catalog: catalog)
+        let appleCaller = AppleCaller(gate: gate, retryPolicy: RetryPolicy(maxAttempts: 50), logger: logger)
+        let followUps = try makeFollowUps(serverAPI: serverAPI, caller: appleCaller, ledger: ledger, catalog: catalog)
         let processor = JobProcessor(
             analyzer: analyzer, ledger: ledger,
-            apple: AppleCaller(gate: gate, retryPolicy: RetryPolicy(maxAttempts: 50), logger: logger),
+            apple: appleCaller,
             verifyReceipt: VerifyReceiptClient(
                 transport: engine,
                 configuration: VerifyReceiptConfiguration(
@@ -163,7 +166,7 @@ public struct WorkerRuntime: Sendable {
                     sharedSecret: configuration.sharedSecret.map { AppleSharedSecret($0.value) },
                     requestTimeout: configuration.appleRequestTimeout),
                 logger: logger),
-            serverAPI: try serverAPIClient(engine: engine, analyzer: analyzer, catalog: catalog),
+            serverAPI: serverAPI,
             configuration: JobProcessor.Configuration(
                 catalog: catalog, allowSandbox: configuration.allowSandbox,
                 jobDeadline: configuration.jobDeadline, appAppleID: configuration.appleAppAppleID),
@@ -215,6 +218,15 @@ public struct WorkerRuntime: Sendable {
                 name: "broker-watch",
                 work: { await producer.watchBrokers(logger: logger) { allDown in health.brokers(allDown: allDown) } },
                 after: listening),
+        ]
+        let afterDelivery: (@Sendable (Verdict, ReceiptJob) -> Void)? =
+            if let followUps { { verdict, job in followUps.verdictDelivered(verdict, job: job) } } else { nil }
+        if let followUps {
+            // Before the pipeline in the list, so stopped after its drain: the last verdicts' calls are queued.
+            services.append(
+                BackgroundService(name: "apple-follow-ups", work: { await followUps.run() }, after: listening))
+        }
+        services += [
             PipelineService(
                 makeWorker: {
                     try PipelineWorker(
@@ -227,10 +239,11 @@ public struct WorkerRuntime: Sendable {
                             maximumMessageBytes: configuration.maximumMessageBytes,
                             maximumProduceBytes: configuration.maximumProduceBytes,
                             deliveryTimeout: configuration.deliveryTimeout),
-                        health: health, logger: logger, onFatal: { fatal.resolve($0) })
+                        health: health, logger: logger, onFatal: { fatal.resolve($0) },
+                        afterDelivery: afterDelivery)
                 },
                 listening: listening, migrated: migrated, fatal: fatal, started: started,
-                drainTimeout: configuration.drainTimeout, logger: logger),
+                drainTimeout: configuration.drainTimeout, logger: logger)
         ]
         services += last
         return ServiceGroup(
@@ -340,8 +353,14 @@ public struct WorkerRuntime: Sendable {
         let apiLimit = EndpointRateLimit(
             ratePerSecond: configuration.serverAPIRatePerSecond,
             burst: max(1, Int(configuration.serverAPIRatePerSecond / 10)))
-        for endpoint in [AppleEndpoint.transactionInfo, .transactionHistory, .subscriptionStatuses] {
-            limits[endpoint] = apiLimit
+        let lookups: Set<AppleEndpoint> = [.transactionInfo, .transactionHistory, .subscriptionStatuses]
+        for endpoint in lookups { limits[endpoint] = apiLimit }
+        // The other endpoints keep Apple's ratio to the lookups' 50/s (Set App Account Token 20, refunds 10…).
+        let scale = configuration.serverAPIRatePerSecond / 50
+        for endpoint in EndpointRateLimit.appStoreServerAPIEndpoints where !lookups.contains(endpoint) {
+            guard let apple = EndpointRateLimit.appStoreServerAPI(endpoint, environment: .production) else { continue }
+            let rate = apple.ratePerSecond * scale
+            limits[endpoint] = EndpointRateLimit(ratePerSecond: rate, burst: max(1, Int(rate / 10)))
         }
         return AppleCallGateConfiguration(
             label: "apple", workerID: configuration.workerID, rateLimits: limits,
@@ -350,6 +369,30 @@ public struct WorkerRuntime: Sendable {
                 start: max(configuration.appleMinimumConcurrency, min(64, configuration.appleMaximumConcurrency))),
             retryBudgetRatio: configuration.retryBudgetRatio, retryBudgetMinimumPerSecond: 2,
             maximumQueuedWaiters: max(10_000, configuration.maximumInFlight))
+    }
+
+    /// The calls after a durable verdict (``AppleFollowUps``), when switched on. The configuration already refused
+    /// them without a Server API key.
+    func makeFollowUps(
+        serverAPI: AppStoreServerAPIClient?, caller: AppleCaller, ledger: any Ledger, catalog: Catalog
+    ) throws -> AppleFollowUps? {
+        guard configuration.finishTransactions || configuration.consumptionAnswers else { return nil }
+        guard let serverAPI else {
+            throw ConfigurationError(
+                key: configuration.finishTransactions ? "finish_transactions" : "consumption_answers",
+                problem: "needs the App Store Server API key")
+        }
+        guard let store = ledger as? any AppleCallRecordStore else {
+            throw ConfigurationError(key: "ledger_url", problem: "this ledger cannot record Apple calls")
+        }
+        return AppleFollowUps(
+            client: serverAPI, caller: caller, store: store, ledger: ledger,
+            configuration: AppleFollowUpsConfiguration(
+                finishTransactions: configuration.finishTransactions,
+                consumptionAnswers: configuration.consumptionAnswers,
+                customerConsented: configuration.consumptionCustomerConsented, catalog: catalog,
+                holder: AppleCoalescingConfiguration.uniqueHolder(prefix: configuration.workerID)),
+            logger: logger)
     }
 
     func serverAPIClient(

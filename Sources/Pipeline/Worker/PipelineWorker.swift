@@ -82,6 +82,8 @@ public final class PipelineWorker: Sendable {
     private let logger: Logger
     private let slot: ConsumerSlot
     private let onFatal: @Sendable (String) -> Void
+    /// Told of each verdict proven delivered (``AppleFollowUps``); nil: nobody is.
+    private let afterDelivery: (@Sendable (Verdict, ReceiptJob) -> Void)?
     private let metrics = PipelineMetrics()
     private let deliveries = OutputDeliveries()
     private let clock = ContinuousClock()
@@ -90,10 +92,13 @@ public final class PipelineWorker: Sendable {
     ///   - consumerConfiguration: its `revokeDeadline` bounds how long a revoke (and a drain) waits for running jobs.
     ///   - producer: delivers verdicts and dead letters (shared with the throttle signals).
     ///   - onFatal: called once when a job hits a fault the worker cannot work around; the caller drains and exits.
+    ///   - afterDelivery: called with each verdict once its delivery report came back (its ledger write committed
+    ///     before); it must not block.
     public init(
         consumerConfiguration: KafkaConsumerConfiguration, producer: KafkaProducer, decider: any JobDeciding,
         configuration: Configuration = Configuration(), health: WorkerHealth = WorkerHealth(), logger: Logger,
-        onFatal: @escaping @Sendable (String) -> Void = { _ in }
+        onFatal: @escaping @Sendable (String) -> Void = { _ in },
+        afterDelivery: (@Sendable (Verdict, ReceiptJob) -> Void)? = nil
     ) throws {
         let scheduler = PipelineScheduler(maximumInFlight: configuration.maximumInFlight)
         // The hook needs the consumer it is given to: set right after creation, before `subscribe`.
@@ -116,6 +121,7 @@ public final class PipelineWorker: Sendable {
         self.health = health
         self.logger = logger
         self.onFatal = onFatal
+        self.afterDelivery = afterDelivery
         try consumer.subscribe(topics: [configuration.topics.jobs])
     }
 
@@ -229,8 +235,9 @@ public final class PipelineWorker: Sendable {
                 case .deadLetter(let letter):
                     delivered = await deliver(letter)
                 case .job(let job):
-                    if let record = await verdictRecord(for: job, message: admitted.message) {
+                    if let (record, verdict) = await verdictRecord(for: job, message: admitted.message) {
                         delivered = await deliverVerdict(record)
+                        if delivered, let verdict { afterDelivery?(verdict.value, job) }
                     }
                 }
             }
@@ -323,10 +330,13 @@ public final class PipelineWorker: Sendable {
         return deadLetterRecord(probe).framedSize
     }
 
-    /// The verdict of a job read from `message` (its payload may be gone); nil if the job could not be decided
-    /// (cancelled, or a fatal fault): it stays uncommitted.
+    /// The verdict's record of a job read from `message` (its payload may be gone), and the verdict itself when
+    /// someone waits for its delivery (boxed: the lanes' frames keep a pointer, not a verdict); nil if the job could
+    /// not be decided (cancelled, or a fatal fault): it stays uncommitted.
     @inline(never)
-    private func verdictRecord(for job: ReceiptJob, message: KafkaConsumerMessage) async -> KafkaProducerRecord? {
+    private func verdictRecord(
+        for job: ReceiptJob, message: KafkaConsumerMessage
+    ) async -> (KafkaProducerRecord, AppleAnswerBox<Verdict>?)? {
         let decided: JobProcessor.Decided
         do {
             decided = try await decider.decide(job, recordedAt: message.recordedAt)
@@ -334,7 +344,8 @@ public final class PipelineWorker: Sendable {
             failed(job, error)
             return nil
         }
-        return record(of: decided.verdict, job: job, message: message)
+        let kept = afterDelivery == nil ? nil : AppleAnswerBox(decided.verdict)
+        return (record(of: decided.verdict, job: job, message: message), kept)
     }
 
     /// A job that could not be decided: cancelled (nothing to do), or a fatal fault (the worker stops).

@@ -210,8 +210,9 @@ struct LedgerBackendTests {
             _ = try await (a, b)
             try await one.migrate()
             try await two.migrate()
-            #expect(try await one.schemaVersions() == [1, 2, 3, 4])
-            #expect(try await two.schemaVersions() == [1, 2, 3, 4])
+            let versions = (backend == .sqlite ? LedgerSchema.sqlite : LedgerSchema.postgres).map(\.version)
+            #expect(try await one.schemaVersions() == versions)
+            #expect(try await two.schemaVersions() == versions)
             _ = try await S.settle(one, F.job(), F.apple([F.purchase("t1")]))
             #expect(try await S.settle(two, F.job("job-2"), F.local([F.purchase("t1")])).outcome == .alreadyGranted)
         }

@@ -1,0 +1,109 @@
+import Foundation
+
+/// The follow-up calls to Apple the cluster must make once and only once, and their state (table
+/// `apple_call_records`, schema version 4; docs/LEDGER.md, "Apple call records").
+///
+/// A worker that wants to make a call first ``claimAppleCall(_:holder:now:lease:)``s it: of all workers and
+/// redeliveries, one claims, the others are told it is taken. The claim holds for `lease`; a holder that crashes
+/// leaves the record due, and ``claimDueAppleCalls(kind:holder:now:lease:limit:)`` hands it to the next worker that
+/// sweeps. ``PostgresLedger`` and ``SQLiteLedger`` implement it; every failure is a ``LedgerError``.
+public protocol AppleCallRecordStore: Sendable {
+    /// Records the call as `pending` and claims it for `holder` until `now + lease`, unless a record exists: then
+    /// returns that record's state and claims nothing.
+    func claimAppleCall(
+        _ call: AppleCallRecord.Call, holder: String, now: Date, lease: Duration
+    ) async throws -> AppleCallClaim
+
+    /// Claims up to `limit` pending records of `kind` that are due (their claim expired or their retry time came),
+    /// for `holder` until `now + lease`; returns them. Atomic: two sweepers never get the same record.
+    func claimDueAppleCalls(
+        kind: AppleCallRecord.Kind, holder: String, now: Date, lease: Duration, limit: Int
+    ) async throws -> [AppleCallRecord.Call]
+
+    /// Ends `holder`'s claim: a final state (`sent`, `notSent`, `failed`), or `pending` again, due at `retryAt`.
+    /// `detail` is a short reason safe to show (an error code, never a body). Does nothing when `holder` no longer
+    /// holds the claim (it expired and another worker took it).
+    func settleAppleCall(
+        kind: AppleCallRecord.Kind, key: String, holder: String, state: AppleCallRecord.State, detail: String?,
+        retryAt: Date?, now: Date
+    ) async throws
+
+    /// The record of one call, if any (operators' tools and tests).
+    func appleCallRecord(kind: AppleCallRecord.Kind, key: String) async throws -> AppleCallRecord?
+}
+
+/// One follow-up call's record.
+public struct AppleCallRecord: Sendable, Hashable {
+    /// What the call is.
+    public struct Kind: RawRepresentable, Sendable, Hashable, CustomStringConvertible {
+        public var rawValue: String
+        public init(rawValue: String) { self.rawValue = rawValue }
+
+        /// Finish Transaction, keyed by the transaction id.
+        public static let finishTransaction = Kind(rawValue: "finish_transaction")
+        /// Send Consumption Information, keyed by the CONSUMPTION_REQUEST's notification id.
+        public static let consumptionInformation = Kind(rawValue: "consumption_information")
+
+        public var description: String { rawValue }
+    }
+
+    /// Where the call stands.
+    public enum State: String, Sendable, Hashable, CaseIterable {
+        /// To be made (claimed by a holder, or due for the next sweep).
+        case pending
+        /// Apple accepted it.
+        case sent
+        /// Deliberately not made (the operator's policy, e.g. no customer consent).
+        case notSent = "not_sent"
+        /// Apple refused it for good, or it was retried until the attempt limit.
+        case failed
+    }
+
+    /// What identifies a call and what it needs to be made again by another worker.
+    public struct Call: Sendable, Hashable {
+        public var kind: Kind
+        /// Unique per kind: the transaction id, or the notification id.
+        public var key: String
+        public var transactionID: String
+        /// The environment the transaction belongs to (`Production`, `Sandbox`), when known.
+        public var environment: String?
+        /// Attempts made before this claim.
+        public var attempts: Int
+
+        public init(kind: Kind, key: String, transactionID: String, environment: String?, attempts: Int = 0) {
+            self.kind = kind
+            self.key = key
+            self.transactionID = transactionID
+            self.environment = environment
+            self.attempts = attempts
+        }
+    }
+
+    public var call: Call
+    public var state: State
+    public var holder: String?
+    public var dueAt: Date
+    public var detail: String?
+    public var createdAt: Date
+    public var updatedAt: Date
+
+    public init(
+        call: Call, state: State, holder: String?, dueAt: Date, detail: String?, createdAt: Date, updatedAt: Date
+    ) {
+        self.call = call
+        self.state = state
+        self.holder = holder
+        self.dueAt = dueAt
+        self.detail = detail
+        self.createdAt = createdAt
+        self.updatedAt = updatedAt
+    }
+}
+
+/// What claiming a call found.
+public enum AppleCallClaim: Sendable, Hashable {
+    /// This holder makes the call now.
+    case claimed
+    /// A record exists: another worker or an earlier delivery has it (pending), or it is settled.
+    case exists(AppleCallRecord.State)
+}

@@ -1,0 +1,115 @@
+import Foundation
+import SQLiteStorage
+
+/// The Apple call records of one node (docs/LEDGER.md): each operation is one `BEGIN IMMEDIATE` transaction, so
+/// processes sharing the file claim a call one at a time.
+extension SQLiteLedger: AppleCallRecordStore {
+    static let appleCallColumns =
+        "kind, call_key, transaction_id, environment, state, holder, due_at, attempts, detail, created_at, updated_at"
+
+    public func claimAppleCall(
+        _ call: AppleCallRecord.Call, holder: String, now: Date, lease: Duration
+    ) async throws -> AppleCallClaim {
+        try await executor.run { connection, _ in
+            try Self.transaction(connection) { () throws -> (AppleCallClaim, commit: Bool) in
+                let existing = try connection.query(
+                    "SELECT state FROM apple_call_records WHERE kind = ? AND call_key = ?",
+                    [.text(call.kind.rawValue), .text(call.key)]
+                ).first?.first?.text
+                if let existing {
+                    guard let state = AppleCallRecord.State(rawValue: existing) else {
+                        throw LedgerError(.corrupt, "an apple_call_records row has an unknown state")
+                    }
+                    return (.exists(state), false)
+                }
+                try connection.query(
+                    """
+                    INSERT INTO apple_call_records (\(Self.appleCallColumns))
+                    VALUES (?, ?, ?, ?, 'pending', ?, ?, 0, NULL, ?, ?)
+                    """,
+                    [
+                        .text(call.kind.rawValue), .text(call.key), .text(call.transactionID),
+                        call.environment.map { .text($0) } ?? .null, .text(holder), SQLiteValue(now.adding(lease)),
+                        SQLiteValue(now), SQLiteValue(now),
+                    ])
+                return (.claimed, true)
+            }
+        }
+    }
+
+    public func claimDueAppleCalls(
+        kind: AppleCallRecord.Kind, holder: String, now: Date, lease: Duration, limit: Int
+    ) async throws -> [AppleCallRecord.Call] {
+        try await executor.run { connection, _ in
+            try Self.transaction(connection) { () throws -> ([AppleCallRecord.Call], commit: Bool) in
+                let rows = try connection.query(
+                    """
+                    SELECT call_key, transaction_id, environment, attempts FROM apple_call_records
+                    WHERE kind = ? AND state = 'pending' AND due_at <= ? ORDER BY due_at LIMIT ?
+                    """, [.text(kind.rawValue), SQLiteValue(now), .integer(Int64(max(0, limit)))])
+                var calls: [AppleCallRecord.Call] = []
+                for row in rows {
+                    guard let key = row[0].text, let transactionID = row[1].text, let attempts = row[3].integer else {
+                        throw LedgerError(.corrupt, "an apple_call_records row could not be read")
+                    }
+                    try connection.query(
+                        """
+                        UPDATE apple_call_records SET holder = ?, due_at = ?, updated_at = ?
+                        WHERE kind = ? AND call_key = ?
+                        """,
+                        [
+                            .text(holder), SQLiteValue(now.adding(lease)), SQLiteValue(now), .text(kind.rawValue),
+                            .text(key),
+                        ])
+                    calls.append(
+                        AppleCallRecord.Call(
+                            kind: kind, key: key, transactionID: transactionID, environment: row[2].text,
+                            attempts: Int(attempts)))
+                }
+                return (calls, !calls.isEmpty)
+            }
+        }
+    }
+
+    public func settleAppleCall(
+        kind: AppleCallRecord.Kind, key: String, holder: String, state: AppleCallRecord.State, detail: String?,
+        retryAt: Date?, now: Date
+    ) async throws {
+        try await executor.run { connection, _ in
+            try Self.transaction(connection) { () throws -> (Void, commit: Bool) in
+                try connection.query(
+                    """
+                    UPDATE apple_call_records
+                    SET state = ?, holder = NULL, due_at = ?, attempts = attempts + 1, detail = ?, updated_at = ?
+                    WHERE kind = ? AND call_key = ? AND holder = ? AND state = 'pending'
+                    """,
+                    [
+                        .text(state.rawValue), SQLiteValue(retryAt ?? now), detail.map { .text($0) } ?? .null,
+                        SQLiteValue(now), .text(kind.rawValue), .text(key), .text(holder),
+                    ])
+                return ((), true)
+            }
+        }
+    }
+
+    public func appleCallRecord(kind: AppleCallRecord.Kind, key: String) async throws -> AppleCallRecord? {
+        try await executor.run { connection, _ in
+            guard
+                let row = try connection.query(
+                    "SELECT \(Self.appleCallColumns) FROM apple_call_records WHERE kind = ? AND call_key = ?",
+                    [.text(kind.rawValue), .text(key)]
+                ).first
+            else { return nil }
+            guard row.count == 11, let transactionID = row[2].text,
+                let state = row[4].text.flatMap(AppleCallRecord.State.init(rawValue:)), let due = row[6].date,
+                let attempts = row[7].integer, let created = row[9].date, let updated = row[10].date
+            else { throw LedgerError(.corrupt, "an apple_call_records row could not be read") }
+            return AppleCallRecord(
+                call: AppleCallRecord.Call(
+                    kind: kind, key: key, transactionID: transactionID, environment: row[3].text,
+                    attempts: Int(attempts)),
+                state: state, holder: row[5].text, dueAt: due, detail: row[8].text, createdAt: created,
+                updatedAt: updated)
+        }
+    }
+}

@@ -1,0 +1,372 @@
+import AppleClients
+import Decision
+import Foundation
+import Ledger
+import Logging
+import Messages
+import Metrics
+import Observability
+import RateLimiter
+import Synchronization
+
+/// Settings of ``AppleFollowUps``.
+public struct AppleFollowUpsConfiguration: Sendable {
+    /// Call Finish Transaction for each granted transaction (`finish_transactions`).
+    public var finishTransactions: Bool
+    /// Answer each CONSUMPTION_REQUEST (`consumption_answers`).
+    public var consumptionAnswers: Bool
+    /// The operator's policy on consent (`consumption_customer_consented`): without it no answer is sent.
+    public var customerConsented: Bool
+    /// Each product's `refund_preference` and `sample_content_provided`.
+    public var catalog: Catalog
+    /// Who claims calls in the ledger (unique per worker process).
+    public var holder: String
+    /// How long one call may keep retrying through the gate before it is put back for a later sweep.
+    public var callDeadline: Duration
+    /// How long a claim holds before another worker may take the call over (its holder crashed).
+    public var claimLease: Duration
+    /// When a call put back is due again.
+    public var retryDelay: Duration
+    /// Attempts (each a call through the gate until `callDeadline`) before the record is marked `failed`.
+    public var maximumAttempts: Int
+    /// How often the ledger is swept for calls that are due.
+    public var sweepInterval: Duration
+    /// Calls made at once by this worker (the gate limits the rate; this bounds the tasks).
+    public var maximumConcurrentCalls: Int
+    /// Calls queued in memory at most; beyond, new ones are dropped (counted) and never recorded.
+    public var maximumQueued: Int
+
+    public init(
+        finishTransactions: Bool, consumptionAnswers: Bool = false, customerConsented: Bool = false,
+        catalog: Catalog = .any, holder: String, callDeadline: Duration = .seconds(60),
+        claimLease: Duration = .seconds(300), retryDelay: Duration = .seconds(60), maximumAttempts: Int = 20,
+        sweepInterval: Duration = .seconds(30), maximumConcurrentCalls: Int = 16, maximumQueued: Int = 100_000
+    ) {
+        self.finishTransactions = finishTransactions
+        self.consumptionAnswers = consumptionAnswers
+        self.customerConsented = customerConsented
+        self.catalog = catalog
+        self.holder = holder
+        self.callDeadline = callDeadline
+        self.claimLease = claimLease
+        self.retryDelay = retryDelay
+        self.maximumAttempts = maximumAttempts
+        self.sweepInterval = sweepInterval
+        self.maximumConcurrentCalls = maximumConcurrentCalls
+        self.maximumQueued = maximumQueued
+    }
+}
+
+/// The calls to Apple that follow a durable verdict, once its delivery report came back (so its ledger write is
+/// committed too): Finish Transaction for each transaction of a `granted` verdict (issue 16.5), and one Send
+/// Consumption Information per CONSUMPTION_REQUEST notification, built from the ledger and the catalog (16.4).
+///
+/// - Once: each call is claimed in the ledger (``AppleCallRecordStore``) before it is made; a redelivered job or
+///   another worker finds the record and does nothing.
+/// - In the background: ``verdictDelivered(_:job:)`` only queues; ``run()`` makes the calls, through the call gate
+///   (per-endpoint rate limit, Retry-After, retries). The partition never waits for Apple here.
+/// - Never lost: a call whose holder crashed, or that Apple kept refusing until `callDeadline`, stays `pending` in
+///   the ledger and is taken by the next sweep of any worker, up to `maximumAttempts`.
+/// - A failure never changes a verdict: the verdict was delivered before the call was queued.
+public final class AppleFollowUps: Sendable {
+    private let client: AppStoreServerAPIClient
+    private let caller: AppleCaller
+    private let store: any AppleCallRecordStore
+    private let ledger: any Ledger
+    private let configuration: AppleFollowUpsConfiguration
+    private let logger: Logger
+    private let now: @Sendable () -> Date
+    private let queue: AsyncStream<AppleCallRecord.Call>
+    private let input: AsyncStream<AppleCallRecord.Call>.Continuation
+    private let queued = Atomic<Int>(0)
+
+    public init(
+        client: AppStoreServerAPIClient, caller: AppleCaller, store: any AppleCallRecordStore, ledger: any Ledger,
+        configuration: AppleFollowUpsConfiguration, logger: Logger, now: @escaping @Sendable () -> Date = Date.init
+    ) {
+        self.client = client
+        self.caller = caller
+        self.store = store
+        self.ledger = ledger
+        self.configuration = configuration
+        self.logger = logger
+        self.now = now
+        (queue, input) = AsyncStream.makeStream(of: AppleCallRecord.Call.self)
+    }
+
+    /// Whether any follow-up is switched on (the worker then hands this object its delivered verdicts).
+    public var isEnabled: Bool { configuration.finishTransactions || configuration.consumptionAnswers }
+
+    /// A verdict's delivery report came back: queues its follow-up calls. Never blocks, never throws.
+    public func verdictDelivered(_ verdict: Verdict, job: ReceiptJob) {
+        if configuration.finishTransactions, verdict.outcome == .granted {
+            for transaction in verdict.transactions where transaction.revokedAt == nil {
+                enqueue(
+                    AppleCallRecord.Call(
+                        kind: .finishTransaction, key: transaction.transactionID,
+                        transactionID: transaction.transactionID, environment: verdict.environment))
+            }
+        }
+        if configuration.consumptionAnswers, case .notification(let jws) = job.proof, Self.isApplied(verdict),
+            let request = ConsumptionRequestPeek(signedPayload: jws)
+        {
+            // Keyed by the job id, which the gateway derives from the notificationUUID: Apple's retries of one
+            // request are one answer, a new request about the same transaction is another.
+            enqueue(
+                AppleCallRecord.Call(
+                    kind: .consumptionInformation, key: job.jobID, transactionID: request.transactionID,
+                    environment: request.environment))
+        }
+    }
+
+    /// Whether a notification's verdict shows it was verified and read against the ledger: granted or already
+    /// granted, or rejected for a state of the purchase (no owner, revoked, expired). Other rejections (a forged or
+    /// malformed notification, another app's, an unknown product) and `unverifiable` are never answered.
+    static func isApplied(_ verdict: Verdict) -> Bool {
+        switch verdict.outcome {
+        case .granted, .alreadyGranted: true
+        case .rejected: [Verdict.Reason.unclaimed, .revoked, .expired].contains { $0 == verdict.reason }
+        case .unverifiable: false
+        }
+    }
+
+    /// Makes the queued calls and sweeps the ledger for due ones, until cancelled.
+    public func run() async {
+        await withDiscardingTaskGroup { group in
+            group.addTask { await self.sweepPeriodically() }
+            await withTaskGroup(of: Void.self) { calls in
+                var running = 0
+                for await call in queue {
+                    Gauge(label: MetricNames.followUpsQueued).record(queued.subtract(1, ordering: .relaxed).newValue)
+                    if running >= max(1, configuration.maximumConcurrentCalls) {
+                        await calls.next()
+                        running -= 1
+                    }
+                    calls.addTask { await self.claimAndCall(call) }
+                    running += 1
+                }
+            }
+            group.cancelAll()
+        }
+    }
+
+    /// Stops taking new calls (the queue ends; ``run()`` returns once the calls under way end).
+    public func finish() { input.finish() }
+
+    // MARK: - Calls
+
+    private func enqueue(_ call: AppleCallRecord.Call) {
+        guard queued.add(1, ordering: .relaxed).newValue <= configuration.maximumQueued else {
+            queued.subtract(1, ordering: .relaxed)
+            count(call.kind, "dropped")
+            logger.warning(
+                "apple: follow-up queue full, call dropped",
+                metadata: [LogKeys.appleCallKind: "\(call.kind)", LogKeys.transactionID: "\(call.transactionID)"])
+            return
+        }
+        input.yield(call)
+    }
+
+    /// Claims `call` in the ledger and makes it when this worker got the claim.
+    func claimAndCall(_ call: AppleCallRecord.Call) async {
+        let claim: AppleCallClaim
+        do {
+            claim = try await store.claimAppleCall(
+                call, holder: configuration.holder, now: now(), lease: configuration.claimLease)
+        } catch {
+            // Not recorded: the call is lost unless the job is delivered again. Counted and logged for operators.
+            count(call.kind, "ledger_error")
+            logger.warning(
+                "apple: follow-up call not recorded (ledger)",
+                metadata: [
+                    LogKeys.appleCallKind: "\(call.kind)", LogKeys.transactionID: "\(call.transactionID)",
+                    LogKeys.error: "\(error)",
+                ])
+            return
+        }
+        guard case .claimed = claim else {
+            count(call.kind, "already_recorded")
+            return
+        }
+        await make(call)
+    }
+
+    /// Makes a claimed call through the gate and records how it ended.
+    func make(_ call: AppleCallRecord.Call) async {
+        let environment = call.environment.flatMap(AppleEnvironment.init(appleName:))
+        let client = self.client
+        let failure = Mutex<AppleClientError?>(nil)
+        let endpoint: AppleEndpoint
+        let send: @Sendable () async throws -> AppleOutcome<ServerAPIAcknowledgement>
+        switch call.kind {
+        case .consumptionInformation:
+            guard configuration.customerConsented else {
+                // Apple refuses an answer without consent (InvalidCustomerConsentError): recorded, never sent.
+                await settle(call, .notSent, detail: "no customer consent (consumption_customer_consented)")
+                return
+            }
+            let information: ConsumptionInformation
+            do {
+                information = try await consumptionInformation(for: call.transactionID)
+            } catch {
+                // The ledger did not answer: the claim expires and a sweep tries again.
+                logger.warning(
+                    "apple: consumption answer not built (ledger)",
+                    metadata: [LogKeys.transactionID: "\(call.transactionID)", LogKeys.error: "\(error)"])
+                return
+            }
+            endpoint = .consumptionInformation
+            send = {
+                try await client.sendConsumptionInformation(
+                    transactionID: call.transactionID, information, environment: environment)
+            }
+        default:
+            endpoint = .finishTransaction
+            send = { try await client.finishTransaction(transactionID: call.transactionID, environment: environment) }
+        }
+        let result: AppleCaller.Result<ServerAPIAcknowledgement>
+        do {
+            result = try await caller.call(
+                endpoint, deadline: ContinuousClock.now.advanced(by: configuration.callDeadline)
+            ) {
+                let outcome = try await send()
+                if case .failed(let error) = outcome { failure.withLock { $0 = error } }
+                return outcome
+            }
+        } catch {
+            // Cancelled (shutdown): the claim expires and a later sweep makes the call.
+            return
+        }
+        switch result {
+        case .answered:
+            await settle(call, .sent, detail: nil)
+        case .unavailable(let reason):
+            if let error = failure.withLock({ $0 }) {
+                await settle(call, .failed, detail: Self.detail(of: error))
+            } else if call.attempts + 1 >= configuration.maximumAttempts {
+                await settle(call, .failed, detail: "gave up after \(call.attempts + 1) attempts: \(reason)")
+            } else {
+                let delay = configuration.retryDelay.components
+                let retryAt = now().addingTimeInterval(Double(delay.seconds) + Double(delay.attoseconds) / 1e18)
+                await settle(call, .pending, detail: reason, retryAt: retryAt)
+            }
+        }
+    }
+
+    /// The consumption answer for a transaction, from the ledger (delivered: granted and not revoked) and the
+    /// catalog (the product's refund preference and sample content).
+    func consumptionInformation(for transactionID: String) async throws -> ConsumptionInformation {
+        let snapshot = try await ledger.snapshot(jobID: "", transactionIDs: [transactionID], originalTransactionIDs: [])
+        let claim = snapshot.claim(transactionID)
+        let product = claim.flatMap { configuration.catalog.products[$0.productID] }
+        return ConsumptionInformation(
+            customerConsented: true,
+            // Not granted, or taken back: the customer does not have it. The ledger cannot tell a quality issue or
+            // a wrong item from other causes, so UNDELIVERED_OTHER.
+            deliveryStatus: claim != nil && claim?.revokedAt == nil ? .delivered : .undeliveredOther,
+            sampleContentProvided: product?.sampleContentProvided ?? false,
+            refundPreference: product?.refundPreference.flatMap(ConsumptionInformation.RefundPreference.init(rawValue:))
+        )
+    }
+
+    /// Records how a claimed call ended (counted and, unless sent, logged).
+    private func settle(
+        _ call: AppleCallRecord.Call, _ state: AppleCallRecord.State, detail: String?, retryAt: Date? = nil
+    ) async {
+        count(call.kind, state == .pending ? "retry_scheduled" : state.rawValue)
+        if state != .sent {
+            logger.notice(
+                "apple: follow-up call not accepted",
+                metadata: [
+                    LogKeys.appleCallKind: "\(call.kind)", LogKeys.transactionID: "\(call.transactionID)",
+                    LogKeys.appleCallState: "\(state.rawValue)", LogKeys.reason: "\(detail ?? "")",
+                ])
+        }
+        do {
+            try await store.settleAppleCall(
+                kind: call.kind, key: call.key, holder: configuration.holder, state: state, detail: detail,
+                retryAt: retryAt, now: now())
+        } catch {
+            // The claim expires and a sweep makes the call again: at worst a second call for this one.
+            logger.warning(
+                "apple: follow-up call made but its record not updated (ledger)",
+                metadata: [
+                    LogKeys.appleCallKind: "\(call.kind)", LogKeys.transactionID: "\(call.transactionID)",
+                    LogKeys.error: "\(error)",
+                ])
+        }
+    }
+
+    /// Takes due calls from the ledger every `sweepInterval` and makes them.
+    private func sweepPeriodically() async {
+        while !Task.isCancelled {
+            do {
+                try await Task.sleep(for: configuration.sweepInterval)
+            } catch {
+                return
+            }
+            await sweep()
+        }
+    }
+
+    /// Claims the due calls (of every kind switched on) and makes them one after another.
+    func sweep() async {
+        var kinds: [AppleCallRecord.Kind] = []
+        if configuration.finishTransactions { kinds.append(.finishTransaction) }
+        if configuration.consumptionAnswers { kinds.append(.consumptionInformation) }
+        for kind in kinds {
+            let due: [AppleCallRecord.Call]
+            do {
+                due = try await store.claimDueAppleCalls(
+                    kind: kind, holder: configuration.holder, now: now(), lease: configuration.claimLease, limit: 100)
+            } catch {
+                logger.debug("apple: follow-up sweep failed (ledger)", metadata: [LogKeys.error: "\(error)"])
+                return
+            }
+            for call in due {
+                guard !Task.isCancelled else { return }
+                await make(call)
+            }
+        }
+    }
+
+    private func count(_ kind: AppleCallRecord.Kind, _ result: String) {
+        let label = kind == .consumptionInformation ? MetricNames.consumptionAnswers : MetricNames.finishTransactions
+        Counter(label: label, dimensions: [("result", result)]).increment()
+    }
+
+    /// A failure's code, safe to store and show (never a body).
+    static func detail(of error: AppleClientError) -> String {
+        var text = error.code.description
+        if let status = error.httpStatus { text += " (HTTP \(status))" }
+        if let code = error.appleErrorCode { text += " (Apple error \(code))" }
+        return text
+    }
+}
+
+/// What a CONSUMPTION_REQUEST notification names, read from its payload. Only called for a notification whose verdict
+/// shows it was verified (the signature and the signed transaction inside it), so nothing here is trusted blindly.
+struct ConsumptionRequestPeek {
+    var transactionID: String
+    var environment: String?
+
+    init?(signedPayload jws: String) {
+        guard let payload = Self.payload(of: jws), payload["notificationType"] as? String == "CONSUMPTION_REQUEST",
+            let data = payload["data"] as? [String: Any], let signed = data["signedTransactionInfo"] as? String,
+            let transaction = Self.payload(of: signed), let id = transaction["transactionId"] as? String,
+            !id.isEmpty
+        else { return nil }
+        transactionID = id
+        environment = data["environment"] as? String ?? transaction["environment"] as? String
+    }
+
+    /// The JSON object in a JWS's payload part.
+    static func payload(of jws: String) -> [String: Any]? {
+        let parts = jws.split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count == 3 else { return nil }
+        var text = parts[1].replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        text += String(repeating: "=", count: (4 - text.count % 4) % 4)
+        guard let data = Data(base64Encoded: text) else { return nil }
+        return (try? JSONSerialization.jsonObject(with: data)) as? [String: Any]
+    }
+}
