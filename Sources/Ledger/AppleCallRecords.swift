@@ -1,7 +1,7 @@
 import Foundation
 
 /// The follow-up calls to Apple the cluster must make once and only once, and their state (table
-/// `apple_call_records`, schema version 4; docs/LEDGER.md, "Apple call records").
+/// `apple_call_records`, schema version 5; docs/LEDGER.md, "Apple call records").
 ///
 /// A worker that wants to make a call first ``claimAppleCall(_:holder:now:lease:)``s it: of all workers and
 /// redeliveries, one claims, the others are told it is taken. The claim holds for `lease`; a holder that crashes

@@ -104,7 +104,8 @@ public final class NotificationReconciler<Clock: GateClock>: Sendable where Cloc
         var recovered = 0
         var leaseEnd = lease.expiresAt
         for environment in configuration.environments {
-            var query = NotificationHistoryQuery(environment: environment, start: window.start, end: window.end)
+            let query = NotificationHistoryQuery(startDate: window.start, endDate: window.end, onlyFailures: true)
+            var paginationToken: String?
             var failures = 0
             while true {
                 do {
@@ -123,7 +124,8 @@ public final class NotificationReconciler<Clock: GateClock>: Sendable where Cloc
                         }
                         leaseEnd = renewed.expiresAt
                     }
-                    let outcome = try await source.notificationHistory(query)
+                    let outcome = try await source.notificationHistory(
+                        query, paginationToken: paginationToken, environment: environment)
                     // Each case either `continue`s (the next page, or this one again) or leaves the switch, and the
                     // `break` after the `do` ends this environment.
                     switch outcome {
@@ -131,13 +133,13 @@ public final class NotificationReconciler<Clock: GateClock>: Sendable where Cloc
                         metrics.requests("answered").increment()
                         failures = 0
                         pages += 1
-                        recovered += try await publish(page.signedPayloads)
+                        recovered += try await publish(page.notifications.map(\.signedPayload))
                         guard page.hasMore else { break }
-                        guard let token = page.paginationToken, !token.isEmpty, token != query.paginationToken else {
+                        guard let token = page.paginationToken, !token.isEmpty, token != paginationToken else {
                             metrics.sweepsFailed.increment()
                             return .failed("Apple said more pages follow but gave no new pagination token")
                         }
-                        query.paginationToken = token
+                        paginationToken = token
                         continue
                     case .retryable(let advice):
                         metrics.requests("retryable").increment()

@@ -11,6 +11,7 @@ struct VerifyWorkerCommand: AsyncParsableCommand {
             // Subcommands are registered here, one line each, in the order a newcomer meets them.
             DemoCommand.self,
             RunCommand.self,
+            ReconcileCommand.self,
             DevBrokerCommand.self,
             AppleSimCommand.self,
             InspectCommand.self,

@@ -93,6 +93,11 @@ public struct NotificationSendAttempt: Sendable, Hashable {
 public struct NotificationHistoryItem: Sendable, Hashable {
     public var signedPayload: String
     public var sendAttempts: [NotificationSendAttempt]
+
+    public init(signedPayload: String, sendAttempts: [NotificationSendAttempt] = []) {
+        self.signedPayload = signedPayload
+        self.sendAttempts = sendAttempts
+    }
 }
 
 /// One page of Get Notification History.
@@ -102,6 +107,16 @@ public struct NotificationHistoryPage: Sendable {
     /// Pass this to get the next page.
     public var paginationToken: String?
     public var answeredBy: AppleEnvironment
+
+    public init(
+        notifications: [NotificationHistoryItem], hasMore: Bool, paginationToken: String?,
+        answeredBy: AppleEnvironment
+    ) {
+        self.notifications = notifications
+        self.hasMore = hasMore
+        self.paginationToken = paginationToken
+        self.answeredBy = answeredBy
+    }
 }
 
 /// One page of Get Refund History (v2).

@@ -18,10 +18,20 @@ struct NotificationReconcilerTests {
     typealias S = LedgerTestSupport
 
     /// Apple's notification history of failed deliveries: payloads by date, served 20 per page as Apple does.
+    /// One request as the fake saw it.
+    struct Query: Sendable {
+        var body: NotificationHistoryQuery
+        var paginationToken: String?
+        var environment: AppleEnvironment
+        var start: Date { body.startDate }
+        var end: Date { body.endDate }
+        var onlyFailures: Bool { body.onlyFailures }
+    }
+
     final class FakeHistory: NotificationHistorySource, Sendable {
         struct State {
             var notifications: [(date: Date, payload: String)] = []
-            var queries: [(query: NotificationHistoryQuery, at: Int64)] = []
+            var queries: [(query: Query, at: Int64)] = []
             /// Outcomes to give before answering (consumed first to last).
             var scripted: [AppleOutcome<NotificationHistoryPage>] = []
             var onRequest: (@Sendable (Int) async -> Void)?
@@ -33,8 +43,9 @@ struct NotificationReconcilerTests {
         init(clock: ManualClock) { self.clock = clock }
 
         func notificationHistory(
-            _ query: NotificationHistoryQuery
+            _ body: NotificationHistoryQuery, paginationToken: String?, environment: AppleEnvironment
         ) async throws -> AppleOutcome<NotificationHistoryPage> {
+            let query = Query(body: body, paginationToken: paginationToken, environment: environment)
             let (count, hook) = state.withLock { state in
                 state.queries.append((query, clock.unixMillisecondsNow))
                 return (state.queries.count, state.onRequest)
@@ -48,12 +59,13 @@ struct NotificationReconcilerTests {
                 let next = offset + page.count
                 return .answered(
                     NotificationHistoryPage(
-                        signedPayloads: Array(page), hasMore: next < matching.count,
-                        paginationToken: next < matching.count ? String(next) : nil))
+                        notifications: page.map { NotificationHistoryItem(signedPayload: $0) },
+                        hasMore: next < matching.count, paginationToken: next < matching.count ? String(next) : nil,
+                        answeredBy: environment))
             }
         }
 
-        var queries: [(query: NotificationHistoryQuery, at: Int64)] { state.withLock { $0.queries } }
+        var queries: [(query: Query, at: Int64)] { state.withLock { $0.queries } }
     }
 
     final class RecordingSink: RecoveredJobSink, Sendable {
@@ -331,7 +343,9 @@ struct NotificationReconcilerTests {
             let history = FakeHistory(clock: clock)
             history.state.withLock {
                 $0.scripted = [
-                    .answered(NotificationHistoryPage(signedPayloads: [], hasMore: true, paginationToken: nil))
+                    .answered(
+                        NotificationHistoryPage(
+                            notifications: [], hasMore: true, paginationToken: nil, answeredBy: .production))
                 ]
             }
             let reconciler = Self.reconciler(store, history, RecordingSink(), clock)

@@ -1,0 +1,148 @@
+import AppleClients
+import Foundation
+import Kafka
+import Ledger
+import Logging
+import Observability
+import Operations
+import Receipts
+import Reconciler
+import ServiceLifecycle
+import Synchronization
+import UnixSignals
+
+/// `verify-worker reconcile`: builds the reconciler's parts as `Service`s and runs them in one `ServiceGroup`.
+///
+/// Parts, in start order (the group stops them in reverse): the producer of recovered jobs (flushed last), the HTTP
+/// engine to Apple, the operations port, the ledger, and the ``NotificationReconciler`` (which migrates the ledger
+/// first, then sweeps every interval and gives its lease up when stopped).
+public struct ReconcileRuntime: Sendable {
+    public let configuration: ReconcileConfiguration
+    let logger: Logger
+
+    public init(configuration: ReconcileConfiguration, logger: Logger) {
+        self.configuration = configuration
+        self.logger = logger
+        _ = MetricsBootstrap.registry()
+    }
+
+    /// Runs until SIGTERM or SIGINT. `stopping` runs when the group begins to stop.
+    public func runHandlingSignals(
+        started: @escaping @Sendable () -> Void = {}, stopping: @escaping @Sendable () -> Void = {}
+    ) async throws {
+        let group = try serviceGroup(
+            started: started, signals: [.sigterm, .sigint],
+            last: [
+                BackgroundService(name: "shutdown-deadline", work: { try await gracefulShutdown() }, cleanUp: stopping)
+            ])
+        try await group.run()
+        logger.notice("reconcile: stopped")
+    }
+
+    /// Every part as a service, in start order.
+    public func serviceGroup(
+        started: @escaping @Sendable () -> Void = {}, signals: [UnixSignal] = [], last: [any Service] = []
+    ) throws -> ServiceGroup {
+        let worker = configuration.worker
+        let runtime = WorkerRuntime(configuration: worker, logger: logger)
+        let (catalog, trust) = try WorkerRuntime.loadDecisionInputs(worker)
+        let registry = MetricsBootstrap.registry()
+        let ledger = try LedgerFactory.make(url: worker.ledgerURL, configuration: LedgerConfiguration(), logger: logger)
+        guard let store = ledger as? any ReconcilerStateStore else {
+            throw ConfigurationError(key: "ledger_url", problem: "this ledger keeps no reconciler state")
+        }
+        let engine = try CurlHTTPEngine(
+            configuration: HTTPEngineConfiguration(
+                connectTimeout: worker.appleConnectTimeout, requestTimeout: worker.appleRequestTimeout,
+                caBundlePath: worker.caBundle))
+        let analyzer = ReceiptAnalyzer(
+            trust: trust, catalog: catalog,
+            policy: AnalysisPolicy(
+                allowedEnvironments: [.production, .sandbox], allowXcode: false,
+                maximumDecodedSize: worker.maximumReceiptBytes))
+        guard let client = try runtime.serverAPIClient(engine: engine, analyzer: analyzer, catalog: catalog) else {
+            throw ConfigurationError(key: "server_api_key", problem: "required by reconcile")
+        }
+        let producer: KafkaProducer
+        do {
+            producer = try KafkaProducer(
+                configuration: KafkaProducerConfiguration(
+                    bootstrapServers: worker.brokers, clientID: worker.workerID + "-reconcile",
+                    messageMaxBytes: worker.maximumProduceBytes, properties: worker.kafkaProperties),
+                logger: logger)
+        } catch {
+            throw ConfigurationError(key: "kafka_properties", problem: error.message)
+        }
+        let reconciler = NotificationReconciler(
+            configuration: configuration.reconciler, store: store,
+            source: client,
+            sink: KafkaRecoveredJobSink(producer: producer, topic: worker.jobsTopic), clock: ContinuousClock(),
+            holder: "\(worker.workerID)-\(ProcessInfo.processInfo.processIdentifier)", logger: logger)
+        let listening = OneShot<Bool>()
+        let ledgerReady = ReadinessFlag()
+        let logger = self.logger
+
+        let services: [any Service] =
+            [
+                ProducerService(producer: producer, outputTopics: [worker.jobsTopic], after: listening, logger: logger),
+                BackgroundService(
+                    name: "apple-http", work: { try await gracefulShutdown() }, cleanUp: { engine.shutdown() }),
+                OperationsService(
+                    server: OperationsServer(
+                        configuration: OperationsServerConfiguration(
+                            host: worker.metricsHost, port: worker.metricsPort),
+                        registry: registry, logger: logger,
+                        readiness: {
+                            ledgerReady.isSet
+                                ? Readiness(isReady: true, reasons: [])
+                                : Readiness(isReady: false, reasons: ["ledger_unready"])
+                        }),
+                    host: worker.metricsHost, port: worker.metricsPort, listening: listening),
+                BackgroundService(name: "ledger", work: { try await ledger.run() }),
+                BackgroundService(
+                    name: "reconciler",
+                    work: {
+                        started()
+                        try await Self.migrate(ledger, logger: logger)
+                        ledgerReady.set()
+                        await reconciler.run()
+                    },
+                    after: listening),
+            ] + last
+        return ServiceGroup(
+            configuration: ServiceGroupConfiguration(
+                services: services.map {
+                    .init(
+                        service: $0, successTerminationBehavior: .gracefullyShutdownGroup,
+                        failureTerminationBehavior: .gracefullyShutdownGroup)
+                },
+                gracefulShutdownSignals: signals, logger: logger))
+    }
+
+    /// Migrates once the ledger answers (the reconciler's table may be newer than the workers'), retrying with
+    /// backoff from 0.5 s to 15 s until cancelled.
+    static func migrate(_ ledger: any Ledger, logger: Logger) async throws {
+        var backoff: Duration = .milliseconds(500)
+        var logged = false
+        while true {
+            do {
+                try await ledger.migrate()
+                return
+            } catch {
+                if !logged {
+                    logger.warning("reconcile: ledger unreachable; retrying", metadata: [LogKeys.error: "\(error)"])
+                    logged = true
+                }
+            }
+            try await Task.sleep(for: backoff)
+            backoff = min(backoff * 2, .seconds(15))
+        }
+    }
+}
+
+/// Set once, read by `/readyz`.
+final class ReadinessFlag: Sendable {
+    private let value = Mutex(false)
+    func set() { value.withLock { $0 = true } }
+    var isSet: Bool { value.withLock { $0 } }
+}

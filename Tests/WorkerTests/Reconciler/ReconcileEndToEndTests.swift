@@ -1,0 +1,87 @@
+import AppleSimulator
+import Crypto
+import Demo
+import Foundation
+import Kafka
+import Logging
+import Messages
+import Operations
+import Pipeline
+import ServiceLifecycle
+import Synchronization
+import Testing
+
+/// `verify-worker reconcile`'s runtime against the Apple simulator, a mock cluster, the ledger and a worker (issue 16,
+/// item 3): a REFUND notification Apple could not deliver (nothing listens at the notification URL) is found in Get
+/// Notification History, published as the gateway's job, and decided by the worker, so the grant is revoked; the
+/// checkpoint moves; the lease is given up on stop.
+@Suite("Reconciler: a notification Apple failed to deliver, recovered end to end", .timeLimit(.minutes(2)))
+struct ReconcileEndToEndTests {
+    @Test("the REFUND that never arrived is found, published as the gateway's job and revokes the grant")
+    func recoversDroppedRefund() async throws {
+        try await PipelineHarness.with { harness in
+            let key = P256.Signing.PrivateKey()
+            let serverAPI = [
+                "server_api_production_url": "http://127.0.0.1:\(harness.port)",
+                "server_api_sandbox_url": "http://127.0.0.1:\(harness.port)/sandbox",
+                "server_api_key_id": "TESTKEY123", "server_api_issuer_id": "issuer-e2e",
+            ]
+            let secrets = ["VERIFY_SERVER_API_KEY": key.pemRepresentation]
+            try harness.startWorker(0, extra: serverAPI, environment: secrets)
+            try await harness.waitUntilAssigned()
+            let (purchase, transactionID) = try harness.genuineJob(account: "acct-rec", format: .signedTransaction)
+            try await harness.submit([purchase])
+            try await harness.verdicts.waitForVerdicts(of: [purchase.jobID])
+            #expect(harness.verdicts.byJob[purchase.jobID]?.first?.outcome == .granted)
+
+            // Apple's attempts fail: nothing listens there (in production it would try again an hour later).
+            let dead = try FreeLocalPort.pick()
+            try harness.simulator.setNotificationTarget("http://127.0.0.1:\(dead)/apple/notifications")
+            _ = try harness.simulator.refund(transactionId: transactionID)
+            let found = Mutex<String?>(nil)
+            try await PipelineHarness.poll("the REFUND's failed first attempt") {
+                guard let answer = await TestHTTP.get("http://127.0.0.1:\(harness.port)/sim/notifications"),
+                    let object = try? JSONSerialization.jsonObject(with: Data(answer.body.utf8)) as? [String: Any],
+                    let list = object["notifications"] as? [[String: Any]]
+                else { return false }
+                let refund = list.first {
+                    $0["notification_type"] as? String == "REFUND" && ($0["attempts"] as? [Any])?.isEmpty == false
+                        && $0["delivered"] as? Bool == false
+                }
+                found.withLock { $0 = refund?["notification_uuid"] as? String }
+                return found.withLock { $0 } != nil
+            }
+            let jobID = NotificationJob.jobIDPrefix + (found.withLock { $0 } ?? "").lowercased()
+            #expect(harness.verdicts.byJob[jobID] == nil, "nothing delivered it before the sweep")
+
+            // The reconciler with the worker's keys, its own port, and sweeps an hour apart (one at start).
+            var settings = DemoRun.workerSettings(
+                index: 9, bootstrap: harness.cluster.bootstrapServers, port: harness.port, files: harness.files,
+                ledgerURL: harness.ledgerURL, jobDeadline: .seconds(30), extra: serverAPI)
+            settings["metrics_port"] = String(try FreeLocalPort.pick())
+            settings["metrics_host"] = "127.0.0.1"
+            settings["reconcile_interval_s"] = "3600"
+            var sources = ConfigurationSources(table: ReconcileConfiguration.table)
+            sources.addEnvironment(secrets)
+            try sources.addFlags(settings)
+            let configuration = try ReconcileConfiguration(sources)
+            var logger = Logger(label: "test.reconcile")
+            logger.logLevel = .error
+            let group = try ReconcileRuntime(configuration: configuration, logger: logger).serviceGroup()
+            let running = Task { try await group.run() }
+
+            try await harness.verdicts.waitForVerdicts(of: [jobID])
+            let verdict = try #require(harness.verdicts.byJob[jobID]?.first)
+            #expect(verdict.accountID == "acct-rec")
+            #expect(verdict.outcome == .rejected)
+            #expect(verdict.reason == .revoked)
+            #expect(verdict.transactions.first?.transactionID == transactionID)
+            // The sweep asked for failures only, and then stopped.
+            let history = harness.simulator.stats.snapshot().requests["inApps/v1/notifications/history"] ?? 0
+            #expect(history >= 1)
+
+            await group.triggerGracefulShutdown()
+            try await running.value
+        }
+    }
+}
