@@ -277,6 +277,7 @@ let package = Package(
                 "Entitlements",
                 "Kafka",
                 "Ledger",
+                "Reconciler",
                 "Messages",
                 "Observability",
                 "Operations",
@@ -284,6 +285,7 @@ let package = Package(
                 "RateLimiter",
                 "Receipts",
                 "Traffic",
+                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
             ]

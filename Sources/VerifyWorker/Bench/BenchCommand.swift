@@ -15,6 +15,7 @@ struct BenchCommand: AsyncParsableCommand {
             BenchPipelineCommand.self,
             BenchReplayStormCommand.self,
             BenchEntitlementsCommand.self,
+            BenchReconcileCommand.self,
         ]
     )
 }
