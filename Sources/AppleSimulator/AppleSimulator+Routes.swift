@@ -231,7 +231,7 @@ extension AppleSimulator {
             bundleId: bundleId, productId: productId, format: format, environment: environment,
             expiresDateMs: expires, quantity: (object["quantity"] as? Int) ?? 1,
             originalTransactionId: object["original_transaction_id"] as? String, purchaseDateMs: purchase,
-            productType: object["type"] as? String)
+            productType: object["type"] as? String, appAccountToken: object["app_account_token"] as? String)
     }
 
     /// RFC 3339 text, a number of milliseconds, or such a number as text.

@@ -111,6 +111,8 @@ public struct MintRequest: Sendable, Equatable {
     public var purchaseDateMs: Int64?
     /// StoreKit 2 product type; derived from `expiresDateMs` when absent.
     public var productType: String?
+    /// The `appAccountToken` the app passed to StoreKit (a UUID), carried by the transaction from the start.
+    public var appAccountToken: String?
 
     public init(
         bundleId: String,
@@ -121,7 +123,8 @@ public struct MintRequest: Sendable, Equatable {
         quantity: Int = 1,
         originalTransactionId: String? = nil,
         purchaseDateMs: Int64? = nil,
-        productType: String? = nil
+        productType: String? = nil,
+        appAccountToken: String? = nil
     ) {
         self.bundleId = bundleId
         self.productId = productId
@@ -132,6 +135,7 @@ public struct MintRequest: Sendable, Equatable {
         self.originalTransactionId = originalTransactionId
         self.purchaseDateMs = purchaseDateMs
         self.productType = productType
+        self.appAccountToken = appAccountToken?.lowercased()
     }
 }
 

@@ -99,7 +99,7 @@ final class TransactionRegistry: Sendable {
                     originalPurchaseMs = first.originalPurchaseDateMs
                 }
             }
-            let transaction = SimulatedTransaction(
+            var transaction = SimulatedTransaction(
                 transactionId: transactionId,
                 originalTransactionId: originalId,
                 bundleId: request.bundleId,
@@ -113,6 +113,10 @@ final class TransactionRegistry: Sendable {
                     ? nil : String(prefix * Self.idSpace + Self.idSpace / 2 + counter),
                 productType: request.productType
                     ?? (request.expiresDateMs == nil ? "Non-Consumable" : "Auto-Renewable Subscription"))
+            // A renewal carries the family's token, as Apple's do.
+            transaction.appAccountToken =
+                request.appAccountToken
+                ?? state.families[originalId]?.first.flatMap { state.byId[$0]?.appAccountToken }
             state.insert(transaction)
             try Self.append(transaction, to: state.journal)
             return transaction

@@ -347,6 +347,7 @@ final class VerifyReceiptService: Sendable {
             entry["subscription_group_identifier"] = SimulatedJWS.subscriptionGroup
         }
         if let wolii = transaction.webOrderLineItemId { entry["web_order_line_item_id"] = wolii }
+        if let token = transaction.appAccountToken { entry["app_account_token"] = token }
         if let revoked = transaction.revocationDateMs {
             entry.merge(dateFields("cancellation_date", revoked)) { a, _ in a }
             entry["cancellation_reason"] = String(transaction.revocationReason ?? 0)

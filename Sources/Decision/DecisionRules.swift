@@ -185,6 +185,13 @@ private struct Evaluation {
         if let notification = evidence.notification {
             return decideNotification(notification)
         }
+        // A purchase the app tagged for another account is not this job's (issue 16.6). Only on authenticated
+        // evidence: a forged local token decides nothing, Apple's answer does.
+        if authentic, transactions.contains(where: { $0.appAccountToken != nil }) {
+            let expected = job.appAccountToken?.lowercased() ?? AppAccountToken.derived(fromAccountID: job.accountID)
+            transactions.removeAll { $0.appAccountToken != nil && $0.appAccountToken != expected }
+            if transactions.isEmpty { return reject(.accountTokenMismatch, by: by) }
+        }
 
         var subscriptions: [String: [PurchaseTransaction]] = [:]
         var subscriptionOrder: [String] = []

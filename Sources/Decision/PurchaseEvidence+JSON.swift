@@ -39,6 +39,7 @@ private struct StoredEvidence: Codable {
         var grace: Int64?
         var retry: Bool?
         var quantity: Int?
+        var token: String?
     }
 
     var v: Int
@@ -71,7 +72,8 @@ private struct StoredEvidence: Codable {
                 expires: transaction.expiresDate.map(Self.milliseconds),
                 revoked: transaction.revokedAt.map(Self.milliseconds),
                 grace: transaction.gracePeriodExpiresDate.map(Self.milliseconds),
-                retry: transaction.isInBillingRetry ? true : nil, quantity: transaction.quantity)
+                retry: transaction.isInBillingRetry ? true : nil, quantity: transaction.quantity,
+                token: transaction.appAccountToken)
         }
         rejection = evidence.rejection?.rawValue
         status = evidence.appleStatus
@@ -109,7 +111,8 @@ private struct StoredEvidence: Codable {
                     purchaseDate: transaction.purchased.map(Self.date), expiresDate: transaction.expires.map(Self.date),
                     revokedAt: transaction.revoked.map(Self.date),
                     gracePeriodExpiresDate: transaction.grace.map(Self.date),
-                    isInBillingRetry: transaction.retry ?? false, quantity: transaction.quantity))
+                    isInBillingRetry: transaction.retry ?? false, quantity: transaction.quantity,
+                    appAccountToken: transaction.token))
         }
         evidence.transactions = decoded
         evidence.rejection = rejection.map(Verdict.Reason.init(rawValue:))

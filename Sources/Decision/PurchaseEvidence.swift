@@ -77,12 +77,14 @@ public struct PurchaseTransaction: Sendable, Hashable {
     /// Apple is retrying a failed renewal (without a grace period the entitlement has ended).
     public var isInBillingRetry: Bool
     public var quantity: Int?
+    /// The `appAccountToken` the app set when it bought (lower case), when the proof or Apple shows one.
+    public var appAccountToken: String?
 
     public init(
         transactionID: String, originalTransactionID: String? = nil, productID: String,
         productType: ProductType? = nil, purchaseDate: Date? = nil, expiresDate: Date? = nil,
         revokedAt: Date? = nil, gracePeriodExpiresDate: Date? = nil, isInBillingRetry: Bool = false,
-        quantity: Int? = nil
+        quantity: Int? = nil, appAccountToken: String? = nil
     ) {
         self.transactionID = transactionID
         self.originalTransactionID = originalTransactionID
@@ -94,6 +96,7 @@ public struct PurchaseTransaction: Sendable, Hashable {
         self.gracePeriodExpiresDate = gracePeriodExpiresDate
         self.isInBillingRetry = isInBillingRetry
         self.quantity = quantity
+        self.appAccountToken = appAccountToken.flatMap { $0.isEmpty ? nil : $0.lowercased() }
     }
 
     /// The original transaction id, or this transaction's own id when it is the original.

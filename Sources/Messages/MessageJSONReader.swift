@@ -83,6 +83,7 @@ struct MessageJSONReader {
             case .some(let bundleID) = object.optionalString("bundle_id"),
             case .some(let expectedProductID) = object.optionalString("expected_product_id"),
             case .some(let submittedAt) = object.optionalDate("submitted_at"),
+            case .some(let appAccountToken) = object.optionalString("app_account_token"),
             case .some(let receipt) = object.optionalString("receipt"),
             case .some(let signedTransaction) = object.optionalString("signed_transaction"),
             case .some(let transactionID) = object.optionalString("transaction_id"),
@@ -95,7 +96,7 @@ struct MessageJSONReader {
         guard proofs.count == 1, let proof = proofs.first else { return nil }
         let job = ReceiptJob(
             jobID: jobID, accountID: accountID, proof: proof, deviceID: deviceID, bundleID: bundleID,
-            expectedProductID: expectedProductID, submittedAt: submittedAt)
+            expectedProductID: expectedProductID, submittedAt: submittedAt, appAccountToken: appAccountToken)
         guard (try? job.validate()) != nil else { return nil }
         return job
     }

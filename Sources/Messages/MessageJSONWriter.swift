@@ -17,6 +17,7 @@ struct MessageJSONWriter {
         var writer = MessageJSONWriter(capacity: job.proof.value.utf8.count + 256)
         writer.beginObject()
         writer.field("account_id", job.accountID)
+        writer.field("app_account_token", job.appAccountToken)
         writer.field("bundle_id", job.bundleID)
         writer.field("device_id", job.deviceID)
         writer.field("expected_product_id", job.expectedProductID)

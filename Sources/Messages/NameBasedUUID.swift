@@ -84,3 +84,13 @@ enum SHA1 {
         }
     }
 }
+
+/// The `appAccountToken` an account's purchases carry when the app does not set one itself: the version 5 UUID of
+/// `app-account-token:` and the account id in the RFC's URL namespace (Python: `uuid.uuid5(uuid.NAMESPACE_URL,
+/// "app-account-token:" + account_id)`). A job without `app_account_token` matches this token, so a transaction
+/// the worker tagged with Set App Account Token stays grantable to its owner's later jobs (docs/messages.md).
+public enum AppAccountToken {
+    public static func derived(fromAccountID accountID: String) -> String {
+        NameBasedUUID.v5(namespace: NameBasedUUID.verdictNamespace, name: "app-account-token:" + accountID)
+    }
+}

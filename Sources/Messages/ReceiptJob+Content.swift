@@ -14,6 +14,8 @@ extension ReceiptJob {
         hasher.update(field: "bundle_id", bundleID)
         hasher.update(field: "expected_product_id", expectedProductID)
         hasher.update(field: proof.fieldName, proof.value)
+        // Only when present: the digests (and verdict ids) of jobs without a token stay what they were.
+        if let appAccountToken { hasher.update(field: "app_account_token", appAccountToken) }
         return hexString(hasher.finalize())
     }
 }

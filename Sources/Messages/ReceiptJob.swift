@@ -20,6 +20,10 @@ public struct ReceiptJob: Sendable, Hashable {
     public var expectedProductID: String?
     /// When the frontend accepted the proof from the client.
     public var submittedAt: Date?
+    /// The `appAccountToken` (a UUID) the app passed to StoreKit when it bought, for this account: a transaction
+    /// that carries a token is granted only to a job with the same one (``Verdict/Reason/accountTokenMismatch``).
+    /// Stored in lower case. Workers before this field ignore it (readers are tolerant of unknown fields).
+    public var appAccountToken: String?
     /// The purchase proof itself.
     public var proof: Proof
 
@@ -54,7 +58,7 @@ public struct ReceiptJob: Sendable, Hashable {
 
     public init(
         jobID: String, accountID: String, proof: Proof, deviceID: String? = nil, bundleID: String? = nil,
-        expectedProductID: String? = nil, submittedAt: Date? = nil
+        expectedProductID: String? = nil, submittedAt: Date? = nil, appAccountToken: String? = nil
     ) {
         self.jobID = jobID
         self.accountID = accountID
@@ -63,6 +67,7 @@ public struct ReceiptJob: Sendable, Hashable {
         self.bundleID = bundleID
         self.expectedProductID = expectedProductID
         self.submittedAt = submittedAt
+        self.appAccountToken = appAccountToken?.lowercased()
     }
 }
 
@@ -75,6 +80,7 @@ extension ReceiptJob: Codable {
         case bundleID = "bundle_id"
         case expectedProductID = "expected_product_id"
         case submittedAt = "submitted_at"
+        case appAccountToken = "app_account_token"
         case receipt
         case signedTransaction = "signed_transaction"
         case transactionID = "transaction_id"
@@ -93,6 +99,7 @@ extension ReceiptJob: Codable {
         bundleID = try c.decodeIfPresent(String.self, forKey: .bundleID)
         expectedProductID = try c.decodeIfPresent(String.self, forKey: .expectedProductID)
         submittedAt = try c.decodeIfPresent(Date.self, forKey: .submittedAt)
+        appAccountToken = try c.decodeIfPresent(String.self, forKey: .appAccountToken)?.lowercased()
 
         var proofs: [Proof] = []
         if let v = try c.decodeIfPresent(String.self, forKey: .receipt) { proofs.append(.receipt(v)) }
@@ -119,6 +126,7 @@ extension ReceiptJob: Codable {
         try c.encodeIfPresent(bundleID, forKey: .bundleID)
         try c.encodeIfPresent(expectedProductID, forKey: .expectedProductID)
         try c.encodeIfPresent(submittedAt, forKey: .submittedAt)
+        try c.encodeIfPresent(appAccountToken, forKey: .appAccountToken)
         switch proof {
         case .receipt(let v): try c.encode(v, forKey: .receipt)
         case .signedTransaction(let v): try c.encode(v, forKey: .signedTransaction)
@@ -138,6 +146,24 @@ extension ReceiptJob: Codable {
             throw MessageError(.invalidValue, field: proof.fieldName, "must not be empty")
         }
         if case .transactionID(let id) = proof { try Self.checkIdentifier(id, field: "transaction_id") }
+        if let appAccountToken, !Self.isUUID(appAccountToken) {
+            throw MessageError(.invalidValue, field: "app_account_token", "must be a UUID (8-4-4-4-12 hex digits)")
+        }
+    }
+
+    /// `text` is a UUID in its canonical 8-4-4-4-12 form, in either case (StoreKit's `appAccountToken`).
+    public static func isUUID(_ text: String) -> Bool {
+        let bytes = Array(text.utf8)
+        guard bytes.count == 36 else { return false }
+        for (index, byte) in bytes.enumerated() {
+            if index == 8 || index == 13 || index == 18 || index == 23 {
+                guard byte == UInt8(ascii: "-") else { return false }
+            } else {
+                let hex = (0x30...0x39).contains(byte) || (0x41...0x46).contains(byte) || (0x61...0x66).contains(byte)
+                guard hex else { return false }
+            }
+        }
+        return true
     }
 
     /// The longest identifier (job, account, device, bundle, product, transaction id) a job may carry.

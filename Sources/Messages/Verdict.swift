@@ -92,6 +92,9 @@ public struct Verdict: Sendable, Hashable {
         /// The job id was already decided for another content (another proof, account or expected product): the
         /// job is not decided again. A frontend sends a new `job_id` for a new purchase attempt.
         public static let jobIDReused = Reason("job_id_reused")
+        /// The transaction carries an `appAccountToken` that is not the job's (`app_account_token`, or the token
+        /// derived from its `account_id` when the job has none): bought for another account.
+        public static let accountTokenMismatch = Reason("account_token_mismatch")
     }
 
     /// One transaction as the decision saw it.

@@ -74,6 +74,8 @@ public struct ReceiptTransaction: Sendable, Hashable {
     public var originalTransactionID: String?
     /// `quantity`.
     public var quantity: Int?
+    /// `app_account_token`: the UUID the app set at purchase (StoreKit's `appAccountToken`), when it set one.
+    public var appAccountToken: String?
     /// `purchase_date_ms`.
     public var purchaseDate: Date?
     /// `original_purchase_date_ms`.
@@ -243,6 +245,7 @@ extension ReceiptTransaction {
         self.transactionID = transactionID
         originalTransactionID = json["original_transaction_id"]?.stringValue
         quantity = json["quantity"]?.intValue
+        appAccountToken = json["app_account_token"]?.stringValue
         purchaseDate = json.date(milliseconds: "purchase_date_ms", text: "purchase_date")
         originalPurchaseDate = json.date(milliseconds: "original_purchase_date_ms", text: "original_purchase_date")
         // iOS 6 sends `expires_date` itself in milliseconds, with `expires_date_formatted` as text.

@@ -95,7 +95,8 @@ public enum EvidenceMapping {
             transactionID: local.transactionID, originalTransactionID: local.originalTransactionID,
             productID: local.productID ?? "", productType: productType(ofJWSType: local.productType),
             purchaseDate: local.purchaseDate, expiresDate: local.expiresDate,
-            revokedAt: local.revocationDate ?? local.cancellationDate, quantity: local.quantity)
+            revokedAt: local.revocationDate ?? local.cancellationDate, quantity: local.quantity,
+            appAccountToken: local.appAccountToken)
         if let renewal,
             renewal.originalTransactionID == nil || renewal.originalTransactionID == transaction.subscriptionKey
         {
@@ -165,7 +166,7 @@ public enum EvidenceMapping {
         var transaction = PurchaseTransaction(
             transactionID: apple.transactionID, originalTransactionID: apple.originalTransactionID,
             productID: apple.productID, purchaseDate: apple.purchaseDate, expiresDate: apple.expiresDate,
-            revokedAt: apple.cancellationDate, quantity: apple.quantity)
+            revokedAt: apple.cancellationDate, quantity: apple.quantity, appAccountToken: apple.appAccountToken)
         if let renewal = renewals[transaction.subscriptionKey] {
             transaction.gracePeriodExpiresDate = renewal.gracePeriodExpiresDate
             transaction.isInBillingRetry = renewal.isInBillingRetryPeriod ?? false
@@ -182,7 +183,7 @@ public enum EvidenceMapping {
             transactionID: signed.transactionID, originalTransactionID: signed.originalTransactionID,
             productID: signed.productID ?? "", productType: productType(ofJWSType: signed.type),
             purchaseDate: signed.purchaseDate, expiresDate: signed.expiresDate, revokedAt: signed.revocationDate,
-            quantity: signed.quantity)
+            quantity: signed.quantity, appAccountToken: signed.appAccountToken)
         return PurchaseEvidence(
             source: .apple, authenticity: .authentic,
             environment: environment(signed.environment ?? answer.answeredBy), bundleID: signed.bundleID,

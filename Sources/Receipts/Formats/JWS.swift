@@ -77,6 +77,7 @@ struct JWSPayload: Decodable {
     var originalPurchaseDate: Double?
     var expiresDate: Double?
     var quantity: Int?
+    var appAccountToken: String?
     var type: String?
     var revocationDate: Double?
     var revocationReason: Int?
@@ -171,7 +172,7 @@ struct JWSPayload: Decodable {
             purchaseDate: Self.date(purchaseDate), originalPurchaseDate: Self.date(originalPurchaseDate),
             expiresDate: Self.date(expiresDate), revocationDate: Self.date(revocationDate),
             revocationReason: revocationReason, quantity: quantity, webOrderLineItemID: webOrderLineItemId,
-            productType: type)
+            productType: type, appAccountToken: appAccountToken)
     }
 
     var renewalInfo: RenewalInfo {

@@ -78,6 +78,7 @@ extension ReceiptTransaction {
         object["quantity"] = quantity
         object["web_order_line_item_id"] = webOrderLineItemID
         object["type"] = productType
+        object["app_account_token"] = appAccountToken
         return object
     }
 }

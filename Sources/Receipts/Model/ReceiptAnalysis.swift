@@ -92,12 +92,15 @@ public struct ReceiptTransaction: Sendable, Hashable {
     public var webOrderLineItemID: String?
     /// StoreKit 2 `type` (for example "Auto-Renewable Subscription"), when the format carries it.
     public var productType: String?
+    /// StoreKit 2 `appAccountToken`: the UUID the app set at purchase, when it set one.
+    public var appAccountToken: String?
 
     public init(
         transactionID: String, originalTransactionID: String? = nil, productID: String? = nil,
         purchaseDate: Date? = nil, originalPurchaseDate: Date? = nil, expiresDate: Date? = nil,
         cancellationDate: Date? = nil, revocationDate: Date? = nil, revocationReason: Int? = nil,
-        quantity: Int? = nil, webOrderLineItemID: String? = nil, productType: String? = nil
+        quantity: Int? = nil, webOrderLineItemID: String? = nil, productType: String? = nil,
+        appAccountToken: String? = nil
     ) {
         self.transactionID = transactionID
         self.originalTransactionID = originalTransactionID
@@ -111,6 +114,7 @@ public struct ReceiptTransaction: Sendable, Hashable {
         self.quantity = quantity
         self.webOrderLineItemID = webOrderLineItemID
         self.productType = productType
+        self.appAccountToken = appAccountToken
     }
 
     /// True when the purchase was refunded, cancelled by support or revoked.
