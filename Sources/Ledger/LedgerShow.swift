@@ -100,9 +100,6 @@ public enum LedgerShow {
     }
 
     private static func rfc3339(_ date: Date?) -> Any {
-        guard let date else { return NSNull() }
-        let formatter = ISO8601DateFormatter()
-        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-        return formatter.string(from: date)
+        date.map { RFC3339.format($0) } ?? NSNull()
     }
 }
