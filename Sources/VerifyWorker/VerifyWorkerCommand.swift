@@ -21,6 +21,7 @@ struct VerifyWorkerCommand: AsyncParsableCommand {
             SubmitCommand.self,
             TailCommand.self,
             HealthcheckCommand.self,
+            LedgerCommand.self,
             ChaosCommand.self,
             BenchCommand.self,
         ]

@@ -418,7 +418,7 @@ public final class PostgresLedger: Ledger {
 
     static let claimColumns = SQLiteLedger.claimColumns
 
-    private static func claim(_ cells: PostgresRandomAccessRow, offset: Int) throws -> TransactionClaim {
+    static func claim(_ cells: PostgresRandomAccessRow, offset: Int) throws -> TransactionClaim {
         guard let type = ProductType(rawValue: try cells[offset + 4].decode(String.self)) else {
             throw LedgerError(.corrupt, "a transaction_claims row has an unknown product_type")
         }

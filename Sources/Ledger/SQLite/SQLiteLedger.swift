@@ -282,7 +282,7 @@ public final class SQLiteLedger: Ledger {
         updated_at, auto_renew, notification_signed_at
         """
 
-    private static func claim(_ row: [SQLiteValue]) throws(LedgerError) -> TransactionClaim {
+    static func claim(_ row: [SQLiteValue]) throws(LedgerError) -> TransactionClaim {
         guard row.count == 17, let id = row[0].text, let original = row[1].text, let account = row[2].text,
             let product = row[3].text, let type = row[4].text.flatMap(ProductType.init(rawValue:)),
             let job = row[11].text, let verdictID = row[12].text, let created = row[13].date,

@@ -1,0 +1,105 @@
+import Decision
+import Foundation
+import Messages
+import PostgresNIO
+import SQLiteStorage
+
+/// Read-only lookups for operators (`verify-worker ledger show`), apart from ``Ledger`` so test doubles of the
+/// worker's ledger need not implement them.
+public protocol LedgerInspection: Sendable {
+    /// Every claim an account owns, by transaction id.
+    func claims(ownedBy accountID: String) async throws -> [TransactionClaim]
+}
+
+extension SQLiteLedger: LedgerInspection {
+    public func claims(ownedBy accountID: String) async throws -> [TransactionClaim] {
+        try await executor.run { connection, _ in
+            try connection.query(
+                "SELECT \(Self.claimColumns) FROM transaction_claims WHERE account_id = ? ORDER BY transaction_id",
+                [.text(accountID)]
+            ).map { try Self.claim($0) }
+        }
+    }
+}
+
+extension PostgresLedger: LedgerInspection {
+    public func claims(ownedBy accountID: String) async throws -> [TransactionClaim] {
+        try await operation("claims of an account") { pool, logger in
+            try await pool.withConnection { connection in
+                var claims: [TransactionClaim] = []
+                for try await row in try await connection.query(
+                    """
+                    SELECT \(unescaped: Self.claimColumns) FROM transaction_claims
+                    WHERE account_id = \(accountID) ORDER BY transaction_id
+                    """, logger: logger)
+                {
+                    claims.append(try Self.claim(row.makeRandomAccess(), offset: 0))
+                }
+                return claims
+            }
+        }
+    }
+}
+
+/// `verify-worker ledger show`: what the ledger holds about a transaction or an account, as JSON (issue 16.9).
+public enum LedgerShow {
+    /// What to look up.
+    public enum Subject: Sendable, Hashable {
+        /// A transaction, or the transactions of a subscription when the id is an original transaction id.
+        case transaction(String)
+        case account(String)
+    }
+
+    /// The JSON document: `{"transactions": [...]}`, each with its state at `now` and the verdict that granted it.
+    public static func report(_ subject: Subject, ledger: any Ledger, now: Date = Date()) async throws -> [String: Any]
+    {
+        let claims: [TransactionClaim]
+        switch subject {
+        case .transaction(let id):
+            claims = try await ledger.snapshot(jobID: "", transactionIDs: [id], originalTransactionIDs: [id]).claims
+        case .account(let id):
+            guard let inspection = ledger as? any LedgerInspection else {
+                throw LedgerError(.invalidConfiguration, "this ledger cannot list an account's transactions")
+            }
+            claims = try await inspection.claims(ownedBy: id)
+        }
+        let codec = MessageCodec()
+        var transactions: [[String: Any]] = []
+        for claim in claims.sorted(by: { $0.transactionID < $1.transactionID }) {
+            var verdicts: [Any] = []
+            if let verdict = try await ledger.snapshot(
+                jobID: claim.grantedJobID, transactionIDs: [], originalTransactionIDs: []
+            ).priorVerdict,
+                let object = try? JSONSerialization.jsonObject(with: Data(codec.encode(verdict)))
+            {
+                verdicts.append(object)
+            }
+            transactions.append([
+                "transaction_id": claim.transactionID,
+                "original_transaction_id": claim.originalTransactionID,
+                "account_id": claim.accountID,
+                "product_id": claim.productID,
+                "state": state(of: claim, at: now),
+                "expires_at": rfc3339(claim.expiresDate),
+                "revoked_at": rfc3339(claim.revokedAt),
+                // The ledger does not record the renewal status yet (issue 16.1 adds signed renewal info).
+                "auto_renew": NSNull(),
+                "verdicts": verdicts,
+            ])
+        }
+        return ["transactions": transactions]
+    }
+
+    /// `revoked`, `grace_period`, `expired` or `active`. `billing_retry` needs the renewal info the ledger does not
+    /// record yet.
+    public static func state(of claim: TransactionClaim, at now: Date) -> String {
+        if claim.revokedAt != nil { return "revoked" }
+        guard let expires = claim.expiresDate, expires <= now else { return "active" }
+        if let grace = claim.gracePeriodExpiresDate, grace > now { return "grace_period" }
+        return "expired"
+    }
+
+    private static func rfc3339(_ date: Date?) -> Any {
+        date.map { RFC3339.format($0) } ?? NSNull()
+    }
+}
