@@ -82,8 +82,8 @@ public enum LedgerShow {
                 "state": state(of: claim, at: now),
                 "expires_at": rfc3339(claim.expiresDate),
                 "revoked_at": rfc3339(claim.revokedAt),
-                // The ledger does not record the renewal status yet (issue 16.1 adds signed renewal info).
-                "auto_renew": NSNull(),
+                // As the newest notification stated it; null until one did.
+                "auto_renew": claim.autoRenew.map { $0 as Any } ?? NSNull(),
                 "verdicts": verdicts,
             ])
         }
