@@ -232,6 +232,7 @@ let package = Package(
                 "Operations",
                 "Traffic",
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
 
@@ -243,8 +244,13 @@ let package = Package(
             dependencies: [
                 "AppleClients",
                 "AppleSimulator",
+                "Kafka",
                 "Messages",
+                "Operations",
                 "Receipts",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
         // The demo: a cluster of workers against the simulator, with its verdict table.
@@ -263,6 +269,7 @@ let package = Package(
                 "Receipts",
                 "Traffic",
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
         .target(
@@ -284,6 +291,7 @@ let package = Package(
                 "Traffic",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
 
