@@ -18,8 +18,6 @@ package struct BenchAppleArguments: HarnessArguments {
         abstract: "verifyReceipt throughput and latency through the curl engine, against the Apple simulator or --url."
     )
 
-    package init() {}
-
     @Option(
         help: "Base URL of an Apple look-alike serving POST /verifyReceipt. Omitted: the simulator in a child process.")
     package var url: String?
@@ -71,6 +69,8 @@ package struct BenchAppleArguments: HarnessArguments {
             case simulatorExit = "simulator_exit"
         }
     }
+
+    package init() {}
 
     package func run() async throws {
         let latencies = latencyMs.split(separator: ",").compactMap { Int($0.trimmingCharacters(in: .whitespaces)) }

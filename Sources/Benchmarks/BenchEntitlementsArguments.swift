@@ -15,8 +15,6 @@ package struct BenchEntitlementsArguments: HarnessArguments {
         commandName: "entitlements",
         abstract: "Entitlement service: projection verdicts/s (SQLite, PostgreSQL), API latency, visibility delay.")
 
-    package init() {}
-
     @Option(help: "Verdicts projected per store.")
     package var verdicts: Int = 100_000
     @Option(help: "Verdicts per batch (one database transaction).")
@@ -35,6 +33,8 @@ package struct BenchEntitlementsArguments: HarnessArguments {
     package var visibilityRate: Int?
     @Option(help: "Parts to run, comma-separated: projection, api, visibility.")
     package var parts: String = "projection,api,visibility"
+
+    package init() {}
 
     package func run() async throws {
         var logger = Logger(label: "bench-entitlements")

@@ -10,8 +10,6 @@ package struct BenchKafkaArguments: HarnessArguments {
         abstract: "Measures produce and consume-and-commit throughput (messages/s) through the mock cluster."
     )
 
-    package init() {}
-
     @Option(help: "Messages to produce and then consume.")
     package var messages: Int = 100_000
 
@@ -32,6 +30,8 @@ package struct BenchKafkaArguments: HarnessArguments {
 
     @Option(help: "Producer in-flight bound (messages).")
     package var inFlight: Int = 10_000
+
+    package init() {}
 
     package func validate() throws {
         guard messages > 0, size >= 0, brokers > 0, partitions > 0, lingerMs >= 0, inFlight > 0 else {

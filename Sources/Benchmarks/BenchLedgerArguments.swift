@@ -12,8 +12,6 @@ package struct BenchLedgerArguments: HarnessArguments {
         abstract: "Claims/s and p50/p99 latency of the PostgreSQL and SQLite ledgers (JSON on stdout)."
     )
 
-    package init() {}
-
     @Option(
         name: .customLong("postgres-url"),
         help: "PostgreSQL to measure. Default: start a throwaway one with scripts/test-postgres.sh (as root).")
@@ -26,6 +24,8 @@ package struct BenchLedgerArguments: HarnessArguments {
 
     @Option(help: "Claims (jobs settled) per scenario.")
     package var claims: Int = 2000
+
+    package init() {}
 
     package func run() async throws {
         let report = try await LedgerBenchmark.runSuite(

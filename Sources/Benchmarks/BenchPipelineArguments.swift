@@ -20,8 +20,6 @@ package struct BenchPipelineArguments: HarnessArguments {
             """
     )
 
-    package init() {}
-
     @Option(help: "Messages of the raw Kafka run.")
     package var kafkaMessages = 50_000
 
@@ -69,6 +67,8 @@ package struct BenchPipelineArguments: HarnessArguments {
                 PipelineBenchmarkPart(rawValue: $0.trimmingCharacters(in: .whitespaces))
             })
     }
+
+    package init() {}
 
     package func validate() throws {
         guard kafkaMessages > 0, localJobs > 0, mixJobs > 0, latencyJobs > 0, memoryJobs >= 0 else {

@@ -10,8 +10,6 @@ package struct BenchRateLimiterArguments: HarnessArguments {
         abstract: "Measures AppleCallGate acquire/report cost and simulates a 21005 storm on a manual clock."
     )
 
-    package init() {}
-
     @Option(help: "Acquire/report pairs for the uncontended measurement.")
     package var iterations = 200_000
 
@@ -29,6 +27,8 @@ package struct BenchRateLimiterArguments: HarnessArguments {
 
     @Option(help: "Jobs per second in the storm simulation.")
     package var jobsPerSecond = 20.0
+
+    package init() {}
 
     package func run() async throws {
         let uncontended = try await GateCostBenchmark.uncontended(iterations: iterations)

@@ -9,8 +9,6 @@ package struct BenchReceiptsArguments: HarnessArguments {
         abstract: "Benchmark receipt decoding and offline verification; optionally fuzz with --fuzz N."
     )
 
-    package init() {}
-
     @Option(help: "The shared fixtures directory. Default: $VERIFY_FIXTURES_DIR or ../shared/fixtures.")
     package var fixtures: String?
 
@@ -31,6 +29,8 @@ package struct BenchReceiptsArguments: HarnessArguments {
 
     @Option(help: "Instead of benchmarking, run N mutated inputs through the analyzer and report.")
     package var fuzz: Int?
+
+    package init() {}
 
     package func run() async throws {
         let benchmark = ReceiptsBenchmark(

@@ -20,8 +20,6 @@ package struct BenchReplayStormArguments: HarnessArguments {
             """
     )
 
-    package init() {}
-
     @Option(help: "Receipts of the race (a).")
     package var receipts = 20
 
@@ -60,6 +58,8 @@ package struct BenchReplayStormArguments: HarnessArguments {
 
     @Flag(help: "Run the workers inside the bench process instead of as `verify-worker run` children.")
     package var workersInProcess = false
+
+    package init() {}
 
     package func validate() throws {
         guard receipts > 0, accountsPerReceipt > 0, stormAccounts > 0, raceWorkers > 0, stormWorkers > 0,

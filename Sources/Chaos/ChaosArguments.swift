@@ -19,8 +19,6 @@ package struct ChaosArguments: HarnessArguments {
             """
     )
 
-    package init() {}
-
     @Option(help: "Seed-mix jobs (short default; --long means 100,000).")
     package var jobs: Int?
 
@@ -131,6 +129,8 @@ package struct ChaosArguments: HarnessArguments {
         name: .customLong("work-dir"),
         help: "Keep state and logs here (default: a temporary directory, kept on failure).")
     package var workDirectory: String?
+
+    package init() {}
 
     package func validate() throws {
         guard (1...32).contains(workers) else { throw ValidationError("--workers must be 1...32") }

@@ -1043,7 +1043,7 @@ struct ChaosSubmitter: Sendable {
                 stalls.increment()
             }
             tally.submitting(jobID: identity.jobID, deadLetterKey: identity.key, bytes: bytes)
-            return TrafficSubmitter.Message(key: message.key, value: message.value)
+            return (message.key, message.value)
         } delivered: { index, report in
             let identity = identities[index]
             let message = traffic.messages[index]

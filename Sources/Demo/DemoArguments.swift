@@ -21,8 +21,6 @@ package struct DemoArguments: HarnessArguments {
             """
     )
 
-    package init() {}
-
     @Option(help: "Jobs to produce.")
     package var jobs: Int = 10_000
 
@@ -61,6 +59,8 @@ package struct DemoArguments: HarnessArguments {
         name: .customLong("console-host"),
         help: "Interface of the console (127.0.0.1; 0.0.0.0 to reach it from outside).")
     package var consoleHost: String = "127.0.0.1"
+
+    package init() {}
 
     package func validate() throws {
         guard jobs > 0 else { throw ValidationError("--jobs must be positive") }

@@ -420,7 +420,7 @@ package struct DemoRun: Sendable {
             var job = batch[index].job
             job.submittedAt = Date()
             tally.submitted(job.jobID)
-            return TrafficSubmitter.Message(key: Array(job.accountID.utf8), value: codec.encode(job))
+            return (Array(job.accountID.utf8), codec.encode(job))
         }
     }
 

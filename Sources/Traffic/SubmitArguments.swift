@@ -3,8 +3,6 @@ import ArgumentParser
 /// The options of `verify-worker submit` (the command in the executable wires them to a producer): jobs from JSON
 /// lines, or seed-000 traffic generated at a running simulator (the compose file's load generator).
 package struct SubmitArguments: ParsableArguments {
-    package init() {}
-
     @Option(help: "Kafka bootstrap servers (VERIFY_BROKERS, default localhost:9092).")
     package var brokers: String?
     @Option(help: "Topic to produce to (VERIFY_JOBS_TOPIC, default receipt-jobs).")
@@ -27,6 +25,8 @@ package struct SubmitArguments: ParsableArguments {
     package var maxOutstanding: Int = 1_000
     @Argument(help: "JSON-lines file of jobs; - or nothing reads stdin.")
     package var file: String?
+
+    package init() {}
 
     package func validate() throws {
         if let generate {

@@ -30,17 +30,6 @@ public struct TrafficSubmitter: Sendable {
         public static let windowed = Spread(lanes: 1, chunk: .max, attempts: 10)
     }
 
-    /// One message to send.
-    public struct Message: Sendable {
-        public var key: [UInt8]
-        public var value: [UInt8]
-
-        public init(key: [UInt8], value: [UInt8]) {
-            self.key = key
-            self.value = value
-        }
-    }
-
     public let producer: KafkaProducer
     public let topic: String
     public let spread: Spread
@@ -57,10 +46,10 @@ public struct TrafficSubmitter: Sendable {
     ///
     /// - Parameters:
     ///   - prepare: awaited for each message, in chain order within a lane, before its chain's sends start: it waits
-    ///     for room or for its time, stamps and counts the message, and returns it.
+    ///     for room or for its time, stamps and counts the message, and returns its key and value.
     ///   - delivered: called with each message's index and delivery report.
     public func submit(
-        chains: [[Int]], prepare: @escaping @Sendable (Int) async throws -> Message,
+        chains: [[Int]], prepare: @escaping @Sendable (Int) async throws -> (key: [UInt8], value: [UInt8]),
         delivered: @escaping @Sendable (Int, KafkaDeliveryReport) -> Void = { _, _ in }
     ) async throws {
         let spread = self.spread

@@ -99,19 +99,15 @@ public final class ChildProcess: Sendable {
             guard log >= 0 else { throw Failure(description: "cannot open \(logFile.path) (errno \(errno))") }
             posix_spawn_file_actions_adddup2(&actions, log, STDERR_FILENO)
         }
-        var stdout: (read: Int32, write: Int32)?
-        if readsLines {
-            let ends = try Self.pipeEnds()
-            stdout = ends
-            posix_spawn_file_actions_adddup2(&actions, ends.write, STDOUT_FILENO)
+        let stdout = readsLines ? try Self.pipeEnds() : nil
+        if let stdout {
+            posix_spawn_file_actions_adddup2(&actions, stdout.write, STDOUT_FILENO)
         } else if log >= 0 {
             posix_spawn_file_actions_adddup2(&actions, log, STDOUT_FILENO)
         }
-        var stdin: (read: Int32, write: Int32)?
-        if opensStdin {
-            let ends = try Self.pipeEnds()
-            stdin = ends
-            posix_spawn_file_actions_adddup2(&actions, ends.read, STDIN_FILENO)
+        let stdin = opensStdin ? try Self.pipeEnds() : nil
+        if let stdin {
+            posix_spawn_file_actions_adddup2(&actions, stdin.read, STDIN_FILENO)
         } else {
             posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0)
         }
@@ -187,29 +183,13 @@ public final class ChildProcess: Sendable {
     public func waitForLine(
         timeout: Duration, after: Int = 0, where predicate: @escaping @Sendable (String) -> Bool
     ) async -> String? {
-        let id = state.withLock { $0.waiterID() }
-        return await withTaskGroup(of: String?.self) { group in
-            group.addTask {
-                await withCheckedContinuation { continuation in
-                    let immediate: String?? = self.state.withLock { state in
-                        if let line = state.lines.dropFirst(after).first(where: predicate) { return .some(line) }
-                        if state.stdoutClosed { return .some(nil) }
-                        state.lineWaiters[id] = LineWaiter(
-                            after: after, predicate: predicate, continuation: continuation)
-                        return .none
-                    }
-                    if let immediate { continuation.resume(returning: immediate) }
-                }
-            }
-            // The timer is a child task, cancelled as soon as the line comes: no sleeper outlives the wait.
-            group.addTask {
-                try? await Task.sleep(for: timeout)
-                return nil
-            }
-            let first = await group.next() ?? nil
-            group.cancelAll()
-            self.state.withLock { $0.lineWaiters.removeValue(forKey: id) }?.continuation.resume(returning: nil)
-            return first
+        await wait(timeout: timeout) { state, id, continuation in
+            if let line = state.lines.dropFirst(after).first(where: predicate) { return .some(line) }
+            if state.stdoutClosed { return .some(nil) }
+            state.lineWaiters[id] = LineWaiter(after: after, predicate: predicate, continuation: continuation)
+            return .none
+        } unregister: { state, id in
+            state.lineWaiters.removeValue(forKey: id)?.continuation
         }
     }
 
@@ -227,16 +207,29 @@ public final class ChildProcess: Sendable {
 
     /// Waits until the child has ended and been reaped; nil after `timeout` (the child may still run).
     public func waitForExit(timeout: Duration) async -> Exit? {
+        await wait(timeout: timeout) { state, id, continuation in
+            if let exit = state.exit { return .some(exit) }
+            state.exitWaiters[id] = continuation
+            return .none
+        } unregister: { state, id in
+            state.exitWaiters.removeValue(forKey: id)
+        }
+    }
+
+    /// Awaits a waiter that `register` leaves in the state (or the value it returns at once), at most `timeout`. The
+    /// timer is a child task, cancelled as soon as the value comes: no sleeper outlives the wait; a waiter the time
+    /// ran out for is taken out by `unregister` and resumed with nil.
+    private func wait<Value: Sendable>(
+        timeout: Duration,
+        register: @escaping @Sendable (inout State, Int, CheckedContinuation<Value?, Never>) -> Value??,
+        unregister: @escaping @Sendable (inout State, Int) -> CheckedContinuation<Value?, Never>?
+    ) async -> Value? {
         let id = state.withLock { $0.waiterID() }
-        return await withTaskGroup(of: Exit?.self) { group in
+        return await withTaskGroup(of: Value?.self) { group in
             group.addTask {
                 await withCheckedContinuation { continuation in
-                    let done: Exit? = self.state.withLock { state in
-                        if let exit = state.exit { return exit }
-                        state.exitWaiters[id] = continuation
-                        return nil
-                    }
-                    if let done { continuation.resume(returning: done) }
+                    let immediate = self.state.withLock { register(&$0, id, continuation) }
+                    if let immediate { continuation.resume(returning: immediate) }
                 }
             }
             group.addTask {
@@ -245,7 +238,7 @@ public final class ChildProcess: Sendable {
             }
             let first = await group.next() ?? nil
             group.cancelAll()
-            self.state.withLock { $0.exitWaiters.removeValue(forKey: id) }?.resume(returning: nil)
+            self.state.withLock { unregister(&$0, id) }?.resume(returning: nil)
             return first
         }
     }
