@@ -305,8 +305,6 @@ let package = Package(
                 "Receipts",
                 "AppleClients",
                 "AppleSimulator",
-                "RateLimiter",
-                "Ledger",
                 "Pipeline",
                 "Operations",
                 "Gateway",
@@ -328,7 +326,6 @@ let package = Package(
             dependencies: [
                 "SQLiteStorage",
                 "Observability",
-                "VerifyWorker",
                 "Kafka",
                 "Messages",
                 "Receipts",
