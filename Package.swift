@@ -234,6 +234,7 @@ let package = Package(
                 "Operations",
                 "Traffic",
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
 
@@ -245,8 +246,13 @@ let package = Package(
             dependencies: [
                 "AppleClients",
                 "AppleSimulator",
+                "Kafka",
                 "Messages",
+                "Operations",
                 "Receipts",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
         // The demo: a cluster of workers against the simulator, with its verdict table.
@@ -265,6 +271,7 @@ let package = Package(
                 "Receipts",
                 "Traffic",
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
         .target(
@@ -288,6 +295,7 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
 
@@ -301,8 +309,6 @@ let package = Package(
                 "Receipts",
                 "AppleClients",
                 "AppleSimulator",
-                "RateLimiter",
-                "Ledger",
                 "Pipeline",
                 "Operations",
                 "Gateway",
@@ -324,7 +330,6 @@ let package = Package(
             dependencies: [
                 "SQLiteStorage",
                 "Observability",
-                "VerifyWorker",
                 "Kafka",
                 "Messages",
                 "Receipts",

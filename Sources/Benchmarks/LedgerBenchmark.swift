@@ -130,3 +130,53 @@ public struct LedgerBenchmark: Sendable {
         }
     }
 }
+
+extension LedgerBenchmark {
+    /// `bench ledger`'s report: every scenario's figures.
+    public struct Report: Encodable, Sendable {
+        public var benchmark = "ledger"
+        public var claimsPerScenario: Int
+        public var results: [Result]
+
+        enum CodingKeys: String, CodingKey {
+            case benchmark, results
+            case claimsPerScenario = "claims_per_scenario"
+        }
+    }
+
+    /// Both ledgers, 1 and 64 concurrent tasks, fresh and repeated ids: PostgreSQL at `postgresURL` (else the test
+    /// script's), SQLite files from the prefix `sqlitePath` (else a temporary directory), deleted after.
+    public static func runSuite(postgresURL: String?, sqlitePath: String?, claims: Int) async throws -> Report {
+        try await BenchPostgres.with(url: postgresURL) { postgres in
+            let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+                "verify-bench-\(UUID().uuidString)")
+            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+            defer { try? FileManager.default.removeItem(at: directory) }
+            let base = sqlitePath ?? directory.appendingPathComponent("ledger").path
+            let benchmark = LedgerBenchmark(claims: claims)
+            var results: [Result] = []
+            for backend in ["postgres", "sqlite"] {
+                for concurrency in [1, 64] {
+                    for ids in IDs.allCases {
+                        let tag = "c\(concurrency)_\(ids.rawValue)_\(UUID().uuidString.prefix(6).lowercased())"
+                        let url =
+                            backend == "postgres"
+                            ? postgres + (postgres.contains("?") ? "&" : "?") + "schema=bench_\(tag)"
+                            : "sqlite:\(base)-\(tag)"
+                        let configuration = LedgerConfiguration(maximumConnections: 32)
+                        let result = try await LedgerFactory.withLedger(url: url, configuration: configuration) {
+                            try await benchmark.run(ledger: $0, backend: backend, concurrency: concurrency, ids: ids)
+                        }
+                        if backend == "sqlite" {
+                            for suffix in ["", "-wal", "-shm"] {
+                                try? FileManager.default.removeItem(atPath: "\(base)-\(tag)\(suffix)")
+                            }
+                        }
+                        results.append(result)
+                    }
+                }
+            }
+            return Report(claimsPerScenario: claims, results: results)
+        }
+    }
+}

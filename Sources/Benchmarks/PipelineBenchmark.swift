@@ -605,7 +605,7 @@ package final class WorkerProcessSampler: Sendable {
 
     private func recordCPU(_ processes: [DemoWorkerProcess], atEnd: Bool) {
         var readings: [Int: Double] = [-1: ProcessCPUTime.current()?.seconds ?? 0]
-        for process in processes { readings[process.index] = ProcessCPUTime.of(pid: process.pid)?.seconds ?? 0 }
+        for process in processes { readings[process.index] = process.cpuTime()?.seconds ?? 0 }
         cpu.withLock { cpu in
             if atEnd { cpu.end = readings } else { cpu.start = readings }
         }

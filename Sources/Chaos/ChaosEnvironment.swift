@@ -26,11 +26,11 @@ final class ChaosEnvironment: Sendable {
     private let clock = ContinuousClock()
 
     private struct Services {
-        var broker: ChaosProcess?
-        var simulator: ChaosProcess?
-        var workers: [ChaosProcess?] = []
+        var broker: ChildProcess?
+        var simulator: ChildProcess?
+        var workers: [ChildProcess?] = []
         var metricsPorts: [Int] = []
-        var entitlements: ChaosProcess?
+        var entitlements: ChildProcess?
         var entitlementsPort: Int?
         var postgresState: URL?
         var faults: [ChaosFaultRecord] = []
@@ -93,7 +93,7 @@ final class ChaosEnvironment: Sendable {
         let tally = ChaosTally(
             expectedJobs: Set(traffic.jobs.map(\.jobID)), expectedDeadLetters: traffic.malformedKeys)
         let offsets = ChaosOffsetTracker()
-        let reader = try ChaosReader(
+        let reader = try TrafficReader.chaos(
             bootstrap: bootstrap, groupID: "\(runID)-reader", tally: tally, offsets: offsets, logger: quietLogger)
         let producer = try KafkaProducer(
             configuration: KafkaProducerConfiguration(
@@ -107,8 +107,8 @@ final class ChaosEnvironment: Sendable {
             producer: producer, traffic: traffic, identities: identities, tally: tally, deliveries: deliveries,
             windowBytes: window, stallTimeout: configuration.settleTimeout)
 
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { try await reader.run() }
+        // The reader is the run's in-process service; the cluster's processes are children (``ChildProcess``).
+        try await HarnessServices.run([reader], logger: quietLogger) {
             let schedule = faultSchedule()
             let slices = submitter.slices(schedule.count + 1)
             for (index, slice) in slices.enumerated() {
@@ -150,7 +150,6 @@ final class ChaosEnvironment: Sendable {
                 metadata: [LogKeys.chaosSettled: "\(tally.settled)", LogKeys.chaosExpected: "\(expectedSettled)"])
             let (jobMarks, readMarks) = await stopAndReadToEnd(
                 reader: reader, offsets: offsets, producer: producer, partitions: partitions)
-            group.cancelAll()
             retention = ChaosRetentionCheck.check(
                 deliveries: deliveries.entries, jobWatermarks: jobMarks, unsettled: tally.unsettled,
                 readerNext: offsets.next, readWatermarks: readMarks)
@@ -278,12 +277,12 @@ final class ChaosEnvironment: Sendable {
     /// reader has every verdict and dead-letter partition's high watermark (bounded), not for a guessed time, and
     /// closes the reader. Returns the watermarks it read.
     func stopAndReadToEnd(
-        reader: ChaosReader, offsets: ChaosOffsetTracker, producer: KafkaProducer, partitions: Int
+        reader: TrafficReader, offsets: ChaosOffsetTracker, producer: KafkaProducer, partitions: Int
     ) async -> (jobs: [Int32: KafkaWatermarks], read: [KafkaTopicPartition: KafkaWatermarks]) {
         await saveMetrics()
         await stopWorkersGracefully()
         let marks = await watermarks(producer: producer, partitions: partitions)
-        await reader.readUntil(marks.read, offsets: offsets, within: .seconds(30))
+        await offsets.waitUntilRead(marks.read, within: .seconds(30))
         await reader.close()
         return marks
     }
@@ -332,24 +331,6 @@ final class ChaosEnvironment: Sendable {
         }
         await probe.close()
         return lagging
-    }
-
-    /// Sends until a delivery report with an offset: `sendConfirmed` throws `deliveryUnproven` (retryable) after
-    /// acknowledgements without one, and the harness, like a frontend, sends again (a bounded number of times).
-    static func sendProven(
-        _ producer: KafkaProducer, _ record: KafkaProducerRecord
-    ) async throws
-        -> KafkaDeliveryReport
-    {
-        var attempt = 1
-        while true {
-            do {
-                return try await producer.sendConfirmed(record)
-            } catch let error as KafkaError where error.isRetryable && attempt < 10 {
-                attempt += 1
-                try await Task.sleep(for: .milliseconds(100 * attempt))
-            }
-        }
     }
 
     /// The watermarks of every partition of the three topics (those that answered).
@@ -461,14 +442,13 @@ final class ChaosEnvironment: Sendable {
     func workerLog(_ index: Int) -> URL { log("worker-\(index)") }
 
     func startBroker() async throws -> String {
-        let broker = try ChaosProcess(
-            name: "dev-broker", executable: configuration.binary,
+        let broker = try ChildProcess(
+            name: "dev-broker", executable: configuration.binary.path,
             arguments: [
                 "dev-broker", "--brokers", "\(configuration.brokers)", "--partitions",
                 "\(partitionCount.withLock { $0 })",
             ],
-            environment: ProcessInfo.processInfo.environment, logFile: log("dev-broker"), readStdout: true,
-            openStdin: true)
+            logFile: log("dev-broker"), readsLines: true, opensStdin: true, exitsWithParent: true)
         services.withLock { $0.broker = broker }
         guard let line = await broker.waitForLine(timeout: .seconds(60), where: { $0.hasPrefix("bootstrap=") }) else {
             throw ChaosError("dev-broker did not print bootstrap= within 60 s (log: \(log("dev-broker").path))")
@@ -477,14 +457,13 @@ final class ChaosEnvironment: Sendable {
     }
 
     func startSimulator(stateDirectory: URL, secretFile: URL) async throws -> String {
-        let simulator = try ChaosProcess(
-            name: "apple-sim", executable: configuration.binary,
+        let simulator = try ChildProcess(
+            name: "apple-sim", executable: configuration.binary.path,
             arguments: [
                 "apple-sim", "--port", "0", "--state-dir", stateDirectory.path, "--shared-secret-file",
                 secretFile.path,
             ],
-            environment: ProcessInfo.processInfo.environment, logFile: log("apple-sim"), readStdout: true,
-            openStdin: false)
+            logFile: log("apple-sim"), readsLines: true, exitsWithParent: true)
         services.withLock { $0.simulator = simulator }
         guard let line = await simulator.waitForLine(timeout: .seconds(120), where: { $0.hasPrefix("listening=") })
         else {
@@ -520,59 +499,23 @@ final class ChaosEnvironment: Sendable {
         return FileManager.default.fileExists(atPath: local.path) ? local : nil
     }
 
-    /// Runs `test-postgres.sh` with this run's private state file; returns its stdout. On a thread of its own: the
-    /// script takes seconds (`initdb`, a server start), and the harness also runs inside the test suite, whose
-    /// cooperative pool has one thread per core.
+    /// Runs `test-postgres.sh` with this run's private state file; returns its stdout (and stderr, in one file).
     @discardableResult
     private func runScript(_ script: URL, _ arguments: [String], state: URL) async throws -> String {
-        let directory = self.directory
-        return try await BlockingCall.run(name: "chaos-pg-script") {
-            try Self.runScriptBlocking(script, arguments, state: state, directory: directory)
-        }
-    }
-
-    private static func runScriptBlocking(
-        _ script: URL, _ arguments: [String], state: URL, directory: URL
-    ) throws -> String {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/bin/bash")
-        process.arguments = [script.path] + arguments
         var environment = ProcessInfo.processInfo.environment
         environment["VERIFY_PG_STATE"] = state.path
-        process.environment = environment
         let output = directory.appendingPathComponent("pg-\(arguments.joined(separator: "-")).out")
-        FileManager.default.createFile(atPath: output.path, contents: nil)
-        let handle = try FileHandle(forWritingTo: output)
-        process.standardOutput = handle
-        process.standardError = handle
-        process.standardInput = FileHandle.nullDevice
-        try process.run()
-        let status = waitForExit(process)
-        try? handle.close()
+        let process = try ChildProcess(
+            name: "test-postgres", executable: "/bin/bash", arguments: [script.path] + arguments,
+            environment: environment, logFile: output)
+        // The script takes seconds (`initdb`, a server start); a stop may wait for a slow shutdown.
+        let exit = await process.waitForExit(timeout: .seconds(300))
         let text = (try? String(contentsOf: output, encoding: .utf8)) ?? ""
-        guard status == 0 else {
+        guard exit == .exited(0) else {
+            if exit == nil { await process.stop() }
             throw ChaosError("test-postgres.sh \(arguments.joined(separator: " ")) failed: \(text.suffix(300))")
         }
         return text.trimmingCharacters(in: .whitespacesAndNewlines)
-    }
-
-    /// Waits for `process` to end and returns its exit status. Not `waitUntilExit()`: on Linux it was seen to spin
-    /// forever in a loaded test process after the script had exited (the termination was never noticed: the server
-    /// the script started held the descriptor Foundation watches, fixed in the script since), so the child is also
-    /// reaped here directly. If Foundation reaped it first and still reports it running, the status is
-    /// unknown and taken as 0; callers check the script's output.
-    static func waitForExit(_ process: Process) -> Int32 {
-        let pid = process.processIdentifier
-        while true {
-            if !process.isRunning { return process.terminationStatus }
-            var status: Int32 = 0
-            let reaped = waitpid(pid, &status, WNOHANG)
-            if reaped == pid { return (status & 0x7f) == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f) }
-            if reaped == -1 && errno == ECHILD {
-                return process.isRunning ? 0 : process.terminationStatus
-            }
-            usleep(10_000)
-        }
     }
 
     func makeWorkerEnvironment(
@@ -616,9 +559,10 @@ final class ChaosEnvironment: Sendable {
         var environment = base
         environment["VERIFY_METRICS_PORT"] = "\(port)"
         environment["VERIFY_WORKER_ID"] = "\(runID)-worker-\(index)"
-        let worker = try ChaosProcess(
-            name: "worker-\(index)", executable: configuration.binary, arguments: ["run"], environment: environment,
-            logFile: workerLog(index), readStdout: false, openStdin: false)
+        let worker = try ChildProcess(
+            name: "worker-\(index)", executable: configuration.binary.path, arguments: ["run"],
+            environment: environment,
+            logFile: workerLog(index), exitsWithParent: true)
         services.withLock { services in
             while services.workers.count <= index { services.workers.append(nil) }
             services.workers[index] = worker
@@ -658,7 +602,7 @@ final class ChaosEnvironment: Sendable {
         return false
     }
 
-    func worker(_ index: Int) -> ChaosProcess? { services.withLock { $0.workers[index] } }
+    func worker(_ index: Int) -> ChildProcess? { services.withLock { $0.workers[index] } }
 
     // MARK: Entitlement service
 
@@ -691,10 +635,9 @@ final class ChaosEnvironment: Sendable {
     }
 
     func restartEntitlements() throws {
-        let process = try ChaosProcess(
-            name: "entitlements", executable: configuration.binary, arguments: ["entitlements"],
-            environment: entitlementsEnvironment.withLock { $0 }, logFile: log("entitlements"), readStdout: false,
-            openStdin: false)
+        let process = try ChildProcess(
+            name: "entitlements", executable: configuration.binary.path, arguments: ["entitlements"],
+            environment: entitlementsEnvironment.withLock { $0 }, logFile: log("entitlements"), exitsWithParent: true)
         services.withLock { $0.entitlements = process }
     }
 
@@ -1084,95 +1027,67 @@ struct ChaosSubmitter: Sendable {
         return stride(from: 0, to: max(total, 1), by: size).map { $0..<min(total, $0 + size) }
     }
 
-    /// Produces one range and waits for every delivery report.
+    /// Produces one range and waits for every delivery report: one account's messages of a burst in order, each
+    /// after the previous one's report (``ChaosTraffic/chains(_:)``); every message waits for room in the window.
     func submit(_ range: Range<Int>) async throws {
-        try await withThrowingDiscardingTaskGroup { group in
-            for chain in traffic.chains(range) {
-                var records: [(record: KafkaProducerRecord, identity: Identity, bytes: Int)] = []
-                for index in chain {
-                    let message = traffic.messages[index]
-                    let identity = identities[index]
-                    let bytes = message.value.count + message.key.count
-                    if stalls.value == 0,
-                        !(await tally.waitForRoom(limit: max(0, windowBytes - bytes), within: stallTimeout))
-                    {
-                        stalls.increment()
-                    }
-                    tally.submitting(jobID: identity.jobID, deadLetterKey: identity.key, bytes: bytes)
-                    records.append(
-                        (
-                            KafkaProducerRecord(topic: Topics.jobs, key: message.key, value: message.value), identity,
-                            bytes
-                        ))
-                }
-                group.addTask {
-                    for (record, identity, bytes) in records {
-                        let report = try await ChaosEnvironment.sendProven(producer, record)
-                        deliveries.delivered(
-                            ChaosDeliveryLog.Entry(
-                                jobID: identity.jobID, deadLetterKey: identity.key,
-                                partition: report.topicPartition.partition, offset: report.offset),
-                            bytes: bytes)
-                    }
-                }
+        let (traffic, identities, tally, deliveries, stalls) = (traffic, identities, tally, deliveries, stalls)
+        let (windowBytes, stallTimeout) = (windowBytes, stallTimeout)
+        try await TrafficSubmitter(producer: producer, spread: .windowed).submit(chains: traffic.chains(range)) {
+            index in
+            let message = traffic.messages[index]
+            let identity = identities[index]
+            let bytes = message.value.count + message.key.count
+            if stalls.value == 0,
+                !(await tally.waitForRoom(limit: max(0, windowBytes - bytes), within: stallTimeout))
+            {
+                stalls.increment()
+            }
+            tally.submitting(jobID: identity.jobID, deadLetterKey: identity.key, bytes: bytes)
+            return (message.key, message.value)
+        } delivered: { index, report in
+            let identity = identities[index]
+            let message = traffic.messages[index]
+            deliveries.delivered(
+                ChaosDeliveryLog.Entry(
+                    jobID: identity.jobID, deadLetterKey: identity.key, partition: report.topicPartition.partition,
+                    offset: report.offset),
+                bytes: message.value.count + message.key.count)
+        }
+    }
+}
+
+extension TrafficReader {
+    /// The harness's reader of verdicts and dead letters, in a group of its own: each record goes to `tally`, each
+    /// offset to `offsets`.
+    static func chaos(
+        bootstrap: String, groupID: String, tally: ChaosTally, offsets: ChaosOffsetTracker, logger: Logger
+    ) throws -> TrafficReader {
+        var quiet = logger
+        quiet.logLevel = .critical
+        return try TrafficReader(bootstrapServers: bootstrap, groupID: groupID, deadLetters: true, logger: quiet) {
+            record, partition, offset in
+            offsets.read(partition, offset: offset)
+            switch record {
+            case .verdict(let verdict, _): tally.received(verdict: verdict)
+            case .unreadableVerdict: tally.unreadable()
+            case .deadLetter(let key, let reason): tally.received(deadLetterKey: key, reason: reason)
             }
         }
     }
 }
 
-/// Reads `receipt-verdicts` and `receipt-jobs-dlq` from the beginning in a group of its own.
-final class ChaosReader: Sendable {
-    let consumer: KafkaConsumer
-    private let tally: ChaosTally
-    private let offsets: ChaosOffsetTracker
-
-    init(bootstrap: String, groupID: String, tally: ChaosTally, offsets: ChaosOffsetTracker, logger: Logger) throws {
-        var quiet = logger
-        quiet.logLevel = .critical
-        consumer = try KafkaConsumer(
-            configuration: KafkaConsumerConfiguration(bootstrapServers: bootstrap, groupID: groupID), logger: quiet)
-        try consumer.subscribe(topics: [Topics.verdicts, Topics.deadLetters])
-        self.tally = tally
-        self.offsets = offsets
-    }
-
+extension ChaosOffsetTracker {
     /// Waits until the reader has read up to every partition's high watermark, at most `limit`.
-    func readUntil(
-        _ watermarks: [KafkaTopicPartition: KafkaWatermarks], offsets: ChaosOffsetTracker, within limit: Duration
-    ) async {
+    func waitUntilRead(_ watermarks: [KafkaTopicPartition: KafkaWatermarks], within limit: Duration) async {
         let deadline = ContinuousClock.now.advanced(by: limit)
         while ContinuousClock.now < deadline {
-            let next = offsets.next
+            let next = self.next
             if watermarks.allSatisfy({ $0.value.high <= (next[$0.key] ?? 0) || $0.value.high == $0.value.low }) {
                 return
             }
             try? await Task.sleep(for: .milliseconds(50))
         }
     }
-
-    func run() async throws {
-        let codec = MessageCodec()
-        for try await event in consumer.events {
-            guard case .message(let message) = event else { continue }
-            offsets.read(message.topicPartition, offset: message.offset)
-            let value = message.value ?? []
-            if message.topic == Topics.verdicts {
-                if let verdict = try? codec.decodeVerdict(value) {
-                    tally.received(verdict: verdict)
-                } else {
-                    tally.unreadable()
-                }
-            } else {
-                let headers = message.headers.map { (name: $0.name, value: $0.value ?? []) }
-                let letter = DeadLetter(key: message.key, value: value, headers: headers)
-                tally.received(
-                    deadLetterKey: String(decoding: message.key ?? [], as: UTF8.self),
-                    reason: letter?.reason ?? "no dlq headers")
-            }
-        }
-    }
-
-    func close() async { await consumer.close() }
 }
 
 /// The Apple simulator's state for a run: its state directory and shared secret (written to a file for the

@@ -5,6 +5,7 @@ import Logging
 import Messages
 import Observability
 import Synchronization
+import Traffic
 
 #if canImport(Glibc)
     import Glibc
@@ -145,12 +146,13 @@ extension ChaosEnvironment {
         let started = clock.now
         let tally = ChaosTally(expectedJobs: [], expectedDeadLetters: [], keepsRecords: false)
         let offsets = ChaosOffsetTracker()
-        let reader = try ChaosReader(
+        let reader = try TrafficReader.chaos(
             bootstrap: bootstrap, groupID: "\(runID)-reader", tally: tally, offsets: offsets, logger: quietLogger)
         let producer = try KafkaProducer(
             configuration: KafkaProducerConfiguration(
                 bootstrapServers: bootstrap, clientID: "\(runID)-fuzzer", messageMaxBytes: Self.frontendMessageMaxBytes),
             logger: quietLogger)
+        let submitter = TrafficSubmitter(producer: producer, spread: .windowed)
         let deliveries = ChaosDeliveryLog()
         let watch = ChaosWorkerWatch(workers: configuration.workers)
         var corpus = AdversarialJobCorpus(receiptSeeds: seeds, seed: configuration.seed ^ 0xF022, tag: "\(runID)-fuzz")
@@ -161,7 +163,7 @@ extension ChaosEnvironment {
         var retention: ChaosRetentionCheck.Outcome = ([], ([], []))
         var stalled: [String] = []
         try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { try await reader.run() }
+            group.addTask { try await reader.read() }
             group.addTask { await self.watchWorkers(watch) }
             var identities = Set<String>()
             try await withThrowingDiscardingTaskGroup { sends in
@@ -187,7 +189,7 @@ extension ChaosEnvironment {
                     tally.submitting(jobID: jobID, deadLetterKey: message.key, bytes: bytes, expect: true)
                     let record = KafkaProducerRecord(topic: Topics.jobs, key: key, value: message.value)
                     sends.addTask {
-                        let delivered = try await Self.sendProven(producer, record)
+                        let delivered = try await submitter.send(record)
                         deliveries.delivered(
                             ChaosDeliveryLog.Entry(
                                 jobID: jobID, deadLetterKey: message.key,

@@ -159,9 +159,7 @@ package struct DemoRun: Sendable {
         // Stopping the simulator by cancellation makes Hummingbird log a CancellationError: not worth showing.
         simulatorConfiguration.logger.logLevel = .critical
         let simulator = try AppleSimulator(configuration: simulatorConfiguration)
-        return try await withThrowingTaskGroup(of: Void.self) { services in
-            services.addTask { try await simulator.run() }
-            defer { services.cancelAll() }
+        return try await HarnessServices.run([SimulatorService(simulator)], logger: logger) {
             let port = try await simulator.waitUntilReady()
             simulator.setFaults(faultPlan())
             let report = try await runPipeline(
@@ -194,7 +192,7 @@ package struct DemoRun: Sendable {
         let health = (0..<options.workers).map { _ in WorkerHealth() }
         let stop = OneShot<Void>()
         let tally = DemoTally(jobs: generated)
-        let collector = try DemoVerdictCollector(bootstrapServers: bootstrap, tally: tally, logger: logger)
+        let collector = try TrafficReader.demo(bootstrapServers: bootstrap, tally: tally, logger: logger)
         return try await withProducer(bootstrap, clientID: "demo-frontend") { frontend in
             var prefilled: (started: ContinuousClock.Instant, produced: Duration)?
             if options.prefill {
@@ -250,7 +248,7 @@ package struct DemoRun: Sendable {
                         group.addTask { _ = try await runtime.run(health: health[index]) { await stop.wait() } }
                     }
                 }
-                group.addTask { try await collector.run() }
+                group.addTask { try await collector.read() }
                 do {
                     if processes.isEmpty {
                         try await waitForAssignment(health, collector: collector)
@@ -412,40 +410,23 @@ package struct DemoRun: Sendable {
         let codec = MessageCodec()
         let clock = ContinuousClock()
         let started = clock.now
-        // In chunks of a task group each: a group finds a finished child by walking its list of children, so one
-        // group of 20 000 sends spent most of this process's CPU on that walk (perf, `bench pipeline` (b)). Eight
-        // lanes take every eighth chunk, so one chunk's delivery reports are awaited while others are sent.
-        let chunk = 250
-        let lanes = 8
-        let chunkStarts = Array(stride(from: 0, to: batch.count, by: chunk))
-        try await withThrowingDiscardingTaskGroup { lanesGroup in
-            for lane in 0..<lanes {
-                lanesGroup.addTask {
-                    for chunkStart in chunkStarts.dropFirst(lane).enumerated().filter({ $0.offset % lanes == 0 })
-                        .map(\.element)
-                    {
-                        try await withThrowingDiscardingTaskGroup { group in
-                            for index in chunkStart..<min(chunkStart + chunk, batch.count) {
-                                if let rate = options.submitRatePerSecond, rate > 0 {
-                                    try await clock.sleep(until: started.advanced(by: .seconds(Double(index) / rate)))
-                                }
-                                var job = batch[index].job
-                                job.submittedAt = Date()
-                                tally.submitted(job.jobID)
-                                let record = KafkaProducerRecord(
-                                    topic: Topics.jobs, key: Array(job.accountID.utf8), value: codec.encode(job))
-                                group.addTask { _ = try await producer.sendConfirmed(record) }
-                            }
-                        }
-                    }
-                }
+        let rate = options.submitRatePerSecond
+        // Each job a chain of its own: the demo's accounts have one job each in flight, and the burst must not wait.
+        try await TrafficSubmitter(producer: producer, spread: .burst).submit(chains: batch.indices.map { [$0] }) {
+            index in
+            if let rate, rate > 0 {
+                try await clock.sleep(until: started.advanced(by: .seconds(Double(index) / rate)))
             }
+            var job = batch[index].job
+            job.submittedAt = Date()
+            tally.submitted(job.jobID)
+            return (Array(job.accountID.utf8), codec.encode(job))
         }
     }
 
     /// Waits until the group has spread the partitions over the workers (so the run starts without a rebalance) and
     /// the verdict reader has joined (so latencies do not include its group join).
-    private func waitForAssignment(_ workers: [WorkerHealth], collector: DemoVerdictCollector) async throws {
+    private func waitForAssignment(_ workers: [WorkerHealth], collector: TrafficReader) async throws {
         let busy = min(workers.count, options.partitions)
         let clock = ContinuousClock()
         let limit = clock.now.advanced(by: .seconds(30))
@@ -462,7 +443,7 @@ package struct DemoRun: Sendable {
     }
 
     /// The same for worker children: each reports its partitions (`verify_assigned_partitions`) on `/metrics`.
-    private func waitForAssignment(_ workers: [DemoWorkerProcess], collector: DemoVerdictCollector) async throws {
+    private func waitForAssignment(_ workers: [DemoWorkerProcess], collector: TrafficReader) async throws {
         let busy = min(workers.count, options.partitions)
         let clock = ContinuousClock()
         // Generous: each child builds its parts and migrates the ledger before it joins.
@@ -651,37 +632,22 @@ package final class DemoTally: Sendable {
     }
 }
 
-/// Reads the verdicts topic in a group of its own and hands every verdict to the tally.
-package final class DemoVerdictCollector: Sendable {
-    package let consumer: KafkaConsumer
-    private let tally: DemoTally
-    private let logger: Logger
-
-    package init(bootstrapServers: String, tally: DemoTally, logger: Logger) throws {
-        consumer = try KafkaConsumer(
-            configuration: KafkaConsumerConfiguration(
-                bootstrapServers: bootstrapServers, groupID: "verify-worker-demo-verdicts",
-                properties: ["fetch.wait.max.ms": "10", "fetch.error.backoff.ms": "10"]),
-            logger: logger)
-        try consumer.subscribe(topics: [Topics.verdicts])
-        self.tally = tally
-        self.logger = logger
-    }
-
-    package func run() async throws {
-        let codec = MessageCodec()
-        for try await event in consumer.events {
-            guard case .message(let message) = event else { continue }
-            do {
-                tally.received(
-                    try codec.decodeVerdict(message.value ?? []), recordedMilliseconds: message.timestampMilliseconds)
-            } catch {
-                logger.error("demo: unreadable verdict", metadata: ["error": "\(error)"])
+extension TrafficReader {
+    /// The demo's reader: the verdicts topic in a group of its own, fetched eagerly (verdicts are timed), every verdict
+    /// to `tally`.
+    package static func demo(bootstrapServers: String, tally: DemoTally, logger: Logger) throws -> TrafficReader {
+        try TrafficReader(
+            bootstrapServers: bootstrapServers, groupID: "verify-worker-demo-verdicts", deadLetters: false,
+            properties: ["fetch.wait.max.ms": "10", "fetch.error.backoff.ms": "10"], logger: logger
+        ) { record, _, _ in
+            switch record {
+            case .verdict(let verdict, let recorded): tally.received(verdict, recordedMilliseconds: recorded)
+            case .unreadableVerdict(let error):
+                logger.error("demo: unreadable verdict", metadata: [LogKeys.error: "\(error)"])
+            case .deadLetter: break
             }
         }
     }
-
-    package func close() async { await consumer.close() }
 }
 
 /// The files a worker reads (catalog, trust anchors) and its SQLite ledger, in a temporary directory.

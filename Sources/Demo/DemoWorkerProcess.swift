@@ -2,22 +2,16 @@ import AppleClients
 import Foundation
 import Operations
 import Pipeline
-import Synchronization
 import Traffic
-
-#if canImport(Glibc)
-    import Glibc
-#endif
 
 /// A worker run as a child process (`verify-worker run`), so its memory and metrics are its own: the mock cluster,
 /// the simulator and the traffic generator stay in the parent. Configured through `VERIFY_…` environment
 /// variables, its metrics port on 127.0.0.1, its log (warnings and up) in a file of the run's directory.
 package final class DemoWorkerProcess: Sendable {
     package let index: Int
-    package let pid: Int32
     package let metricsPort: Int
     package let logFile: URL
-    private let exited = OneShot<Int32>()
+    private let process: ChildProcess
 
     /// Starts `executable run` with `settings` (configuration key names to values) as its environment.
     package init(index: Int, executable: URL, settings: [String: String], directory: URL) throws {
@@ -35,24 +29,15 @@ package final class DemoWorkerProcess: Sendable {
         environment["VERIFY_METRICS_PORT"] = String(metricsPort)
         environment["VERIFY_LOG_FORMAT"] = "text"
         environment["VERIFY_LOG_LEVEL"] = "warning"
-        _ = FileManager.default.createFile(atPath: logFile.path, contents: nil)
-        let log = try FileHandle(forWritingTo: logFile)
-        let process = Process()
-        process.executableURL = executable
-        process.arguments = ["run"]
         // The child ends with the demo or bench, even when that one crashes or is stopped with Ctrl-C.
-        process.environment = ParentWatch.childEnvironment(environment)
-        process.standardOutput = log
-        process.standardError = log
-        process.standardInput = FileHandle.nullDevice
-        let exited = self.exited
-        process.terminationHandler = { exited.resolve($0.terminationStatus) }
-        try process.run()
-        try? log.close()
-        pid = process.processIdentifier
+        process = try ChildProcess(
+            name: "worker-\(index)", executable: executable.path, arguments: ["run"], environment: environment,
+            logFile: logFile, exitsWithParent: true)
     }
 
-    package var hasExited: Bool { exited.value != nil }
+    package var pid: Int32 { process.pid }
+
+    package var hasExited: Bool { process.exit != nil }
 
     /// The worker's `/metrics`, or nil while it does not answer.
     ///
@@ -76,23 +61,21 @@ package final class DemoWorkerProcess: Sendable {
     private static let http = Result { try CurlHTTPEngine() }
 
     /// The worker's resident memory (`/proc/PID/status`).
-    package func memory() -> ProcessMemory? { ProcessMemory.of(pid: pid) }
+    package func memory() -> ProcessMemory? { process.memory() }
+
+    /// The CPU time the worker has used so far.
+    package func cpuTime() -> ProcessCPUTime? { process.cpuTime() }
 
     /// SIGTERM (the worker drains and commits), then SIGKILL if it has not exited within `grace`.
     /// Returns the exit status (nil if it did not even die of SIGKILL).
     @discardableResult
     package func stop(grace: Duration = .seconds(20)) async -> Int32? {
-        if !hasExited {
-            kill(pid, SIGTERM)
-            if let status = await waitForExit(within: grace) { return status }
-            kill(pid, SIGKILL)
-        }
-        return await waitForExit(within: .seconds(10))
+        await process.stop(grace: grace)?.status
     }
 
     /// The exit status, or nil if the process is still running after `limit`.
     package func waitForExit(within limit: Duration) async -> Int32? {
-        await valueWithin(limit) { await self.exited.wait() } ?? nil
+        await process.waitForExit(timeout: limit)?.status
     }
 }
 

@@ -29,41 +29,7 @@ struct SubmitCommand: AsyncParsableCommand {
             """
     )
 
-    @Option(help: "Kafka bootstrap servers (VERIFY_BROKERS, default localhost:9092).")
-    var brokers: String?
-    @Option(help: "Topic to produce to (VERIFY_JOBS_TOPIC, default receipt-jobs).")
-    var topic: String?
-    @Option(help: "Generate traffic instead of reading it: seed-mix.")
-    var generate: String?
-    @Option(help: "Jobs to generate.")
-    var count: Int = 10_000
-    @Option(help: "Jobs per second (default: as fast as Kafka takes them).")
-    var rate: Double?
-    @Option(help: "Base URL of a running Apple simulator, for --generate (e.g. http://apple-sim:8443).")
-    var simulator: String?
-    @Option(name: .customLong("catalog-file"), help: "Catalog JSON naming the app's bundle id and products.")
-    var catalogFile: String?
-    @Option(help: "Seed of the generated mix.")
-    var seed: UInt64 = 42
-    @Option(help: "Share of generated traffic by category, e.g. other_app=0.79,cracker=0.093,… (default seed 000).")
-    var mix: String?
-    @Option(name: .customLong("max-outstanding"), help: "Jobs awaiting their delivery report at once.")
-    var maxOutstanding: Int = 1_000
-    @Argument(help: "JSON-lines file of jobs; - or nothing reads stdin.")
-    var file: String?
-
-    func validate() throws {
-        if let generate {
-            guard generate == "seed-mix" else { throw ValidationError("--generate knows only seed-mix") }
-            guard simulator != nil else { throw ValidationError("--generate needs --simulator URL") }
-            guard catalogFile != nil else { throw ValidationError("--generate needs --catalog-file") }
-            guard file == nil else { throw ValidationError("give either --generate or a FILE, not both") }
-            guard count >= 0 else { throw ValidationError("--count must not be negative") }
-        }
-        if let rate, !(rate > 0) { throw ValidationError("--rate must be positive") }
-        if let mix, TrafficMix(parsing: mix) == nil { throw ValidationError("--mix: expected category=share,…") }
-        guard maxOutstanding > 0 else { throw ValidationError("--max-outstanding must be positive") }
-    }
+    @OptionGroup var arguments: SubmitArguments
 
     func run() async throws {
         let environment = EdgeEnvironment()
@@ -71,14 +37,14 @@ struct SubmitCommand: AsyncParsableCommand {
         logger.logLevel = .warning
         let producer = try KafkaProducer(
             configuration: KafkaProducerConfiguration(
-                bootstrapServers: brokers ?? environment["VERIFY_BROKERS"] ?? "localhost:9092",
+                bootstrapServers: arguments.brokers ?? environment["VERIFY_BROKERS"] ?? "localhost:9092",
                 clientID: "verify-worker-submit"),
             logger: logger)
         let submitter = JobSubmitter(
-            producer: producer, topic: topic ?? environment["VERIFY_JOBS_TOPIC"] ?? Topics.jobs,
-            maxOutstanding: maxOutstanding, rate: rate, output: EdgeOutput.line)
+            producer: producer, topic: arguments.topic ?? environment["VERIFY_JOBS_TOPIC"] ?? Topics.jobs,
+            maxOutstanding: arguments.maxOutstanding, rate: arguments.rate, output: EdgeOutput.line)
         let signals = TerminationSignals()
-        let engine = generate == nil ? nil : try CurlHTTPEngine()
+        let engine = arguments.generate == nil ? nil : try CurlHTTPEngine()
         defer { engine?.shutdown() }
 
         let work: @Sendable () async throws -> JobSubmitter.Summary
@@ -86,7 +52,7 @@ struct SubmitCommand: AsyncParsableCommand {
             let plan = try generationPlan(engine: engine)
             work = { try await submitter.submit(plan.items()) }
         } else {
-            let lines = try LineReader.lines(of: file)
+            let lines = try LineReader.lines(of: arguments.file)
             work = { try await submitter.submit(JobSubmitter.items(from: lines, intake: JobIntake())) }
         }
         let outcome = await Self.submitUntilSignalled(work, signals: signals)
@@ -129,7 +95,9 @@ struct SubmitCommand: AsyncParsableCommand {
 
     /// Seed-000 traffic minted at the simulator over HTTP.
     private func generationPlan(engine: CurlHTTPEngine) throws -> SubmitGenerationPlan {
-        guard let catalogFile, let simulator else { throw ValidationError("--generate needs a catalog and simulator") }
+        guard let catalogFile = arguments.catalogFile, let simulator = arguments.simulator else {
+            throw ValidationError("--generate needs a catalog and simulator")
+        }
         guard let data = FileManager.default.contents(atPath: catalogFile) else {
             throw ValidationError("cannot read --catalog-file \(catalogFile)")
         }
@@ -146,7 +114,8 @@ struct SubmitCommand: AsyncParsableCommand {
         }
         return SubmitGenerationPlan(
             minter: minter, bundleID: bundleID, productIDs: catalog.products.keys.sorted(),
-            mix: mix.flatMap(TrafficMix.init(parsing:)) ?? .seed000, seed: seed, count: count)
+            mix: arguments.mix.flatMap(TrafficMix.init(parsing:)) ?? .seed000, seed: arguments.seed,
+            count: arguments.count)
     }
 }
 

@@ -3,7 +3,7 @@ import Foundation
 /// The Apple simulator in a process of its own (`verify-worker apple-sim --port 0`), so that a benchmark of the
 /// client is not charged for the simulator's work (its handlers, its sleeping requests) in the same runtime.
 public struct SimulatorChildProcess: Sendable {
-    public let process: SpawnedProcess
+    public let process: ChildProcess
     /// `http://127.0.0.1:PORT`, as the child printed it.
     public let baseURL: String
 
@@ -12,25 +12,30 @@ public struct SimulatorChildProcess: Sendable {
         public var description: String
     }
 
-    /// Starts `executable apple-sim --port 0` (plus `arguments`, with `environment` over this process's) and waits
-    /// for its `listening=` line.
+    /// Starts `executable apple-sim --port 0` (plus `arguments`, with `environment` over this process's; it ends with
+    /// this process) and waits for its `listening=` line.
     public static func start(
         executable: String, arguments: [String] = [], environment: [String: String] = [:],
         readyTimeout: Duration = .seconds(120)
     ) async throws -> SimulatorChildProcess {
-        let process = try SpawnedProcess(
-            executable: executable, arguments: ["apple-sim", "--port", "0"] + arguments, environment: environment)
-        let line = await process.firstLine(timeout: readyTimeout) { $0.hasPrefix("listening=") }
+        let process = try ChildProcess(
+            name: "apple-sim", executable: executable, arguments: ["apple-sim", "--port", "0"] + arguments,
+            environment: ProcessInfo.processInfo.environment.merging(environment) { _, new in new }, readsLines: true,
+            exitsWithParent: true)
+        let line = await process.waitForLine(timeout: readyTimeout) { $0.hasPrefix("listening=") }
         guard let line else {
             let exit = await process.stop(grace: .seconds(5))
-            throw Failure(description: "apple-sim printed no listening= line within \(readyTimeout) (\(exit))")
+            throw Failure(
+                description:
+                    "apple-sim printed no listening= line within \(readyTimeout) (\(exit.map { "\($0)" } ?? "still running"))"
+            )
         }
         return SimulatorChildProcess(process: process, baseURL: String(line.dropFirst("listening=".count)))
     }
 
     /// SIGTERM (SIGKILL after `grace`), then reaps the child.
     @discardableResult
-    public func stop(grace: Duration = .seconds(10)) async -> SpawnedProcess.Exit {
+    public func stop(grace: Duration = .seconds(10)) async -> ChildProcess.Exit? {
         await process.stop(grace: grace)
     }
 }

@@ -78,23 +78,20 @@ public struct WrkLoad: Sendable {
         try Data(body).write(to: bodyFile)
         try Data(Self.script.utf8).write(to: scriptFile)
 
-        // Started and reaped by SpawnedProcess, not Foundation's Process (whose waitUntilExit spun once under load).
-        let process = try SpawnedProcess(
+        // Started and reaped by ChildProcess, not Foundation's Process (whose waitUntilExit spun once under load).
+        let process = try ChildProcess(
             executable: executable.path,
             arguments: [
                 "-t\(threads)", "-c\(connections)", "-d\(durationSeconds)s", "--latency", "-s", scriptFile.path, url,
             ],
-            environment: ["RECEIPT_BODY_FILE": bodyFile.path])
+            environment: ProcessInfo.processInfo.environment.merging(["RECEIPT_BODY_FILE": bodyFile.path]) { $1 },
+            readsLines: true)
         let text = await process.allLines().joined(separator: "\n")
         // stdout closed: wrk has ended or is ending.
-        let exit: SpawnedProcess.Exit
-        if let ended = await process.waitForExit(timeout: .seconds(30)) {
-            exit = ended
-        } else {
-            exit = await process.stop()
-        }
+        var exit = await process.waitForExit(timeout: .seconds(30))
+        if exit == nil { exit = await process.stop(killLimit: .seconds(60)) }
         guard exit == .exited(0) else {
-            throw Failure(description: "wrk ended with \(exit): \(text.suffix(500))")
+            throw Failure(description: "wrk ended with \(exit.map { "\($0)" } ?? "no exit"): \(text.suffix(500))")
         }
         return try parse(text)
     }

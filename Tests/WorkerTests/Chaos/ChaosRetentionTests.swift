@@ -4,7 +4,6 @@ import Kafka
 import Testing
 
 @testable import Chaos
-@testable import VerifyWorker
 
 /// The harness's own bookkeeping against the mock broker's 5 MiB per partition: holes in what the reader read,
 /// unsettled messages below a low watermark (harness errors, not lost jobs), and the submitter's window.
@@ -93,13 +92,11 @@ struct ChaosRetentionTests {
 struct ChaosCommandLineTests {
     @Test("--only-faults takes known fault names and refuses others by name")
     func onlyFaults() throws {
-        let command = try #require(
-            try VerifyWorkerCommand.parseAsRoot(["chaos", "--only-faults", "broker_errors, kill_worker"])
-                as? ChaosCommand)
+        let command = try ChaosArguments.parse(["--only-faults", "broker_errors, kill_worker"])
         #expect(command.onlyFaults == "broker_errors, kill_worker")
         #expect(Set(ChaosConfiguration.faultNames).isSuperset(of: ["broker_errors", "kill_worker"]))
         #expect(throws: (any Error).self) {
-            _ = try VerifyWorkerCommand.parseAsRoot(["chaos", "--only-faults", "broker_errors,meteor"])
+            _ = try ChaosArguments.parse(["--only-faults", "broker_errors,meteor"])
         }
     }
 }

@@ -1,11 +1,11 @@
 import ArgumentParser
-import Benchmarks
 import Foundation
+import Traffic
 
 /// `verify-worker bench replay-storm`: Apple calls per receipt when many accounts send the same receipts at once
 /// (issue 18.1), with coalescing and without, side by side.
-struct BenchReplayStormCommand: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(
+package struct BenchReplayStormArguments: HarnessArguments {
+    package static let commandConfiguration = CommandConfiguration(
         commandName: "replay-storm",
         abstract: "Counts Apple calls in replay storms and prints JSON.",
         discussion: """
@@ -21,45 +21,47 @@ struct BenchReplayStormCommand: AsyncParsableCommand {
     )
 
     @Option(help: "Receipts of the race (a).")
-    var receipts = 20
+    package var receipts = 20
 
     @Option(help: "Accounts sending each receipt in the race.")
-    var accountsPerReceipt = 8
+    package var accountsPerReceipt = 8
 
     @Option(help: "How many of the race's receipts are sandbox receipts.")
-    var sandboxReceipts = 4
+    package var sandboxReceipts = 4
 
     @Option(help: "Workers of the race.")
-    var raceWorkers = 2
+    package var raceWorkers = 2
 
     @Option(help: "Accounts sending the one receipt of the storm (b).")
-    var stormAccounts = 5_000
+    package var stormAccounts = 5_000
 
     @Option(help: "Workers of the storm.")
-    var stormWorkers = 3
+    package var stormWorkers = 3
 
     @Option(help: "Simulated Apple latency, in milliseconds.")
-    var appleLatencyMs = 100
+    package var appleLatencyMs = 100
 
     @Option(help: "Partitions of every topic.")
-    var partitions = 12
+    package var partitions = 12
 
     @Option(help: "The workers' ledger: a postgres:// URL (a fresh schema is made per run); default a SQLite file.")
-    var ledgerURL: String?
+    package var ledgerURL: String?
 
     @Option(help: "The parts to run, comma-separated: a (race), b (storm).")
-    var parts = "a,b"
+    package var parts = "a,b"
 
     @Flag(inversion: .prefixedNo, help: "Run with coalescing (the default configuration).")
-    var coalescing = true
+    package var coalescing = true
 
     @Flag(inversion: .prefixedNo, help: "Also run with coalesce_apple_calls=false, for the figures side by side.")
-    var baseline = true
+    package var baseline = true
 
     @Flag(help: "Run the workers inside the bench process instead of as `verify-worker run` children.")
-    var workersInProcess = false
+    package var workersInProcess = false
 
-    func validate() throws {
+    package init() {}
+
+    package func validate() throws {
         guard receipts > 0, accountsPerReceipt > 0, stormAccounts > 0, raceWorkers > 0, stormWorkers > 0,
             partitions > 0, appleLatencyMs >= 0
         else { throw ValidationError("counts must be positive") }
@@ -76,7 +78,7 @@ struct BenchReplayStormCommand: AsyncParsableCommand {
         }
     }
 
-    func run() async throws {
+    package func run() async throws {
         let selected = Set(parts.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) })
         let settings = ReplayStormSettings(
             receipts: receipts, accountsPerReceipt: accountsPerReceipt, sandboxReceipts: sandboxReceipts,

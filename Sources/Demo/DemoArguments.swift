@@ -1,14 +1,13 @@
 import AppleSimulator
 import ArgumentParser
-import Demo
 import Foundation
 import Logging
 import Operations
 import Traffic
 
 /// `verify-worker demo`: the whole system in one process, with nothing installed.
-struct DemoCommand: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(
+package struct DemoArguments: HarnessArguments {
+    package static let commandConfiguration = CommandConfiguration(
         commandName: "demo",
         abstract: "Runs workers, a mock Kafka cluster and a simulated Apple in one process on seed-000-shaped traffic.",
         discussion: """
@@ -23,45 +22,47 @@ struct DemoCommand: AsyncParsableCommand {
     )
 
     @Option(help: "Jobs to produce.")
-    var jobs: Int = 10_000
+    package var jobs: Int = 10_000
 
     @Option(help: "Traffic mix: category=share pairs (other_app, cracker, repeat, forged, genuine).")
-    var mix: String = "other_app=0.79,cracker=0.093,repeat=0.01,forged=0.007,genuine=0.1"
+    package var mix: String = "other_app=0.79,cracker=0.093,repeat=0.01,forged=0.007,genuine=0.1"
 
     @Option(name: .customLong("apple-latency-ms"), help: "Latency added to every simulated Apple answer.")
-    var appleLatencyMs: Double = 0
+    package var appleLatencyMs: Double = 0
 
     @Option(name: .customLong("apple-21005"), help: "Share of Apple answers that are 21005 (overloaded), 0...1.")
-    var apple21005: Double = 0
+    package var apple21005: Double = 0
 
     @Option(help: "Worker tasks (consumers in one group).")
-    var workers: Int = 2
+    package var workers: Int = 2
 
     @Option(help: "Partitions of every topic.")
-    var partitions: Int = 8
+    package var partitions: Int = 8
 
     @Option(
         name: .customLong("apple-deadline-s"), help: "Seconds a job may keep trying Apple before it is unverifiable.")
-    var appleDeadlineSeconds: Int = 30
+    package var appleDeadlineSeconds: Int = 30
 
     @Option(help: "Ledger of the workers: postgres://… or sqlite:PATH (default: SQLite in a temporary directory).")
-    var ledgerURL: String?
+    package var ledgerURL: String?
 
     @Option(help: "Log level of the workers (trace, debug, info, notice, warning, error).")
-    var logLevel: String = "warning"
+    package var logLevel: String = "warning"
 
     @Flag(help: "Keep the entitlement service running after the run and print the console's URL and a token.")
-    var serve = false
+    package var serve = false
 
     @Option(name: .customLong("console-port"), help: "Port of the entitlement API and console (0: a free one).")
-    var consolePort: Int = 0
+    package var consolePort: Int = 0
 
     @Option(
         name: .customLong("console-host"),
         help: "Interface of the console (127.0.0.1; 0.0.0.0 to reach it from outside).")
-    var consoleHost: String = "127.0.0.1"
+    package var consoleHost: String = "127.0.0.1"
 
-    func validate() throws {
+    package init() {}
+
+    package func validate() throws {
         guard jobs > 0 else { throw ValidationError("--jobs must be positive") }
         guard workers > 0, partitions > 0 else { throw ValidationError("--workers and --partitions must be positive") }
         guard TrafficMix(parsing: mix) != nil else {
@@ -73,7 +74,7 @@ struct DemoCommand: AsyncParsableCommand {
         }
     }
 
-    func run() async throws {
+    package func run() async throws {
         let isTerminal = isatty(1) == 1
         var options = DemoOptions()
         options.jobs = jobs

@@ -1,12 +1,11 @@
 import ArgumentParser
-import Chaos
 import Foundation
 import Logging
 import Traffic
 
 /// `verify-worker chaos`: the multi-process chaos harness (issue 8). The logic lives in the Chaos target.
-struct ChaosCommand: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(
+package struct ChaosArguments: HarnessArguments {
+    package static let commandConfiguration = CommandConfiguration(
         commandName: "chaos",
         abstract:
             "Runs a worker cluster under failure and checks that no purchase is lost, granted twice or misgranted.",
@@ -21,117 +20,119 @@ struct ChaosCommand: AsyncParsableCommand {
     )
 
     @Option(help: "Seed-mix jobs (short default; --long means 100,000).")
-    var jobs: Int?
+    package var jobs: Int?
 
     @Flag(help: "Long mode: 100,000 jobs unless --jobs is given.")
-    var long = false
+    package var long = false
 
     @Option(help: "Worker processes.")
-    var workers: Int = 3
+    package var workers: Int = 3
 
     @Option(help: "Traffic and schedule seed.")
-    var seed: UInt64 = 1
+    package var seed: UInt64 = 1
 
     @Option(help: "Cycle the fault schedule for at least this many seconds.")
-    var duration: Int?
+    package var duration: Int?
 
     @Option(help: "Adversarial corpus messages to push through the live workers.")
-    var fuzz: Int = 0
+    package var fuzz: Int = 0
 
     @Option(
         name: .customLong("fuzz-in-process"),
         help: "Only feed N corpus messages through decode and local analysis in this process, print the figures, exit.")
-    var fuzzInProcess: Int?
+    package var fuzzInProcess: Int?
 
     @Option(
         name: .customLong("fuzz-size-limit"),
         help:
             "Cut corpus messages to this many bytes (default: 200,000 in the chaos run, 900,000 with --live-fuzz, 2 MiB in-process)."
     )
-    var fuzzSizeLimit: Int?
+    package var fuzzSizeLimit: Int?
 
     @Option(
         name: .customLong("live-fuzz"),
         help: "Only feed N corpus messages through a live cluster (no faults): each must end a dead letter or rejected."
     )
-    var liveFuzz: Int?
+    package var liveFuzz: Int?
 
     @Option(
         name: .customLong("fuzz-heavy-share"),
         help: "Share of corpus messages that may take their megabyte-sized forms (default: 1, 0.01 with --live-fuzz).")
-    var fuzzHeavyShare: Double?
+    package var fuzzHeavyShare: Double?
 
     @Option(name: .customLong("rss-limit-mb"), help: "With --live-fuzz: the most resident MiB a worker may reach.")
-    var rssLimitMegabytes: Int = 1_024
+    package var rssLimitMegabytes: Int = 1_024
 
     @Option(name: .customLong("job-deadline-s"), help: "VERIFY_JOB_DEADLINE_S of the workers.")
-    var jobDeadlineSeconds: Int = 600
+    package var jobDeadlineSeconds: Int = 600
 
     @Option(
         name: .customLong("settle-timeout-s"),
         help:
             "How long to wait for every message to settle after a fault and at the end (default: 180, 900 with --long)."
     )
-    var settleTimeoutSeconds: Int?
+    package var settleTimeoutSeconds: Int?
 
     @Option(
         name: .customLong("apple-fault-ratio"),
         help: "Share of Apple requests the 21005 and 503 storms fail, 0...1.")
-    var appleFaultRatio: Double = 1
+    package var appleFaultRatio: Double = 1
 
     @Option(
         name: .customLong("ledger-url"), help: "Use this PostgreSQL ledger (the PostgreSQL outage is then skipped).")
-    var ledgerURL: String?
+    package var ledgerURL: String?
 
     @Option(name: .customLong("pg-script"), help: "Path of scripts/test-postgres.sh (default: found from the binary).")
-    var postgresScript: String?
+    package var postgresScript: String?
 
     @Option(help: "Partitions of every topic (default: from the planned volume, 12...64).")
-    var partitions: Int?
+    package var partitions: Int?
 
     @Option(
         name: .customLong("flow-window-kb"),
         help: "Unsettled kilobytes the submitter allows before it waits (default: 512 per partition).")
-    var flowWindowKilobytes: Int?
+    package var flowWindowKilobytes: Int?
 
     @Option(name: .customLong("fault-hold-s"), help: "Seconds each fault lasts.")
-    var faultHoldSeconds: Int = 3
+    package var faultHoldSeconds: Int = 3
 
     @Flag(name: .customLong("no-faults"), help: "A baseline run without the fault schedule.")
-    var noFaults = false
+    package var noFaults = false
 
     @Flag(
         name: .customLong("no-entitlements"),
         help: "Do not run the entitlement service (by default it runs, is killed like a worker, and is checked).")
-    var noEntitlements = false
+    package var noEntitlements = false
 
     @Option(name: .customLong("worker-log-level"), help: "VERIFY_LOG_LEVEL of the workers.")
-    var workerLogLevel = "info"
+    package var workerLogLevel = "info"
 
     @Option(
         name: .customLong("worker-kafka-properties"),
         help: "VERIFY_KAFKA_PROPERTIES of the workers (e.g. debug=eos,msg).")
-    var workerKafkaProperties: String?
+    package var workerKafkaProperties: String?
 
     @Option(
         name: .customLong("only-faults"),
         help: "Only these faults, comma-separated, cycled like the whole schedule (e.g. broker_errors).")
-    var onlyFaults: String?
+    package var onlyFaults: String?
 
     @Flag(name: .customLong("allow-sandbox"), help: "Run the workers with VERIFY_ALLOW_SANDBOX=true.")
-    var allowSandbox = false
+    package var allowSandbox = false
 
     @Flag(
         name: .customLong("ios6-refunds"),
         help: "Also submit refunded iOS 6 receipts (a known gap today, see docs/RELIABILITY.md).")
-    var ios6Refunds = false
+    package var ios6Refunds = false
 
     @Option(
         name: .customLong("work-dir"),
         help: "Keep state and logs here (default: a temporary directory, kept on failure).")
-    var workDirectory: String?
+    package var workDirectory: String?
 
-    func validate() throws {
+    package init() {}
+
+    package func validate() throws {
         guard (1...32).contains(workers) else { throw ValidationError("--workers must be 1...32") }
         guard (jobs ?? 1) > 0, fuzz >= 0 else { throw ValidationError("--jobs must be positive, --fuzz not negative") }
         guard faultHoldSeconds > 0 else { throw ValidationError("--fault-hold-s must be positive") }
@@ -150,7 +151,7 @@ struct ChaosCommand: AsyncParsableCommand {
         onlyFaults.map { $0.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) } } ?? []
     }
 
-    func run() async throws {
+    package func run() async throws {
         if let fuzzInProcess {
             var run = try AdversarialCorpusRun.standard(seed: seed, sizeLimit: fuzzSizeLimit ?? (2 << 20))
             run.corpus.heavyShare = fuzzHeavyShare ?? 1

@@ -1,10 +1,10 @@
 import ArgumentParser
-import Benchmarks
 import Foundation
+import Traffic
 
 /// `verify-worker bench pipeline`: the worker's throughput, latency and memory next to the raw Kafka ceiling.
-struct BenchPipelineCommand: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(
+package struct BenchPipelineArguments: HarnessArguments {
+    package static let commandConfiguration = CommandConfiguration(
         commandName: "pipeline",
         abstract: "Measures the whole pipeline in one process and prints JSON.",
         discussion: """
@@ -21,45 +21,45 @@ struct BenchPipelineCommand: AsyncParsableCommand {
     )
 
     @Option(help: "Messages of the raw Kafka run.")
-    var kafkaMessages = 50_000
+    package var kafkaMessages = 50_000
 
     @Option(help: "Jobs of the locally decided run.")
-    var localJobs = 20_000
+    package var localJobs = 20_000
 
     @Option(help: "Jobs of the seed-mix run.")
-    var mixJobs = 20_000
+    package var mixJobs = 20_000
 
     @Option(help: "Simulated Apple latency of the seed-mix run, in milliseconds.")
-    var appleLatencyMs = 100
+    package var appleLatencyMs = 100
 
     @Option(help: "Concurrent Apple calls per worker in the seed-mix run (floor and ceiling of the gate).")
-    var appleConcurrency = 2
+    package var appleConcurrency = 2
 
     @Option(help: "Jobs of the paced latency run (submitted at half the seed-mix throughput).")
-    var latencyJobs = 3_000
+    package var latencyJobs = 3_000
 
     @Option(help: "Jobs held in flight at once in the memory run (0 skips it).")
-    var memoryJobs = 10_000
+    package var memoryJobs = 10_000
 
     @Option(help: "Workers (consumers of one group, in this process).")
-    var workers = 2
+    package var workers = 2
 
     @Option(help: "Partitions of every topic (the mock cluster keeps about 5 MB per partition).")
-    var partitions = 32
+    package var partitions = 32
 
     @Option(help: "The workers' librdkafka properties (name=value;...), for tuning experiments.")
-    var workerKafkaProperties = ""
+    package var workerKafkaProperties = ""
 
     @Flag(help: "Run the workers inside the bench process instead of as `verify-worker run` children.")
-    var workersInProcess = false
+    package var workersInProcess = false
 
     @Flag(
         inversion: .prefixedNo,
         help: "After (b)'s burst, drain its jobs from a topic filled before the workers start (consumer throughput).")
-    var localDrain = true
+    package var localDrain = true
 
     @Option(help: "The parts to run, comma-separated letters: a (raw Kafka), b, c, d, e.")
-    var parts = "a,b,c,d,e"
+    package var parts = "a,b,c,d,e"
 
     private var selectedParts: Set<PipelineBenchmarkPart> {
         Set(
@@ -68,7 +68,9 @@ struct BenchPipelineCommand: AsyncParsableCommand {
             })
     }
 
-    func validate() throws {
+    package init() {}
+
+    package func validate() throws {
         guard kafkaMessages > 0, localJobs > 0, mixJobs > 0, latencyJobs > 0, memoryJobs >= 0 else {
             throw ValidationError("message and job counts must be positive")
         }
@@ -81,7 +83,7 @@ struct BenchPipelineCommand: AsyncParsableCommand {
         }
     }
 
-    func run() async throws {
+    package func run() async throws {
         let options = PipelineBenchmarkOptions(
             kafkaMessages: kafkaMessages, localJobs: localJobs, mixJobs: mixJobs, appleLatencyMs: appleLatencyMs,
             appleConcurrency: appleConcurrency, latencyJobs: latencyJobs, memoryJobs: memoryJobs, workers: workers,

@@ -1,34 +1,36 @@
 import ArgumentParser
-import Benchmarks
 import Foundation
 import RateLimiter
+import Traffic
 
 /// `verify-worker bench ratelimiter`: the cost of the Apple call gate, and a simulated 21005 storm.
-struct BenchRateLimiter: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(
+package struct BenchRateLimiterArguments: HarnessArguments {
+    package static let commandConfiguration = CommandConfiguration(
         commandName: "ratelimiter",
         abstract: "Measures AppleCallGate acquire/report cost and simulates a 21005 storm on a manual clock."
     )
 
     @Option(help: "Acquire/report pairs for the uncontended measurement.")
-    var iterations = 200_000
+    package var iterations = 200_000
 
     @Option(help: "Concurrent tasks for the contended measurement.")
-    var tasks = 1_000
+    package var tasks = 1_000
 
     @Option(help: "Acquire/report pairs per task in the contended measurement.")
-    var perTask = 100
+    package var perTask = 100
 
     @Option(help: "Concurrency limit during the contended measurement (callers beyond it wait in the queue).")
-    var contendedLimit = 16
+    package var contendedLimit = 16
 
     @Option(help: "Seed for the storm simulation.")
-    var seed: UInt64 = 42
+    package var seed: UInt64 = 42
 
     @Option(help: "Jobs per second in the storm simulation.")
-    var jobsPerSecond = 20.0
+    package var jobsPerSecond = 20.0
 
-    func run() async throws {
+    package init() {}
+
+    package func run() async throws {
         let uncontended = try await GateCostBenchmark.uncontended(iterations: iterations)
         let contended = try await GateCostBenchmark.contended(tasks: tasks, perTask: perTask, limit: contendedLimit)
         var parameters = StormSimulation.Parameters()
@@ -55,8 +57,8 @@ struct BenchRateLimiter: AsyncParsableCommand {
 
 /// The JSON `bench ratelimiter` prints.
 struct BenchRateLimiterOutput: Codable {
-    var uncontended: GateCostBenchmark.Result
-    var contended: GateCostBenchmark.Result
+    package var uncontended: GateCostBenchmark.Result
+    package var contended: GateCostBenchmark.Result
 
     struct Storm: Codable {
         var realTimeMilliseconds: Double
@@ -70,7 +72,7 @@ struct BenchRateLimiterOutput: Codable {
         var seed: UInt64
         var report: StormSimulation.Report
     }
-    var stormSimulation: Storm
+    package var stormSimulation: Storm
 }
 
 extension Duration {

@@ -1,8 +1,8 @@
 import ArgumentParser
-import Benchmarks
 import Entitlements
 import Foundation
 import Logging
+import Traffic
 
 /// `verify-worker bench entitlements`: the entitlement service's three figures of issue 17, as JSON:
 /// (a) projection throughput (verdicts/s, decoding included) of the SQLite and PostgreSQL stores, one batch at a time;
@@ -10,31 +10,33 @@ import Logging
 ///     time, so a slow answer cannot hide the requests queued behind it);
 /// (c) publication-to-visibility: verdicts produced to a mock cluster at half the SQLite throughput, from the
 ///     record's Kafka timestamp to the end of the database transaction that made it visible to the API.
-struct BenchEntitlementsCommand: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(
+package struct BenchEntitlementsArguments: HarnessArguments {
+    package static let commandConfiguration = CommandConfiguration(
         commandName: "entitlements",
         abstract: "Entitlement service: projection verdicts/s (SQLite, PostgreSQL), API latency, visibility delay.")
 
     @Option(help: "Verdicts projected per store.")
-    var verdicts: Int = 100_000
+    package var verdicts: Int = 100_000
     @Option(help: "Verdicts per batch (one database transaction).")
-    var batch: Int = 2000
+    package var batch: Int = 2000
     @Option(name: .customLong("postgres-url"), help: "PostgreSQL to measure (default: scripts/test-postgres.sh).")
-    var postgresURL: String?
+    package var postgresURL: String?
     @Flag(name: .customLong("skip-postgres"), help: "Measure SQLite only.")
-    var skipPostgres = false
+    package var skipPostgres = false
     @Option(help: "API requests per second (open loop).")
-    var rate: Int = 1000
+    package var rate: Int = 1000
     @Option(name: .customLong("api-seconds"), help: "Duration of the API load.")
-    var apiSeconds: Int = 10
+    package var apiSeconds: Int = 10
     @Option(name: .customLong("visibility-seconds"), help: "Duration of the visibility measurement.")
-    var visibilitySeconds: Int = 10
+    package var visibilitySeconds: Int = 10
     @Option(name: .customLong("visibility-rate"), help: "Verdicts/s for the visibility run (default: half of (a)).")
-    var visibilityRate: Int?
+    package var visibilityRate: Int?
     @Option(help: "Parts to run, comma-separated: projection, api, visibility.")
-    var parts: String = "projection,api,visibility"
+    package var parts: String = "projection,api,visibility"
 
-    func run() async throws {
+    package init() {}
+
+    package func run() async throws {
         var logger = Logger(label: "bench-entitlements")
         logger.logLevel = .critical
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
@@ -54,16 +56,17 @@ struct BenchEntitlementsCommand: AsyncParsableCommand {
         report.projection.append(
             try await EntitlementsBenchmark.project(traffic, store: sqlite, backend: "sqlite", batch: batch))
         if !skipPostgres {
-            let (url, startedHere) = try postgresURL.map { ($0, false) } ?? BenchLedgerCommand.startPostgres()
-            defer { if startedHere { _ = try? BenchLedgerCommand.script("stop") } }
-            let schema = "bench_ent_\(UUID().uuidString.prefix(6).lowercased())"
-            let postgres = try PostgresEntitlementStore(
-                url: url + (url.contains("?") ? "&" : "?") + "schema=\(schema)", logger: logger)
-            let runner = Task { try await postgres.run() }
-            defer { runner.cancel() }
-            try await postgres.migrate()
-            report.projection.append(
-                try await EntitlementsBenchmark.project(traffic, store: postgres, backend: "postgres", batch: batch))
+            let projection = try await BenchPostgres.with(url: postgresURL) { url in
+                let schema = "bench_ent_\(UUID().uuidString.prefix(6).lowercased())"
+                let postgres = try PostgresEntitlementStore(
+                    url: url + (url.contains("?") ? "&" : "?") + "schema=\(schema)", logger: logger)
+                let runner = Task { try await postgres.run() }
+                defer { runner.cancel() }
+                try await postgres.migrate()
+                return try await EntitlementsBenchmark.project(
+                    traffic, store: postgres, backend: "postgres", batch: batch)
+            }
+            report.projection.append(projection)
         }
 
         // (b) API latency over the SQLite store just filled.

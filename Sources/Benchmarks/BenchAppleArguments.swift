@@ -12,45 +12,45 @@ import Traffic
 /// added latency (default 0 and 100 ms), or against `--url`. The simulator runs in a child process
 /// (`verify-worker apple-sim --port 0`) unless `--in-process-simulator` is given. With `wrk` installed, the same run
 /// also measures the simulator alone under wrk (0 ms), so both rates come from one run.
-struct BenchAppleCommand: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(
+package struct BenchAppleArguments: HarnessArguments {
+    package static let commandConfiguration = CommandConfiguration(
         commandName: "apple",
         abstract: "verifyReceipt throughput and latency through the curl engine, against the Apple simulator or --url."
     )
 
     @Option(
         help: "Base URL of an Apple look-alike serving POST /verifyReceipt. Omitted: the simulator in a child process.")
-    var url: String?
+    package var url: String?
 
     @Flag(help: "Run the simulator inside this process (shares its CPU and cooperative pool with the client).")
-    var inProcessSimulator = false
+    package var inProcessSimulator = false
 
     @Option(help: "curl engines (each its own multi handle and thread) the calls are spread over, round robin.")
-    var shards: Int = 1
+    package var shards: Int = 1
 
     @Option(help: "Concurrent callers.")
-    var concurrency: Int = 1000
+    package var concurrency: Int = 1000
 
     @Option(help: "Measured requests per latency (after one warm-up request per caller).")
-    var requests: Int = 20_000
+    package var requests: Int = 20_000
 
     @Option(
         help: ArgumentHelp(
             "Latencies the simulator adds to each answer, in milliseconds, comma-separated, one run each; with "
                 + "--url, the latency to assume for the Little's-law bound."))
-    var latencyMs: String = "0,100"
+    package var latencyMs: String = "0,100"
 
     @Option(help: "Most connections to one host (CURLMOPT_MAX_HOST_CONNECTIONS).")
-    var maxHostConnections: Int = 1024
+    package var maxHostConnections: Int = 1024
 
     @Option(help: "Seconds of wrk against the in-process simulator (0 ms latency) after the client runs; 0: skip.")
-    var wrkSeconds: Int = 10
+    package var wrkSeconds: Int = 10
 
     @Option(help: "wrk connections.")
-    var wrkConnections: Int = 64
+    package var wrkConnections: Int = 64
 
     @Option(help: "wrk threads.")
-    var wrkThreads: Int = 2
+    package var wrkThreads: Int = 2
 
     /// What the command prints.
     struct Output: Encodable {
@@ -70,7 +70,9 @@ struct BenchAppleCommand: AsyncParsableCommand {
         }
     }
 
-    func run() async throws {
+    package init() {}
+
+    package func run() async throws {
         let latencies = latencyMs.split(separator: ",").compactMap { Int($0.trimmingCharacters(in: .whitespaces)) }
         guard !latencies.isEmpty, latencies.allSatisfy({ $0 >= 0 }) else {
             throw ValidationError("--latency-ms takes whole milliseconds, comma-separated")
@@ -87,27 +89,25 @@ struct BenchAppleCommand: AsyncParsableCommand {
             var configuration = AppleSimulatorConfiguration()
             configuration.logger.logLevel = .critical
             let simulator = try AppleSimulator(configuration: configuration)
-            let server = Task { try await simulator.run() }
-            defer { server.cancel() }
-            let port = try await simulator.waitUntilReady()
-            let minted = try simulator.mint(
-                MintRequest(
-                    bundleId: Self.bundleID, productId: Self.productID, format: .appReceipt,
-                    environment: .production))
-            let base = "http://127.0.0.1:\(port)"
-            for latency in latencies {
-                var faults = FaultPlan()
-                faults.latencyMs = Double(latency)
-                simulator.setFaults(faults)
-                output.client.append(try await measure(base: base, receipt: minted.receipt, latency: latency))
+            try await HarnessServices.run([SimulatorService(simulator)], logger: configuration.logger) {
+                let port = try await simulator.waitUntilReady()
+                let minted = try simulator.mint(
+                    MintRequest(
+                        bundleId: Self.bundleID, productId: Self.productID, format: .appReceipt,
+                        environment: .production))
+                let base = "http://127.0.0.1:\(port)"
+                for latency in latencies {
+                    var faults = FaultPlan()
+                    faults.latencyMs = Double(latency)
+                    simulator.setFaults(faults)
+                    output.client.append(try await measure(base: base, receipt: minted.receipt, latency: latency))
+                }
+                simulator.setFaults(FaultPlan())
+                try await runWrk(base: base, receipt: minted.receipt, into: &output)
             }
-            simulator.setFaults(FaultPlan())
-            try await runWrk(base: base, receipt: minted.receipt, into: &output)
         } else {
             // The simulator ends with the bench, even when the bench is stopped with Ctrl-C.
-            let child = try await SimulatorChildProcess.start(
-                executable: RunningExecutable.url.path,
-                environment: ParentWatch.childEnvironment([:]))
+            let child = try await SimulatorChildProcess.start(executable: RunningExecutable.url.path)
             do {
                 let controlEngine = try CurlHTTPEngine()
                 defer { controlEngine.shutdown() }
@@ -124,7 +124,7 @@ struct BenchAppleCommand: AsyncParsableCommand {
                 throw error
             }
             let exit = await child.stop()
-            if exit != .exited(0) { output.simulatorExit = exit.description }
+            if exit != .exited(0) { output.simulatorExit = exit.map { "\($0)" } ?? "still running after SIGKILL" }
         }
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys]

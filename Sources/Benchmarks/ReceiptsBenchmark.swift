@@ -1,4 +1,3 @@
-import ArgumentParser
 import Foundation
 import Messages
 import Receipts
@@ -6,49 +5,45 @@ import Traffic
 
 /// `verify-worker bench receipts`: receipts per second on one core for each format, each fully verified at its
 /// signing time, and the same inputs through the Python peers (scripts/bench/peers.py), merged with ratios.
-struct BenchReceiptsCommand: ParsableCommand {
-    static let configuration = CommandConfiguration(
-        commandName: "receipts",
-        abstract: "Benchmark receipt decoding and offline verification; optionally fuzz with --fuzz N."
-    )
+package struct ReceiptsBenchmark: Sendable {
+    /// The shared fixtures directory.
+    package var fixtures: URL
+    /// Seconds to measure each case.
+    package var seconds: Double
+    /// Python interpreter with the peers installed.
+    package var python: String
+    /// Path to scripts/bench/peers.py.
+    package var peersScript: String
+    package var runsPeers: Bool
+    /// Only these cases; empty: every case.
+    package var onlyCases: [String]
+    /// Instead of benchmarking, run this many mutated inputs through the analyzer.
+    package var fuzz: Int?
 
-    @Option(help: "The shared fixtures directory. Default: $VERIFY_FIXTURES_DIR or ../shared/fixtures.")
-    var fixtures: String?
+    package init(
+        fixtures: URL, seconds: Double, python: String, peersScript: String, runsPeers: Bool, onlyCases: [String],
+        fuzz: Int?
+    ) {
+        self.fixtures = fixtures
+        self.seconds = seconds
+        self.python = python
+        self.peersScript = peersScript
+        self.runsPeers = runsPeers
+        self.onlyCases = onlyCases
+        self.fuzz = fuzz
+    }
 
-    @Option(help: "Seconds to measure each case.")
-    var seconds: Double = 2
-
-    @Option(help: "Python interpreter with the peers installed (scripts/bench/install-peers.sh); none to skip.")
-    var python: String = "python3"
-
-    @Option(help: "Path to scripts/bench/peers.py.")
-    var peersScript: String = "scripts/bench/peers.py"
-
-    @Flag(help: "Skip the Python peers.")
-    var noPeers = false
-
-    @Option(name: .customLong("case"), help: "Run only this case (repeatable); default: every case.")
-    var onlyCases: [String] = []
-
-    @Option(help: "Instead of benchmarking, run N mutated inputs through the analyzer and report.")
-    var fuzz: Int?
-
-    func run() throws {
-        let directory = URL(
-            fileURLWithPath: fixtures ?? ProcessInfo.processInfo.environment["VERIFY_FIXTURES_DIR"]
-                ?? "../shared/fixtures")
-        var cases = try ReceiptBenchCase.all(in: directory)
+    /// Measures every case (or the selected ones) and the peers; returns the report as JSON text.
+    package func run() async throws -> String {
+        var cases = try ReceiptBenchCase.all(in: fixtures)
         if !onlyCases.isEmpty {
             cases = cases.filter { onlyCases.contains($0.name) }
             guard !cases.isEmpty else {
-                throw ValidationError(
+                throw ReceiptsBenchmarkError(
                     "no such case; cases: \(ReceiptBenchCase.definitions.map(\.name).joined(separator: ", "))")
             }
         }
-        if let fuzz {
-            try runFuzz(count: fuzz, cases: cases, directory: directory)
-            return
-        }
+        if let fuzz { return try runFuzz(count: fuzz, cases: cases) }
         var results: [[String: Any]] = []
         var ours: [String: Double] = [:]
         for benchCase in cases {
@@ -58,9 +53,9 @@ struct BenchReceiptsCommand: ParsableCommand {
         }
         var peers: [String: [String: Double]] = [:]
         var peerError: String?
-        if !noPeers {
+        if runsPeers {
             do {
-                peers = try runPeers(cases: cases)
+                peers = try await runPeers(cases: cases)
             } catch {
                 peerError = "\(error)"
             }
@@ -92,27 +87,25 @@ struct BenchReceiptsCommand: ParsableCommand {
         ]
         if let peerError { output["peers_error"] = peerError }
         let data = try JSONSerialization.data(withJSONObject: output, options: [.prettyPrinted, .sortedKeys])
-        print(String(decoding: data, as: UTF8.self))
+        return String(decoding: data, as: UTF8.self)
     }
 
-    private func runPeers(cases: [ReceiptBenchCase]) throws -> [String: [String: Double]] {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+    private func runPeers(cases: [ReceiptBenchCase]) async throws -> [String: [String: Double]] {
         var arguments = [python, peersScript, "--seconds", String(seconds)]
         for benchCase in cases { arguments += ["--case", "\(benchCase.name)=\(benchCase.path)"] }
-        process.arguments = arguments
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        try process.run()
-        let data = pipe.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        guard process.terminationStatus == 0,
-            let object = try JSONSerialization.jsonObject(with: data) as? [String: [String: Double]]
-        else { throw ValidationError("peers.py failed (exit \(process.terminationStatus))") }
+        let process = try ChildProcess(
+            name: "peers", executable: "/usr/bin/env", arguments: arguments, readsLines: true)
+        let text = await process.allLines().joined(separator: "\n")
+        // stdout closed: the peers have ended or are ending.
+        var exit = await process.waitForExit(timeout: .seconds(60))
+        if exit == nil { exit = await process.stop() }
+        guard exit == .exited(0),
+            let object = try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: [String: Double]]
+        else { throw ReceiptsBenchmarkError("peers.py failed (exit \(exit?.status.description ?? "unknown"))") }
         return object
     }
 
-    private func runFuzz(count: Int, cases: [ReceiptBenchCase], directory: URL) throws {
+    private func runFuzz(count: Int, cases: [ReceiptBenchCase]) throws -> String {
         var files = Set<String>()
         var seeds = cases.filter { files.insert($0.file).inserted }.map(\.input)
         // Binary forms too, so mutations hit the BER reader directly and not only the base64 decoder.
@@ -128,8 +121,14 @@ struct BenchReceiptsCommand: ParsableCommand {
             "formats": Dictionary(uniqueKeysWithValues: report.formatCounts.map { ($0.key.rawValue, $0.value) }),
         ]
         let data = try JSONSerialization.data(withJSONObject: output, options: [.prettyPrinted, .sortedKeys])
-        print(String(decoding: data, as: UTF8.self))
+        return String(decoding: data, as: UTF8.self)
     }
+}
+
+/// A fixture is missing or does not verify, no case matches, or the peers failed.
+package struct ReceiptsBenchmarkError: Error, CustomStringConvertible {
+    package let description: String
+    init(_ description: String) { self.description = description }
 }
 
 /// One benchmark case: a fixture read as a client would send it (base64 or JWS text).
@@ -169,7 +168,7 @@ struct ReceiptBenchCase {
         try definitions.map { definition in
             let url = directory.appendingPathComponent(definition.file)
             guard let data = FileManager.default.contents(atPath: url.path) else {
-                throw ValidationError("fixture not found: \(url.path) (use --fixtures DIR)")
+                throw ReceiptsBenchmarkError("fixture not found: \(url.path) (use --fixtures DIR)")
             }
             return ReceiptBenchCase(
                 name: definition.name, file: definition.file, path: url.path, input: Array(data),
@@ -188,7 +187,7 @@ struct ReceiptBenchCase {
         let check = analyzer.analyze(input)
         // iOS 6 receipts are signed by a CA that is not shipped, so they stay `untrusted` (signature checked).
         guard check.format != .unknown, check.signature == .valid || name.contains("ios6") else {
-            throw ValidationError("benchmark fixture \(file) did not verify: \(check.signature)")
+            throw ReceiptsBenchmarkError("benchmark fixture \(file) did not verify: \(check.signature)")
         }
         let parseOnly = mode == .parseOnly
         let clock = ContinuousClock()

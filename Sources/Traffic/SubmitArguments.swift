@@ -1,0 +1,43 @@
+import ArgumentParser
+
+/// The options of `verify-worker submit` (the command in the executable wires them to a producer): jobs from JSON
+/// lines, or seed-000 traffic generated at a running simulator (the compose file's load generator).
+package struct SubmitArguments: ParsableArguments {
+    @Option(help: "Kafka bootstrap servers (VERIFY_BROKERS, default localhost:9092).")
+    package var brokers: String?
+    @Option(help: "Topic to produce to (VERIFY_JOBS_TOPIC, default receipt-jobs).")
+    package var topic: String?
+    @Option(help: "Generate traffic instead of reading it: seed-mix.")
+    package var generate: String?
+    @Option(help: "Jobs to generate.")
+    package var count: Int = 10_000
+    @Option(help: "Jobs per second (default: as fast as Kafka takes them).")
+    package var rate: Double?
+    @Option(help: "Base URL of a running Apple simulator, for --generate (e.g. http://apple-sim:8443).")
+    package var simulator: String?
+    @Option(name: .customLong("catalog-file"), help: "Catalog JSON naming the app's bundle id and products.")
+    package var catalogFile: String?
+    @Option(help: "Seed of the generated mix.")
+    package var seed: UInt64 = 42
+    @Option(help: "Share of generated traffic by category, e.g. other_app=0.79,cracker=0.093,… (default seed 000).")
+    package var mix: String?
+    @Option(name: .customLong("max-outstanding"), help: "Jobs awaiting their delivery report at once.")
+    package var maxOutstanding: Int = 1_000
+    @Argument(help: "JSON-lines file of jobs; - or nothing reads stdin.")
+    package var file: String?
+
+    package init() {}
+
+    package func validate() throws {
+        if let generate {
+            guard generate == "seed-mix" else { throw ValidationError("--generate knows only seed-mix") }
+            guard simulator != nil else { throw ValidationError("--generate needs --simulator URL") }
+            guard catalogFile != nil else { throw ValidationError("--generate needs --catalog-file") }
+            guard file == nil else { throw ValidationError("give either --generate or a FILE, not both") }
+            guard count >= 0 else { throw ValidationError("--count must not be negative") }
+        }
+        if let rate, !(rate > 0) { throw ValidationError("--rate must be positive") }
+        if let mix, TrafficMix(parsing: mix) == nil { throw ValidationError("--mix: expected category=share,…") }
+        guard maxOutstanding > 0 else { throw ValidationError("--max-outstanding must be positive") }
+    }
+}

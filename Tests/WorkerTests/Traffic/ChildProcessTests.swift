@@ -1,0 +1,107 @@
+import Foundation
+import Operations
+import Testing
+
+@testable import Traffic
+
+@Suite("Traffic: child processes", .timeLimit(.minutes(1)))
+struct ChildProcessTests {
+    @Test("A child's stdout lines are read and its exit status is reaped")
+    func linesAndExit() async throws {
+        let process = try ChildProcess(
+            executable: "/bin/sh", arguments: ["-c", "echo first; echo \"listening=$GREETING\"; exit 3"],
+            environment: ["GREETING": "http://127.0.0.1:1"], readsLines: true)
+        let line = await process.waitForLine(timeout: .seconds(30)) { $0.hasPrefix("listening=") }
+        #expect(line == "listening=http://127.0.0.1:1")
+        #expect(await process.allLines() == ["first", "listening=http://127.0.0.1:1"])
+        #expect(await process.waitForExit(timeout: .seconds(30)) == .exited(3))
+        #expect(process.exit == .exited(3))
+    }
+
+    @Test("stop() ends a child with SIGTERM and reaps it")
+    func stopSendsTerm() async throws {
+        let process = try ChildProcess(executable: "/bin/sleep", arguments: ["30"], readsLines: true)
+        #expect(await process.stop(grace: .seconds(20)) == .signalled(SIGTERM))
+        // A line that never comes: stdout closed with the child, so the wait ends.
+        #expect(await process.waitForLine(timeout: .seconds(30)) { $0 == "never" } == nil)
+    }
+
+    @Test("A child that ignores SIGTERM is killed after the grace period")
+    func stopEscalatesToKill() async throws {
+        let process = try ChildProcess(
+            executable: "/bin/sh", arguments: ["-c", "trap '' TERM; echo ready; sleep 30"], readsLines: true)
+        #expect(await process.waitForLine(timeout: .seconds(30)) { $0 == "ready" } == "ready")
+        let clock = ContinuousClock()
+        let started = clock.now
+        #expect(await process.stop(grace: .milliseconds(200)) == .signalled(SIGKILL))
+        #expect(started.duration(to: clock.now) < .seconds(20))
+    }
+
+    @Test("A missing executable is an error, not a crash")
+    func missingExecutable() {
+        #expect(throws: ChildProcess.Failure.self) {
+            try ChildProcess(executable: "/nonexistent/verify-worker", arguments: [])
+        }
+    }
+
+    @Test("stdout and stderr go to the log file, which a restart empties")
+    func logFile() async throws {
+        let log = FileManager.default.temporaryDirectory.appendingPathComponent("child-\(UUID().uuidString).log")
+        defer { try? FileManager.default.removeItem(at: log) }
+        for round in 1...2 {
+            let process = try ChildProcess(
+                executable: "/bin/sh", arguments: ["-c", "echo out-\(round); echo err-\(round) >&2"], logFile: log)
+            #expect(await process.waitForExit(timeout: .seconds(30)) == .exited(0))
+            let text = try String(contentsOf: log, encoding: .utf8)
+            #expect(text.split(separator: "\n").sorted() == ["err-\(round)", "out-\(round)"])
+        }
+    }
+
+    @Test("Read stdout is copied to the log file; stderr goes there too")
+    func readLinesAndLog() async throws {
+        let log = FileManager.default.temporaryDirectory.appendingPathComponent("child-\(UUID().uuidString).log")
+        defer { try? FileManager.default.removeItem(at: log) }
+        let process = try ChildProcess(
+            executable: "/bin/sh", arguments: ["-c", "echo ready; echo oops >&2"], logFile: log, readsLines: true)
+        #expect(await process.allLines() == ["ready"])
+        #expect(await process.waitForExit(timeout: .seconds(30)) == .exited(0))
+        let text = try String(contentsOf: log, encoding: .utf8)
+        #expect(text.split(separator: "\n").sorted() == ["oops", "ready"])
+    }
+
+    @Test("Control lines go to stdin; a reply is awaited after the lines already read")
+    func controlDialogue() async throws {
+        let process = try ChildProcess(
+            executable: "/bin/sh", arguments: ["-c", "echo ok; while read line; do echo \"ok $line\"; done"],
+            readsLines: true, opensStdin: true)
+        #expect(await process.waitForLine(timeout: .seconds(30)) { $0.hasPrefix("ok") } == "ok")
+        for command in ["one", "two"] {
+            let before = process.lines.count
+            process.send(line: command)
+            // From `before` on: the earlier "ok" lines must not answer this command.
+            let reply = await process.waitForLine(timeout: .seconds(30), after: before) { $0.hasPrefix("ok") }
+            #expect(reply == "ok \(command)")
+        }
+        // Stdin closes with stop(); the shell's loop would also end at end of file.
+        #expect(await process.stop(grace: .seconds(20)) == .signalled(SIGTERM))
+    }
+
+    @Test("A child that must end with its parent is told the parent's pid")
+    func parentWatch() async throws {
+        let process = try ChildProcess(
+            executable: "/bin/sh", arguments: ["-c", "echo \"$\(ParentWatch.environmentKey)\""], environment: [:],
+            readsLines: true, exitsWithParent: true)
+        #expect(await process.allLines() == [String(getpid())])
+        let unwatched = try ChildProcess(
+            executable: "/bin/sh", arguments: ["-c", "echo \"[$\(ParentWatch.environmentKey)]\""], environment: [:],
+            readsLines: true)
+        #expect(await unwatched.allLines() == ["[]"])
+    }
+
+    @Test("Stdin is /dev/null unless it is opened for control lines")
+    func stdinIsNull() async throws {
+        let process = try ChildProcess(
+            executable: "/bin/sh", arguments: ["-c", "cat; echo done"], readsLines: true)
+        #expect(await process.allLines() == ["done"])
+    }
+}
