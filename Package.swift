@@ -309,6 +309,7 @@ let package = Package(
                 "Receipts",
                 "AppleClients",
                 "AppleSimulator",
+                "Ledger",
                 "Pipeline",
                 "Operations",
                 "Gateway",
@@ -356,6 +357,7 @@ let package = Package(
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "_CryptoExtras", package: "swift-crypto"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),

@@ -31,6 +31,19 @@ public final class PostgresLedger: Ledger {
     /// Key of the advisory lock that serializes migrations across workers ("vw-ledgr" in ASCII).
     static let migrationLockKey: Int64 = 0x7677_2D6C_6564_6772
 
+    /// The migration lock of one schema: ledgers in other schemas of the same database (other deployments, parallel
+    /// tests) have tables of their own and need not wait for each other. The base key mixed with the FNV-1a hash of
+    /// the schema's name (none: the base key, as before).
+    static func migrationLockKey(schema: String?) -> Int64 {
+        guard let schema else { return migrationLockKey }
+        var hash: UInt64 = 0xCBF2_9CE4_8422_2325
+        for byte in schema.utf8 {
+            hash ^= UInt64(byte)
+            hash &*= 0x0000_0100_0000_01B3
+        }
+        return migrationLockKey ^ Int64(bitPattern: hash)
+    }
+
     public init(url: String, configuration: LedgerConfiguration = .init(), logger: Logger) throws {
         guard let components = URLComponents(string: url), let host = components.host, !host.isEmpty else {
             throw LedgerError(.invalidConfiguration, "ledger URL is not postgres://user@host[:port]/database")
@@ -85,8 +98,9 @@ public final class PostgresLedger: Ledger {
         let applied = try await operation("migrate") { pool, logger in
             try await pool.withConnection { connection in
                 try await Self.inTransaction(connection, logger: logger) {
-                    // One worker migrates at a time; the others wait here, then find nothing left to do.
-                    try await connection.query("SELECT pg_advisory_xact_lock(\(Self.migrationLockKey))", logger: logger)
+                    // One worker migrates a schema at a time; the others wait here, then find nothing left to do.
+                    let lockKey = Self.migrationLockKey(schema: schema)
+                    try await connection.query("SELECT pg_advisory_xact_lock(\(lockKey))", logger: logger)
                     if let schema {
                         try await connection.query(
                             PostgresQuery(unsafeSQL: "CREATE SCHEMA IF NOT EXISTS \(schema)"), logger: logger)
