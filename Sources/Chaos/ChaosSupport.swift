@@ -260,8 +260,8 @@ final class ChaosTally: Sendable {
     }
 }
 
-/// A loopback listener that URL bait in the adversarial corpus points at: any connection means a worker followed a
-/// URL found in a job.
+/// A loopback listener that URL bait in the adversarial corpus points at: an HTTP request for its path means a worker
+/// followed a URL found in a job.
 final class ChaosCanary: Sendable {
     let port: Int
     private let descriptor: Int32
@@ -296,7 +296,15 @@ final class ChaosCanary: Sendable {
                     if errno == EINTR { continue }
                     return
                 }
-                connections.increment()
+                // Only an HTTP request for the bait's path counts: parallel tests' Kafka clients reconnecting to a
+                // port a downed broker gave up (which the kernel may hand to this listener) are not a worker
+                // following a URL.
+                var timeout = timeval(tv_sec: 2, tv_usec: 0)
+                setsockopt(client, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+                var buffer = [UInt8](repeating: 0, count: 1024)
+                let count = recv(client, &buffer, buffer.count, 0)
+                let head = count > 0 ? String(decoding: buffer.prefix(count), as: UTF8.self) : ""
+                if head.contains(" /bait") { connections.increment() }
                 Glibc.close(client)
             }
         }
@@ -306,7 +314,7 @@ final class ChaosCanary: Sendable {
 
     var url: String { "http://127.0.0.1:\(port)/bait" }
 
-    /// Connections accepted so far.
+    /// HTTP requests for the bait's path so far.
     var hits: Int { connections.value }
 
     /// Stops listening (the accept loop then ends).
