@@ -57,6 +57,8 @@ public struct WorkerConfiguration: Sendable {
     public var consumptionAnswers: Bool
     /// The operator's policy on the customer's consent to share consumption data: without it no answer is sent.
     public var consumptionCustomerConsented: Bool
+    /// Set App Account Token on new grants made without a token (`set_app_account_tokens`).
+    public var setAppAccountTokens: Bool
 
     public var verifyReceiptRatePerSecond: Double
     public var serverAPIRatePerSecond: Double
@@ -179,6 +181,11 @@ public struct WorkerConfiguration: Sendable {
             "consumption_customer_consented", default: "false",
             "Whether customers consented to sharing consumption data (the operator's policy). Apple refuses answers "
                 + "without consent: when false, no answer is sent and the ledger records it as not_sent."),
+        .init(
+            "set_app_account_tokens", default: "false",
+            "Tag each purchase granted to a job without app_account_token with the owner's derived token "
+                + "(uuid5(NAMESPACE_URL, \"app-account-token:\" + account_id)) through Set App Account Token, once per "
+                + "original transaction, in the background. Needs server_api_key."),
         .init("drain_timeout_s", default: "25", "On SIGTERM, how long in-flight jobs may take before release."),
         .init(
             "delivery_timeout_s", default: "120",
@@ -308,15 +315,17 @@ public struct WorkerConfiguration: Sendable {
         finishTransactions = try reader.bool("finish_transactions")
         consumptionAnswers = try reader.bool("consumption_answers")
         consumptionCustomerConsented = try reader.bool("consumption_customer_consented")
+        setAppAccountTokens = try reader.bool("set_app_account_tokens")
         drainTimeout = .seconds(try reader.int("drain_timeout_s", in: 1...3600))
         deliveryTimeout = .seconds(try reader.int("delivery_timeout_s", in: 1...86_400))
         metricsPort = try reader.int("metrics_port", in: 0...65535)
         metricsHost = try reader.string("metrics_host")
         logLevel = try reader.oneOf("log_level", ["trace", "debug", "info", "notice", "warning", "error", "critical"])
         logFormat = try reader.oneOf("log_format", ["json", "text"])
-        if serverAPIKey == nil, finishTransactions || consumptionAnswers {
+        if serverAPIKey == nil, finishTransactions || consumptionAnswers || setAppAccountTokens {
             throw ConfigurationError(
-                key: finishTransactions ? "finish_transactions" : "consumption_answers",
+                key: finishTransactions
+                    ? "finish_transactions" : consumptionAnswers ? "consumption_answers" : "set_app_account_tokens",
                 problem: "needs the App Store Server API (server_api_key, server_api_key_id, server_api_issuer_id)")
         }
         if serverAPIKey != nil, serverAPIKeyID == nil || serverAPIIssuerID == nil {

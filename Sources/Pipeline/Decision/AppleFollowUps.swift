@@ -17,6 +17,9 @@ public struct AppleFollowUpsConfiguration: Sendable {
     public var consumptionAnswers: Bool
     /// The operator's policy on consent (`consumption_customer_consented`): without it no answer is sent.
     public var customerConsented: Bool
+    /// Tag granted purchases that carry no `appAccountToken` with the owner's derived token (Set App Account Token,
+    /// `set_app_account_tokens`).
+    public var setAppAccountTokens: Bool
     /// Each product's `refund_preference` and `sample_content_provided`.
     public var catalog: Catalog
     /// Who claims calls in the ledger (unique per worker process).
@@ -38,13 +41,15 @@ public struct AppleFollowUpsConfiguration: Sendable {
 
     public init(
         finishTransactions: Bool, consumptionAnswers: Bool = false, customerConsented: Bool = false,
-        catalog: Catalog = .any, holder: String, callDeadline: Duration = .seconds(60),
+        setAppAccountTokens: Bool = false, catalog: Catalog = .any, holder: String,
+        callDeadline: Duration = .seconds(60),
         claimLease: Duration = .seconds(300), retryDelay: Duration = .seconds(60), maximumAttempts: Int = 20,
         sweepInterval: Duration = .seconds(30), maximumConcurrentCalls: Int = 16, maximumQueued: Int = 100_000
     ) {
         self.finishTransactions = finishTransactions
         self.consumptionAnswers = consumptionAnswers
         self.customerConsented = customerConsented
+        self.setAppAccountTokens = setAppAccountTokens
         self.catalog = catalog
         self.holder = holder
         self.callDeadline = callDeadline
@@ -95,7 +100,9 @@ public final class AppleFollowUps: Sendable {
     }
 
     /// Whether any follow-up is switched on (the worker then hands this object its delivered verdicts).
-    public var isEnabled: Bool { configuration.finishTransactions || configuration.consumptionAnswers }
+    public var isEnabled: Bool {
+        configuration.finishTransactions || configuration.consumptionAnswers || configuration.setAppAccountTokens
+    }
 
     /// A verdict's delivery report came back: queues its follow-up calls. Never blocks, never throws.
     public func verdictDelivered(_ verdict: Verdict, job: ReceiptJob) {
@@ -105,6 +112,18 @@ public final class AppleFollowUps: Sendable {
                     AppleCallRecord.Call(
                         kind: .finishTransaction, key: transaction.transactionID,
                         transactionID: transaction.transactionID, environment: verdict.environment))
+            }
+        }
+        // A job without a token whose grant is new: the purchase carried no token or the owner's derived one (any
+        // other is `account_token_mismatch`), so tagging it with the derived token changes nothing else. Keyed by the
+        // original transaction id: one call per subscription or purchase.
+        if configuration.setAppAccountTokens, verdict.outcome == .granted, job.appAccountToken == nil {
+            for transaction in verdict.transactions where transaction.revokedAt == nil {
+                let original = transaction.originalTransactionID ?? transaction.transactionID
+                enqueue(
+                    AppleCallRecord.Call(
+                        kind: .appAccountToken, key: original, transactionID: original,
+                        environment: verdict.environment))
             }
         }
         if configuration.consumptionAnswers, case .notification(let jws) = job.proof, Self.isApplied(verdict),
@@ -220,6 +239,28 @@ public final class AppleFollowUps: Sendable {
                 try await client.sendConsumptionInformation(
                     transactionID: call.transactionID, information, environment: environment)
             }
+        case .appAccountToken:
+            // The owner now, from the ledger: the token is derived from the account that holds the purchase.
+            let owner: String?
+            do {
+                owner = try await ledger.snapshot(
+                    jobID: "", transactionIDs: [call.transactionID], originalTransactionIDs: [call.transactionID]
+                ).claims.first?.accountID
+            } catch {
+                logger.warning(
+                    "apple: app account token not set (ledger)",
+                    metadata: [LogKeys.transactionID: "\(call.transactionID)", LogKeys.error: "\(error)"])
+                return
+            }
+            guard let owner, let token = UUID(uuidString: AppAccountToken.derived(fromAccountID: owner)) else {
+                await settle(call, .notSent, detail: "no owner in the ledger")
+                return
+            }
+            endpoint = .appAccountToken
+            send = {
+                try await client.setAppAccountToken(
+                    originalTransactionID: call.transactionID, token: token, environment: environment)
+            }
         default:
             endpoint = .finishTransaction
             send = { try await client.finishTransaction(transactionID: call.transactionID, environment: environment) }
@@ -314,6 +355,7 @@ public final class AppleFollowUps: Sendable {
         var kinds: [AppleCallRecord.Kind] = []
         if configuration.finishTransactions { kinds.append(.finishTransaction) }
         if configuration.consumptionAnswers { kinds.append(.consumptionInformation) }
+        if configuration.setAppAccountTokens { kinds.append(.appAccountToken) }
         for kind in kinds {
             let due: [AppleCallRecord.Call]
             do {

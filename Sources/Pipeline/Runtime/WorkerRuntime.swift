@@ -376,7 +376,10 @@ public struct WorkerRuntime: Sendable {
     func makeFollowUps(
         serverAPI: AppStoreServerAPIClient?, caller: AppleCaller, ledger: any Ledger, catalog: Catalog
     ) throws -> AppleFollowUps? {
-        guard configuration.finishTransactions || configuration.consumptionAnswers else { return nil }
+        guard
+            configuration.finishTransactions || configuration.consumptionAnswers
+                || configuration.setAppAccountTokens
+        else { return nil }
         guard let serverAPI else {
             throw ConfigurationError(
                 key: configuration.finishTransactions ? "finish_transactions" : "consumption_answers",
@@ -390,7 +393,8 @@ public struct WorkerRuntime: Sendable {
             configuration: AppleFollowUpsConfiguration(
                 finishTransactions: configuration.finishTransactions,
                 consumptionAnswers: configuration.consumptionAnswers,
-                customerConsented: configuration.consumptionCustomerConsented, catalog: catalog,
+                customerConsented: configuration.consumptionCustomerConsented,
+                setAppAccountTokens: configuration.setAppAccountTokens, catalog: catalog,
                 holder: AppleCoalescingConfiguration.uniqueHolder(prefix: configuration.workerID)),
             logger: logger)
     }
