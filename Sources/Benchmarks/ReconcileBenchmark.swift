@@ -10,6 +10,7 @@ import RateLimiter
 import Receipts
 import Reconciler
 import Synchronization
+import Traffic
 
 /// `verify-worker bench reconcile` (issue 16, item 12): one sweep of `verify-worker reconcile` over a simulator whose
 /// history holds `notifications` failed deliveries (every attempt dropped), through the real App Store Server API
@@ -48,9 +49,9 @@ public enum ReconcileBenchmark {
         var faults = FaultPlan()
         faults.notificationDropRatio = 1
         simulator.setFaults(faults)
-        return try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { try await simulator.run() }
-            defer { group.cancelAll() }
+        var quiet = Logger(label: "bench.reconcile")
+        quiet.logLevel = .error
+        return try await HarnessServices.run([SimulatorService(simulator)], logger: quiet) {
             let port = try await simulator.waitUntilReady()
             let files = try DemoFiles(simulator: simulator)
             defer { files.remove() }

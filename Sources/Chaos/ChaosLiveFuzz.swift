@@ -162,68 +162,73 @@ extension ChaosEnvironment {
 
         var retention: ChaosRetentionCheck.Outcome = ([], ([], []))
         var stalled: [String] = []
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { try await reader.read() }
-            group.addTask { await self.watchWorkers(watch) }
-            var identities = Set<String>()
-            try await withThrowingDiscardingTaskGroup { sends in
-                for number in 1...max(1, plan.inputs) {
-                    let message = corpus.next()
-                    let jobID: String? =
-                        switch AdversarialJobCorpus.classify(message.value, codec: codec) {
-                        case .job(let job): job.jobID
-                        case .deadLetter: nil
+        // The reader is the run's in-process service, as in the chaos run; the cluster's processes are children.
+        try await HarnessServices.run([reader], logger: quietLogger) {
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { await self.watchWorkers(watch) }
+                var identities = Set<String>()
+                try await withThrowingDiscardingTaskGroup { sends in
+                    for number in 1...max(1, plan.inputs) {
+                        let message = corpus.next()
+                        let jobID: String? =
+                            switch AdversarialJobCorpus.classify(message.value, codec: codec) {
+                            case .job(let job): job.jobID
+                            case .deadLetter: nil
+                            }
+                        let key = Array(message.key.utf8)
+                        let bytes = message.value.count + key.count
+                        report.inputs += 1
+                        report.bytes += message.value.count
+                        report.largestInput = max(report.largestInput, message.value.count)
+                        report.kinds[message.kind.rawValue, default: 0] += 1
+                        if let jobID {
+                            if identities.insert("job:" + jobID).inserted { report.expectedJobs += 1 }
+                        } else if identities.insert("dlq:" + message.key).inserted {
+                            report.expectedDeadLetters += 1
                         }
-                    let key = Array(message.key.utf8)
-                    let bytes = message.value.count + key.count
-                    report.inputs += 1
-                    report.bytes += message.value.count
-                    report.largestInput = max(report.largestInput, message.value.count)
-                    report.kinds[message.kind.rawValue, default: 0] += 1
-                    if let jobID {
-                        if identities.insert("job:" + jobID).inserted { report.expectedJobs += 1 }
-                    } else if identities.insert("dlq:" + message.key).inserted {
-                        report.expectedDeadLetters += 1
-                    }
-                    _ = await tally.waitForRoom(limit: max(0, window - bytes), within: configuration.settleTimeout)
-                    tally.submitting(jobID: jobID, deadLetterKey: message.key, bytes: bytes, expect: true)
-                    let record = KafkaProducerRecord(topic: Topics.jobs, key: key, value: message.value)
-                    sends.addTask {
-                        let delivered = try await submitter.send(record)
-                        deliveries.delivered(
-                            ChaosDeliveryLog.Entry(
-                                jobID: jobID, deadLetterKey: message.key,
-                                partition: delivered.topicPartition.partition, offset: delivered.offset),
-                            bytes: bytes)
-                    }
-                    if number % 50_000 == 0 {
-                        let seconds = Self.seconds(started.duration(to: clock.now))
-                        logger.info(
-                            "chaos: live fuzz progress",
-                            metadata: [
-                                LogKeys.chaosInputs: "\(number)", LogKeys.chaosSettled: "\(tally.settled)",
-                                LogKeys.chaosInputsPerSecond: "\(Int(Double(number) / max(seconds, 0.001)))",
-                            ])
+                        _ = await tally.waitForRoom(limit: max(0, window - bytes), within: configuration.settleTimeout)
+                        tally.submitting(jobID: jobID, deadLetterKey: message.key, bytes: bytes, expect: true)
+                        let record = KafkaProducerRecord(topic: Topics.jobs, key: key, value: message.value)
+                        sends.addTask {
+                            let delivered = try await submitter.send(record)
+                            deliveries.delivered(
+                                ChaosDeliveryLog.Entry(
+                                    jobID: jobID, deadLetterKey: message.key,
+                                    partition: delivered.topicPartition.partition, offset: delivered.offset),
+                                bytes: bytes)
+                        }
+                        if number % 50_000 == 0 {
+                            let seconds = Self.seconds(started.duration(to: clock.now))
+                            logger.info(
+                                "chaos: live fuzz progress",
+                                metadata: [
+                                    LogKeys.chaosInputs: "\(number)", LogKeys.chaosSettled: "\(tally.settled)",
+                                    LogKeys.chaosInputsPerSecond: "\(Int(Double(number) / max(seconds, 0.001)))",
+                                ])
+                        }
                     }
                 }
-            }
-            let expected = identities.count
-            if await tally.waitUntilSettled(expected, within: configuration.settleTimeout) {
-                stalled = await uncommittedPartitions(bootstrap: bootstrap, producer: producer, partitions: partitions)
+                let expected = identities.count
+                if await tally.waitUntilSettled(expected, within: configuration.settleTimeout) {
+                    stalled = await uncommittedPartitions(
+                        bootstrap: bootstrap, producer: producer, partitions: partitions
+                    )
                     .map(\.description)
-            } else {
-                logger.warning("chaos: live fuzz did not settle", metadata: [LogKeys.chaosSettled: "\(tally.settled)"])
+                } else {
+                    logger.warning(
+                        "chaos: live fuzz did not settle", metadata: [LogKeys.chaosSettled: "\(tally.settled)"])
+                }
+                report.settled = tally.settled
+                report.elapsedSeconds = Self.seconds(started.duration(to: clock.now))
+                report.inputsPerSecond = Double(report.inputs) / max(report.elapsedSeconds, 0.001)
+                watch.stop()
+                let (jobMarks, readMarks) = await stopAndReadToEnd(
+                    reader: reader, offsets: offsets, producer: producer, partitions: partitions)
+                group.cancelAll()
+                retention = ChaosRetentionCheck.check(
+                    deliveries: deliveries.entries, jobWatermarks: jobMarks, unsettled: tally.unsettled,
+                    readerNext: offsets.next, readWatermarks: readMarks)
             }
-            report.settled = tally.settled
-            report.elapsedSeconds = Self.seconds(started.duration(to: clock.now))
-            report.inputsPerSecond = Double(report.inputs) / max(report.elapsedSeconds, 0.001)
-            watch.stop()
-            let (jobMarks, readMarks) = await stopAndReadToEnd(
-                reader: reader, offsets: offsets, producer: producer, partitions: partitions)
-            group.cancelAll()
-            retention = ChaosRetentionCheck.check(
-                deliveries: deliveries.entries, jobWatermarks: jobMarks, unsettled: tally.unsettled,
-                readerNext: offsets.next, readWatermarks: readMarks)
         }
         await producer.shutdown(timeout: .seconds(5))
 

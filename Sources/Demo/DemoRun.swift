@@ -222,76 +222,78 @@ package struct DemoRun: Sendable {
                 }
             }
 
-            return try await withThrowingTaskGroup(of: Void.self) { [processes] group in
-                // Stopping drains each worker (committing on revoke); their runs then return on their own. One
-                // sequence for a finished run and a failed one.
-                @discardableResult
-                func shutDown() async -> [Int32?] {
-                    stop.resolve(())
-                    let exits = await Self.stop(processes)
-                    for (index, exit) in exits.enumerated() where exit != 0 {
-                        logger.warning(
-                            "demo: worker \(index) did not exit cleanly (status \(exit.map(String.init) ?? "unknown"))",
-                            metadata: [LogKeys.workerLog: "\(processes[index].logFile.path)"])
+            // The verdict reader is the run's in-process service (the simulator's is one level up).
+            return try await HarnessServices.run([collector], logger: logger) {
+                try await withThrowingTaskGroup(of: Void.self) { [processes] group in
+                    // Stopping drains each worker (committing on revoke); their runs then return on their own. One
+                    // sequence for a finished run and a failed one.
+                    @discardableResult
+                    func shutDown() async -> [Int32?] {
+                        stop.resolve(())
+                        let exits = await Self.stop(processes)
+                        for (index, exit) in exits.enumerated() where exit != 0 {
+                            logger.warning(
+                                "demo: worker \(index) did not exit cleanly (status \(exit.map(String.init) ?? "unknown"))",
+                                metadata: [LogKeys.workerLog: "\(processes[index].logFile.path)"])
+                        }
+                        await collector.close()
+                        return exits
                     }
-                    await collector.close()
-                    return exits
-                }
-                if processes.isEmpty {
-                    for index in 0..<options.workers {
-                        let configuration = try Self.workerConfiguration(
-                            index: index, bootstrap: bootstrap, port: port, files: directory,
-                            ledgerURL: options.ledgerURL, jobDeadline: options.appleDeadline,
-                            extra: options.workerSettings)
-                        let runtime = WorkerRuntime(
-                            configuration: configuration, logger: logger, serveOperations: false)
-                        group.addTask { _ = try await runtime.run(health: health[index]) { await stop.wait() } }
-                    }
-                }
-                group.addTask { try await collector.read() }
-                do {
                     if processes.isEmpty {
-                        try await waitForAssignment(health, collector: collector)
-                    } else {
-                        try await waitForAssignment(processes, collector: collector)
+                        for index in 0..<options.workers {
+                            let configuration = try Self.workerConfiguration(
+                                index: index, bootstrap: bootstrap, port: port, files: directory,
+                                ledgerURL: options.ledgerURL, jobDeadline: options.appleDeadline,
+                                extra: options.workerSettings)
+                            let runtime = WorkerRuntime(
+                                configuration: configuration, logger: logger, serveOperations: false)
+                            group.addTask { _ = try await runtime.run(health: health[index]) { await stop.wait() } }
+                        }
                     }
-                } catch {
-                    await Self.stop(processes)
-                    throw error
-                }
-                if let watch, !processes.isEmpty {
-                    group.addTask { await watch.running(processes) }
-                }
-                if prefilled == nil { try await prepare(frontend) }
-                let started = prefilled?.started ?? ContinuousClock.now
-                if let interval = options.progressInterval {
-                    group.addTask {
-                        try await reportProgress(every: interval, tally: tally, simulator: simulator, onProgress)
+                    do {
+                        if processes.isEmpty {
+                            try await waitForAssignment(health, collector: collector)
+                        } else {
+                            try await waitForAssignment(processes, collector: collector)
+                        }
+                    } catch {
+                        await Self.stop(processes)
+                        throw error
                     }
-                }
-                var produced = prefilled?.produced
-                do {
-                    if prefilled == nil {
-                        try await produce(generated, with: frontend, tally: tally)
-                        produced = started.duration(to: .now)
+                    if let watch, !processes.isEmpty {
+                        group.addTask { await watch.running(processes) }
                     }
-                    try await tally.waitUntilDecided(generated.count, stallLimit: stallLimit)
-                } catch {
-                    await shutDown()
+                    if prefilled == nil { try await prepare(frontend) }
+                    let started = prefilled?.started ?? ContinuousClock.now
+                    if let interval = options.progressInterval {
+                        group.addTask {
+                            try await reportProgress(every: interval, tally: tally, simulator: simulator, onProgress)
+                        }
+                    }
+                    var produced = prefilled?.produced
+                    do {
+                        if prefilled == nil {
+                            try await produce(generated, with: frontend, tally: tally)
+                            produced = started.duration(to: .now)
+                        }
+                        try await tally.waitUntilDecided(generated.count, stallLimit: stallLimit)
+                    } catch {
+                        await shutDown()
+                        group.cancelAll()
+                        throw error
+                    }
+                    let elapsed = started.duration(to: .now)
+                    if let watch, !processes.isEmpty { await watch.decided(processes) }
+                    let workerExits = await shutDown()
+                    var report = tally.report(
+                        appleStats: simulator.stats.snapshot(), started: started, elapsed: elapsed,
+                        workers: options.workers, partitions: options.partitions)
+                    report.produced = produced
+                    report.workerExits = workerExits
+                    // The workers return once drained; the progress reporter only ends by cancellation.
                     group.cancelAll()
-                    throw error
+                    return report
                 }
-                let elapsed = started.duration(to: .now)
-                if let watch, !processes.isEmpty { await watch.decided(processes) }
-                let workerExits = await shutDown()
-                var report = tally.report(
-                    appleStats: simulator.stats.snapshot(), started: started, elapsed: elapsed,
-                    workers: options.workers, partitions: options.partitions)
-                report.produced = produced
-                report.workerExits = workerExits
-                // The workers return once drained; the progress reporter only ends by cancellation.
-                group.cancelAll()
-                return report
             }
         }
     }
