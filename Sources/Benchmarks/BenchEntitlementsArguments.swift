@@ -50,32 +50,33 @@ package struct BenchEntitlementsArguments: HarnessArguments {
         let sqlitePath = directory.appendingPathComponent("bench.sqlite").path
         let sqlite = try SQLiteEntitlementStore(path: sqlitePath, logger: logger)
         try await sqlite.migrate()
-        // The store's own background work (PostgreSQL's pool, SQLite's checkpoints) runs as in the service.
-        let sqliteRunner = Task { try await sqlite.run() }
-        defer { sqliteRunner.cancel() }
-        report.projection.append(
-            try await EntitlementsBenchmark.project(traffic, store: sqlite, backend: "sqlite", batch: batch))
-        if !skipPostgres {
-            let projection = try await BenchPostgres.with(url: postgresURL) { url in
-                let schema = "bench_ent_\(UUID().uuidString.prefix(6).lowercased())"
-                let postgres = try PostgresEntitlementStore(
-                    url: url + (url.contains("?") ? "&" : "?") + "schema=\(schema)", logger: logger)
-                let runner = Task { try await postgres.run() }
-                defer { runner.cancel() }
-                try await postgres.migrate()
-                return try await EntitlementsBenchmark.project(
-                    traffic, store: postgres, backend: "postgres", batch: batch)
-            }
-            report.projection.append(projection)
-        }
-
-        // (b) API latency over the SQLite store just filled.
         let selected = Set(parts.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) })
-        if selected.contains("api") {
-            report.api = try await EntitlementsBenchmark.apiLatency(
-                store: sqlite, accounts: traffic.accounts, rate: rate, seconds: apiSeconds, logger: logger)
+        // The store's own background work (PostgreSQL's pool, SQLite's checkpoints) runs as in the service: a service
+        // of this command's group.
+        try await HarnessServices.run([TaskService { try await sqlite.run() }], logger: logger) {
+            report.projection.append(
+                try await EntitlementsBenchmark.project(traffic, store: sqlite, backend: "sqlite", batch: batch))
+            if !skipPostgres {
+                let projection = try await BenchPostgres.with(url: postgresURL) { url in
+                    let schema = "bench_ent_\(UUID().uuidString.prefix(6).lowercased())"
+                    let postgres = try PostgresEntitlementStore(
+                        url: url + (url.contains("?") ? "&" : "?") + "schema=\(schema)", logger: logger)
+                    return try await HarnessServices.run([TaskService { try await postgres.run() }], logger: logger) {
+                        try await postgres.migrate()
+                        return try await EntitlementsBenchmark.project(
+                            traffic, store: postgres, backend: "postgres", batch: batch)
+                    }
+                }
+                report.projection.append(projection)
+            }
+
+            // (b) API latency over the SQLite store just filled.
+            if selected.contains("api") {
+                report.api = try await EntitlementsBenchmark.apiLatency(
+                    store: sqlite, accounts: traffic.accounts, rate: rate, seconds: apiSeconds, logger: logger)
+            }
+            await sqlite.close()
         }
-        await sqlite.close()
 
         // (c) Visibility at half the SQLite throughput.
         if selected.contains("visibility") {

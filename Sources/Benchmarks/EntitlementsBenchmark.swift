@@ -7,6 +7,7 @@ import Logging
 import Messages
 import Operations
 import Synchronization
+import Traffic
 
 #if canImport(Glibc)
     import Glibc
@@ -129,41 +130,42 @@ package enum EntitlementsBenchmark {
                 host: "127.0.0.1", port: 0, limits: .init(perCaller: Double(rate) * 10, callerBurst: rate * 10)),
             store: store, catalog: BenchEntitlementTraffic.catalog,
             tokens: try AccessTokens(contents: "bench:\(token)"), logger: logger, readiness: { .ready })
-        let server = Task { try await api.run() }
-        defer { server.cancel() }
-        guard let port = await api.waitUntilListening() else {
-            throw Failure(code: "api_not_listening", description: "the API did not listen")
-        }
-        let engine = try CurlHTTPEngine(
-            configuration: HTTPEngineConfiguration(
-                maxHostConnections: 256, maxTotalConnections: 256, connectTimeout: .seconds(5),
-                requestTimeout: .seconds(10), maxResponseBytes: 1 << 20, easyHandlePoolSize: 256,
-                userAgent: "verify-worker-bench"))
-        defer { engine.shutdown() }
-        let samples = BenchSamples()
-        let clock = ContinuousClock()
-        let total = rate * seconds
-        let interval = Duration.seconds(1) / rate
-        let start = clock.now + .milliseconds(200)
-        await withTaskGroup(of: Void.self) { group in
-            for index in 0..<total {
-                let due = start + interval * index
-                try? await Task.sleep(until: due, clock: clock)
-                let account = accounts[index % accounts.count]
-                group.addTask {
-                    let request = TransportRequest(
-                        url: "http://127.0.0.1:\(port)/v1/accounts/\(account)/entitlements",
-                        headers: [("Authorization", "Bearer \(token)")], timeout: .seconds(10))
-                    let status = (try? await engine.execute(request))?.status
-                    let latency = due.duration(to: clock.now)
-                    let ms = Double(latency.components.seconds) * 1000 + Double(latency.components.attoseconds) / 1e15
-                    samples.add(ms, failed: status != 200)
+        return try await HarnessServices.run([TaskService { try await api.run() }], logger: logger) {
+            guard let port = await api.waitUntilListening() else {
+                throw Failure(code: "api_not_listening", description: "the API did not listen")
+            }
+            let engine = try CurlHTTPEngine(
+                configuration: HTTPEngineConfiguration(
+                    maxHostConnections: 256, maxTotalConnections: 256, connectTimeout: .seconds(5),
+                    requestTimeout: .seconds(10), maxResponseBytes: 1 << 20, easyHandlePoolSize: 256,
+                    userAgent: "verify-worker-bench"))
+            defer { engine.shutdown() }
+            let samples = BenchSamples()
+            let clock = ContinuousClock()
+            let total = rate * seconds
+            let interval = Duration.seconds(1) / rate
+            let start = clock.now + .milliseconds(200)
+            await withTaskGroup(of: Void.self) { group in
+                for index in 0..<total {
+                    let due = start + interval * index
+                    try? await Task.sleep(until: due, clock: clock)
+                    let account = accounts[index % accounts.count]
+                    group.addTask {
+                        let request = TransportRequest(
+                            url: "http://127.0.0.1:\(port)/v1/accounts/\(account)/entitlements",
+                            headers: [("Authorization", "Bearer \(token)")], timeout: .seconds(10))
+                        let status = (try? await engine.execute(request))?.status
+                        let latency = due.duration(to: clock.now)
+                        let ms =
+                            Double(latency.components.seconds) * 1000 + Double(latency.components.attoseconds) / 1e15
+                        samples.add(ms, failed: status != 200)
+                    }
                 }
             }
+            return Latency(
+                what: "GET /v1/accounts/{id}/entitlements, open loop", samples: samples.values,
+                rate: Double(rate), errors: samples.failures)
         }
-        return Latency(
-            what: "GET /v1/accounts/{id}/entitlements, open loop", samples: samples.values,
-            rate: Double(rate), errors: samples.failures)
     }
 
     /// Produces verdicts at `rate`/s to a mock cluster for `seconds` while the service projects them.

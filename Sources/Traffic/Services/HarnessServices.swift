@@ -44,3 +44,20 @@ package struct SimulatorService: Service {
 
     package func run() async throws { try await simulator.run() }
 }
+
+/// A part that runs until it is cancelled (a store's background work, an HTTP server), as a service: the group's
+/// graceful shutdown cancels it, and its cancellation is its end.
+package struct TaskService: Service {
+    package let work: @Sendable () async throws -> Void
+
+    package init(_ work: @escaping @Sendable () async throws -> Void) { self.work = work }
+
+    package func run() async throws {
+        do {
+            try await cancelWhenGracefulShutdown { try await work() }
+        } catch is CancellationError {
+        }
+        // A part that ended on its own waits for the group's stop: an early return would read as a failure.
+        try? await gracefulShutdown()
+    }
+}
