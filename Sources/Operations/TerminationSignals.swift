@@ -32,3 +32,32 @@ public final class TerminationSignals: Sendable {
     @discardableResult
     public func wait() async -> Int32? { await latch.wait() }
 }
+
+extension TerminationSignals {
+    /// Runs `work`; SIGTERM or SIGINT cancels it (a submission then stops reading and its sends in flight finish).
+    /// Returns `work`'s result either way; nil only if the calling task is cancelled first.
+    public func run<T: Sendable>(
+        until work: @escaping @Sendable () async throws -> T
+    ) async -> Result<T, any Error>? {
+        await withTaskGroup(of: Result<T, any Error>?.self) { group in
+            group.addTask {
+                do {
+                    return .success(try await work())
+                } catch {
+                    return .failure(error)
+                }
+            }
+            group.addTask {
+                await self.wait()
+                return nil
+            }
+            var result: Result<T, any Error>?
+            while result == nil, let next = await group.next() {
+                // The first to finish is the work (done) or the signal (cancel the work, keep waiting for it).
+                group.cancelAll()
+                result = next
+            }
+            return result
+        }
+    }
+}

@@ -1,4 +1,7 @@
+import AppleClients
 import ArgumentParser
+import Foundation
+import Messages
 
 /// The options of `verify-worker submit` (the command in the executable wires them to a producer): jobs from JSON
 /// lines, or seed-000 traffic generated at a running simulator (the compose file's load generator).
@@ -39,5 +42,49 @@ package struct SubmitArguments: ParsableArguments {
         if let rate, !(rate > 0) { throw ValidationError("--rate must be positive") }
         if let mix, TrafficMix(parsing: mix) == nil { throw ValidationError("--mix: expected category=share,…") }
         guard maxOutstanding > 0 else { throw ValidationError("--max-outstanding must be positive") }
+    }
+}
+
+extension SubmitArguments {
+    /// `--generate seed-mix`: seed-000 traffic whose genuine receipts are minted at the running simulator named by
+    /// `--simulator` (`POST /sim/mint` over `engine`), for the bundle id and products of `--catalog-file`.
+    package func seedTraffic(engine: CurlHTTPEngine) throws -> SeedTrafficPlan {
+        guard let catalogFile, let simulator else {
+            throw ValidationError("--generate needs a catalog and simulator")
+        }
+        guard let data = FileManager.default.contents(atPath: catalogFile) else {
+            throw ValidationError("cannot read --catalog-file \(catalogFile)")
+        }
+        let catalog = try Catalog.load(json: data)
+        guard let bundleID = catalog.bundleIDs.sorted().first, !catalog.products.isEmpty else {
+            throw ValidationError("--catalog-file must name a bundle id and at least one product")
+        }
+        let minter = RemoteSimulatorMinter(baseURL: simulator) { url, body in
+            let response = try await engine.execute(
+                TransportRequest(
+                    method: .post, url: url, headers: [("Content-Type", "application/json")], body: body,
+                    timeout: .seconds(30)))
+            return (response.status, response.body)
+        }
+        return SeedTrafficPlan(
+            minter: minter, bundleID: bundleID, productIDs: catalog.products.keys.sorted(),
+            mix: mix.flatMap(TrafficMix.init(parsing:)) ?? .seed000, seed: seed, count: count)
+    }
+}
+
+/// What `--generate seed-mix` will produce, checked before the first job: the sequence is made where it is read.
+package struct SeedTrafficPlan: Sendable {
+    var minter: RemoteSimulatorMinter
+    var bundleID: String
+    var productIDs: [String]
+    var mix: TrafficMix
+    var seed: UInt64
+    var count: Int
+
+    package func sequence() -> SeedTrafficSequence {
+        SeedTrafficSequence(
+            generator: SeedTrafficGenerator(
+                minter: minter, bundleID: bundleID, productIDs: productIDs, mix: mix, seed: seed),
+            count: count)
     }
 }

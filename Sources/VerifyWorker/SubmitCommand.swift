@@ -49,13 +49,17 @@ struct SubmitCommand: AsyncParsableCommand {
 
         let work: @Sendable () async throws -> JobSubmitter.Summary
         if let engine {
-            let plan = try generationPlan(engine: engine)
-            work = { try await submitter.submit(plan.items()) }
+            let traffic = try arguments.seedTraffic(engine: engine)
+            work = {
+                try await submitter.submit(
+                    traffic.sequence().map { .job(line: nil, $0.job, category: $0.category.rawValue) })
+            }
         } else {
             let lines = try LineReader.lines(of: arguments.file)
             work = { try await submitter.submit(JobSubmitter.items(from: lines, intake: JobIntake())) }
         }
-        let outcome = await Self.submitUntilSignalled(work, signals: signals)
+        // A signal stops the reading; the sends in flight finish.
+        let outcome = await signals.run(until: work) ?? .success(JobSubmitter.Summary())
         await producer.shutdown(timeout: .seconds(30))
         switch outcome {
         case .success(let summary):
@@ -66,78 +70,8 @@ struct SubmitCommand: AsyncParsableCommand {
             throw ExitCode(1)
         }
     }
-
-    /// Submits until the input ends or SIGTERM/SIGINT arrives; then reading stops and the sends in flight finish.
-    private static func submitUntilSignalled(
-        _ work: @escaping @Sendable () async throws -> JobSubmitter.Summary, signals: TerminationSignals
-    ) async -> Result<JobSubmitter.Summary, any Error> {
-        await withTaskGroup(of: Result<JobSubmitter.Summary, any Error>?.self) { group in
-            group.addTask {
-                do {
-                    return .success(try await work())
-                } catch {
-                    return .failure(error)
-                }
-            }
-            group.addTask {
-                await signals.wait()
-                return nil
-            }
-            var result: Result<JobSubmitter.Summary, any Error>?
-            while result == nil, let next = await group.next() {
-                // The first to finish is the submission (done) or the signal (stop reading, keep waiting).
-                group.cancelAll()
-                result = next
-            }
-            return result ?? .success(JobSubmitter.Summary())
-        }
-    }
-
-    /// Seed-000 traffic minted at the simulator over HTTP.
-    private func generationPlan(engine: CurlHTTPEngine) throws -> SubmitGenerationPlan {
-        guard let catalogFile = arguments.catalogFile, let simulator = arguments.simulator else {
-            throw ValidationError("--generate needs a catalog and simulator")
-        }
-        guard let data = FileManager.default.contents(atPath: catalogFile) else {
-            throw ValidationError("cannot read --catalog-file \(catalogFile)")
-        }
-        let catalog = try Catalog.load(json: data)
-        guard let bundleID = catalog.bundleIDs.sorted().first, !catalog.products.isEmpty else {
-            throw ValidationError("--catalog-file must name a bundle id and at least one product")
-        }
-        let minter = RemoteSimulatorMinter(baseURL: simulator) { url, body in
-            let response = try await engine.execute(
-                TransportRequest(
-                    method: .post, url: url, headers: [("Content-Type", "application/json")], body: body,
-                    timeout: .seconds(30)))
-            return (response.status, response.body)
-        }
-        return SubmitGenerationPlan(
-            minter: minter, bundleID: bundleID, productIDs: catalog.products.keys.sorted(),
-            mix: arguments.mix.flatMap(TrafficMix.init(parsing:)) ?? .seed000, seed: arguments.seed,
-            count: arguments.count)
-    }
 }
 
-/// What `submit --generate seed-mix` generates; the sequence is made where it is read.
-struct SubmitGenerationPlan: Sendable {
-    var minter: RemoteSimulatorMinter
-    var bundleID: String
-    var productIDs: [String]
-    var mix: TrafficMix
-    var seed: UInt64
-    var count: Int
-
-    func items() -> AsyncMapSequence<SeedTrafficSequence, JobSubmitter.Item> {
-        let generator = SeedTrafficGenerator(
-            minter: minter, bundleID: bundleID, productIDs: productIDs, mix: mix, seed: seed)
-        return SeedTrafficSequence(generator: generator, count: count).map { generated -> JobSubmitter.Item in
-            .job(line: nil, generated.job, category: generated.category.rawValue)
-        }
-    }
-}
-
-/// Whole-line writes of the edge tools: results on stdout, summaries and errors on stderr.
 enum EdgeOutput {
     static let line: @Sendable (String) -> Void = { text in
         FileHandle.standardOutput.write(Data((text + "\n").utf8))
