@@ -270,6 +270,7 @@ let package = Package(
                 "RateLimiter",
                 "Receipts",
                 "Traffic",
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]

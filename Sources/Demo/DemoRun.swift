@@ -9,6 +9,7 @@ import Operations
 import Pipeline
 import RateLimiter
 import Receipts
+import ServiceLifecycle
 import Synchronization
 import Traffic
 
@@ -222,8 +223,21 @@ package struct DemoRun: Sendable {
                 }
             }
 
-            // The verdict reader is the run's in-process service (the simulator's is one level up).
-            return try await HarnessServices.run([collector], logger: logger) {
+            // In-process workers (no executable given): each `verify-worker run`'s runtime, until `stop` (drain).
+            var workers: [any Service] = []
+            if processes.isEmpty {
+                for index in 0..<options.workers {
+                    let configuration = try Self.workerConfiguration(
+                        index: index, bootstrap: bootstrap, port: port, files: directory,
+                        ledgerURL: options.ledgerURL, jobDeadline: options.appleDeadline,
+                        extra: options.workerSettings)
+                    let runtime = WorkerRuntime(configuration: configuration, logger: logger, serveOperations: false)
+                    workers.append(
+                        TaskService { _ = try await runtime.run(health: health[index]) { await stop.wait() } })
+                }
+            }
+            // The verdict reader and the in-process workers are the run's services (the simulator's is one level up).
+            return try await HarnessServices.run([collector] + workers, logger: logger) {
                 try await withThrowingTaskGroup(of: Void.self) { [processes] group in
                     // Stopping drains each worker (committing on revoke); their runs then return on their own. One
                     // sequence for a finished run and a failed one.
@@ -238,17 +252,6 @@ package struct DemoRun: Sendable {
                         }
                         await collector.close()
                         return exits
-                    }
-                    if processes.isEmpty {
-                        for index in 0..<options.workers {
-                            let configuration = try Self.workerConfiguration(
-                                index: index, bootstrap: bootstrap, port: port, files: directory,
-                                ledgerURL: options.ledgerURL, jobDeadline: options.appleDeadline,
-                                extra: options.workerSettings)
-                            let runtime = WorkerRuntime(
-                                configuration: configuration, logger: logger, serveOperations: false)
-                            group.addTask { _ = try await runtime.run(health: health[index]) { await stop.wait() } }
-                        }
                     }
                     do {
                         if processes.isEmpty {
