@@ -196,61 +196,63 @@ package enum EntitlementsBenchmark {
                     samples.add(written - Double(record), failed: false)
                 }
             })
-        let task = Task { try await service.run(handlingSignals: false) }
-        defer { task.cancel() }
-        guard await service.waitUntilListening() != nil, await service.waitUntilMigrated() else {
-            throw Failure(code: "service_not_started", description: "the entitlement service did not start")
-        }
-        let producer = try KafkaProducer(
-            configuration: KafkaProducerConfiguration(bootstrapServers: cluster.bootstrapServers, lingerMilliseconds: 1)
-        )
-        let warmUp = 3
-        let traffic = BenchEntitlementTraffic.make(count: rate * (seconds + warmUp))
-        // The group's first assignment before any record, then three seconds of warm-up (the backlog of the first
-        // fetch drains), then the measured run.
-        let joined = ContinuousClock.now + .seconds(60)
-        while service.projector.assignment.isEmpty, ContinuousClock.now < joined {
-            try await Task.sleep(for: .milliseconds(20))
-        }
-        let clock = ContinuousClock()
-        let tick = Duration.milliseconds(10)
-        let perTick = max(1, rate / 100)
-        var sent = 0
-        let start = clock.now
-        await withTaskGroup(of: Void.self) { group in
-            var step = 0
-            while sent < traffic.messages.count {
-                if sent >= rate * warmUp, measureFrom.value == .greatestFiniteMagnitude {
-                    measureFrom.set(Date().timeIntervalSince1970 * 1000)
-                }
-                try? await Task.sleep(until: start + tick * step, clock: clock)
-                step += 1
-                for _ in 0..<perTick where sent < traffic.messages.count {
-                    let value = traffic.messages[sent]
-                    let key = traffic.keys[sent]
-                    sent += 1
-                    group.addTask {
-                        do {
-                            _ = try await producer.send(
-                                KafkaProducerRecord(topic: Topics.verdicts, key: key, value: value))
-                        } catch {
-                            samples.recordFailure()
+        return try await HarnessServices.run(
+            [TaskService { try await service.run(handlingSignals: false) }], logger: logger
+        ) {
+            guard await service.waitUntilListening() != nil, await service.waitUntilMigrated() else {
+                throw Failure(code: "service_not_started", description: "the entitlement service did not start")
+            }
+            let producer = try KafkaProducer(
+                configuration: KafkaProducerConfiguration(
+                    bootstrapServers: cluster.bootstrapServers, lingerMilliseconds: 1)
+            )
+            let warmUp = 3
+            let traffic = BenchEntitlementTraffic.make(count: rate * (seconds + warmUp))
+            // The group's first assignment before any record, then three seconds of warm-up (the backlog of the first
+            // fetch drains), then the measured run.
+            let joined = ContinuousClock.now + .seconds(60)
+            while service.projector.assignment.isEmpty, ContinuousClock.now < joined {
+                try await Task.sleep(for: .milliseconds(20))
+            }
+            let clock = ContinuousClock()
+            let tick = Duration.milliseconds(10)
+            let perTick = max(1, rate / 100)
+            var sent = 0
+            let start = clock.now
+            await withTaskGroup(of: Void.self) { group in
+                var step = 0
+                while sent < traffic.messages.count {
+                    if sent >= rate * warmUp, measureFrom.value == .greatestFiniteMagnitude {
+                        measureFrom.set(Date().timeIntervalSince1970 * 1000)
+                    }
+                    try? await Task.sleep(until: start + tick * step, clock: clock)
+                    step += 1
+                    for _ in 0..<perTick where sent < traffic.messages.count {
+                        let value = traffic.messages[sent]
+                        let key = traffic.keys[sent]
+                        sent += 1
+                        group.addTask {
+                            do {
+                                _ = try await producer.send(
+                                    KafkaProducerRecord(topic: Topics.verdicts, key: key, value: value))
+                            } catch {
+                                samples.recordFailure()
+                            }
                         }
                     }
                 }
             }
+            // Let the last records be applied.
+            let deadline = clock.now + .seconds(30)
+            while samples.values.count < traffic.messages.count - rate * warmUp, clock.now < deadline {
+                try await Task.sleep(for: .milliseconds(50))
+            }
+            await producer.shutdown(timeout: .seconds(5))
+            await service.shutdown()
+            return Latency(
+                what: "Kafka timestamp of a verdict to the commit that made it visible",
+                samples: samples.values, rate: Double(rate), errors: samples.failures)
         }
-        // Let the last records be applied.
-        let deadline = clock.now + .seconds(30)
-        while samples.values.count < traffic.messages.count - rate * warmUp, clock.now < deadline {
-            try await Task.sleep(for: .milliseconds(50))
-        }
-        await producer.shutdown(timeout: .seconds(5))
-        await service.shutdown()
-        _ = await task.result
-        return Latency(
-            what: "Kafka timestamp of a verdict to the commit that made it visible",
-            samples: samples.values, rate: Double(rate), errors: samples.failures)
     }
 }
 
