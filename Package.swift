@@ -282,6 +282,7 @@ let package = Package(
                 "AppleSimulator",
                 "Demo",
                 "Entitlements",
+                "Gateway",
                 "Kafka",
                 "Ledger",
                 "Reconciler",
