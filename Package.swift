@@ -283,6 +283,7 @@ let package = Package(
                 "AppleSimulator",
                 "Demo",
                 "Entitlements",
+                "Gateway",
                 "Kafka",
                 "Ledger",
                 "Reconciler",

@@ -34,6 +34,7 @@ struct BenchCommand: AsyncParsableCommand {
             HarnessCommand<BenchReplayStormArguments>.self,
             HarnessCommand<BenchEntitlementsArguments>.self,
             HarnessCommand<BenchReconcileArguments>.self,
+            HarnessCommand<BenchNotificationsArguments>.self,
         ]
     )
 }
