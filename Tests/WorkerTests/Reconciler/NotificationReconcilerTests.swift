@@ -113,19 +113,14 @@ struct NotificationReconcilerTests {
     /// Runs `body` while moving the manual clock to each sleeper's deadline as soon as one sleeps: time passes only
     /// when the reconciler waits, never by a guessed real-time sleep.
     static func driving<T: Sendable>(_ clock: ManualClock, _ body: @Sendable @escaping () async -> T) async -> T {
-        await withTaskGroup(of: T?.self) { group in
-            group.addTask { await body() }
-            group.addTask {
-                while !Task.isCancelled {
-                    if let next = clock.nextDeadline { clock.advance(to: next) }
-                    await Task.yield()
-                }
-                return nil
+        let driver = Task {
+            while !Task.isCancelled {
+                if let next = clock.nextDeadline { clock.advance(to: next) }
+                await Task.yield()
             }
-            let result = await group.next()!!
-            group.cancelAll()
-            return result
         }
+        defer { driver.cancel() }
+        return await body()
     }
 
     static func wall(_ clock: ManualClock) -> Date {

@@ -33,7 +33,8 @@ struct ChildProcessTests {
         #expect(await process.waitForLine(timeout: .seconds(30)) { $0 == "ready" } == "ready")
         let clock = ContinuousClock()
         let started = clock.now
-        #expect(await process.stop(grace: .milliseconds(200)) == .signalled(SIGKILL))
+        let exit = await process.stop(grace: .milliseconds(200))
+        #expect(exit == .signalled(SIGKILL), "\(exit.map(\.description) ?? "not reaped")")
         #expect(started.duration(to: clock.now) < .seconds(20))
     }
 
