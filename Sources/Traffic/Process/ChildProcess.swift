@@ -85,6 +85,9 @@ public final class ChildProcess: Sendable {
         environment: [String: String] = ProcessInfo.processInfo.environment, logFile: URL? = nil,
         readsLines: Bool = false, opensStdin: Bool = false, exitsWithParent: Bool = false
     ) throws(Failure) {
+        // A control line written to a child that has just died must fail with EPIPE, not end this process with
+        // SIGPIPE's default action (a test run or harness killed without a word). The child gets the default back.
+        _ = Glibc.signal(SIGPIPE, SIG_IGN)
         let name = name ?? URL(fileURLWithPath: executable).lastPathComponent
         self.name = name
         self.logFile = logFile

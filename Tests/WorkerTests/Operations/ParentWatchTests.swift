@@ -20,6 +20,9 @@ struct ParentWatchTests {
         let output = Pipe()
         starter.standardOutput = output
         starter.standardInput = FileHandle.nullDevice
+        // Not this process's stderr: if this test process died, the shell and its child would hold `swift test`'s
+        // output pipe open until its timeout.
+        starter.standardError = FileHandle.nullDevice
         try starter.run()
         // Both lines, in either order: the child's pid from the shell, and the simulator's own `listening=` line,
         // so the child is known to be up and serving before its starter dies.
