@@ -45,9 +45,9 @@ public final class ChildProcess: Sendable {
     public let logFile: URL?
     private let state = Mutex(State())
 
-    /// Stdout lines kept for ``waitForLine(timeout:after:where:)``: enough for any control dialogue, bounded so that
-    /// a chatty child cannot grow the parent's memory without end.
-    private static let keptLines = 10_000
+    /// Stdout lines kept for ``waitForLine(timeout:after:where:)`` and ``allLines()``: by default enough for any
+    /// control dialogue, bounded so that a chatty child cannot grow the parent's memory without end.
+    private let keptLines: Int
 
     private struct State {
         var lines: [String] = []
@@ -77,13 +77,16 @@ public final class ChildProcess: Sendable {
     ///
     /// - Parameters:
     ///   - logFile: created (emptied if it exists) for stderr, and for stdout unless `readsLines`; nil: inherited.
-    ///   - readsLines: stdout is read line by line (and copied to `logFile`).
-    ///   - opensStdin: stdin is a pipe for ``send(line:)``; otherwise `/dev/null`.
+    ///   - readsLines: stdout is read line by line (and copied to `logFile` when `copiesLines`).
+    ///   - mergesStderr: with `readsLines`, stderr goes into the same lines as stdout instead of the log.
+    ///   - keptLines: how many stdout lines are kept for the waits (the first ones).
+    ///   - opensStdin: stdin is a pipe for ``send(line:)`` and ``send(bytes:)``; otherwise `/dev/null`.
     ///   - exitsWithParent: the child ends with this process, even when this one crashes (``ParentWatch``).
     public init(
         name: String? = nil, executable: String, arguments: [String],
         environment: [String: String] = ProcessInfo.processInfo.environment, logFile: URL? = nil,
-        readsLines: Bool = false, opensStdin: Bool = false, exitsWithParent: Bool = false
+        readsLines: Bool = false, mergesStderr: Bool = false, copiesLines: Bool = true, keptLines: Int = 10_000,
+        opensStdin: Bool = false, exitsWithParent: Bool = false
     ) throws(Failure) {
         // A control line written to a child that has just died must fail with EPIPE, not end this process with
         // SIGPIPE's default action (a test run or harness killed without a word). The child gets the default back.
@@ -91,6 +94,7 @@ public final class ChildProcess: Sendable {
         let name = name ?? URL(fileURLWithPath: executable).lastPathComponent
         self.name = name
         self.logFile = logFile
+        self.keptLines = keptLines
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
@@ -105,6 +109,7 @@ public final class ChildProcess: Sendable {
         let stdout = readsLines ? try Self.pipeEnds() : nil
         if let stdout {
             posix_spawn_file_actions_adddup2(&actions, stdout.write, STDOUT_FILENO)
+            if mergesStderr { posix_spawn_file_actions_adddup2(&actions, stdout.write, STDERR_FILENO) }
         } else if log >= 0 {
             posix_spawn_file_actions_adddup2(&actions, log, STDOUT_FILENO)
         }
@@ -142,11 +147,14 @@ public final class ChildProcess: Sendable {
         if let stdout { close(stdout.write) }
         if let stdin { close(stdin.read) }
         // The log stays open in the parent only to copy the stdout it reads.
-        if log >= 0 && stdout == nil { close(log) }
+        if log >= 0 && (stdout == nil || !copiesLines) {
+            close(log)
+            log = -1
+        }
         guard spawned == 0 else {
             if let stdout { close(stdout.read) }
             if let stdin { close(stdin.write) }
-            if log >= 0 && stdout != nil { close(log) }
+            if log >= 0 { close(log) }
             throw Failure(description: "cannot start \(executable) (posix_spawn errno \(spawned))")
         }
         pid = child
@@ -248,16 +256,34 @@ public final class ChildProcess: Sendable {
 
     /// Writes one control line to stdin (opened with `opensStdin`); nothing once the child has ended.
     public func send(line: String) {
+        send(bytes: Array((line + "\n").utf8))
+    }
+
+    /// Writes `bytes` to stdin (opened with `opensStdin`); nothing once the child has ended or stdin was closed. Blocks
+    /// while the pipe is full (large inputs belong on a thread of their own), but never holds the state's lock while
+    /// it does: the stdout reader needs it, and a child blocked on a full stdout stops reading its stdin.
+    public func send(bytes: [UInt8]) {
+        // A copy of the descriptor: the reaper may close the original while this writes.
+        let descriptor: Int32 = state.withLock { state in
+            guard state.exit == nil, let stdin = state.stdin else { return -1 }
+            return fcntl(stdin, F_DUPFD_CLOEXEC, 0)
+        }
+        guard descriptor >= 0 else { return }
+        defer { close(descriptor) }
+        var written = 0
+        while written < bytes.count {
+            let count = bytes[written...].withUnsafeBytes { write(descriptor, $0.baseAddress, $0.count) }
+            if count < 0 && errno == EINTR { continue }
+            guard count > 0 else { return }
+            written += count
+        }
+    }
+
+    /// Closes stdin (opened with `opensStdin`): the child reads end of file once every copy is closed.
+    public func closeStdin() {
         state.withLock { state in
-            guard state.exit == nil, let stdin = state.stdin else { return }
-            let bytes = Array((line + "\n").utf8)
-            var written = 0
-            while written < bytes.count {
-                let count = bytes[written...].withUnsafeBytes { write(stdin, $0.baseAddress, $0.count) }
-                if count < 0 && errno == EINTR { continue }
-                guard count > 0 else { return }
-                written += count
-            }
+            if let stdin = state.stdin { close(stdin) }
+            state.stdin = nil
         }
     }
 
@@ -302,6 +328,8 @@ public final class ChildProcess: Sendable {
                 received(line)
             }
         }
+        // A last line without its newline is a line too (curl's `-w` status, a child that died mid-write).
+        if !partial.isEmpty { received(String(decoding: partial, as: UTF8.self)) }
         close(descriptor)
         if log >= 0 { close(log) }
         let (waiters, closeWaiters, lines) = state.withLock { state in
@@ -319,7 +347,7 @@ public final class ChildProcess: Sendable {
     private func received(_ line: String) {
         let matched = state.withLock { state -> [CheckedContinuation<String?, Never>] in
             let number = state.lines.count
-            if number < Self.keptLines { state.lines.append(line) }
+            if number < keptLines { state.lines.append(line) }
             var matched: [CheckedContinuation<String?, Never>] = []
             for (id, waiter) in state.lineWaiters where number >= waiter.after && waiter.predicate(line) {
                 matched.append(waiter.continuation)

@@ -201,7 +201,7 @@ struct AppleClientsHTTPEngineTests {
             #expect(try await engine.execute(TransportRequest(url: url)).status == 200)
         }
 
-        first.kill()
+        await first.kill()
         for _ in 0..<3 {
             let error = await transportError { _ = try await engine.execute(TransportRequest(url: url)) }
             #expect(error?.isRetryable == true, "\(String(describing: error))")

@@ -3,6 +3,7 @@ import Foundation
 import Messages
 import Synchronization
 import Testing
+import Traffic
 
 @testable import AppleClients
 

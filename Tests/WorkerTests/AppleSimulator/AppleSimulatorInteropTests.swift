@@ -1,6 +1,7 @@
 import AppleSimulator
 import Foundation
 import Testing
+import Traffic
 
 /// Checks minted receipts with tools that are not ours: the openssl CLI and Apple's own Python library.
 @Suite("Apple simulator: interoperability", .timeLimit(.minutes(1)))
@@ -105,22 +106,10 @@ enum AppleSimProcess {
         var output: String
     }
 
-    /// Runs the tool on a thread of its own, never on the cooperative pool (one thread per core).
+    /// Runs the tool to its end; `output` is what it printed on stdout, then stderr.
     static func run(_ tool: String, _ arguments: [String]) async throws -> Result {
-        try await OffPool.run { try runBlocking(tool, arguments) }
-    }
-
-    private static func runBlocking(_ tool: String, _ arguments: [String]) throws -> Result {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = [tool] + arguments
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        process.standardError = pipe
-        try process.run()
-        let data = pipe.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return Result(status: process.terminationStatus, output: String(decoding: data, as: UTF8.self))
+        let done = try await TestCommand.run([tool] + arguments)
+        return Result(status: done.exit.status, output: done.output + done.errors)
     }
 }
 

@@ -20,7 +20,9 @@ extension AppleSimHarness {
                 base.absoluteString + "/" + path,
             ])
         #expect(result.status == 0, "curl failed: \(result.output)")
+        // Every line of the output ends with a newline, the status line too.
         var lines = result.output.split(separator: "\n", omittingEmptySubsequences: false)
+        if lines.last == "" { lines.removeLast() }
         let status = Int(lines.popLast() ?? "") ?? 0
         return Reply(status: status, data: Data(lines.joined(separator: "\n").utf8), headers: [:])
     }

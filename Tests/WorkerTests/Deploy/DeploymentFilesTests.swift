@@ -2,6 +2,7 @@ import Foundation
 import Operations
 import Pipeline
 import Testing
+import Traffic
 
 /// Docker does not run on the build machines, so these checks read the deployment files instead: they parse,
 /// they name only configuration keys the worker understands, and the image ships exactly the libraries the
@@ -27,29 +28,14 @@ struct DeploymentFilesTests {
         return documents
     }
 
-    /// Runs a command to completion on a thread of its own (never on the cooperative pool, which has one thread per
-    /// core: a Python start holds its thread for a second or more on a loaded machine).
+    /// Runs a command in the package's root; throws with its stderr if it fails.
     static func run(_ arguments: [String]) async throws -> String {
-        try await OffPool.run { try runBlocking(arguments) }
-    }
-
-    private static func runBlocking(_ arguments: [String]) throws -> String {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = arguments
-        process.currentDirectoryURL = root
-        let output = Pipe()
-        let errors = Pipe()
-        process.standardOutput = output
-        process.standardError = errors
-        try process.run()
-        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        let stderr = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else {
-            throw MissingResource(what: "\(arguments.prefix(2).joined(separator: " ")) failed: \(stderr)", hint: "")
+        let done = try await TestCommand.run(arguments, in: root)
+        guard done.succeeded else {
+            throw MissingResource(
+                what: "\(arguments.prefix(2).joined(separator: " ")) failed: \(done.errors)", hint: "")
         }
-        return text
+        return done.output
     }
 
     @Test("every YAML file parses")

@@ -23,48 +23,9 @@ enum EdgeProcess {
     static func run(_ arguments: [String], stdin: String? = nil) async throws -> Outcome {
         var environment = ProcessInfo.processInfo.environment
         environment["VERIFY_BROKERS"] = nil
-        let process = try TestEnvironment.verifyWorkerProcess(arguments, environment: environment)
-        let output = Pipe()
-        let errors = Pipe()
-        let input = Pipe()
-        process.standardOutput = output
-        process.standardError = errors
-        process.standardInput = input
-        // Blocking reads and the wait run on threads of their own, never on the cooperative pool: the servers
-        // this process hosts for the child (simulator, probes) need those threads to answer it.
-        let exited = EdgeBlocking.exitSignal(of: process)
-        try process.run()
-        if let stdin { input.fileHandleForWriting.write(Data(stdin.utf8)) }
-        try input.fileHandleForWriting.close()
-        async let out = EdgeBlocking.run { output.fileHandleForReading.readDataToEndOfFile() }
-        async let err = EdgeBlocking.run { errors.fileHandleForReading.readDataToEndOfFile() }
-        let (stdout, stderr) = await (out, err)
-        await exited()
-        return Outcome(
-            status: process.terminationStatus, stdout: String(decoding: stdout, as: UTF8.self),
-            stderr: String(decoding: stderr, as: UTF8.self))
-    }
-}
-
-/// Blocking work on a thread of its own, awaited without holding a cooperative thread.
-enum EdgeBlocking {
-    static func run<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
-        await withCheckedContinuation { continuation in
-            let thread = Thread { continuation.resume(returning: body()) }
-            thread.start()
-        }
-    }
-
-    /// Installs a termination handler before the process starts; the returned function waits for the exit.
-    static func exitSignal(of process: Process) -> @Sendable () async -> Void {
-        let (stream, continuation) = AsyncStream<Void>.makeStream()
-        process.terminationHandler = { _ in
-            continuation.yield()
-            continuation.finish()
-        }
-        return {
-            for await _ in stream { break }
-        }
+        let done = try await TestChild.runVerifyWorker(
+            arguments, environment: environment, input: Array((stdin ?? "").utf8))
+        return Outcome(status: done.exit.status, stdout: done.output, stderr: done.errors)
     }
 }
 

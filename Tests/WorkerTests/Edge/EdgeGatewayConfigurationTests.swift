@@ -3,6 +3,7 @@ import Kafka
 import Logging
 import Operations
 import Testing
+import Traffic
 
 /// `verify-worker gateway` refuses to start without a way to authenticate frontends, and says why in one line.
 @Suite("Edge: gateway configuration", .timeLimit(.minutes(1)))
@@ -80,18 +81,19 @@ struct EdgeGatewayConfigurationTests {
     func disabledWarnsOnce() async throws {
         let cluster = try MockKafkaCluster(brokers: 1)
         try cluster.createTopic("receipt-jobs", partitions: 1)
-        let child = try EdgeRunningProcess(
+        let child = try EdgeRunningProcess.start(
             Self.arguments(["--auth", "disabled", "--log-format", "json"]).map {
                 $0 == "127.0.0.1:1" ? cluster.bootstrapServers : $0
-            })
+            }, readsStderr: true)
         defer { child.kill() }
         var warnings = 0
-        for await line in child.stderr {
+        var listening = false
+        while !listening, let line = await child.nextLine() {
             if line.contains("bearer tokens disabled") { warnings += 1 }
-            if line.contains("gateway listening") { break }
+            listening = line.contains("gateway listening")
         }
+        #expect(listening)
         #expect(warnings == 1)
-        let exit = await child.terminate()
-        #expect(exit.status == 0)
+        #expect(await child.terminate() == .exited(0))
     }
 }

@@ -4,43 +4,14 @@ import Kafka
 import Messages
 import Observability
 import Testing
+import Traffic
 
 /// A child `verify-worker` whose output lines arrive as they are written.
-final class EdgeRunningProcess: Sendable {
-    let process: Process
-    let stdout: AsyncStream<String>
-    let stderr: AsyncStream<String>
-    private let exited: @Sendable () async -> Void
-
-    init(_ arguments: [String]) throws {
-        let process = try TestEnvironment.verifyWorkerProcess(arguments)
-        let output = Pipe()
-        let errors = Pipe()
-        process.standardOutput = output
-        process.standardError = errors
-        process.standardInput = FileHandle.nullDevice
-        self.exited = EdgeBlocking.exitSignal(of: process)
-        self.stdout = TestLines.stream(of: output.fileHandleForReading)
-        self.stderr = TestLines.stream(of: errors.fileHandleForReading)
-        try process.run()
-        self.process = process
-    }
-
-    /// The first line of `stream` that satisfies `predicate`, or nil if the stream ends first.
-    static func first(_ stream: AsyncStream<String>, where predicate: (String) -> Bool) async -> String? {
-        for await line in stream where predicate(line) { return line }
-        return nil
-    }
-
-    /// Sends SIGTERM and returns the exit status (the process must exit by itself, not by the signal).
-    func terminate() async -> (reason: Process.TerminationReason, status: Int32) {
-        process.terminate()
-        await exited()
-        return (process.terminationReason, process.terminationStatus)
-    }
-
-    func kill() {
-        if process.isRunning { process.terminate() }
+enum EdgeRunningProcess {
+    /// Starts `verify-worker arguments`; its lines are stdout's, or with `readsStderr` stdout's and stderr's together
+    /// (the services log on stderr).
+    static func start(_ arguments: [String], readsStderr: Bool = false) throws -> TestChild {
+        try TestChild.verifyWorker(arguments, mergesStderr: readsStderr)
     }
 }
 
@@ -51,13 +22,14 @@ struct EdgeSignalTests {
         let cluster = try MockKafkaCluster(brokers: 1)
         try cluster.createTopic("receipt-jobs", partitions: 2)
         let files = try GatewayTestFiles.shared.get()
-        let child = try EdgeRunningProcess([
-            "gateway", "--host", "127.0.0.1", "--port", "0", "--metrics-host", "127.0.0.1", "--metrics-port", "0",
-            "--brokers", cluster.bootstrapServers, "--log-format", "json", "--tokens-file", files.tokens.path,
-            "--trust-anchors", files.simulatorRoot.path,
-        ])
+        let child = try EdgeRunningProcess.start(
+            [
+                "gateway", "--host", "127.0.0.1", "--port", "0", "--metrics-host", "127.0.0.1", "--metrics-port", "0",
+                "--brokers", cluster.bootstrapServers, "--log-format", "json", "--tokens-file", files.tokens.path,
+                "--trust-anchors", files.simulatorRoot.path,
+            ], readsStderr: true)
         defer { child.kill() }
-        let listening = await EdgeRunningProcess.first(child.stderr) { $0.contains("gateway listening") }
+        let listening = await child.firstLine { $0.contains("gateway listening") }
         let line = try #require(listening, "the gateway never logged that it listens")
         let object = try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])
         let port = try #require(Int("\(object[LogKeys.httpPort] ?? "")"))
@@ -77,9 +49,7 @@ struct EdgeSignalTests {
             TransportRequest(url: "http://127.0.0.1:\(metricsPort)/readyz", timeout: .seconds(10)))
         #expect(ready.status == 200)
 
-        let exit = await child.terminate()
-        #expect(exit.reason == .exit)
-        #expect(exit.status == 0)
+        #expect(await child.terminate() == .exited(0))
     }
 
     @Test("verify-worker tail prints each message as one line and exits 0 on SIGTERM")
@@ -95,21 +65,16 @@ struct EdgeSignalTests {
             KafkaProducerRecord(topic: "receipt-verdicts", key: Array("a".utf8), value: Array("not json\nat all".utf8)))
         await producer.shutdown()
 
-        let child = try EdgeRunningProcess(["tail", "--brokers", cluster.bootstrapServers, "--from-beginning"])
+        let child = try EdgeRunningProcess.start(["tail", "--brokers", cluster.bootstrapServers, "--from-beginning"])
         defer { child.kill() }
         var lines: [String] = []
-        for await line in child.stdout {
-            lines.append(line)
-            if lines.count == 2 { break }
-        }
+        while lines.count < 2, let line = await child.nextLine() { lines.append(line) }
         #expect(lines.first == #"{"n":1}"#)
         let wrapped = try #require(
             try JSONSerialization.jsonObject(with: Data((lines.last ?? "").utf8)) as? [String: Any])
         #expect(wrapped["offset"] as? Int == 1)
         #expect(wrapped["value_base64"] as? String == Data("not json\nat all".utf8).base64EncodedString())
 
-        let exit = await child.terminate()
-        #expect(exit.reason == .exit)
-        #expect(exit.status == 0)
+        #expect(await child.terminate() == .exited(0))
     }
 }

@@ -310,28 +310,7 @@ struct EntitlementSchemaTests {
     typealias F = EntitlementFixtures
 
     static func validate(_ documents: [[UInt8]], schema: String) async throws -> [String] {
-        try await OffPool.run {
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-            process.arguments = [
-                "python3", TestEnvironment.packageRoot.appendingPathComponent("scripts/validate-schema.py").path,
-                TestEnvironment.packageRoot.appendingPathComponent("docs/schemas/\(schema)").path,
-            ]
-            let input = Pipe()
-            let output = Pipe()
-            process.standardInput = input
-            process.standardOutput = output
-            process.standardError = FileHandle.nullDevice
-            try process.run()
-            input.fileHandleForWriting.write(Data(documents.map { $0 + [0x0A] }.joined()))
-            try input.fileHandleForWriting.close()
-            let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-            process.waitUntilExit()
-            guard process.terminationStatus == 0 else {
-                throw MissingResource(what: "python3 with jsonschema", hint: "pip install jsonschema")
-            }
-            return text.split(separator: "\n").map(String.init)
-        }
+        try await SchemaValidator.validate(documents, schema: schema)
     }
 
     @Test("entitlements, history, transactions, errors and events match their schemas")

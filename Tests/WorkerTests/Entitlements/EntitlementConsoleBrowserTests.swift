@@ -5,7 +5,6 @@ import Foundation
 import Messages
 import Synchronization
 import Testing
-
 import Traffic
 
 /// The support console in a real browser: headless Chromium (Debian's `chromium` and `chromium-driver`) driven
@@ -45,30 +44,17 @@ struct EntitlementConsoleBrowserTests {
     /// Runs the browser script against `url`; the screenshot (after the last lookup) goes to `screenshot`.
     static func browse(url: String, token: String, queries: [String], screenshot: URL? = nil) async throws -> PageReport
     {
-        try await OffPool.run {
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-            process.arguments =
-                [
-                    "python3", TestEnvironment.packageRoot.appendingPathComponent("scripts/console-browser.py").path,
-                    "--url", url, "--token", token,
-                ] + queries.flatMap { ["--query", $0] }
-                + (screenshot.map { ["--screenshot", $0.path] } ?? [])
-            let output = Pipe()
-            let errors = Pipe()
-            process.standardOutput = output
-            process.standardError = errors
-            try process.run()
-            let text = output.fileHandleForReading.readDataToEndOfFile()
-            let problem = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-            process.waitUntilExit()
-            guard process.terminationStatus == 0 else {
-                throw MissingResource(
-                    what: "a working headless Chromium (\(problem.trimmingCharacters(in: .whitespacesAndNewlines)))",
-                    hint: "apt-get install chromium chromium-driver (scripts/setup-debian.sh installs them)")
-            }
-            return try JSONDecoder().decode(PageReport.self, from: text)
+        let done = try await TestCommand.run(
+            [
+                "python3", TestEnvironment.packageRoot.appendingPathComponent("scripts/console-browser.py").path,
+                "--url", url, "--token", token,
+            ] + queries.flatMap { ["--query", $0] } + (screenshot.map { ["--screenshot", $0.path] } ?? []))
+        guard done.succeeded else {
+            throw MissingResource(
+                what: "a working headless Chromium (\(done.errors.trimmingCharacters(in: .whitespacesAndNewlines)))",
+                hint: "apt-get install chromium chromium-driver (scripts/setup-debian.sh installs them)")
         }
+        return try JSONDecoder().decode(PageReport.self, from: Data(done.output.utf8))
     }
 
     @Test("logs in (a wrong token is refused), looks up accounts of a demo run, and shows what the API says")

@@ -6,6 +6,7 @@ import Logging
 import Messages
 import Operations
 import Testing
+import Traffic
 
 /// `verify-worker entitlements` as processes: killed with SIGKILL mid-stream, its partitions moved by a rebalance,
 /// its database stopped; afterwards every account's entitlements from the API equal what the verdicts imply, and

@@ -1,6 +1,7 @@
 import Foundation
 import Kafka
 import Testing
+import Traffic
 
 /// `verify-worker dev-broker` in a process of its own, used by this package's client and by kcat.
 @Suite("Kafka dev-broker process")
@@ -45,25 +46,15 @@ struct KafkaDevBrokerTests {
 
 /// A `verify-worker` child process with line-wise access to its stdout and stdin.
 final class KafkaTestBrokerProcess: Sendable {
-    private let process: Process
-    private let input: Pipe
-    private let lines: KafkaTestLineReader
+    private let child: TestChild
 
     init(arguments: [String]) throws {
-        let process = try TestEnvironment.verifyWorkerProcess(arguments)
-        let output = Pipe()
-        let input = Pipe()
-        process.standardOutput = output
-        process.standardInput = input
-        try process.run()
-        self.process = process
-        self.input = input
-        self.lines = KafkaTestLineReader(output.fileHandleForReading)
+        child = try TestChild.verifyWorker(arguments, opensStdin: true)
     }
 
     /// Waits for the `bootstrap=` line.
     func bootstrap() async throws -> String {
-        guard let line = await lines.next(), line.hasPrefix("bootstrap=") else {
+        guard let line = await child.nextLine(), line.hasPrefix("bootstrap=") else {
             throw KafkaTestFailure("dev-broker did not print a bootstrap= line first")
         }
         return String(line.dropFirst("bootstrap=".count))
@@ -71,40 +62,18 @@ final class KafkaTestBrokerProcess: Sendable {
 
     /// Sends one control line and returns the reply line.
     func control(_ command: String) async throws -> String {
-        input.fileHandleForWriting.write(Data((command + "\n").utf8))
-        guard let reply = await lines.next() else { throw KafkaTestFailure("dev-broker closed stdout") }
+        child.process.send(line: command)
+        guard let reply = await child.nextLine() else { throw KafkaTestFailure("dev-broker closed stdout") }
         return reply
     }
 
     /// Sends SIGTERM and returns the exit status.
     func terminate() async throws -> Int32 {
-        process.terminate()
-        let process = self.process
-        return await withCheckedContinuation { continuation in
-            Thread {
-                process.waitUntilExit()
-                continuation.resume(returning: process.terminationStatus)
-            }.start()
-        }
+        guard let exit = await child.terminate() else { throw KafkaTestFailure("dev-broker did not end") }
+        return exit.status
     }
 
-    func terminateIfRunning() {
-        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
-    }
-}
-
-/// Reads lines from a pipe on a thread of its own.
-final class KafkaTestLineReader: Sendable {
-    private let stream: AsyncStream<String>
-
-    init(_ handle: FileHandle) {
-        stream = TestLines.stream(of: handle)
-    }
-
-    func next() async -> String? {
-        var iterator = stream.makeAsyncIterator()
-        return await iterator.next()
-    }
+    func terminateIfRunning() { child.kill() }
 }
 
 /// Runs kcat (or the older `kafkacat` name).
@@ -120,28 +89,13 @@ enum KafkaTestKcat {
         throw MissingResource(what: "kcat", hint: "install it with `apt-get install kcat` (or kafkacat)")
     }
 
-    /// Runs kcat to completion on a thread of its own and returns its stdout.
+    /// Runs kcat to its end and returns its stdout.
     static func run(_ kcat: URL, _ arguments: [String], input: String? = nil) async throws -> String {
-        let process = Process()
-        process.executableURL = kcat
-        process.arguments = arguments
-        let output = Pipe()
-        process.standardOutput = output
-        let stdin = Pipe()
-        process.standardInput = stdin
-        try process.run()
-        if let input { stdin.fileHandleForWriting.write(Data(input.utf8)) }
-        try stdin.fileHandleForWriting.close()
-        let data: Data = await withCheckedContinuation { continuation in
-            Thread {
-                let data = output.fileHandleForReading.readDataToEndOfFile()
-                process.waitUntilExit()
-                continuation.resume(returning: data)
-            }.start()
+        let done = try await ChildProcess.run(
+            executable: kcat.path, arguments: arguments, input: Array((input ?? "").utf8), timeout: .seconds(120))
+        guard done.succeeded else {
+            throw KafkaTestFailure("kcat \(arguments.joined(separator: " ")) exited \(done.exit): \(done.errors)")
         }
-        guard process.terminationStatus == 0 else {
-            throw KafkaTestFailure("kcat \(arguments.joined(separator: " ")) exited \(process.terminationStatus)")
-        }
-        return String(decoding: data, as: UTF8.self)
+        return done.output
     }
 }

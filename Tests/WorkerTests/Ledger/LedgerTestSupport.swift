@@ -3,6 +3,7 @@ import Messages
 import Operations
 import Pipeline
 import Testing
+import Traffic
 
 @testable import Decision
 @testable import Ledger
@@ -112,31 +113,13 @@ enum LedgerTestSupport {
         return try result.get()
     }
 
-    /// Runs `command` with bash; returns what it printed (stdout and stderr), throws if it failed.
+    /// Runs `command` with bash; returns what it printed (stdout and stderr), throws if it failed. The wait ends when
+    /// bash does, even if a daemon the command started holds a descriptor it inherited.
     @discardableResult
     static func shell(_ command: String) async throws -> String {
-        let log = FileManager.default.temporaryDirectory.appendingPathComponent("ledger-shell-\(UUID().uuidString).log")
-        guard FileManager.default.createFile(atPath: log.path, contents: nil) else {
-            throw LedgerTestFailure("cannot create \(log.path)")
-        }
-        defer { try? FileManager.default.removeItem(at: log) }
-        let output = try FileHandle(forWritingTo: log)
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/bin/bash")
-        process.arguments = ["-c", command]
-        process.standardInput = FileHandle.nullDevice
-        process.standardOutput = output
-        process.standardError = output
-        // Ends on cancellation (a test's time limit) too: Foundation reports the exit only once every holder of a
-        // descriptor the child inherited closed it, and a daemon the command started may hold one for ever.
-        let exited = OneShot<Int32>()
-        process.terminationHandler = { exited.resolve($0.terminationStatus) }
-        try process.run()
-        guard let status = await exited.wait() else { throw CancellationError() }
-        try? output.close()
-        let text = (try? String(contentsOf: log, encoding: .utf8)) ?? ""
-        guard status == 0 else { throw LedgerTestFailure("`\(command)` failed (\(status)): \(text)") }
-        return text
+        let done = try await TestCommand.shell(command)
+        guard done.succeeded else { throw LedgerTestFailure("`\(command)` failed (\(done.exit)): \(done.errors)") }
+        return done.errors
     }
 }
 

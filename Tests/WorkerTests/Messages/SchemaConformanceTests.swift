@@ -8,37 +8,8 @@ import Testing
 struct SchemaConformanceTests {
     let codec = MessageCodec()
 
-    /// Runs the validator on a thread of its own: a Python start holds its thread for a second or more on a loaded
-    /// machine, and the cooperative pool has only one thread per core.
     func validate(_ documents: [[UInt8]], schema: String) async throws -> [String] {
-        try await OffPool.run { try Self.validateBlocking(documents, schema: schema) }
-    }
-
-    private static func validateBlocking(_ documents: [[UInt8]], schema: String) throws -> [String] {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = [
-            "python3", TestEnvironment.packageRoot.appendingPathComponent("scripts/validate-schema.py").path,
-            TestEnvironment.packageRoot.appendingPathComponent("docs/schemas/\(schema)").path,
-        ]
-        let input = Pipe()
-        let output = Pipe()
-        let errors = Pipe()
-        process.standardInput = input
-        process.standardOutput = output
-        process.standardError = errors
-        try process.run()
-        input.fileHandleForWriting.write(Data(documents.map { $0 + [0x0A] }.joined()))
-        try input.fileHandleForWriting.close()
-        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        let stderr = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else {
-            throw MissingResource(
-                what: "python3 with jsonschema (\(stderr.split(separator: "\n").last ?? ""))",
-                hint: "pip install jsonschema (.ci/run installs it)")
-        }
-        return text.split(separator: "\n").map(String.init)
+        try await SchemaValidator.validate(documents, schema: schema)
     }
 
     @Test("every job the codec writes validates against receipt-job.v1")

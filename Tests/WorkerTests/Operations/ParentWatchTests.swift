@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import Traffic
 
 @testable import Operations
 
@@ -11,33 +12,28 @@ struct ParentWatchTests {
     func childStopsWhenStarterDies() async throws {
         let binary = try TestEnvironment.verifyWorkerBinary()
         // The starter is a shell: it starts the simulator watching the shell ($$), prints the child's pid, waits.
-        let starter = Process()
-        starter.executableURL = URL(fileURLWithPath: "/bin/sh")
-        starter.arguments = [
-            "-c", #"VERIFY_EXIT_WITH_PARENT=$$ "$0" apple-sim --port 0 2>/dev/null & echo "child=$!"; wait"#,
-            binary.path,
-        ]
-        let output = Pipe()
-        starter.standardOutput = output
-        starter.standardInput = FileHandle.nullDevice
-        // Not this process's stderr: if this test process died, the shell and its child would hold `swift test`'s
-        // output pipe open until its timeout.
-        starter.standardError = FileHandle.nullDevice
-        try starter.run()
+        // Its stderr is discarded, not this process's: if this test process died, the shell and its child would
+        // hold `swift test`'s output pipe open until its timeout.
+        let starter = TestChild(
+            try ChildProcess(
+                name: "starter", executable: "/bin/sh",
+                arguments: [
+                    "-c", #"VERIFY_EXIT_WITH_PARENT=$$ "$0" apple-sim --port 0 2>/dev/null & echo "child=$!"; wait"#,
+                    binary.path,
+                ], logFile: TestChild.discard, readsLines: true, copiesLines: false))
         // Both lines, in either order: the child's pid from the shell, and the simulator's own `listening=` line,
         // so the child is known to be up and serving before its starter dies.
         var child: Int32?
         var listening = false
-        for await line in TestLines.stream(of: output.fileHandleForReading) {
+        while child == nil || !listening, let line = await starter.nextLine() {
             if line.hasPrefix("child=") { child = Int32(line.dropFirst("child=".count)) }
             if line.hasPrefix("listening=") { listening = true }
-            if child != nil, listening { break }
         }
         let pid = try #require(child)
         #expect(listening)
         #expect(ParentWatch.isRunning(pid))
 
-        kill(starter.processIdentifier, SIGKILL)
+        starter.kill()
         let clock = ContinuousClock()
         let deadline = clock.now + .seconds(40)
         while ParentWatch.isRunning(pid), clock.now < deadline {

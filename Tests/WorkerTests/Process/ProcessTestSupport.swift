@@ -54,36 +54,27 @@ enum ProcessTest {
 final class ProcessTestChild: Sendable {
     let name: String
     let stderrFile: URL
-    private let process: Process
-    let lines: KafkaTestLineReader
+    let lines: TestChild
 
     init(name: String, arguments: [String], environment: [String: String]? = nil, stderrFile: URL) throws {
         self.name = name
         self.stderrFile = stderrFile
-        let process = try TestEnvironment.verifyWorkerProcess(
-            arguments, environment: environment ?? ProcessInfo.processInfo.environment)
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardInput = Pipe()
-        FileManager.default.createFile(atPath: stderrFile.path, contents: nil)
-        process.standardError = try FileHandle(forWritingTo: stderrFile)
-        try process.run()
-        self.process = process
-        lines = KafkaTestLineReader(output.fileHandleForReading)
+        lines = try TestChild.verifyWorker(
+            arguments, environment: environment ?? ProcessInfo.processInfo.environment, logFile: stderrFile,
+            opensStdin: true, name: name)
     }
 
-    var isRunning: Bool { process.isRunning }
+    var isRunning: Bool { lines.isRunning }
 
-    func signal(_ signal: Int32) {
-        if process.isRunning { kill(process.processIdentifier, signal) }
-    }
+    func signal(_ signal: Int32) { lines.process.signal(signal) }
 
     /// Waits until the process exits and returns its status (128 + n when killed by signal n); fails after `limit`.
     func exitStatus(within limit: Duration) async throws -> Int32 {
-        try await ProcessTest.eventually("\(name) to exit", within: limit, every: .milliseconds(20)) {
-            !process.isRunning
+        switch await lines.process.waitForExit(timeout: limit) {
+        case .exited(let code): return code
+        case .signalled(let signal): return 128 + signal
+        case nil: throw ProcessTestFailure("\(name) did not exit within \(limit)")
         }
-        return process.terminationReason == .exit ? process.terminationStatus : 128 + process.terminationStatus
     }
 
     /// The child's standard error so far (its logs), for failure messages.
@@ -172,7 +163,7 @@ final class ProcessTestStack: Sendable {
             broker.terminateIfRunning()
             throw error
         }
-        guard let line = await simulator.lines.next(), line.hasPrefix("listening="),
+        guard let line = await simulator.lines.nextLine(), line.hasPrefix("listening="),
             let url = URL(string: String(line.dropFirst("listening=".count)))
         else {
             simulator.signal(SIGKILL)

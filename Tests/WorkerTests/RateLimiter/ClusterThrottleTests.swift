@@ -1,6 +1,7 @@
 import Foundation
 import RateLimiter
 import Testing
+import Traffic
 
 private typealias Support = RateLimiterTestSupport
 

@@ -2,6 +2,7 @@ import AppleClients
 import Foundation
 import Logging
 import Synchronization
+import Traffic
 
 /// Every log record of a logger, rendered as one line (level, message, metadata, source), for the checks that no
 /// secret, key or receipt is ever logged.

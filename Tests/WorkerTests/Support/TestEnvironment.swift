@@ -41,19 +41,6 @@ enum TestEnvironment {
         return data
     }
 
-    /// A `verify-worker` child to start: the built binary with `arguments`, in `environment` plus the parent watch, so
-    /// it stops itself when this test process is gone (a crashed run would otherwise leave it holding `swift test`'s
-    /// output pipe).
-    static func verifyWorkerProcess(
-        _ arguments: [String], environment: [String: String] = ProcessInfo.processInfo.environment
-    ) throws -> Process {
-        let process = Process()
-        process.executableURL = try verifyWorkerBinary()
-        process.arguments = arguments
-        process.environment = ParentWatch.childEnvironment(environment)
-        return process
-    }
-
     /// The `verify-worker` executable that `swift build`/`swift test` built next to the test bundle.
     static func verifyWorkerBinary() throws -> URL {
         if let path = ProcessInfo.processInfo.environment["VERIFY_WORKER_BINARY"] {

@@ -105,4 +105,52 @@ struct ChildProcessTests {
             executable: "/bin/sh", arguments: ["-c", "cat; echo done"], readsLines: true)
         #expect(await process.allLines() == ["done"])
     }
+
+    @Test("run() keeps stdout and stderr apart and reports the exit")
+    func runKeepsStreamsApart() async throws {
+        let done = try await ChildProcess.run(
+            executable: "/bin/sh", arguments: ["-c", "echo out; echo err >&2; echo more; printf last; exit 4"])
+        #expect(done.exit == .exited(4))
+        #expect(!done.succeeded)
+        // The last line had no newline: it is kept, and given one.
+        #expect(done.output == "out\nmore\nlast\n")
+        #expect(done.errors == "err\n")
+    }
+
+    @Test("run() feeds an input larger than a pipe while the child echoes it (no deadlock), then end of file")
+    func runFeedsLargeInput() async throws {
+        // 20,000 lines of 100 bytes: 2 MB, about 30 pipe buffers each way, and more lines than a child keeps by
+        // default.
+        let line = String(repeating: "x", count: 99) + "\n"
+        let input = Array(String(repeating: line, count: 20_000).utf8)
+        let done = try await ChildProcess.run(executable: "/bin/cat", arguments: [], input: input)
+        #expect(done.exit == .exited(0))
+        #expect(done.output.utf8.count == input.count)
+    }
+
+    @Test("run() without reading stdout ends when the command does, even if a daemon it started holds stdout")
+    func runWithoutOutputIgnoresDaemons() async throws {
+        let done = try await ChildProcess.run(
+            executable: "/bin/sh", arguments: ["-c", "sleep 30 & echo started"], readsOutput: false,
+            timeout: .seconds(20))
+        #expect(done.exit == .exited(0))
+        #expect(done.errors == "started\n")
+    }
+
+    @Test("run() kills a command that outlives its time limit and says so")
+    func runTimesOut() async throws {
+        let clock = ContinuousClock()
+        let start = clock.now
+        await #expect(throws: ChildProcess.Failure.self) {
+            _ = try await ChildProcess.run(executable: "/bin/sleep", arguments: ["30"], timeout: .milliseconds(300))
+        }
+        #expect(clock.now - start < .seconds(20))
+    }
+
+    @Test("Merged stderr arrives among the stdout lines")
+    func mergedStderr() async throws {
+        let process = try ChildProcess(
+            executable: "/bin/sh", arguments: ["-c", "echo out; echo err >&2"], readsLines: true, mergesStderr: true)
+        #expect(Set(await process.allLines()) == ["out", "err"])
+    }
 }
