@@ -160,14 +160,75 @@ package struct DemoRun: Sendable {
         // Stopping the simulator by cancellation makes Hummingbird log a CancellationError: not worth showing.
         simulatorConfiguration.logger.logLevel = .critical
         let simulator = try AppleSimulator(configuration: simulatorConfiguration)
-        return try await HarnessServices.run([SimulatorService(simulator)], logger: logger) {
+        // Minted in process, before anything listens.
+        var generator = SeedTrafficGenerator(
+            simulator: simulator, bundleID: DemoApp.bundleID, productIDs: DemoApp.catalog.products.keys.sorted(),
+            mix: options.mix, seed: options.seed)
+        let generated = try options.scenario.map { try $0(simulator) } ?? generator.generate(count: options.jobs)
+        simulator.stats.reset()
+
+        let directory = try DemoFiles(simulator: simulator)
+        defer { directory.remove() }
+        let bootstrap = cluster.bootstrapServers
+        let health = (0..<options.workers).map { _ in WorkerHealth() }
+        let stop = OneShot<Void>()
+        let begin = OneShot<Void>()
+        let tally = DemoTally(jobs: generated)
+        let collector = try TrafficReader.demo(bootstrapServers: bootstrap, tally: tally, logger: logger)
+
+        // In-process workers (no executable given): each `verify-worker run`'s runtime, from `begin` (after the
+        // prefill, if any) until `stop` (drain). Their settings are checked here, so a bad one fails with its key before
+        // anything starts; the simulator's port, still unknown, changes only the Apple URLs.
+        var workers: [any Service] = []
+        if options.workerExecutable == nil {
+            for index in 0..<options.workers {
+                _ = try Self.workerConfiguration(
+                    index: index, bootstrap: bootstrap, port: 1, files: directory, ledgerURL: options.ledgerURL,
+                    jobDeadline: options.appleDeadline, extra: options.workerSettings)
+                workers.append(
+                    TaskService { [options, logger] in
+                        guard await begin.wait() != nil else { return }
+                        let port = try await simulator.waitUntilReady()
+                        let configuration = try Self.workerConfiguration(
+                            index: index, bootstrap: bootstrap, port: port, files: directory,
+                            ledgerURL: options.ledgerURL, jobDeadline: options.appleDeadline,
+                            extra: options.workerSettings)
+                        let runtime = WorkerRuntime(
+                            configuration: configuration, logger: logger, serveOperations: false)
+                        _ = try await runtime.run(health: health[index]) { await stop.wait() }
+                    })
+            }
+        }
+        // One group for the run's in-process parts: the simulator, the verdict reader, the workers. A group stops its
+        // services in reverse order: the workers drain first, while the simulator still answers them.
+        let services: [any Service] = [SimulatorService(simulator), collector] + workers
+        return try await HarnessServices.run(services, logger: logger) {
             let port = try await simulator.waitUntilReady()
             simulator.setFaults(faultPlan())
             let report = try await runPipeline(
-                cluster: cluster, simulator: simulator, port: port, watch: watch, onProgress: onProgress)
-            try await options.afterDecided?(cluster.bootstrapServers, report)
+                DemoStage(
+                    bootstrap: bootstrap, simulator: simulator, port: port, generated: generated,
+                    directory: directory, health: health, begin: begin, stop: stop, tally: tally,
+                    collector: collector),
+                watch: watch, onProgress: onProgress)
+            try await options.afterDecided?(bootstrap, report)
             return report
         }
+    }
+
+    /// What the run's pipeline stage works with, made before the group starts.
+    private struct DemoStage: Sendable {
+        var bootstrap: String
+        var simulator: AppleSimulator
+        var port: Int
+        var generated: [GeneratedJob]
+        var directory: DemoFiles
+        var health: [WorkerHealth]
+        /// Starts the in-process workers.
+        var begin: OneShot<Void>
+        var stop: OneShot<Void>
+        var tally: DemoTally
+        var collector: TrafficReader
     }
 
     private func faultPlan() -> FaultPlan {
@@ -178,22 +239,12 @@ package struct DemoRun: Sendable {
     }
 
     private func runPipeline(
-        cluster: MockKafkaCluster, simulator: AppleSimulator, port: Int, watch: DemoWorkerWatch?,
-        onProgress: @escaping @Sendable (DemoProgress) -> Void
+        _ stage: DemoStage, watch: DemoWorkerWatch?, onProgress: @escaping @Sendable (DemoProgress) -> Void
     ) async throws -> DemoReport {
-        let bootstrap = cluster.bootstrapServers
-        var generator = SeedTrafficGenerator(
-            simulator: simulator, bundleID: DemoApp.bundleID, productIDs: DemoApp.catalog.products.keys.sorted(),
-            mix: options.mix, seed: options.seed)
-        let generated = try options.scenario.map { try $0(simulator) } ?? generator.generate(count: options.jobs)
-        simulator.stats.reset()
-
-        let directory = try DemoFiles(simulator: simulator)
-        defer { directory.remove() }
-        let health = (0..<options.workers).map { _ in WorkerHealth() }
-        let stop = OneShot<Void>()
-        let tally = DemoTally(jobs: generated)
-        let collector = try TrafficReader.demo(bootstrapServers: bootstrap, tally: tally, logger: logger)
+        let (bootstrap, simulator, port, generated) = (stage.bootstrap, stage.simulator, stage.port, stage.generated)
+        let (directory, health, stop, tally, collector) = (
+            stage.directory, stage.health, stage.stop, stage.tally, stage.collector
+        )
         return try await withProducer(bootstrap, clientID: "demo-frontend") { frontend in
             var prefilled: (started: ContinuousClock.Instant, produced: Duration)?
             if options.prefill {
@@ -222,81 +273,66 @@ package struct DemoRun: Sendable {
                     throw error
                 }
             }
-
-            // In-process workers (no executable given): each `verify-worker run`'s runtime, until `stop` (drain).
-            var workers: [any Service] = []
-            if processes.isEmpty {
-                for index in 0..<options.workers {
-                    let configuration = try Self.workerConfiguration(
-                        index: index, bootstrap: bootstrap, port: port, files: directory,
-                        ledgerURL: options.ledgerURL, jobDeadline: options.appleDeadline,
-                        extra: options.workerSettings)
-                    let runtime = WorkerRuntime(configuration: configuration, logger: logger, serveOperations: false)
-                    workers.append(
-                        TaskService { _ = try await runtime.run(health: health[index]) { await stop.wait() } })
+            // The in-process workers start now (after a prefill: on a full topic).
+            stage.begin.resolve(())
+            return try await withThrowingTaskGroup(of: Void.self) { [processes] group in
+                // Stopping drains each worker (committing on revoke); their runs then return on their own. One
+                // sequence for a finished run and a failed one.
+                @discardableResult
+                func shutDown() async -> [Int32?] {
+                    stop.resolve(())
+                    let exits = await Self.stop(processes)
+                    for (index, exit) in exits.enumerated() where exit != 0 {
+                        logger.warning(
+                            "demo: worker \(index) did not exit cleanly (status \(exit.map(String.init) ?? "unknown"))",
+                            metadata: [LogKeys.workerLog: "\(processes[index].logFile.path)"])
+                    }
+                    await collector.close()
+                    return exits
                 }
-            }
-            // The verdict reader and the in-process workers are the run's services (the simulator's is one level up).
-            return try await HarnessServices.run([collector] + workers, logger: logger) {
-                try await withThrowingTaskGroup(of: Void.self) { [processes] group in
-                    // Stopping drains each worker (committing on revoke); their runs then return on their own. One
-                    // sequence for a finished run and a failed one.
-                    @discardableResult
-                    func shutDown() async -> [Int32?] {
-                        stop.resolve(())
-                        let exits = await Self.stop(processes)
-                        for (index, exit) in exits.enumerated() where exit != 0 {
-                            logger.warning(
-                                "demo: worker \(index) did not exit cleanly (status \(exit.map(String.init) ?? "unknown"))",
-                                metadata: [LogKeys.workerLog: "\(processes[index].logFile.path)"])
-                        }
-                        await collector.close()
-                        return exits
+                do {
+                    if processes.isEmpty {
+                        try await waitForAssignment(health, collector: collector)
+                    } else {
+                        try await waitForAssignment(processes, collector: collector)
                     }
-                    do {
-                        if processes.isEmpty {
-                            try await waitForAssignment(health, collector: collector)
-                        } else {
-                            try await waitForAssignment(processes, collector: collector)
-                        }
-                    } catch {
-                        await Self.stop(processes)
-                        throw error
+                } catch {
+                    await Self.stop(processes)
+                    throw error
+                }
+                if let watch, !processes.isEmpty {
+                    group.addTask { await watch.running(processes) }
+                }
+                if prefilled == nil { try await prepare(frontend) }
+                let started = prefilled?.started ?? ContinuousClock.now
+                if let interval = options.progressInterval {
+                    group.addTask {
+                        try await reportProgress(every: interval, tally: tally, simulator: simulator, onProgress)
                     }
-                    if let watch, !processes.isEmpty {
-                        group.addTask { await watch.running(processes) }
+                }
+                var produced = prefilled?.produced
+                do {
+                    if prefilled == nil {
+                        try await produce(generated, with: frontend, tally: tally)
+                        produced = started.duration(to: .now)
                     }
-                    if prefilled == nil { try await prepare(frontend) }
-                    let started = prefilled?.started ?? ContinuousClock.now
-                    if let interval = options.progressInterval {
-                        group.addTask {
-                            try await reportProgress(every: interval, tally: tally, simulator: simulator, onProgress)
-                        }
-                    }
-                    var produced = prefilled?.produced
-                    do {
-                        if prefilled == nil {
-                            try await produce(generated, with: frontend, tally: tally)
-                            produced = started.duration(to: .now)
-                        }
-                        try await tally.waitUntilDecided(generated.count, stallLimit: stallLimit)
-                    } catch {
-                        await shutDown()
-                        group.cancelAll()
-                        throw error
-                    }
-                    let elapsed = started.duration(to: .now)
-                    if let watch, !processes.isEmpty { await watch.decided(processes) }
-                    let workerExits = await shutDown()
-                    var report = tally.report(
-                        appleStats: simulator.stats.snapshot(), started: started, elapsed: elapsed,
-                        workers: options.workers, partitions: options.partitions)
-                    report.produced = produced
-                    report.workerExits = workerExits
-                    // The workers return once drained; the progress reporter only ends by cancellation.
+                    try await tally.waitUntilDecided(generated.count, stallLimit: stallLimit)
+                } catch {
+                    await shutDown()
                     group.cancelAll()
-                    return report
+                    throw error
                 }
+                let elapsed = started.duration(to: .now)
+                if let watch, !processes.isEmpty { await watch.decided(processes) }
+                let workerExits = await shutDown()
+                var report = tally.report(
+                    appleStats: simulator.stats.snapshot(), started: started, elapsed: elapsed,
+                    workers: options.workers, partitions: options.partitions)
+                report.produced = produced
+                report.workerExits = workerExits
+                // The workers return once drained; the progress reporter only ends by cancellation.
+                group.cancelAll()
+                return report
             }
         }
     }
