@@ -105,6 +105,22 @@ enum LedgerSchema {
                 """,
                 "CREATE INDEX apple_call_records_due ON apple_call_records (state, due_at)",
             ]),
+        Migration(
+            version: 6, name: "subscription re-reads",
+            statements: [
+                // When the reconciler last read the history of a subscription the ledger is unsure of, and Apple's
+                // revision then (docs/LEDGER.md, "Subscription re-reads"). Milliseconds since 1970.
+                """
+                CREATE TABLE subscription_rereads (
+                    original_transaction_id TEXT PRIMARY KEY NOT NULL,
+                    reread_at INTEGER NOT NULL,
+                    revision TEXT,
+                    updated_at INTEGER NOT NULL
+                ) WITHOUT ROWID
+                """,
+                // The re-read looks for periods that ended recently: without it, a scan of every claim per batch.
+                "CREATE INDEX transaction_claims_expires ON transaction_claims (expires_date)",
+            ]),
     ]
 
     static let postgres: [Migration] = [
@@ -201,6 +217,19 @@ enum LedgerSchema {
                 )
                 """,
                 "CREATE INDEX apple_call_records_due ON apple_call_records (state, due_at)",
+            ]),
+        Migration(
+            version: 6, name: "subscription re-reads",
+            statements: [
+                """
+                CREATE TABLE subscription_rereads (
+                    original_transaction_id text PRIMARY KEY,
+                    reread_at timestamptz NOT NULL,
+                    revision text,
+                    updated_at timestamptz NOT NULL
+                )
+                """,
+                "CREATE INDEX transaction_claims_expires ON transaction_claims (expires_date)",
             ]),
     ]
 }
