@@ -120,6 +120,9 @@ enum LedgerSchema {
                 """,
                 // The re-read looks for periods that ended recently: without it, a scan of every claim per batch.
                 "CREATE INDEX transaction_claims_expires ON transaction_claims (expires_date)",
+                // And for notifications about a transaction no account had (a refund before its purchase was
+                // decided): few rows, read every pass.
+                "CREATE INDEX job_verdicts_unclaimed ON job_verdicts (decided_at) WHERE reason = 'unclaimed'",
             ]),
     ]
 
@@ -230,6 +233,7 @@ enum LedgerSchema {
                 )
                 """,
                 "CREATE INDEX transaction_claims_expires ON transaction_claims (expires_date)",
+                "CREATE INDEX job_verdicts_unclaimed ON job_verdicts (decided_at) WHERE reason = 'unclaimed'",
             ]),
     ]
 }

@@ -3,7 +3,9 @@ import Foundation
 
 /// A subscription whose state the ledger is unsure of (docs/LEDGER.md, "Subscription re-reads"): its latest period
 /// ended, it is not revoked, and auto-renew was not turned off, so Apple may be retrying the renewal (billing retry,
-/// perhaps with a grace period) or may have renewed it in a notification that never arrived.
+/// perhaps with a grace period) or may have renewed it in a notification that never arrived. Or a notification (a
+/// refund, say) named one of its transactions before the ledger had any claim on it, and the claim made since is
+/// not revoked: Apple's refund may be lost on it.
 public struct UnsureSubscription: Sendable, Hashable {
     public var originalTransactionID: String
     /// As the claims record it (`Production`, `Sandbox`); nil when unknown.
@@ -23,9 +25,19 @@ public struct UnsureSubscription: Sendable, Hashable {
 
 /// What the reconciler's history re-read needs from the ledger. ``PostgresLedger`` and ``SQLiteLedger`` implement it
 /// (table `subscription_rereads`, migration 6).
+extension UnsureSubscription {
+    /// Those a notification named first (a lost refund matters more than a lapsed period), each subscription once.
+    static func merged(_ named: [Self], _ lapsed: [Self], limit: Int) -> [Self] {
+        var seen = Set<String>()
+        return Array((named + lapsed).filter { seen.insert($0.originalTransactionID).inserted }.prefix(max(limit, 0)))
+    }
+}
+
 public protocol SubscriptionRereadStore: Sendable {
-    /// Up to `limit` unsure subscriptions whose latest period ended in `(lapsedSince, now]` and that were not re-read
-    /// after `rereadBefore`: never re-read first, then the longest ago.
+    /// Up to `limit` unsure subscriptions: first those a notification named while unclaimed (verdict `unclaimed`
+    /// decided after `lapsedSince`), not re-read since that notification, with a nil `revision` (the whole history
+    /// is read again: the refunded transaction may be an old one); then those whose latest period ended in
+    /// `(lapsedSince, now]`, not re-read after `rereadBefore`, never re-read first, then the longest ago.
     func unsureSubscriptions(
         now: Date, lapsedSince: Date, rereadBefore: Date, limit: Int
     ) async throws -> [UnsureSubscription]

@@ -7,6 +7,27 @@ extension PostgresLedger: SubscriptionRereadStore {
         now: Date, lapsedSince: Date, rereadBefore: Date, limit: Int
     ) async throws -> [UnsureSubscription] {
         let limit = max(limit, 0)
+        let named = try await operation("subscriptions named while unclaimed") { pool, logger in
+            try await pool.withConnection { connection in
+                // Claims made after a notification about their transaction found none: read the whole history once.
+                try await connection.query(
+                    """
+                    SELECT c.original_transaction_id, MAX(c.environment), r.reread_at
+                    FROM job_verdicts v
+                    CROSS JOIN LATERAL jsonb_array_elements(
+                        CASE WHEN jsonb_typeof(v.verdict_json::jsonb -> 'transactions') = 'array'
+                            THEN v.verdict_json::jsonb -> 'transactions' ELSE '[]'::jsonb END) t(value)
+                    JOIN transaction_claims c ON c.transaction_id = t.value ->> 'transaction_id'
+                    LEFT JOIN subscription_rereads r ON r.original_transaction_id = c.original_transaction_id
+                    WHERE v.reason = 'unclaimed' AND v.decided_at > \(lapsedSince) AND c.revoked_at IS NULL
+                        AND (r.reread_at IS NULL OR r.reread_at < v.decided_at)
+                    GROUP BY c.original_transaction_id, r.reread_at
+                    ORDER BY MIN(v.decided_at), c.original_transaction_id
+                    LIMIT \(limit)
+                    """, logger: logger
+                ).decode((String, String?, Date?).self).collected()
+            }
+        }
         let rows = try await operation("unsure subscriptions") { pool, logger in
             try await pool.withConnection { connection in
                 // `c` is the subscription's latest claim (no sibling ends later): its period ended in the window,
@@ -31,9 +52,13 @@ extension PostgresLedger: SubscriptionRereadStore {
                 ).decode((String, String?, Date?, String?).self).collected()
             }
         }
-        return rows.map {
-            UnsureSubscription(originalTransactionID: $0.0, environment: $0.1, rereadAt: $0.2, revision: $0.3)
-        }
+        return UnsureSubscription.merged(
+            named.map {
+                UnsureSubscription(originalTransactionID: $0.0, environment: $0.1, rereadAt: $0.2, revision: nil)
+            },
+            rows.map {
+                UnsureSubscription(originalTransactionID: $0.0, environment: $0.1, rereadAt: $0.2, revision: $0.3)
+            }, limit: limit)
     }
 
     public func recordSubscriptionReread(originalTransactionID: String, revision: String?, at: Date) async throws {

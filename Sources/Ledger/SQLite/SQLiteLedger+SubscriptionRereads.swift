@@ -7,9 +7,28 @@ extension SQLiteLedger: SubscriptionRereadStore {
         now: Date, lapsedSince: Date, rereadBefore: Date, limit: Int
     ) async throws -> [UnsureSubscription] {
         try await executor.run { connection, _ in
+            // Claims made after a notification about their transaction found none: read the whole history once.
+            let named = try connection.query(
+                """
+                SELECT c.original_transaction_id, MAX(c.environment), r.reread_at
+                FROM job_verdicts v
+                JOIN json_each(v.verdict_json, '$.transactions') t
+                JOIN transaction_claims c ON c.transaction_id = json_extract(t.value, '$.transaction_id')
+                LEFT JOIN subscription_rereads r ON r.original_transaction_id = c.original_transaction_id
+                WHERE v.reason = 'unclaimed' AND v.decided_at > ?
+                    AND c.revoked_at IS NULL AND (r.reread_at IS NULL OR r.reread_at < v.decided_at)
+                GROUP BY c.original_transaction_id, r.reread_at
+                ORDER BY MIN(v.decided_at), c.original_transaction_id
+                LIMIT ?
+                """, [SQLiteValue(lapsedSince), SQLiteValue(max(limit, 0))]
+            ).compactMap { row -> UnsureSubscription? in
+                guard let id = row[0].text else { return nil }
+                return UnsureSubscription(
+                    originalTransactionID: id, environment: row[1].text, rereadAt: row[2].date, revision: nil)
+            }
             // `c` is the subscription's latest claim (no sibling ends later): its period ended in the window, it is
             // not revoked, and auto-renew was not turned off (Apple retries billing only with auto-renew on).
-            try connection.query(
+            let lapsed = try connection.query(
                 """
                 SELECT c.original_transaction_id, MAX(c.environment), r.reread_at, r.revision
                 FROM transaction_claims c
@@ -30,6 +49,7 @@ extension SQLiteLedger: SubscriptionRereadStore {
                 return UnsureSubscription(
                     originalTransactionID: id, environment: row[1].text, rereadAt: row[2].date, revision: row[3].text)
             }
+            return UnsureSubscription.merged(named, lapsed, limit: limit)
         }
     }
 

@@ -5,8 +5,9 @@ import Testing
 @testable import Decision
 @testable import Ledger
 
-/// Issue 16.3: the reconciler's list of subscriptions the ledger is unsure of, and its record of re-reads (schema
-/// version 6), on both backends (a real SQLite file and a real PostgreSQL).
+/// Issue 16.3: the reconciler's list of subscriptions the ledger is unsure of (lapsed or in grace; or claimed after a
+/// notification named them unclaimed), and its record of re-reads (schema version 6), on both backends (a real SQLite
+/// file and a real PostgreSQL).
 @Suite("Ledger: subscriptions to re-read", .timeLimit(.minutes(2)))
 struct SubscriptionRereadStoreTests {
     typealias S = LedgerTestSupport
@@ -121,6 +122,45 @@ struct SubscriptionRereadStoreTests {
             #expect(
                 try await store.subscriptionClaims(originalTransactionID: "lapsed").map(\.transactionID).sorted()
                     == ["lapsed", "lapsed-2"])
+        }
+    }
+
+    @Test(
+        "a claim made after a notification about its transaction found none: listed first, whole history, once",
+        arguments: LedgerBackend.allCases)
+    func namedWhileUnclaimed(backend: LedgerBackend) async throws {
+        try await S.withLedger(backend) { ledger, _ in
+            typealias F = LedgerFixtures
+            let store = try Self.store(ledger)
+            try await Self.seed(ledger)
+            // A REFUND about a transaction no account had yet: recorded as `unclaimed`, nothing claimed.
+            let refunded = F.renewal(
+                "orphan", original: "orphan", purchased: F.days(-3), expires: F.days(27), revoked: F.days(-1))
+            let refund = NotificationRulesTests.notification("REFUND", [refunded], signed: F.days(-1))
+            let decision = try NotificationRulesTests.decide(refund, claims: [], job: "apple-notification-orphan")
+            #expect(decision.verdict.reason == .unclaimed)
+            #expect(try await ledger.apply(decision) == .applied(decision.verdict))
+            // The purchase decided after it, from a JWS signed before the refund: claimed, not revoked. A re-read
+            // before the notification does not count.
+            #expect(try await ledger.perform([.claim(Self.claim("orphan", expires: Self.at(days: 27)))]))
+            try await store.recordSubscriptionReread(
+                originalTransactionID: "orphan", revision: "3", at: decision.verdict.decidedAt.addingTimeInterval(-60))
+            let listed = try await store.unsureSubscriptions(
+                now: Self.now, lapsedSince: Self.at(days: -60), rereadBefore: Self.now.addingTimeInterval(-3_600),
+                limit: 10)
+            #expect(listed.map(\.originalTransactionID) == ["orphan", "grace", "lapsed"])
+            #expect(listed.first?.revision == nil, "the whole history: the refunded transaction may be an old one")
+            #expect(
+                try await store.unsureSubscriptions(
+                    now: Self.now, lapsedSince: Self.at(days: -60), rereadBefore: Self.now, limit: 1
+                ).map(\.originalTransactionID) == ["orphan"])
+            // Re-read after the notification: done with it.
+            try await store.recordSubscriptionReread(
+                originalTransactionID: "orphan", revision: "4", at: decision.verdict.decidedAt.addingTimeInterval(60))
+            let after = try await store.unsureSubscriptions(
+                now: Self.now, lapsedSince: Self.at(days: -60), rereadBefore: Self.now.addingTimeInterval(-3_600),
+                limit: 10)
+            #expect(after.map(\.originalTransactionID) == ["grace", "lapsed"])
         }
     }
 }
