@@ -148,6 +148,7 @@ let package = Package(
                 "AppleClients",
                 "RateLimiter",
                 "Ledger",
+                "Decision",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
             ]

@@ -105,6 +105,25 @@ enum LedgerSchema {
                 """,
                 "CREATE INDEX apple_call_records_due ON apple_call_records (state, due_at)",
             ]),
+        Migration(
+            version: 6, name: "subscription re-reads",
+            statements: [
+                // When the reconciler last read the history of a subscription the ledger is unsure of, and Apple's
+                // revision then (docs/LEDGER.md, "Subscription re-reads"). Milliseconds since 1970.
+                """
+                CREATE TABLE subscription_rereads (
+                    original_transaction_id TEXT PRIMARY KEY NOT NULL,
+                    reread_at INTEGER NOT NULL,
+                    revision TEXT,
+                    updated_at INTEGER NOT NULL
+                ) WITHOUT ROWID
+                """,
+                // The re-read looks for periods that ended recently: without it, a scan of every claim per batch.
+                "CREATE INDEX transaction_claims_expires ON transaction_claims (expires_date)",
+                // And for notifications about a transaction no account had (a refund before its purchase was
+                // decided): few rows, read every pass.
+                "CREATE INDEX job_verdicts_unclaimed ON job_verdicts (decided_at) WHERE reason = 'unclaimed'",
+            ]),
     ]
 
     static let postgres: [Migration] = [
@@ -201,6 +220,20 @@ enum LedgerSchema {
                 )
                 """,
                 "CREATE INDEX apple_call_records_due ON apple_call_records (state, due_at)",
+            ]),
+        Migration(
+            version: 6, name: "subscription re-reads",
+            statements: [
+                """
+                CREATE TABLE subscription_rereads (
+                    original_transaction_id text PRIMARY KEY,
+                    reread_at timestamptz NOT NULL,
+                    revision text,
+                    updated_at timestamptz NOT NULL
+                )
+                """,
+                "CREATE INDEX transaction_claims_expires ON transaction_claims (expires_date)",
+                "CREATE INDEX job_verdicts_unclaimed ON job_verdicts (decided_at) WHERE reason = 'unclaimed'",
             ]),
     ]
 }

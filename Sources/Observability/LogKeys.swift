@@ -107,4 +107,6 @@ public enum LogKeys {
     public static let reconcilePages = "reconcile.pages"
     public static let reconcileRecovered = "reconcile.recovered"
     public static let reconcileHolder = "reconcile.holder"
+    public static let reconcileSubscription = "reconcile.original_transaction_id"
+    public static let reconcileCorrections = "reconcile.corrections"
 }

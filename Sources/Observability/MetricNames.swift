@@ -124,4 +124,8 @@ public enum MetricNames {
     public static let reconcileSweeps = "verify_reconcile_sweeps_total"
     /// Counter, `result` = answered, retryable, failed: Get Notification History requests.
     public static let reconcileRequests = "verify_reconcile_requests_total"
+    /// Counter, `result` = read, rejected, failed: subscriptions whose transaction history was re-read (unsure state).
+    public static let reconcileRereads = "verify_reconcile_rereads_total"
+    /// Counter: corrections published as jobs after a re-read (a renewal, refund or later expiry the ledger lacked).
+    public static let reconcileCorrections = "verify_reconcile_corrections_total"
 }

@@ -42,6 +42,9 @@ public final class NotificationReconciler<Clock: GateClock>: Sendable where Cloc
     public let holder: String
     let logger: Logger
     let metrics = ReconcilerMetrics()
+    /// Where unsure subscriptions are listed and their history read; nil: no re-reads (notification sweeps only).
+    let rereadStore: (any SubscriptionRereadStore)?
+    let historySource: (any TransactionHistorySource)?
     private let bucket: Mutex<TokenBucket<Clock.Instant>>
 
     /// Apple answers history requests for the last 180 days only.
@@ -51,8 +54,11 @@ public final class NotificationReconciler<Clock: GateClock>: Sendable where Cloc
 
     public init(
         configuration: ReconcilerConfiguration, store: any ReconcilerStateStore, source: any NotificationHistorySource,
-        sink: any RecoveredJobSink, clock: Clock, holder: String, logger: Logger
+        sink: any RecoveredJobSink, clock: Clock, holder: String, logger: Logger,
+        rereadStore: (any SubscriptionRereadStore)? = nil, historySource: (any TransactionHistorySource)? = nil
     ) {
+        self.rereadStore = rereadStore
+        self.historySource = historySource
         self.configuration = configuration
         self.store = store
         self.source = source
@@ -72,6 +78,11 @@ public final class NotificationReconciler<Clock: GateClock>: Sendable where Cloc
             if case .failed(let why) = result {
                 logger.warning(
                     "reconcile: sweep failed; tried again next interval", metadata: [LogKeys.error: "\(why)"])
+            }
+            // Re-reads follow the sweep on the same lease and rate budget; another replica's lease means not ours.
+            if result != .notLeader && result != .leaseLost, case .stopped(let why) = await rereadUnsure() {
+                logger.warning(
+                    "reconcile: re-reads stopped; tried again next interval", metadata: [LogKeys.error: "\(why)"])
             }
             do {
                 try await clock.sleep(until: started.advanced(by: configuration.interval), tolerance: nil)
@@ -225,8 +236,8 @@ public final class NotificationReconciler<Clock: GateClock>: Sendable where Cloc
         return published
     }
 
-    /// Waits for the rate budget's next request.
-    private func pace() async throws {
+    /// Waits for the rate budget's next request (sweeps and re-reads share it).
+    func pace() async throws {
         while true {
             let now = clock.now
             let admitted = bucket.withLock { bucket in

@@ -23,6 +23,14 @@ public struct ReconcilerConfiguration: Sendable {
     public var notificationAccountID: String = NotificationJob.defaultAccountID
     /// The wait after Apple answered 429 or 5xx without a `Retry-After`: doubled per failure, from this, at most 64×.
     public var backoff: Duration = .seconds(1)
+    /// How often one unsure subscription's transaction history is re-read at most. Default: 1 hour.
+    public var rereadInterval: Duration = .seconds(3_600)
+    /// How long after its period ended a subscription stays unsure: Apple's billing retry lasts up to 60 days.
+    public var rereadWindow: Duration = .seconds(60 * 86_400)
+    /// Subscriptions re-read per sweep at most, so a backlog never holds the lease for long. Default: 100.
+    public var rereadBatch = 100
+    /// Pages of one subscription's history read per re-read at most (Apple gives 20 transactions a page).
+    public var rereadPages = 10
     /// The name of the lease and checkpoint row in the ledger. Default: `notification-history`.
     public var name = "notification-history"
 

@@ -11,6 +11,12 @@ struct ReconcilerMetrics: Sendable {
     let sweepsFailed = Counter(label: MetricNames.reconcileSweeps, dimensions: [("result", "failed")])
     let sweepsAbandoned = Counter(label: MetricNames.reconcileSweeps, dimensions: [("result", "lease_lost")])
 
+    let corrections = Counter(label: MetricNames.reconcileCorrections)
+
+    func rereads(_ result: String) -> Counter {
+        Counter(label: MetricNames.reconcileRereads, dimensions: [("result", result)])
+    }
+
     func requests(_ result: String) -> Counter {
         Counter(label: MetricNames.reconcileRequests, dimensions: [("result", result)])
     }

@@ -10,6 +10,8 @@ public struct ReconcileConfiguration: Sendable {
     public var reconciler: ReconcilerConfiguration
     /// Share of `server_api_rate` the sweeps may spend.
     public var rateShare: Double
+    /// False when `reconcile_reread_interval_s` is 0: notification sweeps only.
+    public var rereadsEnabled: Bool
 
     /// The reconciler's own keys, after the worker's in `--help` and the reference.
     public static let ownKeys: [ConfigurationKey] = [
@@ -33,6 +35,10 @@ public struct ReconcileConfiguration: Sendable {
         .init(
             "reconcile_environments", default: "production",
             "Environments whose history is swept, comma-separated: production, sandbox."),
+        .init(
+            "reconcile_reread_interval_s", default: "3600",
+            "Seconds before the transaction history of a subscription the ledger is unsure of (billing retry, grace "
+                + "period) is re-read again; 0 turns re-reads off. They share the sweeps' rate budget."),
         .init(
             "reconcile_notification_account", default: NotificationJob.defaultAccountID,
             "The account_id of recovered notification jobs; must be the gateway's gateway_notification_account."),
@@ -86,6 +92,9 @@ public struct ReconcileConfiguration: Sendable {
         }
         reconciler.environments = environments
         reconciler.notificationAccountID = try reader.string("reconcile_notification_account")
+        let rereadInterval = try reader.int("reconcile_reread_interval_s", in: 0...2_592_000)
+        rereadsEnabled = rereadInterval > 0
+        reconciler.rereadInterval = .seconds(max(rereadInterval, 1))
         self.reconciler = reconciler
         // Without a key there is no history to read: refused at start rather than idling.
         guard worker.serverAPIKey != nil else {

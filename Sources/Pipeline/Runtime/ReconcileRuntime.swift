@@ -77,7 +77,10 @@ public struct ReconcileRuntime: Sendable {
             configuration: configuration.reconciler, store: store,
             source: client,
             sink: KafkaRecoveredJobSink(producer: producer, topic: worker.jobsTopic), clock: ContinuousClock(),
-            holder: "\(worker.workerID)-\(ProcessInfo.processInfo.processIdentifier)", logger: logger)
+            holder: "\(worker.workerID)-\(ProcessInfo.processInfo.processIdentifier)", logger: logger,
+            // Both ledgers keep re-reads; `reconcile_reread_interval_s=0` turns them off.
+            rereadStore: configuration.rereadsEnabled ? ledger as? any SubscriptionRereadStore : nil,
+            historySource: client)
         let listening = OneShot<Bool>()
         let ledgerReady = ReadinessFlag()
         let logger = self.logger

@@ -335,6 +335,42 @@ struct AppleSimulatorServerAPITests {
         }
     }
 
+    @Test(
+        "history follows the truth: billing retry ends the period, a renewal is a new signed transaction after the revision"
+    )
+    func historyFollowsLifecycle() async throws {
+        let key = P256.Signing.PrivateKey()
+        try await AppleSimHarness.with({ try? $0.setAPIPublicKey(pem: key.publicKey.pemRepresentation) }) { sim in
+            let auth = ["Authorization": try AppleSimHarness.bearerToken(key: key)]
+            let expires = Int64(Date().timeIntervalSince1970 * 1000) + 30 * 86_400_000
+            let minted = try await sim.mint(
+                product: "com.example.app.monthly", format: "signed_transaction", environment: "Production",
+                extra: ["expires_at": expires])
+            let original = try #require(minted["transaction_id"] as? String)
+            let first = try await sim.request("GET", "inApps/v2/history/\(original)", headers: auth).json
+            let revision = try #require(first["revision"] as? String)
+
+            _ = try await sim.post("sim/billing-retry", ["original_transaction_id": original])
+            let retry = try await sim.request("GET", "inApps/v2/history/\(original)", headers: auth).json
+            let lapsed = try Self.payload(try #require((retry["signedTransactions"] as? [String])?.first))
+            #expect((lapsed["expiresDate"] as? Int ?? .max) <= Int(Date().timeIntervalSince1970 * 1000))
+
+            let renewed = try await sim.post("sim/renew", ["original_transaction_id": original])
+            let renewal = try #require(renewed.json["transaction_id"] as? String)
+            // From the revision of the first read: only what came after, the renewal, signed, with its new expiry.
+            let after = try await sim.request(
+                "GET", "inApps/v2/history/\(original)?revision=\(revision)", headers: auth
+            ).json
+            let signed = try #require(after["signedTransactions"] as? [String])
+            #expect(signed.count == 1)
+            let payload = try Self.payload(try #require(signed.first))
+            #expect(payload["transactionId"] as? String == renewal)
+            #expect(payload["originalTransactionId"] as? String == original)
+            #expect(payload["expiresDate"] as? Int == renewed.json["expires_date_ms"] as? Int)
+            #expect((payload["expiresDate"] as? Int ?? 0) > Int(Date().timeIntervalSince1970 * 1000))
+        }
+    }
+
     @Test("sandbox transactions answer 4040010 in production, unknown ids 4040005, missing tokens 401")
     func errors() async throws {
         try await AppleSimHarness.with { sim in

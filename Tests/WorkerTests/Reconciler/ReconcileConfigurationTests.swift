@@ -34,6 +34,9 @@ struct ReconcileConfigurationTests {
         #expect(configuration.reconciler.leaseDuration == .seconds(30))
         #expect(configuration.reconciler.environments == [.production])
         #expect(configuration.reconciler.notificationAccountID == "apple-notification")
+        // Re-reads of unsure subscriptions: on, each at most once an hour.
+        #expect(configuration.rereadsEnabled)
+        #expect(configuration.reconciler.rereadInterval == .seconds(3_600))
         // The worker's keys are read as `run` reads them.
         #expect(configuration.worker.jobsTopic == "receipt-jobs")
     }
@@ -52,6 +55,9 @@ struct ReconcileConfigurationTests {
         #expect(configuration.reconciler.leaseDuration == .seconds(12))
         #expect(configuration.reconciler.environments == [.production, .sandbox])
         #expect(configuration.reconciler.notificationAccountID == "notes")
+        let off = try Self.load(["--reconcile-reread-interval-s", "0"])
+        #expect(!off.rereadsEnabled)
+        #expect(try Self.load(["--reconcile-reread-interval-s", "600"]).reconciler.rereadInterval == .seconds(600))
     }
 
     @Test(
@@ -61,7 +67,8 @@ struct ReconcileConfigurationTests {
             ("reconcile_rate_share", "0"), ("reconcile_rate_share", "1.01"), ("reconcile_overlap_s", "-1"),
             ("reconcile_first_lookback_h", "0"), ("reconcile_first_lookback_h", "4321"), ("reconcile_lease_s", "4"),
             ("reconcile_environments", "xcode"), ("reconcile_environments", ","),
-            ("reconcile_notification_account", ""),
+            ("reconcile_notification_account", ""), ("reconcile_reread_interval_s", "-1"),
+            ("reconcile_reread_interval_s", "x"),
         ])
     func wrongValues(key: String, value: String) throws {
         var environment = Self.required

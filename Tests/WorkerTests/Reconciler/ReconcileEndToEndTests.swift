@@ -14,7 +14,8 @@ import Testing
 /// `verify-worker reconcile`'s runtime against the Apple simulator, a mock cluster, the ledger and a worker (issue 16,
 /// item 3): a REFUND notification Apple could not deliver (nothing listens at the notification URL) is found in Get
 /// Notification History, published as the gateway's job, and decided by the worker, so the grant is revoked; the
-/// checkpoint moves; the lease is given up on stop.
+/// checkpoint moves; the lease is given up on stop. And a renewal Apple never notified is found by re-reading the
+/// lapsed subscription's transaction history, published as a correction, and granted to the owner.
 @Suite("Reconciler: a notification Apple failed to deliver, recovered end to end", .timeLimit(.minutes(2)))
 struct ReconcileEndToEndTests {
     @Test("the REFUND that never arrived is found, published as the gateway's job and revokes the grant")
@@ -79,6 +80,73 @@ struct ReconcileEndToEndTests {
             // The sweep asked for failures only, and then stopped.
             let history = harness.simulator.stats.snapshot().requests["inApps/v1/notifications/history"] ?? 0
             #expect(history >= 1)
+
+            await group.triggerGracefulShutdown()
+            try await running.value
+        }
+    }
+
+    @Test("a renewal Apple never notified is found by re-reading the subscription's history and granted to its owner")
+    func rereadFindsRenewal() async throws {
+        try await PipelineHarness.with { harness in
+            // The demo's catalog sells no subscription: one is added before the worker reads it.
+            let subscription = "com.example.verifyworker.monthly"
+            var products = Array(DemoApp.catalog.products.values)
+            products.append(.init(id: subscription, type: .autoRenewable))
+            try JSONEncoder().encode(Catalog(bundleIDs: [DemoApp.bundleID], products: products))
+                .write(to: harness.files.catalog)
+            let key = P256.Signing.PrivateKey()
+            let serverAPI = [
+                "server_api_production_url": "http://127.0.0.1:\(harness.port)",
+                "server_api_sandbox_url": "http://127.0.0.1:\(harness.port)/sandbox",
+                "server_api_key_id": "TESTKEY123", "server_api_issuer_id": "issuer-e2e",
+            ]
+            let secrets = ["VERIFY_SERVER_API_KEY": key.pemRepresentation]
+            try harness.startWorker(0, extra: serverAPI, environment: secrets)
+            try await harness.waitUntilAssigned()
+
+            // A subscription whose period ended an hour ago: the ledger holds it, lapsed (billing retry, as far as
+            // it knows).
+            let nowMs = Int64(Date().timeIntervalSince1970 * 1000)
+            let minted = try harness.simulator.mint(
+                MintRequest(
+                    bundleId: DemoApp.bundleID, productId: subscription, format: .signedTransaction,
+                    environment: .production, expiresDateMs: nowMs - 3_600_000,
+                    purchaseDateMs: nowMs - 3_600_000 - 30 * 86_400_000))
+            let original = minted.transaction.transactionId
+            let purchase = ReceiptJob(
+                jobID: "job-" + UUID().uuidString.lowercased(), accountID: "acct-reread",
+                proof: .signedTransaction(minted.receipt), bundleID: DemoApp.bundleID, submittedAt: Date())
+            try await harness.submit([purchase])
+            try await harness.verdicts.waitForVerdicts(of: [purchase.jobID])
+            #expect(harness.verdicts.byJob[purchase.jobID]?.first?.reason == .expired)
+
+            // Apple renews it; no notification URL is set, so no notification is sent, and none is in Apple's
+            // history of failures: only the re-read can find it.
+            let renewal = try harness.simulator.renew(originalTransactionId: original)
+            let expiresMs = try #require(renewal.expiresDateMs)
+            let correction = "reconcile-\(renewal.transactionId)-\(expiresMs)-0"
+
+            var settings = DemoRun.workerSettings(
+                index: 9, bootstrap: harness.cluster.bootstrapServers, port: harness.port, files: harness.files,
+                ledgerURL: harness.ledgerURL, jobDeadline: .seconds(30), extra: serverAPI)
+            settings["metrics_port"] = String(try FreeLocalPort.pick())
+            settings["metrics_host"] = "127.0.0.1"
+            settings["reconcile_interval_s"] = "3600"
+            var sources = ConfigurationSources(table: ReconcileConfiguration.table)
+            sources.addEnvironment(secrets)
+            try sources.addFlags(settings)
+            let configuration = try ReconcileConfiguration(sources)
+            var logger = Logger(label: "test.reconcile")
+            logger.logLevel = .error
+            let group = try ReconcileRuntime(configuration: configuration, logger: logger).serviceGroup()
+            let running = Task { try await group.run() }
+
+            try await harness.verdicts.waitForVerdicts(of: [correction])
+            let verdict = try #require(harness.verdicts.byJob[correction]?.first)
+            #expect(verdict.accountID == "acct-reread")
+            #expect(verdict.outcome == .granted)
+            #expect(verdict.transactions.map(\.transactionID) == [renewal.transactionId])
 
             await group.triggerGracefulShutdown()
             try await running.value

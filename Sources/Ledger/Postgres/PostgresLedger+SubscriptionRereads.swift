@@ -1,0 +1,79 @@
+import Foundation
+import PostgresNIO
+
+/// The reconciler's list of subscriptions to re-read, and its record of re-reads (docs/LEDGER.md).
+extension PostgresLedger: SubscriptionRereadStore {
+    public func unsureSubscriptions(
+        now: Date, lapsedSince: Date, rereadBefore: Date, limit: Int
+    ) async throws -> [UnsureSubscription] {
+        let limit = max(limit, 0)
+        let named = try await operation("subscriptions named while unclaimed") { pool, logger in
+            try await pool.withConnection { connection in
+                // Claims made after a notification about their transaction found none: read the whole history once.
+                try await connection.query(
+                    """
+                    SELECT c.original_transaction_id, MAX(c.environment), r.reread_at
+                    FROM job_verdicts v
+                    CROSS JOIN LATERAL jsonb_array_elements(
+                        CASE WHEN jsonb_typeof(v.verdict_json::jsonb -> 'transactions') = 'array'
+                            THEN v.verdict_json::jsonb -> 'transactions' ELSE '[]'::jsonb END) t(value)
+                    JOIN transaction_claims c ON c.transaction_id = t.value ->> 'transaction_id'
+                    LEFT JOIN subscription_rereads r ON r.original_transaction_id = c.original_transaction_id
+                    WHERE v.reason = 'unclaimed' AND v.decided_at > \(lapsedSince) AND c.revoked_at IS NULL
+                        AND (r.reread_at IS NULL OR r.reread_at < v.decided_at)
+                    GROUP BY c.original_transaction_id, r.reread_at
+                    ORDER BY MIN(v.decided_at), c.original_transaction_id
+                    LIMIT \(limit)
+                    """, logger: logger
+                ).decode((String, String?, Date?).self).collected()
+            }
+        }
+        let rows = try await operation("unsure subscriptions") { pool, logger in
+            try await pool.withConnection { connection in
+                // `c` is the subscription's latest claim (no sibling ends later): its period ended in the window,
+                // it is not revoked, and auto-renew was not turned off (Apple retries billing only with it on).
+                try await connection.query(
+                    """
+                    SELECT c.original_transaction_id, MAX(c.environment), r.reread_at, r.revision
+                    FROM transaction_claims c
+                    LEFT JOIN subscription_rereads r ON r.original_transaction_id = c.original_transaction_id
+                    WHERE c.product_type = 'auto_renewable' AND c.expires_date > \(lapsedSince)
+                        AND c.expires_date <= \(now) AND c.revoked_at IS NULL
+                        AND c.auto_renew IS DISTINCT FROM false
+                        AND NOT EXISTS (
+                            SELECT 1 FROM transaction_claims n
+                            WHERE n.original_transaction_id = c.original_transaction_id
+                                AND n.expires_date > c.expires_date)
+                        AND (r.reread_at IS NULL OR r.reread_at <= \(rereadBefore))
+                    GROUP BY c.original_transaction_id, r.reread_at, r.revision
+                    ORDER BY r.reread_at NULLS FIRST, c.original_transaction_id
+                    LIMIT \(limit)
+                    """, logger: logger
+                ).decode((String, String?, Date?, String?).self).collected()
+            }
+        }
+        return UnsureSubscription.merged(
+            named.map {
+                UnsureSubscription(originalTransactionID: $0.0, environment: $0.1, rereadAt: $0.2, revision: nil)
+            },
+            rows.map {
+                UnsureSubscription(originalTransactionID: $0.0, environment: $0.1, rereadAt: $0.2, revision: $0.3)
+            }, limit: limit)
+    }
+
+    public func recordSubscriptionReread(originalTransactionID: String, revision: String?, at: Date) async throws {
+        try await operation("record subscription re-read") { pool, logger in
+            try await pool.withConnection { connection in
+                _ = try await connection.query(
+                    """
+                    INSERT INTO subscription_rereads AS r (original_transaction_id, reread_at, revision, updated_at)
+                    VALUES (\(originalTransactionID), \(at), \(revision), \(at))
+                    ON CONFLICT (original_transaction_id) DO UPDATE SET
+                        reread_at = EXCLUDED.reread_at, revision = COALESCE(EXCLUDED.revision, r.revision),
+                        updated_at = EXCLUDED.updated_at
+                    """, logger: logger
+                ).collect()
+            }
+        }
+    }
+}

@@ -1,0 +1,72 @@
+import Foundation
+import SQLiteStorage
+
+/// The reconciler's list of subscriptions to re-read, and its record of re-reads (docs/LEDGER.md).
+extension SQLiteLedger: SubscriptionRereadStore {
+    public func unsureSubscriptions(
+        now: Date, lapsedSince: Date, rereadBefore: Date, limit: Int
+    ) async throws -> [UnsureSubscription] {
+        try await executor.run { connection, _ in
+            // Claims made after a notification about their transaction found none: read the whole history once.
+            let named = try connection.query(
+                """
+                SELECT c.original_transaction_id, MAX(c.environment), r.reread_at
+                FROM job_verdicts v
+                JOIN json_each(v.verdict_json, '$.transactions') t
+                JOIN transaction_claims c ON c.transaction_id = json_extract(t.value, '$.transaction_id')
+                LEFT JOIN subscription_rereads r ON r.original_transaction_id = c.original_transaction_id
+                WHERE v.reason = 'unclaimed' AND v.decided_at > ?
+                    AND c.revoked_at IS NULL AND (r.reread_at IS NULL OR r.reread_at < v.decided_at)
+                GROUP BY c.original_transaction_id, r.reread_at
+                ORDER BY MIN(v.decided_at), c.original_transaction_id
+                LIMIT ?
+                """, [SQLiteValue(lapsedSince), SQLiteValue(max(limit, 0))]
+            ).compactMap { row -> UnsureSubscription? in
+                guard let id = row[0].text else { return nil }
+                return UnsureSubscription(
+                    originalTransactionID: id, environment: row[1].text, rereadAt: row[2].date, revision: nil)
+            }
+            // `c` is the subscription's latest claim (no sibling ends later): its period ended in the window, it is
+            // not revoked, and auto-renew was not turned off (Apple retries billing only with auto-renew on).
+            let lapsed = try connection.query(
+                """
+                SELECT c.original_transaction_id, MAX(c.environment), r.reread_at, r.revision
+                FROM transaction_claims c
+                LEFT JOIN subscription_rereads r ON r.original_transaction_id = c.original_transaction_id
+                WHERE c.product_type = 'auto_renewable' AND c.expires_date > ? AND c.expires_date <= ?
+                    AND c.revoked_at IS NULL AND (c.auto_renew IS NULL OR c.auto_renew <> 0)
+                    AND NOT EXISTS (
+                        SELECT 1 FROM transaction_claims n
+                        WHERE n.original_transaction_id = c.original_transaction_id AND n.expires_date > c.expires_date)
+                    AND (r.reread_at IS NULL OR r.reread_at <= ?)
+                GROUP BY c.original_transaction_id, r.reread_at, r.revision
+                ORDER BY r.reread_at IS NOT NULL, r.reread_at, c.original_transaction_id
+                LIMIT ?
+                """,
+                [SQLiteValue(lapsedSince), SQLiteValue(now), SQLiteValue(rereadBefore), SQLiteValue(max(limit, 0))]
+            ).compactMap { row -> UnsureSubscription? in
+                guard let id = row[0].text else { return nil }
+                return UnsureSubscription(
+                    originalTransactionID: id, environment: row[1].text, rereadAt: row[2].date, revision: row[3].text)
+            }
+            return UnsureSubscription.merged(named, lapsed, limit: limit)
+        }
+    }
+
+    public func recordSubscriptionReread(originalTransactionID: String, revision: String?, at: Date) async throws {
+        try await executor.run { connection, _ in
+            try Self.transaction(connection) { () throws -> (Void, commit: Bool) in
+                try connection.query(
+                    """
+                    INSERT INTO subscription_rereads (original_transaction_id, reread_at, revision, updated_at)
+                    VALUES (?, ?, ?, ?)
+                    ON CONFLICT (original_transaction_id) DO UPDATE SET
+                        reread_at = excluded.reread_at, revision = COALESCE(excluded.revision, revision),
+                        updated_at = excluded.updated_at
+                    """,
+                    [.text(originalTransactionID), SQLiteValue(at), SQLiteValue(revision), SQLiteValue(at)])
+                return ((), true)
+            }
+        }
+    }
+}

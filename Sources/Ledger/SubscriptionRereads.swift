@@ -1,0 +1,56 @@
+import Decision
+import Foundation
+
+/// A subscription whose state the ledger is unsure of (docs/LEDGER.md, "Subscription re-reads"): its latest period
+/// ended, it is not revoked, and auto-renew was not turned off, so Apple may be retrying the renewal (billing retry,
+/// perhaps with a grace period) or may have renewed it in a notification that never arrived. Or a notification (a
+/// refund, say) named one of its transactions before the ledger had any claim on it, and the claim made since is
+/// not revoked: Apple's refund may be lost on it.
+public struct UnsureSubscription: Sendable, Hashable {
+    public var originalTransactionID: String
+    /// As the claims record it (`Production`, `Sandbox`); nil when unknown.
+    public var environment: String?
+    /// When the reconciler last read its history; nil before the first time.
+    public var rereadAt: Date?
+    /// Apple's `revision` after the last page read: the next re-read asks only for what came after.
+    public var revision: String?
+
+    public init(originalTransactionID: String, environment: String?, rereadAt: Date?, revision: String?) {
+        self.originalTransactionID = originalTransactionID
+        self.environment = environment
+        self.rereadAt = rereadAt
+        self.revision = revision
+    }
+}
+
+/// What the reconciler's history re-read needs from the ledger. ``PostgresLedger`` and ``SQLiteLedger`` implement it
+/// (table `subscription_rereads`, migration 6).
+extension UnsureSubscription {
+    /// Those a notification named first (a lost refund matters more than a lapsed period), each subscription once.
+    static func merged(_ named: [Self], _ lapsed: [Self], limit: Int) -> [Self] {
+        var seen = Set<String>()
+        return Array((named + lapsed).filter { seen.insert($0.originalTransactionID).inserted }.prefix(max(limit, 0)))
+    }
+}
+
+public protocol SubscriptionRereadStore: Sendable {
+    /// Up to `limit` unsure subscriptions: first those a notification named while unclaimed (verdict `unclaimed`
+    /// decided after `lapsedSince`), not re-read since that notification, with a nil `revision` (the whole history
+    /// is read again: the refunded transaction may be an old one); then those whose latest period ended in
+    /// `(lapsedSince, now]`, not re-read after `rereadBefore`, never re-read first, then the longest ago.
+    func unsureSubscriptions(
+        now: Date, lapsedSince: Date, rereadBefore: Date, limit: Int
+    ) async throws -> [UnsureSubscription]
+
+    /// Records a re-read at `at`; a nil `revision` keeps the one stored.
+    func recordSubscriptionReread(originalTransactionID: String, revision: String?, at: Date) async throws
+
+    /// Every claim of one subscription.
+    func subscriptionClaims(originalTransactionID: String) async throws -> [TransactionClaim]
+}
+
+extension SubscriptionRereadStore where Self: Ledger {
+    public func subscriptionClaims(originalTransactionID: String) async throws -> [TransactionClaim] {
+        try await snapshot(jobID: "", transactionIDs: [], originalTransactionIDs: [originalTransactionID]).claims
+    }
+}

@@ -1,0 +1,166 @@
+import Foundation
+import Messages
+import Testing
+
+@testable import Decision
+@testable import Ledger
+
+/// Issue 16.3: the reconciler's list of subscriptions the ledger is unsure of (lapsed or in grace; or claimed after a
+/// notification named them unclaimed), and its record of re-reads (schema version 6), on both backends (a real SQLite
+/// file and a real PostgreSQL).
+@Suite("Ledger: subscriptions to re-read", .timeLimit(.minutes(2)))
+struct SubscriptionRereadStoreTests {
+    typealias S = LedgerTestSupport
+
+    static let now = Date(timeIntervalSince1970: 1_800_000_000)
+
+    static func at(days: Double) -> Date { now.addingTimeInterval(days * 86_400) }
+
+    static func store(_ ledger: any Ledger) throws -> any SubscriptionRereadStore {
+        try #require(ledger as? any SubscriptionRereadStore, "both ledgers keep subscription re-reads")
+    }
+
+    static func claim(
+        _ id: String, original: String? = nil, expires: Date?, grace: Date? = nil, revoked: Date? = nil,
+        type: ProductType = .autoRenewable
+    ) -> TransactionClaim {
+        TransactionClaim(
+            transactionID: id, originalTransactionID: original ?? id, accountID: "acct-\(original ?? id)",
+            productID: "pro.monthly", productType: type, bundleID: "com.example.app", environment: "Production",
+            purchaseDate: at(days: -400), expiresDate: expires, gracePeriodExpiresDate: grace, revokedAt: revoked,
+            grantedJobID: "job-\(id)", verdictID: "verdict-\(id)", createdAt: at(days: -400), updatedAt: at(days: -400))
+    }
+
+    /// A ledger with one subscription of each kind; the unsure ones are `lapsed` and `grace`.
+    static func seed(_ ledger: any Ledger) async throws {
+        let writes: [LedgerWrite] = [
+            // Lapsed a day ago, auto-renew unknown: billing retry, or a renewal whose notification never came.
+            .claim(claim("lapsed", expires: at(days: -1))),
+            // Lapsed an hour ago, in a grace period, auto-renew on.
+            .claim(claim("grace", expires: now.addingTimeInterval(-3_600), grace: at(days: 5))),
+            // Renewed: the latest period runs for 20 more days.
+            .claim(claim("renewed", expires: at(days: -10))),
+            .claim(claim("renewed-2", original: "renewed", expires: at(days: 20))),
+            // The customer turned auto-renew off: it simply ended.
+            .claim(claim("off", expires: at(days: -2))),
+            // Refunded.
+            .claim(claim("refunded", expires: at(days: -3), revoked: at(days: -4))),
+            // Ended 90 days ago: past Apple's 60 days of billing retry.
+            .claim(claim("old", expires: at(days: -90))),
+            // Not a subscription.
+            .claim(claim("lifetime", expires: nil, type: .nonConsumable)),
+            .recordNotification(originalTransactionID: "grace", signedAt: at(days: -1), autoRenew: true),
+            .recordNotification(originalTransactionID: "off", signedAt: at(days: -3), autoRenew: false),
+        ]
+        #expect(try await ledger.perform(writes))
+    }
+
+    @Test(
+        "unsure: lapsed or in grace, not revoked, auto-renew not off, within the window; never-read first",
+        arguments: LedgerBackend.allCases)
+    func listsUnsureSubscriptions(backend: LedgerBackend) async throws {
+        try await S.withLedger(backend) { ledger, _ in
+            let store = try Self.store(ledger)
+            try await Self.seed(ledger)
+            let first = try await store.unsureSubscriptions(
+                now: Self.now, lapsedSince: Self.at(days: -60), rereadBefore: Self.now.addingTimeInterval(-3_600),
+                limit: 10)
+            #expect(
+                first == [
+                    UnsureSubscription(
+                        originalTransactionID: "grace", environment: "Production", rereadAt: nil, revision: nil),
+                    UnsureSubscription(
+                        originalTransactionID: "lapsed", environment: "Production", rereadAt: nil, revision: nil),
+                ])
+            // Bounded batches.
+            let one = try await store.unsureSubscriptions(
+                now: Self.now, lapsedSince: Self.at(days: -60), rereadBefore: Self.now, limit: 1)
+            #expect(one.map(\.originalTransactionID) == ["grace"])
+        }
+    }
+
+    @Test(
+        "a re-read hides the subscription for the interval, keeps its revision, and comes back oldest-read first",
+        arguments: LedgerBackend.allCases)
+    func rereadOncePerInterval(backend: LedgerBackend) async throws {
+        try await S.withLedger(backend) { ledger, _ in
+            let store = try Self.store(ledger)
+            try await Self.seed(ledger)
+            try await store.recordSubscriptionReread(originalTransactionID: "lapsed", revision: "5", at: Self.now)
+            // A minute later, with a one-hour interval: only the one not read yet.
+            let soon = Self.now.addingTimeInterval(60)
+            let listed = try await store.unsureSubscriptions(
+                now: soon, lapsedSince: soon.addingTimeInterval(-60 * 86_400),
+                rereadBefore: soon.addingTimeInterval(-3_600), limit: 10)
+            #expect(listed.map(\.originalTransactionID) == ["grace"])
+            // Grace read later than lapsed; an answer without a revision keeps the stored one.
+            try await store.recordSubscriptionReread(
+                originalTransactionID: "grace", revision: nil, at: Self.now.addingTimeInterval(120))
+            try await store.recordSubscriptionReread(
+                originalTransactionID: "lapsed", revision: nil, at: Self.now.addingTimeInterval(60))
+            let later = Self.now.addingTimeInterval(2 * 3_600)
+            let again = try await store.unsureSubscriptions(
+                now: later, lapsedSince: later.addingTimeInterval(-60 * 86_400),
+                rereadBefore: later.addingTimeInterval(-3_600), limit: 10)
+            #expect(
+                again == [
+                    UnsureSubscription(
+                        originalTransactionID: "lapsed", environment: "Production",
+                        rereadAt: Self.now.addingTimeInterval(60), revision: "5"),
+                    UnsureSubscription(
+                        originalTransactionID: "grace", environment: "Production",
+                        rereadAt: Self.now.addingTimeInterval(120), revision: nil),
+                ])
+            // A renewal claimed since: no longer unsure.
+            #expect(
+                try await ledger.perform([
+                    .claim(Self.claim("lapsed-2", original: "lapsed", expires: Self.at(days: 30)))
+                ]))
+            let afterRenewal = try await store.unsureSubscriptions(
+                now: later, lapsedSince: later.addingTimeInterval(-60 * 86_400), rereadBefore: later, limit: 10)
+            #expect(afterRenewal.map(\.originalTransactionID) == ["grace"])
+            #expect(
+                try await store.subscriptionClaims(originalTransactionID: "lapsed").map(\.transactionID).sorted()
+                    == ["lapsed", "lapsed-2"])
+        }
+    }
+
+    @Test(
+        "a claim made after a notification about its transaction found none: listed first, whole history, once",
+        arguments: LedgerBackend.allCases)
+    func namedWhileUnclaimed(backend: LedgerBackend) async throws {
+        try await S.withLedger(backend) { ledger, _ in
+            typealias F = LedgerFixtures
+            let store = try Self.store(ledger)
+            try await Self.seed(ledger)
+            // A REFUND about a transaction no account had yet: recorded as `unclaimed`, nothing claimed.
+            let refunded = F.renewal(
+                "orphan", original: "orphan", purchased: F.days(-3), expires: F.days(27), revoked: F.days(-1))
+            let refund = NotificationRulesTests.notification("REFUND", [refunded], signed: F.days(-1))
+            let decision = try NotificationRulesTests.decide(refund, claims: [], job: "apple-notification-orphan")
+            #expect(decision.verdict.reason == .unclaimed)
+            #expect(try await ledger.apply(decision) == .applied(decision.verdict))
+            // The purchase decided after it, from a JWS signed before the refund: claimed, not revoked. A re-read
+            // before the notification does not count.
+            #expect(try await ledger.perform([.claim(Self.claim("orphan", expires: Self.at(days: 27)))]))
+            try await store.recordSubscriptionReread(
+                originalTransactionID: "orphan", revision: "3", at: decision.verdict.decidedAt.addingTimeInterval(-60))
+            let listed = try await store.unsureSubscriptions(
+                now: Self.now, lapsedSince: Self.at(days: -60), rereadBefore: Self.now.addingTimeInterval(-3_600),
+                limit: 10)
+            #expect(listed.map(\.originalTransactionID) == ["orphan", "grace", "lapsed"])
+            #expect(listed.first?.revision == nil, "the whole history: the refunded transaction may be an old one")
+            #expect(
+                try await store.unsureSubscriptions(
+                    now: Self.now, lapsedSince: Self.at(days: -60), rereadBefore: Self.now, limit: 1
+                ).map(\.originalTransactionID) == ["orphan"])
+            // Re-read after the notification: done with it.
+            try await store.recordSubscriptionReread(
+                originalTransactionID: "orphan", revision: "4", at: decision.verdict.decidedAt.addingTimeInterval(60))
+            let after = try await store.unsureSubscriptions(
+                now: Self.now, lapsedSince: Self.at(days: -60), rereadBefore: Self.now.addingTimeInterval(-3_600),
+                limit: 10)
+            #expect(after.map(\.originalTransactionID) == ["grace", "lapsed"])
+        }
+    }
+}
