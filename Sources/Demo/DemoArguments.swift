@@ -90,12 +90,13 @@ package struct DemoArguments: HarnessArguments {
         var logger = Logger(label: "demo")
         logger.logLevel = Logger.Level(rawValue: logLevel) ?? .warning
         let entitlements = DemoEntitlements(port: consolePort, host: consoleHost)
+        options.entitlements = entitlements
         let serve = self.serve
         let signals = serve ? TerminationSignals() : nil
-        options.afterDecided = { [logger] bootstrap, report in
+        options.afterDecided = { bootstrap, report, running in
             if isTerminal { print("") }
             print(report.table())
-            let running = try await entitlements.start(bootstrap: bootstrap, logger: logger)
+            guard let running else { return }
             print("")
             print(try await DemoEntitlements.table(running, accounts: DemoEntitlements.showcase(report)))
             if let signals {
@@ -110,7 +111,6 @@ package struct DemoArguments: HarnessArguments {
                 fflush(nil)
                 await signals.wait()
             }
-            await running.stop()
         }
         let report = try await DemoRun(options: options, logger: logger).run { progress in
             if isTerminal {

@@ -5,10 +5,12 @@ import Kafka
 import Logging
 import Messages
 import Operations
+import ServiceLifecycle
 
 /// The demo's entitlement service: `verify-worker entitlements`' service, in process, over the demo's cluster and a
-/// SQLite store in a temporary directory. It reads every verdict of the run, then the demo shows a few accounts'
-/// entitlements from the API (and, with `--serve`, keeps the console open).
+/// SQLite store in a temporary directory, one more part of the demo's service group. It reads the run's verdicts as
+/// they come; once every job is decided the demo shows a few accounts' entitlements from the API (and, with
+/// `--serve`, keeps the console open).
 package struct DemoEntitlements: Sendable {
     /// Where the console listens; 0 picks a free port.
     package var port: Int = 0
@@ -30,13 +32,33 @@ package struct DemoEntitlements: Sendable {
         .init(id: "com.example.verifyworker.monthly", type: .autoRenewable, entitlements: ["premium"]),
     ])
 
-    /// A running service, caught up with the run's verdicts.
-    package struct Running: Sendable {
+    /// The service made for a run, not yet started: its parts join the demo's service group (``services``).
+    package struct Prepared: Sendable {
         package let service: EntitlementsService
-        package let task: Task<Void, any Error>
-        package let port: Int
         package let token: String
         package let directory: URL
+
+        /// The entitlement service's parts, for the demo's group.
+        package var services: [any Service] { service.services }
+
+        /// Waits until the API listens and the projection has read every verdict of the topic.
+        package func ready(bootstrap: String) async throws -> Running {
+            guard let port = await service.waitUntilListening() else {
+                throw DemoStall("the entitlement service did not start listening")
+            }
+            try await DemoEntitlements.waitUntilCaughtUp(service: service, bootstrap: bootstrap)
+            return Running(service: service, port: port, token: token, http: try CurlHTTPEngine())
+        }
+
+        /// Removes the store's files, once the group has stopped the service.
+        package func remove() { try? FileManager.default.removeItem(at: directory) }
+    }
+
+    /// The service listening and caught up with the run's verdicts.
+    package struct Running: Sendable {
+        package let service: EntitlementsService
+        package let port: Int
+        package let token: String
         package let http: CurlHTTPEngine
 
         package var consoleURL: String { "http://127.0.0.1:\(port)/console" }
@@ -48,17 +70,11 @@ package struct DemoEntitlements: Sendable {
                     timeout: .seconds(30)))
             return (try? JSONSerialization.jsonObject(with: Data(response.body))) as? [String: Any] ?? [:]
         }
-
-        package func stop() async {
-            await service.shutdown()
-            _ = await task.result
-            http.shutdown()
-            try? FileManager.default.removeItem(at: directory)
-        }
     }
 
-    /// Starts the service on the run's cluster and waits until it has read every verdict of the topic.
-    package func start(bootstrap: String, logger: Logger) async throws -> Running {
+    /// Makes the service on the run's cluster, with a SQLite store in a temporary directory unless `storeURL` names
+    /// one. The demo's group runs it.
+    package func prepare(bootstrap: String, logger: Logger) throws -> Prepared {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
             "verify-demo-entitlements-\(UUID().uuidString.prefix(8))")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
@@ -77,24 +93,11 @@ package struct DemoEntitlements: Sendable {
         let service = try EntitlementsService(
             configuration: configuration, catalog: Self.catalog, tokens: try AccessTokens(contents: "demo:\(token)"),
             logger: logger)
-        let task = Task { try await service.run(handlingSignals: false) }
-        guard let port = await service.waitUntilListening() else {
-            task.cancel()
-            throw DemoStall("the entitlement service did not start listening")
-        }
-        let running = Running(
-            service: service, task: task, port: port, token: token, directory: directory, http: try CurlHTTPEngine())
-        do {
-            try await waitUntilCaughtUp(service: service, bootstrap: bootstrap)
-        } catch {
-            await running.stop()
-            throw error
-        }
-        return running
+        return Prepared(service: service, token: token, directory: directory)
     }
 
     /// Waits until the projection's positions reach the verdicts topic's high watermarks (at most two minutes).
-    private func waitUntilCaughtUp(service: EntitlementsService, bootstrap: String) async throws {
+    fileprivate static func waitUntilCaughtUp(service: EntitlementsService, bootstrap: String) async throws {
         let producer = try KafkaProducer(configuration: KafkaProducerConfiguration(bootstrapServers: bootstrap))
         defer { Task { await producer.shutdown(timeout: .seconds(1)) } }
         var ends: [Int32: Int64] = [:]

@@ -58,9 +58,17 @@ package struct DemoOptions: Sendable {
     /// The jobs to run instead of `jobs` generated ones of `mix` (a benchmark's own scenario), made once the
     /// simulator runs. Default: nil.
     package var scenario: (@Sendable (AppleSimulator) throws -> [GeneratedJob])?
+    /// The entitlement service to run beside the workers (one more part of the run's group); `afterDecided` gets it
+    /// listening and caught up with every verdict. Default: none.
+    package var entitlements: DemoEntitlements?
     /// Runs once every job is decided and the workers stopped, while the mock cluster (its bootstrap servers given)
-    /// still holds the verdicts: the demo's entitlement service reads them here. Default: nil.
-    package var afterDecided: (@Sendable (_ bootstrap: String, _ report: DemoReport) async throws -> Void)?
+    /// still holds the verdicts and the entitlement service, if any, still runs. Default: nil.
+    package var afterDecided:
+        (
+            @Sendable (
+                _ bootstrap: String, _ report: DemoReport, _ entitlements: DemoEntitlements.Running?
+            ) async throws -> Void
+        )?
 }
 
 /// Watches worker child processes during a run (`bench pipeline` samples their metrics and memory).
@@ -199,9 +207,13 @@ package struct DemoRun: Sendable {
                     })
             }
         }
-        // One group for the run's in-process parts: the simulator, the verdict reader, the workers. A group stops its
-        // services in reverse order: the workers drain first, while the simulator still answers them.
-        let services: [any Service] = [SimulatorService(simulator), collector] + workers
+        let entitlements = try options.entitlements?.prepare(bootstrap: bootstrap, logger: logger)
+        defer { entitlements?.remove() }
+        // One group for the run's in-process parts: the simulator, the verdict reader, the entitlement service, the
+        // workers. A group stops its services in reverse order: the workers drain first, while the simulator still
+        // answers them.
+        let services: [any Service] =
+            [SimulatorService(simulator), collector] + (entitlements?.services ?? []) + workers
         return try await HarnessServices.run(services, logger: logger) {
             let port = try await simulator.waitUntilReady()
             simulator.setFaults(faultPlan())
@@ -211,7 +223,11 @@ package struct DemoRun: Sendable {
                     directory: directory, health: health, begin: begin, stop: stop, tally: tally,
                     collector: collector),
                 watch: watch, onProgress: onProgress)
-            try await options.afterDecided?(bootstrap, report)
+            if let afterDecided = options.afterDecided {
+                let running = try await entitlements?.ready(bootstrap: bootstrap)
+                defer { running?.http.shutdown() }
+                try await afterDecided(bootstrap, report, running)
+            }
             return report
         }
     }

@@ -131,19 +131,25 @@ public final class EntitlementsService: Sendable {
             })
     }
 
-    /// Runs every part until SIGTERM/SIGINT (with `handlingSignals`) or cancellation. The schema is migrated first,
-    /// retried while the database is unreachable (the port answers meanwhile, not ready).
-    public func run(handlingSignals: Bool = true) async throws {
-        let store = self.store
-        let logger = self.logger
-        let migrated = self.migrated
-        let migration = MigrationService(store: store, logger: logger, done: migrated)
-        var services: [any Service] = [StoreService(store: store), migration]
+    /// The service's parts in their group's order (a group stops them in reverse: the API first, then the
+    /// projection, whose batch in hand finishes and is committed, the publishers, and the store last). The schema is
+    /// migrated first, retried while the database is unreachable (the port answers meanwhile, not ready).
+    /// `verify-worker entitlements` runs them in a group of their own (``run(handlingSignals:)``); the demo in its own
+    /// group, next to its other parts.
+    public var services: [any Service] {
+        var services: [any Service] = [
+            StoreService(store: store), MigrationService(store: store, logger: logger, done: migrated),
+        ]
         if let publisher { services.append(publisher) }
         if let webhooks { services.append(webhooks) }
         if let sweeper { services.append(GatedService(gate: migrated, service: sweeper)) }
         services.append(GatedService(gate: migrated, service: projector))
         services.append(api)
+        return services
+    }
+
+    /// Runs every part until SIGTERM/SIGINT (with `handlingSignals`) or cancellation.
+    public func run(handlingSignals: Bool = true) async throws {
         let group = ServiceGroup(
             configuration: .init(
                 services: services.map { .init(service: $0) },

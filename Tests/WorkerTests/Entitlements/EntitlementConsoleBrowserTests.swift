@@ -64,26 +64,20 @@ struct EntitlementConsoleBrowserTests {
         options.mix = TrafficMix(shares: [.otherApp: 0.3, .cracker: 0.1, .repeated: 0.15, .genuine: 0.45])
         options.progressInterval = nil
         let seen = ResultBox<(PageReport, String, String)>()
-        options.afterDecided = { bootstrap, report in
-            let running = try await DemoEntitlements().start(bootstrap: bootstrap, logger: DemoRun.quietLogger)
-            do {
-                let premium = try #require(
-                    report.entries.compactMap(\.verdicts.first).first {
-                        $0.outcome == .granted && $0.transactions.contains { $0.productID.hasSuffix(".premium") }
-                    })
-                let replayed = try #require(
-                    report.entries.compactMap(\.verdicts.first).first { $0.reason == .replayed })
-                let page = try await Self.browse(
-                    url: running.consoleURL, token: running.token,
-                    queries: [
-                        premium.accountID, replayed.accountID, premium.transactions[0].transactionID, "no-such-account",
-                    ])
-                seen.set((page, premium.accountID, replayed.accountID))
-            } catch {
-                await running.stop()
-                throw error
-            }
-            await running.stop()
+        options.entitlements = DemoEntitlements()
+        options.afterDecided = { bootstrap, report, running in
+            let running = try #require(running)
+            let premium = try #require(
+                report.entries.compactMap(\.verdicts.first).first {
+                    $0.outcome == .granted && $0.transactions.contains { $0.productID.hasSuffix(".premium") }
+                })
+            let replayed = try #require(report.entries.compactMap(\.verdicts.first).first { $0.reason == .replayed })
+            let page = try await Self.browse(
+                url: running.consoleURL, token: running.token,
+                queries: [
+                    premium.accountID, replayed.accountID, premium.transactions[0].transactionID, "no-such-account",
+                ])
+            seen.set((page, premium.accountID, replayed.accountID))
         }
         _ = try await DemoRun(options: options).run()
         let (page, premiumAccount, replayedAccount) = try #require(seen.value)
