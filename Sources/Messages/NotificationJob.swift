@@ -5,7 +5,8 @@ import Foundation
 /// both ways is decided once (docs/messages.md, "Notification jobs").
 ///
 /// The signed payload is read without verifying its signature (the worker verifies it), only for its
-/// `notificationUUID`, from which the `job_id` is derived: Apple's retries of one notification are one job.
+/// `notificationUUID`, from which the `job_id` is derived: Apple's retries of one notification are one job, and for
+/// its original transaction id, from which the Kafka message key is derived (``messageKey(ofSignedPayload:accountID:)``).
 public enum NotificationJob {
     /// Prefix of a notification job's `job_id`, followed by the notification's `notificationUUID` in lower case.
     public static let jobIDPrefix = "apple-notification-"
@@ -61,6 +62,53 @@ public enum NotificationJob {
         }
         guard !uuid.isEmpty, uuid.utf8.count <= maximumUUIDLength, allowed else { throw .invalidNotificationUUID }
         return uuid
+    }
+
+    /// The Kafka message key of the notification job of `jws`, for `accountID` (the deployment's notification
+    /// account): `<accountID>/<originalTransactionId>` of the transaction (or renewal info) it is about, else
+    /// `<accountID>/<notificationUUID in lower case>` (a summary, an external purchase token, `TEST`), else
+    /// `accountID` (a payload that is not a notification's; never published by the gateway or the reconciler).
+    ///
+    /// Why per purchase and not one key: the worker orders its lanes by message key, so one key decided every
+    /// notification of the deployment one after another. Apple's order matters only within one original
+    /// transaction, and that order is kept twice: one key per original transaction keeps its notifications in one
+    /// partition and one lane, and the ledger applies them per original transaction in `signedDate` order anyway.
+    /// Read without verifying, like the uuid: a forged payload can only choose its own lane.
+    public static func messageKey(ofSignedPayload jws: String, accountID: String = defaultAccountID) -> String {
+        guard let payload = object(ofCompactJWS: jws) else { return accountID }
+        if let data = payload["data"] as? [String: Any] {
+            for field in ["signedTransactionInfo", "signedRenewalInfo"] {
+                if let nested = data[field] as? String, let info = object(ofCompactJWS: nested),
+                    let original = identifier(info["originalTransactionId"])
+                {
+                    return accountID + "/" + original
+                }
+            }
+        }
+        if let uuid = try? notificationUUID(ofSignedPayload: jws) { return accountID + "/" + uuid.lowercased() }
+        return accountID
+    }
+
+    /// The longest original transaction id put in a message key (Apple's are up to 20 digits).
+    static let maximumKeyPartLength = 64
+
+    /// A string of at most ``maximumKeyPartLength`` letters, digits, dashes or dots (Apple's ids are strings of
+    /// digits); anything else is not used, so a key never carries arbitrary text from an unverified payload.
+    private static func identifier(_ value: Any?) -> String? {
+        guard let text = value as? String else { return nil }
+        let allowed = text.utf8.allSatisfy { byte in
+            (0x30...0x39).contains(byte) || (0x41...0x5A).contains(byte) || (0x61...0x7A).contains(byte)
+                || byte == UInt8(ascii: "-") || byte == UInt8(ascii: ".")
+        }
+        guard !text.isEmpty, text.utf8.count <= maximumKeyPartLength, allowed else { return nil }
+        return text
+    }
+
+    /// The JSON object in the payload of a compact JWS, unverified.
+    private static func object(ofCompactJWS jws: String) -> [String: Any]? {
+        let segments = jws.split(separator: ".", omittingEmptySubsequences: false)
+        guard segments.count == 3, let payload = base64URLDecode(segments[1]) else { return nil }
+        return (try? JSONSerialization.jsonObject(with: payload)) as? [String: Any]
     }
 
     static func base64URLDecode(_ text: Substring) -> Data? {
