@@ -50,12 +50,13 @@ public enum NotificationJob {
 
     /// The unverified `notificationUUID` of a signed payload.
     public static func notificationUUID(ofSignedPayload jws: String) throws(Failure) -> String {
-        let segments = jws.split(separator: ".", omittingEmptySubsequences: false)
-        guard segments.count == 3 else { throw .notCompactJWS }
-        guard let payload = base64URLDecode(segments[1]),
-            let object = (try? JSONSerialization.jsonObject(with: payload)) as? [String: Any]
-        else { throw .payloadNotJSON }
-        guard let uuid = object["notificationUUID"] as? String else { throw .noNotificationUUID }
+        guard let segment = payloadSegment(ofCompactJWS: jws) else { throw .notCompactJWS }
+        guard let object = jsonObject(base64URL: segment) else { throw .payloadNotJSON }
+        return try notificationUUID(in: object)
+    }
+
+    private static func notificationUUID(in payload: [String: Any]) throws(Failure) -> String {
+        guard let uuid = payload["notificationUUID"] as? String else { throw .noNotificationUUID }
         let allowed = uuid.utf8.allSatisfy { byte in
             (0x30...0x39).contains(byte) || (0x41...0x5A).contains(byte) || (0x61...0x7A).contains(byte)
                 || byte == UInt8(ascii: "-")
@@ -85,7 +86,7 @@ public enum NotificationJob {
                 }
             }
         }
-        if let uuid = try? notificationUUID(ofSignedPayload: jws) { return accountID + "/" + uuid.lowercased() }
+        if let uuid = try? notificationUUID(in: payload) { return accountID + "/" + uuid.lowercased() }
         return accountID
     }
 
@@ -106,14 +107,65 @@ public enum NotificationJob {
 
     /// The JSON object in the payload of a compact JWS, unverified.
     private static func object(ofCompactJWS jws: String) -> [String: Any]? {
-        let segments = jws.split(separator: ".", omittingEmptySubsequences: false)
-        guard segments.count == 3, let payload = base64URLDecode(segments[1]) else { return nil }
+        payloadSegment(ofCompactJWS: jws).flatMap(jsonObject(base64URL:))
+    }
+
+    private static func jsonObject(base64URL segment: ArraySlice<UInt8>) -> [String: Any]? {
+        guard let payload = base64URLDecode(segment) else { return nil }
         return (try? JSONSerialization.jsonObject(with: payload)) as? [String: Any]
     }
 
-    static func base64URLDecode(_ text: Substring) -> Data? {
-        var base64 = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
-        while base64.count % 4 != 0 { base64.append("=") }
-        return Data(base64Encoded: base64)
+    /// The middle of exactly three dot-separated segments. Read as UTF-8 bytes, not `Character`s: a notification is
+    /// 16 KB, and splitting it by grapheme (and base64 through `NSString`) cost the gateway more than verifying it.
+    static func payloadSegment(ofCompactJWS jws: String) -> ArraySlice<UInt8>? {
+        let bytes = Array(jws.utf8)
+        let dot = UInt8(ascii: ".")
+        guard let first = bytes.firstIndex(of: dot),
+            let second = bytes[(first + 1)...].firstIndex(of: dot),
+            !bytes[(second + 1)...].contains(dot)
+        else { return nil }
+        return bytes[(first + 1)..<second]
     }
+
+    /// Base64url (RFC 4648 section 5), padding optional, also read with `+` and `/` (as `Data(base64Encoded:)` did
+    /// before); nil for any other byte or an impossible length.
+    static func base64URLDecode(_ text: ArraySlice<UInt8>) -> Data? {
+        var text = text
+        while text.last == UInt8(ascii: "=") { text = text.dropLast() }
+        guard text.count % 4 != 1 else { return nil }
+        // Into a preallocated array, not `Data.append` byte by byte (which cost more than the JSON parse).
+        var decoded = [UInt8](repeating: 0, count: text.count * 3 / 4)
+        let table = base64URLTable
+        let valid = decoded.withUnsafeMutableBufferPointer { output in
+            table.withUnsafeBufferPointer { table in
+                var buffer: UInt32 = 0
+                var bits = 0
+                var written = 0
+                for byte in text {
+                    let value = table[Int(byte)]
+                    guard value < 64 else { return false }
+                    buffer = buffer << 6 | UInt32(value)
+                    bits += 6
+                    if bits >= 8 {
+                        bits -= 8
+                        output[written] = UInt8(truncatingIfNeeded: buffer >> UInt32(bits))
+                        written += 1
+                    }
+                }
+                return true
+            }
+        }
+        return valid ? Data(decoded) : nil
+    }
+
+    /// Each byte's 6-bit value in the base64url alphabet, 0xFF for bytes outside it.
+    private static let base64URLTable: [UInt8] = {
+        var table = [UInt8](repeating: 0xFF, count: 256)
+        for (value, byte) in "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8.enumerated() {
+            table[Int(byte)] = UInt8(value)
+        }
+        table[Int(UInt8(ascii: "+"))] = 62
+        table[Int(UInt8(ascii: "/"))] = 63
+        return table
+    }()
 }

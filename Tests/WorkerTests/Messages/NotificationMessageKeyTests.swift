@@ -1,6 +1,7 @@
 import Foundation
-import Messages
 import Testing
+
+@testable import Messages
 
 /// The Kafka key of notification jobs: one per purchase (original transaction), so a burst spreads over lanes while
 /// the notifications of one subscription keep their order.
@@ -79,6 +80,25 @@ struct NotificationMessageKeyTests {
         ] {
             #expect(NotificationJob.messageKey(ofSignedPayload: payload, accountID: "notes") == "notes")
         }
+    }
+
+    @Test("the payload reader decodes base64url as Foundation decodes base64, and refuses what it refuses")
+    func base64URL() {
+        var generator = SystemRandomNumberGenerator()
+        for length in 0..<70 {
+            let bytes = (0..<length).map { _ in UInt8.random(in: 0...255, using: &generator) }
+            let standard = Data(bytes).base64EncodedString()
+            let url = standard.replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+            let unpadded = url.replacingOccurrences(of: "=", with: "")
+            for text in [standard, url, unpadded] {
+                #expect(NotificationJob.base64URLDecode(ArraySlice(text.utf8)) == Data(bytes), "\(text)")
+            }
+        }
+        for bad in ["A", "AAAAA", "AA AA", "AA=A", "AA*A", "é"] {
+            #expect(NotificationJob.base64URLDecode(ArraySlice(bad.utf8)) == nil, "\(bad)")
+        }
+        #expect(NotificationJob.payloadSegment(ofCompactJWS: "a.bc.d").map { Array($0) } == Array("bc".utf8))
+        for bad in ["abc", "a.b", "a.b.c.d", "é"] { #expect(NotificationJob.payloadSegment(ofCompactJWS: bad) == nil) }
     }
 
     @Test("a job's message key: the account for client jobs, the purchase for notification jobs")
