@@ -21,10 +21,10 @@ package enum NotificationBurstBenchmark {
         /// Requests the bench keeps in flight at the gateway (Apple's own sender is concurrent too).
         package var httpConcurrency = 32
         package var partitions = 4
-        /// The most notification bytes posted and not yet decided (0: no bound). Every notification job has the
-        /// gateway's one notification account as its key, so all of them land in one partition, and librdkafka's mock
-        /// cluster keeps only about 5 MB per partition: a backlog larger than that is deleted before the worker reads
-        /// it (the jobs are lost to the bench, not to a real broker).
+        /// The most notification bytes posted and not yet decided (0: no bound). librdkafka's mock cluster keeps
+        /// only about 5 MB per partition: a backlog larger than that is deleted before the worker reads it (the jobs
+        /// are lost to the bench, not to a real broker). Notification jobs are keyed by purchase, so they spread over
+        /// the partitions, but a 3 MiB window stays under one partition's bound whatever the spread.
         package var windowBytes = 3 << 20
         /// How long the run may go without a new verdict before it ends and reports the rest undecided.
         package var stallLimit: Duration = .seconds(60)
@@ -53,8 +53,8 @@ package enum NotificationBurstBenchmark {
         /// First POST to the last verdict read, and notifications decided over it.
         package var decidedSeconds: Double
         package var decidedPerSecond: Double
-        /// `decided_per_second / workers`. Every notification job has the gateway's one notification account as its
-        /// key, so one partition, hence one worker, decides them all: more workers do not add throughput here.
+        /// `decided_per_second / workers`. Notification jobs are keyed by purchase (original transaction), so they
+        /// spread over the partitions and the workers' lanes.
         package var decidedPerSecondPerWorker: Double
         /// Notifications without a verdict (must be 0) and with more than one (redeliveries; 0 in a calm run).
         package var undecided: Int
@@ -267,7 +267,7 @@ package enum NotificationBurstBenchmark {
                         let job = allJobs[index]
                         _ = try await producer.send(
                             KafkaProducerRecord(
-                                topic: Topics.jobs, key: Array(job.accountID.utf8), value: codec.encode(job)))
+                                topic: Topics.jobs, key: job.messageKey, value: codec.encode(job)))
                     }
                 }
             }

@@ -68,7 +68,7 @@ public struct ChaosTraffic: Sendable {
     }
 
     mutating func add(_ job: ReceiptJob, grantable: String?, category: String, mustBeRejected: Bool = false) {
-        append(ChaosMessage(key: Array(job.accountID.utf8), value: MessageCodec().encode(job)))
+        append(ChaosMessage(key: job.messageKey, value: MessageCodec().encode(job)))
         jobs.append(
             ChaosSubmittedJob(
                 jobID: job.jobID, accountID: job.accountID, grantableTransactionID: grantable,

@@ -477,7 +477,7 @@ package struct DemoRun: Sendable {
             var job = batch[index].job
             job.submittedAt = Date()
             tally.submitted(job.jobID)
-            return (Array(job.accountID.utf8), codec.encode(job))
+            return (job.messageKey, codec.encode(job))
         }
     }
 

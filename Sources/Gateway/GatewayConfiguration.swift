@@ -96,7 +96,8 @@ public struct GatewayConfiguration: Sendable {
             "How long a request waits for Kafka's delivery report before it is answered 503."),
         .init(
             "gateway_notification_account", default: "apple-notification", flag: "notification-account",
-            "The account_id of jobs made from App Store Server Notifications (one key: decided in order)."),
+            "The account_id of jobs made from App Store Server Notifications "
+                + "(their Kafka key: account/originalTransactionId)."),
         .init(
             "gateway_drain_timeout_s", default: "25", flag: "drain-timeout-s",
             "On SIGTERM, how long requests in flight may take to be delivered before the producer closes."),

@@ -36,7 +36,7 @@ public final class KafkaJobPublisher: JobPublishing {
     }
 
     public func publish(_ job: ReceiptJob) async throws(GatewayError) -> KafkaDeliveryReport {
-        let record = KafkaProducerRecord(topic: topic, key: Array(job.accountID.utf8), value: codec.encode(job))
+        let record = KafkaProducerRecord(topic: topic, key: job.messageKey, value: codec.encode(job))
         let producer = self.producer
         // librdkafka's own message timeout is the same, but it is checked only about once a second (and not
         // at all for a message waiting for a place in the in-flight bound): the request's answer keeps to the

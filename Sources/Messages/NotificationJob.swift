@@ -5,7 +5,8 @@ import Foundation
 /// both ways is decided once (docs/messages.md, "Notification jobs").
 ///
 /// The signed payload is read without verifying its signature (the worker verifies it), only for its
-/// `notificationUUID`, from which the `job_id` is derived: Apple's retries of one notification are one job.
+/// `notificationUUID`, from which the `job_id` is derived: Apple's retries of one notification are one job, and for
+/// its original transaction id, from which the Kafka message key is derived (``messageKey(ofSignedPayload:accountID:)``).
 public enum NotificationJob {
     /// Prefix of a notification job's `job_id`, followed by the notification's `notificationUUID` in lower case.
     public static let jobIDPrefix = "apple-notification-"
@@ -49,12 +50,13 @@ public enum NotificationJob {
 
     /// The unverified `notificationUUID` of a signed payload.
     public static func notificationUUID(ofSignedPayload jws: String) throws(Failure) -> String {
-        let segments = jws.split(separator: ".", omittingEmptySubsequences: false)
-        guard segments.count == 3 else { throw .notCompactJWS }
-        guard let payload = base64URLDecode(segments[1]),
-            let object = (try? JSONSerialization.jsonObject(with: payload)) as? [String: Any]
-        else { throw .payloadNotJSON }
-        guard let uuid = object["notificationUUID"] as? String else { throw .noNotificationUUID }
+        guard let segment = payloadSegment(ofCompactJWS: jws) else { throw .notCompactJWS }
+        guard let object = jsonObject(base64URL: segment) else { throw .payloadNotJSON }
+        return try notificationUUID(in: object)
+    }
+
+    private static func notificationUUID(in payload: [String: Any]) throws(Failure) -> String {
+        guard let uuid = payload["notificationUUID"] as? String else { throw .noNotificationUUID }
         let allowed = uuid.utf8.allSatisfy { byte in
             (0x30...0x39).contains(byte) || (0x41...0x5A).contains(byte) || (0x61...0x7A).contains(byte)
                 || byte == UInt8(ascii: "-")
@@ -63,9 +65,107 @@ public enum NotificationJob {
         return uuid
     }
 
-    static func base64URLDecode(_ text: Substring) -> Data? {
-        var base64 = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
-        while base64.count % 4 != 0 { base64.append("=") }
-        return Data(base64Encoded: base64)
+    /// The Kafka message key of the notification job of `jws`, for `accountID` (the deployment's notification
+    /// account): `<accountID>/<originalTransactionId>` of the transaction (or renewal info) it is about, else
+    /// `<accountID>/<notificationUUID in lower case>` (a summary, an external purchase token, `TEST`), else
+    /// `accountID` (a payload that is not a notification's; never published by the gateway or the reconciler).
+    ///
+    /// Why per purchase and not one key: the worker orders its lanes by message key, so one key decided every
+    /// notification of the deployment one after another. Apple's order matters only within one original
+    /// transaction, and that order is kept twice: one key per original transaction keeps its notifications in one
+    /// partition and one lane, and the ledger applies them per original transaction in `signedDate` order anyway.
+    /// Read without verifying, like the uuid: a forged payload can only choose its own lane.
+    public static func messageKey(ofSignedPayload jws: String, accountID: String = defaultAccountID) -> String {
+        guard let payload = object(ofCompactJWS: jws) else { return accountID }
+        if let data = payload["data"] as? [String: Any] {
+            for field in ["signedTransactionInfo", "signedRenewalInfo"] {
+                if let nested = data[field] as? String, let info = object(ofCompactJWS: nested),
+                    let original = identifier(info["originalTransactionId"])
+                {
+                    return accountID + "/" + original
+                }
+            }
+        }
+        if let uuid = try? notificationUUID(in: payload) { return accountID + "/" + uuid.lowercased() }
+        return accountID
     }
+
+    /// The longest original transaction id put in a message key (Apple's are up to 20 digits).
+    static let maximumKeyPartLength = 64
+
+    /// A string of at most ``maximumKeyPartLength`` letters, digits, dashes or dots (Apple's ids are strings of
+    /// digits); anything else is not used, so a key never carries arbitrary text from an unverified payload.
+    private static func identifier(_ value: Any?) -> String? {
+        guard let text = value as? String else { return nil }
+        let allowed = text.utf8.allSatisfy { byte in
+            (0x30...0x39).contains(byte) || (0x41...0x5A).contains(byte) || (0x61...0x7A).contains(byte)
+                || byte == UInt8(ascii: "-") || byte == UInt8(ascii: ".")
+        }
+        guard !text.isEmpty, text.utf8.count <= maximumKeyPartLength, allowed else { return nil }
+        return text
+    }
+
+    /// The JSON object in the payload of a compact JWS, unverified.
+    private static func object(ofCompactJWS jws: String) -> [String: Any]? {
+        payloadSegment(ofCompactJWS: jws).flatMap(jsonObject(base64URL:))
+    }
+
+    private static func jsonObject(base64URL segment: ArraySlice<UInt8>) -> [String: Any]? {
+        guard let payload = base64URLDecode(segment) else { return nil }
+        return (try? JSONSerialization.jsonObject(with: payload)) as? [String: Any]
+    }
+
+    /// The middle of exactly three dot-separated segments. Read as UTF-8 bytes, not `Character`s: a notification is
+    /// 16 KB, and splitting it by grapheme (and base64 through `NSString`) cost the gateway more than verifying it.
+    static func payloadSegment(ofCompactJWS jws: String) -> ArraySlice<UInt8>? {
+        let bytes = Array(jws.utf8)
+        let dot = UInt8(ascii: ".")
+        guard let first = bytes.firstIndex(of: dot),
+            let second = bytes[(first + 1)...].firstIndex(of: dot),
+            !bytes[(second + 1)...].contains(dot)
+        else { return nil }
+        return bytes[(first + 1)..<second]
+    }
+
+    /// Base64url (RFC 4648 section 5), padding optional, also read with `+` and `/` (as `Data(base64Encoded:)` did
+    /// before); nil for any other byte or an impossible length.
+    static func base64URLDecode(_ text: ArraySlice<UInt8>) -> Data? {
+        var text = text
+        while text.last == UInt8(ascii: "=") { text = text.dropLast() }
+        guard text.count % 4 != 1 else { return nil }
+        // Into a preallocated array, not `Data.append` byte by byte (which cost more than the JSON parse).
+        var decoded = [UInt8](repeating: 0, count: text.count * 3 / 4)
+        let table = base64URLTable
+        let valid = decoded.withUnsafeMutableBufferPointer { output in
+            table.withUnsafeBufferPointer { table in
+                var buffer: UInt32 = 0
+                var bits = 0
+                var written = 0
+                for byte in text {
+                    let value = table[Int(byte)]
+                    guard value < 64 else { return false }
+                    buffer = buffer << 6 | UInt32(value)
+                    bits += 6
+                    if bits >= 8 {
+                        bits -= 8
+                        output[written] = UInt8(truncatingIfNeeded: buffer >> UInt32(bits))
+                        written += 1
+                    }
+                }
+                return true
+            }
+        }
+        return valid ? Data(decoded) : nil
+    }
+
+    /// Each byte's 6-bit value in the base64url alphabet, 0xFF for bytes outside it.
+    private static let base64URLTable: [UInt8] = {
+        var table = [UInt8](repeating: 0xFF, count: 256)
+        for (value, byte) in "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8.enumerated() {
+            table[Int(byte)] = UInt8(value)
+        }
+        table[Int(UInt8(ascii: "+"))] = 62
+        table[Int(UInt8(ascii: "/"))] = 63
+        return table
+    }()
 }

@@ -1,6 +1,7 @@
 import Foundation
 
-/// A request to verify one purchase proof, published by a frontend to `receipt-jobs` (key = `account_id`).
+/// A request to verify one purchase proof, published by a frontend to `receipt-jobs` (key = ``messageKey``: the
+/// `account_id`, or for a notification the purchase it is about).
 ///
 /// `job_id` is the idempotency key: a job delivered twice (a frontend retry, a redelivery after a crash)
 /// gets the same verdict twice. Exactly one proof is carried; see ``Proof``.
@@ -10,7 +11,7 @@ public struct ReceiptJob: Sendable, Hashable {
 
     /// Idempotency key chosen by the frontend (1 to 256 characters).
     public var jobID: String
-    /// The account the purchase should be granted to (1 to 256 characters). Also the Kafka key.
+    /// The account the purchase should be granted to (1 to 256 characters). Also the Kafka key, but for notifications.
     public var accountID: String
     /// The device that sent the proof, if the frontend knows it.
     public var deviceID: String?
@@ -54,6 +55,17 @@ public struct ReceiptJob: Sendable, Hashable {
             case .receipt(let v), .signedTransaction(let v), .transactionID(let v), .notification(let v): v
             }
         }
+    }
+
+    /// The Kafka message key every producer gives this job (the worker decides jobs of one key in order): the
+    /// `account_id`, so an account's jobs are decided one after another; for a notification, its purchase
+    /// (``NotificationJob/messageKey(ofSignedPayload:accountID:)``), so a burst of notifications about many
+    /// subscriptions is decided in parallel while those of one subscription keep their order.
+    public var messageKey: [UInt8] {
+        if case .notification(let payload) = proof {
+            return Array(NotificationJob.messageKey(ofSignedPayload: payload, accountID: accountID).utf8)
+        }
+        return Array(accountID.utf8)
     }
 
     public init(

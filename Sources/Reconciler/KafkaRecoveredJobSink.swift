@@ -16,6 +16,6 @@ public struct KafkaRecoveredJobSink: RecoveredJobSink {
 
     public func publish(_ job: ReceiptJob) async throws {
         _ = try await producer.sendConfirmed(
-            KafkaProducerRecord(topic: topic, key: Array(job.accountID.utf8), value: codec.encode(job)))
+            KafkaProducerRecord(topic: topic, key: job.messageKey, value: codec.encode(job)))
     }
 }

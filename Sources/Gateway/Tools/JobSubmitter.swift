@@ -116,7 +116,7 @@ public struct JobSubmitter: Sendable {
                     outstanding[job.accountID, default: 0] += 1
                     running += 1
                     let message = KafkaProducerRecord(
-                        topic: topic, key: Array(job.accountID.utf8), value: codec.encode(job))
+                        topic: topic, key: job.messageKey, value: codec.encode(job))
                     let producer = self.producer
                     group.addTask {
                         do {

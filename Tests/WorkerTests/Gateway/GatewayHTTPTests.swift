@@ -3,7 +3,10 @@ import Gateway
 import Kafka
 import Messages
 import Observability
+import Reconciler
 import Testing
+
+@testable import AppleSimulator
 
 @Suite("Gateway: HTTP over the mock cluster", .timeLimit(.minutes(1)))
 struct GatewayHTTPTests {
@@ -61,8 +64,61 @@ struct GatewayHTTPTests {
                 let job = try codec.decodeJob(try #require(message.value))
                 #expect(job.jobID == expectedID)
                 #expect(job.accountID == "apple-notification")
-                #expect(message.key == Array("apple-notification".utf8))
+                // About no transaction: keyed by its uuid (docs/messages.md, "Notification jobs").
+                #expect(message.key == Array(("apple-notification/" + uuid.lowercased()).utf8))
                 #expect(job.proof == .notification(body["signedPayload"] as? String ?? ""))
+            }
+        }
+    }
+
+    @Test("the gateway and the reconciler publish one notification with the same key (its purchase) and job id")
+    func notificationKeyedByPurchase() async throws {
+        try await GatewayTestHarness.with { harness in
+            let pki = try AppleSimHarness.sharedPKI.get()
+            let nowMs = Int64(Date().timeIntervalSince1970 * 1000)
+            let transaction = SimulatedTransaction(
+                transactionId: "2000000000000042", originalTransactionId: "2000000000000041",
+                bundleId: "com.example.app", productId: "com.example.monthly", environment: .sandbox, quantity: 1,
+                purchaseDateMs: nowMs, originalPurchaseDateMs: nowMs - 86_400_000, expiresDateMs: nowMs + 86_400_000,
+                productType: "Auto-Renewable Subscription")
+            struct Payload: Encodable {
+                struct Data: Encodable {
+                    var bundleId = "com.example.app"
+                    var environment = "Sandbox"
+                    var signedTransactionInfo: String
+                }
+                var notificationType = "DID_RENEW"
+                var notificationUUID = "7D3A2B1C-1111-4222-8333-444455556666"
+                var signedDate: Int64
+                var data: Data
+            }
+            let signedPayload = try SimulatedJWS.sign(
+                Payload(
+                    signedDate: nowMs,
+                    data: .init(
+                        signedTransactionInfo: try SimulatedJWS.signTransaction(transaction, pki: pki, nowMs: nowMs))),
+                pki: pki)
+            let posted = try await harness.post(
+                "apple/notifications", json: ["signedPayload": signedPayload], authorization: nil)
+            #expect(posted.status == 200, "\(posted.text)")
+
+            // The reconciler's way: the same job maker and its Kafka sink.
+            let producer = try KafkaProducer(
+                configuration: KafkaProducerConfiguration(bootstrapServers: harness.cluster.bootstrapServers))
+            let recovered = try NotificationJob.job(
+                signedPayload: signedPayload, accountID: "apple-notification", submittedAt: Date())
+            try await KafkaRecoveredJobSink(producer: producer, topic: GatewayTestHarness.topic).publish(recovered)
+            await producer.shutdown()
+
+            let messages = try await harness.consume(2)
+            let codec = MessageCodec()
+            let published = try messages.map { message in
+                (key: message.key ?? [], jobID: try codec.decodeJob(try #require(message.value)).jobID)
+            }
+            #expect(published.count == 2)
+            for record in published {
+                #expect(record.key == Array("apple-notification/2000000000000041".utf8))
+                #expect(record.jobID == "apple-notification-7d3a2b1c-1111-4222-8333-444455556666")
             }
         }
     }

@@ -156,7 +156,7 @@ final class PipelineHarness: Sendable {
         let codec = MessageCodec()
         for job in jobs {
             _ = try await producer.send(
-                KafkaProducerRecord(topic: Topics.jobs, key: Array(job.accountID.utf8), value: codec.encode(job)))
+                KafkaProducerRecord(topic: Topics.jobs, key: job.messageKey, value: codec.encode(job)))
         }
     }
 

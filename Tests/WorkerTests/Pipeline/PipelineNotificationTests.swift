@@ -118,6 +118,78 @@ struct PipelineNotificationTests {
         }
     }
 
+    @Test("notifications about two purchases are decided in parallel lanes; those of one purchase keep their order")
+    func lanesPerPurchase() async throws {
+        try await PipelineHarness.with { harness in
+            try harness.startWorker(0)
+            try await harness.waitUntilAssigned()
+            let (purchaseA, transactionA) = try harness.genuineJob(account: "acct-lane-a", format: .signedTransaction)
+            let (purchaseB, transactionB) = try harness.genuineJob(account: "acct-lane-b", format: .signedTransaction)
+            try await harness.submit([purchaseA, purchaseB])
+            try await harness.verdicts.waitForVerdicts(of: [purchaseA.jobID, purchaseB.jobID])
+
+            let refundedA = try #require(try harness.simulator.refund(transactionId: transactionA))
+            var reinstatedA = refundedA
+            reinstatedA.revocationDateMs = nil
+            reinstatedA.revocationReason = nil
+            let refundedB = try #require(try harness.simulator.refund(transactionId: transactionB))
+            let nowMs = Int64(Date().timeIntervalSince1970 * 1000)
+            func notification(_ type: String, _ transaction: SimulatedTransaction, signedMs: Int64) throws -> String {
+                try SimulatedJWS.sign(
+                    NotificationPayload(
+                        notificationType: type, notificationUUID: UUID().uuidString.lowercased(), signedDate: signedMs,
+                        data: NotificationData(
+                            bundleId: PipelineHarness.bundleID,
+                            signedTransactionInfo: try SimulatedJWS.signTransaction(
+                                transaction, pki: harness.simulator.pki, nowMs: signedMs))),
+                    pki: harness.simulator.pki)
+            }
+            let refundA = try NotificationJob.job(
+                signedPayload: try notification("REFUND", refundedA, signedMs: nowMs), submittedAt: Date())
+            let reverseA = try NotificationJob.job(
+                signedPayload: try notification("REFUND_REVERSED", reinstatedA, signedMs: nowMs + 1000),
+                submittedAt: Date())
+            let refundB = try NotificationJob.job(
+                signedPayload: try notification("REFUND", refundedB, signedMs: nowMs), submittedAt: Date())
+            #expect(refundA.messageKey == reverseA.messageKey, "one purchase, one key")
+            #expect(refundA.messageKey != refundB.messageKey, "two purchases, two keys")
+
+            // Purchase A's lane is held by a job that waits for Apple (every verifyReceipt answered 21005, retried)
+            // until the faults are lifted; it is sent under A's key, so A's notifications queue behind it.
+            var faults = FaultPlan()
+            faults.status21005Ratio = 1
+            harness.simulator.setFaults(faults)
+            let blocker = try harness.genuineJob(account: "acct-lane-blocker").job
+            try await harness.submitRaw(
+                MessageCodec().encode(blocker), key: String(decoding: refundA.messageKey, as: UTF8.self))
+            try await PipelineHarness.poll("the blocker asked Apple") {
+                (harness.simulator.stats.snapshot().statuses["21005"] ?? 0) > 0
+            }
+            try await harness.submit([refundA, reverseA, refundB])
+
+            // B's notification is decided while A's lane is still held: another lane.
+            try await harness.verdicts.waitForVerdicts(of: [refundB.jobID])
+            #expect(harness.verdicts.byJob[refundB.jobID]?.first?.reason == .revoked)
+            let waiting = harness.verdicts.byJob
+            #expect(waiting[blocker.jobID] == nil, "the blocker still waits for Apple")
+            #expect(waiting[refundA.jobID] == nil, "A's notifications wait behind the job holding their lane")
+            #expect(waiting[reverseA.jobID] == nil)
+
+            harness.simulator.setFaults(FaultPlan())
+            try await harness.verdicts.waitForVerdicts(
+                of: [blocker.jobID, refundA.jobID, reverseA.jobID], timeout: .seconds(90))
+            #expect(harness.verdicts.byJob[blocker.jobID]?.first?.outcome == .granted)
+            // Both verdicts are the owner's (one verdict partition): read in the order they were decided.
+            let order = harness.verdicts.verdicts.map(\.jobID)
+            let refunded = try #require(order.firstIndex(of: refundA.jobID))
+            let reversed = try #require(order.firstIndex(of: reverseA.jobID))
+            #expect(refunded < reversed, "A's notifications are decided in the order they were sent")
+            #expect(harness.verdicts.byJob[refundA.jobID]?.first?.reason == .revoked)
+            #expect(harness.verdicts.byJob[reverseA.jobID]?.first?.outcome == .alreadyGranted)
+            #expect(harness.verdicts.byJob[reverseA.jobID]?.first?.accountID == "acct-lane-a")
+        }
+    }
+
     enum Harness {
         /// JWS jobs and notifications never reach Apple.
         static func noAppleCalls(_ harness: PipelineHarness) -> Bool {
