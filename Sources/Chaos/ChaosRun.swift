@@ -96,7 +96,7 @@ public struct ChaosConfiguration: Sendable {
 /// One fault the schedule injected.
 public struct ChaosFaultRecord: Sendable, Codable, Hashable {
     /// `kill_worker`, `sigterm_worker`, `broker_down`, `broker_errors`, `postgres_outage`, `apple_21005`,
-    /// `apple_503`, `apple_timeouts`.
+    /// `apple_503`, `apple_timeouts`, and the notification family's `kill_gateway`, `kill_reconciler`.
     public var kind: String
     /// What it hit (a worker index, a broker id), when it applies.
     public var target: String?
