@@ -12,7 +12,9 @@ package struct ChaosArguments: HarnessArguments {
         discussion: """
             Starts `verify-worker dev-broker`, `verify-worker apple-sim`, a private PostgreSQL (scripts/test-postgres.sh, \
             or --ledger-url) and N `verify-worker run` processes in one group; submits the seed-000 mix plus \
-            adversarial cases; kills, terminates and restarts workers, takes a broker down, injects broker request \
+            adversarial cases; kills, terminates and restarts workers (and, in the notification family, \
+            `verify-worker gateway` and `verify-worker reconcile` while lifecycle events' notifications are dropped, \
+            duplicated and delayed), takes a broker down, injects broker request \
             errors, stops PostgreSQL, and switches the simulator to 21005 storms, 503s and timeouts. Then reads every \
             verdict, dead letter and the ledger and checks the invariants of docs/RELIABILITY.md. Prints a JSON \
             summary and exits 1 on any violation.
@@ -104,6 +106,25 @@ package struct ChaosArguments: HarnessArguments {
         help: "Do not run the entitlement service (by default it runs, is killed like a worker, and is checked).")
     package var noEntitlements = false
 
+    @Flag(
+        name: .customLong("no-notifications"),
+        help:
+            "Do not run the notification family (by default: a gateway and a reconciler, lifecycle events under notification faults, the ledger compared with the simulator's truth)."
+    )
+    package var noNotifications = false
+
+    @Option(
+        name: .customLong("notification-transactions"),
+        help: "Granted purchases given lifecycle events (default: 40, 400 with --long).")
+    package var notificationTransactions: Int?
+
+    @Flag(
+        name: .customLong("notification-early-expiry"),
+        help:
+            "Also expire subscriptions and start billing retries before their period's end (a known gap: the ledger keeps them active)."
+    )
+    package var notificationEarlyExpiry = false
+
     @Option(name: .customLong("worker-log-level"), help: "VERIFY_LOG_LEVEL of the workers.")
     package var workerLogLevel = "info"
 
@@ -135,6 +156,9 @@ package struct ChaosArguments: HarnessArguments {
     package func validate() throws {
         guard (1...32).contains(workers) else { throw ValidationError("--workers must be 1...32") }
         guard (jobs ?? 1) > 0, fuzz >= 0 else { throw ValidationError("--jobs must be positive, --fuzz not negative") }
+        guard (notificationTransactions ?? 1) >= 0 else {
+            throw ValidationError("--notification-transactions must not be negative")
+        }
         guard faultHoldSeconds > 0 else { throw ValidationError("--fault-hold-s must be positive") }
         guard (fuzzHeavyShare ?? 0) >= 0, (fuzzHeavyShare ?? 0) <= 1 else {
             throw ValidationError("--fuzz-heavy-share must be 0...1")
@@ -177,6 +201,9 @@ package struct ChaosArguments: HarnessArguments {
         configuration.faultHold = .seconds(faultHoldSeconds)
         configuration.faults = !noFaults
         configuration.entitlements = !noEntitlements
+        configuration.notifications = !noNotifications
+        configuration.notificationTransactions = notificationTransactions ?? (long ? 400 : 40)
+        configuration.notificationEarlyExpiry = notificationEarlyExpiry
         if onlyFaults != nil { configuration.onlyFaults = Set(onlyFaultNames) }
         configuration.workerLogLevel = workerLogLevel
         configuration.workerKafkaProperties = workerKafkaProperties

@@ -23,7 +23,9 @@ final class ChaosEnvironment: Sendable {
     let started: ContinuousClock.Instant
     let logger: Logger
     private let services = Mutex<Services>(Services())
-    private let clock = ContinuousClock()
+    let clock = ContinuousClock()
+    /// The notification family's gateway and reconciler.
+    let notificationServices = ChaosNotificationServices()
 
     private struct Services {
         var broker: ChildProcess?
@@ -45,7 +47,7 @@ final class ChaosEnvironment: Sendable {
         self.logger = configuration.logger
     }
 
-    private var secondsSinceStart: Double { Self.seconds(started.duration(to: clock.now)) }
+    var secondsSinceStart: Double { Self.seconds(started.duration(to: clock.now)) }
 
     static func seconds(_ duration: Duration) -> Double {
         Double(duration.components.seconds) + Double(duration.components.attoseconds) * 1e-18
@@ -89,6 +91,7 @@ final class ChaosEnvironment: Sendable {
 
         // 3. Read verdicts and dead letters; submit; inject faults meanwhile.
         var retention: ChaosRetentionCheck.Outcome = ([], ([], []))
+        var notifications: ChaosNotificationOutcome?
         var trimmed: [String: Int] = [:]
         let tally = ChaosTally(
             expectedJobs: Set(traffic.jobs.map(\.jobID)), expectedDeadLetters: traffic.malformedKeys)
@@ -145,6 +148,12 @@ final class ChaosEnvironment: Sendable {
                     bootstrap: bootstrap, producer: producer, partitions: partitions)
                 services.withLock { $0.violations += stalled }
             }
+            // Not only after a clean settle: the family reads the ledger and the simulator, not the harness's reader.
+            if configuration.notifications {
+                notifications = await runNotificationPhase(
+                    verdicts: tally.snapshot.verdicts, ledgerURL: ledgerURL,
+                    stateDirectory: simulatorState.stateDirectory)
+            }
             logger.info(
                 "chaos: settled, stopping the workers",
                 metadata: [LogKeys.chaosSettled: "\(tally.settled)", LogKeys.chaosExpected: "\(expectedSettled)"])
@@ -185,7 +194,9 @@ final class ChaosEnvironment: Sendable {
         }
 
         // 4. The ledger and the invariants.
-        let snapshot = tally.snapshot
+        var snapshot = tally.snapshot
+        // The notification family's verdicts are checked by its own invariants, against Apple's truth.
+        snapshot.verdicts.removeAll { $0.jobID.hasPrefix(NotificationJob.jobIDPrefix) }
         let ledgerView = try await readLedger(url: ledgerURL, traffic: traffic, verdicts: snapshot.verdicts)
         writeRecords(traffic: traffic, verdicts: snapshot.verdicts)
         // Messages the broker deleted before they settled are harness errors, not lost jobs: left out of the check.
@@ -198,11 +209,12 @@ final class ChaosEnvironment: Sendable {
             let truth = ChaosEntitlementTruth(
                 jobs: traffic.jobs, claims: ledgerView.claims, verdicts: snapshot.verdicts,
                 catalog: Self.entitlementCatalog)
-            let entitlementViolations = await checkEntitlements(truth)
+            let entitlementViolations = await checkEntitlements(
+                truth, skipping: notifications?.touchedAccounts ?? [])
             services.withLock { $0.violations += entitlementViolations }
         }
         let (faults, runViolations) = services.withLock { ($0.faults, $0.violations) }
-        var violations = runViolations + found
+        var violations = runViolations + found + (notifications?.violations ?? [])
         if canary.hits > 0 {
             violations.append(.unexpectedAppleEndpoint("the URL bait listener (\(canary.hits) connections)"))
         }
@@ -210,7 +222,9 @@ final class ChaosEnvironment: Sendable {
         for endpoint in appleRequests.keys.sorted() where !Self.isConfiguredEndpoint(endpoint) {
             violations.append(.unexpectedAppleEndpoint(endpoint))
         }
-        for finding in ChaosLogAudit.audit(directory: directory, secrets: [sharedSecret]) {
+        let keyLines = (try? String(contentsOf: serverAPIKeyFile, encoding: .utf8))?.split(separator: "\n")
+            .filter { !$0.hasPrefix("-----") }.map(String.init)
+        for finding in ChaosLogAudit.audit(directory: directory, secrets: [sharedSecret] + (keyLines ?? [])) {
             violations.append(.leakInLog(finding.description))
         }
         var kinds: [String: Int] = [:]
@@ -231,7 +245,7 @@ final class ChaosEnvironment: Sendable {
             harnessErrorKinds: harnessErrors.reduce(into: [:]) { $0[$1.kind.rawValue, default: 0] += 1 },
             harnessErrorExamples: harnessErrors.prefix(25).map(\.description), plannedMegabytes: plannedBytes >> 20,
             windowKilobytes: window >> 10, largestJobPartitionKilobytes: deliveries.largestPartitionBytes >> 10,
-            trimmedPartitions: trimmed, workerOffsetResets: workerOffsetResets())
+            trimmedPartitions: trimmed, workerOffsetResets: workerOffsetResets(), notifications: notifications?.report)
     }
 
     /// Lines in which a worker's librdkafka reset a fetch position because the broker no longer held the offset
@@ -253,6 +267,7 @@ final class ChaosEnvironment: Sendable {
         let simulatorURL = try await startSimulator(
             stateDirectory: simulatorState.stateDirectory, secretFile: simulatorState.secretFile)
         let ledgerURL = try await startLedger()
+        if configuration.notifications { try writeServerAPIKey() }
         let workerEnvironment = makeWorkerEnvironment(
             bootstrap: bootstrap, simulatorURL: simulatorURL, ledgerURL: ledgerURL, catalogFile: catalogFile,
             stateDirectory: simulatorState.stateDirectory, secretFile: simulatorState.secretFile)
@@ -438,7 +453,7 @@ final class ChaosEnvironment: Sendable {
 
     // MARK: Services
 
-    private func log(_ name: String) -> URL { directory.appendingPathComponent("\(name).log") }
+    func log(_ name: String) -> URL { directory.appendingPathComponent("\(name).log") }
     func workerLog(_ index: Int) -> URL { log("worker-\(index)") }
 
     func startBroker() async throws -> String {
@@ -462,7 +477,7 @@ final class ChaosEnvironment: Sendable {
             arguments: [
                 "apple-sim", "--port", "0", "--state-dir", stateDirectory.path, "--shared-secret-file",
                 secretFile.path,
-            ],
+            ] + (configuration.notifications ? ["--notification-time-scale", "\(Self.notificationTimeScale)"] : []),
             logFile: log("apple-sim"), readsLines: true, exitsWithParent: true)
         services.withLock { $0.simulator = simulator }
         guard let line = await simulator.waitForLine(timeout: .seconds(120), where: { $0.hasPrefix("listening=") })
@@ -546,6 +561,15 @@ final class ChaosEnvironment: Sendable {
             "VERIFY_LOG_LEVEL": configuration.workerLogLevel,
         ]
         environment.merge(settings) { _, new in new }
+        if configuration.notifications {
+            // The notification family: Finish Transaction and consumption answers on, through a Server API key of
+            // the run's own (the simulator accepts any P-256 key).
+            environment.merge([
+                "VERIFY_SERVER_API_KEY_FILE": serverAPIKeyFile.path, "VERIFY_SERVER_API_KEY_ID": "CHAOSKEY",
+                "VERIFY_SERVER_API_ISSUER_ID": "chaos-issuer", "VERIFY_FINISH_TRANSACTIONS": "true",
+                "VERIFY_CONSUMPTION_ANSWERS": "true", "VERIFY_CONSUMPTION_CUSTOMER_CONSENTED": "true",
+            ]) { _, new in new }
+        }
         if let properties = configuration.workerKafkaProperties { environment["VERIFY_KAFKA_PROPERTIES"] = properties }
         return environment
     }
@@ -584,7 +608,10 @@ final class ChaosEnvironment: Sendable {
         return detail
     }
 
-    private let workerEnvironment = Mutex<[String: String]>([:])
+    let workerEnvironment = Mutex<[String: String]>([:])
+
+    /// Adds faults a family injected outside the schedule to the run's record.
+    func record(faults: [ChaosFaultRecord]) { services.withLock { $0.faults += faults } }
 
     func restartWorker(_ index: Int) throws {
         try startWorker(index, environment: workerEnvironment.withLock { $0 })
@@ -654,7 +681,8 @@ final class ChaosEnvironment: Sendable {
 
     /// Waits until the entitlement service has read every verdict in the topic (its positions in its store reach the
     /// high watermarks), then compares every account of the run with the truth.
-    func checkEntitlements(_ truth: ChaosEntitlementTruth) async -> [ChaosViolation] {
+    /// Accounts in `skipping` are left out: their purchases went through lifecycle events the truth does not model.
+    func checkEntitlements(_ truth: ChaosEntitlementTruth, skipping: Set<String> = []) async -> [ChaosViolation] {
         guard let port = services.withLock({ $0.entitlementsPort }) else {
             return [.runFailed("no entitlement service")]
         }
@@ -700,7 +728,7 @@ final class ChaosEnvironment: Sendable {
             "chaos: entitlement service caught up; comparing accounts",
             metadata: [LogKeys.chaosAccounts: "\(truth.accounts.count)"])
         var violations: [ChaosViolation] = []
-        for account in truth.accounts.keys.sorted() {
+        for account in truth.accounts.keys.sorted() where !skipping.contains(account) {
             let encoded = account.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? account
             let reply = await ChaosHTTP.getAuthorized(
                 "http://127.0.0.1:\(port)/v1/accounts/\(encoded)/entitlements", token: Self.entitlementsToken)
@@ -892,7 +920,7 @@ final class ChaosEnvironment: Sendable {
             heldSeconds: Self.seconds(injected.duration(to: clock.now)), recoverySeconds: nil, detail: detail)
     }
 
-    private var simulatorBase: String? {
+    var simulatorBase: String? {
         services.withLock { $0.simulator }?.lines.first { $0.hasPrefix("listening=") }
             .map { String($0.dropFirst("listening=".count)) }
     }
@@ -990,6 +1018,7 @@ final class ChaosEnvironment: Sendable {
             ($0.broker, $0.simulator, $0.workers, $0.postgresState)
         }
         for worker in workers.compactMap({ $0 }) where worker.exit == nil { worker.signal(SIGKILL) }
+        killNotificationServices()
         if let entitlements = services.withLock({ $0.entitlements }), entitlements.exit == nil {
             entitlements.signal(SIGKILL)
         }

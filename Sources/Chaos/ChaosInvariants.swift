@@ -109,6 +109,14 @@ public enum ChaosViolation: Sendable, Hashable, CustomStringConvertible {
     case runFailed(String)
     /// The entitlement service's API disagrees with the run's truth about an account.
     case entitlementMismatch(account: String, detail: String)
+    /// After the lifecycle events: the ledger's owner, state or expiry of a transaction differs from Apple's truth.
+    case notificationDrift(transactionID: String, detail: String)
+    /// A CONSUMPTION_REQUEST got no answer, several, or a wrong `deliveryStatus`.
+    case consumptionAnswers(transactionID: String, detail: String)
+    /// A granted transaction never finished, or another one finished.
+    case finishCalls(transactionID: String, detail: String)
+    /// The reconciler asked Apple's notification history faster than its budget.
+    case reconcileBudget(detail: String)
 
     public var description: String {
         switch self {
@@ -139,6 +147,10 @@ public enum ChaosViolation: Sendable, Hashable, CustomStringConvertible {
         case .unexpectedAppleEndpoint(let endpoint): "the simulator was asked for \(endpoint)"
         case .runFailed(let detail): "run failed: \(detail)"
         case .entitlementMismatch(let account, let detail): "account \(account): the entitlement API shows \(detail)"
+        case .notificationDrift(let tx, let detail): "transaction \(tx): the ledger drifted from Apple: \(detail)"
+        case .consumptionAnswers(let tx, let detail): "transaction \(tx): consumption answers: \(detail)"
+        case .finishCalls(let tx, let detail): "transaction \(tx): finish calls: \(detail)"
+        case .reconcileBudget(let detail): "the reconciler exceeded its rate budget: \(detail)"
         }
     }
 
@@ -166,6 +178,10 @@ public enum ChaosViolation: Sendable, Hashable, CustomStringConvertible {
         case .unexpectedAppleEndpoint: "unexpected_apple_endpoint"
         case .runFailed: "run_failed"
         case .entitlementMismatch: "entitlement_mismatch"
+        case .notificationDrift: "notification_drift"
+        case .consumptionAnswers: "consumption_answers"
+        case .finishCalls: "finish_calls"
+        case .reconcileBudget: "reconcile_budget"
         }
     }
 }

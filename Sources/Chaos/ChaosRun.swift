@@ -70,6 +70,16 @@ public struct ChaosConfiguration: Sendable {
     /// (`kill_entitlements`), and check at the end that every account's entitlements from its API equal the run's
     /// truth. Default: true.
     public var entitlements = true
+    /// The notification family (issue 16, item 10): run a gateway (the simulator's notification URL) and a
+    /// reconciler, trigger lifecycle events for ``notificationTransactions`` granted purchases while notifications are
+    /// dropped, duplicated and delayed and the gateway, the reconciler and a worker are killed; then compare the ledger
+    /// with the simulator's truth. Turns on Finish Transaction and consumption answers in the workers. Default: true.
+    public var notifications = true
+    /// Granted purchases given a lifecycle scenario. Default: 40.
+    public var notificationTransactions = 40
+    /// Also the scenarios that end a subscription before its period's end (``ChaosLifecyclePlan/earlyExpiryScenarios``,
+    /// a known gap: they drift). Default: false.
+    public var notificationEarlyExpiry = false
     /// `VERIFY_KAFKA_PROPERTIES` of the workers (e.g. `debug=eos,msg` to see the idempotent producer's state).
     /// Default: none.
     public var workerKafkaProperties: String?
@@ -86,7 +96,7 @@ public struct ChaosConfiguration: Sendable {
 /// One fault the schedule injected.
 public struct ChaosFaultRecord: Sendable, Codable, Hashable {
     /// `kill_worker`, `sigterm_worker`, `broker_down`, `broker_errors`, `postgres_outage`, `apple_21005`,
-    /// `apple_503`, `apple_timeouts`.
+    /// `apple_503`, `apple_timeouts`, and the notification family's `kill_gateway`, `kill_reconciler`.
     public var kind: String
     /// What it hit (a worker index, a broker id), when it applies.
     public var target: String?
@@ -146,6 +156,8 @@ public struct ChaosReport: Sendable, Codable {
     public var trimmedPartitions: [String: Int]
     /// Worker log lines `Offset out of range` (a fetch position the broker had deleted; see ``ChaosHarnessError``).
     public var workerOffsetResets: Int
+    /// The notification family's figures (nil when it did not run).
+    public var notifications: ChaosNotificationReport?
 
     enum CodingKeys: String, CodingKey {
         case jobs, messages, malformed, fuzz, cases, workers, partitions, seed, outcomes, faults, violations
@@ -169,6 +181,7 @@ public struct ChaosReport: Sendable, Codable {
         case largestJobPartitionKilobytes = "largest_job_partition_kb"
         case trimmedPartitions = "trimmed_partitions"
         case workerOffsetResets = "worker_offset_resets"
+        case notifications
     }
 
     public var json: String {

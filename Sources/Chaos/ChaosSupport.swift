@@ -46,6 +46,17 @@ enum ChaosHTTP {
                 timeout: .seconds(5)))
         return response.map { (200..<300).contains($0.status) } ?? false
     }
+
+    /// POSTs a JSON body; the status and the JSON object answered, or nil when nothing answered.
+    static func postForAnswer(_ url: String, json: String) async -> (status: Int, object: [String: Any])? {
+        let response = await execute(
+            TransportRequest(
+                method: .post, url: url, headers: [("Content-Type", "application/json")], body: Array(json.utf8),
+                timeout: .seconds(5)))
+        return response.map {
+            ($0.status, ((try? JSONSerialization.jsonObject(with: Data($0.body))) as? [String: Any]) ?? [:])
+        }
+    }
 }
 
 /// A free TCP port on loopback, chosen by the kernel (bind to port 0, read it back, close).

@@ -225,6 +225,18 @@ public struct ChaosTrafficBuilder {
             expired.expiresDateMs = nowMs - 3_600_000
             traffic.add(
                 nextJob(proof(try simulator.mint(expired), format)), grantable: nil, category: "expired_subscription")
+            // Active subscriptions, granted: the notification family renews, expires, extends, refunds and revokes
+            // them (three per block, so the short run has a dozen).
+            for _ in 0..<3 {
+                var subscription = MintRequest(
+                    bundleId: ChaosApp.bundleID, productId: ChaosApp.subscription, format: format,
+                    environment: .production)
+                subscription.expiresDateMs = nowMs + 30 * 86_400_000
+                let active = try simulator.mint(subscription)
+                traffic.add(
+                    nextJob(proof(active, format)), grantable: active.transaction.transactionId,
+                    category: "active_subscription")
+            }
             // A refunded purchase. A StoreKit 2 JWS signed before the refund cannot show it, so refunds use the
             // formats whose state Apple holds.
             if format == .appReceipt || (format == .transactionReceipt && ios6Refunds) {

@@ -1,0 +1,322 @@
+import Foundation
+import Messages
+import Traffic
+
+/// The simulator's truth about one transaction (`GET /sim/transactions/{id}`), reduced to what the notification
+/// family compares.
+public struct ChaosTransactionTruth: Sendable, Hashable {
+    public var transactionID: String
+    public var originalTransactionID: String
+    public var productID: String
+    /// Apple's product type (`Auto-Renewable Subscription`, `Consumable`, …).
+    public var type: String
+    /// `active`, `expired`, `revoked`, `billing_retry` or `grace_period`.
+    public var state: String
+    public var expiresMs: Int64?
+    /// `deliveryStatus` of each Send Consumption Information body received, in order.
+    public var consumptionDeliveryStatuses: [String]
+    public var finishCalls: Int
+
+    public init(
+        transactionID: String, originalTransactionID: String? = nil, productID: String = "", type: String = "",
+        state: String = "active", expiresMs: Int64? = nil, consumptionDeliveryStatuses: [String] = [],
+        finishCalls: Int = 0
+    ) {
+        self.transactionID = transactionID
+        self.originalTransactionID = originalTransactionID ?? transactionID
+        self.productID = productID
+        self.type = type
+        self.state = state
+        self.expiresMs = expiresMs
+        self.consumptionDeliveryStatuses = consumptionDeliveryStatuses
+        self.finishCalls = finishCalls
+    }
+
+    /// From the simulator's JSON answer; nil when it is not one.
+    init?(json: [String: Any]) {
+        guard let id = json["transaction_id"] as? String, let state = json["state"] as? String else { return nil }
+        let answers = json["consumption_answers"] as? [Any] ?? []
+        self.init(
+            transactionID: id, originalTransactionID: json["original_transaction_id"] as? String,
+            productID: json["product_id"] as? String ?? "", type: json["type"] as? String ?? "", state: state,
+            expiresMs: (json["expires_date_ms"] as? NSNumber)?.int64Value,
+            consumptionDeliveryStatuses: answers.map { ($0 as? [String: Any])?["deliveryStatus"] as? String ?? "?" },
+            finishCalls: (json["finish_calls"] as? NSNumber)?.intValue ?? 0)
+    }
+}
+
+/// The ledger's view of one transaction (its claim), as `verify-worker ledger show` states it.
+public struct ChaosLedgerTransaction: Sendable, Hashable {
+    public var accountID: String
+    /// `active`, `expired`, `revoked` or `grace_period` (``Ledger/LedgerShow/state(of:at:)``).
+    public var state: String
+    public var expiresMs: Int64?
+
+    public init(accountID: String, state: String, expiresMs: Int64?) {
+        self.accountID = accountID
+        self.state = state
+        self.expiresMs = expiresMs
+    }
+}
+
+/// The end invariants of the notification family (issue 16, item 10), as pure functions of the simulator's truth and
+/// the ledger: `notification_drift`, `consumption_answers`, `finish_calls` and `reconcile_budget`.
+public struct ChaosNotificationChecker: Sendable {
+    /// The account that owned each transaction the lifecycle touched before it started (renewals: the owner of the
+    /// original transaction). Notifications never change an owner.
+    public var owners: [String: String]
+    /// Transactions Apple sent a CONSUMPTION_REQUEST for, each granted and never revoked: the only right answer is
+    /// `DELIVERED`.
+    public var consumptionRequested: Set<String>
+    /// Transactions the receipt traffic granted (each must have Finish Transaction at least once) and those it
+    /// decided without granting (none may have it).
+    public var granted: Set<String>
+    public var notGranted: Set<String>
+
+    public init(
+        owners: [String: String], consumptionRequested: Set<String> = [], granted: Set<String> = [],
+        notGranted: Set<String> = []
+    ) {
+        self.owners = owners
+        self.consumptionRequested = consumptionRequested
+        self.granted = granted
+        self.notGranted = notGranted
+    }
+
+    /// The simulator's state as the ledger can hold it: the ledger records no billing retry without a grace period
+    /// (the renewal info's flag is not stored), and such a subscription gives no access, as `expired` does.
+    public static func comparable(_ state: String) -> String { state == "billing_retry" ? "expired" : state }
+
+    /// `notification_drift`: for every transaction with an owner, the ledger's owner, state and expiry equal the
+    /// truth.
+    public func drift(
+        truth: [String: ChaosTransactionTruth], ledger: [String: ChaosLedgerTransaction]
+    ) -> [ChaosViolation] {
+        owners.keys.sorted().compactMap { id in
+            guard let expected = truth[id] else {
+                return .notificationDrift(transactionID: id, detail: "the simulator has no truth for it")
+            }
+            guard let claim = ledger[id] else {
+                return .notificationDrift(
+                    transactionID: id, detail: "no ledger claim; the truth is \(expected.state)")
+            }
+            var problems: [String] = []
+            if claim.accountID != owners[id] { problems.append("owner \(claim.accountID), not \(owners[id] ?? "")") }
+            if claim.state != Self.comparable(expected.state) {
+                problems.append("state \(claim.state), truth \(expected.state)")
+            }
+            if claim.expiresMs != expected.expiresMs {
+                problems.append(
+                    "expires_ms \(claim.expiresMs.map(String.init) ?? "null"), truth "
+                        + (expected.expiresMs.map(String.init) ?? "null"))
+            }
+            return problems.isEmpty
+                ? nil : .notificationDrift(transactionID: id, detail: problems.joined(separator: "; "))
+        }
+    }
+
+    /// `consumption_answers`: exactly one Send Consumption Information per requested transaction, `DELIVERED`.
+    public func consumptionAnswers(truth: [String: ChaosTransactionTruth]) -> [ChaosViolation] {
+        consumptionRequested.sorted().compactMap { id in
+            let statuses = truth[id]?.consumptionDeliveryStatuses ?? []
+            guard statuses != ["DELIVERED"] else { return nil }
+            return .consumptionAnswers(
+                transactionID: id,
+                detail: statuses.isEmpty
+                    ? "no answer" : "\(statuses.count) answers \(statuses), expected one DELIVERED")
+        }
+    }
+
+    /// `finish_calls`: every granted transaction finished at least once (a worker that dies between the call and
+    /// its record may call again: Finish Transaction is idempotent), no other transaction ever.
+    public func finishCalls(truth: [String: ChaosTransactionTruth]) -> [ChaosViolation] {
+        let unfinished = granted.sorted().compactMap { id -> ChaosViolation? in
+            guard let calls = truth[id]?.finishCalls, calls < 1 else { return nil }
+            return .finishCalls(transactionID: id, detail: "granted, never finished")
+        }
+        let wrong = notGranted.subtracting(granted).sorted().compactMap { id -> ChaosViolation? in
+            guard let calls = truth[id]?.finishCalls, calls > 0 else { return nil }
+            return .finishCalls(transactionID: id, detail: "not granted, finished \(calls) times")
+        }
+        return unfinished + wrong
+    }
+
+    /// `reconcile_budget`: the reconciler's Get Notification History requests stayed within its bucket: `rate` per
+    /// second over the time it ran, plus the one request of burst each process starts with.
+    public static func reconcileBudget(
+        historyRequests: Int, ratePerSecond: Double, seconds: Double, starts: Int
+    ) -> ChaosViolation? {
+        let allowed = ratePerSecond * seconds + Double(max(1, starts))
+        guard Double(historyRequests) > allowed.rounded(.up) else { return nil }
+        return .reconcileBudget(
+            detail: "\(historyRequests) history requests in \(Int(seconds)) s from \(starts) processes; "
+                + "the budget allows \(Int(allowed)) at \(ratePerSecond)/s")
+    }
+}
+
+/// One lifecycle event the run triggers at the simulator.
+public struct ChaosLifecycleEvent: Sendable, Hashable {
+    /// The `/sim/…` route.
+    public var route: String
+    /// `transaction_id` or `original_transaction_id`.
+    public var key: String
+    public var transactionID: String
+    /// Extra JSON members, e.g. `"days": 7`.
+    public var extra: String
+
+    public init(route: String, key: String = "transaction_id", transactionID: String, extra: String = "") {
+        self.route = route
+        self.key = key
+        self.transactionID = transactionID
+        self.extra = extra
+    }
+
+    var body: String {
+        "{\"\(key)\": \"\(transactionID)\"" + (extra.isEmpty ? "" : ", " + extra) + "}"
+    }
+}
+
+/// Which lifecycle events a run triggers: a seeded plan over the granted production transactions of each product
+/// type. Each transaction gets one scenario (a short sequence of events), so the expected truth is the simulator's
+/// own; consumption requests go to transactions nothing else touches (the right answer is then `DELIVERED`).
+public struct ChaosLifecyclePlan: Sendable {
+    public private(set) var events: [ChaosLifecycleEvent] = []
+    public private(set) var consumptionRequested: Set<String> = []
+    /// Transactions chosen, with their scenario name.
+    public private(set) var scenarios: [String: String] = [:]
+
+    /// - Parameters:
+    ///   - transactions: granted production transactions and their product type in the catalog.
+    ///   - count: how many transactions get a scenario.
+    ///   - earlyExpiry: also the scenarios that end a subscription before its period's end (``earlyExpiryScenarios``).
+    public init(
+        transactions: [(id: String, type: ProductType)], count: Int, seed: UInt64, earlyExpiry: Bool = false
+    ) {
+        var random = SplitMix64(state: seed ^ 0x11FE)
+        // Round robin over the product types, so the few subscriptions are not drowned by the many one-time
+        // purchases.
+        var byType: [ProductType: [String]] = [:]
+        for (id, type) in transactions { byType[type, default: []].append(id) }
+        var queues = ProductType.allCases.compactMap { type in
+            byType[type].map { ids in (type, ids.sorted().shuffled(using: &random)) }
+        }
+        var chosen: [(id: String, type: ProductType)] = []
+        while chosen.count < count, queues.contains(where: { !$0.1.isEmpty }) {
+            for index in queues.indices where chosen.count < count && !queues[index].1.isEmpty {
+                chosen.append((queues[index].1.removeFirst(), queues[index].0))
+            }
+        }
+        var perType: [ProductType: Int] = [:]
+        var sequences: [[ChaosLifecycleEvent]] = []
+        for (id, type) in chosen {
+            let turn = perType[type, default: 0]
+            perType[type] = turn + 1
+            let (name, steps) = Self.scenario(type: type, turn: turn, id: id, earlyExpiry: earlyExpiry)
+            scenarios[id] = name
+            if name == "consumption_request" { consumptionRequested.insert(id) }
+            sequences.append(steps)
+        }
+        // Interleaved: the first step of every scenario, then the second, so events about one transaction are
+        // apart in time and their notifications race the others'.
+        let longest = sequences.map(\.count).max() ?? 0
+        for step in 0..<longest {
+            for sequence in sequences where step < sequence.count { events.append(sequence[step]) }
+        }
+    }
+
+    /// `sim/expire` and `sim/billing-retry` move the subscription's `expiresDate` back to now, which Apple never does
+    /// (its EXPIRED and DID_FAIL_TO_RENEW come once the period has ended), and the ledger never moves an expiry
+    /// earlier (docs/LEDGER.md): the ledger then keeps the subscription active until the period's end. A known gap
+    /// (docs/RELIABILITY.md), left out unless asked for.
+    public static let earlyExpiryScenarios: Set<String> = ["expire", "billing_retry_grace", "billing_retry"]
+
+    static func scenario(
+        type: ProductType, turn: Int, id: String, earlyExpiry: Bool
+    ) -> (String, [ChaosLifecycleEvent]) {
+        func event(_ route: String) -> ChaosLifecycleEvent { ChaosLifecycleEvent(route: route, transactionID: id) }
+        func subscription(_ route: String, _ extra: String = "") -> ChaosLifecycleEvent {
+            ChaosLifecycleEvent(route: route, key: "original_transaction_id", transactionID: id, extra: extra)
+        }
+        var options: [(String, [ChaosLifecycleEvent])]
+        switch type {
+        case .autoRenewable:
+            options = [
+                ("renew", [subscription("sim/renew")]),
+                ("expire", [subscription("sim/expire")]),
+                ("billing_retry_grace", [subscription("sim/billing-retry", "\"grace_days\": 3")]),
+                ("extend", [subscription("sim/extend", "\"days\": 7")]),
+                ("refund", [event("sim/refund")]),
+                ("refund_reversed", [event("sim/refund"), event("sim/refund/reverse")]),
+                ("revoke", [event("sim/revoke")]),
+                ("renew_twice", [subscription("sim/renew"), subscription("sim/renew")]),
+                ("billing_retry", [subscription("sim/billing-retry")]),
+                ("refund_declined", [event("sim/refund/decline")]),
+            ]
+        case .consumable:
+            options = [
+                ("consumption_request", [event("sim/consumption-request")]),
+                ("refund", [event("sim/refund")]),
+                ("refund_declined", [event("sim/refund/decline")]),
+            ]
+        default:
+            options = [
+                ("refund", [event("sim/refund")]),
+                ("refund_reversed", [event("sim/refund"), event("sim/refund/reverse")]),
+                ("revoke", [event("sim/revoke")]),
+                ("refund_declined", [event("sim/refund/decline")]),
+            ]
+        }
+        if !earlyExpiry { options.removeAll { earlyExpiryScenarios.contains($0.0) } }
+        return options[turn % options.count]
+    }
+}
+
+/// The notification family's figures in the run's summary.
+public struct ChaosNotificationReport: Sendable, Codable, Hashable {
+    /// Transactions given a lifecycle scenario, per scenario.
+    public var scenarios: [String: Int] = [:]
+    /// Lifecycle requests the simulator accepted, and those it refused (409: e.g. a renewal of a revoked
+    /// subscription).
+    public var eventsTriggered = 0
+    public var eventsRefused = 0
+    /// Transactions compared with the truth (the scenarios' and the renewals' new ones).
+    public var transactionsCompared = 0
+    /// The simulator's `/sim/stats` notification counters.
+    public var notificationsSent = 0
+    public var notificationsFailed = 0
+    public var notificationsRetried = 0
+    public var notificationsDuplicated = 0
+    /// Notifications no attempt of the simulator had delivered when the ledger agreed with the truth: only the
+    /// reconciler brought them.
+    public var undeliveredByApple = 0
+    /// `verify_reconcile_notifications_recovered_total` summed over the reconciler's processes (scraped before each
+    /// kill and at the end).
+    public var reconcilerRecovered = 0
+    public var historyRequests = 0
+    public var reconcileBudgetPerSecond = 0.0
+    /// From the first lifecycle event until the ledger agreed with the truth (nil: it never did within the settle
+    /// timeout).
+    public var convergenceSeconds: Double?
+    public var consumptionRequests = 0
+    public var finishChecked = 0
+
+    enum CodingKeys: String, CodingKey {
+        case scenarios
+        case eventsTriggered = "events_triggered"
+        case eventsRefused = "events_refused"
+        case transactionsCompared = "transactions_compared"
+        case notificationsSent = "notifications_sent"
+        case notificationsFailed = "notifications_failed"
+        case notificationsRetried = "notifications_retried"
+        case notificationsDuplicated = "notifications_duplicated"
+        case undeliveredByApple = "undelivered_by_apple"
+        case reconcilerRecovered = "reconciler_recovered"
+        case historyRequests = "history_requests"
+        case reconcileBudgetPerSecond = "reconcile_budget_per_s"
+        case convergenceSeconds = "convergence_s"
+        case consumptionRequests = "consumption_requests"
+        case finishChecked = "finish_checked"
+    }
+
+    public init() {}
+}

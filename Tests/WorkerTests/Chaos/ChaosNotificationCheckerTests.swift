@@ -1,0 +1,116 @@
+import Chaos
+import Messages
+import Testing
+
+/// The notification family's end invariants on synthetic truths and ledgers: agreement passes, and each kind of
+/// drift, a missing or doubled consumption answer, a wrong finish and a reconciler over its budget is found.
+@Suite("Chaos: notification invariants")
+struct ChaosNotificationCheckerTests {
+    static let truth: [String: ChaosTransactionTruth] = [
+        "t1": ChaosTransactionTruth(transactionID: "t1", state: "active", expiresMs: 2_000_000),
+        "t2": ChaosTransactionTruth(transactionID: "t2", state: "revoked"),
+        "t3": ChaosTransactionTruth(
+            transactionID: "t3", state: "active", consumptionDeliveryStatuses: ["DELIVERED"], finishCalls: 1),
+        "t4": ChaosTransactionTruth(transactionID: "t4", state: "billing_retry", expiresMs: 1_000),
+    ]
+
+    static let ledger: [String: ChaosLedgerTransaction] = [
+        "t1": ChaosLedgerTransaction(accountID: "alice", state: "active", expiresMs: 2_000_000),
+        "t2": ChaosLedgerTransaction(accountID: "bob", state: "revoked", expiresMs: nil),
+        "t3": ChaosLedgerTransaction(accountID: "carol", state: "active", expiresMs: nil),
+        "t4": ChaosLedgerTransaction(accountID: "dave", state: "expired", expiresMs: 1_000),
+    ]
+
+    static let checker = ChaosNotificationChecker(
+        owners: ["t1": "alice", "t2": "bob", "t3": "carol", "t4": "dave"], consumptionRequested: ["t3"],
+        granted: ["t3"], notGranted: ["t5"])
+
+    @Test("A ledger that agrees with the truth has no drift (billing retry without grace reads as expired)")
+    func agreement() {
+        #expect(Self.checker.drift(truth: Self.truth, ledger: Self.ledger).isEmpty)
+        #expect(Self.checker.consumptionAnswers(truth: Self.truth).isEmpty)
+        #expect(Self.checker.finishCalls(truth: Self.truth).isEmpty)
+    }
+
+    @Test("A ledger row that differs from the truth in owner, state or expiry, or is missing, is notification_drift")
+    func drift() {
+        var ledger = Self.ledger
+        ledger["t1"]?.expiresMs = 1_999_999
+        ledger["t2"]?.state = "active"
+        ledger["t3"]?.accountID = "mallory"
+        ledger["t4"] = nil
+        let found = Self.checker.drift(truth: Self.truth, ledger: ledger)
+        #expect(found.map(\.kind) == Array(repeating: "notification_drift", count: 4))
+        #expect(found[0].description.contains("expires_ms 1999999, truth 2000000"))
+        #expect(found[1].description.contains("state active, truth revoked"))
+        #expect(found[2].description.contains("owner mallory, not carol"))
+        #expect(found[3].description.contains("no ledger claim"))
+        // A transaction the simulator does not know is drift too, not silently skipped.
+        var truth = Self.truth
+        truth["t1"] = nil
+        #expect(
+            Self.checker.drift(truth: truth, ledger: Self.ledger).map(\.description) == [
+                "transaction t1: the ledger drifted from Apple: the simulator has no truth for it"
+            ])
+    }
+
+    @Test("No answer, two answers or a wrong deliveryStatus is consumption_answers")
+    func consumption() {
+        for statuses in [[], ["DELIVERED", "DELIVERED"], ["UNDELIVERED_OTHER"]] {
+            var truth = Self.truth
+            truth["t3"]?.consumptionDeliveryStatuses = statuses
+            #expect(Self.checker.consumptionAnswers(truth: truth).map(\.kind) == ["consumption_answers"])
+        }
+    }
+
+    @Test("A granted transaction never finished, or another one finished, is finish_calls")
+    func finish() {
+        var truth = Self.truth
+        truth["t3"]?.finishCalls = 0
+        truth["t5"] = ChaosTransactionTruth(transactionID: "t5", state: "expired", finishCalls: 1)
+        let found = Self.checker.finishCalls(truth: truth)
+        #expect(found.map(\.kind) == ["finish_calls", "finish_calls"])
+        #expect(found.map(\.description).joined().contains("granted, never finished"))
+        #expect(found.map(\.description).joined().contains("not granted, finished 1 times"))
+        // Finished twice (a worker killed after the call, before its record) is allowed.
+        truth["t3"]?.finishCalls = 2
+        truth["t5"]?.finishCalls = 0
+        #expect(Self.checker.finishCalls(truth: truth).isEmpty)
+    }
+
+    @Test("More history requests than rate × time plus one per process start is reconcile_budget")
+    func budget() {
+        #expect(
+            ChaosNotificationChecker.reconcileBudget(historyRequests: 52, ratePerSecond: 5, seconds: 10, starts: 2)
+                == nil)
+        #expect(
+            ChaosNotificationChecker.reconcileBudget(historyRequests: 53, ratePerSecond: 5, seconds: 10, starts: 2)?
+                .kind == "reconcile_budget")
+    }
+
+    @Test("The lifecycle plan gives each chosen transaction one scenario by product type, interleaved")
+    func plan() {
+        let transactions: [(id: String, type: ProductType)] =
+            (0..<12).map { ("s\($0)", .autoRenewable) } + (0..<3).map { ("c\($0)", .consumable) }
+            + (0..<4).map { ("n\($0)", .nonConsumable) }
+        // Round robin over the types: 9 of 19 leave three subscriptions out, never a consumable.
+        let few = ChaosLifecyclePlan(transactions: transactions, count: 9, seed: 3)
+        #expect(few.scenarios.keys.filter { $0.hasPrefix("c") }.count == 3)
+        #expect(few.scenarios.keys.filter { $0.hasPrefix("s") }.count == 3)
+        let plan = ChaosLifecyclePlan(transactions: transactions, count: 19, seed: 3, earlyExpiry: true)
+        #expect(plan.scenarios.count == 19)
+        let consumables = ["c0", "c1", "c2"].filter { plan.scenarios[$0] == "consumption_request" }
+        #expect(plan.consumptionRequested == Set(consumables))
+        #expect(plan.consumptionRequested.count == 1)
+        // Every event names a chosen transaction; scenarios of two steps keep their order.
+        #expect(plan.events.allSatisfy { plan.scenarios[$0.transactionID] != nil })
+        for (id, name) in plan.scenarios where name == "refund_reversed" {
+            #expect(plan.events.filter { $0.transactionID == id }.map(\.route) == ["sim/refund", "sim/refund/reverse"])
+        }
+        #expect(Set(plan.scenarios.values).count == 11)
+        // By default the scenarios that end a subscription early (a known gap) are left out.
+        let usual = ChaosLifecyclePlan(transactions: transactions, count: 19, seed: 3)
+        #expect(Set(usual.scenarios.values).isDisjoint(with: ChaosLifecyclePlan.earlyExpiryScenarios))
+        #expect(usual.scenarios.values.filter { $0 == "renew" }.count == 2)
+    }
+}
