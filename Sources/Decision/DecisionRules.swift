@@ -353,8 +353,15 @@ private struct Evaluation {
             signed < newest
         {
             // Older than a notification already applied: Apple's retries and the reconciler deliver out of order.
-            // The ledger's current state answers; nothing is written, so a late one never undoes a newer state.
-            return concludeFromLedger(ledgerClaims)
+            // The ledger's current state answers, so a late one never undoes a newer state. Only a transaction the
+            // ledger has never seen is claimed, as Apple signed it (a renewal whose DID_RENEW came after the next
+            // renewal's, seen in the chaos harness): a claim of its own takes nothing from the others.
+            guard existing == nil else { return concludeFromLedger(ledgerClaims) }
+            var claim = makeClaim(transaction, account: owner)
+            if notification.kind == .refunded || notification.kind == .revoked {
+                claim.revokedAt = transaction.revokedAt ?? now
+            }
+            return concludeFromLedger(ledgerClaims + [claim], writing: [.claim(claim)])
         }
         decidedByLedger = false
         switch notification.kind {
@@ -418,8 +425,9 @@ private struct Evaluation {
         return conclude()
     }
 
-    /// The answer of a notification older than the newest applied: the subscription's state as the ledger holds it.
-    func concludeFromLedger(_ claims: [TransactionClaim]) -> LedgerDecision {
+    /// The answer of a notification older than the newest applied: the subscription's state as the ledger holds it
+    /// (with `writes`, the claim of a transaction it did not have).
+    func concludeFromLedger(_ claims: [TransactionClaim], writing writes: [LedgerWrite] = []) -> LedgerDecision {
         let standing: Standing
         if claims.contains(where: { $0.isActive(at: now) }) {
             standing = .alreadyOwned
@@ -428,14 +436,14 @@ private struct Evaluation {
             standing = latest?.revokedAt != nil ? .revoked : .expired
         }
         var evaluation = self
-        if let claim = snapshot.claim(transactions[0].transactionID) {
+        if let claim = claims.first(where: { $0.transactionID == transactions[0].transactionID }) {
             // The transaction as the ledger holds it, not as the late notification described it.
             evaluation.transactions[0].expiresDate = claim.expiresDate
             evaluation.transactions[0].gracePeriodExpiresDate = claim.gracePeriodExpiresDate
             evaluation.transactions[0].revokedAt = claim.revokedAt
         }
         evaluation.standings = [standing]
-        evaluation.writes = []
+        evaluation.writes = writes
         evaluation.decidedByLedger = true
         return evaluation.conclude()
     }

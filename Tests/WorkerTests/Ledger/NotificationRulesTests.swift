@@ -187,6 +187,37 @@ struct NotificationRulesTests {
         #expect(newer.verdict.reason == .revoked)
     }
 
+    @Test("a late renewal the ledger never saw is claimed as Apple signed it; the newer state stays")
+    func lateRenewalClaimed() throws {
+        // Two renewals 151 ms apart (the chaos harness's case): the second's DID_RENEW was applied first.
+        let second = F.renewal("s3", purchased: F.days(-1), expires: F.days(29))
+        var secondClaim = F.claim(second, account: "acct-A")
+        secondClaim.notificationSignedAt = F.days(-1)
+        let claims = [F.claim(Self.first, account: "acct-A"), secondClaim]
+        let skipped = F.renewal("s2", purchased: F.days(-2), expires: F.days(28))
+        let late = try Self.decide(Self.notification("DID_RENEW", [skipped], signed: F.days(-2)), claims: claims)
+        #expect(late.writes.count == 1)
+        guard case .claim(let claimed)? = late.writes.first else { throw LedgerTestFailure("no claim written") }
+        #expect(claimed.transactionID == "s2" && claimed.accountID == "acct-A")
+        #expect(claimed.expiresDate == F.days(28) && claimed.revokedAt == nil)
+        #expect(late.verdict.outcome == .alreadyGranted)
+        #expect(late.verdict.accountID == "acct-A")
+        // Once claimed, the same late notification again writes nothing.
+        let again = try Self.decide(
+            Self.notification("DID_RENEW", [skipped], signed: F.days(-2)),
+            claims: claims + [F.claim(skipped, account: "acct-A")])
+        #expect(again.writes.isEmpty)
+        // A late REFUND of a transaction the ledger never saw claims it revoked, and leaves the others alone.
+        var refunded = skipped
+        refunded.revokedAt = F.days(-1)
+        let refund = try Self.decide(Self.notification("REFUND", [refunded], signed: F.days(-2)), claims: claims)
+        guard case .claim(let revoked)? = refund.writes.first, refund.writes.count == 1 else {
+            throw LedgerTestFailure("no single claim written: \(refund.writes)")
+        }
+        #expect(revoked.transactionID == "s2" && revoked.revokedAt == F.days(-1))
+        #expect(refund.verdict.outcome == .alreadyGranted)
+    }
+
     @Test("missing fields: no signedDate, no transaction id owner, no bundle → a documented verdict, never a crash")
     func missingFields() throws {
         // Without signedDate the notification is applied, but cannot be ordered (nothing recorded for order).
