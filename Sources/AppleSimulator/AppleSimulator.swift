@@ -18,6 +18,11 @@ public struct AppleSimulatorConfiguration: Sendable {
     public var sharedSecret: String?
     /// The `appAppleId` in App Store Server API answers (`--app-apple-id`). Default: 1234567890.
     public var appAppleId: Int64 = 1_234_567_890
+    /// Apps with their own credentials (issue 16.7), by bundle id: a receipt of a listed app needs that app's shared
+    /// secret, a Server API token must carry a listed app's `bid` (and that app's key signs it, when one is given),
+    /// and a token of one app asking for another app's transaction gets Apple's 404 4040010. Default: empty (one
+    /// app, configured by the keys above).
+    public var apps: [SimulatedApp] = []
     /// When set, the signature of Server API bearer tokens is verified with this key
     /// (`--api-public-key-file`, PEM). Default: nil (structure and claims only).
     public var apiPublicKey: P256.Signing.PublicKey?
@@ -87,13 +92,15 @@ public final class AppleSimulator: Sendable {
         }
         faults = FaultInjector(random: configuration.random, now: now)
         verifyReceipt = VerifyReceiptService(
-            pki: pki, registry: registry, sharedSecret: configuration.sharedSecret,
+            pki: pki, registry: registry, sharedSecret: configuration.sharedSecret, apps: configuration.apps,
             cacheLimit: max(1, configuration.verifyCacheLimit), now: now)
         serverAPI = ServerAPIService(
             pki: pki, registry: registry, appAppleId: configuration.appAppleId,
-            apiPublicKey: configuration.apiPublicKey, now: now)
+            apiPublicKey: configuration.apiPublicKey, apps: configuration.apps, now: now)
         notifications = NotificationDispatcher(
             target: configuration.notificationURL, pki: pki, appAppleId: configuration.appAppleId,
+            appAppleIds: Dictionary(
+                configuration.apps.map { ($0.bundleId, $0.appAppleId) }, uniquingKeysWith: { first, _ in first }),
             timeScale: configuration.notificationTimeScale, faults: faults, stats: stats,
             transport: configuration.notificationTransport, scheduler: configuration.notificationScheduler, now: now)
     }
@@ -241,5 +248,25 @@ final class Readiness: Sendable {
             }
             if let immediate { continuation.resume(with: immediate) }
         }
+    }
+}
+
+/// One app the simulator acts as Apple for, with its own credentials (``AppleSimulatorConfiguration/apps``).
+public struct SimulatedApp: Sendable {
+    public var bundleId: String
+    /// The `appAppleId` in this app's answers and notifications.
+    public var appAppleId: Int64
+    /// This app's shared secret; a verifyReceipt request for its receipt must send it. Nil: any password.
+    public var sharedSecret: String?
+    /// Verifies the signature of this app's Server API tokens. Nil: the configuration's `apiPublicKey`.
+    public var apiPublicKey: P256.Signing.PublicKey?
+
+    public init(
+        bundleId: String, appAppleId: Int64, sharedSecret: String? = nil, apiPublicKey: P256.Signing.PublicKey? = nil
+    ) {
+        self.bundleId = bundleId
+        self.appAppleId = appAppleId
+        self.sharedSecret = sharedSecret
+        self.apiPublicKey = apiPublicKey
     }
 }

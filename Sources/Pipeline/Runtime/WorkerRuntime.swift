@@ -152,28 +152,31 @@ public struct WorkerRuntime: Sendable {
             policy: AnalysisPolicy(
                 allowedEnvironments: configuration.allowSandbox ? [.production, .sandbox] : [.production],
                 allowXcode: configuration.allowXcode, maximumDecodedSize: configuration.maximumReceiptBytes))
-        let serverAPI = try serverAPIClient(engine: engine, analyzer: analyzer, catalog: catalog)
+        let credentials = try AppCredentials.load(catalog: catalog, configuration: configuration)
+        let apps = AppleAppClients(
+            credentials: credentials, transport: engine,
+            verifyReceipt: VerifyReceiptConfiguration(
+                productionURL: configuration.verifyReceiptProductionURL,
+                sandboxURL: configuration.verifyReceiptSandboxURL, requestTimeout: configuration.appleRequestTimeout),
+            serverAPI: AppStoreServerAPIConfiguration(
+                productionBaseURL: configuration.serverAPIProductionURL,
+                sandboxBaseURL: configuration.serverAPISandboxURL, requestTimeout: configuration.appleRequestTimeout),
+            analyzer: analyzer, logger: logger)
+        let serverAPI = try followUpClient(apps)
         let appleCaller = AppleCaller(gate: gate, retryPolicy: RetryPolicy(maxAttempts: 50), logger: logger)
         let followUps = try makeFollowUps(serverAPI: serverAPI, caller: appleCaller, ledger: ledger, catalog: catalog)
         let processor = JobProcessor(
             analyzer: analyzer, ledger: ledger,
             apple: appleCaller,
-            verifyReceipt: VerifyReceiptClient(
-                transport: engine,
-                configuration: VerifyReceiptConfiguration(
-                    productionURL: configuration.verifyReceiptProductionURL,
-                    sandboxURL: configuration.verifyReceiptSandboxURL,
-                    sharedSecret: configuration.sharedSecret.map { AppleSharedSecret($0.value) },
-                    requestTimeout: configuration.appleRequestTimeout),
-                logger: logger),
-            serverAPI: serverAPI,
+            verifyReceipt: apps.apps[0].verifyReceipt, serverAPI: apps.apps[0].serverAPI,
             configuration: JobProcessor.Configuration(
                 catalog: catalog, allowSandbox: configuration.allowSandbox,
                 jobDeadline: configuration.jobDeadline, appAppleID: configuration.appleAppAppleID),
             health: health, logger: logger,
             coalescing: AppleCoalescingConfiguration(
                 enabled: configuration.coalesceAppleCalls, leaseDuration: configuration.verificationLease,
-                holder: AppleCoalescingConfiguration.uniqueHolder(prefix: configuration.workerID)))
+                holder: AppleCoalescingConfiguration.uniqueHolder(prefix: configuration.workerID)),
+            apps: apps)
         let fatal = OneShot<String>()
         let listening = OneShot<Bool>()
         let migrated = OneShot<Void>()
@@ -399,28 +402,18 @@ public struct WorkerRuntime: Sendable {
             logger: logger)
     }
 
-    func serverAPIClient(
-        engine: CurlHTTPEngine, analyzer: ReceiptAnalyzer, catalog: Catalog
-    ) throws
-        -> AppStoreServerAPIClient?
-    {
-        guard let key = configuration.serverAPIKey, let keyID = configuration.serverAPIKeyID,
-            let issuerID = configuration.serverAPIIssuerID
-        else { return nil }
-        let bundleID = catalog.bundleIDs.sorted().first ?? ""
-        let connectKey: AppStoreConnectKey
-        do {
-            connectKey = try AppStoreConnectKey(
-                keyID: keyID, issuerID: issuerID, bundleID: bundleID, privateKeyPEM: key.value)
-        } catch {
-            throw ConfigurationError(key: "server_api_key", problem: "not a P-256 private key in PEM (.p8)")
+    /// The Server API client of the follow-up calls (Finish Transaction, Send Consumption Information, Set App
+    /// Account Token): the one app's. Their ledger records name no app, so with several apps they are refused
+    /// rather than sent with a key that may be the wrong app's.
+    func followUpClient(_ apps: AppleAppClients) throws(ConfigurationError) -> AppStoreServerAPIClient? {
+        let followUps = [
+            ("finish_transactions", configuration.finishTransactions),
+            ("consumption_answers", configuration.consumptionAnswers),
+            ("set_app_account_tokens", configuration.setAppAccountTokens),
+        ]
+        if apps.apps.count > 1, let (key, _) = followUps.first(where: { $0.1 }) {
+            throw ConfigurationError(key: key, problem: "not available when the catalog lists several apps")
         }
-        return AppStoreServerAPIClient(
-            transport: engine,
-            configuration: AppStoreServerAPIConfiguration(
-                productionBaseURL: configuration.serverAPIProductionURL,
-                sandboxBaseURL: configuration.serverAPISandboxURL, requestTimeout: configuration.appleRequestTimeout),
-            signer: AppStoreTokenSigner(key: connectKey),
-            verifier: ReceiptsPayloadVerifier(analyzer: analyzer, bundleID: bundleID), logger: logger)
+        return apps.apps.first?.serverAPI
     }
 }
