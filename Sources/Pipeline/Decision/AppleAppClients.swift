@@ -66,9 +66,11 @@ public struct AppleAppClients: Sendable {
     }
 
     /// The Server API clients to ask about a bare transaction id, in order: the named app's, or, when the job names
-    /// none, every app's (Apple answers 404 for another app's transaction, and the next one is asked).
+    /// none or an app the catalog does not list, every app's (Apple answers 404 for another app's transaction, and
+    /// the next one is asked; a transaction found for another app than the job names is then `wrong_bundle`, as
+    /// with one app).
     public func serverAPIs(for bundleID: String?) -> [AppStoreServerAPIClient] {
-        if let bundleID, !servesEveryBundleID { return app(for: bundleID)?.serverAPI.map { [$0] } ?? [] }
+        if let bundleID, !servesEveryBundleID, let app = app(for: bundleID) { return app.serverAPI.map { [$0] } ?? [] }
         return apps.compactMap(\.serverAPI)
     }
 

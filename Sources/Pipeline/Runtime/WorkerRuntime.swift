@@ -162,9 +162,9 @@ public struct WorkerRuntime: Sendable {
                 productionBaseURL: configuration.serverAPIProductionURL,
                 sandboxBaseURL: configuration.serverAPISandboxURL, requestTimeout: configuration.appleRequestTimeout),
             analyzer: analyzer, logger: logger)
-        let serverAPI = try followUpClient(apps)
         let appleCaller = AppleCaller(gate: gate, retryPolicy: RetryPolicy(maxAttempts: 50), logger: logger)
-        let followUps = try makeFollowUps(serverAPI: serverAPI, caller: appleCaller, ledger: ledger, catalog: catalog)
+        let followUps = try makeFollowUps(
+            serverAPIs: apps.apps.compactMap(\.serverAPI), caller: appleCaller, ledger: ledger, catalog: catalog)
         let processor = JobProcessor(
             analyzer: analyzer, ledger: ledger,
             apple: appleCaller,
@@ -375,15 +375,16 @@ public struct WorkerRuntime: Sendable {
     }
 
     /// The calls after a durable verdict (``AppleFollowUps``), when switched on. The configuration already refused
-    /// them without a Server API key.
+    /// them without a Server API key, unless the catalog lists apps: then no app with a key is refused here.
     func makeFollowUps(
-        serverAPI: AppStoreServerAPIClient?, caller: AppleCaller, ledger: any Ledger, catalog: Catalog
+        serverAPIs: [AppStoreServerAPIClient], caller: AppleCaller, ledger: any Ledger, catalog: Catalog
     ) throws -> AppleFollowUps? {
         guard
             configuration.finishTransactions || configuration.consumptionAnswers
                 || configuration.setAppAccountTokens
         else { return nil }
-        guard let serverAPI else {
+        // With several apps, each app's client in turn (the call records name no app).
+        guard let serverAPI = serverAPIs.first else {
             throw ConfigurationError(
                 key: configuration.finishTransactions ? "finish_transactions" : "consumption_answers",
                 problem: "needs the App Store Server API key")
@@ -399,21 +400,6 @@ public struct WorkerRuntime: Sendable {
                 customerConsented: configuration.consumptionCustomerConsented,
                 setAppAccountTokens: configuration.setAppAccountTokens, catalog: catalog,
                 holder: AppleCoalescingConfiguration.uniqueHolder(prefix: configuration.workerID)),
-            logger: logger)
-    }
-
-    /// The Server API client of the follow-up calls (Finish Transaction, Send Consumption Information, Set App
-    /// Account Token): the one app's. Their ledger records name no app, so with several apps they are refused
-    /// rather than sent with a key that may be the wrong app's.
-    func followUpClient(_ apps: AppleAppClients) throws(ConfigurationError) -> AppStoreServerAPIClient? {
-        let followUps = [
-            ("finish_transactions", configuration.finishTransactions),
-            ("consumption_answers", configuration.consumptionAnswers),
-            ("set_app_account_tokens", configuration.setAppAccountTokens),
-        ]
-        if apps.apps.count > 1, let (key, _) = followUps.first(where: { $0.1 }) {
-            throw ConfigurationError(key: key, problem: "not available when the catalog lists several apps")
-        }
-        return apps.apps.first?.serverAPI
+            logger: logger, otherApps: Array(serverAPIs.dropFirst()))
     }
 }

@@ -368,6 +368,10 @@ struct SeveralAppsVerificationTests {
             let signed = try await deployment.process(.signedTransaction(jws))
             #expect(signed.outcome == .rejected && signed.reason == .wrongBundle, "\(signed.reason as Any)")
             #expect(deployment.simulator.stats.snapshot().statuses.values.reduce(0, +) == callsBefore)
+            // A bare transaction id of a job that names app C: every app is asked, and B's transaction is not C's.
+            let (_, transactionID) = try deployment.mint(SeveralAppsFiles.appB, format: .signedTransaction)
+            let named = try await deployment.process(.transactionID(transactionID), bundleID: SeveralAppsFiles.appC)
+            #expect(named.outcome == .rejected && named.reason == .wrongBundle, "\(named.reason as Any)")
         }
     }
 
@@ -409,6 +413,55 @@ struct SeveralAppsVerificationTests {
             #expect(!deployment.capture.lines.isEmpty)
             let leaks = deployment.capture.leaks(of: deployment.files.secrets)
             #expect(leaks.isEmpty, "\(leaks.prefix(3))")
+        }
+    }
+}
+
+@Suite("Several apps: worker", .serialized, .timeLimit(.minutes(3)))
+struct SeveralAppsWorkerTests {
+    @Test("a worker started from a two-app catalog grants B's receipt with B's secret, finishes it with B's key")
+    func worker() async throws {
+        let files = try SeveralAppsFiles()
+        defer { files.remove() }
+        let apps = [
+            SimulatedApp(
+                bundleId: SeveralAppsFiles.appA, appAppleId: SeveralAppsFiles.appleIDA, sharedSecret: files.secretA,
+                apiPublicKey: files.keyA.publicKey),
+            SimulatedApp(
+                bundleId: SeveralAppsFiles.appB, appAppleId: SeveralAppsFiles.appleIDB, sharedSecret: files.secretB,
+                apiPublicKey: files.keyB.publicKey),
+        ]
+        try await PipelineHarness.with(simulatorApps: apps) { harness in
+            let base = "http://127.0.0.1:\(harness.port)"
+            try harness.startWorker(
+                0,
+                extra: [
+                    "catalog_file": try files.writeCatalog(files.catalog()), "finish_transactions": "true",
+                    "server_api_production_url": base, "server_api_sandbox_url": base + "/sandbox",
+                ])
+            try await harness.waitUntilAssigned()
+            func job(_ bundleID: String) throws -> (ReceiptJob, String) {
+                let minted = try harness.simulator.mint(
+                    MintRequest(
+                        bundleId: bundleID, productId: SeveralAppsFiles.consumable, format: .appReceipt,
+                        environment: .production))
+                let job = ReceiptJob(
+                    jobID: "job-" + UUID().uuidString.lowercased(), accountID: "acct-" + bundleID,
+                    proof: .receipt(minted.receipt), submittedAt: Date())
+                return (job, minted.transaction.transactionId)
+            }
+            let (beta, betaTransaction) = try job(SeveralAppsFiles.appB)
+            let (gamma, _) = try job(SeveralAppsFiles.appC)
+            try await harness.submit([beta, gamma])
+            try await harness.verdicts.waitForVerdicts(of: [beta.jobID, gamma.jobID])
+            let granted = try #require(harness.verdicts.byJob[beta.jobID]?.first)
+            #expect(granted.outcome == .granted, "\(granted.outcome) \(granted.reason as Any)")
+            #expect(harness.verdicts.byJob[gamma.jobID]?.first?.reason == .wrongBundle)
+            #expect(harness.simulator.stats.snapshot().statuses["21004"] == nil)
+            // Finish Transaction: A's key is answered 404 (not A's transaction), B's is accepted.
+            try await PipelineHarness.poll("B's transaction finished") {
+                try await FinishTransactionTests.record(harness, betaTransaction)?.state == .sent
+            }
         }
     }
 }
