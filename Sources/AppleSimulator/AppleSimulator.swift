@@ -2,6 +2,7 @@ import Crypto
 import Foundation
 import Hummingbird
 import Logging
+import Messages
 import Synchronization
 
 /// How an `AppleSimulator` runs. Each key has a flag of `verify-worker apple-sim`.
@@ -268,5 +269,36 @@ public struct SimulatedApp: Sendable {
         self.appAppleId = appAppleId
         self.sharedSecret = sharedSecret
         self.apiPublicKey = apiPublicKey
+    }
+}
+
+extension SimulatedApp {
+    /// The apps a worker's catalog lists, as the simulator plays Apple for them (`apple-sim --apps-catalog`): each
+    /// app's shared secret from its file, its API public key derived from its private key file (Apple holds the
+    /// public half), and its `app_apple_id` or, when absent, `defaultAppAppleId`. Errors name the file, never its
+    /// content.
+    public static func apps(
+        of catalog: Catalog, defaultAppAppleId: Int64,
+        readFile: (String) throws -> String = { try String(contentsOfFile: $0, encoding: .utf8) }
+    ) throws(AppleSimulatorError) -> [SimulatedApp] {
+        var apps: [SimulatedApp] = []
+        for entry in catalog.apps {
+            var app = SimulatedApp(bundleId: entry.bundleID, appAppleId: entry.appAppleID ?? defaultAppAppleId)
+            if let path = entry.sharedSecretFile {
+                guard let text = try? readFile(path) else {
+                    throw AppleSimulatorError(.invalidRequest, "cannot read the shared secret file \(path)")
+                }
+                app.sharedSecret = text.trimmingCharacters(in: .whitespacesAndNewlines)
+            }
+            if let path = entry.serverAPI?.privateKeyFile {
+                guard let text = try? readFile(path), let key = try? P256.Signing.PrivateKey(pemRepresentation: text)
+                else {
+                    throw AppleSimulatorError(.invalidRequest, "\(path) is not a readable P-256 private key in PEM")
+                }
+                app.apiPublicKey = key.publicKey
+            }
+            apps.append(app)
+        }
+        return apps
     }
 }

@@ -466,6 +466,28 @@ struct SeveralAppsWorkerTests {
     }
 }
 
+@Suite("Several apps: simulator from a catalog")
+struct SeveralAppsSimulatorCatalogTests {
+    @Test("apple-sim --apps-catalog: each app's secret from its file, its key's public half, its app id")
+    func fromCatalog() throws {
+        let files = try SeveralAppsFiles()
+        defer { files.remove() }
+        let (catalog, _) = try files.load(files.catalog { _, apps in apps[1]["app_apple_id"] = nil })
+        let apps = try SimulatedApp.apps(of: catalog, defaultAppAppleId: 7)
+        #expect(apps.map(\.bundleId) == [SeveralAppsFiles.appA, SeveralAppsFiles.appB])
+        #expect(apps.map(\.appAppleId) == [SeveralAppsFiles.appleIDA, 7])
+        #expect(apps.map(\.sharedSecret) == [files.secretA, files.secretB])
+        #expect(apps[1].apiPublicKey?.rawRepresentation == files.keyB.publicKey.rawRepresentation)
+        var broken = catalog
+        broken.apps[0].serverAPI?.privateKeyFile = files.path("secret-a")
+        let error = #expect(throws: AppleSimulatorError.self) {
+            try SimulatedApp.apps(of: broken, defaultAppAppleId: 7)
+        }
+        #expect(error?.message.contains(files.path("secret-a")) == true)
+        #expect(error?.message.contains(files.secretA) == false)
+    }
+}
+
 /// A notification's signed payload with the fields the app check reads.
 struct SeveralAppsNotification: Encodable {
     struct Payload: Encodable {
