@@ -86,6 +86,11 @@ extension AppleSimulator {
                         if let rejection = self.serverAPI.rejectUnauthorized(request.headers[.authorization]) {
                             return (rejection.httpStatus, ByteBuffer(bytes: rejection.body), rejection.statusLabel)
                         }
+                        if let rejection = self.serverAPI.rejectOtherApp(
+                            id, authorization: request.headers[.authorization])
+                        {
+                            return (rejection.httpStatus, ByteBuffer(bytes: rejection.body), rejection.statusLabel)
+                        }
                         let reply = handler(id, request, body, environment)
                         return (reply.httpStatus, ByteBuffer(bytes: reply.body), reply.statusLabel)
                     }

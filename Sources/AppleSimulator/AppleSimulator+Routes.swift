@@ -45,6 +45,11 @@ extension AppleSimulator {
                         if let rejection = self.serverAPI.rejectUnauthorized(request.headers[.authorization]) {
                             return (rejection.httpStatus, ByteBuffer(bytes: rejection.body), rejection.statusLabel)
                         }
+                        if let rejection = self.serverAPI.rejectOtherApp(
+                            id, authorization: request.headers[.authorization])
+                        {
+                            return (rejection.httpStatus, ByteBuffer(bytes: rejection.body), rejection.statusLabel)
+                        }
                         let reply = handler(id, request)
                         return (reply.httpStatus, ByteBuffer(bytes: reply.body), reply.statusLabel)
                     }

@@ -2,6 +2,7 @@ import Crypto
 import Foundation
 import Hummingbird
 import Logging
+import Messages
 import Synchronization
 
 /// How an `AppleSimulator` runs. Each key has a flag of `verify-worker apple-sim`.
@@ -18,6 +19,11 @@ public struct AppleSimulatorConfiguration: Sendable {
     public var sharedSecret: String?
     /// The `appAppleId` in App Store Server API answers (`--app-apple-id`). Default: 1234567890.
     public var appAppleId: Int64 = 1_234_567_890
+    /// Apps with their own credentials (issue 16.7), by bundle id: a receipt of a listed app needs that app's shared
+    /// secret, a Server API token must carry a listed app's `bid` (and that app's key signs it, when one is given),
+    /// and a token of one app asking for another app's transaction gets Apple's 404 4040010. Default: empty (one
+    /// app, configured by the keys above).
+    public var apps: [SimulatedApp] = []
     /// When set, the signature of Server API bearer tokens is verified with this key
     /// (`--api-public-key-file`, PEM). Default: nil (structure and claims only).
     public var apiPublicKey: P256.Signing.PublicKey?
@@ -87,13 +93,15 @@ public final class AppleSimulator: Sendable {
         }
         faults = FaultInjector(random: configuration.random, now: now)
         verifyReceipt = VerifyReceiptService(
-            pki: pki, registry: registry, sharedSecret: configuration.sharedSecret,
+            pki: pki, registry: registry, sharedSecret: configuration.sharedSecret, apps: configuration.apps,
             cacheLimit: max(1, configuration.verifyCacheLimit), now: now)
         serverAPI = ServerAPIService(
             pki: pki, registry: registry, appAppleId: configuration.appAppleId,
-            apiPublicKey: configuration.apiPublicKey, now: now)
+            apiPublicKey: configuration.apiPublicKey, apps: configuration.apps, now: now)
         notifications = NotificationDispatcher(
             target: configuration.notificationURL, pki: pki, appAppleId: configuration.appAppleId,
+            appAppleIds: Dictionary(
+                configuration.apps.map { ($0.bundleId, $0.appAppleId) }, uniquingKeysWith: { first, _ in first }),
             timeScale: configuration.notificationTimeScale, faults: faults, stats: stats,
             transport: configuration.notificationTransport, scheduler: configuration.notificationScheduler, now: now)
     }
@@ -241,5 +249,56 @@ final class Readiness: Sendable {
             }
             if let immediate { continuation.resume(with: immediate) }
         }
+    }
+}
+
+/// One app the simulator acts as Apple for, with its own credentials (``AppleSimulatorConfiguration/apps``).
+public struct SimulatedApp: Sendable {
+    public var bundleId: String
+    /// The `appAppleId` in this app's answers and notifications.
+    public var appAppleId: Int64
+    /// This app's shared secret; a verifyReceipt request for its receipt must send it. Nil: any password.
+    public var sharedSecret: String?
+    /// Verifies the signature of this app's Server API tokens. Nil: the configuration's `apiPublicKey`.
+    public var apiPublicKey: P256.Signing.PublicKey?
+
+    public init(
+        bundleId: String, appAppleId: Int64, sharedSecret: String? = nil, apiPublicKey: P256.Signing.PublicKey? = nil
+    ) {
+        self.bundleId = bundleId
+        self.appAppleId = appAppleId
+        self.sharedSecret = sharedSecret
+        self.apiPublicKey = apiPublicKey
+    }
+}
+
+extension SimulatedApp {
+    /// The apps a worker's catalog lists, as the simulator plays Apple for them (`apple-sim --apps-catalog`): each
+    /// app's shared secret from its file, its API public key derived from its private key file (Apple holds the
+    /// public half), and its `app_apple_id` or, when absent, `defaultAppAppleId`. Errors name the file, never its
+    /// content.
+    public static func apps(
+        of catalog: Catalog, defaultAppAppleId: Int64,
+        readFile: (String) throws -> String = { try String(contentsOfFile: $0, encoding: .utf8) }
+    ) throws(AppleSimulatorError) -> [SimulatedApp] {
+        var apps: [SimulatedApp] = []
+        for entry in catalog.apps {
+            var app = SimulatedApp(bundleId: entry.bundleID, appAppleId: entry.appAppleID ?? defaultAppAppleId)
+            if let path = entry.sharedSecretFile {
+                guard let text = try? readFile(path) else {
+                    throw AppleSimulatorError(.invalidRequest, "cannot read the shared secret file \(path)")
+                }
+                app.sharedSecret = text.trimmingCharacters(in: .whitespacesAndNewlines)
+            }
+            if let path = entry.serverAPI?.privateKeyFile {
+                guard let text = try? readFile(path), let key = try? P256.Signing.PrivateKey(pemRepresentation: text)
+                else {
+                    throw AppleSimulatorError(.invalidRequest, "\(path) is not a readable P-256 private key in PEM")
+                }
+                app.apiPublicKey = key.publicKey
+            }
+            apps.append(app)
+        }
+        return apps
     }
 }

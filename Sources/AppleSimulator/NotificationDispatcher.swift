@@ -112,6 +112,8 @@ final class NotificationDispatcher: Sendable {
     private let state: Mutex<State>
     private let pki: SimulatorPKI
     private let appAppleId: Int64
+    /// Listed apps' Apple ids by bundle id; other bundle ids get `appAppleId`.
+    private let appAppleIds: [String: Int64]
     private let timeScale: Double
     private let faults: FaultInjector
     private let stats: SimulatorStats
@@ -120,13 +122,15 @@ final class NotificationDispatcher: Sendable {
     private let now: @Sendable () -> Date
 
     init(
-        target: String?, pki: SimulatorPKI, appAppleId: Int64, timeScale: Double, faults: FaultInjector,
+        target: String?, pki: SimulatorPKI, appAppleId: Int64, appAppleIds: [String: Int64] = [:], timeScale: Double,
+        faults: FaultInjector,
         stats: SimulatorStats, transport: any NotificationTransport, scheduler: any NotificationScheduler,
         now: @escaping @Sendable () -> Date
     ) {
         state = Mutex(State(target: target))
         self.pki = pki
         self.appAppleId = appAppleId
+        self.appAppleIds = appAppleIds
         self.timeScale = timeScale > 0 && timeScale.isFinite ? timeScale : 1
         self.faults = faults
         self.stats = stats
@@ -156,7 +160,9 @@ final class NotificationDispatcher: Sendable {
             transactionId: event.transaction?.transactionId,
             originalTransactionId: event.transaction?.originalTransactionId, signedDateMs: nowMs,
             signedPayload: try SimulatedNotification.sign(
-                event, uuid: uuid, appAppleId: appAppleId, pki: pki, nowMs: nowMs),
+                event, uuid: uuid,
+                appAppleId: appAppleIds[event.transaction?.bundleId ?? event.bundleId ?? ""] ?? appAppleId, pki: pki,
+                nowMs: nowMs),
             testToken: testToken)
         let index = state.withLock { state in
             state.records.append(record)

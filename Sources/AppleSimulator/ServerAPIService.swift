@@ -26,12 +26,15 @@ final class ServerAPIService: Sendable {
     private let registry: TransactionRegistry
     private let appAppleId: Int64
     private let apiPublicKey: P256.Signing.PublicKey?
+    /// Listed apps by bundle id (``SimulatedApp``); empty: any `bid` is accepted and sees every transaction.
+    private let apps: [String: SimulatedApp]
     private let now: @Sendable () -> Date
 
     init(
         pki: SimulatorPKI, registry: TransactionRegistry, appAppleId: Int64, apiPublicKey: P256.Signing.PublicKey?,
-        now: @escaping @Sendable () -> Date
+        apps: [SimulatedApp] = [], now: @escaping @Sendable () -> Date
     ) {
+        self.apps = Dictionary(apps.map { ($0.bundleId, $0) }, uniquingKeysWith: { first, _ in first })
         self.pki = pki
         self.registry = registry
         self.appAppleId = appAppleId
@@ -71,12 +74,27 @@ final class ServerAPIService: Sendable {
             claims.aud == "appstoreconnect-v1", claims.iss?.isEmpty == false, claims.bid?.isEmpty == false,
             let exp = claims.exp, exp > now().timeIntervalSince1970
         else { return unauthorized }
+        // With listed apps, a token speaks for one of them and is signed with that app's key (when it has one).
+        var apiPublicKey = self.apiPublicKey
+        if !apps.isEmpty {
+            guard let app = apps[claims.bid ?? ""] else { return unauthorized }
+            apiPublicKey = app.apiPublicKey ?? apiPublicKey
+        }
         if let apiPublicKey {
             guard let signature = try? P256.Signing.ECDSASignature(rawRepresentation: signatureData),
                 apiPublicKey.isValidSignature(signature, for: Array("\(parts[0]).\(parts[1])".utf8))
             else { return unauthorized }
         }
         return nil
+    }
+
+    /// With listed apps: Apple's 404 4040010 when an accepted token's app is not the app of transaction `id`
+    /// (an app's key sees only its own transactions). Nil when the request may proceed.
+    func rejectOtherApp(_ id: String, authorization: String?) -> Reply? {
+        guard !apps.isEmpty, let transaction = registry.transaction(id),
+            transaction.bundleId != Self.bundleId(authorization)
+        else { return nil }
+        return Self.error(404, code: 4_040_010, message: "Transaction id not found.")
     }
 
     /// The `bid` claim of an accepted bearer token: the app the caller speaks for.
@@ -129,7 +147,9 @@ final class ServerAPIService: Sendable {
         case .success(let transaction):
             return sign { nowMs in
                 let payload = AppTransactionPayload(
-                    receiptType: environment.rawValue, appAppleId: self.appAppleId, bundleId: transaction.bundleId,
+                    receiptType: environment.rawValue,
+                    appAppleId: apps[transaction.bundleId]?.appAppleId ?? self.appAppleId,
+                    bundleId: transaction.bundleId,
                     applicationVersion: "1", receiptCreationDate: nowMs,
                     originalPurchaseDate: transaction.originalPurchaseDateMs, originalApplicationVersion: "1.0",
                     appTransactionId: "7" + transaction.originalTransactionId, originalPlatform: "iOS",
@@ -172,7 +192,7 @@ final class ServerAPIService: Sendable {
                     "revision": String(end),
                     "hasMore": end < all.count,
                     "bundleId": transaction.bundleId,
-                    "appAppleId": self.appAppleId,
+                    "appAppleId": self.apps[transaction.bundleId]?.appAppleId ?? self.appAppleId,
                     "environment": environment.rawValue,
                     "signedTransactions": try all[offset..<end].map {
                         try SimulatedJWS.signTransaction($0, pki: self.pki, nowMs: nowMs)
@@ -208,7 +228,7 @@ final class ServerAPIService: Sendable {
                 }
                 return [
                     "environment": environment.rawValue,
-                    "appAppleId": self.appAppleId,
+                    "appAppleId": self.apps[transaction.bundleId]?.appAppleId ?? self.appAppleId,
                     "bundleId": transaction.bundleId,
                     "data": data,
                 ]

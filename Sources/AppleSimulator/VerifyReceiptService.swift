@@ -41,7 +41,7 @@ final class VerifyReceiptService: Sendable {
     private enum Verdict {
         case malformed
         case notMinted
-        case verified(environment: AppleEnvironment, hasSubscriptions: Bool, answer: Answer)
+        case verified(environment: AppleEnvironment, hasSubscriptions: Bool, bundleId: String, answer: Answer)
     }
 
     private struct CacheEntry {
@@ -55,6 +55,8 @@ final class VerifyReceiptService: Sendable {
     private let pki: SimulatorPKI
     private let registry: TransactionRegistry
     private let sharedSecret: String?
+    /// Each listed app's shared secret, by bundle id (``SimulatedApp``).
+    private let appSecrets: [String: String]
     private let now: @Sendable () -> Date
     private let cache = Mutex<[CacheKey: CacheEntry]>([:])
     /// Final answers keyed by endpoint and the exact request body: a repeated request skips JSON decoding.
@@ -88,9 +90,12 @@ final class VerifyReceiptService: Sendable {
     private let cacheLimit: Int
 
     init(
-        pki: SimulatorPKI, registry: TransactionRegistry, sharedSecret: String?, cacheLimit: Int,
-        now: @escaping @Sendable () -> Date
+        pki: SimulatorPKI, registry: TransactionRegistry, sharedSecret: String?, apps: [SimulatedApp] = [],
+        cacheLimit: Int, now: @escaping @Sendable () -> Date
     ) {
+        var appSecrets: [String: String] = [:]
+        for app in apps { appSecrets[app.bundleId] = app.sharedSecret }
+        self.appSecrets = appSecrets
         self.pki = pki
         self.registry = registry
         self.sharedSecret = sharedSecret
@@ -154,11 +159,16 @@ final class VerifyReceiptService: Sendable {
             return (Self.statusOnly(21002), entry)
         case .notMinted:
             return (Self.statusOnly(21003), entry)
-        case .verified(let environment, _, let answer):
+        case .verified(let environment, _, let bundleId, let answer):
             if environment != endpoint.environment {
                 return (Self.statusOnly(endpoint == .production ? 21007 : 21008), entry)
             }
-            if let sharedSecret, let password = request.password, !constantTimeEqual(password, sharedSecret) {
+            if let appSecret = appSecrets[bundleId] {
+                // A listed app's receipt needs that app's secret: another app's (or none) is 21004.
+                guard let password = request.password, constantTimeEqual(password, appSecret) else {
+                    return (Self.statusOnly(21004), entry)
+                }
+            } else if let sharedSecret, let password = request.password, !constantTimeEqual(password, sharedSecret) {
                 return (Self.statusOnly(21004), entry)
             }
             return (answer, entry)
@@ -275,7 +285,8 @@ final class VerifyReceiptService: Sendable {
         let answer = Answer(status: 0, body: Self.json(body))
         return CacheEntry(
             verdict: .verified(
-                environment: receipt.environment, hasSubscriptions: !subscriptionFamilies.isEmpty, answer: answer),
+                environment: receipt.environment, hasSubscriptions: !subscriptionFamilies.isEmpty,
+                bundleId: receipt.bundleId, answer: answer),
             families: versions, validUntilMs: validUntil)
     }
 
@@ -325,7 +336,8 @@ final class VerifyReceiptService: Sendable {
         let answer = Answer(status: status, body: Self.json(body))
         return CacheEntry(
             verdict: .verified(
-                environment: transaction.environment, hasSubscriptions: transaction.isSubscription, answer: answer),
+                environment: transaction.environment, hasSubscriptions: transaction.isSubscription,
+                bundleId: transaction.bundleId, answer: answer),
             families: versions, validUntilMs: validUntil)
     }
 

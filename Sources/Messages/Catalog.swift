@@ -18,7 +18,50 @@ import Foundation
 /// ```
 /// An empty `bundle_ids` list or `products` list means "do not check" (useful for `inspect`). A product without
 /// `entitlements` grants one entitlement named after the product; a consumable grants none (it is counted).
+///
+/// Several apps (issue 16.7): an optional `apps` list names each app with its credentials as *file references*
+/// (the catalog never holds a secret); each app's `bundle_id` is a bundle id a receipt may name:
+/// ```json
+/// "apps": [
+///   { "bundle_id": "com.example.app", "app_apple_id": 1234567890, "shared_secret_file": "/run/secrets/app-secret",
+///     "server_api": { "key_id": "ABC123DEFG", "issuer_id": "57246542-…", "private_key_file": "/run/secrets/app.p8" } }
+/// ]
+/// ```
 public struct Catalog: Sendable, Hashable {
+    /// One app of the deployment: its bundle id, its Apple id and where its secrets are (paths, never values).
+    public struct App: Sendable, Hashable {
+        public var bundleID: String
+        /// `app_apple_id`: production notifications of this app must name it. Nil checks nothing.
+        public var appAppleID: Int64?
+        /// `shared_secret_file`: the file holding the app's verifyReceipt shared secret. Nil sends none.
+        public var sharedSecretFile: String?
+        /// `server_api`: the app's App Store Server API key. Nil: no Server API calls for this app.
+        public var serverAPI: ServerAPIKeyReference?
+
+        public init(
+            bundleID: String, appAppleID: Int64? = nil, sharedSecretFile: String? = nil,
+            serverAPI: ServerAPIKeyReference? = nil
+        ) {
+            self.bundleID = bundleID
+            self.appAppleID = appAppleID
+            self.sharedSecretFile = sharedSecretFile
+            self.serverAPI = serverAPI
+        }
+    }
+
+    /// An App Store Server API key by reference: its ids and the path of its `.p8` private key.
+    public struct ServerAPIKeyReference: Sendable, Hashable {
+        public var keyID: String
+        public var issuerID: String
+        public var privateKeyFile: String
+
+        public init(keyID: String, issuerID: String, privateKeyFile: String) {
+            self.keyID = keyID
+            self.issuerID = issuerID
+            self.privateKeyFile = privateKeyFile
+        }
+    }
+
     /// One product: its App Store product id, its type and the entitlements it grants.
     public struct Product: Sendable, Hashable {
         public var id: String
@@ -50,10 +93,15 @@ public struct Catalog: Sendable, Hashable {
     public var bundleIDs: Set<String>
     /// Products by id. Default: empty (any product).
     public private(set) var products: [String: Product]
+    /// The apps of the deployment, in the file's order (`apps`). Default: empty (one app, configured by the worker's
+    /// own keys: `shared_secret`, `server_api_key`, `apple_app_apple_id`).
+    public var apps: [App]
 
-    public init(bundleIDs: Set<String> = [], products: [Product] = []) {
-        self.bundleIDs = bundleIDs
+    /// A catalog; every app's bundle id is added to `bundleIDs`.
+    public init(bundleIDs: Set<String> = [], products: [Product] = [], apps: [App] = []) {
+        self.bundleIDs = bundleIDs.union(apps.map(\.bundleID))
         self.products = Dictionary(products.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
+        self.apps = apps
     }
 
     /// A catalog that checks nothing.
@@ -125,7 +173,69 @@ extension Catalog {
             }
             products.append(try product(entry, at: index, problem))
         }
-        return Catalog(bundleIDs: bundleIDs, products: products)
+        let apps = reading == .verification ? try self.apps(present(object["apps"])) : []
+        return Catalog(bundleIDs: bundleIDs, products: products, apps: apps)
+    }
+
+    /// Reads `apps`. Only names and paths are read here (the worker reads the files); a key that would put a
+    /// secret in the catalog itself is refused, and no error repeats a value beyond a bundle id or a path.
+    private static func apps(_ value: Any?) throws(CatalogError) -> [App] {
+        guard let value else { return [] }
+        guard let list = value as? [Any] else { throw CatalogError("apps has the wrong type (a list of objects)") }
+        guard !list.isEmpty else { throw CatalogError("apps is empty (leave it out for one app)") }
+        var apps: [App] = []
+        var appAppleIDs: Set<Int64> = []
+        for (index, element) in list.enumerated() {
+            let name = "apps[\(index)]"
+            guard let entry = element as? [String: Any] else { throw CatalogError("\(name) has the wrong type") }
+            for inline in ["shared_secret", "private_key", "server_api_key"] where entry[inline] != nil {
+                throw CatalogError(
+                    "\(name).\(inline): the catalog names secrets by file only (shared_secret_file, "
+                        + "server_api.private_key_file)")
+            }
+            guard let bundleID = present(entry["bundle_id"]) as? String, Identifier.isValid(bundleID) else {
+                throw CatalogError("\(name).bundle_id must be a string of 1 to \(Identifier.maximumBytes) bytes")
+            }
+            guard !apps.contains(where: { $0.bundleID == bundleID }) else {
+                throw CatalogError("\(name).bundle_id \(bundleID) is listed twice")
+            }
+            var app = App(bundleID: bundleID)
+            if let idValue = present(entry["app_apple_id"]) {
+                // JSON numbers arrive as NSNumber; `true` arrives as a subclass of it and is refused (`is Bool`
+                // cannot tell: it holds for the number 1 too).
+                guard let number = idValue as? NSNumber, Swift.type(of: number) == NSNumber.self,
+                    let id = Int64(exactly: number.doubleValue),
+                    id > 0
+                else { throw CatalogError("\(name).app_apple_id must be a positive whole number") }
+                guard appAppleIDs.insert(id).inserted else {
+                    throw CatalogError("\(name).app_apple_id \(id) is listed twice")
+                }
+                app.appAppleID = id
+            }
+            if let fileValue = present(entry["shared_secret_file"]) {
+                guard let path = fileValue as? String, !path.isEmpty else {
+                    throw CatalogError("\(name).shared_secret_file must be a file path")
+                }
+                app.sharedSecretFile = path
+            }
+            if let keyValue = present(entry["server_api"]) {
+                guard let key = keyValue as? [String: Any] else {
+                    throw CatalogError("\(name).server_api must be an object (key_id, issuer_id, private_key_file)")
+                }
+                var fields: [String: String] = [:]
+                for field in ["key_id", "issuer_id", "private_key_file"] {
+                    guard let text = present(key[field]) as? String, !text.isEmpty else {
+                        throw CatalogError("\(name).server_api.\(field) is missing (a non-empty string)")
+                    }
+                    fields[field] = text
+                }
+                app.serverAPI = ServerAPIKeyReference(
+                    keyID: fields["key_id"] ?? "", issuerID: fields["issuer_id"] ?? "",
+                    privateKeyFile: fields["private_key_file"] ?? "")
+            }
+            apps.append(app)
+        }
+        return apps
     }
 
     /// One problem in each reader's words.
@@ -210,6 +320,20 @@ extension Catalog: Encodable {
     private enum CodingKeys: String, CodingKey {
         case bundleIDs = "bundle_ids"
         case products
+        case apps
+    }
+
+    private enum AppKeys: String, CodingKey {
+        case bundleID = "bundle_id"
+        case appAppleID = "app_apple_id"
+        case sharedSecretFile = "shared_secret_file"
+        case serverAPI = "server_api"
+    }
+
+    private enum ServerAPIKeys: String, CodingKey {
+        case keyID = "key_id"
+        case issuerID = "issuer_id"
+        case privateKeyFile = "private_key_file"
     }
 
     private enum ProductKeys: String, CodingKey {
@@ -233,6 +357,21 @@ extension Catalog: Encodable {
             }
             try entry.encodeIfPresent(product.refundPreference, forKey: .refundPreference)
             try entry.encodeIfPresent(product.sampleContentProvided, forKey: .sampleContentProvided)
+        }
+        // Only when listed, so single-app catalogs keep their bytes.
+        guard !apps.isEmpty else { return }
+        var appList = container.nestedUnkeyedContainer(forKey: .apps)
+        for app in apps {
+            var entry = appList.nestedContainer(keyedBy: AppKeys.self)
+            try entry.encode(app.bundleID, forKey: .bundleID)
+            try entry.encodeIfPresent(app.appAppleID, forKey: .appAppleID)
+            try entry.encodeIfPresent(app.sharedSecretFile, forKey: .sharedSecretFile)
+            if let key = app.serverAPI {
+                var keyEntry = entry.nestedContainer(keyedBy: ServerAPIKeys.self, forKey: .serverAPI)
+                try keyEntry.encode(key.keyID, forKey: .keyID)
+                try keyEntry.encode(key.issuerID, forKey: .issuerID)
+                try keyEntry.encode(key.privateKeyFile, forKey: .privateKeyFile)
+            }
         }
     }
 }

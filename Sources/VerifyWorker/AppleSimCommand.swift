@@ -2,6 +2,7 @@ import AppleSimulator
 import ArgumentParser
 import Foundation
 import Logging
+import Messages
 import ServiceLifecycle
 import UnixSignals
 
@@ -36,6 +37,14 @@ struct AppleSimCommand: AsyncParsableCommand {
     var appAppleId: Int64 = 1_234_567_890
 
     @Option(
+        name: .customLong("apps-catalog"),
+        help: """
+            A worker catalog listing apps: the simulator acts as Apple for each (its shared secret, its key's public \
+            half, its app_apple_id).
+            """)
+    var appsCatalog: String?
+
+    @Option(
         name: .customLong("notification-url"),
         help: "Where App Store Server Notifications V2 are posted (POST /sim/notifications/target changes it).")
     var notificationURL: String?
@@ -68,6 +77,16 @@ struct AppleSimCommand: AsyncParsableCommand {
             guard let data = FileManager.default.contents(atPath: apiPublicKeyFile),
                 (try? configuration.setAPIPublicKey(pem: String(decoding: data, as: UTF8.self))) != nil
             else { throw ValidationError("--api-public-key-file must hold a PEM P-256 public key") }
+        }
+        if let appsCatalog {
+            guard let data = FileManager.default.contents(atPath: appsCatalog),
+                let catalog = try? Catalog.load(json: data)
+            else { throw ValidationError("--apps-catalog \(appsCatalog) is not a readable catalog") }
+            do {
+                configuration.apps = try SimulatedApp.apps(of: catalog, defaultAppAppleId: appAppleId)
+            } catch {
+                throw ValidationError("--apps-catalog: \(error.message)")
+            }
         }
         let simulator = try AppleSimulator(configuration: configuration)
         if let notificationURL {

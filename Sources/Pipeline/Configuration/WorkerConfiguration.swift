@@ -1,4 +1,5 @@
 import Foundation
+import Messages
 import Operations
 
 /// Everything `verify-worker run` is configured with. Each property's key, default and meaning are in
@@ -322,7 +323,10 @@ public struct WorkerConfiguration: Sendable {
         metricsHost = try reader.string("metrics_host")
         logLevel = try reader.oneOf("log_level", ["trace", "debug", "info", "notice", "warning", "error", "critical"])
         logFormat = try reader.oneOf("log_format", ["json", "text"])
-        if serverAPIKey == nil, finishTransactions || consumptionAnswers || setAppAccountTokens {
+        // With apps in the catalog, each app names its own key; the start checks that one has one.
+        if serverAPIKey == nil, finishTransactions || consumptionAnswers || setAppAccountTokens,
+            !Self.catalogListsApps(catalogFile, readFile: readFile)
+        {
             throw ConfigurationError(
                 key: finishTransactions
                     ? "finish_transactions" : consumptionAnswers ? "consumption_answers" : "set_app_account_tokens",
@@ -333,6 +337,15 @@ public struct WorkerConfiguration: Sendable {
                 key: serverAPIKeyID == nil ? "server_api_key_id" : "server_api_issuer_id",
                 problem: "required when server_api_key is set")
         }
+    }
+
+    /// Whether the catalog file lists `apps` (issue 16.7). False when it cannot be read or parsed: the start reports
+    /// that with the catalog's own error.
+    static func catalogListsApps(_ path: String, readFile: (String) throws -> String) -> Bool {
+        guard let text = try? readFile(path), let catalog = try? Catalog.load(json: Data(text.utf8)) else {
+            return false
+        }
+        return !catalog.apps.isEmpty
     }
 
     /// An Apple URL that keeps secrets off the network: `https://`, or `http://` to this machine (loopback).

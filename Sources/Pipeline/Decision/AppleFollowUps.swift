@@ -74,7 +74,9 @@ public struct AppleFollowUpsConfiguration: Sendable {
 ///   the ledger and is taken by the next sweep of any worker, up to `maximumAttempts`.
 /// - A failure never changes a verdict: the verdict was delivered before the call was queued.
 public final class AppleFollowUps: Sendable {
-    private let client: AppStoreServerAPIClient
+    /// The apps' Server API clients in catalog order (one for a single app). A call record names no app, so a call
+    /// goes to each in turn until one is not answered 404 (Apple's answer for another app's transaction).
+    private let clients: [AppStoreServerAPIClient]
     private let caller: AppleCaller
     private let store: any AppleCallRecordStore
     private let ledger: any Ledger
@@ -87,9 +89,10 @@ public final class AppleFollowUps: Sendable {
 
     public init(
         client: AppStoreServerAPIClient, caller: AppleCaller, store: any AppleCallRecordStore, ledger: any Ledger,
-        configuration: AppleFollowUpsConfiguration, logger: Logger, now: @escaping @Sendable () -> Date = Date.init
+        configuration: AppleFollowUpsConfiguration, logger: Logger, now: @escaping @Sendable () -> Date = Date.init,
+        otherApps: [AppStoreServerAPIClient] = []
     ) {
-        self.client = client
+        self.clients = [client] + otherApps
         self.caller = caller
         self.store = store
         self.ledger = ledger
@@ -213,7 +216,7 @@ public final class AppleFollowUps: Sendable {
     /// Makes a claimed call through the gate and records how it ended.
     func make(_ call: AppleCallRecord.Call) async {
         let environment = call.environment.flatMap(AppleEnvironment.init(appleName:))
-        let client = self.client
+        let clients = self.clients
         let failure = Mutex<AppleClientError?>(nil)
         let endpoint: AppleEndpoint
         let send: @Sendable () async throws -> AppleOutcome<ServerAPIAcknowledgement>
@@ -236,8 +239,10 @@ public final class AppleFollowUps: Sendable {
             }
             endpoint = .consumptionInformation
             send = {
-                try await client.sendConsumptionInformation(
-                    transactionID: call.transactionID, information, environment: environment)
+                try await Self.eachApp(clients) {
+                    try await $0.sendConsumptionInformation(
+                        transactionID: call.transactionID, information, environment: environment)
+                }
             }
         case .appAccountToken:
             // The owner now, from the ledger: the token is derived from the account that holds the purchase.
@@ -258,12 +263,18 @@ public final class AppleFollowUps: Sendable {
             }
             endpoint = .appAccountToken
             send = {
-                try await client.setAppAccountToken(
-                    originalTransactionID: call.transactionID, token: token, environment: environment)
+                try await Self.eachApp(clients) {
+                    try await $0.setAppAccountToken(
+                        originalTransactionID: call.transactionID, token: token, environment: environment)
+                }
             }
         default:
             endpoint = .finishTransaction
-            send = { try await client.finishTransaction(transactionID: call.transactionID, environment: environment) }
+            send = {
+                try await Self.eachApp(clients) {
+                    try await $0.finishTransaction(transactionID: call.transactionID, environment: environment)
+                }
+            }
         }
         let result: AppleCaller.Result<ServerAPIAcknowledgement>
         do {
@@ -292,6 +303,19 @@ public final class AppleFollowUps: Sendable {
                 await settle(call, .pending, detail: reason, retryAt: retryAt)
             }
         }
+    }
+
+    /// Makes a call with each app's client in turn, the next one only after a 404 (not this app's transaction).
+    static func eachApp(
+        _ clients: [AppStoreServerAPIClient],
+        _ call: @Sendable (AppStoreServerAPIClient) async throws -> AppleOutcome<ServerAPIAcknowledgement>
+    ) async throws -> AppleOutcome<ServerAPIAcknowledgement> {
+        var outcome = try await call(clients[0])
+        for client in clients.dropFirst() {
+            guard case .failed(let error) = outcome, error.httpStatus == 404 else { break }
+            outcome = try await call(client)
+        }
+        return outcome
     }
 
     /// The consumption answer for a transaction, from the ledger (delivered: granted and not revoked) and the

@@ -58,8 +58,8 @@ public struct JobProcessor: Sendable {
     public let ledger: any Ledger
     public let configuration: Configuration
     let apple: AppleCaller
-    let verifyReceipt: VerifyReceiptClient
-    let serverAPI: AppStoreServerAPIClient?
+    /// Each app's verifyReceipt and Server API clients (one app unless the catalog lists several).
+    let apps: AppleAppClients
     let health: WorkerHealth
     /// Holds back jobs while Apple refuses this worker's own configuration (21004, Server API 401).
     public let configurationWatch: AppleConfigurationWatch
@@ -78,14 +78,21 @@ public struct JobProcessor: Sendable {
         analyzer: ReceiptAnalyzer, ledger: any Ledger, apple: AppleCaller, verifyReceipt: VerifyReceiptClient,
         serverAPI: AppStoreServerAPIClient?, configuration: Configuration, health: WorkerHealth, logger: Logger,
         configurationWatch: AppleConfigurationWatch? = nil, now: @escaping @Sendable () -> Date = Date.init,
-        coalescing: AppleCoalescingConfiguration = .init()
+        coalescing: AppleCoalescingConfiguration = .init(), apps: AppleAppClients? = nil
     ) {
         self.configurationWatch = configurationWatch ?? AppleConfigurationWatch(health: health, logger: logger)
         self.analyzer = analyzer
         self.ledger = ledger
         self.apple = apple
-        self.verifyReceipt = verifyReceipt
-        self.serverAPI = serverAPI
+        // Without `apps`: one app, the given clients, for every bundle id (a single-app configuration).
+        self.apps =
+            apps
+            ?? AppleAppClients(
+                apps: [
+                    .init(
+                        bundleID: "", appAppleID: configuration.appAppleID, verifyReceipt: verifyReceipt,
+                        serverAPI: serverAPI)
+                ], servesEveryBundleID: true)
         self.configuration = configuration
         self.health = health
         self.logger = logger
@@ -210,11 +217,13 @@ public struct JobProcessor: Sendable {
         case .none:
             return local.unavailable
         case .verifyReceipt(let text, let environment):
+            // With the shared secret of the app the receipt names (``appleRequest`` checked there is one).
+            guard let client = apps.app(for: local.evidence.bundleID)?.verifyReceipt else { return local.unavailable }
             try await configurationWatch.waitForTurn(.sharedSecret)
-            return try await askVerifyReceipt(job, text, environment, local: local, deadline: deadline)
-        case .transactionInfo(let serverAPI, let transactionID):
+            return try await askVerifyReceipt(job, text, environment, client, local: local, deadline: deadline)
+        case .transactionInfo(let serverAPIs, let transactionID):
             try await configurationWatch.waitForTurn(.serverAPIKey)
-            return try await askTransactionInfo(job, serverAPI, transactionID, local: local, deadline: deadline)
+            return try await askTransactionInfo(job, serverAPIs, transactionID, local: local, deadline: deadline)
         }
     }
 
@@ -246,6 +255,7 @@ public struct JobProcessor: Sendable {
     /// its job and this, not a copy of the proof's bytes nor the whole analysis (only the environment it names,
     /// which picks verifyReceipt's first endpoint).
     struct LocalEvidence {
+        /// Its `bundleID` picks the app whose credentials Apple is asked with.
         var evidence: PurchaseEvidence
         var environment: ReceiptEnvironment?
 
@@ -315,7 +325,7 @@ public struct JobProcessor: Sendable {
         guard evidence.rejection != nil || evidence.authenticity == .notAuthenticated else { return nil }
         let policy = LedgerSettlement.policy(
             catalog: configuration.catalog, allowSandbox: configuration.allowSandbox, now: decidedAt,
-            appAppleID: configuration.appAppleID)
+            appAppleID: apps.appAppleID(for: evidence.bundleID))
         guard case .decided(let decision) = LedgerSettlement.decide(job: job, evidence: evidence, policy: policy),
             decision.writes.isEmpty,
             decision.verdict.outcome == .rejected
@@ -329,24 +339,27 @@ public struct JobProcessor: Sendable {
     enum AppleRequest {
         /// Nothing: Apple cannot help (the evidence is the local one, marked unavailable).
         case none
+        /// Asked with the shared secret of the receipt's app.
         case verifyReceipt(String, startingAt: AppleEnvironment)
-        case transactionInfo(AppStoreServerAPIClient, transactionID: String)
+        /// Asked of each client in turn until one app knows the transaction.
+        case transactionInfo([AppStoreServerAPIClient], transactionID: String)
     }
 
     @inline(never)
     func appleRequest(_ job: ReceiptJob, local: LocalEvidence) -> AppleRequest {
         switch job.proof {
         case .receipt(let text):
-            guard normalized(text) != nil else { return .none }
+            guard normalized(text) != nil, apps.app(for: local.evidence.bundleID) != nil else { return .none }
             return .verifyReceipt(text, startingAt: local.environment == .sandbox ? .sandbox : .production)
         case .transactionID(let transactionID):
-            guard let serverAPI else {
+            let serverAPIs = apps.serverAPIs(for: job.bundleID)
+            guard !serverAPIs.isEmpty else {
                 logger.notice(
                     "apple: a transaction id job needs the App Store Server API, which is not configured",
                     metadata: [LogKeys.jobID: "\(job.jobID)"])
                 return .none
             }
-            return .transactionInfo(serverAPI, transactionID: transactionID)
+            return .transactionInfo(serverAPIs, transactionID: transactionID)
         case .signedTransaction, .notification:
             // A JWS is verified locally or not at all: Apple cannot vouch for a chain that does not verify.
             return .none
@@ -355,8 +368,8 @@ public struct JobProcessor: Sendable {
 
     @inline(never)
     private func askVerifyReceipt(
-        _ job: ReceiptJob, _ text: String, _ environment: AppleEnvironment, local: LocalEvidence,
-        deadline: ContinuousClock.Instant
+        _ job: ReceiptJob, _ text: String, _ environment: AppleEnvironment, _ verifyReceipt: VerifyReceiptClient,
+        local: LocalEvidence, deadline: ContinuousClock.Instant
     ) async throws -> PurchaseEvidence {
         let result = try await apple.call(.verifyReceipt, deadline: deadline) {
             // Made once a permit is held, not before: thousands of jobs may wait for a permit, and each would
@@ -384,11 +397,19 @@ public struct JobProcessor: Sendable {
 
     @inline(never)
     private func askTransactionInfo(
-        _ job: ReceiptJob, _ serverAPI: AppStoreServerAPIClient, _ transactionID: String, local: LocalEvidence,
+        _ job: ReceiptJob, _ serverAPIs: [AppStoreServerAPIClient], _ transactionID: String, local: LocalEvidence,
         deadline: ContinuousClock.Instant
     ) async throws -> PurchaseEvidence {
         let result = try await apple.call(.transactionInfo, deadline: deadline) {
-            switch try await serverAPI.transactionInfo(transactionID: transactionID) {
+            // Never empty (``appleRequest`` asks nothing then).
+            var outcome = try await serverAPIs[0].transactionInfo(transactionID: transactionID)
+            for serverAPI in serverAPIs.dropFirst() {
+                // Another app's transaction is not found with this app's key: the next app is asked. One permit
+                // covers these lookups; a job that names its app (`bundle_id`) costs one.
+                guard case .failed(let error) = outcome, error.httpStatus == 404 else { break }
+                outcome = try await serverAPI.transactionInfo(transactionID: transactionID)
+            }
+            switch outcome {
             case .failed(let error) where error.httpStatus == 401:
                 // 401 in both environments (the client asks sandbox after a production 401): the key is refused.
                 // An answer, not a failure: it says nothing about Apple's health, so the gate must not back off.
@@ -441,7 +462,8 @@ public struct JobProcessor: Sendable {
         while true {
             do {
                 let outcome = try await LedgerSettlement.settle(
-                    job: job, evidence: evidence, policy: currentPolicy(), ledger: ledger, recordedAt: recordedAt)
+                    job: job, evidence: evidence, policy: currentPolicy(for: evidence), ledger: ledger,
+                    recordedAt: recordedAt)
                 health.ledgerSucceeded()
                 return outcome
             } catch let error as LedgerError {
@@ -453,10 +475,10 @@ public struct JobProcessor: Sendable {
     }
 
     @inline(never)
-    private func currentPolicy() -> DecisionPolicy {
+    private func currentPolicy(for evidence: PurchaseEvidence) -> DecisionPolicy {
         LedgerSettlement.policy(
             catalog: configuration.catalog, allowSandbox: configuration.allowSandbox, now: now(),
-            appAppleID: configuration.appAppleID)
+            appAppleID: apps.appAppleID(for: evidence.bundleID))
     }
 
     /// Counts a ledger failure; throws ``PipelineFatalError`` if retrying cannot fix it.

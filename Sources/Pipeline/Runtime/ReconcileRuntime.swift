@@ -44,7 +44,6 @@ public struct ReconcileRuntime: Sendable {
         started: @escaping @Sendable () -> Void = {}, signals: [UnixSignal] = [], last: [any Service] = []
     ) throws -> ServiceGroup {
         let worker = configuration.worker
-        let runtime = WorkerRuntime(configuration: worker, logger: logger)
         let (catalog, trust) = try WorkerRuntime.loadDecisionInputs(worker)
         let registry = MetricsBootstrap.registry()
         let ledger = try LedgerFactory.make(url: worker.ledgerURL, configuration: LedgerConfiguration(), logger: logger)
@@ -60,7 +59,19 @@ public struct ReconcileRuntime: Sendable {
             policy: AnalysisPolicy(
                 allowedEnvironments: [.production, .sandbox], allowXcode: false,
                 maximumDecodedSize: worker.maximumReceiptBytes))
-        guard let client = try runtime.serverAPIClient(engine: engine, analyzer: analyzer, catalog: catalog) else {
+        let credentials = try AppCredentials.load(catalog: catalog, configuration: worker)
+        // One notification-history sweep and one checkpoint per app is not built yet: refused, not half done.
+        guard credentials.apps.count == 1 else {
+            throw ConfigurationError(
+                key: "catalog_file", problem: "reconcile sweeps one app; the catalog lists several")
+        }
+        let apps = AppleAppClients(
+            credentials: credentials, transport: engine, verifyReceipt: VerifyReceiptConfiguration(),
+            serverAPI: AppStoreServerAPIConfiguration(
+                productionBaseURL: worker.serverAPIProductionURL, sandboxBaseURL: worker.serverAPISandboxURL,
+                requestTimeout: worker.appleRequestTimeout),
+            analyzer: analyzer, logger: logger)
+        guard let client = apps.apps[0].serverAPI else {
             throw ConfigurationError(key: "server_api_key", problem: "required by reconcile")
         }
         let producer: KafkaProducer

@@ -152,28 +152,31 @@ public struct WorkerRuntime: Sendable {
             policy: AnalysisPolicy(
                 allowedEnvironments: configuration.allowSandbox ? [.production, .sandbox] : [.production],
                 allowXcode: configuration.allowXcode, maximumDecodedSize: configuration.maximumReceiptBytes))
-        let serverAPI = try serverAPIClient(engine: engine, analyzer: analyzer, catalog: catalog)
+        let credentials = try AppCredentials.load(catalog: catalog, configuration: configuration)
+        let apps = AppleAppClients(
+            credentials: credentials, transport: engine,
+            verifyReceipt: VerifyReceiptConfiguration(
+                productionURL: configuration.verifyReceiptProductionURL,
+                sandboxURL: configuration.verifyReceiptSandboxURL, requestTimeout: configuration.appleRequestTimeout),
+            serverAPI: AppStoreServerAPIConfiguration(
+                productionBaseURL: configuration.serverAPIProductionURL,
+                sandboxBaseURL: configuration.serverAPISandboxURL, requestTimeout: configuration.appleRequestTimeout),
+            analyzer: analyzer, logger: logger)
         let appleCaller = AppleCaller(gate: gate, retryPolicy: RetryPolicy(maxAttempts: 50), logger: logger)
-        let followUps = try makeFollowUps(serverAPI: serverAPI, caller: appleCaller, ledger: ledger, catalog: catalog)
+        let followUps = try makeFollowUps(
+            serverAPIs: apps.apps.compactMap(\.serverAPI), caller: appleCaller, ledger: ledger, catalog: catalog)
         let processor = JobProcessor(
             analyzer: analyzer, ledger: ledger,
             apple: appleCaller,
-            verifyReceipt: VerifyReceiptClient(
-                transport: engine,
-                configuration: VerifyReceiptConfiguration(
-                    productionURL: configuration.verifyReceiptProductionURL,
-                    sandboxURL: configuration.verifyReceiptSandboxURL,
-                    sharedSecret: configuration.sharedSecret.map { AppleSharedSecret($0.value) },
-                    requestTimeout: configuration.appleRequestTimeout),
-                logger: logger),
-            serverAPI: serverAPI,
+            verifyReceipt: apps.apps[0].verifyReceipt, serverAPI: apps.apps[0].serverAPI,
             configuration: JobProcessor.Configuration(
                 catalog: catalog, allowSandbox: configuration.allowSandbox,
                 jobDeadline: configuration.jobDeadline, appAppleID: configuration.appleAppAppleID),
             health: health, logger: logger,
             coalescing: AppleCoalescingConfiguration(
                 enabled: configuration.coalesceAppleCalls, leaseDuration: configuration.verificationLease,
-                holder: AppleCoalescingConfiguration.uniqueHolder(prefix: configuration.workerID)))
+                holder: AppleCoalescingConfiguration.uniqueHolder(prefix: configuration.workerID)),
+            apps: apps)
         let fatal = OneShot<String>()
         let listening = OneShot<Bool>()
         let migrated = OneShot<Void>()
@@ -372,15 +375,16 @@ public struct WorkerRuntime: Sendable {
     }
 
     /// The calls after a durable verdict (``AppleFollowUps``), when switched on. The configuration already refused
-    /// them without a Server API key.
+    /// them without a Server API key, unless the catalog lists apps: then no app with a key is refused here.
     func makeFollowUps(
-        serverAPI: AppStoreServerAPIClient?, caller: AppleCaller, ledger: any Ledger, catalog: Catalog
+        serverAPIs: [AppStoreServerAPIClient], caller: AppleCaller, ledger: any Ledger, catalog: Catalog
     ) throws -> AppleFollowUps? {
         guard
             configuration.finishTransactions || configuration.consumptionAnswers
                 || configuration.setAppAccountTokens
         else { return nil }
-        guard let serverAPI else {
+        // With several apps, each app's client in turn (the call records name no app).
+        guard let serverAPI = serverAPIs.first else {
             throw ConfigurationError(
                 key: configuration.finishTransactions ? "finish_transactions" : "consumption_answers",
                 problem: "needs the App Store Server API key")
@@ -396,31 +400,6 @@ public struct WorkerRuntime: Sendable {
                 customerConsented: configuration.consumptionCustomerConsented,
                 setAppAccountTokens: configuration.setAppAccountTokens, catalog: catalog,
                 holder: AppleCoalescingConfiguration.uniqueHolder(prefix: configuration.workerID)),
-            logger: logger)
-    }
-
-    func serverAPIClient(
-        engine: CurlHTTPEngine, analyzer: ReceiptAnalyzer, catalog: Catalog
-    ) throws
-        -> AppStoreServerAPIClient?
-    {
-        guard let key = configuration.serverAPIKey, let keyID = configuration.serverAPIKeyID,
-            let issuerID = configuration.serverAPIIssuerID
-        else { return nil }
-        let bundleID = catalog.bundleIDs.sorted().first ?? ""
-        let connectKey: AppStoreConnectKey
-        do {
-            connectKey = try AppStoreConnectKey(
-                keyID: keyID, issuerID: issuerID, bundleID: bundleID, privateKeyPEM: key.value)
-        } catch {
-            throw ConfigurationError(key: "server_api_key", problem: "not a P-256 private key in PEM (.p8)")
-        }
-        return AppStoreServerAPIClient(
-            transport: engine,
-            configuration: AppStoreServerAPIConfiguration(
-                productionBaseURL: configuration.serverAPIProductionURL,
-                sandboxBaseURL: configuration.serverAPISandboxURL, requestTimeout: configuration.appleRequestTimeout),
-            signer: AppStoreTokenSigner(key: connectKey),
-            verifier: ReceiptsPayloadVerifier(analyzer: analyzer, bundleID: bundleID), logger: logger)
+            logger: logger, otherApps: Array(serverAPIs.dropFirst()))
     }
 }

@@ -48,7 +48,7 @@ final class PipelineHarness: Sendable {
 
     /// Runs `body` with a fresh deployment (no worker started yet), then stops everything.
     static func with<T: Sendable>(
-        ledgerURL: String? = nil, simulatorSharedSecret: String? = nil,
+        ledgerURL: String? = nil, simulatorSharedSecret: String? = nil, simulatorApps: [SimulatedApp] = [],
         _ body: @Sendable (PipelineHarness) async throws -> T
     ) async throws -> T {
         var logger = Logger(label: "e2e")
@@ -60,6 +60,7 @@ final class PipelineHarness: Sendable {
         var configuration = AppleSimulatorConfiguration()
         configuration.logger.logLevel = .critical
         configuration.sharedSecret = simulatorSharedSecret
+        configuration.apps = simulatorApps
         let simulator = try AppleSimulator(configuration: configuration)
         return try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { try await simulator.run() }
