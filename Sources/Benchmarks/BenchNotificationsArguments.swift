@@ -25,6 +25,12 @@ package struct BenchNotificationsArguments: HarnessArguments {
         help: "Most notification bytes posted and not yet decided; 0: no bound (the mock keeps ~5 MB per partition).")
     package var windowBytes = 3 << 20
 
+    @Flag(
+        help:
+            "Post every notification while no worker runs, then time the workers draining the full topic (needs about one partition per 2 MB of notifications)."
+    )
+    package var drain = false
+
     package init() {}
 
     package func validate() throws {
@@ -40,6 +46,7 @@ package struct BenchNotificationsArguments: HarnessArguments {
         options.httpConcurrency = httpConcurrency
         options.partitions = partitions
         options.windowBytes = windowBytes
+        options.drain = drain
         let result = try await NotificationBurstBenchmark.run(options) { line in
             FileHandle.standardError.write(Data((line + "\n").utf8))
         }

@@ -28,6 +28,10 @@ package enum NotificationBurstBenchmark {
         package var windowBytes = 3 << 20
         /// How long the run may go without a new verdict before it ends and reports the rest undecided.
         package var stallLimit: Duration = .seconds(60)
+        /// Drain mode: every notification is POSTed and accepted while no worker runs, then the workers start on the
+        /// full topic and the figure is theirs alone (the gateway idle meanwhile, as in `bench pipeline` (b)). The
+        /// whole burst must fit the mock's ~5 MB per partition: about one partition per 2,000 kB of notifications.
+        package var drain = false
 
         package init() {}
     }
@@ -56,6 +60,11 @@ package enum NotificationBurstBenchmark {
         /// `decided_per_second / workers`. Notification jobs are keyed by purchase (original transaction), so they
         /// spread over the partitions and the workers' lanes.
         package var decidedPerSecondPerWorker: Double
+        /// Drain mode: from the workers' assignment on the full topic to the last verdict, and the rate over it
+        /// (total and per worker); nil in burst mode.
+        package var drainSeconds: Double?
+        package var drainedPerSecond: Double?
+        package var drainedPerSecondPerWorker: Double?
         /// Notifications without a verdict (must be 0) and with more than one (redeliveries; 0 in a calm run).
         package var undecided: Int
         package var duplicated: Int
@@ -120,12 +129,13 @@ package enum NotificationBurstBenchmark {
 
             let verdicts = try VerdictClock(bootstrap: cluster.bootstrapServers, logger: logger)
             group.addTask { try await verdicts.run() }
-            let workers = try startWorkers(
+            let granters = try startWorkers(
                 options, bootstrap: cluster.bootstrapServers, port: port, files: files,
                 appAppleId: configuration.appAppleId, logger: logger)
+            var workers = granters
             defer { for worker in workers { worker.task.cancel() } }
             try await poll("partitions assigned", limit: .seconds(60)) {
-                workers.map(\.health.assignedPartitions).reduce(0, +) == options.partitions
+                granters.map(\.health.assignedPartitions).reduce(0, +) == options.partitions
                     && verdicts.consumer.assignment.count == options.partitions
             }
 
@@ -151,12 +161,38 @@ package enum NotificationBurstBenchmark {
                 options.notifications, originals: originals, simulator: simulator, transport: transport)
             let setupSeconds = (clock.now - setupStart).seconds
 
-            progress("posting \(notifications.count) notifications, \(options.httpConcurrency) at a time")
             let meanBodyBytes = notifications.map(\.body.count).reduce(0, +) / max(1, notifications.count)
-            let window = options.windowBytes > 0 ? max(1, options.windowBytes / max(1, meanBodyBytes)) : Int.max
+            if options.drain {
+                // No worker while the gateway accepts: they drain the full topic afterwards.
+                let totalKB = notifications.map(\.body.count).reduce(0, +) / 1_000
+                guard totalKB <= options.partitions * 2_000 else {
+                    throw BenchmarkFailure(
+                        "--drain: \(totalKB) kB of notifications need at least \(totalKB / 2_000 + 1) partitions "
+                            + "(the mock cluster keeps about 5 MB per partition)")
+                }
+                for worker in workers { worker.stop.resolve(()) }
+                for worker in workers { _ = try? await worker.task.value }
+                workers = []
+            }
+            progress("posting \(notifications.count) notifications, \(options.httpConcurrency) at a time")
+            let window =
+                options.windowBytes > 0 && !options.drain
+                ? max(1, options.windowBytes / max(1, meanBodyBytes)) : Int.max
             let burst = try await post(
                 notifications, url: "http://127.0.0.1:\(gatewayPort)/apple/notifications",
                 concurrency: options.httpConcurrency, window: window, verdicts: verdicts)
+            var drainStart: ContinuousClock.Instant?
+            if options.drain {
+                progress("starting \(options.workers) workers on the full topic")
+                let drainers = try startWorkers(
+                    options, bootstrap: cluster.bootstrapServers, port: port, files: files,
+                    appAppleId: configuration.appAppleId, logger: logger)
+                workers = drainers
+                try await poll("partitions assigned to the drain's workers", limit: .seconds(60)) {
+                    drainers.map(\.health.assignedPartitions).reduce(0, +) == options.partitions
+                }
+                drainStart = clock.now
+            }
             let expected = Set(notifications.map(\.jobID))
             var lastCount = -1
             var lastProgress = clock.now
@@ -188,6 +224,8 @@ package enum NotificationBurstBenchmark {
             let appleCalls = simulator.stats.snapshot().requests.filter { !$0.key.hasPrefix("sim/") }.values
                 .reduce(0, +)
             let decidedPerSecond = decidedSeconds > 0 ? Double(decided.count) / decidedSeconds : 0
+            let drainSeconds = drainStart.map { (lastVerdict - $0).seconds }
+            let drainedPerSecond = drainSeconds.map { $0 > 0 ? Double(decided.count) / $0 : 0 }
 
             for worker in workers { worker.stop.resolve(()) }
             for worker in workers { _ = try? await worker.task.value }
@@ -201,6 +239,8 @@ package enum NotificationBurstBenchmark {
                 acceptedPerSecond: burst.seconds > 0 ? Double(burst.statuses["200"] ?? 0) / burst.seconds : 0,
                 httpStatuses: burst.statuses, decidedSeconds: decidedSeconds, decidedPerSecond: decidedPerSecond,
                 decidedPerSecondPerWorker: decidedPerSecond / Double(max(1, options.workers)),
+                drainSeconds: drainSeconds, drainedPerSecond: drainedPerSecond,
+                drainedPerSecondPerWorker: drainedPerSecond.map { $0 / Double(max(1, options.workers)) },
                 undecided: expected.count - decided.count,
                 duplicated: decided.values.filter { $0.count > 1 }.count, outcomes: outcomes,
                 appleCalls: appleCalls,
