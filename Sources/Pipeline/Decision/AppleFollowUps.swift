@@ -68,8 +68,9 @@ public struct AppleFollowUpsConfiguration: Sendable {
 ///
 /// - Once: each call is claimed in the ledger (``AppleCallRecordStore``) before it is made; a redelivered job or
 ///   another worker finds the record and does nothing.
-/// - In the background: ``verdictDelivered(_:job:)`` only queues; ``run()`` makes the calls, through the call gate
-///   (per-endpoint rate limit, Retry-After, retries). The partition never waits for Apple here.
+/// - In the background: ``verdictDelivered(_:job:)`` only claims (one ledger write, before the job completes) and
+///   queues; ``run()`` makes the calls, through the call gate (per-endpoint rate limit, Retry-After, retries). The
+///   partition never waits for Apple here.
 /// - Never lost: a call whose holder crashed, or that Apple kept refusing until `callDeadline`, stays `pending` in
 ///   the ledger and is taken by the next sweep of any worker, up to `maximumAttempts`.
 /// - A failure never changes a verdict: the verdict was delivered before the call was queued.
@@ -108,10 +109,10 @@ public final class AppleFollowUps: Sendable {
     }
 
     /// A verdict's delivery report came back: queues its follow-up calls. Never blocks, never throws.
-    public func verdictDelivered(_ verdict: Verdict, job: ReceiptJob) {
+    public func verdictDelivered(_ verdict: Verdict, job: ReceiptJob) async {
         if configuration.finishTransactions, verdict.outcome == .granted {
             for transaction in verdict.transactions where transaction.revokedAt == nil {
-                enqueue(
+                await claimThenQueue(
                     AppleCallRecord.Call(
                         kind: .finishTransaction, key: transaction.transactionID,
                         transactionID: transaction.transactionID, environment: verdict.environment))
@@ -123,7 +124,7 @@ public final class AppleFollowUps: Sendable {
         if configuration.setAppAccountTokens, verdict.outcome == .granted, job.appAccountToken == nil {
             for transaction in verdict.transactions where transaction.revokedAt == nil {
                 let original = transaction.originalTransactionID ?? transaction.transactionID
-                enqueue(
+                await claimThenQueue(
                     AppleCallRecord.Call(
                         kind: .appAccountToken, key: original, transactionID: original,
                         environment: verdict.environment))
@@ -134,7 +135,7 @@ public final class AppleFollowUps: Sendable {
         {
             // Keyed by the job id, which the gateway derives from the notificationUUID: Apple's retries of one
             // request are one answer, a new request about the same transaction is another.
-            enqueue(
+            await claimThenQueue(
                 AppleCallRecord.Call(
                     kind: .consumptionInformation, key: job.jobID, transactionID: request.transactionID,
                     environment: request.environment))
@@ -164,7 +165,7 @@ public final class AppleFollowUps: Sendable {
                         await calls.next()
                         running -= 1
                     }
-                    calls.addTask { await self.claimAndCall(call) }
+                    calls.addTask { await self.make(call) }
                     running += 1
                 }
             }
@@ -177,20 +178,12 @@ public final class AppleFollowUps: Sendable {
 
     // MARK: - Calls
 
-    private func enqueue(_ call: AppleCallRecord.Call) {
-        guard queued.add(1, ordering: .relaxed).newValue <= configuration.maximumQueued else {
-            queued.subtract(1, ordering: .relaxed)
-            count(call.kind, "dropped")
-            logger.warning(
-                "apple: follow-up queue full, call dropped",
-                metadata: [LogKeys.appleCallKind: "\(call.kind)", LogKeys.transactionID: "\(call.transactionID)"])
-            return
-        }
-        input.yield(call)
-    }
-
-    /// Claims `call` in the ledger and makes it when this worker got the claim.
-    func claimAndCall(_ call: AppleCallRecord.Call) async {
+    /// Claims `call` in the ledger, on the job's own path: the job completes (and its offset may be committed) only
+    /// after this, so a worker that dies between the grant and the call leaves a claimed record that the next sweep
+    /// takes over once its lease has passed, or, if it died before the claim, a job that is delivered again and
+    /// claims it then (a Finish Transaction lost to a SIGKILL, found by the chaos harness's notification family).
+    /// The call itself is made in the background (``run()``).
+    func claimThenQueue(_ call: AppleCallRecord.Call) async {
         let claim: AppleCallClaim
         do {
             claim = try await store.claimAppleCall(
@@ -210,7 +203,16 @@ public final class AppleFollowUps: Sendable {
             count(call.kind, "already_recorded")
             return
         }
-        await make(call)
+        guard queued.add(1, ordering: .relaxed).newValue <= configuration.maximumQueued else {
+            // Recorded and claimed: the sweep makes it once the claim's lease has passed.
+            queued.subtract(1, ordering: .relaxed)
+            count(call.kind, "deferred")
+            logger.warning(
+                "apple: follow-up queue full, call left to the sweep",
+                metadata: [LogKeys.appleCallKind: "\(call.kind)", LogKeys.transactionID: "\(call.transactionID)"])
+            return
+        }
+        input.yield(call)
     }
 
     /// Makes a claimed call through the gate and records how it ended.

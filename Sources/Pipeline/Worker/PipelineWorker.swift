@@ -83,7 +83,7 @@ public final class PipelineWorker: Sendable {
     private let slot: ConsumerSlot
     private let onFatal: @Sendable (String) -> Void
     /// Told of each verdict proven delivered (``AppleFollowUps``); nil: nobody is.
-    private let afterDelivery: (@Sendable (Verdict, ReceiptJob) -> Void)?
+    private let afterDelivery: (@Sendable (Verdict, ReceiptJob) async -> Void)?
     private let metrics = PipelineMetrics()
     private let deliveries = OutputDeliveries()
     private let clock = ContinuousClock()
@@ -93,12 +93,13 @@ public final class PipelineWorker: Sendable {
     ///   - producer: delivers verdicts and dead letters (shared with the throttle signals).
     ///   - onFatal: called once when a job hits a fault the worker cannot work around; the caller drains and exits.
     ///   - afterDelivery: called with each verdict once its delivery report came back (its ledger write committed
-    ///     before); it must not block.
+    ///     before), and awaited before the job completes (its offset may be committed only after): a follow-up
+    ///     records its Apple call here, one ledger write, never the call itself.
     public init(
         consumerConfiguration: KafkaConsumerConfiguration, producer: KafkaProducer, decider: any JobDeciding,
         configuration: Configuration = Configuration(), health: WorkerHealth = WorkerHealth(), logger: Logger,
         onFatal: @escaping @Sendable (String) -> Void = { _ in },
-        afterDelivery: (@Sendable (Verdict, ReceiptJob) -> Void)? = nil
+        afterDelivery: (@Sendable (Verdict, ReceiptJob) async -> Void)? = nil
     ) throws {
         let scheduler = PipelineScheduler(maximumInFlight: configuration.maximumInFlight)
         // The hook needs the consumer it is given to: set right after creation, before `subscribe`.
@@ -237,7 +238,7 @@ public final class PipelineWorker: Sendable {
                 case .job(let job):
                     if let (record, verdict) = await verdictRecord(for: job, message: admitted.message) {
                         delivered = await deliverVerdict(record)
-                        if delivered, let verdict { afterDelivery?(verdict.value, job) }
+                        if delivered, let verdict { await afterDelivery?(verdict.value, job) }
                     }
                 }
             }
