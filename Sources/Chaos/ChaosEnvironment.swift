@@ -568,6 +568,8 @@ final class ChaosEnvironment: Sendable {
                 "VERIFY_SERVER_API_KEY_FILE": serverAPIKeyFile.path, "VERIFY_SERVER_API_KEY_ID": "CHAOSKEY",
                 "VERIFY_SERVER_API_ISSUER_ID": "chaos-issuer", "VERIFY_FINISH_TRANSACTIONS": "true",
                 "VERIFY_CONSUMPTION_ANSWERS": "true", "VERIFY_CONSUMPTION_CUSTOMER_CONSENTED": "true",
+                // A killed worker's claimed calls are taken over within the run, not after production's 5 minutes.
+                "VERIFY_FOLLOW_UP_CLAIM_LEASE_S": "15", "VERIFY_FOLLOW_UP_SWEEP_INTERVAL_S": "2",
             ]) { _, new in new }
         }
         if let properties = configuration.workerKafkaProperties { environment["VERIFY_KAFKA_PROPERTIES"] = properties }

@@ -159,10 +159,17 @@ extension ChaosEnvironment {
         found = await notificationViolations(checker, ledgerURL: ledgerURL, simulator: simulator)
         violations += found
 
-        // Finish Transaction of every transaction the receipt traffic decided.
+        // Finish Transaction of every transaction the receipt traffic decided: a killed worker's claimed calls are
+        // made by another worker's sweep once their claim lapses (15 s here), so the check waits for that.
         let finishIDs = granted.union(decided)
         report.finishChecked = finishIDs.count
-        violations += checker.finishCalls(truth: await truths(of: finishIDs, simulator: simulator))
+        let finishDeadline = clock.now.advanced(by: .seconds(60))
+        var finishFound = checker.finishCalls(truth: await truths(of: finishIDs, simulator: simulator))
+        while !finishFound.isEmpty, clock.now < finishDeadline {
+            try? await Task.sleep(for: .seconds(1))
+            finishFound = checker.finishCalls(truth: await truths(of: finishIDs, simulator: simulator))
+        }
+        violations += finishFound
 
         // Figures, the budget, and the processes stopped.
         await ChaosHTTP.post("\(simulator)/sim/faults", json: "{}")

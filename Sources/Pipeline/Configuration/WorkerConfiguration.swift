@@ -58,6 +58,10 @@ public struct WorkerConfiguration: Sendable {
     public var consumptionAnswers: Bool
     /// The operator's policy on the customer's consent to share consumption data: without it no answer is sent.
     public var consumptionCustomerConsented: Bool
+    /// How long a claim on a follow-up call holds (``AppleFollowUpsConfiguration/claimLease``).
+    public var followUpClaimLease: Duration = .seconds(300)
+    /// How often the ledger is swept for due follow-up calls (``AppleFollowUpsConfiguration/sweepInterval``).
+    public var followUpSweepInterval: Duration = .seconds(30)
     /// Set App Account Token on new grants made without a token (`set_app_account_tokens`).
     public var setAppAccountTokens: Bool
 
@@ -187,6 +191,14 @@ public struct WorkerConfiguration: Sendable {
             "Tag each purchase granted to a job without app_account_token with the owner's derived token "
                 + "(uuid5(NAMESPACE_URL, \"app-account-token:\" + account_id)) through Set App Account Token, once per "
                 + "original transaction, in the background. Needs server_api_key."),
+        .init(
+            "follow_up_claim_lease_s", default: "300",
+            "How long a worker's claim on a follow-up call (finish, consumption answer, account token) holds: a worker "
+                + "that died with claimed calls leaves them to another worker's sweep once this has passed."),
+        .init(
+            "follow_up_sweep_interval_s", default: "30",
+            "How often each worker sweeps the ledger for follow-up calls that are due (put back, or left by a worker "
+                + "that died)."),
         .init("drain_timeout_s", default: "25", "On SIGTERM, how long in-flight jobs may take before release."),
         .init(
             "delivery_timeout_s", default: "120",
@@ -317,6 +329,8 @@ public struct WorkerConfiguration: Sendable {
         consumptionAnswers = try reader.bool("consumption_answers")
         consumptionCustomerConsented = try reader.bool("consumption_customer_consented")
         setAppAccountTokens = try reader.bool("set_app_account_tokens")
+        followUpClaimLease = .seconds(try reader.int("follow_up_claim_lease_s", in: 1...86_400))
+        followUpSweepInterval = .seconds(try reader.int("follow_up_sweep_interval_s", in: 1...3_600))
         drainTimeout = .seconds(try reader.int("drain_timeout_s", in: 1...3600))
         deliveryTimeout = .seconds(try reader.int("delivery_timeout_s", in: 1...86_400))
         metricsPort = try reader.int("metrics_port", in: 0...65535)

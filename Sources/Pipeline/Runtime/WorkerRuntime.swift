@@ -399,7 +399,8 @@ public struct WorkerRuntime: Sendable {
                 consumptionAnswers: configuration.consumptionAnswers,
                 customerConsented: configuration.consumptionCustomerConsented,
                 setAppAccountTokens: configuration.setAppAccountTokens, catalog: catalog,
-                holder: AppleCoalescingConfiguration.uniqueHolder(prefix: configuration.workerID)),
+                holder: AppleCoalescingConfiguration.uniqueHolder(prefix: configuration.workerID),
+                claimLease: configuration.followUpClaimLease, sweepInterval: configuration.followUpSweepInterval),
             logger: logger, otherApps: Array(serverAPIs.dropFirst()))
     }
 }
