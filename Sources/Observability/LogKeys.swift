@@ -32,6 +32,8 @@ public enum LogKeys {
     public static let error = "error"
 
     // MARK: Apple
+    /// The app (bundle id) a part works for, when the catalog lists several.
+    public static let appBundleID = "apple.bundle_id"
     /// The environment a request went to, the verifyReceipt status, the environment an answer is for.
     public static let appleEnvironment = "apple.environment"
     public static let appleReceiptEnvironment = "apple.receipt_environment"

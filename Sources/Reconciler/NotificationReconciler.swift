@@ -41,7 +41,7 @@ public final class NotificationReconciler<Clock: GateClock>: Sendable where Cloc
     /// This replica's name in the lease (host name and process id by default).
     public let holder: String
     let logger: Logger
-    let metrics = ReconcilerMetrics()
+    let metrics: ReconcilerMetrics
     /// Where unsure subscriptions are listed and their history read; nil: no re-reads (notification sweeps only).
     let rereadStore: (any SubscriptionRereadStore)?
     let historySource: (any TransactionHistorySource)?
@@ -60,6 +60,7 @@ public final class NotificationReconciler<Clock: GateClock>: Sendable where Cloc
         self.rereadStore = rereadStore
         self.historySource = historySource
         self.configuration = configuration
+        metrics = ReconcilerMetrics(app: configuration.app)
         self.store = store
         self.source = source
         self.sink = sink

@@ -31,8 +31,11 @@ public struct ReconcilerConfiguration: Sendable {
     public var rereadBatch = 100
     /// Pages of one subscription's history read per re-read at most (Apple gives 20 transactions a page).
     public var rereadPages = 10
-    /// The name of the lease and checkpoint row in the ledger. Default: `notification-history`.
+    /// The name of the lease and checkpoint row in the ledger. Default: `notification-history`; with several apps in
+    /// the catalog, `notification-history/<bundle id>`, one row per app.
     public var name = "notification-history"
+    /// The app this reconciler sweeps, when the catalog lists several: its metrics carry it as the `app` label.
+    public var app: String?
 
     public init() {}
 }

@@ -3,21 +3,35 @@ import Observability
 
 /// The reconciler's metrics (`verify_reconcile_*`, docs/OPERATIONS.md).
 struct ReconcilerMetrics: Sendable {
-    let checkpoint = Gauge(label: MetricNames.reconcileCheckpoint)
-    let leaseHeld = Gauge(label: MetricNames.reconcileLeaseHeld)
-    let recovered = Counter(label: MetricNames.reconcileNotificationsRecovered)
-    let unreadable = Counter(label: MetricNames.reconcileNotificationsUnreadable)
-    let sweepsCompleted = Counter(label: MetricNames.reconcileSweeps, dimensions: [("result", "completed")])
-    let sweepsFailed = Counter(label: MetricNames.reconcileSweeps, dimensions: [("result", "failed")])
-    let sweepsAbandoned = Counter(label: MetricNames.reconcileSweeps, dimensions: [("result", "lease_lost")])
+    /// `[("app", bundle id)]` when the catalog lists several apps (one reconciler each), else none.
+    let app: [(String, String)]
+    let checkpoint: Gauge
+    let leaseHeld: Gauge
+    let recovered: Counter
+    let unreadable: Counter
+    let sweepsCompleted: Counter
+    let sweepsFailed: Counter
+    let sweepsAbandoned: Counter
+    let corrections: Counter
 
-    let corrections = Counter(label: MetricNames.reconcileCorrections)
+    init(app: String? = nil) {
+        let app = app.map { [("app", $0)] } ?? []
+        self.app = app
+        checkpoint = Gauge(label: MetricNames.reconcileCheckpoint, dimensions: app)
+        leaseHeld = Gauge(label: MetricNames.reconcileLeaseHeld, dimensions: app)
+        recovered = Counter(label: MetricNames.reconcileNotificationsRecovered, dimensions: app)
+        unreadable = Counter(label: MetricNames.reconcileNotificationsUnreadable, dimensions: app)
+        sweepsCompleted = Counter(label: MetricNames.reconcileSweeps, dimensions: app + [("result", "completed")])
+        sweepsFailed = Counter(label: MetricNames.reconcileSweeps, dimensions: app + [("result", "failed")])
+        sweepsAbandoned = Counter(label: MetricNames.reconcileSweeps, dimensions: app + [("result", "lease_lost")])
+        corrections = Counter(label: MetricNames.reconcileCorrections, dimensions: app)
+    }
 
     func rereads(_ result: String) -> Counter {
-        Counter(label: MetricNames.reconcileRereads, dimensions: [("result", result)])
+        Counter(label: MetricNames.reconcileRereads, dimensions: app + [("result", result)])
     }
 
     func requests(_ result: String) -> Counter {
-        Counter(label: MetricNames.reconcileRequests, dimensions: [("result", result)])
+        Counter(label: MetricNames.reconcileRequests, dimensions: app + [("result", result)])
     }
 }

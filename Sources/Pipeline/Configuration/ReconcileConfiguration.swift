@@ -96,8 +96,12 @@ public struct ReconcileConfiguration: Sendable {
         rereadsEnabled = rereadInterval > 0
         reconciler.rereadInterval = .seconds(max(rereadInterval, 1))
         self.reconciler = reconciler
-        // Without a key there is no history to read: refused at start rather than idling.
-        guard worker.serverAPIKey != nil else {
+        // Without a key there is no history to read: refused at start rather than idling. With apps in the catalog
+        // each app names its own key; the start refuses an app without one.
+        guard
+            worker.serverAPIKey != nil
+                || WorkerConfiguration.catalogListsApps(worker.catalogFile, readFile: readFile)
+        else {
             throw ConfigurationError(
                 key: "server_api_key",
                 problem: "required by reconcile (Get Notification History is an App Store Server API call)")

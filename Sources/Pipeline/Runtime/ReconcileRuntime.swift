@@ -60,20 +60,14 @@ public struct ReconcileRuntime: Sendable {
                 allowedEnvironments: [.production, .sandbox], allowXcode: false,
                 maximumDecodedSize: worker.maximumReceiptBytes))
         let credentials = try AppCredentials.load(catalog: catalog, configuration: worker)
-        // One notification-history sweep and one checkpoint per app is not built yet: refused, not half done.
-        guard credentials.apps.count == 1 else {
-            throw ConfigurationError(
-                key: "catalog_file", problem: "reconcile sweeps one app; the catalog lists several")
-        }
         let apps = AppleAppClients(
             credentials: credentials, transport: engine, verifyReceipt: VerifyReceiptConfiguration(),
             serverAPI: AppStoreServerAPIConfiguration(
                 productionBaseURL: worker.serverAPIProductionURL, sandboxBaseURL: worker.serverAPISandboxURL,
                 requestTimeout: worker.appleRequestTimeout),
             analyzer: analyzer, logger: logger)
-        guard let client = apps.apps[0].serverAPI else {
-            throw ConfigurationError(key: "server_api_key", problem: "required by reconcile")
-        }
+        let sources = try Self.sweptApps(apps)
+        let several = sources.count > 1
         let producer: KafkaProducer
         do {
             producer = try KafkaProducer(
@@ -84,14 +78,23 @@ public struct ReconcileRuntime: Sendable {
         } catch {
             throw ConfigurationError(key: "kafka_properties", problem: error.message)
         }
-        let reconciler = NotificationReconciler(
-            configuration: configuration.reconciler, store: store,
-            source: client,
-            sink: KafkaRecoveredJobSink(producer: producer, topic: worker.jobsTopic), clock: ContinuousClock(),
-            holder: "\(worker.workerID)-\(ProcessInfo.processInfo.processIdentifier)", logger: logger,
-            // Both ledgers keep re-reads; `reconcile_reread_interval_s=0` turns them off.
-            rereadStore: configuration.rereadsEnabled ? ledger as? any SubscriptionRereadStore : nil,
-            historySource: client)
+        let reconcilers = sources.map { source in
+            var settings = configuration.reconciler
+            if let app = source.app {
+                settings.name += "/" + app
+                settings.app = app
+            }
+            var appLogger = self.logger
+            if let app = source.app { appLogger[metadataKey: LogKeys.appBundleID] = "\(app)" }
+            return NotificationReconciler(
+                configuration: settings, store: store, source: source.client,
+                sink: KafkaRecoveredJobSink(producer: producer, topic: worker.jobsTopic), clock: ContinuousClock(),
+                holder: "\(worker.workerID)-\(ProcessInfo.processInfo.processIdentifier)", logger: appLogger,
+                // Both ledgers keep re-reads; `reconcile_reread_interval_s=0` turns them off. With several apps the
+                // unsure subscriptions name no app, so re-reads wait for one app's catalog (docs/OPERATIONS.md).
+                rereadStore: configuration.rereadsEnabled && !several ? ledger as? any SubscriptionRereadStore : nil,
+                historySource: source.client)
+        }
         let listening = OneShot<Bool>()
         let ledgerReady = ReadinessFlag()
         let logger = self.logger
@@ -119,7 +122,9 @@ public struct ReconcileRuntime: Sendable {
                         started()
                         try await Self.migrate(ledger, logger: logger)
                         ledgerReady.set()
-                        await reconciler.run()
+                        await withDiscardingTaskGroup { group in
+                            for reconciler in reconcilers { group.addTask { await reconciler.run() } }
+                        }
                     },
                     after: listening),
             ] + last
@@ -131,6 +136,37 @@ public struct ReconcileRuntime: Sendable {
                         failureTerminationBehavior: .gracefullyShutdownGroup)
                 },
                 gracefulShutdownSignals: signals, logger: logger))
+    }
+
+    /// One sweep per app: each with its own Server API key (Apple keeps a notification history per app, and limits
+    /// each app's requests on its own), lease and checkpoint row. The app is nil for a single app, whose row keeps
+    /// today's name.
+    static func sweptApps(_ apps: AppleAppClients) throws -> [(app: String?, client: AppStoreServerAPIClient)] {
+        let several = apps.apps.count > 1
+        return try apps.apps.map { app in
+            guard let client = app.serverAPI else {
+                throw ConfigurationError(
+                    key: several ? "catalog_file" : "server_api_key",
+                    problem: "required by reconcile" + (several ? ": app \(app.bundleID) has no server_api" : ""))
+            }
+            return (several ? app.bundleID : nil, client)
+        }
+    }
+
+    /// The ledger rows (lease and checkpoint) the sweeps of this configuration use, one per app.
+    public func reconcilerNames() throws -> [String] {
+        let worker = configuration.worker
+        let (catalog, trust) = try WorkerRuntime.loadDecisionInputs(worker)
+        let credentials = try AppCredentials.load(catalog: catalog, configuration: worker)
+        let engine = try CurlHTTPEngine()
+        defer { engine.shutdown() }
+        let apps = AppleAppClients(
+            credentials: credentials, transport: engine, verifyReceipt: VerifyReceiptConfiguration(),
+            serverAPI: AppStoreServerAPIConfiguration(), analyzer: ReceiptAnalyzer(trust: trust, catalog: catalog),
+            logger: logger)
+        return try Self.sweptApps(apps).map { source in
+            source.app.map { configuration.reconciler.name + "/" + $0 } ?? configuration.reconciler.name
+        }
     }
 
     /// Migrates once the ledger answers (the reconciler's table may be newer than the workers'), retrying with

@@ -502,3 +502,36 @@ struct SeveralAppsNotification: Encodable {
     var signedDate: Int64
     var data: Payload
 }
+
+@Suite("Several apps: reconcile")
+struct SeveralAppsReconcileTests {
+    static func runtime(_ files: SeveralAppsFiles, catalog: [String: Any]) throws -> ReconcileRuntime {
+        let ledger = try LedgerTestSupport.freshURL(.sqlite)
+        var sources = ConfigurationSources(table: ReconcileConfiguration.table)
+        sources.addEnvironment([
+            "VERIFY_CATALOG_FILE": try files.writeCatalog(catalog), "VERIFY_LEDGER_URL": ledger,
+            "VERIFY_BROKERS": "127.0.0.1:1",
+        ])
+        return ReconcileRuntime(configuration: try ReconcileConfiguration(sources), logger: Logger(label: "test"))
+    }
+
+    @Test("reconcile sweeps each app of the catalog (one lease and checkpoint each); an app without a key is refused")
+    func oneSweepPerApp() throws {
+        let files = try SeveralAppsFiles()
+        defer { files.remove() }
+        let runtime = try Self.runtime(files, catalog: files.catalog())
+        #expect(
+            try runtime.reconcilerNames() == [
+                "notification-history/com.example.alpha", "notification-history/com.example.beta",
+            ])
+
+        let keyless = files.catalog { _, apps in apps[1]["server_api"] = nil }
+        #expect(throws: ConfigurationError.self) { _ = try Self.runtime(files, catalog: keyless).reconcilerNames() }
+        do {
+            _ = try Self.runtime(files, catalog: keyless).reconcilerNames()
+        } catch let error as ConfigurationError {
+            #expect(error.key == "catalog_file")
+            #expect(error.problem.contains(SeveralAppsFiles.appB))
+        }
+    }
+}
