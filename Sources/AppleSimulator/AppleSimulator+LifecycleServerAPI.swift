@@ -31,7 +31,8 @@ extension AppleSimulator {
                         self.notificationHistory(
                             body: body,
                             paginationToken: request.uri.queryParameters["paginationToken"].map(String.init),
-                            environment: environment)
+                            environment: environment,
+                            bundleId: ServerAPIService.bundleId(request.headers[.authorization]))
                     }
                 ),
                 (
@@ -104,7 +105,7 @@ extension AppleSimulator {
     /// Get Notification History (`NotificationHistoryRequest` → `NotificationHistoryResponse`), from the record of
     /// every notification and attempt, 20 per page in signing order. The pagination token is an opaque offset.
     func notificationHistory(
-        body: [UInt8], paginationToken: String?, environment: AppleEnvironment
+        body: [UInt8], paginationToken: String?, environment: AppleEnvironment, bundleId: String? = nil
     ) -> ServerAPIService.Reply {
         guard let object = (try? JSONSerialization.jsonObject(with: Data(body))) as? [String: Any] else {
             return ServerAPIService.error(400, code: 4_000_000, message: "Invalid request.")
@@ -129,7 +130,9 @@ extension AppleSimulator {
         let records = notifications.history(
             environment: environment, startMs: startMs, endMs: endMs, type: object["notificationType"] as? String,
             subtype: object["notificationSubtype"] as? String, originalTransactionId: family,
-            onlyFailures: (object["onlyFailures"] as? Bool) ?? false)
+            onlyFailures: (object["onlyFailures"] as? Bool) ?? false,
+            // Apple keeps a history per app (the token's `bid`); a simulator of one app answers every token alike.
+            bundleId: configuration.apps.isEmpty ? nil : bundleId ?? "")
         var offset = 0
         if let paginationToken {
             guard let decoded = SimulatedJWS.decodeBase64URL(paginationToken),

@@ -99,6 +99,8 @@ final class NotificationDispatcher: Sendable {
         var signedPayload: String
         var attempts: [Attempt] = []
         var testToken: String?
+        /// The app the notification is about (its `data.bundleId`).
+        var bundleId: String = ""
 
         var delivered: Bool { attempts.contains { $0.result == .success } }
     }
@@ -163,7 +165,7 @@ final class NotificationDispatcher: Sendable {
                 event, uuid: uuid,
                 appAppleId: appAppleIds[event.transaction?.bundleId ?? event.bundleId ?? ""] ?? appAppleId, pki: pki,
                 nowMs: nowMs),
-            testToken: testToken)
+            testToken: testToken, bundleId: event.transaction?.bundleId ?? event.bundleId ?? "")
         let index = state.withLock { state in
             state.records.append(record)
             let index = state.records.count - 1
@@ -231,11 +233,12 @@ final class NotificationDispatcher: Sendable {
     /// Records of `environment` signed in `startMs..<endMs`, filtered as Get Notification History filters.
     func history(
         environment: AppleEnvironment, startMs: Int64, endMs: Int64, type: String?, subtype: String?,
-        originalTransactionId: String?, onlyFailures: Bool
+        originalTransactionId: String?, onlyFailures: Bool, bundleId: String? = nil
     ) -> [Record] {
         state.withLock { state in
             state.records.filter { record in
                 record.environment == environment && record.signedDateMs >= startMs && record.signedDateMs < endMs
+                    && (bundleId == nil || record.bundleId == bundleId)
                     && (type == nil || record.type == type) && (subtype == nil || record.subtype == subtype)
                     && (originalTransactionId == nil || record.originalTransactionId == originalTransactionId)
                     && (!onlyFailures || !record.delivered)

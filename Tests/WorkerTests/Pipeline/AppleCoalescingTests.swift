@@ -205,7 +205,9 @@ struct AppleCoalescingTests {
             let decided = try await processor.process(Self.job(receipt, account: "acct-1"))
             let elapsed = started.duration(to: clock.now)
             #expect(decided.verdict.outcome == .unverifiable && decided.verdict.reason == .appleUnavailable)
-            #expect(elapsed >= .seconds(1) && elapsed < .seconds(5), "\(elapsed)")
+            // At the 1 s deadline, far from the lease's 600 s (the bound leaves room for a loaded machine: 5 s was
+            // exceeded once in a CI run beside a build).
+            #expect(elapsed >= .seconds(1) && elapsed < .seconds(60), "\(elapsed)")
             #expect(rig.transport.sent == 0)
         }
     }

@@ -29,13 +29,16 @@ struct ChildProcessTests {
     @Test("A child that ignores SIGTERM is killed after the grace period")
     func stopEscalatesToKill() async throws {
         let process = try ChildProcess(
-            executable: "/bin/sh", arguments: ["-c", "trap '' TERM; echo ready; sleep 30"], readsLines: true)
+            executable: "/bin/sh", arguments: ["-c", "trap '' TERM; echo ready; exec sleep 600"], readsLines: true)
         #expect(await process.waitForLine(timeout: .seconds(30)) { $0 == "ready" } == "ready")
         let clock = ContinuousClock()
         let started = clock.now
+        // The child would outlive the test by far: only the kill ends it (a loaded CI run once starved this test
+        // for over 30 s, long enough for a shorter sleep to end on its own). `exec`: no orphan keeps the inherited
+        // stderr (swift test's output) open after the kill.
         let exit = await process.stop(grace: .milliseconds(200))
         #expect(exit == .signalled(SIGKILL), "\(exit.map(\.description) ?? "not reaped")")
-        #expect(started.duration(to: clock.now) < .seconds(20))
+        #expect(started.duration(to: clock.now) < .seconds(60))
     }
 
     @Test("A missing executable is an error, not a crash")
