@@ -66,8 +66,8 @@ public struct ReconcileRuntime: Sendable {
                 productionBaseURL: worker.serverAPIProductionURL, sandboxBaseURL: worker.serverAPISandboxURL,
                 requestTimeout: worker.appleRequestTimeout),
             analyzer: analyzer, logger: logger)
-        let sources = try Self.sweptApps(apps)
-        let several = sources.count > 1
+        let sweeps = try Self.sweeps(of: credentials, settings: configuration.reconciler)
+        let several = sweeps.count > 1
         let producer: KafkaProducer
         do {
             producer = try KafkaProducer(
@@ -78,22 +78,20 @@ public struct ReconcileRuntime: Sendable {
         } catch {
             throw ConfigurationError(key: "kafka_properties", problem: error.message)
         }
-        let reconcilers = sources.map { source in
-            var settings = configuration.reconciler
-            if let app = source.app {
-                settings.name += "/" + app
-                settings.app = app
-            }
+        // `apps` lists the credentials' apps in their order; a sweep's app has a key, so it has a client.
+        let reconcilers = zip(sweeps, apps.apps).compactMap {
+            settings, app -> NotificationReconciler<ContinuousClock>? in
+            guard let client = app.serverAPI else { return nil }
             var appLogger = self.logger
-            if let app = source.app { appLogger[metadataKey: LogKeys.appBundleID] = "\(app)" }
+            if let app = settings.app { appLogger[metadataKey: LogKeys.appBundleID] = "\(app)" }
             return NotificationReconciler(
-                configuration: settings, store: store, source: source.client,
+                configuration: settings, store: store, source: client,
                 sink: KafkaRecoveredJobSink(producer: producer, topic: worker.jobsTopic), clock: ContinuousClock(),
                 holder: "\(worker.workerID)-\(ProcessInfo.processInfo.processIdentifier)", logger: appLogger,
                 // Both ledgers keep re-reads; `reconcile_reread_interval_s=0` turns them off. With several apps the
                 // unsure subscriptions name no app, so re-reads wait for one app's catalog (docs/OPERATIONS.md).
                 rereadStore: configuration.rereadsEnabled && !several ? ledger as? any SubscriptionRereadStore : nil,
-                historySource: source.client)
+                historySource: client)
         }
         let listening = OneShot<Bool>()
         let ledgerReady = ReadinessFlag()
@@ -138,35 +136,33 @@ public struct ReconcileRuntime: Sendable {
                 gracefulShutdownSignals: signals, logger: logger))
     }
 
-    /// One sweep per app: each with its own Server API key (Apple keeps a notification history per app, and limits
-    /// each app's requests on its own), lease and checkpoint row. The app is nil for a single app, whose row keeps
-    /// today's name.
-    static func sweptApps(_ apps: AppleAppClients) throws -> [(app: String?, client: AppStoreServerAPIClient)] {
-        let several = apps.apps.count > 1
-        return try apps.apps.map { app in
-            guard let client = app.serverAPI else {
+    /// One sweep per app, in the catalog's order: each with its own Server API key (Apple keeps a notification history
+    /// per app, and limits each app's requests on its own), lease and checkpoint row
+    /// (`notification-history/<bundle id>`, its metrics labelled by app). A single app keeps today's row and labels.
+    static func sweeps(
+        of credentials: AppCredentials, settings: ReconcilerConfiguration
+    ) throws -> [ReconcilerConfiguration] {
+        let several = credentials.apps.count > 1
+        return try credentials.apps.map { app in
+            guard app.serverAPIKey != nil else {
                 throw ConfigurationError(
                     key: several ? "catalog_file" : "server_api_key",
                     problem: "required by reconcile" + (several ? ": app \(app.bundleID) has no server_api" : ""))
             }
-            return (several ? app.bundleID : nil, client)
+            var sweep = settings
+            if several {
+                sweep.name += "/" + app.bundleID
+                sweep.app = app.bundleID
+            }
+            return sweep
         }
     }
 
     /// The ledger rows (lease and checkpoint) the sweeps of this configuration use, one per app.
     public func reconcilerNames() throws -> [String] {
-        let worker = configuration.worker
-        let (catalog, trust) = try WorkerRuntime.loadDecisionInputs(worker)
-        let credentials = try AppCredentials.load(catalog: catalog, configuration: worker)
-        let engine = try CurlHTTPEngine()
-        defer { engine.shutdown() }
-        let apps = AppleAppClients(
-            credentials: credentials, transport: engine, verifyReceipt: VerifyReceiptConfiguration(),
-            serverAPI: AppStoreServerAPIConfiguration(), analyzer: ReceiptAnalyzer(trust: trust, catalog: catalog),
-            logger: logger)
-        return try Self.sweptApps(apps).map { source in
-            source.app.map { configuration.reconciler.name + "/" + $0 } ?? configuration.reconciler.name
-        }
+        let (catalog, _) = try WorkerRuntime.loadDecisionInputs(configuration.worker)
+        let credentials = try AppCredentials.load(catalog: catalog, configuration: configuration.worker)
+        return try Self.sweeps(of: credentials, settings: configuration.reconciler).map(\.name)
     }
 
     /// Migrates once the ledger answers (the reconciler's table may be newer than the workers'), retrying with
