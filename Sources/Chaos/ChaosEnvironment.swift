@@ -195,8 +195,20 @@ final class ChaosEnvironment: Sendable {
 
         // 4. The ledger and the invariants.
         var snapshot = tally.snapshot
-        // The notification family's verdicts are checked by its own invariants, against Apple's truth.
+        // The notification family's verdicts, and those of the reconciler's corrections, are checked by the family's
+        // own invariants, against Apple's truth. Without the family, a correction is a verdict never submitted.
         snapshot.verdicts.removeAll { $0.jobID.hasPrefix(NotificationJob.jobIDPrefix) }
+        let corrections =
+            notifications == nil ? [] : snapshot.verdicts.filter { $0.jobID.hasPrefix(CorrectionJob.jobIDPrefix) }
+        if notifications != nil { snapshot.verdicts.removeAll { $0.jobID.hasPrefix(CorrectionJob.jobIDPrefix) } }
+        if var family = notifications, let simulator = simulatorBase {
+            let ids = Set(corrections.compactMap { CorrectionJob.transactionID(ofJobID: $0.jobID) })
+            let truth = await truths(of: ids, simulator: simulator)
+            family.violations += ChaosNotificationChecker.corrections(corrections, owners: family.owners, truth: truth)
+            family.report.correctionVerdicts = corrections.count
+            family.report.correctionJobs = Set(corrections.map(\.jobID)).count
+            notifications = family
+        }
         let ledgerView = try await readLedger(url: ledgerURL, traffic: traffic, verdicts: snapshot.verdicts)
         writeRecords(traffic: traffic, verdicts: snapshot.verdicts)
         // Messages the broker deleted before they settled are harness errors, not lost jobs: left out of the check.

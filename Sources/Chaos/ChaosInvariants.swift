@@ -117,6 +117,9 @@ public enum ChaosViolation: Sendable, Hashable, CustomStringConvertible {
     case finishCalls(transactionID: String, detail: String)
     /// The reconciler asked Apple's notification history faster than its budget.
     case reconcileBudget(detail: String)
+    /// A verdict of a reconciler's correction job (``Messages/CorrectionJob``) for a transaction Apple does not know,
+    /// or for another account than the one that owned the subscription.
+    case reconcileCorrection(jobID: String, detail: String)
 
     public var description: String {
         switch self {
@@ -151,6 +154,7 @@ public enum ChaosViolation: Sendable, Hashable, CustomStringConvertible {
         case .consumptionAnswers(let tx, let detail): "transaction \(tx): consumption answers: \(detail)"
         case .finishCalls(let tx, let detail): "transaction \(tx): finish calls: \(detail)"
         case .reconcileBudget(let detail): "the reconciler exceeded its rate budget: \(detail)"
+        case .reconcileCorrection(let job, let detail): "correction job \(job): \(detail)"
         }
     }
 
@@ -182,6 +186,7 @@ public enum ChaosViolation: Sendable, Hashable, CustomStringConvertible {
         case .consumptionAnswers: "consumption_answers"
         case .finishCalls: "finish_calls"
         case .reconcileBudget: "reconcile_budget"
+        case .reconcileCorrection: "reconcile_correction"
         }
     }
 }

@@ -14,10 +14,12 @@ import Traffic
 
 /// The notification family's processes: `verify-worker gateway` (the simulator's notification URL) and
 /// `verify-worker reconcile`, each killed and restarted by the family's faults.
-/// What the notification family found: its figures, its violations, and the accounts whose entitlements the lifecycle
-/// changed.
+/// What the notification family found: its figures, its violations, the accounts whose entitlements the lifecycle
+/// changed, and the owner of every transaction granted before it or renewed during it (the account a reconciler's
+/// correction must name).
 typealias ChaosNotificationOutcome = (
-    report: ChaosNotificationReport, violations: [ChaosViolation], touchedAccounts: Set<String>
+    report: ChaosNotificationReport, violations: [ChaosViolation], touchedAccounts: Set<String>,
+    owners: [String: String]
 )
 
 final class ChaosNotificationServices: Sendable {
@@ -66,7 +68,7 @@ extension ChaosEnvironment {
         var report = ChaosNotificationReport()
         var violations: [ChaosViolation] = []
         guard let simulator = simulatorBase else {
-            return (report, [.runFailed("notification family: no simulator URL")], [])
+            return (report, [.runFailed("notification family: no simulator URL")], [], [:])
         }
         // What the receipt traffic granted, and what it decided without granting.
         var granted = Set<String>()
@@ -79,7 +81,7 @@ extension ChaosEnvironment {
         do {
             before = try await ledgerClaims(url: ledgerURL, transactionIDs: granted)
         } catch {
-            return (report, [.runFailed("notification family: the ledger could not be read: \(error)")], [])
+            return (report, [.runFailed("notification family: the ledger could not be read: \(error)")], [], [:])
         }
         let candidates = before.values.filter { $0.revokedAt == nil && $0.environment != "Sandbox" }
             .map { (id: $0.transactionID, type: $0.productType) }
@@ -96,7 +98,9 @@ extension ChaosEnvironment {
             try await startGateway(stateDirectory: stateDirectory)
             try await startReconciler()
         } catch {
-            return (report, [.runFailed("notification family: \(error)")], touchedAccounts)
+            return (
+                report, [.runFailed("notification family: \(error)")], touchedAccounts, before.mapValues(\.accountID)
+            )
         }
         let gatewayPort = notificationServices.state.withLock { $0.gatewayEnvironment["VERIFY_GATEWAY_PORT"] } ?? ""
         await ChaosHTTP.post(
@@ -204,7 +208,10 @@ extension ChaosEnvironment {
                 LogKeys.chaosMessages: "\(report.notificationsSent)",
                 LogKeys.chaosExpected: "\(report.transactionsCompared)",
             ])
-        return (report, violations, touchedAccounts)
+        return (
+            report, violations, touchedAccounts,
+            before.mapValues(\.accountID).merging(owners) { _, lifecycle in lifecycle }
+        )
     }
 
     /// Drift and consumption answers now (finish calls are checked once, at the end).

@@ -141,6 +141,34 @@ public struct ChaosNotificationChecker: Sendable {
         return unfinished + wrong
     }
 
+    /// `reconcile_correction`: the verdicts of the reconciler's correction jobs (its re-reads of a subscription's
+    /// history, ``Messages/CorrectionJob``), which the run never submitted. Each must name a transaction Apple knows
+    /// and be for the account that owned it (a renewal: the owner of its original transaction), since a correction
+    /// never moves a purchase to another account. Whether it brought the ledger to the truth is `notification_drift`.
+    ///
+    /// - Parameter owners: the owner of every transaction granted before the lifecycle, and of each renewal.
+    public static func corrections(
+        _ verdicts: [Verdict], owners: [String: String], truth: [String: ChaosTransactionTruth]
+    ) -> [ChaosViolation] {
+        verdicts.compactMap { verdict in
+            guard let id = CorrectionJob.transactionID(ofJobID: verdict.jobID) else {
+                return .reconcileCorrection(jobID: verdict.jobID, detail: "not a correction job id")
+            }
+            guard let known = truth[id] else {
+                return .reconcileCorrection(jobID: verdict.jobID, detail: "Apple does not know transaction \(id)")
+            }
+            guard let owner = owners[id] ?? owners[known.originalTransactionID] else {
+                return .reconcileCorrection(
+                    jobID: verdict.jobID, detail: "transaction \(id) had no owner before the run's lifecycle")
+            }
+            guard verdict.accountID == owner else {
+                return .reconcileCorrection(
+                    jobID: verdict.jobID, detail: "decided for \(verdict.accountID), the owner is \(owner)")
+            }
+            return nil
+        }
+    }
+
     /// `reconcile_budget`: the reconciler's Get Notification History requests stayed within its bucket: `rate` per
     /// second over the time it ran, plus the one request of burst each process starts with.
     public static func reconcileBudget(
@@ -299,6 +327,10 @@ public struct ChaosNotificationReport: Sendable, Codable, Hashable {
     public var convergenceSeconds: Double?
     public var consumptionRequests = 0
     public var finishChecked = 0
+    /// Verdicts of the reconciler's correction jobs (its re-reads found the ledger behind Apple), and their distinct
+    /// jobs.
+    public var correctionVerdicts = 0
+    public var correctionJobs = 0
 
     enum CodingKeys: String, CodingKey {
         case scenarios
@@ -316,6 +348,8 @@ public struct ChaosNotificationReport: Sendable, Codable, Hashable {
         case convergenceSeconds = "convergence_s"
         case consumptionRequests = "consumption_requests"
         case finishChecked = "finish_checked"
+        case correctionVerdicts = "correction_verdicts"
+        case correctionJobs = "correction_jobs"
     }
 
     public init() {}

@@ -211,15 +211,11 @@ extension NotificationReconciler {
         return jobs
     }
 
-    /// `reconcile-{transactionId}-{expiresDate ms}-{revocationDate ms}` (0 when absent): one job per state of a
-    /// transaction, so re-reading an unchanged state publishes the job the workers already decided.
+    /// ``CorrectionJob/jobID(transactionID:expiresDate:revocationDate:)``: one job per state of a transaction.
     static func correctionJobID(_ transaction: SignedTransaction) -> String {
-        func milliseconds(_ date: Date?) -> Int64 {
-            date.map { Int64(($0.timeIntervalSince1970 * 1000).rounded()) } ?? 0
-        }
-        return
-            "reconcile-\(transaction.transactionID)-\(milliseconds(transaction.expiresDate))-"
-            + "\(milliseconds(transaction.revocationDate))"
+        CorrectionJob.jobID(
+            transactionID: transaction.transactionID, expiresDate: transaction.expiresDate,
+            revocationDate: transaction.revocationDate)
     }
 
     /// The owner as the workers' rules see it: the account holding the claim with the latest entitlement.

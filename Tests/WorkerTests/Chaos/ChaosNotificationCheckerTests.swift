@@ -1,4 +1,5 @@
 import Chaos
+import Foundation
 import Messages
 import Testing
 
@@ -86,6 +87,56 @@ struct ChaosNotificationCheckerTests {
         #expect(
             ChaosNotificationChecker.reconcileBudget(historyRequests: 53, ratePerSecond: 5, seconds: 10, starts: 2)?
                 .kind == "reconcile_budget")
+    }
+
+    @Test(
+        "A reconciler's correction is for a transaction Apple knows and for its owner; otherwise reconcile_correction")
+    func corrections() {
+        func verdict(_ jobID: String, _ account: String) -> Verdict {
+            Verdict(
+                verdictID: "verdict-" + jobID, jobID: jobID, accountID: account, outcome: .granted, reason: nil,
+                decidedBy: .apple, transactions: [], decidedAt: Date(timeIntervalSince1970: 1_800_000_000))
+        }
+        let truth: [String: ChaosTransactionTruth] = [
+            "s-1": ChaosTransactionTruth(transactionID: "s-1", state: "active"),
+            "s-1-r1": ChaosTransactionTruth(transactionID: "s-1-r1", originalTransactionID: "s-1", state: "active"),
+            "s-2": ChaosTransactionTruth(transactionID: "s-2", state: "revoked"),
+        ]
+        let owners = ["s-1": "alice", "s-2": "bob"]
+        let good = [
+            verdict(CorrectionJob.jobID(transactionID: "s-1-r1", expiresDate: Date(), revocationDate: nil), "alice"),
+            verdict("reconcile-s-2-0-1799999999000", "bob"),
+        ]
+        #expect(ChaosNotificationChecker.corrections(good, owners: owners, truth: truth).isEmpty)
+        let bad = [
+            // Another account than the subscription's owner.
+            verdict("reconcile-s-1-r1-1800000000000-0", "mallory"),
+            // A transaction Apple does not know.
+            verdict("reconcile-s-9-1800000000000-0", "alice"),
+            // A transaction Apple knows that nobody owned.
+            verdict("reconcile-s-3-1800000000000-0", "alice"),
+            // Not a correction job id at all.
+            verdict("reconcile-s-1", "alice"),
+        ]
+        let found = ChaosNotificationChecker.corrections(
+            bad, owners: owners,
+            truth: truth.merging(["s-3": ChaosTransactionTruth(transactionID: "s-3")]) { first, _ in first })
+        #expect(found.map(\.kind) == Array(repeating: "reconcile_correction", count: 4))
+        #expect(found.map(\.description).allSatisfy { !$0.contains("receipt") })
+        #expect(found.first?.description.contains("mallory") == true)
+    }
+
+    @Test("A correction's job id names the transaction and its state; the transaction id is read back, dashes and all")
+    func correctionJobIDs() {
+        let expires = Date(timeIntervalSince1970: 1_800_000_000.25)
+        let id = CorrectionJob.jobID(transactionID: "sub-1-r1", expiresDate: expires, revocationDate: nil)
+        #expect(id == "reconcile-sub-1-r1-1800000000250-0")
+        #expect(CorrectionJob.transactionID(ofJobID: id) == "sub-1-r1")
+        #expect(
+            CorrectionJob.transactionID(ofJobID: "reconcile-1000460626643094-1795632890630-0") == "1000460626643094")
+        for notOne in ["apple-notification-x", "reconcile-", "reconcile-1-2", "reconcile--1-2", "reconcile-t-x-0"] {
+            #expect(CorrectionJob.transactionID(ofJobID: notOne) == nil, "\(notOne)")
+        }
     }
 
     @Test("The lifecycle plan gives each chosen transaction one scenario by product type, interleaved")
