@@ -159,7 +159,7 @@ public final class ReceiptGateway: Sendable {
                 services: services.map {
                     .init(
                         service: $0, successTerminationBehavior: .gracefullyShutdownGroup,
-                        failureTerminationBehavior: .gracefullyShutdownGroup)
+                        failureTerminationBehavior: .gracefullyShutdownGroup, serviceName: "\(type(of: $0))")
                 },
                 gracefulShutdownSignals: handlingSignals ? [.sigterm, .sigint] : [], logger: logger))
         self.group.withLock { $0 = group }

@@ -27,14 +27,15 @@ extension SHA256 {
         var name = name
         name.withUTF8 { update(bufferPointer: UnsafeRawBufferPointer($0)) }
         guard var value else {
-            update(data: [0x00])
+            var absent: UInt8 = 0x00
+            withUnsafeBytes(of: &absent) { update(bufferPointer: $0) }
             return
         }
         value.withUTF8 { bytes in
-            var header: [UInt8] = [0x01]
-            var length = UInt64(bytes.count).bigEndian
-            withUnsafeBytes(of: &length) { header.append(contentsOf: $0) }
-            update(data: header)
+            // The marker and the big-endian length, from the stack: no array per field (every job is hashed).
+            var header: (UInt8, UInt64) = (0x01, UInt64(bytes.count).bigEndian)
+            withUnsafeBytes(of: &header.0) { update(bufferPointer: $0) }
+            withUnsafeBytes(of: &header.1) { update(bufferPointer: $0) }
             update(bufferPointer: UnsafeRawBufferPointer(bytes))
         }
     }

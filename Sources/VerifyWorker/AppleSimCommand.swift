@@ -102,7 +102,8 @@ struct AppleSimCommand: AsyncParsableCommand {
                 // One service in one group: SIGTERM or SIGINT stops it gracefully (the command exits 0).
                 try await ServiceGroup(
                     configuration: ServiceGroupConfiguration(
-                        services: [.init(service: simulator)], gracefulShutdownSignals: [.sigterm, .sigint],
+                        services: [.init(service: simulator, serviceName: "AppleSimulator")],
+                        gracefulShutdownSignals: [.sigterm, .sigint],
                         logger: Logger(label: "verify-worker.apple-sim"))
                 ).run()
             }

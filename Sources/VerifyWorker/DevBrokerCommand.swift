@@ -66,7 +66,7 @@ struct DevBrokerCommand: AsyncParsableCommand {
         // The cluster lives as long as its service; SIGTERM or SIGINT stops the group, and the command exits 0.
         try await ServiceGroup(
             configuration: ServiceGroupConfiguration(
-                services: [.init(service: MockClusterService(cluster: cluster))],
+                services: [.init(service: MockClusterService(cluster: cluster), serviceName: "MockClusterService")],
                 gracefulShutdownSignals: [.sigterm, .sigint], logger: Logger(label: "verify-worker.dev-broker"))
         ).run()
     }

@@ -1,5 +1,5 @@
-import Crypto
 import Foundation
+import Messages
 
 /// One change of an account's entitlement, published once to `entitlement-events` (key = account id) and to the
 /// webhooks. Its id is deterministic: the same verdict projected again yields the same events with the same ids.
@@ -118,36 +118,7 @@ public struct LifecycleEvent: Sendable, Hashable, Codable {
     }
 
     /// The namespace of event ids: the version 5 UUID of "entitlement-event" in RFC 9562's URL namespace.
-    static let namespace: [UInt8] = Array(
-        nameBasedUUIDBytes(
-            namespace: [
-                0x6b, 0xa7, 0xb8, 0x11, 0x9d, 0xad, 0x11, 0xd1, 0x80, 0xb4, 0x00, 0xc0, 0x4f, 0xd4, 0x30, 0xc8,
-            ], name: "entitlement-event"))
+    static let namespace = NameBasedUUID.bytes(namespace: NameBasedUUID.urlNamespace, name: "entitlement-event")
 
-    static func eventID(_ name: String) -> String {
-        let bytes = nameBasedUUIDBytes(namespace: namespace, name: name)
-        let digits = Array("0123456789abcdef".utf8)
-        // Written into one buffer: `String(format:)` per byte was most of the projection's event cost (perf).
-        return String(unsafeUninitializedCapacity: 36) { buffer in
-            var out = 0
-            for (index, byte) in bytes.enumerated() {
-                if index == 4 || index == 6 || index == 8 || index == 10 {
-                    buffer[out] = UInt8(ascii: "-")
-                    out += 1
-                }
-                buffer[out] = digits[Int(byte >> 4)]
-                buffer[out + 1] = digits[Int(byte & 0x0F)]
-                out += 2
-            }
-            return out
-        }
-    }
-
-    /// RFC 9562 version 5 (SHA-1 of namespace and name; used to derive stable ids, not for security).
-    static func nameBasedUUIDBytes(namespace: [UInt8], name: String) -> [UInt8] {
-        var digest = Array(Insecure.SHA1.hash(data: namespace + Array(name.utf8)).prefix(16))
-        digest[6] = (digest[6] & 0x0F) | 0x50
-        digest[8] = (digest[8] & 0x3F) | 0x80
-        return digest
-    }
+    static func eventID(_ name: String) -> String { NameBasedUUID.v5(namespace: namespace, name: name) }
 }

@@ -152,7 +152,7 @@ public final class EntitlementsService: Sendable {
     public func run(handlingSignals: Bool = true) async throws {
         let group = ServiceGroup(
             configuration: .init(
-                services: services.map { .init(service: $0) },
+                services: services.map { .init(service: $0, serviceName: "\(type(of: $0))") },
                 gracefulShutdownSignals: handlingSignals ? [.sigterm, .sigint] : [], logger: logger))
         self.group.withLock { $0 = group }
         if stopRequested.load(ordering: .acquiring) { await group.triggerGracefulShutdown() }

@@ -131,7 +131,7 @@ public struct ReconcileRuntime: Sendable {
                 services: services.map {
                     .init(
                         service: $0, successTerminationBehavior: .gracefullyShutdownGroup,
-                        failureTerminationBehavior: .gracefullyShutdownGroup)
+                        failureTerminationBehavior: .gracefullyShutdownGroup, serviceName: "\(type(of: $0))")
                 },
                 gracefulShutdownSignals: signals, logger: logger))
     }

@@ -253,10 +253,11 @@ public struct WorkerRuntime: Sendable {
             configuration: ServiceGroupConfiguration(
                 services: services.map { service in
                     // A part that fails for good stops the others in order (the pipeline's fault after its drain),
-                    // so the producer still flushes what was decided.
+                    // so the producer still flushes what was decided. Named by type: the default name reflects the
+                    // whole value (configuration included) into the group's debug lines, and costs milliseconds.
                     .init(
                         service: service, successTerminationBehavior: .gracefullyShutdownGroup,
-                        failureTerminationBehavior: .gracefullyShutdownGroup)
+                        failureTerminationBehavior: .gracefullyShutdownGroup, serviceName: "\(type(of: service))")
                 },
                 gracefulShutdownSignals: signals, logger: logger))
     }

@@ -14,7 +14,8 @@ package enum HarnessServices {
     ) async throws -> T {
         let group = ServiceGroup(
             configuration: ServiceGroupConfiguration(
-                services: services.map { ServiceGroupConfiguration.ServiceConfiguration(service: $0) },
+                // Named by type: the default name reflects the whole value into the group's debug lines.
+                services: services.map { .init(service: $0, serviceName: "\(type(of: $0))") },
                 logger: logger))
         return try await withThrowingTaskGroup(of: Void.self) { tasks in
             tasks.addTask { try await group.run() }
