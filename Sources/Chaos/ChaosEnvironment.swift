@@ -204,7 +204,13 @@ final class ChaosEnvironment: Sendable {
         if var family = notifications, let simulator = simulatorBase {
             let ids = Set(corrections.compactMap { CorrectionJob.transactionID(ofJobID: $0.jobID) })
             let truth = await truths(of: ids, simulator: simulator)
-            family.violations += ChaosNotificationChecker.corrections(corrections, owners: family.owners, truth: truth)
+            // The owners the run knew before the lifecycle, else the ledger's: a subscription the receipt traffic
+            // rejected as expired still holds its owner's claim, and a re-read may correct it (a later expiry).
+            let subscriptions = ids.union(truth.values.map(\.originalTransactionID))
+            var owners = ((try? await ledgerClaims(url: ledgerURL, transactionIDs: subscriptions)) ?? [:])
+                .mapValues(\.accountID)
+            owners.merge(family.owners) { _, known in known }
+            family.violations += ChaosNotificationChecker.corrections(corrections, owners: owners, truth: truth)
             family.report.correctionVerdicts = corrections.count
             family.report.correctionJobs = Set(corrections.map(\.jobID)).count
             notifications = family
