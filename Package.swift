@@ -60,6 +60,9 @@ let package = Package(
         .target(name: "SQLiteStorage", dependencies: ["CSQLite"]),
         // The one table of log keys and metric names every target uses (no dependencies).
         .target(name: "Observability"),
+        // Racing an operation against its deadlines: the ledger's and the entitlement store's PostgreSQL operations,
+        // the gateway's wait for Kafka (no dependencies).
+        .target(name: "Deadlines"),
         .target(
             name: "Messages",
             dependencies: [
@@ -130,6 +133,7 @@ let package = Package(
         .target(
             name: "Ledger",
             dependencies: [
+                "Deadlines",
                 "SQLiteStorage",
                 "Observability",
                 "Decision",
@@ -203,6 +207,7 @@ let package = Package(
         .target(
             name: "Entitlements",
             dependencies: [
+                "Deadlines",
                 "SQLiteStorage",
                 "Observability",
                 "Kafka",
