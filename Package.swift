@@ -191,6 +191,7 @@ let package = Package(
         .target(
             name: "Gateway",
             dependencies: [
+                "Deadlines",
                 "Observability",
                 "Kafka",
                 "Messages",
