@@ -230,6 +230,7 @@ let package = Package(
         .target(
             name: "Chaos",
             dependencies: [
+                "RateLimiter",
                 "Observability",
                 "Kafka",
                 "Messages",
@@ -257,6 +258,7 @@ let package = Package(
                 "Kafka",
                 "Messages",
                 "Operations",
+                "RateLimiter",
                 "Receipts",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
