@@ -63,13 +63,10 @@ public final class ResumeGate<T: Sendable, Failure: Error>: Sendable {
     public init() {}
 
     public func install(_ continuation: CheckedContinuation<T, Failure>) {
+        // A result that came before the continuation resumes it at once; otherwise the continuation waits for it.
         let pending = state.withLock { state -> Result<T, Failure>? in
-            if let pending = state.pending {
-                state.pending = nil
-                return pending
-            }
-            state.continuation = continuation
-            return nil
+            if state.pending == nil { state.continuation = continuation }
+            return state.pending.take()
         }
         if let pending { continuation.resume(with: pending) }
     }
