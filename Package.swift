@@ -60,6 +60,9 @@ let package = Package(
         .target(name: "SQLiteStorage", dependencies: ["CSQLite"]),
         // The one table of log keys and metric names every target uses (no dependencies).
         .target(name: "Observability"),
+        // Racing an operation against its deadlines: the ledger's and the entitlement store's PostgreSQL operations,
+        // the gateway's wait for Kafka (no dependencies).
+        .target(name: "Deadlines"),
         .target(
             name: "Messages",
             dependencies: [
@@ -130,6 +133,7 @@ let package = Package(
         .target(
             name: "Ledger",
             dependencies: [
+                "Deadlines",
                 "SQLiteStorage",
                 "Observability",
                 "Decision",
@@ -169,6 +173,7 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
             ]
@@ -187,6 +192,7 @@ let package = Package(
         .target(
             name: "Gateway",
             dependencies: [
+                "Deadlines",
                 "Observability",
                 "Kafka",
                 "Messages",
@@ -203,6 +209,7 @@ let package = Package(
         .target(
             name: "Entitlements",
             dependencies: [
+                "Deadlines",
                 "SQLiteStorage",
                 "Observability",
                 "Kafka",
@@ -223,6 +230,7 @@ let package = Package(
         .target(
             name: "Chaos",
             dependencies: [
+                "RateLimiter",
                 "Observability",
                 "Kafka",
                 "Messages",
@@ -250,6 +258,7 @@ let package = Package(
                 "Kafka",
                 "Messages",
                 "Operations",
+                "RateLimiter",
                 "Receipts",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),

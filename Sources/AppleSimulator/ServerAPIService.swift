@@ -126,16 +126,7 @@ final class ServerAPIService: Sendable {
             guard let offset = Self.offset(revision, count: refunded.count) else {
                 return Self.error(400, code: 4_000_005, message: "Invalid revision.")
             }
-            let end = min(offset + Self.pageSize, refunded.count)
-            return sign { nowMs in
-                [
-                    "revision": String(end),
-                    "hasMore": end < refunded.count,
-                    "signedTransactions": try refunded[offset..<end].map {
-                        try SimulatedJWS.signTransaction($0, pki: self.pki, nowMs: nowMs)
-                    },
-                ]
-            }
+            return signedPage(refunded, from: offset)
         }
     }
 
@@ -186,19 +177,13 @@ final class ServerAPIService: Sendable {
         case .success(let transaction):
             let all = registry.family(transaction.originalTransactionId)
             let offset = revision.flatMap { Int($0) }.map { max(0, min($0, all.count)) } ?? 0
-            let end = min(offset + Self.pageSize, all.count)
-            return sign { nowMs in
-                [
-                    "revision": String(end),
-                    "hasMore": end < all.count,
+            return signedPage(
+                all, from: offset,
+                with: [
                     "bundleId": transaction.bundleId,
-                    "appAppleId": self.apps[transaction.bundleId]?.appAppleId ?? self.appAppleId,
+                    "appAppleId": apps[transaction.bundleId]?.appAppleId ?? appAppleId,
                     "environment": environment.rawValue,
-                    "signedTransactions": try all[offset..<end].map {
-                        try SimulatedJWS.signTransaction($0, pki: self.pki, nowMs: nowMs)
-                    },
-                ]
-            }
+                ])
         }
     }
 
@@ -250,6 +235,22 @@ final class ServerAPIService: Sendable {
             return .failure(ReplyError(Self.error(404, code: 4_040_010, message: "Transaction id not found.")))
         }
         return .success(transaction)
+    }
+
+    /// One page of `transactions` from `offset` (``pageSize`` at most), signed, with its `revision` and `hasMore`
+    /// and the answer's other `fields`.
+    func signedPage(_ transactions: [SimulatedTransaction], from offset: Int, with fields: [String: Any] = [:]) -> Reply
+    {
+        let end = min(offset + Self.pageSize, transactions.count)
+        return sign { nowMs in
+            var page = fields
+            page["revision"] = String(end)
+            page["hasMore"] = end < transactions.count
+            page["signedTransactions"] = try transactions[offset..<end].map {
+                try SimulatedJWS.signTransaction($0, pki: pki, nowMs: nowMs)
+            }
+            return page
+        }
     }
 
     func sign(_ body: (Int64) throws -> [String: Any]) -> Reply {

@@ -79,54 +79,60 @@ public struct SimulatorPKI: Sendable {
         let notBefore = now.addingTimeInterval(-86_400)
         let notAfter = now.addingTimeInterval(20 * 365 * 86_400)
 
-        let rsaRootKey = try _RSA.Signing.PrivateKey(keySize: .bits2048)
-        let rsaIntermediateKey = try _RSA.Signing.PrivateKey(keySize: .bits2048)
         let rsaLeafKey = try _RSA.Signing.PrivateKey(keySize: .bits2048)
-        let rsaRootName = try name("Simulated Apple Inc. Root", unit: "Simulated Apple Certification Authority")
-        let rsaIntermediateName = try name(
-            "Simulated Apple Worldwide Developer Relations Certification Authority",
-            unit: "Simulated Apple Worldwide Developer Relations")
-        let rsaLeafName = try name(
-            "Simulated Mac App Store and iTunes Store Receipt Signing",
-            unit: "Simulated Apple Worldwide Developer Relations")
-        let rsaRoot = try issue(
-            serial: 1, subject: rsaRootName, publicKey: .init(rsaRootKey.publicKey), issuer: rsaRootName,
-            issuerPublicKey: .init(rsaRootKey.publicKey), issuerKey: .init(rsaRootKey), role: .root,
-            algorithm: .sha256WithRSAEncryption, notBefore: notBefore, notAfter: notAfter)
-        let rsaIntermediate = try issue(
-            serial: 2, subject: rsaIntermediateName, publicKey: .init(rsaIntermediateKey.publicKey),
-            issuer: rsaRootName, issuerPublicKey: .init(rsaRootKey.publicKey), issuerKey: .init(rsaRootKey),
-            role: .intermediate, algorithm: .sha256WithRSAEncryption, notBefore: notBefore, notAfter: notAfter)
-        let rsaLeaf = try issue(
-            serial: 3, subject: rsaLeafName, publicKey: .init(rsaLeafKey.publicKey), issuer: rsaIntermediateName,
-            issuerPublicKey: .init(rsaIntermediateKey.publicKey), issuerKey: .init(rsaIntermediateKey), role: .leaf,
-            algorithm: .sha256WithRSAEncryption, notBefore: notBefore, notAfter: notAfter)
+        let rsa = try chain(
+            names: (
+                try name("Simulated Apple Inc. Root", unit: "Simulated Apple Certification Authority"),
+                try name(
+                    "Simulated Apple Worldwide Developer Relations Certification Authority",
+                    unit: "Simulated Apple Worldwide Developer Relations"),
+                try name(
+                    "Simulated Mac App Store and iTunes Store Receipt Signing",
+                    unit: "Simulated Apple Worldwide Developer Relations")
+            ),
+            keys: (
+                .init(try _RSA.Signing.PrivateKey(keySize: .bits2048)),
+                .init(try _RSA.Signing.PrivateKey(keySize: .bits2048)), .init(rsaLeafKey)
+            ),
+            firstSerial: 1, algorithm: .sha256WithRSAEncryption, notBefore: notBefore, notAfter: notAfter)
 
-        let ecRootKey = P256.Signing.PrivateKey()
-        let ecIntermediateKey = P256.Signing.PrivateKey()
         let ecLeafKey = P256.Signing.PrivateKey()
-        let ecRootName = try name("Simulated Apple Root CA - G3", unit: "Simulated Apple Certification Authority")
-        let ecIntermediateName = try name(
-            "Simulated Apple Worldwide Developer Relations Certification Authority G6", unit: "G6")
-        let ecLeafName = try name(
-            "Simulated Prod ECC Mac App Store and iTunes Store Receipt Signing",
-            unit: "Simulated Apple Worldwide Developer Relations")
-        let ecRoot = try issue(
-            serial: 11, subject: ecRootName, publicKey: .init(ecRootKey.publicKey), issuer: ecRootName,
-            issuerPublicKey: .init(ecRootKey.publicKey), issuerKey: .init(ecRootKey), role: .root,
-            algorithm: .ecdsaWithSHA256, notBefore: notBefore, notAfter: notAfter)
-        let ecIntermediate = try issue(
-            serial: 12, subject: ecIntermediateName, publicKey: .init(ecIntermediateKey.publicKey),
-            issuer: ecRootName, issuerPublicKey: .init(ecRootKey.publicKey), issuerKey: .init(ecRootKey),
-            role: .intermediate, algorithm: .ecdsaWithSHA256, notBefore: notBefore, notAfter: notAfter)
-        let ecLeaf = try issue(
-            serial: 13, subject: ecLeafName, publicKey: .init(ecLeafKey.publicKey), issuer: ecIntermediateName,
-            issuerPublicKey: .init(ecIntermediateKey.publicKey), issuerKey: .init(ecIntermediateKey), role: .leaf,
-            algorithm: .ecdsaWithSHA256, notBefore: notBefore, notAfter: notAfter)
+        let ec = try chain(
+            names: (
+                try name("Simulated Apple Root CA - G3", unit: "Simulated Apple Certification Authority"),
+                try name("Simulated Apple Worldwide Developer Relations Certification Authority G6", unit: "G6"),
+                try name(
+                    "Simulated Prod ECC Mac App Store and iTunes Store Receipt Signing",
+                    unit: "Simulated Apple Worldwide Developer Relations")
+            ),
+            keys: (.init(P256.Signing.PrivateKey()), .init(P256.Signing.PrivateKey()), .init(ecLeafKey)),
+            firstSerial: 11, algorithm: .ecdsaWithSHA256, notBefore: notBefore, notAfter: notAfter)
 
         return try SimulatorPKI(
-            rsaRoot: rsaRoot, rsaIntermediate: rsaIntermediate, rsaLeaf: rsaLeaf, rsaLeafKey: rsaLeafKey,
-            ecRoot: ecRoot, ecIntermediate: ecIntermediate, ecLeaf: ecLeaf, ecLeafKey: ecLeafKey)
+            rsaRoot: rsa.root, rsaIntermediate: rsa.intermediate, rsaLeaf: rsa.leaf, rsaLeafKey: rsaLeafKey,
+            ecRoot: ec.root, ecIntermediate: ec.intermediate, ecLeaf: ec.leaf, ecLeafKey: ecLeafKey)
+    }
+
+    /// A root (signed by itself), an intermediate and a leaf, each issued by the one above, with serials
+    /// `firstSerial`, `firstSerial + 1` and `firstSerial + 2`.
+    private static func chain(
+        names: (root: DistinguishedName, intermediate: DistinguishedName, leaf: DistinguishedName),
+        keys: (root: Certificate.PrivateKey, intermediate: Certificate.PrivateKey, leaf: Certificate.PrivateKey),
+        firstSerial: Int, algorithm: Certificate.SignatureAlgorithm, notBefore: Date, notAfter: Date
+    ) throws -> (root: Certificate, intermediate: Certificate, leaf: Certificate) {
+        let root = try issue(
+            serial: firstSerial, subject: names.root, publicKey: keys.root.publicKey, issuer: names.root,
+            issuerPublicKey: keys.root.publicKey, issuerKey: keys.root, role: .root, algorithm: algorithm,
+            notBefore: notBefore, notAfter: notAfter)
+        let intermediate = try issue(
+            serial: firstSerial + 1, subject: names.intermediate, publicKey: keys.intermediate.publicKey,
+            issuer: names.root, issuerPublicKey: keys.root.publicKey, issuerKey: keys.root, role: .intermediate,
+            algorithm: algorithm, notBefore: notBefore, notAfter: notAfter)
+        let leaf = try issue(
+            serial: firstSerial + 2, subject: names.leaf, publicKey: keys.leaf.publicKey, issuer: names.intermediate,
+            issuerPublicKey: keys.intermediate.publicKey, issuerKey: keys.intermediate, role: .leaf,
+            algorithm: algorithm, notBefore: notBefore, notAfter: notAfter)
+        return (root, intermediate, leaf)
     }
 
     // MARK: State directory

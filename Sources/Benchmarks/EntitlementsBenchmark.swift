@@ -282,47 +282,42 @@ package struct BenchEntitlementTraffic: Sendable {
             let round = index / accounts.count
             let id = "\(run)-\(index)"
             let subscription = "\(run)-s-\(index % accounts.count)"
+            let decidedAt = now.addingTimeInterval(Double(index) / 1000)
+            /// A period of the account's monthly subscription.
+            func monthly(_ transactionID: String, revokedAt: Date? = nil) -> Verdict.Transaction {
+                .init(
+                    transactionID: transactionID, originalTransactionID: subscription, productID: "pro.monthly",
+                    purchaseDate: now, expiresDate: now.addingTimeInterval(2_592_000), revokedAt: revokedAt)
+            }
             let verdict: Verdict
             switch index % 20 {
             case 0..<9:
                 verdict = Verdict(
                     verdictID: Verdict.legacyVerdictID(jobID: id),
                     jobID: id, accountID: account, outcome: .granted, decidedBy: .apple, environment: "Production",
-                    transactions: [
-                        .init(
-                            transactionID: round == 0 ? subscription : id, originalTransactionID: subscription,
-                            productID: "pro.monthly", purchaseDate: now, expiresDate: now.addingTimeInterval(2_592_000))
-                    ], decidedAt: now.addingTimeInterval(Double(index) / 1000))
+                    transactions: [monthly(round == 0 ? subscription : id)], decidedAt: decidedAt)
             case 9..<11:
                 verdict = Verdict(
                     verdictID: Verdict.legacyVerdictID(jobID: id),
                     jobID: id, accountID: account, outcome: .granted, decidedBy: .signature,
                     transactions: [.init(transactionID: id, productID: "coins.100", purchaseDate: now, quantity: 1)],
-                    decidedAt: now.addingTimeInterval(Double(index) / 1000))
+                    decidedAt: decidedAt)
             case 11..<13:
                 verdict = Verdict(
                     verdictID: Verdict.legacyVerdictID(jobID: id),
                     jobID: id, accountID: account, outcome: .alreadyGranted, reason: .alreadyOwned, decidedBy: .ledger,
-                    transactions: [
-                        .init(
-                            transactionID: subscription, originalTransactionID: subscription, productID: "pro.monthly",
-                            purchaseDate: now, expiresDate: now.addingTimeInterval(2_592_000))
-                    ], decidedAt: now.addingTimeInterval(Double(index) / 1000))
+                    transactions: [monthly(subscription)], decidedAt: decidedAt)
             case 13:
                 verdict = Verdict(
                     verdictID: Verdict.legacyVerdictID(jobID: id),
                     jobID: id, accountID: account, outcome: .rejected, reason: .revoked, decidedBy: .apple,
-                    transactions: [
-                        .init(
-                            transactionID: subscription, originalTransactionID: subscription, productID: "pro.monthly",
-                            purchaseDate: now, expiresDate: now.addingTimeInterval(2_592_000), revokedAt: now)
-                    ], decidedAt: now.addingTimeInterval(Double(index) / 1000))
+                    transactions: [monthly(subscription, revokedAt: now)], decidedAt: decidedAt)
             default:
                 verdict = Verdict(
                     verdictID: Verdict.legacyVerdictID(jobID: id),
                     jobID: id, accountID: account, outcome: .rejected,
                     reason: [.wrongBundle, .malformed, .replayed, .notAuthenticated][index % 4], decidedBy: .prefilter,
-                    decidedAt: now.addingTimeInterval(Double(index) / 1000))
+                    decidedAt: decidedAt)
             }
             messages.append(codec.encode(verdict))
             keys.append(Array(account.utf8))

@@ -1,5 +1,6 @@
 import Foundation
 import Messages
+import RateLimiter
 import Receipts
 import Traffic
 
@@ -81,7 +82,7 @@ public struct AdversarialJobCorpus: Sendable {
         self.receiptSeeds = receiptSeeds
         self.tag = tag
         self.baitURL = baitURL
-        self.random = SplitMix64(state: seed)
+        self.random = SplitMix64(seed: seed)
     }
 
     /// What the worker must do with a message.
@@ -370,21 +371,7 @@ public struct AdversarialJobCorpus: Sendable {
     static func escaped(_ text: String) -> String {
         var result = ""
         result.reserveCapacity(text.utf8.count)
-        for scalar in text.unicodeScalars {
-            switch scalar {
-            case "\"": result += "\\\""
-            case "\\": result += "\\\\"
-            case "\n": result += "\\n"
-            case "\r": result += "\\r"
-            case "\t": result += "\\t"
-            default:
-                if scalar.value < 0x20 {
-                    result += String(format: "\\u%04x", scalar.value)
-                } else {
-                    result.unicodeScalars.append(scalar)
-                }
-            }
-        }
+        JSONQuoting.appendEscaped(text, to: &result)
         return result
     }
 

@@ -7,6 +7,7 @@ import Ledger
 import Logging
 import Messages
 import Observability
+import RateLimiter
 import Receipts
 import Synchronization
 import Traffic
@@ -808,7 +809,7 @@ final class ChaosEnvironment: Sendable {
     /// Every fault once, in a seeded order; with a duration, cycles until it has passed (estimated per step).
     private func faultSchedule() -> [Fault] {
         guard configuration.faults else { return [] }
-        var random = SplitMix64(state: configuration.seed ^ 0xFA17)
+        var random = SplitMix64(seed: configuration.seed ^ 0xFA17)
         let kinds = Fault.allCases.filter {
             (configuration.onlyFaults?.contains($0.rawValue) ?? true)
                 && ($0 != .killEntitlements || configuration.entitlements)
@@ -827,7 +828,7 @@ final class ChaosEnvironment: Sendable {
     private func inject(_ fault: Fault, index: Int) async -> ChaosFaultRecord {
         let at = secondsSinceStart
         let hold = configuration.faultHold
-        var random = SplitMix64(state: configuration.seed &+ UInt64(index) &* 0x9E37)
+        var random = SplitMix64(seed: configuration.seed &+ UInt64(index) &* 0x9E37)
         let victim = Int(random.next() % UInt64(max(1, configuration.workers)))
         var target: String?
         var detail: String?

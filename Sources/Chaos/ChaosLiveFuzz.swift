@@ -85,25 +85,9 @@ extension ChaosRun {
     /// Apple simulator, PostgreSQL, N workers; no faults). Every input must end as a dead letter or a `rejected`
     /// verdict, no worker may exit, and each worker's resident set must stay under the plan's limit.
     public func runLiveFuzz(_ plan: ChaosLiveFuzzPlan) async throws -> ChaosLiveFuzzReport {
-        let clock = ContinuousClock()
-        let runID = "fuzz\(String(UInt32.random(in: 0...UInt32.max), radix: 36))"
-        let directory =
-            configuration.workDirectory
-            ?? FileManager.default.temporaryDirectory.appendingPathComponent("verify-\(runID)", isDirectory: true)
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        let environment = try ChaosEnvironment(
-            configuration: configuration, directory: directory, runID: runID, started: clock.now)
-        do {
-            let report = try await environment.runLiveFuzz(plan)
-            await environment.tearDown()
-            if report.violations == 0, report.harnessErrors == 0, configuration.workDirectory == nil {
-                try? FileManager.default.removeItem(at: directory)
-            }
-            return report
-        } catch {
-            await environment.tearDown()
-            throw error
-        }
+        try await withEnvironment(
+            runIDPrefix: "fuzz", keepsDirectory: { $0.violations != 0 || $0.harnessErrors != 0 }
+        ) { try await $0.runLiveFuzz(plan) }
     }
 }
 

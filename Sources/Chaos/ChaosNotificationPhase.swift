@@ -5,6 +5,7 @@ import Ledger
 import Logging
 import Messages
 import Observability
+import RateLimiter
 import Synchronization
 import Traffic
 
@@ -336,14 +337,7 @@ extension ChaosEnvironment {
             "VERIFY_TRUST_ANCHORS": stateDirectory.appendingPathComponent("pki-ec-root.pem").path,
             "VERIFY_LOG_FORMAT": "json", "VERIFY_LOG_LEVEL": configuration.workerLogLevel,
         ]) { _, new in new }
-        notificationServices.state.withLock {
-            $0.gatewayEnvironment = environment
-            $0.gatewayMetricsPort = metricsPort
-        }
-        try restartGateway()
-        guard await waitForNotificationService(gateway: true, within: .seconds(90)) else {
-            throw ChaosError("the gateway was not ready within 90 s (log: \(log("gateway").path))")
-        }
+        try await startNotificationService(gateway: true, environment: environment, metricsPort: metricsPort)
     }
 
     func restartGateway() throws {
@@ -362,13 +356,24 @@ extension ChaosEnvironment {
             "VERIFY_RECONCILE_INTERVAL_S": "1", "VERIFY_RECONCILE_LEASE_S": "5",
             "VERIFY_RECONCILE_RATE_SHARE": "\(Self.reconcileRateShare)", "VERIFY_RECONCILE_FIRST_LOOKBACK_H": "1",
         ]) { _, new in new }
+        try await startNotificationService(gateway: false, environment: environment, metricsPort: metricsPort)
+    }
+
+    /// Starts the gateway (or the reconciler) with the environment its restarts reuse, and waits until it is ready.
+    private func startNotificationService(gateway: Bool, environment: [String: String], metricsPort: Int) async throws {
         notificationServices.state.withLock {
-            $0.reconcilerEnvironment = environment
-            $0.reconcilerMetricsPort = metricsPort
+            if gateway {
+                $0.gatewayEnvironment = environment
+                $0.gatewayMetricsPort = metricsPort
+            } else {
+                $0.reconcilerEnvironment = environment
+                $0.reconcilerMetricsPort = metricsPort
+            }
         }
-        try restartReconciler()
-        guard await waitForNotificationService(gateway: false, within: .seconds(90)) else {
-            throw ChaosError("the reconciler was not ready within 90 s (log: \(log("reconciler").path))")
+        if gateway { try restartGateway() } else { try restartReconciler() }
+        guard await waitForNotificationService(gateway: gateway, within: .seconds(90)) else {
+            let name = gateway ? "gateway" : "reconciler"
+            throw ChaosError("the \(name) was not ready within 90 s (log: \(log(name).path))")
         }
     }
 
@@ -423,7 +428,7 @@ extension ChaosEnvironment {
                 if let last = $0.reconcilerLives.indices.last { $0.reconcilerLives[last].ended = now }
             }
         default:
-            var random = SplitMix64(state: configuration.seed &+ UInt64(index) &* 0x4E07)
+            var random = SplitMix64(seed: configuration.seed &+ UInt64(index) &* 0x4E07)
             let victim = Int(random.next() % UInt64(max(1, configuration.workers)))
             target = "worker-\(victim)"
             worker(victim)?.signal(SIGKILL)

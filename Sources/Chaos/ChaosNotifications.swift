@@ -1,5 +1,6 @@
 import Foundation
 import Messages
+import RateLimiter
 import Traffic
 
 /// The simulator's truth about one transaction (`GET /sim/transactions/{id}`), reduced to what the notification
@@ -220,7 +221,7 @@ public struct ChaosLifecyclePlan: Sendable {
     public init(
         transactions: [(id: String, type: ProductType)], count: Int, seed: UInt64, earlyExpiry: Bool = false
     ) {
-        var random = SplitMix64(state: seed ^ 0x11FE)
+        var random = SplitMix64(seed: seed ^ 0x11FE)
         // Round robin over the product types, so the few subscriptions are not drowned by the many one-time
         // purchases.
         var byType: [ProductType: [String]] = [:]

@@ -207,9 +207,17 @@ public struct ChaosRun: Sendable {
 
     /// Runs once. Throws only when the system could not be set up; broken promises are in the report.
     public func run() async throws -> ChaosReport {
-        let clock = ContinuousClock()
-        let started = clock.now
-        let runID = "chaos\(String(UInt32.random(in: 0...UInt32.max), radix: 36))"
+        try await withEnvironment(runIDPrefix: "chaos", keepsDirectory: { $0.violations != 0 }) { try await $0.run() }
+    }
+
+    /// Runs `body` in a fresh environment (in the configured work directory, or a temporary one named after the run)
+    /// and tears the environment down either way; a temporary directory is removed unless `keepsDirectory` says the
+    /// report needs it looked at.
+    func withEnvironment<Report>(
+        runIDPrefix: String, keepsDirectory: (Report) -> Bool, _ body: (ChaosEnvironment) async throws -> Report
+    ) async throws -> Report {
+        let started = ContinuousClock().now
+        let runID = "\(runIDPrefix)\(String(UInt32.random(in: 0...UInt32.max), radix: 36))"
         let directory =
             configuration.workDirectory
             ?? FileManager.default.temporaryDirectory.appendingPathComponent("verify-\(runID)", isDirectory: true)
@@ -217,9 +225,9 @@ public struct ChaosRun: Sendable {
         let environment = try ChaosEnvironment(
             configuration: configuration, directory: directory, runID: runID, started: started)
         do {
-            let report = try await environment.run()
+            let report = try await body(environment)
             await environment.tearDown()
-            if report.violations == 0, configuration.workDirectory == nil {
+            if !keepsDirectory(report), configuration.workDirectory == nil {
                 try? FileManager.default.removeItem(at: directory)
             }
             return report

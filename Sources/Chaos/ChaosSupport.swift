@@ -185,26 +185,10 @@ final class ChaosTally: Sendable {
     func waitForRoom(limit: Int, within timeout: Duration) async -> Bool {
         // The common case, once per message: no task group, no timer.
         if state.withLock({ $0.outstandingBytes <= limit }) { return true }
-        return await withTaskGroup(of: Bool.self) { group in
-            group.addTask {
-                await withCheckedContinuation { continuation in
-                    let ready = self.state.withLock { state in
-                        if state.outstandingBytes <= limit { return true }
-                        state.roomWaiters.append((limit, continuation))
-                        return false
-                    }
-                    if ready { continuation.resume() }
-                }
-                return true
-            }
-            group.addTask {
-                try? await Task.sleep(for: timeout)
-                return false
-            }
-            let first = await group.next() ?? false
-            group.cancelAll()
-            if !first { self.releaseAll(rooms: true) }
-            return first
+        return await wait(within: timeout, rooms: true) { state, continuation in
+            if state.outstandingBytes <= limit { return true }
+            state.roomWaiters.append((limit, continuation))
+            return false
         }
     }
 
@@ -219,14 +203,23 @@ final class ChaosTally: Sendable {
 
     /// Waits until `count` messages are settled, at most `limit`; true when they were.
     func waitUntilSettled(_ count: Int, within limit: Duration) async -> Bool {
+        await wait(within: limit, rooms: false) { state, continuation in
+            if state.decided.count + state.deadLettered.count >= count { return true }
+            state.waiters.append((count, continuation))
+            return false
+        }
+    }
+
+    /// Waits until `park` finds the condition met, or is resumed after parking its continuation, at most `limit`;
+    /// true when the condition was met. At the limit it releases the parked waiters of its kind (`rooms` or not).
+    private func wait(
+        within limit: Duration, rooms: Bool,
+        park: @escaping @Sendable (inout State, CheckedContinuation<Void, Never>) -> Bool
+    ) async -> Bool {
         await withTaskGroup(of: Bool.self) { group in
             group.addTask {
                 await withCheckedContinuation { continuation in
-                    let ready = self.state.withLock { state in
-                        if state.decided.count + state.deadLettered.count >= count { return true }
-                        state.waiters.append((count, continuation))
-                        return false
-                    }
+                    let ready = self.state.withLock { park(&$0, continuation) }
                     if ready { continuation.resume() }
                 }
                 return true
@@ -237,7 +230,7 @@ final class ChaosTally: Sendable {
             }
             let first = await group.next() ?? false
             group.cancelAll()
-            if !first { self.releaseAll(rooms: false) }
+            if !first { self.releaseAll(rooms: rooms) }
             return first
         }
     }

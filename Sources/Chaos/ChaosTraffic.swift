@@ -1,6 +1,7 @@
 import AppleSimulator
 import Foundation
 import Messages
+import RateLimiter
 import Receipts
 import Traffic
 
@@ -147,6 +148,15 @@ public struct ChaosTrafficBuilder {
         func proof(_ minted: MintedReceipt, _ format: SimulatedReceiptFormat) -> ReceiptJob.Proof {
             format == .signedTransaction ? .signedTransaction(minted.receipt) : .receipt(minted.receipt)
         }
+        /// A new purchase of the chaos app's consumable.
+        func mintConsumable(
+            _ format: SimulatedReceiptFormat, environment: AppleEnvironment = .production
+        ) throws -> MintedReceipt {
+            try simulator.mint(
+                MintRequest(
+                    bundleId: ChaosApp.bundleID, productId: ChaosApp.consumable, format: format,
+                    environment: environment))
+        }
         let formats = SimulatedReceiptFormat.allCases
         let nowMs = Int64(Date().timeIntervalSince1970 * 1000)
 
@@ -165,10 +175,7 @@ public struct ChaosTrafficBuilder {
                 }
             }
             // The same job twice (a frontend retry): one decision, identical verdicts.
-            let twice = try simulator.mint(
-                MintRequest(
-                    bundleId: ChaosApp.bundleID, productId: ChaosApp.consumable, format: format,
-                    environment: .production))
+            let twice = try mintConsumable(format)
             traffic.burst { traffic in
                 traffic.add(
                     nextJob(proof(twice, format)), grantable: twice.transaction.transactionId,
@@ -178,10 +185,7 @@ public struct ChaosTrafficBuilder {
             // One job id reused with another content, in both orders (a consumer de-duplicating on `verdict_id` must
             // never drop a grant). Junk first, from another account, then the genuine purchase under its id (the
             // junk is never recorded, so the order across their partitions does not matter):
-            let squatted = try simulator.mint(
-                MintRequest(
-                    bundleId: ChaosApp.bundleID, productId: ChaosApp.consumable, format: format,
-                    environment: .production))
+            let squatted = try mintConsumable(format)
             let genuine = nextJob(proof(squatted, format))
             var squatter = genuine
             squatter.accountID = "\(runID)-adv-squatter-\(sequence)"
@@ -193,14 +197,8 @@ public struct ChaosTrafficBuilder {
             // A grant first, then junk and another genuine purchase of the same account under its id (one account:
             // one partition, in order): the reuses are rejected under ids of their own, the second purchase is not
             // granted under an id that was another's (`job_id_reused`).
-            let firstPurchase = try simulator.mint(
-                MintRequest(
-                    bundleId: ChaosApp.bundleID, productId: ChaosApp.consumable, format: format,
-                    environment: .production))
-            let secondPurchase = try simulator.mint(
-                MintRequest(
-                    bundleId: ChaosApp.bundleID, productId: ChaosApp.consumable, format: format,
-                    environment: .production))
+            let firstPurchase = try mintConsumable(format)
+            let secondPurchase = try mintConsumable(format)
             let granted = nextJob(proof(firstPurchase, format))
             var junkAfter = granted
             junkAfter.proof = .receipt("abc")
@@ -212,9 +210,7 @@ public struct ChaosTrafficBuilder {
                 traffic.add(otherAfter, grantable: nil, category: "job_id_reused", mustBeRejected: true)
             }
             // A sandbox purchase sent to a production deployment.
-            let sandbox = try simulator.mint(
-                MintRequest(
-                    bundleId: ChaosApp.bundleID, productId: ChaosApp.consumable, format: format, environment: .sandbox))
+            let sandbox = try mintConsumable(format, environment: .sandbox)
             traffic.add(
                 nextJob(proof(sandbox, format)), grantable: allowSandbox ? sandbox.transaction.transactionId : nil,
                 category: "sandbox_receipt")
@@ -325,7 +321,7 @@ extension ChaosTraffic {
             if groups[burst] == nil { order.append(burst) }
             groups[burst, default: []].append(message)
         }
-        var random = SplitMix64(state: seed ^ 0xB0B5)
+        var random = SplitMix64(seed: seed ^ 0xB0B5)
         order.shuffle(using: &random)
         messages = order.flatMap { groups[$0] ?? [] }
         bursts = order.enumerated().flatMap { index, burst in Array(repeating: index, count: groups[burst]?.count ?? 0)

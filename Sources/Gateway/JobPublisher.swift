@@ -1,3 +1,4 @@
+import Deadlines
 import Kafka
 import Logging
 import Messages
@@ -88,58 +89,21 @@ enum Deadline {
     static func race<T: Sendable>(
         _ deadline: Duration, _ operation: @escaping @Sendable () async throws -> T
     ) async -> Outcome<T> {
-        let once = OnceContinuation<Outcome<T>>()
+        let gate = ResumeGate<Outcome<T>, Never>()
         return await withCheckedContinuation { continuation in
-            once.set(continuation)
+            gate.install(continuation)
             let timer = Task {
                 try? await Task.sleep(for: deadline)
-                once.resume(.timedOut)
+                gate.resume(.success(.timedOut))
             }
             Task {
                 do {
-                    once.resume(.value(try await operation()))
+                    gate.resume(.success(.value(try await operation())))
                 } catch {
-                    once.resume(.failure(error))
+                    gate.resume(.success(.failure(error)))
                 }
                 timer.cancel()
             }
         }
-    }
-}
-
-/// Resumes a continuation once, whichever of several racers comes first.
-final class OnceContinuation<T: Sendable>: Sendable {
-    private struct State {
-        var continuation: CheckedContinuation<T, Never>?
-        var early: T?
-        var done = false
-    }
-
-    private let state = Mutex(State())
-
-    func set(_ continuation: CheckedContinuation<T, Never>) {
-        let early = state.withLock { state -> T? in
-            if let early = state.early {
-                state.early = nil
-                return early
-            }
-            state.continuation = continuation
-            return nil
-        }
-        if let early { continuation.resume(returning: early) }
-    }
-
-    func resume(_ value: T) {
-        let continuation = state.withLock { state -> CheckedContinuation<T, Never>? in
-            guard !state.done else { return nil }
-            state.done = true
-            guard let continuation = state.continuation else {
-                state.early = value
-                return nil
-            }
-            state.continuation = nil
-            return continuation
-        }
-        continuation?.resume(returning: value)
     }
 }

@@ -1,3 +1,6 @@
+import Logging
+import Observability
+
 /// The ledger's schema, one list of migrations per backend, same tables and meaning (docs/LEDGER.md).
 /// A migration is never edited once released: changes are new versions appended at the end.
 enum LedgerSchema {
@@ -236,4 +239,23 @@ enum LedgerSchema {
                 "CREATE INDEX job_verdicts_unclaimed ON job_verdicts (decided_at) WHERE reason = 'unclaimed'",
             ]),
     ]
+}
+
+extension LedgerSchema {
+    /// The migrations of `all` not applied yet (`done`), a gap included (branches that added versions in another
+    /// order); a database newer than this build is refused.
+    static func pending(_ all: [Migration], done: Set<Int>) throws(LedgerError) -> [Migration] {
+        let current = done.max() ?? 0
+        let latest = all.last?.version ?? 0
+        guard current <= latest else {
+            throw LedgerError(.schema, "database schema version \(current) is newer than this build's \(latest)")
+        }
+        return all.filter { !done.contains($0.version) }
+    }
+
+    /// One line for the migrations a start applied; none, no line.
+    static func logApplied(_ applied: [Int], store: String, logger: Logger) {
+        guard !applied.isEmpty else { return }
+        logger.info("ledger schema migrated", metadata: [LogKeys.migrations: "\(applied)", LogKeys.store: "\(store)"])
+    }
 }

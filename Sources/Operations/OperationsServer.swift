@@ -70,27 +70,11 @@ public final class OperationsServer: Sendable {
 
     /// Serves until the task is cancelled.
     public func run() async throws {
-        let listening = self.listening
-        // Hummingbird logs its own cancellation at error level when the task ends; failures to bind are thrown.
-        var serverLogger = logger
-        serverLogger.logLevel = .critical
-        let application = Application(
-            router: makeRouter(),
-            configuration: .init(
-                address: .hostname(configuration.host, port: configuration.port), serverName: nil),
-            onServerRunning: { [logger] channel in
-                let port = channel.localAddress?.port ?? 0
-                logger.notice(
-                    "operations: /healthz, /readyz and /metrics listening", metadata: [LogKeys.metricsPort: "\(port)"])
-                listening.resolve(port)
-            },
-            logger: serverLogger)
-        do {
-            try await application.run()
-            listening.resolve(nil)
-        } catch {
-            listening.resolve(nil)
-            throw error
+        try await HTTPServing.run(
+            makeRouter(), host: configuration.host, port: configuration.port, logger: logger, listening: listening
+        ) { [logger] port in
+            logger.notice(
+                "operations: /healthz, /readyz and /metrics listening", metadata: [LogKeys.metricsPort: "\(port)"])
         }
     }
 

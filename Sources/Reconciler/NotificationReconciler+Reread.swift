@@ -69,6 +69,7 @@ extension NotificationReconciler {
                 let read = try await readHistory(
                     candidate, bundleID: claims.compactMap(\.bundleID).first, source: historySource,
                     leaseEnd: &leaseEnd)
+                let revision: String?
                 switch read {
                 case .lost:
                     metrics.leaseHeld.record(0)
@@ -85,9 +86,8 @@ extension NotificationReconciler {
                             LogKeys.reconcileSubscription: "\(candidate.originalTransactionID)",
                             LogKeys.error: "\(why)",
                         ])
-                    try await rereadStore.recordSubscriptionReread(
-                        originalTransactionID: candidate.originalTransactionID, revision: nil, at: wallNow)
-                case .read(let transactions, let revision):
+                    revision = nil
+                case .read(let transactions, let readRevision):
                     let jobs = Self.corrections(
                         transactions, of: candidate.originalTransactionID, claims: claims, owner: owner,
                         submittedAt: wallNow)
@@ -105,11 +105,12 @@ extension NotificationReconciler {
                                 LogKeys.reconcileCorrections: "\(jobs.count)",
                             ])
                     }
-                    // Recorded only once every correction is published: a crash before reads the same again, and
-                    // the same state gives the same job ids.
-                    try await rereadStore.recordSubscriptionReread(
-                        originalTransactionID: candidate.originalTransactionID, revision: revision, at: wallNow)
+                    revision = readRevision
                 }
+                // Recorded only once every correction is published: a crash before reads the same again, and the
+                // same state gives the same job ids. A refused history is recorded too, without a revision.
+                try await rereadStore.recordSubscriptionReread(
+                    originalTransactionID: candidate.originalTransactionID, revision: revision, at: wallNow)
             } catch is CancellationError {
                 return .stopped("cancelled")
             } catch {

@@ -1,4 +1,5 @@
 import Foundation
+import RateLimiter
 import Receipts
 
 /// Feeds mutated receipts to an analyzer to show that no input crashes or hangs it. Deterministic for a seed,
@@ -23,7 +24,7 @@ public struct ReceiptFuzzer: Sendable {
 
     /// Runs `count` mutated inputs through `analyzer`, round robin over the seeds.
     public func run(count: Int, analyzer: ReceiptAnalyzer) -> Report {
-        var generator = SplitMix64(state: seed)
+        var generator = SplitMix64(seed: seed)
         var report = Report(inputs: 0, formatCounts: [:], slowestSeconds: 0, totalSeconds: 0)
         let clock = ContinuousClock()
         let started = clock.now
@@ -72,18 +73,5 @@ public struct ReceiptFuzzer: Sendable {
             }
         }
         return bytes
-    }
-}
-
-/// A tiny deterministic generator (SplitMix64), so fuzz runs replay exactly.
-public struct SplitMix64: RandomNumberGenerator, Sendable {
-    public var state: UInt64
-    public init(state: UInt64) { self.state = state }
-    public mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }

@@ -1,6 +1,7 @@
 import AppleSimulator
 import Foundation
 import Messages
+import RateLimiter
 import Receipts
 
 /// The kinds of traffic a purchase-verification endpoint receives, after seed 000's measurements.
@@ -189,7 +190,7 @@ public struct SeedTrafficGenerator {
         self.productIDs = productIDs
         self.mix = mix
         self.sandboxShare = sandboxShare
-        self.random = SplitMix64(state: seed)
+        self.random = SplitMix64(seed: seed)
         self.runID = String(UInt64.random(in: 0...UInt64.max), radix: 36)
     }
 
@@ -387,7 +388,7 @@ public struct SeedTrafficGenerator {
 
 }
 
-/// Draws from the Receipts target's seeded SplitMix64, so traffic is reproducible.
+/// Draws from RateLimiter's seeded SplitMix64, so traffic is reproducible.
 extension SplitMix64 {
     fileprivate mutating func unit() -> Double { Double(next() >> 11) / Double(1 << 53) }
     fileprivate mutating func below(_ bound: Int) -> Int { Int(next() % UInt64(bound)) }

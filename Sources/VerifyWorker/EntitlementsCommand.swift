@@ -10,7 +10,7 @@ import Pipeline
 
 /// `verify-worker entitlements`: the reference entitlement service (projection, API, console). Wiring only; the
 /// service is `Entitlements.EntitlementsService`.
-struct EntitlementsCommand: AsyncParsableCommand {
+struct EntitlementsCommand: ConfiguredCommand {
     static let configuration = CommandConfiguration(
         commandName: "entitlements",
         abstract: "Run the entitlement service: verdicts into per-account entitlements, an API and a support console.",
@@ -19,11 +19,7 @@ struct EntitlementsCommand: AsyncParsableCommand {
     @Argument(parsing: .captureForPassthrough, help: "Configuration flags (listed below).")
     var options: [String] = []
 
-    func run() async throws {
-        if options.contains("--help") || options.contains("-h") {
-            print(Self.helpMessage())
-            return
-        }
+    func start() async throws {
         let environment = ProcessInfo.processInfo.environment
         let configuration: EntitlementsConfiguration
         let files: (catalog: Catalog, tokens: AccessTokens)
@@ -31,8 +27,7 @@ struct EntitlementsCommand: AsyncParsableCommand {
             configuration = try EntitlementsConfiguration.load(arguments: options, environment: environment)
             files = try EntitlementsService.loadFiles(configuration)
         } catch {
-            FileHandle.standardError.write(Data("verify-worker entitlements: \(error)\n".utf8))
-            throw ExitCode(2)
+            throw Self.configurationFailure(error)
         }
         let logger = Self.bootstrapLogging(configuration)
         let engine = configuration.webhookURLs.isEmpty ? nil : try CurlHTTPEngine()
@@ -43,8 +38,7 @@ struct EntitlementsCommand: AsyncParsableCommand {
                 configuration: configuration, catalog: files.catalog, tokens: files.tokens, logger: logger,
                 webhookTransport: engine.map(CurlWebhookTransport.init))
         } catch {
-            FileHandle.standardError.write(Data("verify-worker entitlements: \(error)\n".utf8))
-            throw ExitCode(2)
+            throw Self.configurationFailure(error)
         }
         logger.notice(
             "entitlements: starting",
@@ -57,14 +51,8 @@ struct EntitlementsCommand: AsyncParsableCommand {
     }
 
     static func bootstrapLogging(_ configuration: EntitlementsConfiguration) -> Logger {
-        let level = Logger.Level(rawValue: configuration.logLevel) ?? .info
-        let json = configuration.logFormat == "json"
-        LoggingSystem.bootstrap { label in
-            if json { return JSONLogHandler(label: label, level: level) }
-            var handler = StreamLogHandler.standardError(label: label)
-            handler.logLevel = level
-            return handler
-        }
+        LogOutput.install(
+            level: Logger.Level(rawValue: configuration.logLevel) ?? .info, json: configuration.logFormat == "json")
         return Logger(label: "verify-worker.entitlements")
     }
 }

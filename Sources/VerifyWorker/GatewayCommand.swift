@@ -7,7 +7,7 @@ import Operations
 import Pipeline
 
 /// `verify-worker gateway`: the HTTP edge that publishes frontends' jobs and Apple's notifications to Kafka.
-struct GatewayCommand: AsyncParsableCommand {
+struct GatewayCommand: ConfiguredCommand {
     static let configuration = CommandConfiguration(
         commandName: "gateway",
         abstract: "Runs the HTTP gateway: POST /v1/receipts and POST /apple/notifications, published to receipt-jobs.",
@@ -27,11 +27,7 @@ struct GatewayCommand: AsyncParsableCommand {
     @Argument(parsing: .captureForPassthrough, help: "Configuration flags (listed below).")
     var options: [String] = []
 
-    func run() async throws {
-        if options.contains("--help") || options.contains("-h") {
-            print(Self.helpMessage())
-            return
-        }
+    func start() async throws {
         let configuration: GatewayConfiguration
         let logger: Logger
         let gateway: ReceiptGateway
@@ -111,16 +107,9 @@ enum EdgeLogging {
             throw ValidationError("log level must be trace, debug, info, notice, warning, error or critical")
         }
         switch format ?? "json" {
-        case "json":
-            LoggingSystem.bootstrap { JSONLogHandler(label: $0, level: logLevel) }
-        case "text":
-            LoggingSystem.bootstrap { label in
-                var handler = StreamLogHandler.standardError(label: label)
-                handler.logLevel = logLevel
-                return handler
-            }
-        default:
-            throw ValidationError("log format must be json or text")
+        case "json": LogOutput.install(level: logLevel, json: true)
+        case "text": LogOutput.install(level: logLevel, json: false)
+        default: throw ValidationError("log format must be json or text")
         }
         var logger = Logger(label: label)
         logger.logLevel = logLevel

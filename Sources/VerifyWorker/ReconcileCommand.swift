@@ -7,7 +7,7 @@ import Pipeline
 
 /// `verify-worker reconcile`: recovers the App Store Server Notifications Apple failed to deliver (docs/OPERATIONS.md,
 /// "Reconciler"). Any number of replicas; one sweeps at a time.
-struct ReconcileCommand: AsyncParsableCommand {
+struct ReconcileCommand: ConfiguredCommand {
     static let configuration = CommandConfiguration(
         commandName: "reconcile",
         abstract:
@@ -17,19 +17,8 @@ struct ReconcileCommand: AsyncParsableCommand {
     @Argument(parsing: .captureForPassthrough, help: "Configuration flags (listed below).")
     var options: [String] = []
 
-    func run() async throws {
-        if options.contains("--help") || options.contains("-h") {
-            print(Self.helpMessage())
-            return
-        }
-        let configuration: ReconcileConfiguration
-        do {
-            configuration = try ReconcileConfiguration.load(
-                arguments: options, environment: ProcessInfo.processInfo.environment)
-        } catch {
-            FileHandle.standardError.write(Data("verify-worker reconcile: \(error)\n".utf8))
-            throw ExitCode(2)
-        }
+    func start() async throws {
+        let configuration = try load(ReconcileConfiguration.self)
         let logger = RunCommand.bootstrapLogging(configuration.worker)
         do {
             try await ReconcileRuntime(configuration: configuration, logger: logger).runHandlingSignals(
@@ -43,8 +32,7 @@ struct ReconcileCommand: AsyncParsableCommand {
                 },
                 stopping: { ShutdownDeadline.arm(after: RunCommand.shutdownGrace, logger: logger) })
         } catch let error as ConfigurationError {
-            FileHandle.standardError.write(Data("verify-worker reconcile: \(error)\n".utf8))
-            throw ExitCode(2)
+            throw Self.configurationFailure(error)
         }
     }
 }

@@ -6,7 +6,7 @@ import Operations
 import Pipeline
 
 /// `verify-worker run`: the worker. Consumes `receipt-jobs`, publishes `receipt-verdicts`, until SIGTERM.
-struct RunCommand: AsyncParsableCommand {
+struct RunCommand: ConfiguredCommand {
     static let configuration = CommandConfiguration(
         commandName: "run",
         abstract: "Run a worker: consume receipt jobs, decide them, publish verdicts (until SIGTERM).",
@@ -15,22 +15,10 @@ struct RunCommand: AsyncParsableCommand {
     @Argument(parsing: .captureForPassthrough, help: "Configuration flags (listed below).")
     var options: [String] = []
 
-    func run() async throws {
-        // The flags are passed through to the configuration reader, so help is answered here.
-        if options.contains("--help") || options.contains("-h") {
-            print(Self.helpMessage())
-            return
-        }
+    func start() async throws {
         // Before the first threads start: fewer malloc arenas keep resident memory near the live set.
         let arenas = MallocArenas.limit(environment: ProcessInfo.processInfo.environment)
-        let configuration: WorkerConfiguration
-        do {
-            configuration = try WorkerConfiguration.load(
-                arguments: options, environment: ProcessInfo.processInfo.environment)
-        } catch {
-            FileHandle.standardError.write(Data("verify-worker run: \(error)\n".utf8))
-            throw ExitCode(2)
-        }
+        let configuration = try load(WorkerConfiguration.self)
         let logger = Self.bootstrapLogging(configuration)
         let exit: WorkerRuntime.Exit
         do {
@@ -53,8 +41,7 @@ struct RunCommand: AsyncParsableCommand {
                     ShutdownDeadline.arm(after: configuration.drainTimeout + Self.shutdownGrace, logger: logger)
                 })
         } catch let error as ConfigurationError {
-            FileHandle.standardError.write(Data("verify-worker run: \(error)\n".utf8))
-            throw ExitCode(2)
+            throw Self.configurationFailure(error)
         }
         if case .fatal = exit { throw ExitCode(1) }
     }
@@ -64,14 +51,8 @@ struct RunCommand: AsyncParsableCommand {
 
     /// JSON lines (or text) on standard error at the configured level, for every logger of the process.
     static func bootstrapLogging(_ configuration: WorkerConfiguration) -> Logger {
-        let level = Logger.Level(rawValue: configuration.logLevel) ?? .info
-        let json = configuration.logFormat == "json"
-        LoggingSystem.bootstrap { label in
-            if json { return JSONLogHandler(label: label, level: level) }
-            var handler = StreamLogHandler.standardError(label: label)
-            handler.logLevel = level
-            return handler
-        }
+        LogOutput.install(
+            level: Logger.Level(rawValue: configuration.logLevel) ?? .info, json: configuration.logFormat == "json")
         var logger = Logger(label: "verify-worker")
         logger[metadataKey: LogKeys.workerID] = "\(configuration.workerID)"
         return logger

@@ -171,16 +171,25 @@ private struct LenientJSONParser {
                 guard let value = parseValue(depth: depth) else { return nil }
                 members[key] = value
             }
-            skipWhitespace()
-            guard index < bytes.count else { return nil }
-            if bytes[index] == UInt8(ascii: ",") {
-                index += 1
-            } else if bytes[index] == UInt8(ascii: "}") {
-                index += 1
-                return .object(members)
-            } else {
-                return nil
-            }
+            guard let closed = endOfElement(closing: UInt8(ascii: "}")) else { return nil }
+            if closed { return .object(members) }
+        }
+    }
+
+    /// After an object's member or an array's item: true at `closing`, false at a comma (either consumed), nil at
+    /// anything else.
+    private mutating func endOfElement(closing: UInt8) -> Bool? {
+        skipWhitespace()
+        guard index < bytes.count else { return nil }
+        switch bytes[index] {
+        case UInt8(ascii: ","):
+            index += 1
+            return false
+        case closing:
+            index += 1
+            return true
+        default:
+            return nil
         }
     }
 
@@ -195,16 +204,8 @@ private struct LenientJSONParser {
         while true {
             guard let value = parseValue(depth: depth) else { return nil }
             items.append(value)
-            skipWhitespace()
-            guard index < bytes.count else { return nil }
-            if bytes[index] == UInt8(ascii: ",") {
-                index += 1
-            } else if bytes[index] == UInt8(ascii: "]") {
-                index += 1
-                return .array(items)
-            } else {
-                return nil
-            }
+            guard let closed = endOfElement(closing: UInt8(ascii: "]")) else { return nil }
+            if closed { return .array(items) }
         }
     }
 

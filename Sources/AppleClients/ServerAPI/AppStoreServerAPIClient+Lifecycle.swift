@@ -49,25 +49,11 @@ extension AppStoreServerAPIClient {
     public func refundHistory(
         transactionID: String, revision: String? = nil, environment: AppleEnvironment? = nil
     ) async throws -> AppleOutcome<RefundHistoryPage> {
-        var query: [URLQueryItem] = []
-        if let revision { query.append(URLQueryItem(name: "revision", value: revision)) }
-        let outcome = try await send(
-            .get, path: "/inApps/v2/refund/lookup/\(transactionID)", id: transactionID, query: query,
-            only: environment)
-        guard case .answered(let (json, answeredBy)) = outcome else { return outcome.mapFailure() }
-        let signed: [LenientJSON]
-        switch json["signedTransactions"] {
-        case nil: signed = []
-        case .array(let items): signed = items
-        default: return .failed(malformed("`signedTransactions` is not an array"))
-        }
-        return try await verifying {
-            var transactions: [SignedTransaction] = []
-            for item in signed {
-                guard let jws = item.stringValue else { throw malformed("a signed transaction is not a string") }
-                transactions.append(try await transaction(jws))
-            }
-            return RefundHistoryPage(
+        try await signedTransactionPage(
+            path: "/inApps/v2/refund/lookup/\(transactionID)", id: transactionID, revision: revision,
+            environment: environment
+        ) { json, answeredBy, transactions in
+            RefundHistoryPage(
                 transactions: transactions, revision: json["revision"]?.stringValue,
                 hasMore: json["hasMore"]?.boolValue ?? false, answeredBy: answeredBy)
         }

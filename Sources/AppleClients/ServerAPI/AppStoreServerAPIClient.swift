@@ -52,24 +52,11 @@ public struct AppStoreServerAPIClient: Sendable {
     public func transactionHistory(
         transactionID: String, revision: String? = nil, environment: AppleEnvironment? = nil
     ) async throws -> AppleOutcome<TransactionHistoryPage> {
-        var query: [URLQueryItem] = []
-        if let revision { query.append(URLQueryItem(name: "revision", value: revision)) }
-        let outcome = try await get(
-            path: "/inApps/v2/history/\(transactionID)", id: transactionID, query: query, only: environment)
-        guard case .answered(let (json, answeredBy)) = outcome else { return outcome.mapFailure() }
-        let signed: [LenientJSON]
-        switch json["signedTransactions"] {
-        case nil: signed = []
-        case .array(let items): signed = items
-        default: return .failed(malformed("`signedTransactions` is not an array"))
-        }
-        return try await verifying {
-            var transactions: [SignedTransaction] = []
-            for item in signed {
-                guard let jws = item.stringValue else { throw malformed("a signed transaction is not a string") }
-                transactions.append(try await transaction(jws))
-            }
-            return TransactionHistoryPage(
+        try await signedTransactionPage(
+            path: "/inApps/v2/history/\(transactionID)", id: transactionID, revision: revision,
+            environment: environment
+        ) { json, answeredBy, transactions in
+            TransactionHistoryPage(
                 revision: json["revision"]?.stringValue, hasMore: json["hasMore"]?.boolValue ?? false,
                 bundleID: json["bundleId"]?.stringValue, appAppleID: json["appAppleId"]?.int64Value,
                 environment: json["environment"]?.stringValue.flatMap(AppleEnvironment.init(appleName:)),
@@ -139,6 +126,32 @@ public struct AppStoreServerAPIClient: Sendable {
     }
 
     // MARK: - Plumbing
+
+    /// One page of a GET that answers `signedTransactions` (the transaction history, the refund history): the
+    /// previous page's `revision` asks for the next; `page` builds the answer from the page's verified transactions.
+    func signedTransactionPage<Page: Sendable>(
+        path: String, id: String, revision: String?, environment: AppleEnvironment?,
+        page: (LenientJSON, AppleEnvironment, [SignedTransaction]) -> Page
+    ) async throws -> AppleOutcome<Page> {
+        var query: [URLQueryItem] = []
+        if let revision { query.append(URLQueryItem(name: "revision", value: revision)) }
+        let outcome = try await get(path: path, id: id, query: query, only: environment)
+        guard case .answered(let (json, answeredBy)) = outcome else { return outcome.mapFailure() }
+        let signed: [LenientJSON]
+        switch json["signedTransactions"] {
+        case nil: signed = []
+        case .array(let items): signed = items
+        default: return .failed(malformed("`signedTransactions` is not an array"))
+        }
+        return try await verifying {
+            var transactions: [SignedTransaction] = []
+            for item in signed {
+                guard let jws = item.stringValue else { throw malformed("a signed transaction is not a string") }
+                transactions.append(try await transaction(jws))
+            }
+            return page(json, answeredBy, transactions)
+        }
+    }
 
     func transaction(_ jws: String) async throws -> SignedTransaction {
         try SignedTransaction(payload: try await verifiedJSON(jws))

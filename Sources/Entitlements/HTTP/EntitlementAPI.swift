@@ -80,25 +80,11 @@ public final class EntitlementAPI: Service, Sendable {
 
     /// Serves until graceful shutdown or cancellation.
     public func run() async throws {
-        let listening = self.listening
-        var serverLogger = logger
-        serverLogger.logLevel = .critical
-        let application = Application(
-            router: makeRouter(),
-            configuration: .init(
-                address: .hostname(configuration.host, port: configuration.port), serverName: nil, backlog: 1024),
-            onServerRunning: { [logger] channel in
-                let port = channel.localAddress?.port ?? 0
-                logger.notice("entitlements: API and console listening", metadata: [LogKeys.httpPort: "\(port)"])
-                listening.resolve(port)
-            },
-            logger: serverLogger)
-        do {
-            try await application.run()
-            listening.resolve(nil)
-        } catch {
-            listening.resolve(nil)
-            throw error
+        try await HTTPServing.run(
+            makeRouter(), host: configuration.host, port: configuration.port, backlog: 1024, logger: logger,
+            listening: listening
+        ) { [logger] port in
+            logger.notice("entitlements: API and console listening", metadata: [LogKeys.httpPort: "\(port)"])
         }
     }
 

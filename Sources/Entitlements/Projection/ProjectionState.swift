@@ -96,3 +96,18 @@ public struct AppliedVerdict: Sendable, Hashable {
         self.decidedAt = decidedAt
     }
 }
+
+extension ProjectionState {
+    /// A state that holds only `events` and their history entries: what recording events outside a projection
+    /// writes.
+    init(recording events: [LifecycleEvent], at recordedAt: Date) {
+        self.init()
+        for event in events {
+            self.events.append(event)
+            history.append(
+                HistoryEntry(
+                    accountID: event.accountID, kind: .event, recordedAt: recordedAt, occurredAt: event.occurredAt,
+                    event: event))
+        }
+    }
+}

@@ -40,18 +40,10 @@ public final class EventPublisher: Service, Sendable {
         await withGracefulShutdownHandler {
             // On graceful shutdown the projection has stopped already (it comes later in the group): one last round
             // publishes what it stored, then the producer is flushed.
-            while !Task.isCancelled {
-                do {
-                    while try await self.publishRound() > 0 {}
-                } catch is CancellationError {
-                    break
-                } catch {
-                    self.logger.notice(
-                        "entitlements: publishing events failed; retrying", metadata: [LogKeys.error: "\(error)"])
-                }
-                if stopping.load(ordering: .acquiring) { break }
-                await wake.wait(timeout: .seconds(1))
-            }
+            await wake.rounds(
+                logger: self.logger, failure: "entitlements: publishing events failed; retrying",
+                stop: { stopping.load(ordering: .acquiring) }
+            ) { try await self.publishRound() }
         } onGracefulShutdown: {
             stopping.store(true, ordering: .releasing)
             wake.signal()
@@ -123,6 +115,24 @@ final class WakeSignal: Sendable {
             return nil
         }
         waiter?.resume()
+    }
+
+    /// Runs `round` again while it does work, then waits for the next signal (at most a second), until the task is
+    /// cancelled or `stop` says so; a failed round is logged as `failure` and retried at the next wake-up.
+    func rounds(
+        logger: Logger, failure: Logger.Message, stop: () -> Bool = { false }, _ round: () async throws -> Int
+    ) async {
+        while !Task.isCancelled {
+            do {
+                while try await round() > 0 {}
+            } catch is CancellationError {
+                break
+            } catch {
+                logger.notice(failure, metadata: [LogKeys.error: "\(error)"])
+            }
+            if stop() { break }
+            await wait(timeout: .seconds(1))
+        }
     }
 
     /// Returns at the next signal (at once if one is pending), after `timeout`, or when the task is cancelled.

@@ -49,16 +49,8 @@ public final class WebhookSender: Service, Sendable {
 
     public func run() async throws {
         await cancelWhenGracefulShutdown {
-            while !Task.isCancelled {
-                do {
-                    while try await self.deliverRound() > 0 {}
-                } catch is CancellationError {
-                    break
-                } catch {
-                    self.logger.notice(
-                        "entitlements: webhook round failed", metadata: [LogKeys.error: "\(error)"])
-                }
-                await self.wake.wait(timeout: .seconds(1))
+            await self.wake.rounds(logger: self.logger, failure: "entitlements: webhook round failed") {
+                try await self.deliverRound()
             }
         }
     }

@@ -1,3 +1,6 @@
+import Logging
+import Observability
+
 /// The entitlement store's schema, numbered and append-only, one list per backend (dates: `timestamptz` in
 /// PostgreSQL, milliseconds since 1970 in SQLite). Tables are prefixed `ent_` so the store can share a database
 /// with the worker's ledger.
@@ -135,4 +138,36 @@ enum EntitlementSchema {
                 "CREATE INDEX ent_transactions_expires ON ent_transactions (expires_date) WHERE revoked_at IS NULL"
             ]),
     ]
+}
+
+extension EntitlementSchema {
+    /// What a projected transaction's row takes from a newer projection of it: the same SQL in both backends.
+    static let transactionUpsert = """
+        ON CONFLICT (transaction_id) DO UPDATE SET
+            original_transaction_id = excluded.original_transaction_id, account_id = excluded.account_id,
+            product_id = excluded.product_id, product_type = excluded.product_type,
+            environment = excluded.environment, purchase_date = excluded.purchase_date,
+            expires_date = excluded.expires_date, revoked_at = excluded.revoked_at,
+            quantity = excluded.quantity, in_billing_retry = excluded.in_billing_retry,
+            in_grace_period = excluded.in_grace_period, owner_since = excluded.owner_since,
+            decided_at = excluded.decided_at, verdict_id = excluded.verdict_id, updated_at = excluded.updated_at
+        """
+
+    /// The migrations of `all` after version `current`; a database newer than this build is refused.
+    static func pending(_ all: [Migration], after current: Int) throws(EntitlementStoreError) -> [Migration] {
+        let latest = all.last?.version ?? 0
+        guard current <= latest else {
+            throw EntitlementStoreError(
+                .schema, "database schema version \(current) is newer than this build's \(latest)")
+        }
+        return all.filter { $0.version > current }
+    }
+
+    /// One line for the migrations a start applied; none, no line.
+    static func logApplied(_ applied: [Int], store: String, logger: Logger) {
+        guard !applied.isEmpty else { return }
+        logger.info(
+            "entitlement store schema migrated",
+            metadata: [LogKeys.migrations: "\(applied)", LogKeys.store: "\(store)"])
+    }
 }

@@ -1,3 +1,4 @@
+import Deadlines
 import Decision
 import Foundation
 import Logging
@@ -116,15 +117,8 @@ public final class PostgresLedger: Ledger {
                     ).decode(Int.self) {
                         done.insert(version)
                     }
-                    let current = done.max() ?? 0
-                    let latest = LedgerSchema.postgres.last?.version ?? 0
-                    if current > latest {
-                        throw LedgerError(
-                            .schema, "database schema version \(current) is newer than this build's \(latest)")
-                    }
                     var applied: [Int] = []
-                    // Every version not applied yet, a gap included (branches that added versions in another order).
-                    for migration in LedgerSchema.postgres where !done.contains(migration.version) {
+                    for migration in try LedgerSchema.pending(LedgerSchema.postgres, done: done) {
                         for statement in migration.statements {
                             try await connection.query(PostgresQuery(unsafeSQL: statement), logger: logger)
                         }
@@ -139,10 +133,7 @@ public final class PostgresLedger: Ledger {
                 }
             }
         }
-        if !applied.isEmpty {
-            logger.info(
-                "ledger schema migrated", metadata: [LogKeys.migrations: "\(applied)", LogKeys.store: "\(target)"])
-        }
+        LedgerSchema.logApplied(applied, store: target, logger: logger)
     }
 
     public func snapshot(
@@ -378,8 +369,10 @@ public final class PostgresLedger: Ledger {
         let target = self.target
         let connectTimeout = configuration.connectTimeout
         do {
+            let operationTimeout = configuration.operationTimeout
             return try await withDeadline(
-                configuration.operationTimeout, "ledger \(what)",
+                operationTimeout,
+                onTimeout: { LedgerError(.timeout, "ledger \(what) took longer than \(operationTimeout)") },
                 connect: (
                     connectTimeout, { !lease.starved },
                     {

@@ -8,17 +8,5 @@ extension LedgerSQLiteConnection {
     static let setup = ["PRAGMA journal_mode=WAL", "PRAGMA synchronous=NORMAL", "PRAGMA foreign_keys=ON"]
 }
 
-extension LedgerError: SQLiteFailure {
-    public init(sqlite kind: SQLiteFailureKind, _ detail: String, file: String, line: Int) {
-        let code: Code
-        switch kind {
-        case .busy: code = .busy
-        case .unavailable: code = .unavailable
-        case .corrupt: code = .corrupt
-        case .database: code = .database
-        }
-        self.init(code, detail, file: file, line: line)
-    }
-
-    public var isBusy: Bool { code == .busy }
-}
+extension LedgerError: SQLiteCodedFailure {}
+extension LedgerError.Code: SQLiteFailureCodes {}

@@ -45,15 +45,8 @@ public final class SQLiteLedger: Ledger {
                     try connection.query("SELECT version FROM ledger_migrations").compactMap {
                         $0.first?.integer.map(Int.init)
                     })
-                let current = done.max() ?? 0
-                let latest = LedgerSchema.sqlite.last?.version ?? 0
-                if current > latest {
-                    throw LedgerError(
-                        .schema, "database schema version \(current) is newer than this build's \(latest)")
-                }
                 var applied: [Int] = []
-                // Every version not applied yet, a gap included (branches that added versions in another order).
-                for migration in LedgerSchema.sqlite where !done.contains(migration.version) {
+                for migration in try LedgerSchema.pending(LedgerSchema.sqlite, done: done) {
                     for statement in migration.statements { try connection.execute(statement) }
                     try connection.query(
                         "INSERT INTO ledger_migrations (version, name, applied_at) VALUES (?, ?, ?)",
@@ -63,10 +56,7 @@ public final class SQLiteLedger: Ledger {
                 return applied
             }
         }
-        if !applied.isEmpty {
-            logger.info(
-                "ledger schema migrated", metadata: [LogKeys.migrations: "\(applied)", LogKeys.store: "\(path)"])
-        }
+        LedgerSchema.logApplied(applied, store: path, logger: logger)
     }
 
     public func snapshot(

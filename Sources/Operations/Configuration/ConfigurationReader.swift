@@ -33,19 +33,21 @@ public struct ConfigurationReader {
     }
 
     public func int(_ name: String, in range: ClosedRange<Int>) throws(ConfigurationError) -> Int {
-        let text = try string(name)
-        guard let value = Int(text), range.contains(value) else {
-            throw ConfigurationError(
-                key: name, problem: "expected a whole number from \(range.lowerBound) to \(range.upperBound)")
-        }
-        return value
+        try number(name, in: range, "a whole number")
     }
 
     public func double(_ name: String, in range: ClosedRange<Double>) throws(ConfigurationError) -> Double {
+        try number(name, in: range, "a number")
+    }
+
+    /// The value of `name` read as a `Value` within `range`; `kind` names what is expected in the error.
+    private func number<Value: LosslessStringConvertible & Comparable>(
+        _ name: String, in range: ClosedRange<Value>, _ kind: String
+    ) throws(ConfigurationError) -> Value {
         let text = try string(name)
-        guard let value = Double(text), range.contains(value) else {
+        guard let value = Value(text), range.contains(value) else {
             throw ConfigurationError(
-                key: name, problem: "expected a number from \(range.lowerBound) to \(range.upperBound)")
+                key: name, problem: "expected \(kind) from \(range.lowerBound) to \(range.upperBound)")
         }
         return value
     }

@@ -5,7 +5,7 @@ import Reconciler
 
 /// Everything `verify-worker reconcile` is configured with: the worker's keys (the same Kafka, ledger, catalog and
 /// Server API settings as `run`, so one ConfigMap serves both) plus its own `reconcile_*` keys.
-public struct ReconcileConfiguration: Sendable {
+public struct ReconcileConfiguration: Sendable, TableConfiguration {
     public var worker: WorkerConfiguration
     public var reconciler: ReconcilerConfiguration
     /// Share of `server_api_rate` the sweeps may spend.
@@ -51,18 +51,6 @@ public struct ReconcileConfiguration: Sendable {
     /// The reconciler's own keys as a table, for its section of docs/CONFIGURATION.md (the worker's keys are
     /// documented once, above it).
     public static let ownTable = ConfigurationTable(command: "verify-worker reconcile", keys: ownKeys)
-
-    /// The flag list of `verify-worker reconcile --help`.
-    public static func flagsHelp() -> String { table.flagsHelp() }
-
-    /// The configuration from a command line and an environment, in the documented precedence.
-    public static func load(
-        arguments: [String], environment: [String: String],
-        readFile: @escaping (String) throws -> String = { try String(contentsOfFile: $0, encoding: .utf8) }
-    ) throws(ConfigurationError) -> ReconcileConfiguration {
-        let sources = try table.loadSources(arguments: arguments, environment: environment, readFile: readFile)
-        return try ReconcileConfiguration(sources, readFile: readFile)
-    }
 
     public init(
         _ sources: ConfigurationSources, hostName: String = ProcessInfo.processInfo.hostName,

@@ -4,7 +4,7 @@ import Operations
 
 /// Everything `verify-worker run` is configured with. Each property's key, default and meaning are in
 /// ``keys``, the one table that `--help`, `docs/CONFIGURATION.md` and the deployment checks are generated from.
-public struct WorkerConfiguration: Sendable {
+public struct WorkerConfiguration: Sendable, TableConfiguration {
     // MARK: Kafka
     public var brokers: String
     public var groupID: String
@@ -225,24 +225,12 @@ public struct WorkerConfiguration: Sendable {
     /// two cannot drift apart (a test compares them).
     public static func referenceMarkdown() -> String { table.referenceMarkdown(heading: "# Configuration reference") }
 
-    /// The flag list of `verify-worker run --help`: each key's flag, environment variable and default.
-    public static func flagsHelp() -> String { table.flagsHelp() }
-
     /// Reads `--flag value` and `--flag=value` pairs into key names. Throws ``ConfigurationError`` for a flag that
     /// is not a key or that lacks its value.
     public static func parseFlags(
         _ arguments: [String]
     ) throws(ConfigurationError) -> (flags: [String: String], configFile: String?) {
         try table.parseFlags(arguments)
-    }
-
-    /// The configuration from a command line and an environment, in the documented precedence.
-    public static func load(
-        arguments: [String], environment: [String: String],
-        readFile: @escaping (String) throws -> String = { try String(contentsOfFile: $0, encoding: .utf8) }
-    ) throws(ConfigurationError) -> WorkerConfiguration {
-        let sources = try table.loadSources(arguments: arguments, environment: environment, readFile: readFile)
-        return try WorkerConfiguration(sources, readFile: readFile)
     }
 
     /// Builds the configuration from merged sources, validating every value. The first problem is thrown as one

@@ -85,19 +85,7 @@ public struct JSONLogHandler: LogHandler {
 
     static func appendQuoted(_ text: String, to line: inout String) {
         line += "\""
-        for scalar in text.unicodeScalars {
-            switch scalar {
-            case "\"": line += "\\\""
-            case "\\": line += "\\\\"
-            case "\n": line += "\\n"
-            case "\r": line += "\\r"
-            case "\t": line += "\\t"
-            case _ where scalar.value < 0x20:
-                let hex = String(scalar.value, radix: 16)
-                line += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
-            default: line.unicodeScalars.append(scalar)
-            }
-        }
+        JSONQuoting.appendEscaped(text, to: &line)
         line += "\""
     }
 }

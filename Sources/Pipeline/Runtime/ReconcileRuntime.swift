@@ -103,16 +103,13 @@ public struct ReconcileRuntime: Sendable {
                 BackgroundService(
                     name: "apple-http", work: { try await gracefulShutdown() }, cleanUp: { engine.shutdown() }),
                 OperationsService(
-                    server: OperationsServer(
-                        configuration: OperationsServerConfiguration(
-                            host: worker.metricsHost, port: worker.metricsPort),
-                        registry: registry, logger: logger,
-                        readiness: {
-                            ledgerReady.isSet
-                                ? Readiness(isReady: true, reasons: [])
-                                : Readiness(isReady: false, reasons: ["ledger_unready"])
-                        }),
-                    host: worker.metricsHost, port: worker.metricsPort, listening: listening),
+                    host: worker.metricsHost, port: worker.metricsPort, registry: registry, logger: logger,
+                    listening: listening
+                ) {
+                    ledgerReady.isSet
+                        ? Readiness(isReady: true, reasons: [])
+                        : Readiness(isReady: false, reasons: ["ledger_unready"])
+                },
                 BackgroundService(name: "ledger", work: { try await ledger.run() }),
                 BackgroundService(
                     name: "reconciler",

@@ -194,15 +194,12 @@ public struct WorkerRuntime: Sendable {
         if let registry {
             services.append(
                 OperationsService(
-                    server: OperationsServer(
-                        configuration: OperationsServerConfiguration(
-                            host: configuration.metricsHost, port: configuration.metricsPort),
-                        registry: registry, logger: logger,
-                        readiness: {
-                            let reasons = health.notReadyReasons
-                            return Readiness(isReady: reasons.isEmpty, reasons: reasons)
-                        }),
-                    host: configuration.metricsHost, port: configuration.metricsPort, listening: listening))
+                    host: configuration.metricsHost, port: configuration.metricsPort, registry: registry,
+                    logger: logger, listening: listening
+                ) {
+                    let reasons = health.notReadyReasons
+                    return Readiness(isReady: reasons.isEmpty, reasons: reasons)
+                })
         } else {
             listening.resolve(true)
         }

@@ -1,7 +1,9 @@
 import Foundation
 import Messages
 
-/// A PKCS#7 (CMS SignedData) app receipt, read from BER or DER.
+/// A PKCS#7 (CMS SignedData) app receipt, read from BER or DER. What its payload says (`bundleID`, `transactions`, …)
+/// reads as its own members: one ``AppReceiptPayloadScanner/Fields`` for both readers of the payload.
+@dynamicMemberLookup
 struct AppReceipt {
     /// The CMS parts the signature check needs, as ranges into the receipt bytes.
     struct Signing {
@@ -25,13 +27,11 @@ struct AppReceipt {
     var signing: Signing
     /// The payload: the eContent OCTET STRING's value.
     var payload: ArraySlice<UInt8>
-    var environment: ReceiptEnvironment?
-    var bundleID: String?
-    var appVersion: String?
-    var originalAppVersion: String?
-    var creationDate: Date?
-    var expirationDate: Date?
-    var transactions: [ReceiptTransaction] = []
+    var fields = AppReceiptPayloadScanner.Fields()
+
+    subscript<Value>(dynamicMember field: KeyPath<AppReceiptPayloadScanner.Fields, Value>) -> Value {
+        fields[keyPath: field]
+    }
 
     /// True when the bytes start like a DER/BER SEQUENCE holding the signedData OID: cheap format detection.
     static func looksLikePKCS7(_ bytes: [UInt8]) -> Bool {
@@ -142,20 +142,14 @@ struct AppReceipt {
     /// for definite-length DER, this generic BER reading for anything else.
     private mutating func parsePayload() throws {
         if let fields = AppReceiptPayloadScanner.read(payload) {
-            environment = fields.environment
-            bundleID = fields.bundleID
-            appVersion = fields.appVersion
-            originalAppVersion = fields.originalAppVersion
-            creationDate = fields.creationDate
-            expirationDate = fields.expirationDate
-            transactions = fields.transactions
+            self.fields = fields
             return
         }
         let payloadBytes = Array(payload)
         let reader = BERReader(payloadBytes)
         let set = try reader.element(at: 0, limit: payloadBytes.count)
         guard set.identifier == BERTag.set else { throw BERError(reason: "payload is not a SET", offset: 0) }
-        var parsed = self
+        var parsed = AppReceiptPayloadScanner.Fields()
         try Self.forEachAttribute(in: set, reader: reader) { type, value in
             switch type {
             case 0: parsed.environment = Self.string(value, reader).map { ReceiptEnvironment.normalized($0) }
@@ -169,7 +163,7 @@ struct AppReceipt {
             default: break
             }
         }
-        self = parsed
+        fields = parsed
     }
 
     /// Calls `body` with each attribute's type and the range of its value OCTET STRING's contents.

@@ -7,7 +7,8 @@ import Testing
 struct HarnessSeparationTests {
     /// The targets that ship: what a worker, the gateway or the entitlement service runs.
     static let productTargets: Set<String> = [
-        "Observability", "Messages", "Kafka", "Receipts", "AppleClients", "RateLimiter", "Ledger", "Decision",
+        "Observability", "Deadlines", "Messages", "Kafka", "Receipts", "AppleClients", "RateLimiter", "Ledger",
+        "Decision",
         "Pipeline", "Operations", "Gateway", "Entitlements",
     ]
     /// The targets that only measure, generate or simulate.

@@ -1,3 +1,4 @@
+import Deadlines
 import Foundation
 import Logging
 import Messages
@@ -92,29 +93,19 @@ public final class PostgresEntitlementStore: EntitlementStore {
                 ).decode(Int.self) {
                     current = version
                 }
-                let latest = EntitlementSchema.postgres.last?.version ?? 0
-                if current > latest {
-                    throw EntitlementStoreError(
-                        .schema, "database schema version \(current) is newer than this build's \(latest)")
-                }
-                var applied: [Int] = []
-                for migration in EntitlementSchema.postgres where migration.version > current {
+                let pending = try EntitlementSchema.pending(EntitlementSchema.postgres, after: current)
+                for migration in pending {
                     for statement in migration.statements {
                         try await connection.query(PostgresQuery(unsafeSQL: statement), logger: logger)
                     }
                     try await connection.query(
                         "INSERT INTO ent_migrations (version, name, applied_at) VALUES (\(migration.version), \(migration.name), now())",
                         logger: logger)
-                    applied.append(migration.version)
                 }
-                return applied
+                return pending.map(\.version)
             }
         }
-        if !applied.isEmpty {
-            logger.info(
-                "entitlement store schema migrated",
-                metadata: [LogKeys.migrations: "\(applied)", LogKeys.store: "\(target)"])
-        }
+        EntitlementSchema.logApplied(applied, store: target, logger: logger)
     }
 
     // MARK: Projection
@@ -234,14 +225,7 @@ public final class PostgresEntitlementStore: EntitlementStore {
                     product_type text, environment text, purchase_date timestamptz, expires_date timestamptz,
                     revoked_at timestamptz, quantity integer, in_billing_retry boolean, in_grace_period boolean,
                     owner_since timestamptz, decided_at timestamptz, verdict_id text, updated_at timestamptz)
-                ON CONFLICT (transaction_id) DO UPDATE SET
-                    original_transaction_id = excluded.original_transaction_id, account_id = excluded.account_id,
-                    product_id = excluded.product_id, product_type = excluded.product_type,
-                    environment = excluded.environment, purchase_date = excluded.purchase_date,
-                    expires_date = excluded.expires_date, revoked_at = excluded.revoked_at,
-                    quantity = excluded.quantity, in_billing_retry = excluded.in_billing_retry,
-                    in_grace_period = excluded.in_grace_period, owner_since = excluded.owner_since,
-                    decided_at = excluded.decided_at, verdict_id = excluded.verdict_id, updated_at = excluded.updated_at
+                \(unescaped: EntitlementSchema.transactionUpsert)
                 """, logger: logger)
         }
         let deltas = state.consumableDeltas.filter { $0.value != 0 }
@@ -502,16 +486,9 @@ public final class PostgresEntitlementStore: EntitlementStore {
         guard !events.isEmpty else { return [] }
         return try await operation("record events") { connection, logger in
             try await Self.inTransaction(connection, logger: logger) {
-                var state = ProjectionState()
-                for event in events {
-                    state.events.append(event)
-                    state.history.append(
-                        HistoryEntry(
-                            accountID: event.accountID, kind: .event, recordedAt: recordedAt,
-                            occurredAt: event.occurredAt, event: event))
-                }
-                return try await Self.write(
-                    state, batch: ProjectionBatch(inputs: [], webhookURLs: webhookURLs), recordedAt: recordedAt,
+                try await Self.write(
+                    ProjectionState(recording: events, at: recordedAt),
+                    batch: ProjectionBatch(inputs: [], webhookURLs: webhookURLs), recordedAt: recordedAt,
                     connection: connection, logger: logger)
             }
         }
@@ -572,8 +549,12 @@ public final class PostgresEntitlementStore: EntitlementStore {
         let grantedAtStart = granted.value.load(ordering: .acquiring)
         let connected = AtomicFlag()
         do {
-            return try await withStoreDeadline(
-                settings.operationTimeout, "entitlement store \(what)",
+            let operationTimeout = settings.operationTimeout
+            return try await withDeadline(
+                operationTimeout,
+                onTimeout: {
+                    EntitlementStoreError(.timeout, "entitlement store \(what) took longer than \(operationTimeout)")
+                },
                 connect: (
                     connectTimeout,
                     {

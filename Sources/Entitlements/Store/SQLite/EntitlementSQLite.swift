@@ -22,17 +22,5 @@ extension EntitlementSQLiteConnection {
     ]
 }
 
-extension EntitlementStoreError: SQLiteFailure {
-    public init(sqlite kind: SQLiteFailureKind, _ detail: String, file: String, line: Int) {
-        let code: Code
-        switch kind {
-        case .busy: code = .busy
-        case .unavailable: code = .unavailable
-        case .corrupt: code = .corrupt
-        case .database: code = .database
-        }
-        self.init(code, detail, file: file, line: line)
-    }
-
-    public var isBusy: Bool { code == .busy }
-}
+extension EntitlementStoreError: SQLiteCodedFailure {}
+extension EntitlementStoreError.Code: SQLiteFailureCodes {}

@@ -56,27 +56,17 @@ public final class SQLiteEntitlementStore: EntitlementStore {
                 let current =
                     try connection.query("SELECT COALESCE(MAX(version), 0) FROM ent_migrations").first?.first?.integer
                     ?? 0
-                let latest = EntitlementSchema.sqlite.last?.version ?? 0
-                if current > latest {
-                    throw EntitlementStoreError(
-                        .schema, "database schema version \(current) is newer than this build's \(latest)")
-                }
-                var applied: [Int] = []
-                for migration in EntitlementSchema.sqlite where migration.version > current {
+                let pending = try EntitlementSchema.pending(EntitlementSchema.sqlite, after: Int(current))
+                for migration in pending {
                     for statement in migration.statements { try connection.execute(statement) }
                     try connection.query(
                         "INSERT INTO ent_migrations (version, name, applied_at) VALUES (?, ?, ?)",
                         [SQLiteValue(migration.version), .text(migration.name), SQLiteValue(Date())])
-                    applied.append(migration.version)
                 }
-                return applied
+                return pending.map(\.version)
             }
         }
-        if !applied.isEmpty {
-            logger.info(
-                "entitlement store schema migrated",
-                metadata: [LogKeys.migrations: "\(applied)", LogKeys.store: "\(path)"])
-        }
+        EntitlementSchema.logApplied(applied, store: path, logger: logger)
     }
 
     // MARK: Projection
@@ -166,14 +156,7 @@ public final class SQLiteEntitlementStore: EntitlementStore {
             try connection.query(
                 """
                 INSERT INTO ent_transactions (\(columns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                ON CONFLICT (transaction_id) DO UPDATE SET
-                    original_transaction_id = excluded.original_transaction_id, account_id = excluded.account_id,
-                    product_id = excluded.product_id, product_type = excluded.product_type,
-                    environment = excluded.environment, purchase_date = excluded.purchase_date,
-                    expires_date = excluded.expires_date, revoked_at = excluded.revoked_at,
-                    quantity = excluded.quantity, in_billing_retry = excluded.in_billing_retry,
-                    in_grace_period = excluded.in_grace_period, owner_since = excluded.owner_since,
-                    decided_at = excluded.decided_at, verdict_id = excluded.verdict_id, updated_at = excluded.updated_at
+                \(EntitlementSchema.transactionUpsert)
                 """,
                 [
                     .text(t.transactionID), .text(t.originalTransactionID), .text(t.accountID), .text(t.productID),
@@ -395,16 +378,9 @@ public final class SQLiteEntitlementStore: EntitlementStore {
         guard !events.isEmpty else { return [] }
         return try await writer.run { connection in
             try Self.inWriteTransaction(connection) { () throws -> [LifecycleEvent] in
-                var state = ProjectionState()
-                for event in events {
-                    state.events.append(event)
-                    state.history.append(
-                        HistoryEntry(
-                            accountID: event.accountID, kind: .event, recordedAt: recordedAt,
-                            occurredAt: event.occurredAt, event: event))
-                }
-                return try Self.write(
-                    state, positions: [], webhookURLs: webhookURLs, recordedAt: recordedAt, connection: connection)
+                try Self.write(
+                    ProjectionState(recording: events, at: recordedAt), positions: [], webhookURLs: webhookURLs,
+                    recordedAt: recordedAt, connection: connection)
             }
         }
     }

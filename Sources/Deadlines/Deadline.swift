@@ -1,8 +1,7 @@
 import Synchronization
 
-/// The ledger's deadline (Sources/Ledger/Postgres/Deadline.swift), for the entitlement store.
-///
-/// Runs `operation` but returns at `timeout` at the latest, throwing ``EntitlementStoreError/Code/timeout``.
+/// Runs `operation` but returns at `timeout` at the latest, throwing `onTimeout()` (the ledger's and the entitlement
+/// store's PostgreSQL operations, each with its own error type).
 ///
 /// Unlike a task group, this does not wait for the operation to finish after the deadline: a query stuck on a
 /// dead connection must not hang the caller. The operation is cancelled and left to end on its own; every write
@@ -10,13 +9,12 @@ import Synchronization
 ///
 /// `connect`, when given, is a second, earlier deadline: if `isConnected()` is still false after its timeout
 /// (the operation never got a connection), the call fails with `error` instead of waiting for `timeout`.
-func withStoreDeadline<T: Sendable>(
-    _ timeout: Duration, _ what: String,
-    connect: (timeout: Duration, isConnected: @Sendable () -> Bool, error: @Sendable () -> EntitlementStoreError)? =
-        nil,
+public func withDeadline<T: Sendable>(
+    _ timeout: Duration, onTimeout: @escaping @Sendable () -> any Error,
+    connect: (timeout: Duration, isConnected: @Sendable () -> Bool, error: @Sendable () -> any Error)? = nil,
     _ operation: @escaping @Sendable () async throws -> T
 ) async throws -> T {
-    let gate = StoreResumeGate<T>()
+    let gate = ResumeGate<T, any Error>()
     return try await withTaskCancellationHandler {
         try await withCheckedThrowingContinuation { continuation in
             gate.install(continuation)
@@ -29,7 +27,7 @@ func withStoreDeadline<T: Sendable>(
             }
             let timer = Task {
                 try await Task.sleep(for: timeout)
-                if gate.resume(.failure(EntitlementStoreError(.timeout, "\(what) took longer than \(timeout)"))) {
+                if gate.resume(.failure(onTimeout())) {
                     work.cancel()
                 }
             }
@@ -50,30 +48,31 @@ func withStoreDeadline<T: Sendable>(
     }
 }
 
-/// Resumes a continuation exactly once, from whichever of the operation, the timer or cancellation comes first.
-private final class StoreResumeGate<T: Sendable>: Sendable {
+/// Resumes a continuation exactly once, from whichever of its racers comes first (the operation, a timer,
+/// cancellation), also when one comes before the continuation is installed.
+public final class ResumeGate<T: Sendable, Failure: Error>: Sendable {
     private struct State {
-        var continuation: CheckedContinuation<T, any Error>?
-        var pending: Result<T, any Error>?
+        var continuation: CheckedContinuation<T, Failure>?
+        var pending: Result<T, Failure>?
         var finished = false
         var cleanup: (@Sendable () -> Void)?
     }
 
     private let state = Mutex(State())
 
-    func install(_ continuation: CheckedContinuation<T, any Error>) {
-        let pending = state.withLock { state -> Result<T, any Error>? in
-            if let pending = state.pending {
-                state.pending = nil
-                return pending
-            }
-            state.continuation = continuation
-            return nil
+    public init() {}
+
+    public func install(_ continuation: CheckedContinuation<T, Failure>) {
+        // A result that came before the continuation resumes it at once; otherwise the continuation waits for it.
+        let pending = state.withLock { state -> Result<T, Failure>? in
+            if state.pending == nil { state.continuation = continuation }
+            return state.pending.take()
         }
         if let pending { continuation.resume(with: pending) }
     }
 
-    func onFinish(_ cleanup: @escaping @Sendable () -> Void) {
+    /// Runs `cleanup` once the continuation is resumed (at once if it was already).
+    public func onFinish(_ cleanup: @escaping @Sendable () -> Void) {
         let run = state.withLock { state -> Bool in
             if state.finished { return true }
             state.cleanup = cleanup
@@ -84,9 +83,9 @@ private final class StoreResumeGate<T: Sendable>: Sendable {
 
     /// Returns true when this call was the one that resumed.
     @discardableResult
-    func resume(_ result: Result<T, any Error>) -> Bool {
+    public func resume(_ result: Result<T, Failure>) -> Bool {
         let (continuation, cleanup, first) = state.withLock {
-            state -> (CheckedContinuation<T, any Error>?, (@Sendable () -> Void)?, Bool) in
+            state -> (CheckedContinuation<T, Failure>?, (@Sendable () -> Void)?, Bool) in
             guard !state.finished else { return (nil, nil, false) }
             state.finished = true
             let cleanup = state.cleanup

@@ -1,0 +1,50 @@
+import ArgumentParser
+import Foundation
+import Logging
+import Pipeline
+
+/// A long-running command whose flags all go to its configuration reader (`run`, `reconcile`, `gateway`,
+/// `entitlements`): the parser sees them only as `options`, so `--help` is answered here before the command starts.
+protocol ConfiguredCommand: AsyncParsableCommand {
+    var options: [String] { get }
+    /// The command itself, once a request for help is answered.
+    func start() async throws
+}
+
+extension ConfiguredCommand {
+    func run() async throws {
+        if options.contains("--help") || options.contains("-h") {
+            print(Self.helpMessage())
+            return
+        }
+        try await start()
+    }
+
+    /// The command's configuration from its flags and the environment; a bad setting ends the command (exit 2).
+    func load<Configuration: TableConfiguration>(_: Configuration.Type) throws -> Configuration {
+        do {
+            return try Configuration.load(arguments: options, environment: ProcessInfo.processInfo.environment)
+        } catch {
+            throw Self.configurationFailure(error)
+        }
+    }
+
+    /// A setting the command cannot run with: its error as one line on standard error, exit 2.
+    static func configurationFailure(_ error: any Error) -> ExitCode {
+        FileHandle.standardError.write(Data("verify-worker \(configuration.commandName ?? ""): \(error)\n".utf8))
+        return ExitCode(2)
+    }
+}
+
+/// The log output every long-running command installs: JSON lines or text on standard error, at one level, for
+/// every logger of the process.
+enum LogOutput {
+    static func install(level: Logger.Level, json: Bool) {
+        LoggingSystem.bootstrap { label in
+            if json { return JSONLogHandler(label: label, level: level) }
+            var handler = StreamLogHandler.standardError(label: label)
+            handler.logLevel = level
+            return handler
+        }
+    }
+}
