@@ -9,6 +9,7 @@ import Messages
 import Operations
 import Pipeline
 import Synchronization
+import Traffic
 
 /// `verify-worker bench notifications` (issue 16, item 12): a burst of App Store Server Notifications V2 POSTed to a
 /// running gateway (`POST /apple/notifications`) and decided by workers, all in this process over one mock cluster,
@@ -115,20 +116,31 @@ package enum NotificationBurstBenchmark {
         configuration.logger.logLevel = .critical
         configuration.notificationTransport = transport
         let simulator = try AppleSimulator(configuration: configuration)
-        return try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { try await simulator.run() }
-            defer { group.cancelAll() }
-            let port = try await simulator.waitUntilReady()
-            let files = try DemoFiles(simulator: simulator)
-            defer { files.remove() }
-            // The demo's catalog sells no subscription: the burst is about one.
-            var products = Array(DemoApp.catalog.products.values)
-            products.append(.init(id: subscriptionProduct, type: .autoRenewable))
-            let catalog = Catalog(bundleIDs: [DemoApp.bundleID], products: products)
-            try JSONEncoder().encode(catalog).write(to: files.catalog)
+        let files = try DemoFiles(simulator: simulator)
+        defer { files.remove() }
+        // The demo's catalog sells no subscription: the burst is about one.
+        var products = Array(DemoApp.catalog.products.values)
+        products.append(.init(id: subscriptionProduct, type: .autoRenewable))
+        let catalog = Catalog(bundleIDs: [DemoApp.bundleID], products: products)
+        try JSONEncoder().encode(catalog).write(to: files.catalog)
+        let verdicts = try VerdictClock(bootstrap: cluster.bootstrapServers, logger: logger)
+        var gatewayConfiguration = GatewayConfiguration(
+            host: "127.0.0.1", port: 0, brokers: cluster.bootstrapServers, jobsTopic: Topics.jobs,
+            operations: .init(host: "127.0.0.1", port: 0), authentication: .disabled,
+            trustAnchorFiles: files.anchors.map(\.path))
+        gatewayConfiguration.drainTimeoutSeconds = 2
+        let gateway = try ReceiptGateway(configuration: gatewayConfiguration, logger: logger)
 
-            let verdicts = try VerdictClock(bootstrap: cluster.bootstrapServers, logger: logger)
-            group.addTask { try await verdicts.run() }
+        // The simulator, the verdict reader and the gateway are the run's services, stopped in reverse order once
+        // the body returns; the workers are `verify-worker run`'s runtimes, each its own group, started and stopped
+        // by the body (the drain starts them only after the burst).
+        return try await HarnessServices.run(
+            [
+                SimulatorService(simulator), TaskService { try await verdicts.run() },
+                TaskService { try await gateway.run(handlingSignals: false) },
+            ], logger: logger
+        ) {
+            let port = try await simulator.waitUntilReady()
             let granters = try startWorkers(
                 options, bootstrap: cluster.bootstrapServers, port: port, files: files,
                 appAppleId: configuration.appAppleId, logger: logger)
@@ -139,14 +151,6 @@ package enum NotificationBurstBenchmark {
                     && verdicts.consumer.assignment.count == options.partitions
             }
 
-            var gatewayConfiguration = GatewayConfiguration(
-                host: "127.0.0.1", port: 0, brokers: cluster.bootstrapServers, jobsTopic: Topics.jobs,
-                operations: .init(host: "127.0.0.1", port: 0), authentication: .disabled,
-                trustAnchorFiles: files.anchors.map(\.path))
-            gatewayConfiguration.drainTimeoutSeconds = 2
-            let gateway = try ReceiptGateway(configuration: gatewayConfiguration, logger: logger)
-            let gatewayTask = Task { try await gateway.run(handlingSignals: false) }
-            defer { gatewayTask.cancel() }
             guard let gatewayPort = await gateway.waitUntilListening() else {
                 throw BenchmarkFailure("the gateway did not start listening")
             }
@@ -229,8 +233,7 @@ package enum NotificationBurstBenchmark {
 
             for worker in workers { worker.stop.resolve(()) }
             for worker in workers { _ = try? await worker.task.value }
-            gatewayTask.cancel()
-            _ = await gatewayTask.result
+            // Ends the reader's loop; the group then stops the gateway, the reader and the simulator.
             await verdicts.consumer.close()
             return Result(
                 notifications: notifications.count, subscriptions: subscriptions, types: types,
