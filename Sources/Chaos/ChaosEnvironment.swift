@@ -199,12 +199,13 @@ final class ChaosEnvironment: Sendable {
         // The notification family's verdicts, and those of the reconciler's corrections, are checked by the family's
         // own invariants, against Apple's truth. Without the family, a correction is a verdict never submitted.
         snapshot.verdicts.removeAll { $0.jobID.hasPrefix(NotificationJob.jobIDPrefix) }
-        let corrections =
-            notifications == nil ? [] : snapshot.verdicts.filter { $0.jobID.hasPrefix(CorrectionJob.jobIDPrefix) }
-        if notifications != nil { snapshot.verdicts.removeAll { $0.jobID.hasPrefix(CorrectionJob.jobIDPrefix) } }
-        if var family = notifications, let simulator = simulatorBase {
+        if var family = notifications {
+            let corrections = snapshot.verdicts.filter { $0.jobID.hasPrefix(CorrectionJob.jobIDPrefix) }
+            snapshot.verdicts.removeAll { $0.jobID.hasPrefix(CorrectionJob.jobIDPrefix) }
             let ids = Set(corrections.compactMap { CorrectionJob.transactionID(ofJobID: $0.jobID) })
-            let truth = await truths(of: ids, simulator: simulator)
+            // Without a simulator (the family then failed the run already) every correction is one Apple does not know.
+            var truth: [String: ChaosTransactionTruth] = [:]
+            if let simulator = simulatorBase { truth = await truths(of: ids, simulator: simulator) }
             // The owners the run knew before the lifecycle, else the ledger's: a subscription the receipt traffic
             // rejected as expired still holds its owner's claim, and a re-read may correct it (a later expiry).
             let subscriptions = ids.union(truth.values.map(\.originalTransactionID))
