@@ -32,7 +32,7 @@ struct ChaosCorpusTests {
         #expect(Set(report.kinds.keys) == Set(AdversarialMessage.Kind.allCases.map(\.rawValue)))
         #expect(report.locallyVerified == 0)
         #expect(report.deadLetters > 0 && report.jobs > 0)
-        // The largest message is ~1 MiB; in a debug build on a busy machine the slowest takes about a second.
+        // The largest message is ~1 MiB; in a debug build the slowest takes about a second of its thread's CPU.
         // Several would mean super-linear work somewhere (release figures: docs/RELIABILITY.md).
         #expect(report.slowestSeconds < 3.0, "slowest: \(report.slowestKind ?? "?") \(report.slowestSeconds) s")
     }

@@ -61,6 +61,7 @@ final class PipelineHarness: Sendable {
         configuration.logger.logLevel = .critical
         configuration.sharedSecret = simulatorSharedSecret
         configuration.apps = simulatorApps
+        configuration.pki = try AppleSimHarness.sharedPKI.get()
         let simulator = try AppleSimulator(configuration: configuration)
         return try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { try await simulator.run() }

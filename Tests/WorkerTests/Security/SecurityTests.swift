@@ -25,6 +25,7 @@ struct SecurityLogTests {
         var configuration = AppleSimulatorConfiguration()
         configuration.sharedSecret = secret
         configuration.logger = capture.logger("apple-sim")
+        configuration.pki = try AppleSimHarness.sharedPKI.get()
         let simulator = try AppleSimulator(configuration: configuration)
         let server = Task { try await simulator.run() }
         defer { server.cancel() }
@@ -152,7 +153,7 @@ struct SecurityLogTests {
     }
 }
 
-@Suite("Security: TLS verification cannot be turned off", .timeLimit(.minutes(1)))
+@Suite("Security: TLS verification cannot be turned off", .timeLimit(.minutes(2)))
 struct SecurityTLSTests {
     /// Words an option that weakens TLS would carry.
     static let forbidden = [
@@ -246,10 +247,17 @@ struct SecurityHostTests {
             transport: spy,
             configuration: VerifyReceiptConfiguration(productionURL: Self.production, sandboxURL: Self.sandbox),
             logger: Logger(label: "security-hosts"))
-        var corpus = AdversarialJobCorpus(seed: 11, tag: "host", baitURL: "http://127.0.0.1:9/bait")
+        // Generated and classified off the cooperative pool: the corpus holds messages up to ~1 MiB, and building
+        // them there starved the other tests' servers and Kafka clients.
+        let jobs = try await OffPool.run {
+            var corpus = AdversarialJobCorpus(seed: 11, tag: "host", baitURL: "http://127.0.0.1:9/bait")
+            return corpus.generate(count: 600).compactMap { message -> ReceiptJob? in
+                guard case .job(let job) = AdversarialJobCorpus.classify(message.value) else { return nil }
+                return job
+            }
+        }
         var asked = 0
-        for message in corpus.generate(count: 600) {
-            guard case .job(let job) = AdversarialJobCorpus.classify(message.value) else { continue }
+        for job in jobs {
             _ = try await client.verify(receiptData: job.proof.value)
             asked += 1
         }
@@ -391,6 +399,7 @@ struct SecurityReplayTests {
     func seedRepeats() async throws {
         var configuration = AppleSimulatorConfiguration()
         configuration.logger.logLevel = .critical
+        configuration.pki = try AppleSimHarness.sharedPKI.get()
         let simulator = try AppleSimulator(configuration: configuration)
         var generator = SeedTrafficGenerator(
             simulator: simulator, bundleID: ChaosApp.bundleID, productIDs: [ChaosApp.consumable],
