@@ -3,7 +3,7 @@ import Testing
 
 @testable import AppleClients
 
-@Suite("Apple clients: curl HTTP engine", .serialized, .timeLimit(.minutes(1)))
+@Suite("Apple clients: curl HTTP engine", .serialized, .timeLimit(.minutes(2)))
 struct AppleClientsHTTPEngineTests {
     private func transportError(_ body: () async throws -> Void) async -> HTTPTransportError? {
         do {

@@ -3,7 +3,7 @@ import Testing
 
 @testable import AppleClients
 
-@Suite("Apple clients: curl header lists", .serialized, .timeLimit(.minutes(1)))
+@Suite("Apple clients: curl header lists", .serialized, .timeLimit(.minutes(2)))
 struct AppleClientsHeaderListTests {
     @Test("A reused handle's header list is sent again for the same headers and replaced for others")
     func headerListReuse() async throws {

@@ -33,7 +33,7 @@ final class AppleClientsManualClock: Sendable {
     func advance(by seconds: TimeInterval) { current.withLock { $0 = $0.addingTimeInterval(seconds) } }
 }
 
-@Suite("Apple clients: App Store Server API", .serialized, .timeLimit(.minutes(1)))
+@Suite("Apple clients: App Store Server API", .serialized, .timeLimit(.minutes(2)))
 struct AppleClientsServerAPITests {
     static let transactionPayload =
         #"{"transactionId":"23456","originalTransactionId":"12345","bundleId":"com.example","productId":"com.example.product","purchaseDate":1698148900000,"expiresDate":1698149000000,"quantity":1,"type":"Auto-Renewable Subscription","environment":"Sandbox","isUpgraded":true,"revocationReason":1}"#

@@ -3,7 +3,7 @@ import Testing
 
 @testable import AppleClients
 
-@Suite("Apple clients: sharded curl engine", .serialized, .timeLimit(.minutes(1)))
+@Suite("Apple clients: sharded curl engine", .serialized, .timeLimit(.minutes(2)))
 struct AppleClientsShardedEngineTests {
     @Test("Concurrent calls are spread round robin over every shard")
     func spreadsOverShards() async throws {

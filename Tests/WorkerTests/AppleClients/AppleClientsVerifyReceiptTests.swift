@@ -5,7 +5,7 @@ import Messages
 import Synchronization
 import Testing
 
-@Suite("Apple clients: verifyReceipt client", .serialized, .timeLimit(.minutes(1)))
+@Suite("Apple clients: verifyReceipt client", .serialized, .timeLimit(.minutes(2)))
 struct AppleClientsVerifyReceiptTests {
     static let secret = "s3cr3t-shared-0123456789abcdef"
 

@@ -2,7 +2,7 @@ import Foundation
 import Testing
 import Traffic
 
-@Suite("Apple simulator: command", .timeLimit(.minutes(1)))
+@Suite("Apple simulator: command", .timeLimit(.minutes(2)))
 struct AppleSimCommandTests {
     @Test("`verify-worker apple-sim --port 0` prints its address, serves, and exits 0 on SIGTERM")
     func commandLifecycle() async throws {

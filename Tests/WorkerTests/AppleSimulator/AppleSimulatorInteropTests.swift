@@ -4,7 +4,7 @@ import Testing
 import Traffic
 
 /// Checks minted receipts with tools that are not ours: the openssl CLI and Apple's own Python library.
-@Suite("Apple simulator: interoperability", .timeLimit(.minutes(1)))
+@Suite("Apple simulator: interoperability", .timeLimit(.minutes(2)))
 struct AppleSimulatorInteropTests {
     @Test("openssl cms -verify accepts a minted app receipt against the simulator's roots")
     func opensslVerifiesAppReceipt() async throws {

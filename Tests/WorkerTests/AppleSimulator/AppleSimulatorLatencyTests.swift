@@ -2,7 +2,7 @@ import AppleSimulator
 import Foundation
 import Testing
 
-@Suite("Apple simulator: added latency", .timeLimit(.minutes(1)))
+@Suite("Apple simulator: added latency", .timeLimit(.minutes(2)))
 struct AppleSimulatorLatencyTests {
     @Test("latency_ms holds each Apple answer at least that long, from the event loop's timers")
     func latencyIsApplied() async throws {

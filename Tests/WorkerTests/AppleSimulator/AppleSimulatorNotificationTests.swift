@@ -5,7 +5,7 @@ import Receipts
 import Synchronization
 import Testing
 
-@Suite("Apple simulator: notification delivery", .timeLimit(.minutes(1)))
+@Suite("Apple simulator: notification delivery", .timeLimit(.minutes(2)))
 struct AppleSimulatorNotificationDeliveryTests {
     static func subscription(_ environment: AppleEnvironment, now: Date) -> MintRequest {
         MintRequest(
@@ -146,7 +146,7 @@ struct AppleSimulatorNotificationDeliveryTests {
     }
 }
 
-@Suite("Apple simulator: lifecycle events", .timeLimit(.minutes(1)))
+@Suite("Apple simulator: lifecycle events", .timeLimit(.minutes(2)))
 struct AppleSimulatorLifecycleTests {
     /// A served simulator whose notifications go to a recording transport through a manual scheduler.
     static func with(

@@ -28,7 +28,7 @@ extension AppleSimHarness {
     }
 }
 
-@Suite("Apple simulator: lifecycle Server API endpoints", .timeLimit(.minutes(1)))
+@Suite("Apple simulator: lifecycle Server API endpoints", .timeLimit(.minutes(2)))
 struct AppleSimulatorServerAPILifecycleTests {
     static var consent: [String: Any] {
         [
@@ -198,7 +198,7 @@ struct AppleSimulatorServerAPILifecycleTests {
     }
 }
 
-@Suite("Apple simulator: Get Notification History", .timeLimit(.minutes(1)))
+@Suite("Apple simulator: Get Notification History", .timeLimit(.minutes(2)))
 struct AppleSimulatorNotificationHistoryTests {
     @Test("20 per page with a pagination token; onlyFailures, notificationType and transactionId filter")
     func pagesAndFilters() async throws {

@@ -4,7 +4,7 @@ import Foundation
 import Testing
 import Traffic
 
-@Suite("Apple simulator: verifyReceipt", .timeLimit(.minutes(1)))
+@Suite("Apple simulator: verifyReceipt", .timeLimit(.minutes(2)))
 struct AppleSimulatorVerifyReceiptTests {
     @Test(
         "every receipt format verifies in its environment and is redirected from the other",
@@ -175,7 +175,7 @@ struct AppleSimulatorVerifyReceiptTests {
     }
 }
 
-@Suite("Apple simulator: faults, stats, state", .timeLimit(.minutes(1)))
+@Suite("Apple simulator: faults, stats, state", .timeLimit(.minutes(2)))
 struct AppleSimulatorControlTests {
     @Test("fault ratios of 1 give 21005, 503 and 429 with Retry-After every time")
     func faults() async throws {
@@ -291,7 +291,7 @@ struct AppleSimulatorControlTests {
     }
 }
 
-@Suite("Apple simulator: App Store Server API", .timeLimit(.minutes(1)))
+@Suite("Apple simulator: App Store Server API", .timeLimit(.minutes(2)))
 struct AppleSimulatorServerAPITests {
     @Test("transaction info, history and subscription statuses for a minted subscription")
     func endpoints() async throws {

@@ -57,7 +57,7 @@ struct ChaosRetentionTests {
             ])
     }
 
-    @Test("The window counts unsettled bytes and frees them when the message settles", .timeLimit(.minutes(1)))
+    @Test("The window counts unsettled bytes and frees them when the message settles", .timeLimit(.minutes(2)))
     func window() async {
         let tally = ChaosTally(expectedJobs: [], expectedDeadLetters: ["a", "b"])
         tally.submitting(jobID: nil, deadLetterKey: "a", bytes: 600)

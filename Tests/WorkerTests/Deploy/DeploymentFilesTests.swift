@@ -7,7 +7,7 @@ import Traffic
 /// Docker does not run on the build machines, so these checks read the deployment files instead: they parse,
 /// they name only configuration keys the worker understands, and the image ships exactly the libraries the
 /// binary links.
-@Suite("Deployment files", .timeLimit(.minutes(1)))
+@Suite("Deployment files", .timeLimit(.minutes(2)))
 struct DeploymentFilesTests {
     static let root = TestEnvironment.packageRoot
 

@@ -7,7 +7,7 @@ import Testing
 
 /// The entitlement service ships with the rest: compose runs it with a health check and a valid configuration,
 /// Kubernetes has its Deployment with probes, Prometheus scrapes it and Grafana shows it.
-@Suite("Deployment files: entitlement service", .timeLimit(.minutes(1)))
+@Suite("Deployment files: entitlement service", .timeLimit(.minutes(2)))
 struct EntitlementDeploymentTests {
     static let table = EntitlementsConfiguration.table
 

@@ -9,7 +9,7 @@ import Traffic
 
 /// The compose stack's edge services: the gateway is there with a health check, and the load generator's command
 /// line is one `verify-worker submit` accepts.
-@Suite("Deployment files: gateway and load generator", .timeLimit(.minutes(1)))
+@Suite("Deployment files: gateway and load generator", .timeLimit(.minutes(2)))
 struct GatewayDeploymentTests {
     static func services() async throws -> [String: [String: Any]] {
         let compose = try #require(

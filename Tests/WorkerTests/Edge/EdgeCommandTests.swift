@@ -29,7 +29,7 @@ enum EdgeProcess {
     }
 }
 
-@Suite("Edge commands: submit, tail, healthcheck", .timeLimit(.minutes(1)))
+@Suite("Edge commands: submit, tail, healthcheck", .timeLimit(.minutes(2)))
 struct EdgeCommandTests {
     @Test("submit produces JSON lines keyed by account, reports a bad line by number, and tail reads them back")
     func submitAndTail() async throws {

@@ -6,7 +6,7 @@ import Testing
 import Traffic
 
 /// `verify-worker gateway` refuses to start without a way to authenticate frontends, and says why in one line.
-@Suite("Edge: gateway configuration", .timeLimit(.minutes(1)))
+@Suite("Edge: gateway configuration", .timeLimit(.minutes(2)))
 struct EdgeGatewayConfigurationTests {
     /// The command line of a gateway on free loopback ports (nothing listens at the brokers: a gateway that
     /// starts by mistake is still found out by its exit status).

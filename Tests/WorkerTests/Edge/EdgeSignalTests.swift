@@ -15,7 +15,7 @@ enum EdgeRunningProcess {
     }
 }
 
-@Suite("Edge commands: signals", .timeLimit(.minutes(1)))
+@Suite("Edge commands: signals", .timeLimit(.minutes(2)))
 struct EdgeSignalTests {
     @Test("verify-worker gateway serves, then exits 0 on SIGTERM after flushing")
     func gatewayGracefulShutdown() async throws {

@@ -6,7 +6,7 @@ import Testing
 
 @testable import AppleSimulator
 
-@Suite("Edge commands: tail of dead letters, inspect's exit status", .timeLimit(.minutes(1)))
+@Suite("Edge commands: tail of dead letters, inspect's exit status", .timeLimit(.minutes(2)))
 struct EdgeToolsTests {
     @Test("tail of the dead-letter topic shows each letter's headers (why it was rejected) with its value")
     func tailShowsDeadLetterHeaders() async throws {

@@ -2,7 +2,7 @@ import Foundation
 import Gateway
 import Testing
 
-@Suite("Gateway: body limits", .timeLimit(.minutes(1)))
+@Suite("Gateway: body limits", .timeLimit(.minutes(2)))
 struct GatewayBodyLimitTests {
     @Test("a body without Content-Length (chunked) over the limit is 413, not 400")
     func chunkedTooLarge() async throws {

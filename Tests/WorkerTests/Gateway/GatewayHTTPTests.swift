@@ -8,7 +8,7 @@ import Testing
 
 @testable import AppleSimulator
 
-@Suite("Gateway: HTTP over the mock cluster", .timeLimit(.minutes(1)))
+@Suite("Gateway: HTTP over the mock cluster", .timeLimit(.minutes(2)))
 struct GatewayHTTPTests {
     @Test("POST /v1/receipts publishes the job keyed by account id and answers 202 with its job_id")
     func receiptPublished() async throws {

@@ -4,7 +4,7 @@ import Testing
 
 /// The JSON Schemas in docs/schemas are the contract other languages code against: what the Swift codec writes
 /// must validate, and what the schema forbids the codec must refuse. Checked with Python's `jsonschema`.
-@Suite("JSON Schemas match the codec", .timeLimit(.minutes(1)))
+@Suite("JSON Schemas match the codec", .timeLimit(.minutes(2)))
 struct SchemaConformanceTests {
     let codec = MessageCodec()
 

@@ -5,7 +5,7 @@ import Operations
 import Synchronization
 import Testing
 
-@Suite("Operations port", .timeLimit(.minutes(1)))
+@Suite("Operations port", .timeLimit(.minutes(2)))
 struct OperationsServerTests {
     @Test("/healthz answers, /readyz follows readiness with its reasons, /metrics shows recorded metrics")
     func endpoints() async throws {

@@ -6,7 +6,7 @@ import Traffic
 
 /// A `verify-worker` child started with `VERIFY_EXIT_WITH_PARENT` ends when its starter is gone: a crashed test run,
 /// bench or chaos harness leaves no broker, simulator or worker behind holding its pipes.
-@Suite("Operations: children end with their starter", .timeLimit(.minutes(1)))
+@Suite("Operations: children end with their starter", .timeLimit(.minutes(2)))
 struct ParentWatchTests {
     @Test("a child whose starter is killed with SIGKILL stops itself")
     func childStopsWhenStarterDies() async throws {

@@ -7,7 +7,7 @@ import Testing
 
 /// The worker's single flight: one call per key at a time, the answer shared, a failed leader replaced by the
 /// follower with the earliest deadline, no follower kept past its own deadline.
-@Suite("Apple single flight", .timeLimit(.minutes(1)))
+@Suite("Apple single flight", .timeLimit(.minutes(2)))
 struct AppleSingleFlightTests {
     typealias Machine = AppleSingleFlightStateMachine<String, Int, String, String>
 

@@ -12,7 +12,7 @@ import Testing
 /// harness's notification family: a SIGKILL right after a grant left the transaction unfinished for good). The call
 /// is claimed in the ledger while the job is still in hand, so its record outlives the worker and another worker's
 /// sweep makes it once the claim has lapsed.
-@Suite("Pipeline: follow-up calls outlive their worker", .timeLimit(.minutes(1)))
+@Suite("Pipeline: follow-up calls outlive their worker", .timeLimit(.minutes(2)))
 struct FollowUpDurabilityTests {
     static func followUps(
         base: String, ledger: any Ledger, holder: String, now: @escaping @Sendable () -> Date

@@ -9,7 +9,7 @@ import RateLimiter
 import Receipts
 import Testing
 
-@Suite("Job processor", .timeLimit(.minutes(1)))
+@Suite("Job processor", .timeLimit(.minutes(2)))
 struct JobProcessorTests {
     static let catalog = Catalog(
         bundleIDs: ["com.example.verifyworker"], products: [.init(id: "com.example.coins", type: .consumable)])

@@ -8,7 +8,7 @@ import Testing
 /// partitions to this worker again before the hook runs. Such a late hook used to mark the new assignment as
 /// revoked (its messages ignored for good) or forget its offsets (its waiting jobs skipped and committed past):
 /// jobs without a verdict. The hook now names the assignment it revokes.
-@Suite("Pipeline: a revoke hook that runs late", .timeLimit(.minutes(1)))
+@Suite("Pipeline: a revoke hook that runs late", .timeLimit(.minutes(2)))
 struct LateRevokeTests {
     private static let partition = KafkaTopicPartition(topic: "jobs", partition: 0)
 

@@ -154,7 +154,7 @@ struct OffsetGapTests {
 
     @Test(
         "a worker whose committed-offset lookup failed at assignment reads them later, then commits: nothing stalls",
-        .timeLimit(.minutes(1)))
+        .timeLimit(.minutes(2)))
     func workerLearnsStartsLate() async throws {
         let recorder = OffsetGapLogRecorder()
         var logger = Logger(label: "late-start") { _ in recorder }
@@ -187,7 +187,7 @@ struct OffsetGapTests {
 
     @Test(
         "a worker handed an offset past one it never got reads the partition again from there: nothing is lost",
-        .timeLimit(.minutes(1)))
+        .timeLimit(.minutes(2)))
     func workerRecoversSkippedOffsets() async throws {
         let recorder = OffsetGapLogRecorder()
         var logger = Logger(label: "gap") { _ in recorder }

@@ -8,7 +8,7 @@ import Testing
 
 /// `AppleCaller.call` after its bookkeeping moved out of its async frame (session 4, memory per waiting job): the
 /// same answers, retries and reasons as before.
-@Suite("Pipeline: Apple caller", .timeLimit(.minutes(1)))
+@Suite("Pipeline: Apple caller", .timeLimit(.minutes(2)))
 struct PipelineAppleCallerTests {
     static func caller(maxAttempts: Int) -> AppleCaller {
         AppleCaller(

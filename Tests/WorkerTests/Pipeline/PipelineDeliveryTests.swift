@@ -11,7 +11,7 @@ import Testing
 struct PipelineDeliveryTests {
     @Test(
         "a producer failed for good stops the worker instead of retrying for ever, and nothing is committed",
-        .timeLimit(.minutes(1)))
+        .timeLimit(.minutes(2)))
     func fatalProducerStopsWorker() async throws {
         var logger = Logger(label: "fatal")
         logger.logLevel = .critical
@@ -43,7 +43,7 @@ struct PipelineDeliveryTests {
 
     @Test(
         "an output acknowledged without an offset (a held-back request, a later one stored) is sent again: none lost",
-        .timeLimit(.minutes(1)))
+        .timeLimit(.minutes(2)))
     func implicitAcknowledgementIsSentAgain() async throws {
         let setup = try PipelineSingleWorkerSetup(name: "implicit")
         let topics = setup.topics
@@ -86,7 +86,7 @@ struct PipelineDeliveryTests {
 
     @Test(
         "an output never proven delivered makes the worker unready past the delivery timeout; its job stays uncommitted",
-        .timeLimit(.minutes(1)))
+        .timeLimit(.minutes(2)))
     func unprovenOutputMakesWorkerUnready() async throws {
         let setup = try PipelineSingleWorkerSetup(name: "unproven")
         let frontend = try setup.producer()

@@ -4,7 +4,7 @@ import RateLimiter
 import Testing
 
 /// Throttle signals travel between workers over the compacted control topic of a real (mock) Kafka cluster.
-@Suite("Cluster-wide throttling over Kafka", .timeLimit(.minutes(1)))
+@Suite("Cluster-wide throttling over Kafka", .timeLimit(.minutes(2)))
 struct ThrottleSignalExchangeTests {
     @Test("a storm seen by one worker lowers the other's limit through receipt-control")
     func stormTravelsThroughKafka() async throws {

@@ -12,7 +12,7 @@ import Traffic
 /// ready. Serialized like the other process suites: each test starts its own children.
 @Suite("Process: start-up and readiness", .serialized)
 struct ProcessStartupTests {
-    @Test("a metrics port already in use: exit 2 with one line naming metrics_port", .timeLimit(.minutes(1)))
+    @Test("a metrics port already in use: exit 2 with one line naming metrics_port", .timeLimit(.minutes(2)))
     func metricsPortInUse() async throws {
         var logger = Logger(label: "process-test")
         logger.logLevel = .critical

@@ -178,7 +178,7 @@ struct ProcessWorkerTests {
 
     @Test(
         "a bad configuration exits non-zero with one line naming the key",
-        .timeLimit(.minutes(1)),
+        .timeLimit(.minutes(2)),
         arguments: [
             ("max_in_flight", ["VERIFY_MAX_IN_FLIGHT": "abc"]),
             ("catalog_file", ["VERIFY_CATALOG_FILE": ""]),

@@ -28,7 +28,7 @@ struct RateLimiterAppleCallGateTests {
         return task
     }
 
-    @Test("waiters are served first come, first served", .timeLimit(.minutes(1)))
+    @Test("waiters are served first come, first served", .timeLimit(.minutes(2)))
     func fifo() async throws {
         let gate = makeGate(Support.configuration(limit: 1))
         let recorder = RateLimiterTestRecorder()
@@ -44,7 +44,7 @@ struct RateLimiterAppleCallGateTests {
         #expect(gate.snapshot().queuedWaiters == 0)
     }
 
-    @Test("a waiting first attempt goes before an earlier retry", .timeLimit(.minutes(1)))
+    @Test("a waiting first attempt goes before an earlier retry", .timeLimit(.minutes(2)))
     func firstAttemptsBeforeRetries() async throws {
         let metrics = RateLimiterTestMetrics()
         let gate = makeGate(Support.configuration(limit: 1), metrics: metrics)
@@ -59,7 +59,7 @@ struct RateLimiterAppleCallGateTests {
         #expect(metrics.snapshot.retries == 2)
     }
 
-    @Test("cancelling a waiter removes it and leaks nothing", .timeLimit(.minutes(1)))
+    @Test("cancelling a waiter removes it and leaks nothing", .timeLimit(.minutes(2)))
     func cancellation() async throws {
         let metrics = RateLimiterTestMetrics()
         let gate = makeGate(Support.configuration(limit: 1), metrics: metrics)
@@ -80,7 +80,7 @@ struct RateLimiterAppleCallGateTests {
         gate.report(permit, .notSent)
     }
 
-    @Test("a cancelled task never gets a permit", .timeLimit(.minutes(1)))
+    @Test("a cancelled task never gets a permit", .timeLimit(.minutes(2)))
     func cancelledBeforeWaiting() async throws {
         let gate = makeGate(Support.configuration(limit: 1))
         let held = try await gate.acquire(.verifyReceipt)
@@ -93,7 +93,7 @@ struct RateLimiterAppleCallGateTests {
         gate.report(held, .notSent)
     }
 
-    @Test("Retry-After holds every call until its deadline", .timeLimit(.minutes(1)))
+    @Test("Retry-After holds every call until its deadline", .timeLimit(.minutes(2)))
     func retryAfterHolds() async throws {
         let clock = ManualClock()
         let gate = makeGate(Support.configuration(limit: 4), clock: clock)
@@ -112,7 +112,7 @@ struct RateLimiterAppleCallGateTests {
         gate.report(permit, .success(latency: .milliseconds(50)))
     }
 
-    @Test("a waiter whose deadline passes gets deadlineExceeded", .timeLimit(.minutes(1)))
+    @Test("a waiter whose deadline passes gets deadlineExceeded", .timeLimit(.minutes(2)))
     func deadline() async throws {
         let clock = ManualClock()
         let metrics = RateLimiterTestMetrics()
@@ -132,7 +132,7 @@ struct RateLimiterAppleCallGateTests {
         gate.report(held, .notSent)
     }
 
-    @Test("an open breaker fails fast when configured so", .timeLimit(.minutes(1)))
+    @Test("an open breaker fails fast when configured so", .timeLimit(.minutes(2)))
     func failFast() async throws {
         let gate = makeGate(Support.configuration(limit: 20, whenBreakerOpen: .failFast))
         for _ in 0..<10 {
@@ -148,7 +148,7 @@ struct RateLimiterAppleCallGateTests {
         }
     }
 
-    @Test("an open breaker holds waiters until the cool-down, then lets probes through", .timeLimit(.minutes(1)))
+    @Test("an open breaker holds waiters until the cool-down, then lets probes through", .timeLimit(.minutes(2)))
     func breakerWaitsThenProbes() async throws {
         let clock = ManualClock()
         let breaker = CircuitBreakerConfiguration(minimumCalls: 4, coolDown: .seconds(1), probeCalls: 2)
@@ -173,7 +173,7 @@ struct RateLimiterAppleCallGateTests {
         gate.report(normal, .success(latency: .milliseconds(100)))
     }
 
-    @Test("AIMD inside the gate: halves on 21005 and grows back under load", .timeLimit(.minutes(1)))
+    @Test("AIMD inside the gate: halves on 21005 and grows back under load", .timeLimit(.minutes(2)))
     func adaptiveLimitInGate() async throws {
         let clock = ManualClock()
         var configuration = Support.configuration(limit: 1)
@@ -199,7 +199,7 @@ struct RateLimiterAppleCallGateTests {
         #expect(gate.snapshot().localLimit == 16)
     }
 
-    @Test("a retry waits while the budget is spent and goes once first attempts earn a token", .timeLimit(.minutes(1)))
+    @Test("a retry waits while the budget is spent and goes once first attempts earn a token", .timeLimit(.minutes(2)))
     func retryBudgetInGate() async throws {
         let metrics = RateLimiterTestMetrics()
         let gate = makeGate(Support.configuration(limit: 100, retryBudgetMaxTokens: 1), metrics: metrics)
@@ -222,7 +222,7 @@ struct RateLimiterAppleCallGateTests {
         #expect(metrics.snapshot.retries == 2)
     }
 
-    @Test("per-endpoint rate limits: a throttled endpoint does not block another", .timeLimit(.minutes(1)))
+    @Test("per-endpoint rate limits: a throttled endpoint does not block another", .timeLimit(.minutes(2)))
     func endpointRateLimits() async throws {
         let clock = ManualClock()
         var configuration = Support.configuration(limit: 100)
@@ -242,7 +242,7 @@ struct RateLimiterAppleCallGateTests {
         for permit in [first, other, second] { gate.report(permit, .success(latency: .zero)) }
     }
 
-    @Test("shutting down fails waiters; metrics follow the state", .timeLimit(.minutes(1)))
+    @Test("shutting down fails waiters; metrics follow the state", .timeLimit(.minutes(2)))
     func shutDownAndMetrics() async throws {
         let metrics = RateLimiterTestMetrics()
         let gate = makeGate(Support.configuration(limit: 1), metrics: metrics)
@@ -260,7 +260,7 @@ struct RateLimiterAppleCallGateTests {
         #expect(recorded.outcomes == [.timeout])
     }
 
-    @Test("a full queue refuses more waiters with queueFull", .timeLimit(.minutes(1)))
+    @Test("a full queue refuses more waiters with queueFull", .timeLimit(.minutes(2)))
     func queueFull() async throws {
         var configuration = Support.configuration(limit: 1)
         configuration.maximumQueuedWaiters = 1

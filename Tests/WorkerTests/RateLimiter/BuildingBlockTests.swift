@@ -279,7 +279,7 @@ struct RateLimiterCircuitBreakerTests {
 
 @Suite("RateLimiter manual clock")
 struct RateLimiterManualClockTests {
-    @Test("sleepers wake when the clock reaches their deadline, in order", .timeLimit(.minutes(1)))
+    @Test("sleepers wake when the clock reaches their deadline, in order", .timeLimit(.minutes(2)))
     func wakesInOrder() async throws {
         let clock = ManualClock()
         let recorder = RateLimiterTestRecorder()
@@ -303,7 +303,7 @@ struct RateLimiterManualClockTests {
         #expect(clock.unixMillisecondsNow == 1_767_225_600_200)
     }
 
-    @Test("a cancelled sleeper throws and leaves", .timeLimit(.minutes(1)))
+    @Test("a cancelled sleeper throws and leaves", .timeLimit(.minutes(2)))
     func cancellation() async throws {
         let clock = ManualClock()
         let sleeper = Task { try await clock.sleep(until: Support.at(1_000), tolerance: nil) }

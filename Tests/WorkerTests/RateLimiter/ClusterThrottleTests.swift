@@ -31,7 +31,7 @@ struct RateLimiterClusterThrottleTests {
         #expect(gate.ingest(signalJSON: Array(#"{"v":1}"#.utf8)) == false)
     }
 
-    @Test("another worker's signal lowers the local limit, then expires", .timeLimit(.minutes(1)))
+    @Test("another worker's signal lowers the local limit, then expires", .timeLimit(.minutes(2)))
     func lowersAndExpires() async throws {
         let clock = ManualClock()
         let gate = AppleCallGate(
@@ -89,7 +89,7 @@ struct RateLimiterClusterThrottleTests {
         #expect(throttle.liveSignalCount(now: Support.at(20_000)) == 0)
     }
 
-    @Test("signals are published on significant change and as heartbeats, rate-limited", .timeLimit(.minutes(1)))
+    @Test("signals are published on significant change and as heartbeats, rate-limited", .timeLimit(.minutes(2)))
     func publishing() async throws {
         let clock = ManualClock()
         let published = RateLimiterTestRecorder()
@@ -116,7 +116,7 @@ struct RateLimiterClusterThrottleTests {
 
 @Suite("RateLimiter two workers")
 struct RateLimiterTwoWorkerThrottleTests {
-    @Test("a storm seen by one worker slows the other; its signals fade when it goes quiet", .timeLimit(.minutes(1)))
+    @Test("a storm seen by one worker slows the other; its signals fade when it goes quiet", .timeLimit(.minutes(2)))
     func stormSpreads() async throws {
         let clock = ManualClock()
         var configuration = RateLimiterTestSupport.configuration(limit: 1)

@@ -13,7 +13,7 @@ import Testing
 /// Notification History and a recording sink: every failed notification published once per sweep as the gateway's
 /// job, pages paced at the configured share, Apple's Retry-After honoured, the checkpoint moved only by a sweep
 /// that finished, and one replica at a time.
-@Suite("Reconciler: notification history sweeps", .timeLimit(.minutes(1)))
+@Suite("Reconciler: notification history sweeps", .timeLimit(.minutes(2)))
 struct NotificationReconcilerTests {
     typealias S = LedgerTestSupport
 

@@ -15,7 +15,7 @@ import Testing
 /// published as a correction for the owner and, decided by the workers' rules, brings the ledger to Apple's truth;
 /// each subscription is re-read at most once per interval; sweeps and re-reads share one rate budget; 429 backs
 /// off; answers that are not the app's, or not signed, correct nothing and are logged without their payload.
-@Suite("Reconciler: re-reads of unsure subscriptions", .timeLimit(.minutes(1)))
+@Suite("Reconciler: re-reads of unsure subscriptions", .timeLimit(.minutes(2)))
 struct SubscriptionRereadTests {
     typealias S = LedgerTestSupport
     typealias Sweeps = NotificationReconcilerTests

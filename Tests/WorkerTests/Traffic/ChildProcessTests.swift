@@ -4,7 +4,7 @@ import Testing
 
 @testable import Traffic
 
-@Suite("Traffic: child processes", .timeLimit(.minutes(1)))
+@Suite("Traffic: child processes", .timeLimit(.minutes(2)))
 struct ChildProcessTests {
     @Test("A child's stdout lines are read and its exit status is reaped")
     func linesAndExit() async throws {
