@@ -305,6 +305,8 @@ let package = Package(
                 "Receipts",
                 "Traffic",
                 .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "SwiftASN1", package: "swift-asn1"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),

@@ -78,10 +78,3 @@ public enum GateCostBenchmark {
             leftQueued: snapshot.queuedWaiters)
     }
 }
-
-extension Duration {
-    /// The duration in seconds (the rate limiter's own helper is internal to it).
-    fileprivate var seconds: Double {
-        Double(components.seconds) + Double(components.attoseconds) / 1e18
-    }
-}

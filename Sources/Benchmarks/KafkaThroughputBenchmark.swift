@@ -119,9 +119,3 @@ public struct KafkaThroughputBenchmark: Sendable {
             })
     }
 }
-
-extension Duration {
-    fileprivate var seconds: Double {
-        Double(components.seconds) + Double(components.attoseconds) / 1e18
-    }
-}

@@ -510,9 +510,3 @@ final class VerdictClock: Sendable {
         decided.withLock { $0.filter { jobIDs.contains($0.key) } }
     }
 }
-
-extension Duration {
-    fileprivate var seconds: Double {
-        Double(components.seconds) + Double(components.attoseconds) * 1e-18
-    }
-}

@@ -796,9 +796,3 @@ package struct GaugeWatcher: Sendable {
         }
     }
 }
-
-extension Duration {
-    fileprivate var seconds: Double {
-        Double(components.seconds) + Double(components.attoseconds) / 1e18
-    }
-}

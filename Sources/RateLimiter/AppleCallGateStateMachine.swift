@@ -3,8 +3,8 @@
 ///
 /// Generic over the waiter's `Payload` so that the async gate stores continuations and the storm simulation stores
 /// job ids: both run exactly this logic.
-struct AppleCallGateStateMachine<Instant: InstantProtocol<Duration>, Payload> where Instant: Sendable {
-    typealias Permit = CallPermit<Instant>
+package struct AppleCallGateStateMachine<Instant: InstantProtocol<Duration>, Payload> where Instant: Sendable {
+    package typealias Permit = CallPermit<Instant>
 
     struct Waiter {
         var endpoint: AppleEndpoint
@@ -15,13 +15,13 @@ struct AppleCallGateStateMachine<Instant: InstantProtocol<Duration>, Payload> wh
     }
 
     /// What the caller must do after a state change.
-    struct Actions {
+    package struct Actions {
         /// Waiters granted a permit.
-        var grants: [(payload: Payload, permit: Permit)] = []
+        package var grants: [(payload: Payload, permit: Permit)] = []
         /// Waiters that failed (deadline, fail-fast on an open breaker, shutdown).
-        var failures: [(payload: Payload, error: AppleCallGateError)] = []
+        package var failures: [(payload: Payload, error: AppleCallGateError)] = []
         /// Schedule a wake-up at this instant (the state machine tracks it; a later wake-up replaces nothing).
-        var wakeUp: Instant?
+        package var wakeUp: Instant?
         /// How many retries were admitted.
         var retriesAdmitted = 0
         /// How many waiting retries newly found the budget spent.
@@ -70,7 +70,7 @@ struct AppleCallGateStateMachine<Instant: InstantProtocol<Duration>, Payload> wh
     private var lastPublished: ThrottleSignal?
     private var lastPublishedAt: Instant?
 
-    init(configuration: AppleCallGateConfiguration, now: Instant) {
+    package init(configuration: AppleCallGateConfiguration, now: Instant) {
         self.configuration = configuration
         self.concurrency = AIMDConcurrencyLimit(configuration: configuration.concurrency)
         self.breaker = CircuitBreaker(configuration: configuration.breaker, origin: now)
@@ -94,7 +94,7 @@ struct AppleCallGateStateMachine<Instant: InstantProtocol<Duration>, Payload> wh
     }
 
     /// A view at `now`, correct even if no event has refreshed the state since signals expired.
-    func snapshot(now: Instant) -> AppleCallGateSnapshot {
+    package func snapshot(now: Instant) -> AppleCallGateSnapshot {
         let live = cluster.constraint(now: now)
         var hold = localHoldUntil
         if let remoteHold = live.holdUntil { hold = max(hold ?? remoteHold, remoteHold) }
@@ -155,13 +155,13 @@ struct AppleCallGateStateMachine<Instant: InstantProtocol<Duration>, Payload> wh
     }
 
     /// An id for a waiter about to be enqueued (known before, so that a cancellation handler can name it).
-    mutating func reserveWaiterID() -> UInt64 {
+    package mutating func reserveWaiterID() -> UInt64 {
         nextID += 1
         return nextID
     }
 
     /// Queues a waiter under an id from ``reserveWaiterID()``, then dispatches (which may grant it at once).
-    mutating func enqueue(
+    package mutating func enqueue(
         id: UInt64, endpoint: AppleEndpoint, priority: CallPriority, deadline: Instant?, payload: Payload, now: Instant
     ) -> Actions {
         var actions = Actions()
@@ -199,7 +199,9 @@ struct AppleCallGateStateMachine<Instant: InstantProtocol<Duration>, Payload> wh
     // MARK: Events
 
     /// Records the outcome of a granted call, then dispatches.
-    mutating func report(_ permit: Permit, outcome: CallOutcome, now: Instant, unixMilliseconds: Int64) -> Actions {
+    package mutating func report(
+        _ permit: Permit, outcome: CallOutcome, now: Instant, unixMilliseconds: Int64
+    ) -> Actions {
         guard inFlightPermits.remove(permit.id) != nil else { return Actions() }
         let inFlightIncludingThis = inFlight + 1
         refresh(now: now)
@@ -237,7 +239,7 @@ struct AppleCallGateStateMachine<Instant: InstantProtocol<Duration>, Payload> wh
     }
 
     /// A scheduled wake-up fired at `now`.
-    mutating func wakeUp(now: Instant) -> Actions {
+    package mutating func wakeUp(now: Instant) -> Actions {
         if let scheduled = scheduledWakeUp, scheduled <= now { scheduledWakeUp = nil }
         return dispatch(now: now)
     }

@@ -4,14 +4,14 @@ import Messages
 /// A PKCS#7 (CMS SignedData) app receipt, read from BER or DER. What its payload says (`bundleID`, `transactions`, …)
 /// reads as its own members: one ``AppReceiptPayloadScanner/Fields`` for both readers of the payload.
 @dynamicMemberLookup
-struct AppReceipt {
+package struct AppReceipt {
     /// The CMS parts the signature check needs, as ranges into the receipt bytes.
-    struct Signing {
+    package struct Signing {
         /// The encoded certificates of the SignedData `certificates` set, in order.
         var certificates: [ArraySlice<UInt8>]
         /// The signer's `issuerAndSerialNumber` (or subject key identifier), encoded.
         var signerIdentifier: ArraySlice<UInt8>
-        var digest: DigestAlgorithm
+        package var digest: DigestAlgorithm
         /// The signed attributes' contents, if present; the signature then covers them re-tagged as a SET.
         var signedAttributes: ArraySlice<UInt8>?
         /// The messageDigest signed attribute, if present.
@@ -19,17 +19,17 @@ struct AppReceipt {
         var signature: ArraySlice<UInt8>
     }
 
-    enum DigestAlgorithm: Sendable {
+    package enum DigestAlgorithm: Sendable {
         case sha1
         case sha256
     }
 
-    var signing: Signing
+    package var signing: Signing
     /// The payload: the eContent OCTET STRING's value.
-    var payload: ArraySlice<UInt8>
+    package var payload: ArraySlice<UInt8>
     var fields = AppReceiptPayloadScanner.Fields()
 
-    subscript<Value>(dynamicMember field: KeyPath<AppReceiptPayloadScanner.Fields, Value>) -> Value {
+    package subscript<Value>(dynamicMember field: KeyPath<AppReceiptPayloadScanner.Fields, Value>) -> Value {
         fields[keyPath: field]
     }
 
@@ -42,7 +42,7 @@ struct AppReceipt {
     }
 
     /// Parses the CMS envelope and the receipt payload. Throws `BERError` on any structural problem.
-    init(bytes: [UInt8]) throws {
+    package init(bytes: [UInt8]) throws {
         let reader = BERReader(bytes)
         let contentInfo = try reader.element(at: 0, limit: bytes.count)
         guard contentInfo.identifier == BERTag.sequence else {

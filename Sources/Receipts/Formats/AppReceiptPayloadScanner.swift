@@ -7,9 +7,9 @@ import Messages
 /// A 187-purchase receipt holds about 2,000 attributes, so the per-attribute cost dominates its parse. At the first
 /// structure this reader does not handle alone (an indefinite length, a long tag, anything malformed) it gives up and
 /// the generic reader reads the whole payload, so both paths accept and reject exactly the same inputs.
-struct AppReceiptPayloadScanner {
+package struct AppReceiptPayloadScanner {
     /// What the payload says.
-    struct Fields {
+    package struct Fields {
         var environment: ReceiptEnvironment?
         var bundleID: String?
         var appVersion: String?

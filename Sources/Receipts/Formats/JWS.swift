@@ -1,26 +1,26 @@
 import Foundation
 
 /// A StoreKit 2 / App Store Server Notifications V2 JWS in compact form: `header.payload.signature`.
-struct JWS {
+package struct JWS {
     /// The header segment exactly as received (base64url): the chain cache key, so a warm cache skips decoding it.
     var headerSegment: ArraySlice<UInt8>
     /// `header.payload` as received: the bytes the signature covers.
-    var signingInput: ArraySlice<UInt8>
+    package var signingInput: ArraySlice<UInt8>
     var payload: JWSPayload
     /// The raw `r || s` ES256 signature.
-    var signature: [UInt8]
+    package var signature: [UInt8]
 
-    struct FormatError: Error {
+    package struct FormatError: Error {
         var reason: String
     }
 
     /// The header fields Apple uses.
-    struct Header: Decodable {
+    package struct Header: Decodable {
         var alg: String?
-        var x5c: [String]?
+        package var x5c: [String]?
     }
 
-    init(text: [UInt8]) throws(FormatError) {
+    package init(text: [UInt8]) throws(FormatError) {
         var dots: [Int] = []
         for (index, byte) in text.enumerated() where byte == UInt8(ascii: ".") {
             dots.append(index)
@@ -44,7 +44,7 @@ struct JWS {
     }
 
     /// Decodes the header (only on a chain cache miss).
-    func header() throws(FormatError) -> Header {
+    package func header() throws(FormatError) -> Header {
         guard let bytes = Base64.decodeURL(headerSegment) else {
             throw FormatError(reason: "JWS header is not base64url")
         }

@@ -1,3 +1,5 @@
+import RateLimiter
+
 /// A discrete-event simulation of one worker calling a simulated Apple through the gate's state machine during a
 /// 21005 storm, on a ``ManualClock``: a 30-second storm takes milliseconds of real time.
 ///
