@@ -4,12 +4,12 @@ import Foundation
 import Kafka
 import Logging
 import Messages
+import Observability
 import Operations
-import Pipeline
-import ServiceLifecycle
 import SwiftASN1
 import Synchronization
 import Testing
+import Traffic
 
 /// Issue 16, items 3 and 7 together: with two apps in the catalog, `verify-worker reconcile` sweeps each app's
 /// notification history with that app's own Server API key. A REFUND of app B that Apple could not deliver is found
@@ -63,23 +63,24 @@ struct SeveralAppsReconcileEndToEndTests {
         }
         let uuid = try #require(failed.withLock { $0 })
 
+        // `verify-worker reconcile` as a child: one process, one reconcile runtime, as deployed (the metrics system
+        // is process-wide, and Prometheus refuses one name both with and without the `app` label).
         let cluster = try KafkaTest.cluster(brokers: 1, topics: [Topics.jobs: 4])
         let ledger = try LedgerTestSupport.freshURL(.sqlite)
         defer { LedgerTestSupport.removeFiles(of: ledger) }
-        var sources = ConfigurationSources(table: ReconcileConfiguration.table)
-        try sources.addFlags([
-            "brokers": cluster.bootstrapServers, "ledger_url": ledger,
-            "catalog_file": try files.writeCatalog(files.catalog()),
-            "trust_anchors": files.path("rsa-root.pem") + "," + files.path("ec-root.pem"),
-            "server_api_production_url": base, "server_api_sandbox_url": base + "/sandbox",
-            "metrics_host": "127.0.0.1", "metrics_port": String(try FreeLocalPort.pick()),
-            "reconcile_interval_s": "3600",
-        ])
-        var logger = Logger(label: "test.reconcile")
-        logger.logLevel = .error
-        let runtime = ReconcileRuntime(configuration: try ReconcileConfiguration(sources), logger: logger)
-        let group = try runtime.serviceGroup()
-        let running = Task { try await group.run() }
+        let metricsPort = try FreeLocalPort.pick()
+        var environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("VERIFY_") }
+        environment.merge([
+            "VERIFY_BROKERS": cluster.bootstrapServers, "VERIFY_LEDGER_URL": ledger,
+            "VERIFY_CATALOG_FILE": try files.writeCatalog(files.catalog()),
+            "VERIFY_TRUST_ANCHORS": files.path("rsa-root.pem") + "," + files.path("ec-root.pem"),
+            "VERIFY_SERVER_API_PRODUCTION_URL": base, "VERIFY_SERVER_API_SANDBOX_URL": base + "/sandbox",
+            "VERIFY_METRICS_HOST": "127.0.0.1", "VERIFY_METRICS_PORT": String(metricsPort),
+            "VERIFY_RECONCILE_INTERVAL_S": "3600",
+        ]) { _, new in new }
+        let log = files.directory.appendingPathComponent("reconcile.log")
+        let reconcile = try TestChild.verifyWorker(["reconcile"], environment: environment, logFile: log)
+        defer { reconcile.kill() }
 
         let consumer = try KafkaTest.consumer(cluster.bootstrapServers, group: KafkaTest.uniqueGroup("apps-reconcile"))
         try consumer.subscribe(topics: [Topics.jobs])
@@ -88,12 +89,20 @@ struct SeveralAppsReconcileEndToEndTests {
         #expect(job.jobID == NotificationJob.jobIDPrefix + uuid.lowercased())
         #expect(job.proof.fieldName == "notification")
 
-        // Both sweeps ran (each app's history was asked for, each with its own key), and A's added nothing.
-        try await PipelineHarness.poll("a history request of each app") {
-            (simulator.stats.snapshot().requests["inApps/v1/notifications/history"] ?? 0) >= 2
+        // Both sweeps finished (each app's checkpoint, labelled by its bundle id, moved), and A's added nothing.
+        try await PipelineHarness.poll("a finished sweep of each app") {
+            guard reconcile.isRunning else {
+                throw KafkaTestFailure("reconcile exited: \((try? String(contentsOf: log, encoding: .utf8)) ?? "")")
+            }
+            guard let answer = await TestHTTP.get("http://127.0.0.1:\(metricsPort)/metrics") else { return false }
+            let moved = PrometheusTextSample(answer.body).samples.filter {
+                $0.series.hasPrefix(MetricNames.reconcileCheckpoint + "{") && $0.value > 0
+            }
+            return [SeveralAppsFiles.appA, SeveralAppsFiles.appB].allSatisfy { app in
+                moved.contains { $0.series.contains("app=\"\(app)\"") }
+            }
         }
-        await group.triggerGracefulShutdown()
-        try await running.value
+        #expect(await reconcile.terminate()?.status == 0)
         let producer = try KafkaTest.producer(cluster)
         #expect(try await KafkaTest.storedCount(producer, topic: Topics.jobs, partitions: 4) == 1)
         await producer.shutdown()
