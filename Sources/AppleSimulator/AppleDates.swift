@@ -5,10 +5,10 @@ import Messages
 /// `America/Los_Angeles` twin in verifyReceipt answers, and milliseconds since 1970 everywhere else.
 enum AppleDates {
     static func nowMs(_ date: Date = Date()) -> Int64 {
-        Int64((date.timeIntervalSince1970 * 1000).rounded())
+        date.epochMilliseconds
     }
 
-    static func date(_ ms: Int64) -> Date { Date(timeIntervalSince1970: Double(ms) / 1000) }
+    static func date(_ ms: Int64) -> Date { Date(epochMilliseconds: ms) }
 
     /// `2015-08-10T07:14:32Z`, as in PKCS#7 receipt attributes (whole seconds).
     static func rfc3339(_ ms: Int64) -> String { RFC3339.format(date(ms), precision: .seconds) }

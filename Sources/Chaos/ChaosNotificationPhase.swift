@@ -231,7 +231,7 @@ extension ChaosEnvironment {
         let ledger = claims.mapValues {
             ChaosLedgerTransaction(
                 accountID: $0.accountID, state: LedgerShow.state(of: $0, at: now),
-                expiresMs: $0.expiresDate.map { Int64(($0.timeIntervalSince1970 * 1000).rounded()) })
+                expiresMs: $0.expiresDate.map(\.epochMilliseconds))
         }
         return checker.drift(truth: truth, ledger: ledger) + checker.consumptionAnswers(truth: truth)
     }

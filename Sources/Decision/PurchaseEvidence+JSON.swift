@@ -128,10 +128,10 @@ private struct StoredEvidence: Codable {
     }
 
     static func milliseconds(_ date: Date) -> Int64 {
-        Int64((date.timeIntervalSince1970 * 1000).rounded())
+        date.epochMilliseconds
     }
 
     static func date(_ milliseconds: Int64) -> Date {
-        Date(timeIntervalSince1970: Double(milliseconds) / 1000)
+        Date(epochMilliseconds: milliseconds)
     }
 }

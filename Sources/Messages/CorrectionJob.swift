@@ -24,6 +24,6 @@ public enum CorrectionJob {
     }
 
     private static func milliseconds(_ date: Date?) -> Int64 {
-        date.map { Int64(($0.timeIntervalSince1970 * 1000).rounded()) } ?? 0
+        date.map(\.epochMilliseconds) ?? 0
     }
 }

@@ -21,7 +21,7 @@ public enum RFC3339 {
 
     /// Formats a date in UTC with the given precision.
     public static func format(_ date: Date, precision: Precision) -> String {
-        var totalMilliseconds = Int64((date.timeIntervalSince1970 * 1000).rounded())
+        var totalMilliseconds = date.epochMilliseconds
         if precision == .millisecondsWhenPresent {
             // Receipt dates were always written truncated to the millisecond; `inspect` keeps printing them so.
             totalMilliseconds = Int64((date.timeIntervalSince1970 * 1000).rounded(.down))

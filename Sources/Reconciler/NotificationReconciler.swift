@@ -249,7 +249,7 @@ public final class NotificationReconciler<Clock: GateClock>: Sendable where Cloc
         }
     }
 
-    var wallNow: Date { Date(timeIntervalSince1970: Double(clock.unixMillisecondsNow) / 1000) }
+    var wallNow: Date { Date(epochMilliseconds: clock.unixMillisecondsNow) }
 }
 
 extension Duration {

@@ -1,4 +1,5 @@
 import Foundation
+import Messages
 
 /// A parsed JSON value that tolerates Apple's loose typing: numbers sent as strings and the reverse,
 /// booleans as `"true"`, `"1"` or `1`. Integers keep full 64-bit precision (transaction ids exceed 2^53).
@@ -85,7 +86,7 @@ enum LenientJSON: Sendable {
     /// Milliseconds since 1970 (number or string) as a date.
     var millisecondsDate: Date? {
         guard let millis = int64Value else { return nil }
-        return Date(timeIntervalSince1970: Double(millis) / 1000)
+        return Date(epochMilliseconds: millis)
     }
 
     /// A date in Apple's verifyReceipt text form (`2015-08-10 06:54:32 Etc/GMT`), or an RFC 3339 date.

@@ -68,8 +68,8 @@ public struct NotificationHistoryQuery: Sendable, Hashable {
     /// The JSON body: dates as UNIX milliseconds, absent fields omitted.
     var body: [UInt8] {
         var members: [String: Any] = [
-            "startDate": Int64((startDate.timeIntervalSince1970 * 1000).rounded()),
-            "endDate": Int64((endDate.timeIntervalSince1970 * 1000).rounded()),
+            "startDate": startDate.epochMilliseconds,
+            "endDate": endDate.epochMilliseconds,
         ]
         if onlyFailures { members["onlyFailures"] = true }
         if let notificationType { members["notificationType"] = notificationType }

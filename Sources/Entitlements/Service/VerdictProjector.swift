@@ -175,7 +175,7 @@ public final class VerdictProjector: Service, Sendable {
         }
         var positions: [KafkaTopicPartition: TopicPosition] = [:]
         for message in current {
-            let time = message.timestampMilliseconds.map { Date(timeIntervalSince1970: Double($0) / 1000) }
+            let time = message.timestampMilliseconds.map { Date(epochMilliseconds: Int64($0)) }
             var position =
                 positions[message.topicPartition]
                 ?? TopicPosition(

@@ -616,7 +616,7 @@ public final class PipelineWorker: Sendable {
 extension KafkaConsumerMessage {
     /// The record's timestamp as a date, if the broker gave one.
     var recordedAt: Date? {
-        timestampMilliseconds.map { Date(timeIntervalSince1970: Double($0) / 1000) }
+        timestampMilliseconds.map { Date(epochMilliseconds: Int64($0)) }
     }
 
     /// The message without its value and headers: what the scheduler needs (partition, offset, key, timestamp).

@@ -1,4 +1,5 @@
 import Foundation
+import Messages
 
 /// An iOS 6 style transaction receipt: OpenStep text `{ "signature" = "…"; "purchase-info" = "…"; … }` whose
 /// `purchase-info` is base64 of another such dictionary. Both the spaced form Apple emits and the compact form
@@ -143,7 +144,7 @@ struct TransactionReceipt {
 
     private static func milliseconds(value text: ArraySlice<UInt8>) -> Date? {
         guard let value = integer(text) else { return nil }
-        return Date(timeIntervalSince1970: Double(value) / 1000)
+        return Date(epochMilliseconds: Int64(value))
     }
 
     /// A decimal integer with an optional sign, as `Int64(String)` reads it; nil on anything else or overflow.
