@@ -57,6 +57,7 @@ struct KafkaRebalanceAndFatalTests {
             var finished: [KafkaTopicPartition: Int64] = [:]
             var revokedCalls: [[KafkaTopicPartition]] = []
             var assignmentDuringHook: Set<KafkaTopicPartition> = []
+            var commitFailure: String?
         }
         let state = Mutex(HookState())
         let consumerBox = Mutex<KafkaConsumer?>(nil)
@@ -69,7 +70,12 @@ struct KafkaRebalanceAndFatalTests {
             }
             // Give librdkafka a moment of real async work, as a pipeline draining in-flight jobs would.
             await Task.yield()
-            try? await consumer.commit(finished.map { KafkaCommitOffset(topicPartition: $0.key, offset: $0.value) })
+            do {
+                try await consumer.commit(
+                    finished.map { KafkaCommitOffset(topicPartition: $0.key, offset: $0.value) })
+            } catch {
+                state.withLock { $0.commitFailure = "\(error)" }
+            }
         }
         consumerBox.withLock { $0 = first }
         try first.subscribe(topics: [topic])
@@ -89,6 +95,7 @@ struct KafkaRebalanceAndFatalTests {
         #expect(Set(hookState.revokedCalls.first ?? []).count == 2)
         #expect(hookState.assignmentDuringHook.count == 2, "partitions are still assigned while the hook runs")
         #expect(first.assignment.isEmpty)
+        #expect(hookState.commitFailure == nil, "the hook's commit: \(hookState.commitFailure ?? "")")
 
         let second = try KafkaTest.consumer(cluster.bootstrapServers, group: group)
         try second.subscribe(topics: [topic])
