@@ -60,6 +60,16 @@ struct SeveralAppsFiles {
         ]
     }
 
+    /// Apps A and B as the simulator plays them: each with its secret and the public half of its Server API key.
+    var simulatedApps: [SimulatedApp] {
+        [
+            SimulatedApp(
+                bundleId: Self.appA, appAppleId: Self.appleIDA, sharedSecret: secretA, apiPublicKey: keyA.publicKey),
+            SimulatedApp(
+                bundleId: Self.appB, appAppleId: Self.appleIDB, sharedSecret: secretB, apiPublicKey: keyB.publicKey),
+        ]
+    }
+
     /// The catalog of apps A and B, as JSON objects `change` may alter.
     func catalog(_ change: (inout [String: Any], inout [[String: Any]]) -> Void = { _, _ in }) -> [String: Any] {
         var apps = [
@@ -272,14 +282,7 @@ struct SeveralAppsVerificationTests {
         var simulatorConfiguration = AppleSimulatorConfiguration()
         simulatorConfiguration.pki = try AppleSimHarness.sharedPKI.get()
         simulatorConfiguration.logger = capture.logger("apple-sim")
-        simulatorConfiguration.apps = [
-            SimulatedApp(
-                bundleId: SeveralAppsFiles.appA, appAppleId: SeveralAppsFiles.appleIDA, sharedSecret: files.secretA,
-                apiPublicKey: files.keyA.publicKey),
-            SimulatedApp(
-                bundleId: SeveralAppsFiles.appB, appAppleId: SeveralAppsFiles.appleIDB, sharedSecret: files.secretB,
-                apiPublicKey: files.keyB.publicKey),
-        ]
+        simulatorConfiguration.apps = files.simulatedApps
         let simulator = try AppleSimulator(configuration: simulatorConfiguration)
         let server = Task { try await simulator.run() }
         defer { server.cancel() }

@@ -18,6 +18,24 @@ import Testing
 /// lapsed subscription's transaction history, published as a correction, and granted to the owner.
 @Suite("Reconciler: a notification Apple failed to deliver, recovered end to end", .timeLimit(.minutes(2)))
 struct ReconcileEndToEndTests {
+    /// The uuid of the simulator's first `type` notification whose delivery was tried and failed, once it has one.
+    static func undeliveredNotification(_ type: String, simulatorBase base: String) async throws -> String {
+        let found = Mutex<String?>(nil)
+        try await PipelineHarness.poll("the \(type)'s failed first attempt") {
+            guard let answer = await TestHTTP.get(base + "/sim/notifications"),
+                let object = try? JSONSerialization.jsonObject(with: Data(answer.body.utf8)) as? [String: Any],
+                let list = object["notifications"] as? [[String: Any]]
+            else { return false }
+            let failed = list.first {
+                $0["notification_type"] as? String == type && ($0["attempts"] as? [Any])?.isEmpty == false
+                    && $0["delivered"] as? Bool == false
+            }
+            found.withLock { $0 = failed?["notification_uuid"] as? String }
+            return found.withLock { $0 } != nil
+        }
+        return try #require(found.withLock { $0 })
+    }
+
     @Test("the REFUND that never arrived is found, published as the gateway's job and revokes the grant")
     func recoversDroppedRefund() async throws {
         try await PipelineHarness.with { harness in
@@ -39,20 +57,9 @@ struct ReconcileEndToEndTests {
             let dead = try FreeLocalPort.pick()
             try harness.simulator.setNotificationTarget("http://127.0.0.1:\(dead)/apple/notifications")
             _ = try harness.simulator.refund(transactionId: transactionID)
-            let found = Mutex<String?>(nil)
-            try await PipelineHarness.poll("the REFUND's failed first attempt") {
-                guard let answer = await TestHTTP.get("http://127.0.0.1:\(harness.port)/sim/notifications"),
-                    let object = try? JSONSerialization.jsonObject(with: Data(answer.body.utf8)) as? [String: Any],
-                    let list = object["notifications"] as? [[String: Any]]
-                else { return false }
-                let refund = list.first {
-                    $0["notification_type"] as? String == "REFUND" && ($0["attempts"] as? [Any])?.isEmpty == false
-                        && $0["delivered"] as? Bool == false
-                }
-                found.withLock { $0 = refund?["notification_uuid"] as? String }
-                return found.withLock { $0 } != nil
-            }
-            let jobID = NotificationJob.jobIDPrefix + (found.withLock { $0 } ?? "").lowercased()
+            let uuid = try await Self.undeliveredNotification(
+                "REFUND", simulatorBase: "http://127.0.0.1:\(harness.port)")
+            let jobID = NotificationJob.jobIDPrefix + uuid.lowercased()
             #expect(harness.verdicts.byJob[jobID] == nil, "nothing delivered it before the sweep")
 
             // The reconciler with the worker's keys, its own port, and sweeps an hour apart (one at start).

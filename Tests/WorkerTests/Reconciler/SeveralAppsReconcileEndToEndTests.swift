@@ -1,13 +1,11 @@
 import AppleSimulator
-import Crypto
+import Demo
 import Foundation
 import Kafka
 import Logging
 import Messages
 import Observability
 import Operations
-import SwiftASN1
-import Synchronization
 import Testing
 import Traffic
 
@@ -25,20 +23,13 @@ struct SeveralAppsReconcileEndToEndTests {
         var simulatorConfiguration = AppleSimulatorConfiguration()
         simulatorConfiguration.pki = try AppleSimHarness.sharedPKI.get()
         simulatorConfiguration.logger.logLevel = .critical
-        simulatorConfiguration.apps = [
-            SimulatedApp(
-                bundleId: SeveralAppsFiles.appA, appAppleId: SeveralAppsFiles.appleIDA, sharedSecret: files.secretA,
-                apiPublicKey: files.keyA.publicKey),
-            SimulatedApp(
-                bundleId: SeveralAppsFiles.appB, appAppleId: SeveralAppsFiles.appleIDB, sharedSecret: files.secretB,
-                apiPublicKey: files.keyB.publicKey),
-        ]
+        simulatorConfiguration.apps = files.simulatedApps
         let simulator = try AppleSimulator(configuration: simulatorConfiguration)
         let server = Task { try await simulator.run() }
         defer { server.cancel() }
         let base = "http://127.0.0.1:\(try await simulator.waitUntilReady())"
-        try files.write("rsa-root.pem", simulator.pki.rsaRoot.serializeAsPEM().pemString)
-        try files.write("ec-root.pem", simulator.pki.ecRoot.serializeAsPEM().pemString)
+        let anchors = try DemoFiles(simulator: simulator)
+        defer { anchors.remove() }
 
         // B's purchase is refunded; Apple's attempt fails, as nothing listens where it sends.
         let minted = try simulator.mint(
@@ -48,20 +39,7 @@ struct SeveralAppsReconcileEndToEndTests {
         let dead = try FreeLocalPort.pick()
         try simulator.setNotificationTarget("http://127.0.0.1:\(dead)/apple/notifications")
         _ = try simulator.refund(transactionId: minted.transaction.transactionId)
-        let failed = Mutex<String?>(nil)
-        try await PipelineHarness.poll("the REFUND's failed first attempt") {
-            guard let answer = await TestHTTP.get(base + "/sim/notifications"),
-                let object = try? JSONSerialization.jsonObject(with: Data(answer.body.utf8)) as? [String: Any],
-                let list = object["notifications"] as? [[String: Any]]
-            else { return false }
-            let refund = list.first {
-                $0["notification_type"] as? String == "REFUND" && ($0["attempts"] as? [Any])?.isEmpty == false
-                    && $0["delivered"] as? Bool == false
-            }
-            failed.withLock { $0 = refund?["notification_uuid"] as? String }
-            return failed.withLock { $0 } != nil
-        }
-        let uuid = try #require(failed.withLock { $0 })
+        let uuid = try await ReconcileEndToEndTests.undeliveredNotification("REFUND", simulatorBase: base)
 
         // `verify-worker reconcile` as a child: one process, one reconcile runtime, as deployed (the metrics system
         // is process-wide, and Prometheus refuses one name both with and without the `app` label).
@@ -73,7 +51,7 @@ struct SeveralAppsReconcileEndToEndTests {
         environment.merge([
             "VERIFY_BROKERS": cluster.bootstrapServers, "VERIFY_LEDGER_URL": ledger,
             "VERIFY_CATALOG_FILE": try files.writeCatalog(files.catalog()),
-            "VERIFY_TRUST_ANCHORS": files.path("rsa-root.pem") + "," + files.path("ec-root.pem"),
+            "VERIFY_TRUST_ANCHORS": anchors.anchors.map(\.path).joined(separator: ","),
             "VERIFY_SERVER_API_PRODUCTION_URL": base, "VERIFY_SERVER_API_SANDBOX_URL": base + "/sandbox",
             "VERIFY_METRICS_HOST": "127.0.0.1", "VERIFY_METRICS_PORT": String(metricsPort),
             "VERIFY_RECONCILE_INTERVAL_S": "3600",
