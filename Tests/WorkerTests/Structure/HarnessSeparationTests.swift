@@ -55,19 +55,13 @@ struct HarnessSeparationTests {
 
     @Test("no test imports the executable: tests import libraries, and run the built binary as a child")
     func testsImportNoExecutable() throws {
-        let root = TestEnvironment.packageRoot
         var offenders: [String] = []
-        let files = FileManager.default.enumerator(
-            at: root.appendingPathComponent("Tests"), includingPropertiesForKeys: nil)
-        while let url = files?.nextObject() as? URL {
-            guard url.pathExtension == "swift", let text = try? String(contentsOf: url, encoding: .utf8) else {
-                continue
-            }
+        for (path, text) in try TestEnvironment.swiftFiles(under: "Tests") {
             let imports = text.split(separator: "\n").filter { line in
                 let words = line.split(separator: " ")
                 return words.count >= 2 && words.contains("import") && words.last == "VerifyWorker"
             }
-            if !imports.isEmpty { offenders.append(String(url.path.dropFirst(root.path.count + 1))) }
+            if !imports.isEmpty { offenders.append(path) }
         }
         #expect(offenders.isEmpty, "tests that import the executable: \(offenders.sorted())")
     }

@@ -8,15 +8,8 @@ import Testing
 struct ObservabilityTableTests {
     /// Every Swift file under Sources, with its lines, except the tables themselves.
     static func sourceLines(excluding excluded: String = "Sources/Observability/") throws -> [(String, Int, String)] {
-        let root = TestEnvironment.packageRoot
-        let sources = root.appendingPathComponent("Sources")
         var found: [(String, Int, String)] = []
-        let files = FileManager.default.enumerator(at: sources, includingPropertiesForKeys: nil)
-        while let url = files?.nextObject() as? URL {
-            guard url.pathExtension == "swift" else { continue }
-            let relative = String(url.path.dropFirst(root.path.count + 1))
-            guard !relative.hasPrefix(excluded) else { continue }
-            let text = try String(contentsOf: url, encoding: .utf8)
+        for (relative, text) in try TestEnvironment.swiftFiles(under: "Sources") where !relative.hasPrefix(excluded) {
             for (index, line) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
                 found.append((relative, index + 1, String(line)))
             }

@@ -44,14 +44,10 @@ struct PackageManifestTests {
     }
 
     static func imports(under directory: String) throws -> Set<String> {
-        let root = TestEnvironment.packageRoot.appendingPathComponent(directory)
         let statement = try NSRegularExpression(
             pattern: #"^(?:@testable |@preconcurrency )?import (\w+)"#, options: [.anchorsMatchLines])
         var modules: Set<String> = []
-        let files = FileManager.default.enumerator(at: root, includingPropertiesForKeys: nil)
-        while let url = files?.nextObject() as? URL {
-            guard url.pathExtension == "swift" else { continue }
-            let text = try String(contentsOf: url, encoding: .utf8)
+        for (_, text) in try TestEnvironment.swiftFiles(under: directory) {
             for match in statement.matches(in: text, range: NSRange(text.startIndex..., in: text)) {
                 modules.insert(String(text[Range(match.range(at: 1), in: text)!]))
             }

@@ -11,17 +11,10 @@ struct TimeLimitTests {
 
     @Test("every declared time limit is whole minutes and at least two of them")
     func limitsAreGuards() throws {
-        let root = TestEnvironment.packageRoot
         let marker = "timeLimit" + "("
         var declared = 0
         var offenders: [String] = []
-        let files = FileManager.default.enumerator(
-            at: root.appendingPathComponent("Tests"), includingPropertiesForKeys: nil)
-        while let url = files?.nextObject() as? URL {
-            guard url.pathExtension == "swift", let text = try? String(contentsOf: url, encoding: .utf8) else {
-                continue
-            }
-            let path = String(url.path.dropFirst(root.path.count + 1))
+        for (path, text) in try TestEnvironment.swiftFiles(under: "Tests") {
             for (number, line) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
                 var rest = line[...]
                 while let range = rest.range(of: marker) {

@@ -22,6 +22,21 @@ enum TestEnvironment {
         fatalError("Package.swift not found above \(#filePath)")
     }()
 
+    /// Every Swift file under `folder` (a path from the package root), as its path from the root and its text: what
+    /// the structure tests scan.
+    static func swiftFiles(under folder: String) throws -> [(path: String, text: String)] {
+        let root = packageRoot
+        var found: [(path: String, text: String)] = []
+        let files = FileManager.default.enumerator(
+            at: root.appendingPathComponent(folder), includingPropertiesForKeys: nil)
+        while let url = files?.nextObject() as? URL {
+            guard url.pathExtension == "swift" else { continue }
+            found.append(
+                (String(url.path.dropFirst(root.path.count + 1)), try String(contentsOf: url, encoding: .utf8)))
+        }
+        return found
+    }
+
     /// `../shared/fixtures` beside the package (overridable with `VERIFY_FIXTURES_DIR`).
     static var fixturesDirectory: URL {
         if let dir = ProcessInfo.processInfo.environment["VERIFY_FIXTURES_DIR"] {
