@@ -23,7 +23,7 @@ public struct AdversarialCorpusRun: Sendable {
         /// Jobs the analysis found authentic (`locally_verified`): must stay 0, the corpus holds no purchase.
         public var locallyVerified = 0
         /// The slowest single message (decode plus analysis), and its kind: CPU seconds of the thread that ran it,
-        /// so that a busy machine (or a low priority) does not inflate the bound that shows nothing runs away.
+        /// so that a busy machine does not inflate the bound that shows nothing runs away.
         public var slowestSeconds = 0.0
         public var slowestKind: String?
         public var totalSeconds = 0.0

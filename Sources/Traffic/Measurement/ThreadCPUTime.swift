@@ -5,7 +5,7 @@ import Foundation
 #endif
 
 /// CPU time used by the calling thread: what a fuzz loop's "slowest input" bound measures, so that waiting for a
-/// core on a busy machine (or running at a low priority) does not count as work.
+/// core on a busy machine does not count as work.
 public enum ThreadCPUTime {
     /// Seconds of CPU the calling thread has used so far.
     public static func seconds() -> Double {
