@@ -20,6 +20,9 @@ public enum MetricNames {
     public static let appleLatency = "verify_apple_call_duration_seconds"
     /// Gauge: jobs held by this worker (running or waiting for their account's earlier job).
     public static let inFlight = "verify_jobs_in_flight"
+    /// Gauge, label `stage` (`ledger`, `apple`): jobs parked as data waiting for a runner of the worker's ledger or
+    /// Apple stage (part of ``inFlight``; those waiting in the call gate are runners' jobs, not parked).
+    public static let parkedJobs = "verify_jobs_parked"
     /// Gauge: partitions of the jobs topic assigned to this worker now.
     public static let assignedPartitions = "verify_assigned_partitions"
     /// Counter: times the consumer handed on an offset past one never handed on, and the partition was read

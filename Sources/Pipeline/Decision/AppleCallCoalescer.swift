@@ -131,7 +131,9 @@ final class AppleCallCoalescer: Sendable {
                 if now >= limit { return try await ask() }
                 let untilExpiry = Duration.milliseconds(
                     max(1, Int64((until.timeIntervalSince(configuration.wallClock()) * 1000).rounded(.up))))
-                try await Task.sleep(for: min(pause, untilExpiry, now.duration(to: deadline), now.duration(to: limit)))
+                let wait = min(pause, untilExpiry, now.duration(to: deadline), now.duration(to: limit))
+                // Another worker is asking Apple: this job leaves its stage slot while it waits for that answer.
+                try await JobStageSlot.whileWaitingElsewhere { try await Task.sleep(for: wait) }
                 pause = min(pause * 2, configuration.pollMaximum)
             }
         }

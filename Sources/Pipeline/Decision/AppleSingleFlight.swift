@@ -24,7 +24,8 @@ final class AppleSingleFlight<Key: Hashable & Sendable, Value: Sendable>: Sendab
     ) async throws -> AppleSingleFlightOutcome<Value> {
         // Most keys have no flight (receipts are mostly distinct): take the lead without a continuation.
         if state.withLock({ $0.leadIfIdle(key, deadline: deadline) }) == false {
-            switch await follow(key, deadline: deadline) {
+            // A follower waits for another job's answer, not for a permit: it leaves its stage slot meanwhile.
+            switch await JobStageSlot.whileWaitingElsewhere({ await follow(key, deadline: deadline) }) {
             case .answered(let value): return .shared(value)
             case .deadlinePassed: return .deadlinePassed
             case .cancelled: throw CancellationError()

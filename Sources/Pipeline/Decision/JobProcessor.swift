@@ -108,62 +108,92 @@ public struct JobProcessor: Sendable {
     /// - Parameter recordedAt: the job record's Kafka timestamp; rejections decided from the proof alone take it as
     ///   their `decided_at`, so a redelivery repeats the verdict exactly without the ledger.
     public func process(_ job: ReceiptJob, recordedAt: Date? = nil) async throws -> Decided {
-        switch try await decideLocally(job, recordedAt: recordedAt) {
-        case .decided(let decided):
-            return decided
-        case .needsApple(let local):
-            let evidence = try await askAppleWithValidConfiguration(job, local: local)
-            return try await settleWithApple(job, evidence, local: local, recordedAt: recordedAt)
+        // The worker's steps, one after the other (a worker parks a job between them: ``PipelineWorker``).
+        var step = proofStep(job, recordedAt: recordedAt)
+        if case .needsLedger(let pending) = step { step = try await decideWithLedger(pending) }
+        switch step {
+        case .decided(let decided): return decided
+        case .needsApple(let pending): return try await decideWithApple(pending)
+        case .needsLedger: throw PipelineFatalError("the ledger step asked for the ledger again")
         }
     }
 
+    /// Decides `job` from its proof alone when the proof decides (junk: most traffic); otherwise the job comes back
+    /// as data that needs the ledger (``decideWithLedger(_:)``), so that a worker can park it instead of keeping a
+    /// suspended task per waiting job. Synchronous: nothing here waits. Never nil (optional for ``JobDeciding``,
+    /// whose deciders may decide everything in ``process(_:recordedAt:)``'s way).
+    public func decideFromProof(_ job: ReceiptJob, recordedAt: Date?) -> JobStep? {
+        proofStep(job, recordedAt: recordedAt)
+    }
+
+    @inline(never)
+    private func proofStep(_ job: ReceiptJob, recordedAt: Date?) -> JobStep {
+        switch readProof(job, decidedAt: recordedAt ?? job.submittedAt ?? now()) {
+        case .rejected(let verdict): return .decided(decidedLocally(verdict))
+        case .evidence(let local): return .needsLedger(LedgerBoundJob(job: job, local: local, recordedAt: recordedAt))
+        }
+    }
+
+    /// Goes on with a job ``decideFromProof(_:recordedAt:)`` found needs the ledger: decided, or it needs Apple (as
+    /// data, for ``decideWithApple(_:)``). Throws as ``process(_:recordedAt:)`` does.
+    public func decideWithLedger(_ pending: LedgerBoundJob) async throws -> JobStep {
+        if let verdict = try await settledVerdict(pending.job, pending.local.evidence, recordedAt: pending.recordedAt) {
+            return .decided(decidedLocally(verdict))
+        }
+        // The deadline counts from here, as it does when the job goes on to Apple at once (``process``).
+        return .needsApple(
+            AppleBoundJob(
+                job: pending.job, local: pending.local, recordedAt: pending.recordedAt,
+                deadline: ContinuousClock.now.advanced(by: configuration.jobDeadline)))
+    }
+
+    /// Finishes a job ``decideWithLedger(_:)`` found needs Apple: asks Apple (or shares another job's answer) and
+    /// settles. Throws as ``process(_:recordedAt:)`` does.
+    public func decideWithApple(_ pending: AppleBoundJob) async throws -> Decided {
+        let evidence = try await askAppleWithValidConfiguration(
+            pending.job, local: pending.local, firstDeadline: pending.deadline)
+        return try await settleWithApple(pending.job, evidence, local: pending.local, recordedAt: pending.recordedAt)
+    }
+
+    /// How many parked jobs at a time a worker's Apple stage runs: twice the gate's concurrency ceiling (the calls
+    /// Apple may take at once, and as many jobs again waiting for a permit, in the ledger or in Kafka around their
+    /// calls, so the gate never lacks a caller), at least 256. Not fewer: a job whose deadline passed while it was
+    /// parked still takes a runner for its ledger write and its verdict's delivery, and with a low ceiling (4 in
+    /// `bench pipeline` part e) 16 runners ended 10,000 such jobs tens of seconds late; 256 waiting runners cost
+    /// about 3 MB.
+    public var appleStageLimit: Int { max(256, 2 * apple.gate.configuration.concurrency.ceiling) }
+
     /// Asks Apple; while Apple refuses the worker's own configuration, waits (undecided) and asks again. The job's
-    /// deadline for Apple counts from each attempt: a wait for an operator is not Apple being unavailable.
+    /// deadline for Apple counts from each attempt (the first one's was set when the job left the ledger step): a
+    /// wait for an operator is not Apple being unavailable.
     @inline(never)
     private func askAppleWithValidConfiguration(
-        _ job: ReceiptJob, local: LocalEvidence
+        _ job: ReceiptJob, local: LocalEvidence, firstDeadline: ContinuousClock.Instant
     ) async throws
         -> PurchaseEvidence
     {
+        var deadline = firstDeadline
         while true {
-            let deadline = ContinuousClock.now.advanced(by: configuration.jobDeadline)
             switch try await askApple(job, local: local, deadline: deadline) {
             case .evidence(let evidence): return evidence
-            case .refused(let fault): try await configurationWatch.waitForTurn(fault)
+            case .refused(let fault):
+                try await JobStageSlot.whileWaitingElsewhere { try await configurationWatch.waitForTurn(fault) }
+                deadline = ContinuousClock.now.advanced(by: configuration.jobDeadline)
             }
         }
     }
 
     // MARK: Waiting jobs
     //
-    // Thousands of jobs wait for an Apple call permit at once, each suspended in the chain `process` → `askApple`
-    // → `askVerifyReceipt` → `AppleCaller.call` → the gate. A task's async frames live in its own allocator, whose
-    // slabs are kept (and merged when a deeper call needs more) until the task ends: a waiting job holds as much as
-    // the deepest chain of frames it ever had (about 21 KB per job before, 213 MB at 10,000 in flight:
-    // docs/BENCHMARKS.md, Pipeline, session 4). A frame holds a slot for every local of the code inlined into it.
-    // So each step is a function of its own, never inlined (the frames of the steps before the wait are reused by
-    // the ones after), the functions on the chain hold little (the job, the evidence, the deadline), and the
-    // synchronous work around each await (reading the proof, mapping answers, metrics, logs) is in
-    // `@inline(never)` functions, whose locals live on the thread's stack for the moment they run.
-
-    /// What the proof and the ledger decide without Apple.
-    enum LocalStep {
-        case decided(Decided)
-        case needsApple(LocalEvidence)
-    }
-
-    @inline(never)
-    private func decideLocally(_ job: ReceiptJob, recordedAt: Date?) async throws -> LocalStep {
-        let local: LocalEvidence
-        switch readProof(job, decidedAt: recordedAt ?? job.submittedAt ?? now()) {
-        case .rejected(let verdict): return .decided(decidedLocally(verdict))
-        case .evidence(let evidence): local = evidence
-        }
-        if let verdict = try await settledVerdict(job, local.evidence, recordedAt: recordedAt) {
-            return .decided(decidedLocally(verdict))
-        }
-        return .needsApple(local)
-    }
+    // Thousands of jobs may wait for Apple at once. In a worker they wait parked as data (``JobStep``'s
+    // ``LedgerBoundJob`` and ``AppleBoundJob`` in the worker's stages), not as suspended tasks: a task's async frames
+    // live in its own allocator, whose slabs are kept until the task ends (about 13 KB per waiting job, 243-317 MB at
+    // 10,000 in flight: docs/BENCHMARKS.md, "Memory per waiting job"). Only a stage's runners (a few dozen) wait
+    // here as tasks, in the chain `decideWithApple` → `askApple` → `askVerifyReceipt` → `AppleCaller.call` → the
+    // gate. Each step is still a function of its own, never inlined, and the synchronous work around each await
+    // (reading the proof, mapping answers, metrics, logs) is in `@inline(never)` functions, whose locals live on the
+    // thread's stack for the moment they run: the followers of a single flight and the jobs held by a configuration
+    // fault are tasks, and may be thousands in a replay storm.
 
     /// The verdict the ledger gives `evidence` (nil: the rules need Apple).
     @inline(never)
@@ -219,12 +249,20 @@ public struct JobProcessor: Sendable {
         case .verifyReceipt(let text, let environment):
             // With the shared secret of the app the receipt names (``appleRequest`` checked there is one).
             guard let client = apps.app(for: local.evidence.bundleID)?.verifyReceipt else { return local.unavailable }
-            try await configurationWatch.waitForTurn(.sharedSecret)
+            try await waitForTurn(.sharedSecret)
             return try await askVerifyReceipt(job, text, environment, client, local: local, deadline: deadline)
         case .transactionInfo(let serverAPIs, let transactionID):
-            try await configurationWatch.waitForTurn(.serverAPIKey)
+            try await waitForTurn(.serverAPIKey)
             return try await askTransactionInfo(job, serverAPIs, transactionID, local: local, deadline: deadline)
         }
+    }
+
+    /// Waits while Apple refuses the setting `fault` names (``AppleConfigurationWatch/waitForTurn(_:)``); a held job
+    /// steps aside from the worker's Apple stage meanwhile, so it keeps no other job from Apple.
+    @inline(never)
+    private func waitForTurn(_ fault: AppleConfigurationFault) async throws {
+        guard configurationWatch.isStanding(fault) else { return }
+        try await JobStageSlot.whileWaitingElsewhere { try await configurationWatch.waitForTurn(fault) }
     }
 
     /// Settles with Apple's evidence.
@@ -254,7 +292,7 @@ public struct JobProcessor: Sendable {
     /// What a job's proof says, without the proof: a job that waits for the ledger or Apple (thousands may) keeps
     /// its job and this, not a copy of the proof's bytes nor the whole analysis (only the environment it names,
     /// which picks verifyReceipt's first endpoint).
-    struct LocalEvidence {
+    struct LocalEvidence: Sendable {
         /// Its `bundleID` picks the app whose credentials Apple is asked with.
         var evidence: PurchaseEvidence
         var environment: ReceiptEnvironment?
@@ -494,6 +532,32 @@ public struct JobProcessor: Sendable {
                 metadata: [LogKeys.jobID: "\(job.jobID)", LogKeys.error: "\(error)"])
         }
     }
+}
+
+/// How far a job got (``JobProcessor/decideFromProof(_:recordedAt:)``, ``JobProcessor/decideWithLedger(_:)``).
+public enum JobStep: Sendable {
+    case decided(JobProcessor.Decided)
+    /// The proof does not decide; the ledger must be asked (``JobProcessor/decideWithLedger(_:)``).
+    case needsLedger(LedgerBoundJob)
+    /// The proof and the ledger do not decide; Apple must be asked (``JobProcessor/decideWithApple(_:)``).
+    case needsApple(AppleBoundJob)
+}
+
+/// A job that needs the ledger, as data: the job and what its proof says, not the proof's bytes twice.
+public struct LedgerBoundJob: Sendable {
+    public let job: ReceiptJob
+    let local: JobProcessor.LocalEvidence
+    let recordedAt: Date?
+}
+
+/// A job that needs Apple, as data: what deciding it needs after the wait for Apple, and no more (not the proof's
+/// bytes twice, nor the analysis).
+public struct AppleBoundJob: Sendable {
+    public let job: ReceiptJob
+    let local: JobProcessor.LocalEvidence
+    let recordedAt: Date?
+    /// The deadline of its first attempt at Apple.
+    let deadline: ContinuousClock.Instant
 }
 
 /// A fault the worker cannot work around (a ledger schema newer than this build, a corrupt row): the worker stops

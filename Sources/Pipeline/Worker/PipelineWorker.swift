@@ -11,6 +11,36 @@ public protocol JobDeciding: Sendable {
     /// Decides `job`, read from a record written at `recordedAt`; throws `CancellationError` when cancelled and
     /// ``PipelineFatalError`` when the worker must stop.
     func decide(_ job: ReceiptJob, recordedAt: Date?) async throws -> JobProcessor.Decided
+    /// Decides `job` from its proof alone, or says it must wait for the ledger (as data, which the worker parks until
+    /// its ledger stage has room: ``decideWithLedger(_:)``). Nil: the worker decides the job with
+    /// ``decide(_:recordedAt:)`` in its lane. By default nil.
+    func decideFromProof(_ job: ReceiptJob, recordedAt: Date?) -> JobStep?
+    /// Goes on with a job parked for the ledger: decided, or it must wait for Apple (parked again, until the Apple
+    /// stage has room: ``decideWithApple(_:)``).
+    func decideWithLedger(_ pending: LedgerBoundJob) async throws -> JobStep
+    /// Finishes a job parked for Apple.
+    func decideWithApple(_ pending: AppleBoundJob) async throws -> JobProcessor.Decided
+    /// How many parked jobs at a time the ledger stage runs (the ledger step, and the delivery of a verdict it gave).
+    var ledgerStageLimit: Int { get }
+    /// How many parked jobs at a time the Apple stage runs (waiting for a permit, calling, settling, delivering): at
+    /// least the most Apple calls that may run at once.
+    var appleStageLimit: Int { get }
+}
+
+extension JobDeciding {
+    public func decideFromProof(_ job: ReceiptJob, recordedAt: Date?) -> JobStep? { nil }
+
+    public func decideWithLedger(_ pending: LedgerBoundJob) async throws -> JobStep {
+        .decided(try await decide(pending.job, recordedAt: pending.recordedAt))
+    }
+
+    public func decideWithApple(_ pending: AppleBoundJob) async throws -> JobProcessor.Decided {
+        try await decide(pending.job, recordedAt: pending.recordedAt)
+    }
+
+    public var ledgerStageLimit: Int { 256 }
+
+    public var appleStageLimit: Int { 64 }
 }
 
 extension JobProcessor: JobDeciding {
@@ -38,7 +68,9 @@ public struct PipelineTopics: Sendable, Hashable {
 /// each account's jobs in order, produces one verdict (or dead letter) per message and commits each partition up to
 /// its lowest unfinished offset once the output's delivery report came back.
 ///
-/// - Memory is bounded: above `maximumInFlight` held jobs the assignment is paused, and resumed below 75 %.
+/// - Memory is bounded: above `maximumInFlight` held jobs the assignment is paused, and resumed below 75 %. A job
+///   the proof alone does not decide is parked as data (``JobStage``) until a runner of the ledger stage, then of the
+///   Apple stage, takes it: thousands of jobs waiting for Apple are values in a queue, not suspended tasks.
 /// - On revoke (a rebalance, or ``drain()``): no new job of those partitions starts, jobs waiting behind a busy key
 ///   are dropped, running jobs finish (bounded by the consumer's revoke deadline), then the offsets are committed.
 /// - Delivery is at least once: a crash before the commit redelivers; the ledger gives a redelivered job the
@@ -87,6 +119,10 @@ public final class PipelineWorker: Sendable {
     private let metrics = PipelineMetrics()
     private let deliveries = OutputDeliveries()
     private let clock = ContinuousClock()
+    /// Jobs that wait for the ledger, parked as data, and the runners that go on with them.
+    private let ledgerStage: JobStage<Parked<LedgerBoundJob>>
+    /// Jobs that wait for Apple, parked as data, and the runners that finish them.
+    private let appleStage: JobStage<Parked<AppleBoundJob>>
 
     /// - Parameters:
     ///   - consumerConfiguration: its `revokeDeadline` bounds how long a revoke (and a drain) waits for running jobs.
@@ -116,6 +152,8 @@ public final class PipelineWorker: Sendable {
         self.consumer = consumer
         self.producer = producer
         self.decider = decider
+        self.ledgerStage = JobStage(limit: decider.ledgerStageLimit)
+        self.appleStage = JobStage(limit: decider.appleStageLimit)
         self.configuration = configuration
         self.scheduler = scheduler
         self.codec = MessageCodec(maximumMessageBytes: configuration.maximumMessageBytes)
@@ -134,6 +172,8 @@ public final class PipelineWorker: Sendable {
     public func run() async throws {
         try await withThrowingDiscardingTaskGroup { group in
             group.addTask { await self.commitPeriodically() }
+            group.addTask { await self.ledgerStage.run { await self.goOn($0) } }
+            group.addTask { await self.appleStage.run { await self.finish($0) } }
             for try await event in consumer.events {
                 switch event {
                 case .message(let message):
@@ -146,7 +186,7 @@ public final class PipelineWorker: Sendable {
                             // Through a handoff, not a capture: the task's closure would keep the message's bytes
                             // alive for as long as the lane runs.
                             let handoff = Handoff(ready)
-                            group.addTask { await self.runLane(startingWith: handoff) }
+                            group.addTask { await self.runJobs(from: handoff.take()) }
                         }
                     case .gap(let expected):
                         // librdkafka handed on an offset past one this worker never got. Committing past it
@@ -188,6 +228,14 @@ public final class PipelineWorker: Sendable {
             }
             group.cancelAll()
         }
+        // Jobs still parked when the runners stopped end undecided, as a cancelled lane's do.
+        let parked = ledgerStage.removeAll().map(\.admitted) + appleStage.removeAll().map(\.admitted)
+        for admitted in parked {
+            var following = complete(admitted, processed: true, delivered: false)
+            while let next = following {
+                following = complete(next, processed: scheduler.beginProcessing(next), delivered: false)
+            }
+        }
     }
 
     /// Stops fetching, lets running jobs finish within the consumer's revoke deadline, commits, leaves the group.
@@ -220,9 +268,11 @@ public final class PipelineWorker: Sendable {
 
     // MARK: Jobs
 
-    /// Runs a job, then each job of the same key that queued behind it.
-    private func runLane(startingWith first: Handoff<PipelineScheduler.Admitted>) async {
-        var next = first.take()
+    /// Runs `first`, then each job of the same key that queued behind it, until one must wait for the ledger or
+    /// Apple: that one is parked in a stage (its key stays busy, so the jobs behind it wait) and the lane goes on
+    /// from there once it is decided (``goOn(_:)``, ``finish(_:)``).
+    private func runJobs(from first: PipelineScheduler.Admitted?) async {
+        var next = first
         while var admitted = next {
             next = nil
             var delivered = false
@@ -236,14 +286,42 @@ public final class PipelineWorker: Sendable {
                 case .deadLetter(let letter):
                     delivered = await deliver(letter)
                 case .job(let job):
-                    if let (record, verdict) = await verdictRecord(for: job, message: admitted.message) {
-                        delivered = await deliverVerdict(record)
-                        if delivered, let verdict { await afterDelivery?(verdict.value, job) }
+                    switch await firstStep(for: job, admitted: admitted) {
+                    case .record(let record, let verdict): delivered = await deliverVerdict(record, verdict, of: job)
+                    case .undecided: break
+                    case .parked: return
                     }
                 }
             }
             next = complete(admitted, processed: processed, delivered: delivered)
         }
+    }
+
+    /// Goes on with a job parked for the ledger (a runner of the ledger stage): delivers its verdict, or parks it for
+    /// Apple; then runs the jobs of its key that queued behind it. Cancelled (the worker stops), it ends undecided.
+    private func goOn(_ parked: Parked<LedgerBoundJob>) async {
+        var delivered = false
+        if !Task.isCancelled {
+            switch await ledgerStep(parked) {
+            case .record(let record, let verdict):
+                delivered = await deliverVerdict(record, verdict, of: parked.pending.job)
+            case .undecided: break
+            case .parked: return
+            }
+        }
+        let following = complete(parked.admitted, processed: true, delivered: delivered)
+        if following != nil { await runJobs(from: following) }
+    }
+
+    /// Decides a job parked for Apple (a runner of the Apple stage), delivers its verdict, then runs the jobs of its
+    /// key that queued behind it. Cancelled (the worker stops), it ends undecided without asking Apple.
+    private func finish(_ parked: Parked<AppleBoundJob>) async {
+        var delivered = false
+        if !Task.isCancelled, case .record(let record, let verdict) = await appleStep(parked) {
+            delivered = await deliverVerdict(record, verdict, of: parked.pending.job)
+        }
+        let following = complete(parked.admitted, processed: true, delivered: delivered)
+        if following != nil { await runJobs(from: following) }
     }
 
     /// Hands a finished job back to the scheduler; returns the next job of its key. Never inlined, like the other
@@ -331,22 +409,77 @@ public final class PipelineWorker: Sendable {
         return deadLetterRecord(probe).framedSize
     }
 
-    /// The verdict's record of a job read from `message` (its payload may be gone), and the verdict itself when
-    /// someone waits for its delivery (boxed: the lanes' frames keep a pointer, not a verdict); nil if the job could
-    /// not be decided (cancelled, or a fatal fault): it stays uncommitted.
+    /// How far a job got in a lane or a stage's runner. Small on purpose: it is a slot in the async frames of every
+    /// lane.
+    enum Step {
+        /// Decided: its verdict's record, and the verdict itself when someone waits for its delivery (boxed: the
+        /// frames keep a pointer, not a verdict).
+        case record(KafkaProducerRecord, AppleAnswerBox<Verdict>?)
+        /// Not decided (cancelled, or a fatal fault): it stays uncommitted.
+        case undecided
+        /// Parked in a stage, which goes on with it (and with the jobs of its key behind it).
+        case parked
+    }
+
+    /// Decides a job read from `admitted`'s message (its payload may be gone) from its proof, or parks it for the
+    /// ledger; in full, in the lane, when the decider does not split its work.
     @inline(never)
-    private func verdictRecord(
-        for job: ReceiptJob, message: KafkaConsumerMessage
-    ) async -> (KafkaProducerRecord, AppleAnswerBox<Verdict>?)? {
-        let decided: JobProcessor.Decided
+    private func firstStep(for job: ReceiptJob, admitted: PipelineScheduler.Admitted) async -> Step {
+        if let step = decider.decideFromProof(job, recordedAt: admitted.message.recordedAt) {
+            return route(step, job: job, admitted: admitted)
+        }
         do {
-            decided = try await decider.decide(job, recordedAt: message.recordedAt)
+            let decided = try await decider.decide(job, recordedAt: admitted.message.recordedAt)
+            return decidedStep(decided.verdict, job: job, message: admitted.message)
         } catch {
             failed(job, error)
-            return nil
+            return .undecided
         }
-        let kept = afterDelivery == nil ? nil : AppleAnswerBox(decided.verdict)
-        return (record(of: decided.verdict, job: job, message: message), kept)
+    }
+
+    /// The ledger's step for a parked job: decided, or parked for Apple.
+    @inline(never)
+    private func ledgerStep(_ parked: Parked<LedgerBoundJob>) async -> Step {
+        do {
+            let step = try await decider.decideWithLedger(parked.pending)
+            return route(step, job: parked.pending.job, admitted: parked.admitted)
+        } catch {
+            failed(parked.pending.job, error)
+            return .undecided
+        }
+    }
+
+    /// The Apple step for a parked job: decided, or undecided (cancelled, or a fatal fault).
+    @inline(never)
+    private func appleStep(_ parked: Parked<AppleBoundJob>) async -> Step {
+        do {
+            let decided = try await decider.decideWithApple(parked.pending)
+            return decidedStep(decided.verdict, job: parked.pending.job, message: parked.admitted.message)
+        } catch {
+            failed(parked.pending.job, error)
+            return .undecided
+        }
+    }
+
+    /// A decided job's record, or the job parked in the stage it waits for.
+    @inline(never)
+    private func route(_ step: JobStep, job: ReceiptJob, admitted: PipelineScheduler.Admitted) -> Step {
+        switch step {
+        case .decided(let decided):
+            return decidedStep(decided.verdict, job: job, message: admitted.message)
+        case .needsLedger(let pending):
+            ledgerStage.park(Parked(admitted: admitted, pending: pending))
+            return .parked
+        case .needsApple(let pending):
+            appleStage.park(Parked(admitted: admitted, pending: pending))
+            return .parked
+        }
+    }
+
+    /// The step of a decided job: its verdict's record, and the verdict kept for ``afterDelivery`` if it is set.
+    @inline(never)
+    private func decidedStep(_ verdict: Verdict, job: ReceiptJob, message: KafkaConsumerMessage) -> Step {
+        .record(record(of: verdict, job: job, message: message), afterDelivery == nil ? nil : AppleAnswerBox(verdict))
     }
 
     /// A job that could not be decided: cancelled (nothing to do), or a fatal fault (the worker stops).
@@ -393,6 +526,16 @@ public final class PipelineWorker: Sendable {
     /// Delivers a verdict. One the cluster refuses for good (the topic unknown or not writable, the record too large)
     /// stops the worker: a verdict cannot be cut or dropped, and retrying would stall the partition for ever while
     /// the worker looked ready. Its job stays uncommitted for the next owner, once the cause is fixed.
+    /// Delivers a decided job's verdict, then (delivered) tells ``afterDelivery``, which the job's completion awaits.
+    @inline(never)
+    private func deliverVerdict(
+        _ record: KafkaProducerRecord, _ verdict: AppleAnswerBox<Verdict>?, of job: ReceiptJob
+    ) async -> Bool {
+        let delivered = await deliverVerdict(record)
+        if delivered, let verdict { await afterDelivery?(verdict.value, job) }
+        return delivered
+    }
+
     @inline(never)
     private func deliverVerdict(_ record: KafkaProducerRecord) async -> Bool {
         switch await deliver(record) {
@@ -579,6 +722,8 @@ public final class PipelineWorker: Sendable {
                 resendsCounted = resends
             }
             checkOverdueOutputs()
+            metrics.parkedForLedger.record(ledgerStage.parkedCount)
+            metrics.parkedForApple.record(appleStage.parkedCount)
             let commits = scheduler.takeCommits()
             for (partition, lag) in scheduler.uncommitted() {
                 metrics.commitLag(partition: partition.partition, lag)
@@ -639,6 +784,13 @@ final class Handoff<Value: Sendable>: Sendable {
     func take() -> Value? { value.withLock { $0.take() } }
 }
 
+/// A job parked in one of the worker's stages: its message (without payload) for the scheduler, and what deciding it
+/// needs.
+struct Parked<Pending: Sendable>: Sendable {
+    var admitted: PipelineScheduler.Admitted
+    var pending: Pending
+}
+
 /// Holds a consumer for its own revoke hook.
 final class ConsumerSlot: Sendable {
     let consumer = Mutex<KafkaConsumer?>(nil)
@@ -653,6 +805,8 @@ struct PipelineMetrics: Sendable {
     let fetchWakeUps = Counter(label: MetricNames.fetchWakeUps)
     let produceResends = Counter(label: MetricNames.produceResends)
     let deadLetterTruncated = Counter(label: MetricNames.deadLettersTruncated)
+    let parkedForLedger = Gauge(label: MetricNames.parkedJobs, dimensions: [("stage", "ledger")])
+    let parkedForApple = Gauge(label: MetricNames.parkedJobs, dimensions: [("stage", "apple")])
 
     /// By outcome, reason and stage.
     private let verdicts = MetricCache<[String], Counter> { key in

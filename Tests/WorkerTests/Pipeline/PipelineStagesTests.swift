@@ -1,0 +1,146 @@
+import Decision
+import Foundation
+import Kafka
+import Messages
+import Synchronization
+import Testing
+
+@testable import Pipeline
+
+/// A worker's jobs that wait for the ledger or Apple are parked as data, and only its stages' runners run them: with
+/// forty accounts' jobs all waiting for Apple, no more than the Apple stage's limit are ever inside the Apple step,
+/// the rest wait parked (the lanes that read them have ended), and once Apple answers every job gets its verdict, in
+/// its account's order, and is committed.
+@Suite("Pipeline: a worker's stages", .timeLimit(.minutes(2)))
+struct PipelineStagesTests {
+    @Test("jobs waiting for Apple are parked: at most the stage's runners in the Apple step, none lost, in order")
+    func parkedUntilApple() async throws {
+        let setup = try PipelineSingleWorkerSetup(name: "stages")
+        let decider = PipelineParkingDecider(ledgerStageLimit: 3, appleStageLimit: 4)
+        let producer = try setup.producer()
+        let worker = try setup.worker(producer: producer, decider: decider, logger: PipelineDeliveryTests.quietLogger)
+        let run = Task { try await worker.run() }
+
+        let accounts = (0..<40).map { "acct-stage-\($0)" }
+        var submitted: [String: [String]] = [:]
+        let codec = MessageCodec()
+        for round in 0..<3 {
+            for account in accounts {
+                let job = ReceiptJob(
+                    jobID: "\(account)-\(round)", accountID: account, proof: .transactionID("2000000\(round)"),
+                    bundleID: "com.example.app", submittedAt: Date())
+                submitted[account, default: []].append(job.jobID)
+                _ = try await producer.send(
+                    KafkaProducerRecord(topic: setup.topics.jobs, key: job.messageKey, value: codec.encode(job)))
+            }
+        }
+        // Every job read and held: forty at the head of their accounts (four in the Apple step, thirty-six parked
+        // for it), eighty behind them.
+        try await PipelineHarness.poll("120 jobs in flight, 4 in the Apple step, 36 parked for it") {
+            worker.inFlight == 120 && decider.inAppleStep == 4 && decider.askedApple.count == 4
+                && decider.passedLedger == 40
+        }
+        #expect(decider.mostInAppleStep == 4, "the Apple stage's limit")
+        #expect(decider.mostInLedgerStep <= 3, "the ledger stage's limit")
+
+        decider.answer()
+        try await PipelineHarness.poll("every job committed", timeout: .seconds(90)) {
+            try await setup.committedOffset() == 120
+        }
+        #expect(decider.mostInAppleStep == 4, "never more than the Apple stage's limit")
+        #expect(decider.askedApple.count == 120, "each job once")
+        for account in accounts {
+            #expect(decider.askedApple.filter { $0.hasPrefix(account + "-") } == submitted[account], "\(account)")
+        }
+        await worker.drain(timeout: .seconds(5))
+        try await run.value
+        await producer.shutdown()
+    }
+}
+
+/// Parks every job for the ledger, then for Apple, where each waits until the test lets Apple answer; counts how many
+/// are in each step at once and the order the Apple step saw the jobs in.
+final class PipelineParkingDecider: JobDeciding {
+    struct Unused: Error {}
+
+    private struct State {
+        var inLedgerStep = 0
+        var mostInLedgerStep = 0
+        var passedLedger = 0
+        var inAppleStep = 0
+        var mostInAppleStep = 0
+        var askedApple: [String] = []
+        var answered = false
+        var waiting: [CheckedContinuation<Void, Never>] = []
+    }
+
+    let ledgerStageLimit: Int
+    let appleStageLimit: Int
+    private let state = Mutex(State())
+
+    init(ledgerStageLimit: Int, appleStageLimit: Int) {
+        self.ledgerStageLimit = ledgerStageLimit
+        self.appleStageLimit = appleStageLimit
+    }
+
+    var inAppleStep: Int { state.withLock { $0.inAppleStep } }
+    var mostInAppleStep: Int { state.withLock { $0.mostInAppleStep } }
+    var mostInLedgerStep: Int { state.withLock { $0.mostInLedgerStep } }
+    var passedLedger: Int { state.withLock { $0.passedLedger } }
+    /// Job ids in the order they entered the Apple step.
+    var askedApple: [String] { state.withLock { $0.askedApple } }
+
+    func decide(_ job: ReceiptJob, recordedAt: Date?) async throws -> JobProcessor.Decided { throw Unused() }
+
+    func decideFromProof(_ job: ReceiptJob, recordedAt: Date?) -> JobStep? {
+        .needsLedger(LedgerBoundJob(job: job, local: Self.local, recordedAt: recordedAt))
+    }
+
+    func decideWithLedger(_ pending: LedgerBoundJob) async throws -> JobStep {
+        state.withLock { state in
+            state.inLedgerStep += 1
+            state.mostInLedgerStep = max(state.mostInLedgerStep, state.inLedgerStep)
+        }
+        // Lets other runners in while this one is in the step, as a ledger call would.
+        await Task.yield()
+        state.withLock { state in
+            state.inLedgerStep -= 1
+            state.passedLedger += 1
+        }
+        return .needsApple(
+            AppleBoundJob(
+                job: pending.job, local: Self.local, recordedAt: pending.recordedAt,
+                deadline: ContinuousClock.now.advanced(by: .seconds(600))))
+    }
+
+    func decideWithApple(_ pending: AppleBoundJob) async throws -> JobProcessor.Decided {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let now = state.withLock { state -> Bool in
+                state.inAppleStep += 1
+                state.mostInAppleStep = max(state.mostInAppleStep, state.inAppleStep)
+                state.askedApple.append(pending.job.jobID)
+                if state.answered { return true }
+                state.waiting.append(continuation)
+                return false
+            }
+            if now { continuation.resume() }
+        }
+        state.withLock { $0.inAppleStep -= 1 }
+        let verdict = Verdict(
+            job: pending.job, outcome: .rejected, reason: .malformed, decidedBy: .prefilter, decidedAt: Date())
+        return JobProcessor.Decided(verdict: verdict, askedApple: true)
+    }
+
+    /// Apple answers: the jobs waiting in the Apple step go on, and later ones pass it at once.
+    func answer() {
+        let waiting = state.withLock { state in
+            state.answered = true
+            defer { state.waiting = [] }
+            return state.waiting
+        }
+        waiting.forEach { $0.resume() }
+    }
+
+    private static let local = JobProcessor.LocalEvidence(
+        evidence: PurchaseEvidence(source: .prefilter, authenticity: .unknown), environment: nil)
+}
