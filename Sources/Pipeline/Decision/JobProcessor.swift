@@ -159,8 +159,8 @@ public struct JobProcessor: Sendable {
     /// Apple may take at once, and as many jobs again waiting for a permit, in the ledger or in Kafka around their
     /// calls, so the gate never lacks a caller), at least 256. Not fewer: a job whose deadline passed while it was
     /// parked still takes a runner for its ledger write and its verdict's delivery, and with a low ceiling (4 in
-    /// `bench pipeline` part e) 16 runners ended 10,000 such jobs tens of seconds late; 256 waiting runners cost
-    /// about 3 MB.
+    /// `bench pipeline` part e) a few runners would end thousands of such jobs a few at a time; 256 waiting runners
+    /// cost about 3 MB.
     public var appleStageLimit: Int { max(256, 2 * apple.gate.configuration.concurrency.ceiling) }
 
     /// Asks Apple; while Apple refuses the worker's own configuration, waits (undecided) and asks again. The job's
