@@ -11,7 +11,7 @@ import Testing
 /// forty accounts' jobs all waiting for Apple, no more than the Apple stage's limit are ever inside the Apple step,
 /// the rest wait parked (the lanes that read them have ended), and once Apple answers every job gets its verdict, in
 /// its account's order, and is committed.
-@Suite("Pipeline: a worker's stages", .timeLimit(.minutes(2)))
+@Suite("Pipeline: a worker's stages", .timeLimit(.minutes(3)))
 struct PipelineStagesTests {
     @Test("jobs waiting for Apple are parked: at most the stage's runners in the Apple step, none lost, in order")
     func parkedUntilApple() async throws {
