@@ -60,8 +60,8 @@ struct JobStageTests {
         }
     }
 
-    /// Polls `condition` every millisecond for at most 60 s (the full suite's parallel tests may keep the runners
-    /// from the cooperative threads for seconds).
+    /// Polls `condition` every 20 ms for at most 60 s (the full suite's parallel tests may keep the runners from the
+    /// cooperative threads for seconds; a shorter period only adds to that load).
     static func poll(_ what: String, _ condition: () -> Bool) async throws {
         let deadline = ContinuousClock.now.advanced(by: .seconds(60))
         while !condition() {
@@ -69,7 +69,7 @@ struct JobStageTests {
                 Issue.record("timed out waiting for: \(what)")
                 throw JobStageTimeout(what: what)
             }
-            try await Task.sleep(for: .milliseconds(1))
+            try await Task.sleep(for: .milliseconds(20))
         }
     }
 
