@@ -177,7 +177,7 @@ public struct JobProcessor: Sendable {
             switch try await askApple(job, local: local, deadline: deadline) {
             case .evidence(let evidence): return evidence
             case .refused(let fault):
-                try await JobStageSlot.whileWaitingElsewhere { try await configurationWatch.waitForTurn(fault) }
+                try await waitForTurn(fault)
                 deadline = ContinuousClock.now.advanced(by: configuration.jobDeadline)
             }
         }
@@ -188,7 +188,7 @@ public struct JobProcessor: Sendable {
     // Thousands of jobs may wait for Apple at once. In a worker they wait parked as data (``JobStep``'s
     // ``LedgerBoundJob`` and ``AppleBoundJob`` in the worker's stages), not as suspended tasks: a task's async frames
     // live in its own allocator, whose slabs are kept until the task ends (about 13 KB per waiting job, 243-317 MB at
-    // 10,000 in flight: docs/BENCHMARKS.md, "Memory per waiting job"). Only a stage's runners (a few dozen) wait
+    // 10,000 in flight: docs/BENCHMARKS.md, "Memory per waiting job"). Only a stage's runners (256 or more) wait
     // here as tasks, in the chain `decideWithApple` → `askApple` → `askVerifyReceipt` → `AppleCaller.call` → the
     // gate. Each step is still a function of its own, never inlined, and the synchronous work around each await
     // (reading the proof, mapping answers, metrics, logs) is in `@inline(never)` functions, whose locals live on the
