@@ -96,12 +96,14 @@ final class CurlMultiDriver {
         events.close()
     }
 
-    /// How long `epoll_wait` may block: until libcurl's timer, at most 1 s (a safety net; wake-ups are explicit).
+    /// How long `epoll_wait` may block: until libcurl's timer, at most `idleWaitLimit` (1 s; a safety net, since
+    /// wake-ups are explicit).
     private func waitMilliseconds() -> Int32 {
-        guard let deadline = timerDeadline else { return 1000 }
+        let limit = Int32(clamping: configuration.idleWaitLimit.roundedUpMilliseconds)
+        guard let deadline = timerDeadline else { return limit }
         let remaining = clock.now.duration(to: deadline)
         guard remaining > .zero else { return 0 }
-        return Int32(min(remaining.roundedUpMilliseconds, 1000))
+        return Int32(clamping: min(remaining.roundedUpMilliseconds, Int(limit)))
     }
 
     // MARK: libcurl's callbacks

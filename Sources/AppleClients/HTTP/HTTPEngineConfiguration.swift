@@ -20,6 +20,9 @@ public struct HTTPEngineConfiguration: Sendable {
     public var easyHandlePoolSize: Int
     /// The `User-Agent` header. Default: `verify-worker`.
     public var userAgent: String
+    /// The longest the poll thread waits in `epoll_wait` without a timer of libcurl's: a safety net, since every new
+    /// request and cancellation wakes the thread explicitly. Not a setting: tests lengthen it to prove the wake-ups.
+    var idleWaitLimit: Duration = .seconds(1)
 
     /// Creates a configuration; every argument has the documented default.
     public init(

@@ -35,7 +35,7 @@ struct EntitlementStoreTests {
             // Patient deadlines: hundreds of tests share two cores, and the migrations of parallel tests queue on one
             // advisory lock; the production defaults are for a service that retries.
             var settings = PostgresEntitlementStore.Settings()
-            settings.operationTimeout = .seconds(60)
+            settings.operationTimeout = .seconds(100)  // as the ledger tests' `patient`: a hang guard
             settings.connectTimeout = .seconds(20)
             store = try PostgresEntitlementStore(
                 url: base + (base.contains("?") ? "&" : "?") + "schema=e_\(tag)", settings: settings, logger: logger)

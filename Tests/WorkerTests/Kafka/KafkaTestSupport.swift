@@ -25,13 +25,21 @@ enum KafkaTest {
                 bootstrapServers: bootstrap, lingerMilliseconds: 1, properties: properties))
     }
 
+    /// A consumer of `group`, heartbeating every 500 ms. Its session ends 6 s after its last heartbeat unless
+    /// `sessionTimeoutMilliseconds` says otherwise: a test in which a member must outlive a starved stretch of the
+    /// full run asks for more. The mock coordinator lets a rebalance of a group that had members wait the group's
+    /// session less one second, so every member of one group should ask for the same session.
     static func consumer(
-        _ bootstrap: String, group: String, onRevoke: KafkaConsumer.RevokeHook? = nil
+        _ bootstrap: String, group: String, sessionTimeoutMilliseconds: Int = 6_000,
+        onRevoke: KafkaConsumer.RevokeHook? = nil
     ) throws -> KafkaConsumer {
         try KafkaConsumer(
             configuration: KafkaConsumerConfiguration(
-                bootstrapServers: bootstrap, groupID: group, sessionTimeoutMilliseconds: 6_000,
-                properties: ["reconnect.backoff.max.ms": "500", "topic.metadata.refresh.interval.ms": "1000"]),
+                bootstrapServers: bootstrap, groupID: group, sessionTimeoutMilliseconds: sessionTimeoutMilliseconds,
+                properties: [
+                    "reconnect.backoff.max.ms": "500", "topic.metadata.refresh.interval.ms": "1000",
+                    "heartbeat.interval.ms": "500",
+                ]),
             onRevoke: onRevoke)
     }
 
