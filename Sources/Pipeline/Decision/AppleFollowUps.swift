@@ -38,13 +38,17 @@ public struct AppleFollowUpsConfiguration: Sendable {
     public var maximumConcurrentCalls: Int
     /// Calls queued in memory at most; beyond, new ones are dropped (counted) and never recorded.
     public var maximumQueued: Int
+    /// The first and the longest wait between two attempts at a claim the ledger could not record (it is retried
+    /// until the ledger answers, with the job in hand).
+    public var claimRetryBackoff: ClosedRange<Duration>
 
     public init(
         finishTransactions: Bool, consumptionAnswers: Bool = false, customerConsented: Bool = false,
         setAppAccountTokens: Bool = false, catalog: Catalog = .any, holder: String,
         callDeadline: Duration = .seconds(60),
         claimLease: Duration = .seconds(300), retryDelay: Duration = .seconds(60), maximumAttempts: Int = 20,
-        sweepInterval: Duration = .seconds(30), maximumConcurrentCalls: Int = 16, maximumQueued: Int = 100_000
+        sweepInterval: Duration = .seconds(30), maximumConcurrentCalls: Int = 16, maximumQueued: Int = 100_000,
+        claimRetryBackoff: ClosedRange<Duration> = .milliseconds(100) ... .seconds(5)
     ) {
         self.finishTransactions = finishTransactions
         self.consumptionAnswers = consumptionAnswers
@@ -59,6 +63,7 @@ public struct AppleFollowUpsConfiguration: Sendable {
         self.sweepInterval = sweepInterval
         self.maximumConcurrentCalls = maximumConcurrentCalls
         self.maximumQueued = maximumQueued
+        self.claimRetryBackoff = claimRetryBackoff
     }
 }
 
@@ -108,14 +113,22 @@ public final class AppleFollowUps: Sendable {
         configuration.finishTransactions || configuration.consumptionAnswers || configuration.setAppAccountTokens
     }
 
-    /// A verdict's delivery report came back: queues its follow-up calls. Never blocks, never throws.
-    public func verdictDelivered(_ verdict: Verdict, job: ReceiptJob) async {
+    /// A verdict's delivery report came back: claims its follow-up calls in the ledger and queues them. Never throws;
+    /// waits only while the ledger cannot record a claim (retried until it answers).
+    ///
+    /// - Returns: whether every call is recorded, so that the job may complete. False only when the task was cancelled
+    ///   (a revoke or a drain) before a claim was recorded: the job must then stay uncommitted, so that its next
+    ///   owner reads it again and claims the call.
+    public func verdictDelivered(_ verdict: Verdict, job: ReceiptJob) async -> Bool {
+        var recorded = true
         if configuration.finishTransactions, verdict.outcome == .granted {
             for transaction in verdict.transactions where transaction.revokedAt == nil {
-                await claimThenQueue(
-                    AppleCallRecord.Call(
-                        kind: .finishTransaction, key: transaction.transactionID,
-                        transactionID: transaction.transactionID, environment: verdict.environment))
+                recorded =
+                    await claimThenQueue(
+                        AppleCallRecord.Call(
+                            kind: .finishTransaction, key: transaction.transactionID,
+                            transactionID: transaction.transactionID, environment: verdict.environment))
+                    && recorded
             }
         }
         // A job without a token whose grant is new: the purchase carried no token or the owner's derived one (any
@@ -124,10 +137,12 @@ public final class AppleFollowUps: Sendable {
         if configuration.setAppAccountTokens, verdict.outcome == .granted, job.appAccountToken == nil {
             for transaction in verdict.transactions where transaction.revokedAt == nil {
                 let original = transaction.originalTransactionID ?? transaction.transactionID
-                await claimThenQueue(
-                    AppleCallRecord.Call(
-                        kind: .appAccountToken, key: original, transactionID: original,
-                        environment: verdict.environment))
+                recorded =
+                    await claimThenQueue(
+                        AppleCallRecord.Call(
+                            kind: .appAccountToken, key: original, transactionID: original,
+                            environment: verdict.environment))
+                    && recorded
             }
         }
         if configuration.consumptionAnswers, case .notification(let jws) = job.proof, Self.isApplied(verdict),
@@ -135,11 +150,14 @@ public final class AppleFollowUps: Sendable {
         {
             // Keyed by the job id, which the gateway derives from the notificationUUID: Apple's retries of one
             // request are one answer, a new request about the same transaction is another.
-            await claimThenQueue(
-                AppleCallRecord.Call(
-                    kind: .consumptionInformation, key: job.jobID, transactionID: request.transactionID,
-                    environment: request.environment))
+            recorded =
+                await claimThenQueue(
+                    AppleCallRecord.Call(
+                        kind: .consumptionInformation, key: job.jobID, transactionID: request.transactionID,
+                        environment: request.environment))
+                && recorded
         }
+        return recorded
     }
 
     /// Whether a notification's verdict shows it was verified and read against the ledger: granted or already
@@ -183,25 +201,22 @@ public final class AppleFollowUps: Sendable {
     /// takes over once its lease has passed, or, if it died before the claim, a job that is delivered again and
     /// claims it then (a Finish Transaction lost to a SIGKILL, found by the chaos harness's notification family).
     /// The call itself is made in the background (``run()``).
-    func claimThenQueue(_ call: AppleCallRecord.Call) async {
+    ///
+    /// A claim the ledger cannot record (an outage) is tried again, with backoff, until it is recorded: a job that
+    /// completed without it would lose the call for good (found by `verify-worker chaos`: seven Finish Transactions
+    /// lost to a PostgreSQL outage right after their grants). Returns false, the call not recorded, only when the task
+    /// is cancelled first; and true, after counting and logging, for a ledger error retrying cannot fix (the worker's
+    /// own next ledger write stops it).
+    func claimThenQueue(_ call: AppleCallRecord.Call) async -> Bool {
         let claim: AppleCallClaim
-        do {
-            claim = try await store.claimAppleCall(
-                call, holder: configuration.holder, now: now(), lease: configuration.claimLease)
-        } catch {
-            // Not recorded: the call is lost unless the job is delivered again. Counted and logged for operators.
-            count(call.kind, "ledger_error")
-            logger.warning(
-                "apple: follow-up call not recorded (ledger)",
-                metadata: [
-                    LogKeys.appleCallKind: "\(call.kind)", LogKeys.transactionID: "\(call.transactionID)",
-                    LogKeys.error: "\(error)",
-                ])
-            return
+        switch await claimRetryingOutages(call) {
+        case .answered(let answer): claim = answer
+        case .refused: return true
+        case .cancelled: return false
         }
         guard case .claimed = claim else {
             count(call.kind, "already_recorded")
-            return
+            return true
         }
         guard queued.add(1, ordering: .relaxed).newValue <= configuration.maximumQueued else {
             // Recorded and claimed: the sweep makes it once the claim's lease has passed.
@@ -210,9 +225,56 @@ public final class AppleFollowUps: Sendable {
             logger.warning(
                 "apple: follow-up queue full, call left to the sweep",
                 metadata: [LogKeys.appleCallKind: "\(call.kind)", LogKeys.transactionID: "\(call.transactionID)"])
-            return
+            return true
         }
         input.yield(call)
+        return true
+    }
+
+    /// How a claim ended (``claimRetryingOutages(_:)``).
+    private enum ClaimAttempts {
+        /// The ledger answered.
+        case answered(AppleCallClaim)
+        /// The ledger failed in a way retrying cannot fix (counted and logged; the call is not made).
+        case refused
+        /// The task was cancelled before the ledger answered.
+        case cancelled
+    }
+
+    /// The ledger's answer to the claim of `call`, asked again while the ledger fails in a way that passes.
+    private func claimRetryingOutages(_ call: AppleCallRecord.Call) async -> ClaimAttempts {
+        var backoff = configuration.claimRetryBackoff.lowerBound
+        var loggedOutage = false
+        while !Task.isCancelled {
+            do {
+                return .answered(
+                    try await store.claimAppleCall(
+                        call, holder: configuration.holder, now: now(), lease: configuration.claimLease))
+            } catch let error as LedgerError where error.isRetryable {
+                count(call.kind, "ledger_error")
+                if !loggedOutage {
+                    loggedOutage = true
+                    logger.warning(
+                        "apple: follow-up call not recorded yet (ledger); the job waits and retries",
+                        metadata: [
+                            LogKeys.appleCallKind: "\(call.kind)", LogKeys.transactionID: "\(call.transactionID)",
+                            LogKeys.error: "\(error)",
+                        ])
+                }
+                do { try await Task.sleep(for: backoff) } catch { return .cancelled }
+                backoff = min(backoff * 2, configuration.claimRetryBackoff.upperBound)
+            } catch {
+                count(call.kind, "ledger_error")
+                logger.error(
+                    "apple: follow-up call not recorded (ledger)",
+                    metadata: [
+                        LogKeys.appleCallKind: "\(call.kind)", LogKeys.transactionID: "\(call.transactionID)",
+                        LogKeys.error: "\(error)",
+                    ])
+                return .refused
+            }
+        }
+        return .cancelled
     }
 
     /// Makes a claimed call through the gate and records how it ended.

@@ -219,7 +219,7 @@ public struct WorkerRuntime: Sendable {
                 work: { await producer.watchBrokers(logger: logger) { allDown in health.brokers(allDown: allDown) } },
                 after: listening),
         ]
-        let afterDelivery: (@Sendable (Verdict, ReceiptJob) async -> Void)? =
+        let afterDelivery: (@Sendable (Verdict, ReceiptJob) async -> Bool)? =
             if let followUps { { verdict, job in await followUps.verdictDelivered(verdict, job: job) } } else { nil }
         if let followUps {
             // Before the pipeline in the list, so stopped after its drain: the last verdicts' calls are queued.

@@ -115,7 +115,7 @@ public final class PipelineWorker: Sendable {
     private let slot: ConsumerSlot
     private let onFatal: @Sendable (String) -> Void
     /// Told of each verdict proven delivered (``AppleFollowUps``); nil: nobody is.
-    private let afterDelivery: (@Sendable (Verdict, ReceiptJob) async -> Void)?
+    private let afterDelivery: (@Sendable (Verdict, ReceiptJob) async -> Bool)?
     private let metrics = PipelineMetrics()
     private let deliveries = OutputDeliveries()
     private let clock = ContinuousClock()
@@ -130,12 +130,13 @@ public final class PipelineWorker: Sendable {
     ///   - onFatal: called once when a job hits a fault the worker cannot work around; the caller drains and exits.
     ///   - afterDelivery: called with each verdict once its delivery report came back (its ledger write committed
     ///     before), and awaited before the job completes (its offset may be committed only after): a follow-up
-    ///     records its Apple call here, one ledger write, never the call itself.
+    ///     records its Apple call here, one ledger write, never the call itself. It returns false when it could not
+    ///     finish its part before the job was cancelled (a revoke or a drain): the job then stays uncommitted.
     public init(
         consumerConfiguration: KafkaConsumerConfiguration, producer: KafkaProducer, decider: any JobDeciding,
         configuration: Configuration = Configuration(), health: WorkerHealth = WorkerHealth(), logger: Logger,
         onFatal: @escaping @Sendable (String) -> Void = { _ in },
-        afterDelivery: (@Sendable (Verdict, ReceiptJob) async -> Void)? = nil
+        afterDelivery: (@Sendable (Verdict, ReceiptJob) async -> Bool)? = nil
     ) throws {
         let scheduler = PipelineScheduler(maximumInFlight: configuration.maximumInFlight)
         // The hook needs the consumer it is given to: set right after creation, before `subscribe`.
@@ -532,7 +533,7 @@ public final class PipelineWorker: Sendable {
         _ record: KafkaProducerRecord, _ verdict: AppleAnswerBox<Verdict>?, of job: ReceiptJob
     ) async -> Bool {
         let delivered = await deliverVerdict(record)
-        if delivered, let verdict { await afterDelivery?(verdict.value, job) }
+        if delivered, let verdict, let afterDelivery { return await afterDelivery(verdict.value, job) }
         return delivered
     }
 

@@ -4,6 +4,7 @@ import Foundation
 import Ledger
 import Messages
 import RateLimiter
+import Synchronization
 import Testing
 
 @testable import Pipeline
@@ -15,7 +16,8 @@ import Testing
 @Suite("Pipeline: follow-up calls outlive their worker", .timeLimit(.minutes(2)))
 struct FollowUpDurabilityTests {
     static func followUps(
-        base: String, ledger: any Ledger, holder: String, now: @escaping @Sendable () -> Date
+        base: String, ledger: any Ledger, holder: String, store: (any AppleCallRecordStore)? = nil,
+        now: @escaping @Sendable () -> Date
     ) throws -> AppleFollowUps {
         let key = try AppStoreConnectKey(
             keyID: "KEY123", issuerID: "issuer-uuid", bundleID: "com.example",
@@ -28,11 +30,12 @@ struct FollowUpDurabilityTests {
         let caller = AppleCaller(
             gate: AppleCallGate(configuration: AppleCallGateConfiguration(), clock: ContinuousClock()),
             retryPolicy: RetryPolicy(), logger: AppleClientsLogCapture().logger)
-        let store = try #require(ledger as? any AppleCallRecordStore)
+        let store = try store ?? #require(ledger as? any AppleCallRecordStore)
         return AppleFollowUps(
             client: client, caller: caller, store: store, ledger: ledger,
             configuration: AppleFollowUpsConfiguration(
-                finishTransactions: true, holder: holder, claimLease: .seconds(300)),
+                finishTransactions: true, holder: holder, claimLease: .seconds(300),
+                claimRetryBackoff: .milliseconds(1) ... .milliseconds(5)),
             logger: AppleClientsLogCapture().logger, now: now)
     }
 
@@ -51,7 +54,7 @@ struct FollowUpDurabilityTests {
 
                 // The first worker hands over the delivered verdict, then dies before its background part runs.
                 let dying = try Self.followUps(base: base, ledger: ledger, holder: "worker-a") { start }
-                await dying.verdictDelivered(verdict, job: job)
+                #expect(await dying.verdictDelivered(verdict, job: job))
                 let store = try #require(ledger as? any AppleCallRecordStore)
                 let recorded = try #require(
                     try await store.appleCallRecord(kind: .finishTransaction, key: "2000000000000001"))
@@ -77,5 +80,102 @@ struct FollowUpDurabilityTests {
                     try await store.appleCallRecord(kind: .finishTransaction, key: "2000000000000001")?.state == .sent)
             }
         }
+    }
+
+    static func grant(_ transactionID: String) -> (ReceiptJob, Verdict) {
+        let job = ReceiptJob(jobID: "job-\(transactionID)", accountID: "acc", proof: .transactionID(transactionID))
+        let verdict = Verdict(
+            job: job, outcome: .granted, decidedBy: .apple, environment: "Production",
+            transactions: [.init(transactionID: transactionID, productID: "com.example.premium")], decidedAt: Date())
+        return (job, verdict)
+    }
+
+    @Test("a claim the ledger cannot record (an outage) is asked again until it is recorded; the job waits for it")
+    func claimRetriedThroughAnOutage() async throws {
+        // Found by `verify-worker chaos`: a PostgreSQL outage right after seven grants lost their Finish Transactions
+        // for good (the claim failed, the job completed, its offset was committed).
+        try await AppleClientsFakeServer.withRunning { _, base in
+            try await LedgerTestSupport.withLedger(.sqlite) { ledger, _ in
+                let real = try #require(ledger as? any AppleCallRecordStore)
+                let outage = FailingCallRecordStore(real, failures: 3)
+                let followUps = try Self.followUps(base: base, ledger: ledger, holder: "worker-a", store: outage) {
+                    Date()
+                }
+                let (job, verdict) = Self.grant("2000000000000002")
+                #expect(await followUps.verdictDelivered(verdict, job: job))
+                #expect(outage.claimAttempts == 4)
+                let record = try await real.appleCallRecord(kind: .finishTransaction, key: "2000000000000002")
+                #expect(record?.state == .pending)
+                #expect(record?.holder == "worker-a")
+            }
+        }
+    }
+
+    @Test("cancelled while the ledger cannot record the claim: reported as not recorded, so the job stays uncommitted")
+    func cancelledDuringAnOutage() async throws {
+        try await AppleClientsFakeServer.withRunning { _, base in
+            try await LedgerTestSupport.withLedger(.sqlite) { ledger, _ in
+                let real = try #require(ledger as? any AppleCallRecordStore)
+                let outage = FailingCallRecordStore(real, failures: .max)
+                let followUps = try Self.followUps(base: base, ledger: ledger, holder: "worker-a", store: outage) {
+                    Date()
+                }
+                let (job, verdict) = Self.grant("2000000000000003")
+                let delivery = Task { await followUps.verdictDelivered(verdict, job: job) }
+                // Cancelled once the ledger has refused the claim twice: the job is then waiting for it.
+                for await attempts in outage.attempts where attempts >= 2 { break }
+                delivery.cancel()
+                #expect(await delivery.value == false)
+                #expect(try await real.appleCallRecord(kind: .finishTransaction, key: "2000000000000003") == nil)
+            }
+        }
+    }
+}
+
+/// A call record store whose claims fail as a PostgreSQL outage does (`LedgerError.unavailable`) the first `failures`
+/// times, then go to the real store. Every attempt is announced on `attempts`.
+final class FailingCallRecordStore: AppleCallRecordStore {
+    private let real: any AppleCallRecordStore
+    private let failures: Int
+    private let count = Mutex(0)
+    let attempts: AsyncStream<Int>
+    private let announce: AsyncStream<Int>.Continuation
+
+    init(_ real: any AppleCallRecordStore, failures: Int) {
+        self.real = real
+        self.failures = failures
+        (attempts, announce) = AsyncStream.makeStream(of: Int.self)
+    }
+
+    var claimAttempts: Int { count.withLock { $0 } }
+
+    func claimAppleCall(
+        _ call: AppleCallRecord.Call, holder: String, now: Date, lease: Duration
+    ) async throws -> AppleCallClaim {
+        let attempt = count.withLock { count in
+            count += 1
+            return count
+        }
+        announce.yield(attempt)
+        guard attempt > failures else { throw LedgerError(.unavailable, "the test's outage") }
+        return try await real.claimAppleCall(call, holder: holder, now: now, lease: lease)
+    }
+
+    func claimDueAppleCalls(
+        kind: AppleCallRecord.Kind, holder: String, now: Date, lease: Duration, limit: Int
+    ) async throws -> [AppleCallRecord.Call] {
+        try await real.claimDueAppleCalls(kind: kind, holder: holder, now: now, lease: lease, limit: limit)
+    }
+
+    func settleAppleCall(
+        kind: AppleCallRecord.Kind, key: String, holder: String, state: AppleCallRecord.State, detail: String?,
+        retryAt: Date?, now: Date
+    ) async throws {
+        try await real.settleAppleCall(
+            kind: kind, key: key, holder: holder, state: state, detail: detail, retryAt: retryAt, now: now)
+    }
+
+    func appleCallRecord(kind: AppleCallRecord.Kind, key: String) async throws -> AppleCallRecord? {
+        try await real.appleCallRecord(kind: kind, key: key)
     }
 }
