@@ -264,6 +264,8 @@ public final class AppleFollowUps: Sendable {
                 do { try await Task.sleep(for: backoff) } catch { return .cancelled }
                 backoff = min(backoff * 2, configuration.claimRetryBackoff.upperBound)
             } catch {
+                // A claim cut short by the task's own cancellation is not the ledger's refusal.
+                if Task.isCancelled || error is CancellationError { return .cancelled }
                 count(call.kind, "ledger_error")
                 logger.error(
                     "apple: follow-up call not recorded (ledger)",
