@@ -121,14 +121,21 @@ public final class AppleFollowUps: Sendable {
     ///   owner reads it again and claims the call.
     public func verdictDelivered(_ verdict: Verdict, job: ReceiptJob) async -> Bool {
         var recorded = true
+        for call in followUpCalls(of: verdict, job: job) {
+            recorded = await claimThenQueue(call) && recorded
+        }
+        return recorded
+    }
+
+    /// The calls a delivered verdict asks for, under the switched-on follow-ups.
+    private func followUpCalls(of verdict: Verdict, job: ReceiptJob) -> [AppleCallRecord.Call] {
+        var calls: [AppleCallRecord.Call] = []
         if configuration.finishTransactions, verdict.outcome == .granted {
             for transaction in verdict.transactions where transaction.revokedAt == nil {
-                recorded =
-                    await claimThenQueue(
-                        AppleCallRecord.Call(
-                            kind: .finishTransaction, key: transaction.transactionID,
-                            transactionID: transaction.transactionID, environment: verdict.environment))
-                    && recorded
+                calls.append(
+                    AppleCallRecord.Call(
+                        kind: .finishTransaction, key: transaction.transactionID,
+                        transactionID: transaction.transactionID, environment: verdict.environment))
             }
         }
         // A job without a token whose grant is new: the purchase carried no token or the owner's derived one (any
@@ -137,12 +144,10 @@ public final class AppleFollowUps: Sendable {
         if configuration.setAppAccountTokens, verdict.outcome == .granted, job.appAccountToken == nil {
             for transaction in verdict.transactions where transaction.revokedAt == nil {
                 let original = transaction.originalTransactionID ?? transaction.transactionID
-                recorded =
-                    await claimThenQueue(
-                        AppleCallRecord.Call(
-                            kind: .appAccountToken, key: original, transactionID: original,
-                            environment: verdict.environment))
-                    && recorded
+                calls.append(
+                    AppleCallRecord.Call(
+                        kind: .appAccountToken, key: original, transactionID: original,
+                        environment: verdict.environment))
             }
         }
         if configuration.consumptionAnswers, case .notification(let jws) = job.proof, Self.isApplied(verdict),
@@ -150,14 +155,12 @@ public final class AppleFollowUps: Sendable {
         {
             // Keyed by the job id, which the gateway derives from the notificationUUID: Apple's retries of one
             // request are one answer, a new request about the same transaction is another.
-            recorded =
-                await claimThenQueue(
-                    AppleCallRecord.Call(
-                        kind: .consumptionInformation, key: job.jobID, transactionID: request.transactionID,
-                        environment: request.environment))
-                && recorded
+            calls.append(
+                AppleCallRecord.Call(
+                    kind: .consumptionInformation, key: job.jobID, transactionID: request.transactionID,
+                    environment: request.environment))
         }
-        return recorded
+        return calls
     }
 
     /// Whether a notification's verdict shows it was verified and read against the ledger: granted or already

@@ -524,10 +524,8 @@ public final class PipelineWorker: Sendable {
         case abandoned
     }
 
-    /// Delivers a verdict. One the cluster refuses for good (the topic unknown or not writable, the record too large)
-    /// stops the worker: a verdict cannot be cut or dropped, and retrying would stall the partition for ever while
-    /// the worker looked ready. Its job stays uncommitted for the next owner, once the cause is fixed.
     /// Delivers a decided job's verdict, then (delivered) tells ``afterDelivery``, which the job's completion awaits.
+    /// Returns whether the job is done: its verdict delivered and ``afterDelivery``'s part finished.
     @inline(never)
     private func deliverVerdict(
         _ record: KafkaProducerRecord, _ verdict: AppleAnswerBox<Verdict>?, of job: ReceiptJob
@@ -537,6 +535,9 @@ public final class PipelineWorker: Sendable {
         return delivered
     }
 
+    /// Delivers a verdict. One the cluster refuses for good (the topic unknown or not writable, the record too large)
+    /// stops the worker: a verdict cannot be cut or dropped, and retrying would stall the partition for ever while
+    /// the worker looked ready. Its job stays uncommitted for the next owner, once the cause is fixed.
     @inline(never)
     private func deliverVerdict(_ record: KafkaProducerRecord) async -> Bool {
         switch await deliver(record) {
