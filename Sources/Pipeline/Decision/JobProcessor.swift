@@ -545,7 +545,7 @@ public enum JobStep: Sendable {
 
 /// A job that needs the ledger, as data: the job and what its proof says, not the proof's bytes twice.
 public struct LedgerBoundJob: Sendable {
-    public let job: ReceiptJob
+    public internal(set) var job: ReceiptJob
     let local: JobProcessor.LocalEvidence
     let recordedAt: Date?
 }
@@ -553,7 +553,7 @@ public struct LedgerBoundJob: Sendable {
 /// A job that needs Apple, as data: what deciding it needs after the wait for Apple, and no more (not the proof's
 /// bytes twice, nor the analysis).
 public struct AppleBoundJob: Sendable {
-    public let job: ReceiptJob
+    public internal(set) var job: ReceiptJob
     let local: JobProcessor.LocalEvidence
     let recordedAt: Date?
     /// The deadline of its first attempt at Apple.

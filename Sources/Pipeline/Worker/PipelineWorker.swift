@@ -303,9 +303,10 @@ public final class PipelineWorker: Sendable {
     private func goOn(_ parked: Parked<LedgerBoundJob>) async {
         var delivered = false
         if !Task.isCancelled {
-            switch await ledgerStep(parked) {
+            let pending = parked.pending
+            switch await ledgerStep(pending, admitted: parked.admitted) {
             case .record(let record, let verdict):
-                delivered = await deliverVerdict(record, verdict, of: parked.pending.job)
+                delivered = await deliverVerdict(record, verdict, of: pending.job)
             case .undecided: break
             case .parked: return
             }
@@ -318,8 +319,11 @@ public final class PipelineWorker: Sendable {
     /// key that queued behind it. Cancelled (the worker stops), it ends undecided without asking Apple.
     private func finish(_ parked: Parked<AppleBoundJob>) async {
         var delivered = false
-        if !Task.isCancelled, case .record(let record, let verdict) = await appleStep(parked) {
-            delivered = await deliverVerdict(record, verdict, of: parked.pending.job)
+        if !Task.isCancelled {
+            let pending = parked.pending
+            if case .record(let record, let verdict) = await appleStep(pending, admitted: parked.admitted) {
+                delivered = await deliverVerdict(record, verdict, of: pending.job)
+            }
         }
         let following = complete(parked.admitted, processed: true, delivered: delivered)
         if following != nil { await runJobs(from: following) }
@@ -440,24 +444,24 @@ public final class PipelineWorker: Sendable {
 
     /// The ledger's step for a parked job: decided, or parked for Apple.
     @inline(never)
-    private func ledgerStep(_ parked: Parked<LedgerBoundJob>) async -> Step {
+    private func ledgerStep(_ pending: LedgerBoundJob, admitted: PipelineScheduler.Admitted) async -> Step {
         do {
-            let step = try await decider.decideWithLedger(parked.pending)
-            return route(step, job: parked.pending.job, admitted: parked.admitted)
+            let step = try await decider.decideWithLedger(pending)
+            return route(step, job: pending.job, admitted: admitted)
         } catch {
-            failed(parked.pending.job, error)
+            failed(pending.job, error)
             return .undecided
         }
     }
 
     /// The Apple step for a parked job: decided, or undecided (cancelled, or a fatal fault).
     @inline(never)
-    private func appleStep(_ parked: Parked<AppleBoundJob>) async -> Step {
+    private func appleStep(_ pending: AppleBoundJob, admitted: PipelineScheduler.Admitted) async -> Step {
         do {
-            let decided = try await decider.decideWithApple(parked.pending)
-            return decidedStep(decided.verdict, job: parked.pending.job, message: parked.admitted.message)
+            let decided = try await decider.decideWithApple(pending)
+            return decidedStep(decided.verdict, job: pending.job, message: admitted.message)
         } catch {
-            failed(parked.pending.job, error)
+            failed(pending.job, error)
             return .undecided
         }
     }
@@ -784,13 +788,6 @@ final class Handoff<Value: Sendable>: Sendable {
 
     /// The value the first time; nil after.
     func take() -> Value? { value.withLock { $0.take() } }
-}
-
-/// A job parked in one of the worker's stages: its message (without payload) for the scheduler, and what deciding it
-/// needs.
-struct Parked<Pending: Sendable>: Sendable {
-    var admitted: PipelineScheduler.Admitted
-    var pending: Pending
 }
 
 /// Holds a consumer for its own revoke hook.

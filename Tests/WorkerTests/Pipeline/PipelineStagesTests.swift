@@ -23,13 +23,25 @@ struct PipelineStagesTests {
 
         let accounts = (0..<40).map { "acct-stage-\($0)" }
         var submitted: [String: [String]] = [:]
+        var jobs: [String: ReceiptJob] = [:]
         let codec = MessageCodec()
         for round in 0..<3 {
-            for account in accounts {
+            for (index, account) in accounts.enumerated() {
+                // Each round another proof: a receipt the stages keep decoded, one with line breaks they keep as it
+                // came, a transaction id.
+                let receipt = Data((0..<(2_000 + index)).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ index) })
+                let proof: ReceiptJob.Proof =
+                    switch round {
+                    case 0: .receipt(receipt.base64EncodedString())
+                    case 1: .receipt(receipt.base64EncodedString(options: .lineLength76Characters))
+                    default: .transactionID("2000000\(round)")
+                    }
                 let job = ReceiptJob(
-                    jobID: "\(account)-\(round)", accountID: account, proof: .transactionID("2000000\(round)"),
-                    bundleID: "com.example.app", submittedAt: Date())
+                    jobID: "\(account)-\(round)", accountID: account, proof: proof, bundleID: "com.example.app",
+                    submittedAt: Date())
                 submitted[account, default: []].append(job.jobID)
+                // As the worker reads it (`submitted_at` in milliseconds).
+                jobs[job.jobID] = try codec.decodeJob(codec.encode(job))
                 _ = try await producer.send(
                     KafkaProducerRecord(topic: setup.topics.jobs, key: job.messageKey, value: codec.encode(job)))
             }
@@ -52,6 +64,9 @@ struct PipelineStagesTests {
         for account in accounts {
             #expect(decider.askedApple.filter { $0.hasPrefix(account + "-") } == submitted[account], "\(account)")
         }
+        // Parked twice, each job reached the ledger step and the Apple step as it was sent, proof and all.
+        #expect(decider.seen(in: .ledger) == jobs)
+        #expect(decider.seen(in: .apple) == jobs)
         await worker.drain(timeout: .seconds(5))
         try await run.value
         await producer.shutdown()
@@ -70,6 +85,7 @@ final class PipelineParkingDecider: JobDeciding {
         var inAppleStep = 0
         var mostInAppleStep = 0
         var askedApple: [String] = []
+        var seen: [Step: [String: ReceiptJob]] = [:]
         var answered = false
         var waiting: [CheckedContinuation<Void, Never>] = []
     }
@@ -90,6 +106,11 @@ final class PipelineParkingDecider: JobDeciding {
     /// Job ids in the order they entered the Apple step.
     var askedApple: [String] { state.withLock { $0.askedApple } }
 
+    enum Step { case ledger, apple }
+
+    /// The jobs as `step` got them, by id.
+    func seen(in step: Step) -> [String: ReceiptJob] { state.withLock { $0.seen[step, default: [:]] } }
+
     func decide(_ job: ReceiptJob, recordedAt: Date?) async throws -> JobProcessor.Decided { throw Unused() }
 
     func decideFromProof(_ job: ReceiptJob, recordedAt: Date?) -> JobStep? {
@@ -100,6 +121,7 @@ final class PipelineParkingDecider: JobDeciding {
         state.withLock { state in
             state.inLedgerStep += 1
             state.mostInLedgerStep = max(state.mostInLedgerStep, state.inLedgerStep)
+            state.seen[.ledger, default: [:]][pending.job.jobID] = pending.job
         }
         // Lets other runners in while this one is in the step, as a ledger call would.
         await Task.yield()
@@ -119,6 +141,7 @@ final class PipelineParkingDecider: JobDeciding {
                 state.inAppleStep += 1
                 state.mostInAppleStep = max(state.mostInAppleStep, state.inAppleStep)
                 state.askedApple.append(pending.job.jobID)
+                state.seen[.apple, default: [:]][pending.job.jobID] = pending.job
                 if state.answered { return true }
                 state.waiting.append(continuation)
                 return false

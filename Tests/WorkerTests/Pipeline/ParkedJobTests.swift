@@ -1,0 +1,93 @@
+import Foundation
+import Messages
+import Testing
+
+@testable import Kafka
+@testable import Pipeline
+
+/// A parked job keeps a canonical base64 receipt decoded (three quarters of its text) and gives it back the same byte
+/// for byte; every other proof, and a receipt in any other form, is kept as it came. The text is part of the job's
+/// content digest, and so of its verdict's id: a receipt given back with one byte changed would change the verdict's
+/// id of a redelivered job.
+@Suite("Pipeline: a parked job's receipt")
+struct ParkedJobTests {
+    static func job(_ proof: ReceiptJob.Proof) -> ReceiptJob {
+        ReceiptJob(
+            jobID: "job-parked-1", accountID: "acct-parked", proof: proof, deviceID: "device-1",
+            bundleID: "com.example.app", expectedProductID: "com.example.app.coins",
+            submittedAt: Date(timeIntervalSince1970: 1_764_000_000), appAccountToken: UUID().uuidString)
+    }
+
+    static func parked(_ job: ReceiptJob) throws -> Parked<LedgerBoundJob> {
+        let step = PipelineParkingDecider(ledgerStageLimit: 1, appleStageLimit: 1).decideFromProof(job, recordedAt: nil)
+        guard case .needsLedger(let pending) = step else { throw ParkingFailed() }
+        let message = KafkaConsumerMessage(
+            topicPartition: KafkaTopicPartition(topic: "receipt-jobs", partition: 0), offset: 7, key: job.messageKey,
+            value: nil, headers: [], timestampMilliseconds: nil)
+        return Parked(admitted: PipelineScheduler.Admitted(message: message, generation: 1), pending: pending)
+    }
+
+    struct ParkingFailed: Error {}
+
+    @Test("a real app receipt, a real iOS 6 receipt and bytes of every length: kept decoded, given back exactly")
+    func canonicalReceipts() throws {
+        var texts = [
+            try TestEnvironment.fixture("mbaasy/decoder_unified_sandbox.txt"),
+            try TestEnvironment.fixture("mbaasy/decoder_transaction_sandbox.txt"),
+        ].map { String(decoding: $0, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines) }
+        // Every padding: no '=', one, two; and a single byte.
+        texts += (1...6).map { Data((0..<$0).map { UInt8(truncatingIfNeeded: $0 &* 37 &+ 200) }).base64EncodedString() }
+        for text in texts {
+            let job = Self.job(.receipt(text))
+            let parked = try Self.parked(job)
+            #expect(parked.isPacked, "\(text.prefix(16))…")
+            #expect(parked.pending.job == job)
+            #expect(parked.pending.job.contentDigest == job.contentDigest)
+            #expect(Verdict.verdictID(for: parked.pending.job) == Verdict.verdictID(for: job))
+        }
+    }
+
+    @Test("a receipt not in canonical base64, and every other proof: kept as it came")
+    func otherForms() throws {
+        let bytes = Data((0..<200).map { UInt8(truncatingIfNeeded: $0 &* 73) })
+        let canonical = bytes.base64EncodedString()
+        let proofs: [ReceiptJob.Proof] = [
+            .receipt(bytes.base64EncodedString(options: .lineLength64Characters)),  // line breaks
+            .receipt(bytes.base64EncodedString(options: [.lineLength76Characters, .endLineWithLineFeed])),
+            .receipt(" " + canonical),  // a leading space
+            .receipt(canonical + "\n"),  // a trailing line feed
+            .receipt(String(canonical.dropLast(2))),  // "Tg==" → "Tg": unpadded (200 bytes: two '=')
+            .receipt(canonical.replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")),
+            .receipt("QR=="),  // decodes to "A" but is not what encoding "A" gives ("QQ==")
+            .receipt("not base64 at all!"),
+            .receipt("AAAA AAAA"),
+            .signedTransaction("eyJhbGciOiJFUzI1NiJ9.eyJ0cmFuc2FjdGlvbklkIjoiMSJ9.c2ln"),
+            .transactionID("2000000123456789"),
+            .notification("eyJhbGciOiJFUzI1NiJ9.e30.c2ln"),
+        ]
+        #expect(canonical.contains("+") || canonical.contains("/"), "the URL-safe case changes something")
+        for proof in proofs {
+            let job = Self.job(proof)
+            let parked = try Self.parked(job)
+            #expect(!parked.isPacked, "\(proof.value.prefix(24))")
+            #expect(parked.pending.job == job)
+            #expect(parked.pending.job.contentDigest == job.contentDigest)
+        }
+    }
+
+    @Test("the same job parked for the ledger and then for Apple: the same proof at every step")
+    func throughBothStages() throws {
+        let text = Data((0..<3_000).map { UInt8(truncatingIfNeeded: $0 &* 131 &+ 7) }).base64EncodedString()
+        let job = Self.job(.receipt(text))
+        let forLedger = try Self.parked(job)
+        let pending = forLedger.pending
+        let forApple = Parked(
+            admitted: forLedger.admitted,
+            pending: AppleBoundJob(
+                job: pending.job, local: pending.local, recordedAt: nil,
+                deadline: ContinuousClock.now.advanced(by: .seconds(60))))
+        #expect(forApple.isPacked)
+        #expect(forApple.pending.job == job)
+        #expect(forApple.pending.job.proof.value.utf8.count == text.utf8.count)
+    }
+}
