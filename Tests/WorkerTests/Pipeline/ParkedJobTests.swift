@@ -75,6 +75,30 @@ struct ParkedJobTests {
         }
     }
 
+    @Test("decoding and encoding agree with Foundation for every length, and refuse every other form")
+    func base64AgainstFoundation() {
+        var random = SystemRandomNumberGenerator()
+        for length in 0...300 {
+            let bytes = (0..<length).map { _ in UInt8.random(in: 0...255, using: &random) }
+            let text = Data(bytes).base64EncodedString()
+            #expect(ProofPacking.text(of: bytes) == text, "\(length) bytes")
+            #expect(ProofPacking.canonicalBase64Decoded(text) == (length == 0 ? nil : bytes), "\(length) bytes")
+        }
+        // Every single letter changed in a short text, at every place: decoded only if Foundation decodes it to
+        // bytes whose canonical text it is.
+        let base = Array(Data([0xFB, 0xEF, 0x00, 0x41, 0x7F]).base64EncodedString().utf8)  // "++8AQX8="
+        for place in base.indices {
+            for letter in UInt8(0)...UInt8(255) {
+                var changed = base
+                changed[place] = letter
+                let text = String(decoding: changed, as: UTF8.self)
+                let foundation = Data(base64Encoded: text).map { [UInt8]($0) }
+                let canonical = foundation.flatMap { Data($0).base64EncodedString() == text ? $0 : nil }
+                #expect(ProofPacking.canonicalBase64Decoded(text) == canonical, "\(text)")
+            }
+        }
+    }
+
     @Test("the same job parked for the ledger and then for Apple: the same proof at every step")
     func throughBothStages() throws {
         let text = Data((0..<3_000).map { UInt8(truncatingIfNeeded: $0 &* 131 &+ 7) }).base64EncodedString()
