@@ -4,7 +4,7 @@
 
 FROM swift:6.1-bookworm AS build
 RUN apt-get update \
-    && apt-get install -y --no-install-recommends librdkafka-dev libcurl4-openssl-dev libsqlite3-dev pkg-config \
+    && apt-get install -y --no-install-recommends librdkafka-dev libcurl4-openssl-dev zlib1g-dev libsqlite3-dev pkg-config \
     && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY Package.swift ./
@@ -18,7 +18,7 @@ RUN swift build -c release --product verify-worker --static-swift-stdlib \
 
 FROM debian:bookworm-slim AS runtime
 RUN apt-get update \
-    && apt-get install -y --no-install-recommends librdkafka1 libcurl4 libsqlite3-0 ca-certificates \
+    && apt-get install -y --no-install-recommends librdkafka1 libcurl4 zlib1g libsqlite3-0 ca-certificates \
     && rm -rf /var/lib/apt/lists/* \
     && useradd --system --uid 10001 --user-group --home-dir /var/lib/verify-worker --create-home verify
 COPY --from=build /out/ /usr/local/bin/

@@ -6,7 +6,7 @@
 # Idempotent: a second run installs nothing new. The Swift toolchain (6.1 or later) must already be on PATH.
 set -euo pipefail
 
-packages=(librdkafka-dev libcurl4-openssl-dev libsqlite3-dev pkg-config postgresql kafkacat openssl ca-certificates
+packages=(librdkafka-dev libcurl4-openssl-dev zlib1g-dev libsqlite3-dev pkg-config postgresql kafkacat openssl ca-certificates
     python3 python3-pip binutils chromium chromium-driver)
 sudo_cmd=()
 if [ "$(id -u)" != 0 ]; then sudo_cmd=(sudo); fi

@@ -1,14 +1,16 @@
 import Messages
 
 /// A job parked in one of the worker's stages (``JobStage``): its message (without payload) for the scheduler, and
-/// what deciding it needs, with a base64 receipt kept decoded.
+/// what deciding it needs, with a base64 receipt kept decoded and deflated.
 ///
-/// Thousands of jobs may be parked at once, and a receipt's text was the largest part of each (about 3 KB of the
-/// ~8 KB a waiting job cost: docs/BENCHMARKS.md, "Memory per waiting job"). Parked, a receipt in canonical base64
-/// (what `base64EncodedString()` gives, as StoreKit apps send it: the standard alphabet, padded, no line breaks) is
-/// kept as its decoded bytes, three quarters of its text; the text is made again, the same byte for byte, when a
-/// runner takes the job. A receipt in any other form (line breaks, URL-safe letters, no padding) is kept as it came:
-/// its text is part of the job's content digest (``ReceiptJob/contentDigest``), and so of its verdict's id.
+/// Thousands of jobs may be parked at once, and a receipt's text was the largest part of each (about 4 KB of the
+/// ~8 KB a waiting job cost in `bench pipeline` part e: docs/BENCHMARKS.md, "Memory per waiting job"). Parked, a
+/// receipt in canonical base64 (what `base64EncodedString()` gives, as StoreKit apps send it: the standard alphabet,
+/// padded, no line breaks) is kept as its decoded bytes, three quarters of its text, deflated against a recent
+/// receipt of its kind when that makes it smaller (``ReceiptDeflate``: a fifth of the bytes or less). The text is
+/// made again, the same byte for byte, when a runner takes the job. A receipt in any other form (line breaks,
+/// URL-safe letters, no padding) is kept as it came: its text is part of the job's content digest
+/// (``ReceiptJob/contentDigest``), and so of its verdict's id.
 ///
 /// A class, so a stage's queue holds a reference per job, not each job's few hundred bytes inline in an array that
 /// grows by doubling.
@@ -16,26 +18,57 @@ final class Parked<Pending: ParkableJob>: Sendable {
     let admitted: PipelineScheduler.Admitted
     /// The job, its receipt's text left out when `receipt` holds it (never read from outside: ``pending``).
     private let stored: Pending
-    /// The receipt's bytes, decoded from its canonical base64; nil: `stored` is the job as it came.
-    private let receipt: [UInt8]?
+    /// The receipt, when `stored` does not hold its text.
+    private let receipt: PackedReceipt?
 
-    init(admitted: PipelineScheduler.Admitted, pending: Pending) {
+    /// A receipt kept out of its job's text.
+    private enum PackedReceipt: Sendable {
+        /// Decoded from its canonical base64.
+        case decoded([UInt8])
+        /// Decoded, then deflated.
+        case deflated(ReceiptDeflate.Deflated, ReceiptDeflate)
+    }
+
+    /// - Parameter deflate: deflates the decoded receipt; nil keeps it decoded only.
+    init(admitted: PipelineScheduler.Admitted, pending: Pending, deflate: ReceiptDeflate? = nil) {
         self.admitted = admitted
         var stored = pending
-        receipt = ProofPacking.pack(&stored.job)
+        if let bytes = ProofPacking.pack(&stored.job) {
+            receipt = deflate.flatMap { deflate in deflate.deflate(bytes).map { .deflated($0, deflate) } }
+                ?? .decoded(bytes)
+        } else {
+            receipt = nil
+        }
         self.stored = stored
     }
 
     /// The job as it was parked, its receipt's text made again (a new string each time: read it once).
     var pending: Pending {
-        guard let receipt else { return stored }
+        let bytes: [UInt8]
+        switch receipt {
+        case nil: return stored
+        case .decoded(let decoded): bytes = decoded
+        case .deflated(let deflated, let deflate):
+            // Inflated once when it was parked; failing now means the process's memory is damaged, and a verdict
+            // on a wrong receipt would be worse than a crash (the job is uncommitted, so it is read again).
+            guard let inflated = deflate.inflate(deflated) else {
+                preconditionFailure("a parked receipt no longer inflates (job \(stored.job.jobID))")
+            }
+            bytes = inflated
+        }
         var pending = stored
-        pending.job.proof = .receipt(ProofPacking.text(of: receipt))
+        pending.job.proof = .receipt(ProofPacking.text(of: bytes))
         return pending
     }
 
-    /// Whether the receipt is kept decoded (tests).
-    var isPacked: Bool { receipt != nil }
+    /// How the receipt is kept (tests): nil as it came, else decoded, and whether deflated.
+    var receiptForm: (decodedBytes: Int, keptBytes: Int)? {
+        switch receipt {
+        case nil: nil
+        case .decoded(let bytes): (bytes.count, bytes.count)
+        case .deflated(let deflated, _): (deflated.count, deflated.bytes.count)
+        }
+    }
 }
 
 /// What a job parked in a stage waits with: its job, and what its proof said.

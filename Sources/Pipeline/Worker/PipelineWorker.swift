@@ -123,6 +123,8 @@ public final class PipelineWorker: Sendable {
     private let ledgerStage: JobStage<Parked<LedgerBoundJob>>
     /// Jobs that wait for Apple, parked as data, and the runners that finish them.
     private let appleStage: JobStage<Parked<AppleBoundJob>>
+    /// Deflates the receipts of parked jobs.
+    private let receiptDeflate = ReceiptDeflate()
 
     /// - Parameters:
     ///   - consumerConfiguration: its `revokeDeadline` bounds how long a revoke (and a drain) waits for running jobs.
@@ -473,10 +475,10 @@ public final class PipelineWorker: Sendable {
         case .decided(let decided):
             return decidedStep(decided.verdict, job: job, message: admitted.message)
         case .needsLedger(let pending):
-            ledgerStage.park(Parked(admitted: admitted, pending: pending))
+            ledgerStage.park(Parked(admitted: admitted, pending: pending, deflate: receiptDeflate))
             return .parked
         case .needsApple(let pending):
-            appleStage.park(Parked(admitted: admitted, pending: pending))
+            appleStage.park(Parked(admitted: admitted, pending: pending, deflate: receiptDeflate))
             return .parked
         }
     }

@@ -18,13 +18,14 @@ struct ParkedJobTests {
             submittedAt: Date(timeIntervalSince1970: 1_764_000_000), appAccountToken: UUID().uuidString)
     }
 
-    static func parked(_ job: ReceiptJob) throws -> Parked<LedgerBoundJob> {
+    static func parked(_ job: ReceiptJob, deflate: ReceiptDeflate? = nil) throws -> Parked<LedgerBoundJob> {
         let step = PipelineParkingDecider(ledgerStageLimit: 1, appleStageLimit: 1).decideFromProof(job, recordedAt: nil)
         guard case .needsLedger(let pending) = step else { throw ParkingFailed() }
         let message = KafkaConsumerMessage(
             topicPartition: KafkaTopicPartition(topic: "receipt-jobs", partition: 0), offset: 7, key: job.messageKey,
             value: nil, headers: [], timestampMilliseconds: nil)
-        return Parked(admitted: PipelineScheduler.Admitted(message: message, generation: 1), pending: pending)
+        return Parked(
+            admitted: PipelineScheduler.Admitted(message: message, generation: 1), pending: pending, deflate: deflate)
     }
 
     struct ParkingFailed: Error {}
@@ -40,7 +41,7 @@ struct ParkedJobTests {
         for text in texts {
             let job = Self.job(.receipt(text))
             let parked = try Self.parked(job)
-            #expect(parked.isPacked, "\(text.prefix(16))…")
+            #expect(parked.receiptForm != nil, "\(text.prefix(16))…")
             #expect(parked.pending.job == job)
             #expect(parked.pending.job.contentDigest == job.contentDigest)
             #expect(Verdict.verdictID(for: parked.pending.job) == Verdict.verdictID(for: job))
@@ -69,7 +70,7 @@ struct ParkedJobTests {
         for proof in proofs {
             let job = Self.job(proof)
             let parked = try Self.parked(job)
-            #expect(!parked.isPacked, "\(proof.value.prefix(24))")
+            #expect(parked.receiptForm == nil, "\(proof.value.prefix(24))")
             #expect(parked.pending.job == job)
             #expect(parked.pending.job.contentDigest == job.contentDigest)
         }
@@ -99,6 +100,66 @@ struct ParkedJobTests {
         }
     }
 
+    static func receiptFixture(_ path: String) throws -> String {
+        String(decoding: try TestEnvironment.fixture(path), as: UTF8.self)
+            .trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
+    @Test("real receipts deflate against another of their kind to a third or a half, and come back exactly")
+    func deflatedAgainstTheirKind() throws {
+        let deflate = ReceiptDeflate()
+        // Two different sandbox app receipts (PKCS#7), two iOS 6 transaction receipts: the first of each kind
+        // becomes its dictionary and is kept decoded only; the second deflates against it.
+        let receipts = try [
+            "mbaasy/decoder_unified_sandbox.txt", "mbaasy/decoder_transaction_sandbox.txt",
+            "mbaasy/validator_receipts_unified.txt", "mbaasy/decoder_transaction_production.txt",
+        ].map(Self.receiptFixture)
+        for (index, text) in receipts.enumerated() {
+            let job = Self.job(.receipt(text))
+            let parked = try Self.parked(job, deflate: deflate)
+            let form = try #require(parked.receiptForm)
+            if index < 2 {
+                #expect(form.keptBytes == form.decodedBytes, "the first of its kind is the dictionary")
+            } else {
+                // Apple's app receipts share their certificate chain: under a third. The iOS 6 receipts, of two
+                // apps and environments, share less: under a half.
+                let share = index == 2 ? 3 : 2
+                #expect(form.keptBytes * share < form.decodedBytes, "\(form.keptBytes) of \(form.decodedBytes) bytes")
+            }
+            #expect(parked.pending.job == job)
+            #expect(parked.pending.job.contentDigest == job.contentDigest)
+        }
+    }
+
+    @Test("a receipt that does not deflate smaller is kept decoded; the dictionary changes every refreshEvery")
+    func deflateLimits() throws {
+        let deflate = ReceiptDeflate(refreshEvery: 2)
+        var random = SystemRandomNumberGenerator()
+        let noise = { (count: Int) in [UInt8(0x30)] + (1..<count).map { _ in UInt8.random(in: 0...255, using: &random) } }
+        let dictionary = noise(3_000)
+        #expect(deflate.deflate(dictionary) == nil, "the first of its kind becomes the dictionary")
+        #expect(deflate.deflate(noise(3_000)) == nil, "random bytes do not deflate smaller")
+        var similar = dictionary
+        similar[1_500] ^= 0xFF
+        let deflated = try #require(deflate.deflate(similar), "the second use of the dictionary")
+        #expect(deflated.bytes.count < 100)
+        // Kept in an array of its own size, not in the room it was deflated into (which would save nothing).
+        #expect(deflated.bytes.capacity < 2 * deflated.bytes.count + 32, "capacity \(deflated.bytes.capacity)")
+        #expect(deflate.inflate(deflated) == similar)
+        #expect(deflate.deflate(similar) == nil, "after two uses the next receipt becomes the dictionary")
+        let next = try #require(deflate.deflate(similar), "deflated against the new dictionary, itself")
+        #expect(next.bytes.count < 60)
+        #expect(deflated.dictionary !== next.dictionary)
+        #expect(deflate.inflate(deflated) == similar, "the old dictionary lives with what was deflated against it")
+        // Another kind (its first byte) has a dictionary of its own.
+        #expect(deflate.deflate([UInt8(ascii: "{")] + similar.dropFirst()) == nil)
+        // Damaged bytes never inflate to a receipt of the expected size.
+        let damaged = ReceiptDeflate.Deflated(
+            bytes: Array(deflated.bytes.prefix(deflated.bytes.count / 2)), dictionary: deflated.dictionary,
+            count: deflated.count)
+        #expect(deflate.inflate(damaged) == nil)
+    }
+
     @Test("the same job parked for the ledger and then for Apple: the same proof at every step")
     func throughBothStages() throws {
         let text = Data((0..<3_000).map { UInt8(truncatingIfNeeded: $0 &* 131 &+ 7) }).base64EncodedString()
@@ -110,7 +171,7 @@ struct ParkedJobTests {
             pending: AppleBoundJob(
                 job: pending.job, local: pending.local, recordedAt: nil,
                 deadline: ContinuousClock.now.advanced(by: .seconds(60))))
-        #expect(forApple.isPacked)
+        #expect(forApple.receiptForm != nil)
         #expect(forApple.pending.job == job)
         #expect(forApple.pending.job.proof.value.utf8.count == text.utf8.count)
     }
