@@ -34,7 +34,8 @@ final class Parked<Pending: ParkableJob>: Sendable {
         self.admitted = admitted
         var stored = pending
         if let bytes = ProofPacking.pack(&stored.job) {
-            receipt = deflate.flatMap { deflate in deflate.deflate(bytes).map { .deflated($0, deflate) } }
+            receipt =
+                deflate.flatMap { deflate in deflate.deflate(bytes).map { .deflated($0, deflate) } }
                 ?? .decoded(bytes)
         } else {
             receipt = nil

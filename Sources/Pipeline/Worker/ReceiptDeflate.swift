@@ -165,7 +165,8 @@ private final class StreamPool: @unchecked Sendable {
     private func make() -> UnsafeMutablePointer<z_stream>? {
         let stream = UnsafeMutablePointer<z_stream>.allocate(capacity: 1)
         stream.initialize(to: z_stream())
-        let status = kind == .deflate ? czlib_deflate_init_raw(stream, ReceiptDeflate.level) : czlib_inflate_init_raw(stream)
+        let status =
+            kind == .deflate ? czlib_deflate_init_raw(stream, ReceiptDeflate.level) : czlib_inflate_init_raw(stream)
         guard status == Z_OK else {
             stream.deallocate()
             return nil

@@ -135,7 +135,8 @@ struct ParkedJobTests {
     func deflateLimits() throws {
         let deflate = ReceiptDeflate(refreshEvery: 2)
         var random = SystemRandomNumberGenerator()
-        let noise = { (count: Int) in [UInt8(0x30)] + (1..<count).map { _ in UInt8.random(in: 0...255, using: &random) } }
+        let noise = { (count: Int) in [UInt8(0x30)] + (1..<count).map { _ in UInt8.random(in: 0...255, using: &random) }
+        }
         let dictionary = noise(3_000)
         #expect(deflate.deflate(dictionary) == nil, "the first of its kind becomes the dictionary")
         #expect(deflate.deflate(noise(3_000)) == nil, "random bytes do not deflate smaller")
