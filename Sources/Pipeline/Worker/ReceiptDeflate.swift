@@ -5,9 +5,10 @@ import Synchronization
 ///
 /// Receipts of one app are mostly the same bytes: the same certificate chain (about 2.5 KB in Apple's app receipts),
 /// the same structure, the same bundle id and products. Against a dictionary that is another such receipt, a
-/// receipt deflates to about a fifth of its bytes or less: Apple's sandbox app receipts of the shared fixtures from
-/// ~6.8 KB to ~1.5 KB, iOS 6 transaction receipts from 2.6 KB to 1.2 KB, the Apple simulator's from 3.2 KB to 0.4 KB
-/// (docs/BENCHMARKS.md, "Memory per waiting job"). Only jobs that wait (for the ledger or Apple) pay for it.
+/// receipt deflates to between a half and a tenth of its bytes: Apple's sandbox app receipts of the shared fixtures
+/// from ~6.8 KB to ~1.5 KB, iOS 6 transaction receipts of two apps from 2.6 KB to 1.2 KB, the Apple simulator's app
+/// receipts from 3.2 KB to 0.4 KB (docs/BENCHMARKS.md, "Memory per waiting job"). Only jobs that wait (for the
+/// ledger or Apple) pay for it: about one deflate and two inflates each time a job is parked.
 ///
 /// The dictionary of a kind (a receipt's first byte: `0x30` for a PKCS#7 app receipt, `{` for an iOS 6 transaction
 /// receipt) is the first receipt of that kind deflated after the last change, and changes every
