@@ -7,7 +7,7 @@ import Messages
 /// ~8 KB a waiting job cost in `bench pipeline` part e: docs/BENCHMARKS.md, "Memory per waiting job"). Parked, a
 /// receipt in canonical base64 (what `base64EncodedString()` gives, as StoreKit apps send it: the standard alphabet,
 /// padded, no line breaks) is kept as its decoded bytes, three quarters of its text, deflated against a recent
-/// receipt of its kind when that makes it smaller (``ReceiptDeflate``: a fifth of the bytes or less). The text is
+/// receipt of its kind when that makes it smaller (``ReceiptDeflate``: a half to a tenth of the bytes). The text is
 /// made again, the same byte for byte, when a runner takes the job. A receipt in any other form (line breaks,
 /// URL-safe letters, no padding) is kept as it came: its text is part of the job's content digest
 /// (``ReceiptJob/contentDigest``), and so of its verdict's id.
