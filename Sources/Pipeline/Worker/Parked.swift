@@ -1,4 +1,6 @@
+import Foundation
 import Messages
+import Receipts
 
 /// A job parked in one of the worker's stages (``JobStage``): its message (without payload) for the scheduler, and
 /// what deciding it needs, with a base64 receipt kept decoded and deflated.
@@ -80,12 +82,13 @@ protocol ParkableJob: Sendable {
 extension LedgerBoundJob: ParkableJob {}
 extension AppleBoundJob: ParkableJob {}
 
-/// A receipt's canonical base64 text and its decoded bytes, one from the other, each in one pass and one allocation.
+/// A receipt's canonical base64 text and its decoded bytes, one from the other.
 ///
 /// Canonical base64 (RFC 4648, section 3.5): the standard alphabet, no line breaks or other characters, padded with
 /// `=` to a multiple of four, and the bits the padding leaves over in the last character zero. Exactly one text is
-/// canonical for given bytes, the one ``text(of:)`` makes (and Foundation's `base64EncodedString()`), so a text that
-/// decodes here is made again the same byte for byte.
+/// canonical for given bytes, the one Foundation's `base64EncodedString()` makes (``text(of:)``), so a text that
+/// decodes here is made again the same byte for byte. The decoding itself is the receipt reader's (``Base64``): the
+/// check here only refuses the forms that reader forgives.
 enum ProofPacking {
     /// Takes the receipt's text out of `job` and returns its decoded bytes, when the text is canonical base64 (the
     /// proof is left as the empty text); nil, with `job` unchanged, for any other proof.
@@ -95,88 +98,37 @@ enum ProofPacking {
         return bytes
     }
 
-    /// The canonical base64 of `bytes`.
-    static func text(of bytes: [UInt8]) -> String {
-        let length = (bytes.count + 2) / 3 * 4
-        return String(unsafeUninitializedCapacity: length) { out in
-            bytes.withUnsafeBufferPointer { input in
-                var o = 0
-                var i = 0
-                while i + 3 <= input.count {
-                    let group = UInt32(input[i]) << 16 | UInt32(input[i + 1]) << 8 | UInt32(input[i + 2])
-                    out[o] = alphabet[Int(group >> 18)]
-                    out[o + 1] = alphabet[Int(group >> 12 & 63)]
-                    out[o + 2] = alphabet[Int(group >> 6 & 63)]
-                    out[o + 3] = alphabet[Int(group & 63)]
-                    i += 3
-                    o += 4
-                }
-                let left = input.count - i
-                if left > 0 {
-                    let group = UInt32(input[i]) << 16 | (left == 2 ? UInt32(input[i + 1]) << 8 : 0)
-                    out[o] = alphabet[Int(group >> 18)]
-                    out[o + 1] = alphabet[Int(group >> 12 & 63)]
-                    out[o + 2] = left == 2 ? alphabet[Int(group >> 6 & 63)] : pad
-                    out[o + 3] = pad
-                }
-            }
-            return length
-        }
-    }
+    /// The canonical base64 of `bytes` (as verifyReceipt's `receipt-data` is made: ``JobProcessor/receiptData(_:)``).
+    static func text(of bytes: [UInt8]) -> String { Data(bytes).base64EncodedString() }
 
     /// The bytes `text` encodes, if `text` is canonical base64 and not empty; nil otherwise.
     static func canonicalBase64Decoded(_ text: String) -> [UInt8]? {
         var text = text
         return text.withUTF8 { input -> [UInt8]? in
-            let n = input.count
-            guard n > 0, n % 4 == 0 else { return nil }
-            let padding = input[n - 1] != pad ? 0 : input[n - 2] != pad ? 1 : 2
-            let count = n / 4 * 3 - padding
-            return try? [UInt8](unsafeUninitializedCapacity: count) { out, initialized in
-                var o = 0
-                var i = 0
-                // Every group but the last: four letters of the alphabet.
-                while i + 4 < n {
-                    let group = try sextets(input, at: i, letters: 4)
-                    out[o] = UInt8(truncatingIfNeeded: group >> 16)
-                    out[o + 1] = UInt8(truncatingIfNeeded: group >> 8)
-                    out[o + 2] = UInt8(truncatingIfNeeded: group)
-                    i += 4
-                    o += 3
-                }
-                // The last: its padding, and no bits left over under it.
-                let group = try sextets(input, at: i, letters: 4 - padding)
-                guard group & (padding == 2 ? 0xFFFF : padding == 1 ? 0xFF : 0) == 0 else { throw NotCanonical() }
-                out[o] = UInt8(truncatingIfNeeded: group >> 16)
-                if padding < 2 { out[o + 1] = UInt8(truncatingIfNeeded: group >> 8) }
-                if padding < 1 { out[o + 2] = UInt8(truncatingIfNeeded: group) }
-                initialized = count
+            let count = input.count
+            guard count > 0, count % 4 == 0 else { return nil }
+            let pad = UInt8(ascii: "=")
+            let padding = input[count - 1] != pad ? 0 : input[count - 2] != pad ? 1 : 2
+            var last: UInt8 = 0
+            for byte in input[..<(count - padding)] {
+                guard let value = standardValue(of: byte) else { return nil }
+                last = value
             }
+            // No bits left over under the padding: two of the last letter before one `=`, four before two.
+            guard last & (padding == 2 ? 0x0F : padding == 1 ? 0x03 : 0) == 0 else { return nil }
+            return Base64.decode(input)
         }
     }
 
-    private struct NotCanonical: Error {}
-
-    /// The 24 bits of the group at `start`, of which the first `letters` letters are read (the rest count as zero).
-    private static func sextets(_ input: UnsafeBufferPointer<UInt8>, at start: Int, letters: Int) throws -> UInt32 {
-        var group: UInt32 = 0
-        for k in 0..<4 {
-            var value: UInt8 = 0
-            if k < letters {
-                value = decoding[Int(input[start + k])]
-                guard value < 64 else { throw NotCanonical() }
-            }
-            group = group << 6 | UInt32(value)
+    /// The 6-bit value of a letter of the standard alphabet (not the URL-safe `-` and `_`, nor `=`), or nil.
+    private static func standardValue(of byte: UInt8) -> UInt8? {
+        switch byte {
+        case UInt8(ascii: "A")...UInt8(ascii: "Z"): byte - UInt8(ascii: "A")
+        case UInt8(ascii: "a")...UInt8(ascii: "z"): byte - UInt8(ascii: "a") + 26
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0") + 52
+        case UInt8(ascii: "+"): 62
+        case UInt8(ascii: "/"): 63
+        default: nil
         }
-        return group
     }
-
-    private static let pad = UInt8(ascii: "=")
-    private static let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/".utf8)
-    /// Each byte's value as a base64 letter, or 255 for a byte that is none (`=` too: it is read only at the end).
-    private static let decoding: [UInt8] = {
-        var table = [UInt8](repeating: 255, count: 256)
-        for (value, letter) in alphabet.enumerated() { table[Int(letter)] = UInt8(value) }
-        return table
-    }()
 }
