@@ -21,28 +21,33 @@ final class Parked<Pending: ParkableJob>: Sendable {
     /// The job, its receipt's text left out when `receipt` holds it (never read from outside: ``pending``).
     private let stored: Pending
     /// The receipt, when `stored` does not hold its text.
-    private let receipt: PackedReceipt?
-
-    /// A receipt kept out of its job's text.
-    private enum PackedReceipt: Sendable {
-        /// Decoded from its canonical base64.
-        case decoded([UInt8])
-        /// Decoded, then deflated.
-        case deflated(ReceiptDeflate.Deflated, ReceiptDeflate)
-    }
+    private let receipt: ParkedReceipt?
 
     /// - Parameter deflate: deflates the decoded receipt; nil keeps it decoded only.
-    init(admitted: PipelineScheduler.Admitted, pending: Pending, deflate: ReceiptDeflate? = nil) {
-        self.admitted = admitted
+    convenience init(admitted: PipelineScheduler.Admitted, pending: Pending, deflate: ReceiptDeflate? = nil) {
         var stored = pending
+        var receipt: ParkedReceipt?
         if let bytes = ProofPacking.pack(&stored.job) {
             receipt =
                 deflate.flatMap { deflate in deflate.deflate(bytes).map { .deflated($0, deflate) } }
                 ?? .decoded(bytes)
-        } else {
-            receipt = nil
         }
+        self.init(admitted: admitted, stored: stored, receipt: receipt)
+    }
+
+    private init(admitted: PipelineScheduler.Admitted, stored: Pending, receipt: ParkedReceipt?) {
+        self.admitted = admitted
         self.stored = stored
+        self.receipt = receipt
+    }
+
+    /// `next`, parked for the next stage, keeping this job's receipt as it is kept (not decoded and deflated again),
+    /// if its job is `given` (what ``pending`` gave the step) unchanged; nil otherwise.
+    func parkedAgain<Next: ParkableJob>(_ next: Next, given: ReceiptJob) -> Parked<Next>? {
+        guard let receipt, next.job == given else { return nil }
+        var stored = next
+        stored.job.proof = .receipt("")
+        return Parked<Next>(admitted: admitted, stored: stored, receipt: receipt)
     }
 
     /// The job as it was parked, its receipt's text made again (a new string each time: read it once).
@@ -72,6 +77,14 @@ final class Parked<Pending: ParkableJob>: Sendable {
         case .deflated(let deflated, _): (deflated.count, deflated.bytes.count)
         }
     }
+}
+
+/// A parked job's receipt, kept out of its job's text (the same for every stage's ``Parked``).
+private enum ParkedReceipt: Sendable {
+    /// Decoded from its canonical base64.
+    case decoded([UInt8])
+    /// Decoded, then deflated.
+    case deflated(ReceiptDeflate.Deflated, ReceiptDeflate)
 }
 
 /// What a job parked in a stage waits with: its job, and what its proof said.

@@ -306,7 +306,7 @@ public final class PipelineWorker: Sendable {
         var delivered = false
         if !Task.isCancelled {
             let pending = parked.pending
-            switch await ledgerStep(pending, admitted: parked.admitted) {
+            switch await ledgerStep(pending, of: parked) {
             case .record(let record, let verdict):
                 delivered = await deliverVerdict(record, verdict, of: pending.job)
             case .undecided: break
@@ -444,12 +444,12 @@ public final class PipelineWorker: Sendable {
         }
     }
 
-    /// The ledger's step for a parked job: decided, or parked for Apple.
+    /// The ledger's step for a parked job (`pending`, which `parked` gave): decided, or parked for Apple.
     @inline(never)
-    private func ledgerStep(_ pending: LedgerBoundJob, admitted: PipelineScheduler.Admitted) async -> Step {
+    private func ledgerStep(_ pending: LedgerBoundJob, of parked: Parked<LedgerBoundJob>) async -> Step {
         do {
             let step = try await decider.decideWithLedger(pending)
-            return route(step, job: pending.job, admitted: admitted)
+            return route(step, job: pending.job, admitted: parked.admitted, after: parked)
         } catch {
             failed(pending.job, error)
             return .undecided
@@ -468,9 +468,13 @@ public final class PipelineWorker: Sendable {
         }
     }
 
-    /// A decided job's record, or the job parked in the stage it waits for.
+    /// A decided job's record, or the job parked in the stage it waits for. After the ledger stage (`earlier`), a job
+    /// parked for Apple keeps its receipt as the ledger stage kept it.
     @inline(never)
-    private func route(_ step: JobStep, job: ReceiptJob, admitted: PipelineScheduler.Admitted) -> Step {
+    private func route(
+        _ step: JobStep, job: ReceiptJob, admitted: PipelineScheduler.Admitted,
+        after earlier: Parked<LedgerBoundJob>? = nil
+    ) -> Step {
         switch step {
         case .decided(let decided):
             return decidedStep(decided.verdict, job: job, message: admitted.message)
@@ -478,7 +482,9 @@ public final class PipelineWorker: Sendable {
             ledgerStage.park(Parked(admitted: admitted, pending: pending, deflate: receiptDeflate))
             return .parked
         case .needsApple(let pending):
-            appleStage.park(Parked(admitted: admitted, pending: pending, deflate: receiptDeflate))
+            appleStage.park(
+                earlier?.parkedAgain(pending, given: job)
+                    ?? Parked(admitted: admitted, pending: pending, deflate: receiptDeflate))
             return .parked
         }
     }

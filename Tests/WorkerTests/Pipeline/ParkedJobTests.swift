@@ -163,17 +163,31 @@ struct ParkedJobTests {
 
     @Test("the same job parked for the ledger and then for Apple: the same proof at every step")
     func throughBothStages() throws {
-        let text = Data((0..<3_000).map { UInt8(truncatingIfNeeded: $0 &* 131 &+ 7) }).base64EncodedString()
+        let deflate = ReceiptDeflate()
+        var bytes = (0..<3_000).map { UInt8(truncatingIfNeeded: $0 &* 131 &+ 7) }
+        let text = Data(bytes).base64EncodedString()
+        // The first receipt of its kind (its first byte) becomes the dictionary; the job's is deflated against it.
+        bytes[1_500] ^= 0xFF
+        _ = try Self.parked(Self.job(.receipt(Data(bytes).base64EncodedString())), deflate: deflate)
         let job = Self.job(.receipt(text))
-        let forLedger = try Self.parked(job)
+        let forLedger = try Self.parked(job, deflate: deflate)
         let pending = forLedger.pending
-        let forApple = Parked(
-            admitted: forLedger.admitted,
-            pending: AppleBoundJob(
-                job: pending.job, local: pending.local, recordedAt: nil,
-                deadline: ContinuousClock.now.advanced(by: .seconds(60))))
-        #expect(forApple.receiptForm != nil)
+        let next = AppleBoundJob(
+            job: pending.job, local: pending.local, recordedAt: nil,
+            deadline: ContinuousClock.now.advanced(by: .seconds(60)))
+        // Parked again for Apple: the receipt kept as the ledger stage kept it, not decoded and deflated again.
+        let forApple = try #require(forLedger.parkedAgain(next, given: pending.job))
+        let ledgerForm = try #require(forLedger.receiptForm)
+        let appleForm = try #require(forApple.receiptForm)
+        #expect(appleForm == ledgerForm)
+        #expect(appleForm.keptBytes < appleForm.decodedBytes, "deflated")
         #expect(forApple.pending.job == job)
         #expect(forApple.pending.job.proof.value.utf8.count == text.utf8.count)
+        // A job the step changed is parked anew, never with the earlier receipt.
+        var changed = next
+        changed.job.accountID = "acct-other"
+        #expect(forLedger.parkedAgain(changed, given: pending.job) == nil)
+        let fresh = Parked(admitted: forLedger.admitted, pending: next)
+        #expect(fresh.pending.job == job)
     }
 }
