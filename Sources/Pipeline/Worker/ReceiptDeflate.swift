@@ -8,7 +8,8 @@ import Synchronization
 /// receipt deflates to between a half and a tenth of its bytes: Apple's sandbox app receipts of the shared fixtures
 /// from ~6.8 KB to ~1.5 KB, iOS 6 transaction receipts of two apps from 2.6 KB to 1.2 KB, the Apple simulator's app
 /// receipts from 3.2 KB to 0.4 KB (docs/BENCHMARKS.md, "Memory per waiting job"). Only jobs that wait (for the
-/// ledger or Apple) pay for it: about one deflate and two inflates each time a job is parked.
+/// ledger or Apple) pay for it: a deflate and an inflate (the check) when first parked, an inflate each time a runner
+/// takes it (parked again for Apple, it keeps what the ledger stage kept: ``Parked/parkedAgain(_:given:)``).
 ///
 /// The dictionary of a kind (a receipt's first byte: `0x30` for a PKCS#7 app receipt, `{` for an iOS 6 transaction
 /// receipt) is the first receipt of that kind deflated after the last change, and changes every
