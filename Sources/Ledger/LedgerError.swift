@@ -15,7 +15,10 @@ public struct LedgerError: Error, Sendable, Hashable, CustomStringConvertible {
         case schema
         /// Stored data could not be read back (a corrupt row). Needs an operator.
         case corrupt
-        /// Any other database error (constraint, I/O, SQL). Retried, as a database fault is usually transient.
+        /// The database refused the job's values for good (a constraint, an encoding it cannot store, a value out of
+        /// range): the same operation with the same values fails again. The job becomes a dead letter, never a retry.
+        case refused
+        /// Any other database error (I/O, SQL). Retried, as a database fault is usually transient.
         case database
     }
 
@@ -36,7 +39,7 @@ public struct LedgerError: Error, Sendable, Hashable, CustomStringConvertible {
     public var isRetryable: Bool {
         switch code {
         case .unavailable, .timeout, .busy, .contention, .database: true
-        case .invalidConfiguration, .schema, .corrupt: false
+        case .invalidConfiguration, .schema, .corrupt, .refused: false
         }
     }
 

@@ -382,14 +382,19 @@ public struct CatalogError: Error, Sendable, Hashable, CustomStringConvertible {
     public init(_ description: String) { self.description = description }
 }
 
-/// The contract's identifier rule: 1 to 256 bytes of UTF-8, and (here) no control characters, so an id is safe in
-/// a log line, a header and a URL path.
+/// The contract's identifier rule: 1 to 256 bytes of UTF-8 and no control character (C0, DEL or C1), so an id is
+/// safe in a log line, a header, a URL path and every database the ledger runs on.
 public enum Identifier {
     public static let maximumBytes = 256
 
     public static func isValid(_ text: String) -> Bool {
         let count = text.utf8.count
         guard count >= 1, count <= maximumBytes else { return false }
-        return !text.unicodeScalars.contains { $0.value < 0x20 || $0.value == 0x7F }
+        return !hasControlCharacter(text)
+    }
+
+    /// Whether `text` holds a control character: U+0000 to U+001F, U+007F or U+0080 to U+009F.
+    public static func hasControlCharacter(_ text: String) -> Bool {
+        text.unicodeScalars.contains { $0.value < 0x20 || (0x7F...0x9F).contains($0.value) }
     }
 }

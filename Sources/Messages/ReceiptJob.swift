@@ -49,6 +49,12 @@ public struct ReceiptJob: Sendable, Hashable {
             }
         }
 
+        /// Whether this is an App Store Server Notification.
+        public var isNotification: Bool {
+            if case .notification = self { return true }
+            return false
+        }
+
         /// The proof's text, whatever its kind.
         public var value: String {
             switch self {
@@ -151,6 +157,11 @@ extension ReceiptJob: Codable {
     public func validate() throws {
         try Self.checkIdentifier(jobID, field: "job_id")
         try Self.checkIdentifier(accountID, field: "account_id")
+        if Self.isReservedAccountID(accountID), !proof.isNotification {
+            throw MessageError(
+                .invalidValue, field: "account_id",
+                "\(NotificationJob.defaultAccountID) is reserved for notification jobs")
+        }
         if let deviceID { try Self.checkIdentifier(deviceID, field: "device_id") }
         if let bundleID { try Self.checkIdentifier(bundleID, field: "bundle_id") }
         if let expectedProductID { try Self.checkIdentifier(expectedProductID, field: "expected_product_id") }
@@ -181,10 +192,25 @@ extension ReceiptJob: Codable {
     /// The longest identifier (job, account, device, bundle, product, transaction id) a job may carry.
     public static let maximumIdentifierLength = 256
 
+    /// The contract's identifier rule (``Identifier``), with the rule broken named: an id with a control character
+    /// is refused here, at every entrance, because the ledger's database refuses some of them (PostgreSQL: NUL) for
+    /// good, and an id it refuses would hold its account's lane for ever.
     static func checkIdentifier(_ value: String, field: String) throws {
         if value.isEmpty { throw MessageError(.invalidValue, field: field, "must not be empty") }
         if value.utf8.count > maximumIdentifierLength {
             throw MessageError(.invalidValue, field: field, "longer than \(maximumIdentifierLength) bytes")
         }
+        if Identifier.hasControlCharacter(value) {
+            throw MessageError(.invalidValue, field: field, "must not contain control characters")
+        }
+    }
+
+    /// Whether `accountID` is a notification lane's account (``NotificationJob/defaultAccountID``, alone or followed by
+    /// `/`): only a notification job may carry it, or a frontend's job would share a lane with notifications.
+    public static func isReservedAccountID(_ accountID: String) -> Bool {
+        let reserved = NotificationJob.defaultAccountID
+        guard accountID.hasPrefix(reserved) else { return false }
+        return accountID.utf8.count == reserved.utf8.count
+            || accountID.utf8.dropFirst(reserved.utf8.count).first == UInt8(ascii: "/")
     }
 }

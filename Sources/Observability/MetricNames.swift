@@ -23,6 +23,14 @@ public enum MetricNames {
     /// Gauge, label `stage` (`ledger`, `apple`): jobs parked as data waiting for a runner of the worker's ledger or
     /// Apple stage (part of ``inFlight``; those waiting in the call gate are runners' jobs, not parked).
     public static let parkedJobs = "verify_jobs_parked"
+    /// Counter, label `code` (a ledger error code: `unavailable`, `timeout`, `busy`, `contention`, `database`): a
+    /// job's ledger operation failed and is retried.
+    public static let ledgerRetries = "verify_ledger_retries_total"
+    /// Gauge: jobs retrying a failing ledger operation now.
+    public static let ledgerRetryingJobs = "verify_ledger_retrying_jobs"
+    /// Gauge: jobs retrying a failing ledger operation for longer than `ledger_retry_overdue_s` (`/readyz` says
+    /// `ledger_retry_overdue` while there is one).
+    public static let ledgerRetryOverdueJobs = "verify_ledger_retry_overdue_jobs"
     /// Gauge: partitions of the jobs topic assigned to this worker now.
     public static let assignedPartitions = "verify_assigned_partitions"
     /// Counter: times the consumer handed on an offset past one never handed on, and the partition was read

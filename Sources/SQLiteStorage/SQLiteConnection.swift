@@ -9,6 +9,9 @@ public enum SQLiteFailureKind: Sendable {
     /// The file cannot be opened, is not a database, or the connection is closed.
     case unavailable
     case corrupt
+    /// The values were refused for good: a constraint (SQLITE_CONSTRAINT), a type (SQLITE_MISMATCH), a size
+    /// (SQLITE_TOOBIG) or a parameter (SQLITE_RANGE). The same statement with the same values fails again.
+    case refused
     /// Any other error.
     case database
 }
@@ -27,6 +30,8 @@ public protocol SQLiteFailureCodes: Equatable {
     static var unavailable: Self { get }
     static var corrupt: Self { get }
     static var database: Self { get }
+    /// A refusal of the values (``SQLiteFailureKind/refused``).
+    static var refused: Self { get }
 }
 
 /// A store's error type built from a code and a detail, which becomes a ``SQLiteFailure`` by its codes alone.
@@ -43,6 +48,7 @@ extension SQLiteCodedFailure {
         case .busy: code = .busy
         case .unavailable: code = .unavailable
         case .corrupt: code = .corrupt
+        case .refused: code = .refused
         case .database: code = .database
         }
         self.init(code, detail, file: file, line: line)
@@ -130,7 +136,9 @@ public final class SQLiteConnection<Failure: SQLiteFailure> {
             switch value {
             case .null: rc = sqlite3_bind_null(statement, position)
             case .integer(let v): rc = sqlite3_bind_int64(statement, position, v)
-            case .text(let v): rc = sqlite3_bind_text(statement, position, v, -1, Self.transient)
+            // With its length, not up to a NUL: a NUL inside the text would otherwise cut it there, and two
+            // different ids would be stored as one.
+            case .text(let v): rc = sqlite3_bind_text(statement, position, v, Int32(v.utf8.count), Self.transient)
             }
             if rc != SQLITE_OK { throw Self.error(rc, String(cString: sqlite3_errmsg(db))) }
         }
@@ -191,6 +199,7 @@ public final class SQLiteConnection<Failure: SQLiteFailure> {
         case SQLITE_BUSY, SQLITE_LOCKED: kind = .busy
         case SQLITE_CANTOPEN, SQLITE_NOTADB: kind = .unavailable
         case SQLITE_CORRUPT: kind = .corrupt
+        case SQLITE_CONSTRAINT, SQLITE_MISMATCH, SQLITE_TOOBIG, SQLITE_RANGE: kind = .refused
         default: kind = .database
         }
         return Failure(sqlite: kind, "SQLite error \(rc): \(message)", file: file, line: line)

@@ -404,6 +404,11 @@ public final class PostgresLedger: Ledger {
             case (.server, "55P03"?), (.server, "40001"?), (.server, "40P01"?): code = .busy
             case (.server, let s?) where s.hasPrefix("57P") || s.hasPrefix("08") || s.hasPrefix("53"):
                 code = .unavailable
+            case (.server, "23505"?): code = .contention  // unique_violation: a race with another writer
+            // Data exceptions (class 22: an encoding such as NUL in text, a value out of range), integrity
+            // constraints (23) and program limits (54): the same values are refused again, whenever asked.
+            case (.server, let s?) where s.hasPrefix("22") || s.hasPrefix("23") || s.hasPrefix("54"):
+                code = .refused
             case (.server, _): code = .database
             default: code = .unavailable  // connection errors, closed connections, SSL, authentication
             }

@@ -49,6 +49,8 @@ public struct WorkerConfiguration: Sendable, TableConfiguration {
     // MARK: Limits
     public var maximumInFlight: Int
     public var jobDeadline: Duration
+    /// How long a job may retry a failing ledger operation before `/readyz` and a metric report it (it goes on).
+    public var ledgerRetryOverdue: Duration
     public var appleMaximumConcurrency: Int
     public var appleMinimumConcurrency: Int
     // MARK: After a grant
@@ -156,6 +158,10 @@ public struct WorkerConfiguration: Sendable, TableConfiguration {
         .init(
             "job_deadline_s", default: "600",
             "How long a job may wait for Apple before it ends unverifiable/apple_unavailable."),
+        .init(
+            "ledger_retry_overdue_s", default: "120",
+            "How long a job may retry a failing ledger operation before /readyz reports ledger_retry_overdue and "
+                + "verify_ledger_retry_overdue_jobs counts it (it goes on retrying)."),
         .init("apple_max_concurrency", default: "512", "Ceiling of the adaptive limit on concurrent Apple calls."),
         .init("apple_min_concurrency", default: "4", "Floor of the adaptive limit on concurrent Apple calls."),
         .init("verify_receipt_rate", default: "1000", "Operator ceiling on verifyReceipt calls per second per worker."),
@@ -303,6 +309,7 @@ public struct WorkerConfiguration: Sendable, TableConfiguration {
         appleRequestTimeout = .milliseconds(try reader.int("apple_request_timeout_ms", in: 1...600_000))
         maximumInFlight = try reader.int("max_in_flight", in: 1...1_000_000)
         jobDeadline = .seconds(try reader.int("job_deadline_s", in: 1...86_400))
+        ledgerRetryOverdue = .seconds(try reader.int("ledger_retry_overdue_s", in: 1...86_400))
         appleMaximumConcurrency = try reader.int("apple_max_concurrency", in: 1...100_000)
         appleMinimumConcurrency = try reader.int("apple_min_concurrency", in: 1...100_000)
         guard appleMinimumConcurrency <= appleMaximumConcurrency else {

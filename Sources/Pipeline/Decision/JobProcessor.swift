@@ -31,11 +31,14 @@ public struct JobProcessor: Sendable {
         /// The first wait after a ledger failure; it doubles up to ``ledgerMaximumBackoff``.
         public var ledgerInitialBackoff: Duration
         public var ledgerMaximumBackoff: Duration
+        /// How long a job may keep retrying a failing ledger operation before the worker reports it overdue
+        /// (`/readyz` reason `ledger_retry_overdue`, ``MetricNames/ledgerRetryOverdueJobs``); it goes on retrying.
+        public var ledgerRetryOverdue: Duration
 
         public init(
             catalog: Catalog, allowSandbox: Bool, jobDeadline: Duration = .seconds(600),
             ledgerInitialBackoff: Duration = .milliseconds(100), ledgerMaximumBackoff: Duration = .seconds(5),
-            appAppleID: Int64? = nil
+            ledgerRetryOverdue: Duration = .seconds(120), appAppleID: Int64? = nil
         ) {
             self.catalog = catalog
             self.appAppleID = appAppleID
@@ -43,6 +46,7 @@ public struct JobProcessor: Sendable {
             self.jobDeadline = jobDeadline
             self.ledgerInitialBackoff = ledgerInitialBackoff
             self.ledgerMaximumBackoff = ledgerMaximumBackoff
+            self.ledgerRetryOverdue = ledgerRetryOverdue
         }
     }
 
@@ -492,11 +496,17 @@ public struct JobProcessor: Sendable {
 
     // MARK: Ledger
 
+    /// Settles `job` in the ledger, retrying what may succeed later until it does. Throws ``LedgerRefusedJob`` when
+    /// the ledger refuses the job's values for good (the job becomes a dead letter), ``PipelineFatalError`` for a
+    /// fault no job can pass, `CancellationError` when cancelled. A job retried longer than
+    /// ``Configuration/ledgerRetryOverdue`` is reported overdue until it ends.
     @inline(never)
     func settle(
         _ job: ReceiptJob, _ evidence: PurchaseEvidence, recordedAt: Date? = nil
     ) async throws -> LedgerSettlement.Outcome {
         var backoff = configuration.ledgerInitialBackoff
+        var retry = LedgerRetry()
+        defer { retry.end(health) }
         while true {
             do {
                 let outcome = try await LedgerSettlement.settle(
@@ -506,9 +516,20 @@ public struct JobProcessor: Sendable {
                 return outcome
             } catch let error as LedgerError {
                 try ledgerFailed(error, job: job)
+                retryOverdue(&retry, job: job)
                 try await Task.sleep(for: backoff)
                 backoff = min(backoff * 2, configuration.ledgerMaximumBackoff)
             }
+        }
+    }
+
+    /// Counts a job's failed attempt at the ledger and reports the job once it has retried past the bound.
+    @inline(never)
+    private func retryOverdue(_ retry: inout LedgerRetry, job: ReceiptJob) {
+        if retry.failed(after: configuration.ledgerRetryOverdue, health) {
+            logger.error(
+                "ledger: a job has been retried longer than ledger_retry_overdue_s; it goes on retrying",
+                metadata: [LogKeys.jobID: "\(job.jobID)"])
         }
     }
 
@@ -519,10 +540,20 @@ public struct JobProcessor: Sendable {
             appAppleID: apps.appAppleID(for: evidence.bundleID))
     }
 
-    /// Counts a ledger failure; throws ``PipelineFatalError`` if retrying cannot fix it.
+    /// Counts a ledger failure; throws ``LedgerRefusedJob`` when the ledger refused this job's values, and
+    /// ``PipelineFatalError`` when retrying cannot fix the fault for any job.
     @inline(never)
     private func ledgerFailed(_ error: LedgerError, job: ReceiptJob) throws {
+        if error.code == .refused {
+            // The database answered: it is reachable, only this job's values are refused.
+            health.ledgerSucceeded()
+            logger.error(
+                "ledger: refused the job's values; the job is dead-lettered",
+                metadata: [LogKeys.jobID: "\(job.jobID)", LogKeys.error: "\(error)"])
+            throw LedgerRefusedJob(detail: error.detail)
+        }
         health.ledgerFailed()
+        health.ledgerRetried(code: error.code.rawValue)
         guard error.isRetryable else {
             throw PipelineFatalError("the ledger reported \(error.code.rawValue): \(error.detail)")
         }
@@ -558,6 +589,48 @@ public struct AppleBoundJob: Sendable {
     let recordedAt: Date?
     /// The deadline of its first attempt at Apple.
     let deadline: ContinuousClock.Instant
+}
+
+/// The ledger refused a job's values for good (``LedgerError/Code/refused``: a constraint, an encoding, a value out
+/// of range): asking again would fail again and hold the job's lane for ever, so the job becomes a dead letter
+/// (reason `ledger_refused`). The detail names the database's rule, never a value of the job.
+public struct LedgerRefusedJob: Error, Sendable, CustomStringConvertible {
+    public var detail: String
+
+    public init(detail: String) { self.detail = detail }
+
+    public var description: String { "ledger refused: \(detail)" }
+}
+
+/// One job's failed attempts at the ledger: whether it is counted among the jobs retrying, and among those overdue.
+struct LedgerRetry {
+    private var firstFailure: ContinuousClock.Instant?
+    private var overdue = false
+
+    /// Records a failed attempt; returns true when this attempt made the job overdue.
+    mutating func failed(after bound: Duration, _ health: WorkerHealth) -> Bool {
+        let now = ContinuousClock.now
+        guard let first = firstFailure else {
+            firstFailure = now
+            health.ledgerRetryBegan()
+            if bound <= .zero {
+                overdue = true
+                health.ledgerRetryOverdue()
+                return true
+            }
+            return false
+        }
+        guard !overdue, first.duration(to: now) >= bound else { return false }
+        overdue = true
+        health.ledgerRetryOverdue()
+        return true
+    }
+
+    /// The job's ledger step ended (settled, refused, cancelled or fatal).
+    func end(_ health: WorkerHealth) {
+        guard firstFailure != nil else { return }
+        health.ledgerRetryEnded(overdue: overdue)
+    }
 }
 
 /// A fault the worker cannot work around (a ledger schema newer than this build, a corrupt row): the worker stops

@@ -171,7 +171,8 @@ public struct WorkerRuntime: Sendable {
             verifyReceipt: apps.apps[0].verifyReceipt, serverAPI: apps.apps[0].serverAPI,
             configuration: JobProcessor.Configuration(
                 catalog: catalog, allowSandbox: configuration.allowSandbox,
-                jobDeadline: configuration.jobDeadline, appAppleID: configuration.appleAppAppleID),
+                jobDeadline: configuration.jobDeadline, ledgerRetryOverdue: configuration.ledgerRetryOverdue,
+                appAppleID: configuration.appleAppAppleID),
             health: health, logger: logger,
             coalescing: AppleCoalescingConfiguration(
                 enabled: configuration.coalesceAppleCalls, leaseDuration: configuration.verificationLease,

@@ -291,6 +291,7 @@ public final class PipelineWorker: Sendable {
                 case .job(let job):
                     switch await firstStep(for: job, admitted: admitted) {
                     case .record(let record, let verdict): delivered = await deliverVerdict(record, verdict, of: job)
+                    case .deadLetter(let letter): delivered = await deliver(letter)
                     case .undecided: break
                     case .parked: return
                     }
@@ -309,6 +310,7 @@ public final class PipelineWorker: Sendable {
             switch await ledgerStep(pending, of: parked) {
             case .record(let record, let verdict):
                 delivered = await deliverVerdict(record, verdict, of: pending.job)
+            case .deadLetter(let letter): delivered = await deliver(letter)
             case .undecided: break
             case .parked: return
             }
@@ -323,8 +325,10 @@ public final class PipelineWorker: Sendable {
         var delivered = false
         if !Task.isCancelled {
             let pending = parked.pending
-            if case .record(let record, let verdict) = await appleStep(pending, admitted: parked.admitted) {
-                delivered = await deliverVerdict(record, verdict, of: pending.job)
+            switch await appleStep(pending, admitted: parked.admitted) {
+            case .record(let record, let verdict): delivered = await deliverVerdict(record, verdict, of: pending.job)
+            case .deadLetter(let letter): delivered = await deliver(letter)
+            case .undecided, .parked: break
             }
         }
         let following = complete(parked.admitted, processed: true, delivered: delivered)
@@ -422,6 +426,8 @@ public final class PipelineWorker: Sendable {
         /// Decided: its verdict's record, and the verdict itself when someone waits for its delivery (boxed: the
         /// frames keep a pointer, not a verdict).
         case record(KafkaProducerRecord, AppleAnswerBox<Verdict>?)
+        /// Not a job the ledger can hold (``LedgerRefusedJob``): its dead letter (boxed: a pointer in the frames).
+        indirect case deadLetter(DeadLetter)
         /// Not decided (cancelled, or a fatal fault): it stays uncommitted.
         case undecided
         /// Parked in a stage, which goes on with it (and with the jobs of its key behind it).
@@ -439,8 +445,7 @@ public final class PipelineWorker: Sendable {
             let decided = try await decider.decide(job, recordedAt: admitted.message.recordedAt)
             return decidedStep(decided.verdict, job: job, message: admitted.message)
         } catch {
-            failed(job, error)
-            return .undecided
+            return failed(job, error, message: admitted.message)
         }
     }
 
@@ -451,8 +456,7 @@ public final class PipelineWorker: Sendable {
             let step = try await decider.decideWithLedger(pending)
             return route(step, job: pending.job, admitted: parked.admitted, after: parked)
         } catch {
-            failed(pending.job, error)
-            return .undecided
+            return failed(pending.job, error, message: parked.admitted.message)
         }
     }
 
@@ -463,8 +467,7 @@ public final class PipelineWorker: Sendable {
             let decided = try await decider.decideWithApple(pending)
             return decidedStep(decided.verdict, job: pending.job, message: admitted.message)
         } catch {
-            failed(pending.job, error)
-            return .undecided
+            return failed(pending.job, error, message: admitted.message)
         }
     }
 
@@ -495,11 +498,21 @@ public final class PipelineWorker: Sendable {
         .record(record(of: verdict, job: job, message: message), afterDelivery == nil ? nil : AppleAnswerBox(verdict))
     }
 
-    /// A job that could not be decided: cancelled (nothing to do), or a fatal fault (the worker stops).
+    /// A job that could not be decided: refused by the ledger (its dead letter), cancelled (nothing to do), or a fatal
+    /// fault (the worker stops).
     @inline(never)
-    private func failed(_ job: ReceiptJob, _ error: any Error) {
-        guard let fatal = error as? PipelineFatalError else { return }
+    private func failed(_ job: ReceiptJob, _ error: any Error, message: KafkaConsumerMessage) -> Step {
+        if let refusal = error as? LedgerRefusedJob {
+            // The message's bytes were let go once decoded: the letter holds the job as the worker read it.
+            let letter = DeadLetter(
+                original: codec.encode(job), key: message.key, reason: "ledger_refused", error: refusal.description,
+                sourceTopic: message.topic, sourcePartition: message.partition, sourceOffset: message.offset)
+            metrics.deadLetter(reason: letter.reason)
+            return .deadLetter(letter)
+        }
+        guard let fatal = error as? PipelineFatalError else { return .undecided }
         stop(because: fatal.description, metadata: [LogKeys.error: "\(fatal)", LogKeys.jobID: "\(job.jobID)"])
+        return .undecided
     }
 
     /// A fault the worker cannot work around: marks it not ready and asks its owner to drain and exit (once).

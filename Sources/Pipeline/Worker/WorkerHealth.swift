@@ -1,7 +1,9 @@
+import Metrics
+import Observability
 import Synchronization
 
 /// What `/readyz` reports: the worker joined its group, its ledger answers, a broker answers, nothing fatal happened,
-/// and every output is delivered within the delivery timeout.
+/// every output is delivered within the delivery timeout, and no job has retried the ledger past its bound.
 public final class WorkerHealth: Sendable {
     private struct State {
         var joinedGroup = false
@@ -15,10 +17,18 @@ public final class WorkerHealth: Sendable {
         var allBrokersDown = false
         /// Outputs (verdicts, dead letters) not proven delivered within the delivery timeout, still being retried.
         var overdueOutputs = 0
+        /// Jobs retrying a failing ledger operation now, and those of them retried past the bound.
+        var ledgerRetryingJobs = 0
+        var ledgerOverdueJobs = 0
     }
 
     private let state = Mutex(State())
     private let clock = ContinuousClock()
+    private let retryingJobs = Gauge(label: MetricNames.ledgerRetryingJobs)
+    private let overdueJobs = Gauge(label: MetricNames.ledgerRetryOverdueJobs)
+    private let retries = MetricCache<String, Counter> {
+        Counter(label: MetricNames.ledgerRetries, dimensions: [("code", $0)])
+    }
 
     public init() {}
 
@@ -36,6 +46,43 @@ public final class WorkerHealth: Sendable {
     public func ledgerSucceeded() { state.withLock { $0.ledgerReachable = true } }
 
     public func ledgerFailed() { state.withLock { $0.ledgerReachable = false } }
+
+    /// A job's ledger operation failed with `code` and will be retried.
+    func ledgerRetried(code: String) { retries[code].increment() }
+
+    /// A job started retrying a failing ledger operation.
+    func ledgerRetryBegan() {
+        let count = state.withLock { state in
+            state.ledgerRetryingJobs += 1
+            return state.ledgerRetryingJobs
+        }
+        retryingJobs.record(count)
+    }
+
+    /// A retrying job passed the bound: not ready while one is overdue.
+    func ledgerRetryOverdue() {
+        let count = state.withLock { state in
+            state.ledgerOverdueJobs += 1
+            return state.ledgerOverdueJobs
+        }
+        overdueJobs.record(count)
+    }
+
+    /// A retrying job's ledger step ended, however it ended.
+    func ledgerRetryEnded(overdue: Bool) {
+        let (retrying, late) = state.withLock { state in
+            state.ledgerRetryingJobs -= 1
+            if overdue { state.ledgerOverdueJobs -= 1 }
+            return (state.ledgerRetryingJobs, state.ledgerOverdueJobs)
+        }
+        retryingJobs.record(retrying)
+        overdueJobs.record(late)
+    }
+
+    /// Jobs retrying a failing ledger operation now, and those retried past the bound.
+    public var ledgerRetries: (retrying: Int, overdue: Int) {
+        state.withLock { ($0.ledgerRetryingJobs, $0.ledgerOverdueJobs) }
+    }
 
     /// librdkafka reports every broker down (`true`), or a broker answers again (`false`).
     public func brokers(allDown: Bool) { state.withLock { $0.allBrokersDown = allDown } }
@@ -98,6 +145,7 @@ public final class WorkerHealth: Sendable {
             if state.allBrokersDown { reasons.append("brokers_down") }
             if state.fatal != nil { reasons.append("fatal_error") }
             if state.overdueOutputs > 0 { reasons.append("output_undeliverable") }
+            if state.ledgerOverdueJobs > 0 { reasons.append("ledger_retry_overdue") }
             if state.draining { reasons.append("draining") }
             reasons.append(contentsOf: state.appleConfigurationFaults.sorted())
             return reasons

@@ -23,4 +23,7 @@ extension EntitlementSQLiteConnection {
 }
 
 extension EntitlementStoreError: SQLiteCodedFailure {}
-extension EntitlementStoreError.Code: SQLiteFailureCodes {}
+extension EntitlementStoreError.Code: SQLiteFailureCodes {
+    /// The projection retries every database error of a batch, so a refusal is one of them here.
+    public static var refused: Self { .database }
+}
