@@ -34,12 +34,19 @@ public struct AdversarialMessage: Sendable {
         /// to the size (a verdict, or a dead letter `oversized` past the worker's limit) or bytes that are not JSON (a
         /// dead letter, whole or cut to fit). Each must end with its output and its partition committed past it.
         case sizeLimit = "size_limit"
+        /// A job whose one identifier holds a control character, an invalid UTF-8 escape, a value of 256 or 257
+        /// bytes, or a notification lane's account: a dead letter, or a job decided. Each comes with a ``AdversarialMessage/followUp``: a normal job on the same key that must be
+        /// decided after it, so a message that holds its lane is found.
+        case hostileIdentifier = "hostile_identifier"
     }
 
     public var kind: Kind
     /// Unique per message: the dead-letter topic keeps it, so a run can tell its messages apart.
     public var key: String
     public var value: [UInt8]
+    /// A normal job to send right after this message on the same key (``Kind/hostileIdentifier``): it must get its
+    /// verdict, whatever became of this message.
+    public var followUp: [UInt8]?
 }
 
 /// A deterministic generator of hostile `receipt-jobs` messages, for the in-process fuzz test (decode and analyze)
@@ -111,7 +118,8 @@ public struct AdversarialJobCorpus: Sendable {
         heavy = heavyShare >= 1 || Double(random.next() % 1_000_000) < heavyShare * 1_000_000
         var value = make(kind, key: key)
         if kind != .sizeLimit, value.count > sizeLimit { value.removeSubrange(sizeLimit...) }
-        return AdversarialMessage(kind: kind, key: key, value: value)
+        let followUp = kind == .hostileIdentifier ? Self.followUp(key: key) : nil
+        return AdversarialMessage(kind: kind, key: key, value: value, followUp: followUp)
     }
 
     /// `count` messages.
@@ -148,7 +156,63 @@ public struct AdversarialJobCorpus: Sendable {
                 proof: .string(String(decoding: mutated, as: UTF8.self)))
         case .urlBait: return urlBait(key: key)
         case .sizeLimit: return atSizeLimit(key: key)
+        case .hostileIdentifier: return hostileIdentifier(key: key)
         }
+    }
+
+    /// The string fields of a job that ``AdversarialMessage/Kind/hostileIdentifier`` attacks, one per message.
+    public static let identifierFields = [
+        "job_id", "account_id", "device_id", "bundle_id", "expected_product_id", "transaction_id", "app_account_token",
+    ]
+
+    /// What an attacked field holds: JSON string contents (escapes as written) or raw bytes.
+    static let hostileValues: [[UInt8]] = [
+        Array("ab\\u0000c".utf8), Array("\\u0000".utf8), Array("ab\\u001bc".utf8), Array("ab\\u007fc".utf8),
+        Array("ab\\u0085c".utf8), Array("ab\\ud800c".utf8), Array("ab\\udc00".utf8), Array("ab\\nc".utf8),
+        [0x61, 0x00, 0x62], [0x61, 0x1B, 0x62], [0x61, 0xC2, 0x85, 0x62], [0x61, 0xC3, 0x28],
+        Array(String(repeating: "a", count: 256).utf8), Array(String(repeating: "b", count: 257).utf8),
+        Array((String(repeating: "c", count: 255) + "\\u00e9").utf8), Array("apple-notification".utf8),
+        Array("apple-notification/2000000000000001".utf8),
+    ]
+
+    /// The indices of ``hostileValues`` that no identifier may hold.
+    static let refusedValueIndices = Array(0...11) + [13, 14]
+
+    /// One identifier of a job attacked (or its proof, a cracker's receipt, in place of the field: the
+    /// `transaction_id` case).
+    private mutating func hostileIdentifier(key: String) -> [UInt8] {
+        let field = Self.identifierFields[below(Self.identifierFields.count)]
+        // A transaction id the codec accepts would be looked up at Apple: only the values it refuses.
+        let choices = field == "transaction_id" ? Self.refusedValueIndices : Array(Self.hostileValues.indices)
+        let value = Self.hostileValues[choices[below(choices.count)]]
+        let proof = field == "transaction_id" ? "transaction_id" : "receipt"
+        var fields: [(String, [UInt8])] = [
+            ("schema", Array("receipt-job/v1".utf8)), ("job_id", Array(key.utf8)), ("account_id", Array(key.utf8)),
+            ("bundle_id", Array("com.example.verifyworker".utf8)),
+            (proof, Array("Y29tLnVydXMuaWFwLjk2NjU3Mjkw".utf8)),
+        ]
+        if let index = fields.firstIndex(where: { $0.0 == field }) {
+            fields[index].1 = value
+        } else {
+            fields.append((field, value))
+        }
+        if field == "job_id" {
+            // The job id is what the run tells jobs apart by: it keeps the key in front of the attack.
+            fields[1].1 = Array((key + "-").utf8) + value
+        }
+        var bytes = Array("{".utf8)
+        for (index, (name, text)) in fields.enumerated() {
+            if index > 0 { bytes += Array(",".utf8) }
+            bytes += Array("\"\(name)\":\"".utf8) + text + Array("\"".utf8)
+        }
+        return bytes + Array("}".utf8)
+    }
+
+    /// A normal job on `key`: a cracker's receipt, decided from its proof once its lane reaches it.
+    static func followUp(key: String) -> [UInt8] {
+        Array(
+            ("{\"schema\":\"receipt-job/v1\",\"job_id\":\"\(key)-next\",\"account_id\":\"\(key)\","
+                + "\"receipt\":\"Y29tLnVydXMuaWFwLjk2NjU3Mjkw\"}").utf8)
     }
 
     /// One byte under, at or one over one of the size limits (``sizeLimits``, or their small stand-ins).

@@ -154,32 +154,41 @@ extension ChaosEnvironment {
                 try await withThrowingDiscardingTaskGroup { sends in
                     for number in 1...max(1, plan.inputs) {
                         let message = corpus.next()
-                        let jobID: String? =
-                            switch AdversarialJobCorpus.classify(message.value, codec: codec) {
-                            case .job(let job): job.jobID
-                            case .deadLetter: nil
-                            }
                         let key = Array(message.key.utf8)
-                        let bytes = message.value.count + key.count
                         report.inputs += 1
                         report.bytes += message.value.count
                         report.largestInput = max(report.largestInput, message.value.count)
                         report.kinds[message.kind.rawValue, default: 0] += 1
-                        if let jobID {
-                            if identities.insert("job:" + jobID).inserted { report.expectedJobs += 1 }
-                        } else if identities.insert("dlq:" + message.key).inserted {
-                            report.expectedDeadLetters += 1
+                        // The message, then its follow-up on the same key: sent one after the other, so that the
+                        // follow-up is behind it in its partition and its lane.
+                        var records: [(record: KafkaProducerRecord, jobID: String?, bytes: Int)] = []
+                        for value in [message.value] + (message.followUp.map { [$0] } ?? []) {
+                            let jobID: String? =
+                                switch AdversarialJobCorpus.classify(value, codec: codec) {
+                                case .job(let job): job.jobID
+                                case .deadLetter: nil
+                                }
+                            let bytes = value.count + key.count
+                            if let jobID {
+                                if identities.insert("job:" + jobID).inserted { report.expectedJobs += 1 }
+                            } else if identities.insert("dlq:" + message.key).inserted {
+                                report.expectedDeadLetters += 1
+                            }
+                            _ = await tally.waitForRoom(
+                                limit: max(0, window - bytes), within: configuration.settleTimeout)
+                            tally.submitting(jobID: jobID, deadLetterKey: message.key, bytes: bytes, expect: true)
+                            records.append(
+                                (KafkaProducerRecord(topic: Topics.jobs, key: key, value: value), jobID, bytes))
                         }
-                        _ = await tally.waitForRoom(limit: max(0, window - bytes), within: configuration.settleTimeout)
-                        tally.submitting(jobID: jobID, deadLetterKey: message.key, bytes: bytes, expect: true)
-                        let record = KafkaProducerRecord(topic: Topics.jobs, key: key, value: message.value)
                         sends.addTask {
-                            let delivered = try await submitter.send(record)
-                            deliveries.delivered(
-                                ChaosDeliveryLog.Entry(
-                                    jobID: jobID, deadLetterKey: message.key,
-                                    partition: delivered.topicPartition.partition, offset: delivered.offset),
-                                bytes: bytes)
+                            for (record, jobID, bytes) in records {
+                                let delivered = try await submitter.send(record)
+                                deliveries.delivered(
+                                    ChaosDeliveryLog.Entry(
+                                        jobID: jobID, deadLetterKey: message.key,
+                                        partition: delivered.topicPartition.partition, offset: delivered.offset),
+                                    bytes: bytes)
+                            }
                         }
                         if number % 50_000 == 0 {
                             let seconds = Self.seconds(started.duration(to: clock.now))

@@ -269,16 +269,23 @@ public struct ChaosTrafficBuilder {
         let codec = MessageCodec()
         for _ in 0..<fuzz {
             let message = corpus.next()
-            switch AdversarialJobCorpus.classify(message.value, codec: codec) {
-            case .deadLetter:
-                traffic.addMalformed(key: message.key, value: message.value, category: "fuzz_dead_letter")
-            case .job(let job):
-                traffic.append(ChaosMessage(key: Array(message.key.utf8), value: message.value))
-                traffic.jobs.append(
-                    ChaosSubmittedJob(
-                        jobID: job.jobID, accountID: job.accountID, grantableTransactionID: nil, mustBeRejected: true,
-                        category: "fuzz_job", contentDigest: job.contentDigest))
-                traffic.cases["fuzz_job", default: 0] += 1
+            // A message and its follow-up (a normal job on the same key) form one burst: sent in this order, the
+            // follow-up must be decided behind it.
+            traffic.burst { traffic in
+                for (index, value) in ([message.value] + (message.followUp.map { [$0] } ?? [])).enumerated() {
+                    switch AdversarialJobCorpus.classify(value, codec: codec) {
+                    case .deadLetter:
+                        traffic.addMalformed(key: message.key, value: value, category: "fuzz_dead_letter")
+                    case .job(let job):
+                        let category = index == 0 ? "fuzz_job" : "fuzz_follow_up"
+                        traffic.append(ChaosMessage(key: Array(message.key.utf8), value: value))
+                        traffic.jobs.append(
+                            ChaosSubmittedJob(
+                                jobID: job.jobID, accountID: job.accountID, grantableTransactionID: nil,
+                                mustBeRejected: true, category: category, contentDigest: job.contentDigest))
+                        traffic.cases[category, default: 0] += 1
+                    }
+                }
             }
         }
         traffic.shuffleBursts(seed: seed)

@@ -20,6 +20,41 @@ struct ChaosCorpusTests {
         ].map { String(decoding: try TestEnvironment.fixture($0), as: UTF8.self) }
     }
 
+    @Test("Hostile identifiers: every field meets every value; each a dead letter or a job within the rule, then a job")
+    func hostileIdentifiers() throws {
+        var corpus = AdversarialJobCorpus(seed: 25)
+        corpus.heavyShare = 0
+        let codec = MessageCodec()
+        var fields = Set<String>()
+        var outcomes: [String: Int] = [:]
+        for message in corpus.generate(count: 16 * 200) where message.kind == .hostileIdentifier {
+            let followUp = try #require(message.followUp, "a hostile identifier comes with a follow-up")
+            guard case .job(let next) = AdversarialJobCorpus.classify(followUp, codec: codec) else {
+                Issue.record("the follow-up of \(message.key) is not a job")
+                continue
+            }
+            #expect(next.messageKey == Array(message.key.utf8), "the follow-up keeps the message's key")
+            let text = String(decoding: message.value, as: UTF8.self)
+            for field in AdversarialJobCorpus.identifierFields where text.contains("\"\(field)\"") {
+                if field != "job_id", field != "account_id", field != "bundle_id" { fields.insert(field) }
+            }
+            switch AdversarialJobCorpus.classify(message.value, codec: codec) {
+            case .deadLetter:
+                outcomes["dead_letter", default: 0] += 1
+            case .job(let job):
+                outcomes["job", default: 0] += 1
+                for id in [job.jobID, job.accountID, job.bundleID, job.deviceID, job.expectedProductID].compactMap({
+                    $0
+                }) {
+                    #expect(Identifier.isValid(id), "\(message.key): an id outside the rule was decoded")
+                }
+                #expect(!ReceiptJob.isReservedAccountID(job.accountID))
+            }
+        }
+        #expect(fields == ["device_id", "expected_product_id", "transaction_id", "app_account_token"])
+        #expect(outcomes["dead_letter", default: 0] > 50 && outcomes["job", default: 0] > 10, "\(outcomes)")
+    }
+
     @Test("Every kind: a dead letter or a job the analysis rejects, in bounded time", .timeLimit(.minutes(10)))
     func corpusThroughDecodeAndAnalysis() async throws {
         let seeds = try Self.seeds()
