@@ -177,10 +177,16 @@ private struct Evaluation {
             return authentic ? reject(.noTransaction, by: by) : nil
         }
         // The product rule comes before every ownership rule: a proof without the product the job expects is never
-        // `already_granted` for it. Unauthenticated, the proof as read locally may lack what Apple would show
-        // (renewals in `latest_receipt_info`): Apple's answer decides.
+        // `already_granted` for it. Read locally but not yet authenticated, a receipt may lack only what Apple adds
+        // to its answer: a subscription's later transactions (renewals, upgrades in `latest_receipt_info`). For any
+        // other product (or one the catalog does not sell) Apple answers with the receipt's own purchases, so the
+        // proof already shows the answer.
         if let expected = job.expectedProductID, !transactions.contains(where: { $0.productID == expected }) {
-            return authentic ? reject(.noTransaction, by: by) : nil
+            if authentic { return reject(.productMismatch, by: by) }
+            if let catalog = policy.catalog, catalog.products[expected]?.type != .autoRenewable {
+                return reject(.productMismatch, by: by)
+            }
+            return nil
         }
         if let notification = evidence.notification {
             return decideNotification(notification)

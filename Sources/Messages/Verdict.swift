@@ -83,8 +83,11 @@ public struct Verdict: Sendable, Hashable {
         public static let environmentNotAllowed = Reason("environment_not_allowed")
         /// Apple could not be reached before the job's deadline.
         public static let appleUnavailable = Reason("apple_unavailable")
-        /// The proof holds no transaction for a product the job asked for.
+        /// The proof holds no transaction (of a product in the catalog).
         public static let noTransaction = Reason("no_transaction")
+        /// The proof holds purchases, but none of the product the job named (`expected_product_id`): the frontend
+        /// (or the client) named the wrong product, or sent the wrong proof.
+        public static let productMismatch = Reason("product_mismatch")
         /// Apple answered with a status that rejects the request (bad shared secret, account not found, …).
         public static let appleRejected = Reason("apple_rejected")
         /// The transaction is already granted to this account (reason of `already_granted`).

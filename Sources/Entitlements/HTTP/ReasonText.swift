@@ -28,7 +28,9 @@ public enum ReasonText {
         "environment_not_allowed": "A sandbox or Xcode purchase where only production counts. Nothing was granted.",
         "apple_unavailable":
             "Apple could not be reached before the deadline; nothing was decided. The customer may retry.",
-        "no_transaction": "The receipt holds no purchase of the product asked for. Nothing was granted.",
+        "no_transaction": "The receipt holds no purchase of a product this app sells. Nothing was granted.",
+        "product_mismatch":
+            "The receipt holds purchases, but none of the product the app asked for. Nothing was granted.",
         "apple_rejected": "Apple refused the request (for example an account or secret problem). Nothing was granted.",
         "already_owned": "This account already owns the purchase: nothing new to grant.",
         "unclaimed": "An App Store notification about a subscription no account owns. Nothing was changed.",

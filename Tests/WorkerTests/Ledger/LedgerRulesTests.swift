@@ -173,8 +173,9 @@ struct LedgerRulesTests {
         let allowed = try #require(F.decision(F.decide(F.job(), sandbox, policy: F.policy(allowSandbox: true))))
         #expect(allowed.verdict.outcome == .granted)
         #expect(allowed.verdict.environment == "Sandbox")
-        // An authentic proof without the product the job asked for.
-        #expect(reason(F.apple([F.purchase("t1")]), job: F.job(expectedProduct: "com.example.gems")) == .noTransaction)
+        // An authentic proof without the product the job asked for: a reason of its own.
+        #expect(
+            reason(F.apple([F.purchase("t1")]), job: F.job(expectedProduct: "com.example.gems")) == .productMismatch)
         #expect(reason(F.apple([])) == .noTransaction)
     }
 
@@ -182,16 +183,24 @@ struct LedgerRulesTests {
     func expectedProductBeforeOwnership() throws {
         let t = F.purchase("t1")
         let owned = [F.claim(t, account: "acct-A", job: "job-0")]
-        let job = F.job(expectedProduct: "com.example.gems")
-        // Read locally (not authenticated): the ledger must not answer already_owned; Apple decides.
+        let job = F.job(expectedProduct: "com.example.monthly")
+        // Read locally (not authenticated) without an expected subscription: the ledger must not answer
+        // already_owned, and Apple decides (its answer may add the subscription's later transactions).
         #expect(F.decide(job, F.local([t]), claims: owned) == .needsApple)
         #expect(
             DecisionRules.decideFromLedger(
                 job: job, localEvidence: F.local([t]), snapshot: LedgerSnapshot(claims: owned), policy: F.policy())
                 == nil)
-        // Apple's (or a verified signature's) evidence without the product: no_transaction, owned or not.
+        // Read locally without an expected product of another type: Apple's answer would hold the receipt's own
+        // purchases, so the proof decides, without a call: product_mismatch by the prefilter.
+        for other in ["com.example.gems", "com.example.season", "com.example.unsold"] {
+            let local = try #require(F.decision(F.decide(F.job(expectedProduct: other), F.local([t]), claims: owned)))
+            #expect(local.verdict.reason == .productMismatch, "\(other)")
+            #expect(local.verdict.decidedBy == .prefilter, "\(other)")
+        }
+        // Apple's (or a verified signature's) evidence without the product: product_mismatch, owned or not.
         let apple = try #require(F.decision(F.decide(job, F.apple([t]), claims: owned)))
-        #expect(apple.verdict.reason == .noTransaction)
+        #expect(apple.verdict.reason == .productMismatch)
         // Apple unavailable: unverifiable, never already_granted.
         var unavailable = F.local([t])
         unavailable.appleUnavailable = true

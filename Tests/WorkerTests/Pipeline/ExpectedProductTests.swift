@@ -5,11 +5,11 @@ import Pipeline
 import Testing
 
 /// `expected_product_id` is checked before ownership on every path: a proof the account already owns, sent again
-/// for another product, is `no_transaction`, never `already_granted` (it was for app and iOS 6 receipts, whose
+/// for another product, is `product_mismatch`, never `already_granted` (it was for app and iOS 6 receipts, whose
 /// ownership the ledger answered before Apple was asked).
 @Suite("Pipeline: expected product before ownership", .serialized, .timeLimit(.minutes(3)))
 struct ExpectedProductTests {
-    @Test("an owned proof sent again for another product is no_transaction, in every format")
+    @Test("an owned proof sent again for another product is product_mismatch, in every format")
     func ownedProofForAnotherProduct() async throws {
         try await PipelineHarness.with { harness in
             try harness.startWorker(0)
@@ -28,7 +28,9 @@ struct ExpectedProductTests {
                 let verdicts = harness.verdicts.byJob
                 #expect(verdicts[again.jobID]?.first?.outcome == .alreadyGranted, "\(format)")
                 #expect(verdicts[other.jobID]?.first?.outcome == .rejected, "\(format)")
-                #expect(verdicts[other.jobID]?.first?.reason == .noTransaction, "\(format)")
+                #expect(verdicts[other.jobID]?.first?.reason == .productMismatch, "\(format)")
+                // The proof shows the product is not there: decided without asking Apple.
+                #expect(verdicts[other.jobID]?.first?.decidedBy != .apple, "\(format)")
             }
         }
     }
