@@ -21,8 +21,9 @@ import UnixSignals
 ///   a retry is the same job.
 ///
 /// Errors are `{"error": code, "message": …}` with 400 (bad JSON or fields), 401 (no accepted token), 403
-/// (untrusted signature), 413 (too large), 415 (not JSON) or 503 (Kafka did not acknowledge; retry with the same
-/// `job_id`). No body, proof or token is ever logged.
+/// (untrusted signature), 413 (too large for the body limit or for a Kafka record), 415 (not JSON), 500 (Kafka refused
+/// the job for good) or 503 (Kafka did not acknowledge; retry with the same `job_id`). No body, proof or token is ever
+/// logged.
 /// `/healthz`, `/readyz` and `/metrics` are served on the operations port.
 public final class ReceiptGateway: Sendable {
     public let configuration: GatewayConfiguration
@@ -43,7 +44,7 @@ public final class ReceiptGateway: Sendable {
     /// The accepted bearer tokens of `/v1/receipts`; nil when authentication is disabled.
     private let tokens: BearerTokens?
     private let notificationCheck: NotificationSignatureCheck
-    /// Watches the brokers while all are down (nil for a publisher of the caller's).
+    /// Asks the brokers once a second, for readiness (nil for a publisher of the caller's).
     private let brokerProbe: (@Sendable () async -> Void)?
 
     /// The routes' labels in metrics.
@@ -77,7 +78,8 @@ public final class ReceiptGateway: Sendable {
         let publisher = KafkaJobPublisher(
             producer: producer, topic: configuration.jobsTopic,
             codec: MessageCodec(maximumMessageBytes: configuration.maxBodyBytes),
-            deadline: .milliseconds(configuration.publishTimeoutMilliseconds), logger: logger)
+            deadline: .milliseconds(configuration.publishTimeoutMilliseconds),
+            maximumRecordBytes: configuration.producerMessageMaxBytes, logger: logger)
         self.init(
             configuration: configuration, publisher: publisher, ownedProducer: producer, logger: logger,
             readiness: {
@@ -85,7 +87,7 @@ public final class ReceiptGateway: Sendable {
                 return Readiness(isReady: state.isReady, reasons: state.reasons)
             }, fatalError: { producer.fatalError }, tokens: tokens,
             notificationCheck: NotificationSignatureCheck(trust: trust),
-            brokerProbe: { await producer.watchBrokers(logger: logger) })
+            brokerProbe: { await publisher.watchKafka() })
     }
 
     private init(
