@@ -195,6 +195,9 @@ public final class ReceiptGateway: Sendable {
 
     private func makeRouter() -> Router<BasicRequestContext> {
         let router = Router()
+        // Another method on these paths gets 405 with Allow, another path 404, both with a JSON error.
+        router.add(
+            middleware: RouteFallbackMiddleware(methods: ["v1/receipts": [.post], "apple/notifications": [.post]]))
         router.post("v1/receipts") { request, _ in
             await self.handle(request, route: Route.receipts, requiresToken: true) {
                 (intake: JobIntake, body: [UInt8]) throws(GatewayError) -> ReceiptJob in
