@@ -263,5 +263,6 @@ public struct GatewayConfigurationError: Error, Sendable, CustomStringConvertibl
         self.rule = rule
     }
 
-    public var description: String { "configuration key \(key): \(rule)" }
+    /// The form of every command's configuration errors (`ConfigurationError`): `configuration: <key>: <rule>`.
+    public var description: String { "configuration: \(key): \(rule)" }
 }

@@ -68,13 +68,19 @@ public final class ReceiptGateway: Sendable {
 
     /// A gateway with its own idempotent producer to `configuration.brokers`, flushed and closed when `run` ends.
     /// - Throws: ``GatewayConfigurationError`` for a setting it cannot run with (a missing tokens file, an
-    ///   unreadable trust anchor), `KafkaError` for a Kafka property librdkafka refuses.
+    ///   unreadable trust anchor, a Kafka property librdkafka refuses).
     public convenience init(configuration: GatewayConfiguration, logger: Logger) throws {
         try configuration.validate()
         let tokens = try configuration.loadTokens()
         let trust = try configuration.loadTrustStore()
-        let producer = try KafkaProducer(
-            configuration: configuration.producerConfiguration, logger: logger.with(label: "kafka.producer"))
+        let producer: KafkaProducer
+        do {
+            producer = try KafkaProducer(
+                configuration: configuration.producerConfiguration, logger: logger.with(label: "kafka.producer"))
+        } catch {
+            // The producer's typed settings are the gateway's own: what librdkafka refuses came from kafka_properties.
+            throw GatewayConfigurationError(key: "kafka_properties", error.message)
+        }
         let publisher = KafkaJobPublisher(
             producer: producer, topic: configuration.jobsTopic,
             codec: MessageCodec(maximumMessageBytes: configuration.maxBodyBytes),

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import Gateway
+import Kafka
 import Logging
 import Observability
 import Operations
@@ -37,6 +38,7 @@ struct GatewayCommand: ConfiguredCommand {
             configuration = try GatewayConfiguration(sources)
             let log = try GatewayConfiguration.logSettings(sources)
             logger = try EdgeLogging.bootstrap(label: "verify-worker.gateway", level: log.level, format: log.format)
+            KafkaTLSVerification.warnIfSwitchedOff(configuration.kafkaProperties, logger: logger)
             gateway = try ReceiptGateway(configuration: configuration, logger: logger)
         } catch {
             throw EdgeFailure.configuration(command: "gateway", error)
@@ -91,6 +93,12 @@ struct EdgeEnvironment {
         return value
     }
 
+    /// `kafka_properties` as the long-running commands read it: the `--kafka-properties` flag, else
+    /// `VERIFY_KAFKA_PROPERTIES`.
+    func kafkaProperties(_ flag: String?) throws(ConfigurationError) -> [String: String] {
+        try ConfigurationReader.properties(flag ?? self["VERIFY_KAFKA_PROPERTIES"] ?? "", key: "kafka_properties")
+    }
+
     func int(_ flag: Int?, _ key: String) throws -> Int? {
         if let flag { return flag }
         guard let text = self[key] else { return nil }
@@ -113,6 +121,14 @@ enum EdgeLogging {
         }
         var logger = Logger(label: label)
         logger.logLevel = logLevel
+        return logger
+    }
+
+    /// The logger of a tool whose standard output is its data (`tail`, `submit`): warnings and worse, on standard
+    /// error.
+    static func toolLogger(label: String) -> Logger {
+        var logger = Logger(label: label) { StreamLogHandler.standardError(label: $0) }
+        logger.logLevel = .warning
         return logger
     }
 }
