@@ -23,7 +23,7 @@ import UnixSignals
 /// Errors are `{"error": code, "message": …}` with 400 (bad JSON or fields), 401 (no accepted token), 403
 /// (untrusted signature), 413 (too large for the body limit or for a Kafka record), 415 (not JSON), 500 (Kafka refused
 /// the job for good) or 503 (Kafka did not acknowledge; retry with the same `job_id`). No body, proof or token is ever
-/// logged.
+/// logged. Another method on these routes is 405 with `Allow`, another path 404.
 /// `/healthz`, `/readyz` and `/metrics` are served on the operations port.
 public final class ReceiptGateway: Sendable {
     public let configuration: GatewayConfiguration

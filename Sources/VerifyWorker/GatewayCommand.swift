@@ -15,7 +15,8 @@ struct GatewayCommand: ConfiguredCommand {
         discussion: """
             Answers 202 {"job_id"} (receipts) or 200 (notifications) only after Kafka acknowledged the job; \
             4xx {"error","message"} for bad input (401 no accepted bearer token, 403 untrusted notification \
-            signature, 413 too large, 415 not JSON) and 503 when Kafka does not acknowledge in time. \
+            signature, 405 another method, 413 too large for the body limit or a Kafka record, 415 not JSON), 500 \
+            when Kafka refuses the job for good, and 503 when Kafka does not acknowledge in time. \
             POST /v1/receipts needs Authorization: Bearer <token>, a token of --tokens-file; \
             --auth disabled turns that off for development. /healthz, /readyz and /metrics are on the metrics \
             port. SIGTERM stops accepting, finishes requests in flight, flushes and exits 0. A bad setting exits 2 \
