@@ -176,7 +176,10 @@ public struct SimulatorPKI: Sendable {
         let pki = try generate(now: now)
         func write(_ text: String, _ name: String, secret: Bool = false) throws {
             let attributes: [FileAttributeKey: Any]? = secret ? [.posixPermissions: 0o600] : nil
-            guard fm.createFile(atPath: path(name), contents: Data(text.utf8), attributes: attributes) else {
+            // swift-certificates and swift-crypto end their PEM without a newline: two such files concatenated
+            // (`cat root-a.pem root-b.pem`) join an END line to the next BEGIN line, which no PEM reader accepts.
+            let line = text.hasSuffix("\n") ? text : text + "\n"
+            guard fm.createFile(atPath: path(name), contents: Data(line.utf8), attributes: attributes) else {
                 throw AppleSimulatorError(.stateDirectory, "cannot write \(path(name))")
             }
         }

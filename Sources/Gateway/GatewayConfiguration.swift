@@ -209,6 +209,14 @@ public struct GatewayConfiguration: Sendable {
             properties: properties)
     }
 
+    /// The producer's `message.max.bytes` (its default, or what `kafka_properties` sets): the largest job record the
+    /// gateway hands to Kafka.
+    public var producerMessageMaxBytes: Int {
+        let configuration = producerConfiguration
+        return configuration.librdkafkaProperties["message.max.bytes"].flatMap { Int($0) }
+            ?? configuration.messageMaxBytes
+    }
+
     /// The accepted bearer tokens, read from ``tokensFile``; nil when authentication is disabled.
     public func loadTokens() throws(GatewayConfigurationError) -> BearerTokens? {
         guard authentication == .tokens else { return nil }
@@ -255,5 +263,6 @@ public struct GatewayConfigurationError: Error, Sendable, CustomStringConvertibl
         self.rule = rule
     }
 
-    public var description: String { "configuration key \(key): \(rule)" }
+    /// The form of every command's configuration errors (`ConfigurationError`): `configuration: <key>: <rule>`.
+    public var description: String { "configuration: \(key): \(rule)" }
 }

@@ -28,11 +28,16 @@ public struct GatewayError: Error, Sendable, Hashable, CustomStringConvertible {
         public static let unauthorized = Code(rawValue: "unauthorized")
         /// A notification whose signature or certificate chain does not verify against the trust anchors (403).
         public static let untrustedSignature = Code(rawValue: "untrusted_signature")
-        /// A frontend's job in the notification namespace: a `job_id` starting with `apple-notification-`, or the
-        /// notifications' `account_id` (400). Only verified notifications may use them.
+        /// A frontend's job with a `job_id` of the notification namespace (starting with `apple-notification-`, 400).
+        /// Only verified notifications may use them; the notifications' `account_id` is refused as `invalid_value`.
         public static let reservedID = Code(rawValue: "reserved_id")
-        /// Kafka did not acknowledge in time, or refused the message (503: retry with the same `job_id`).
+        /// Kafka did not acknowledge in time, or failed for a reason that may pass (503: retry with the same
+        /// `job_id`).
         public static let kafkaUnavailable = Code(rawValue: "kafka_unavailable")
+        /// Kafka refused the job for good (an error librdkafka calls permanent for a message, such as a topic this
+        /// gateway may not write, or an invalid record): sending it again cannot succeed until the operator fixes the
+        /// cause (500). A record too large is `too_large` instead.
+        public static let kafkaRefused = Code(rawValue: "kafka_refused")
         /// The gateway is shutting down (503).
         public static let shuttingDown = Code(rawValue: "shutting_down")
     }
@@ -68,13 +73,14 @@ public struct GatewayError: Error, Sendable, Hashable, CustomStringConvertible {
         case .untrustedSignature: 403
         case .tooLarge: 413
         case .unsupportedMediaType: 415
+        case .kafkaRefused: 500
         case .kafkaUnavailable, .shuttingDown: 503
         default: 400
         }
     }
 
     /// True when the client should send the same request again later.
-    public var isRetryable: Bool { httpStatus >= 500 }
+    public var isRetryable: Bool { httpStatus == 503 }
 
     /// `{"error": code, "message": …, "field": …}`.
     public var jsonBody: [UInt8] {

@@ -56,17 +56,22 @@ public struct JobIntake: Sendable {
 
     /// A frontend may not use the identifiers of notification jobs: a job id squatted before Apple's notification
     /// arrives would hand that notification the squatter's recorded verdict, and the notifications' account would
-    /// own what a frontend claims for it. Compared without case, so no near-copy of a notification id passes.
+    /// own what a frontend claims for it. The account's lanes (`<account>/<originalTransactionId>`, the Kafka keys of
+    /// notification jobs) are refused with it: a frontend's job keyed so would queue in a subscription's lane.
+    /// Compared without case, so no near-copy of a notification id passes.
     func refuseNotificationNamespace(_ job: ReceiptJob) throws(GatewayError) {
         if job.jobID.lowercased().hasPrefix(Self.notificationJobIDPrefix) {
             throw GatewayError(
                 .reservedID, field: "job_id",
                 "job_id: the prefix \(Self.notificationJobIDPrefix) is reserved for App Store Server Notifications")
         }
-        if job.accountID.lowercased() == notificationAccountID.lowercased() {
+        let account = job.accountID.lowercased()
+        let reserved = notificationAccountID.lowercased()
+        if account == reserved || account.hasPrefix(reserved + "/") {
             throw GatewayError(
-                .reservedID, field: "account_id",
-                "account_id: this account is reserved for App Store Server Notifications")
+                .invalidValue, field: "account_id",
+                "account_id: the notification account and its lanes (\(notificationAccountID)/…) are reserved for App "
+                    + "Store Server Notifications")
         }
     }
 

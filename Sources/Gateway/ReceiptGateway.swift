@@ -21,8 +21,9 @@ import UnixSignals
 ///   a retry is the same job.
 ///
 /// Errors are `{"error": code, "message": …}` with 400 (bad JSON or fields), 401 (no accepted token), 403
-/// (untrusted signature), 413 (too large), 415 (not JSON) or 503 (Kafka did not acknowledge; retry with the same
-/// `job_id`). No body, proof or token is ever logged.
+/// (untrusted signature), 413 (too large for the body limit or for a Kafka record), 415 (not JSON), 500 (Kafka refused
+/// the job for good) or 503 (Kafka did not acknowledge; retry with the same `job_id`). No body, proof or token is ever
+/// logged. Another method on these routes is 405 with `Allow`, another path 404.
 /// `/healthz`, `/readyz` and `/metrics` are served on the operations port.
 public final class ReceiptGateway: Sendable {
     public let configuration: GatewayConfiguration
@@ -43,7 +44,7 @@ public final class ReceiptGateway: Sendable {
     /// The accepted bearer tokens of `/v1/receipts`; nil when authentication is disabled.
     private let tokens: BearerTokens?
     private let notificationCheck: NotificationSignatureCheck
-    /// Watches the brokers while all are down (nil for a publisher of the caller's).
+    /// Asks the brokers once a second, for readiness (nil for a publisher of the caller's).
     private let brokerProbe: (@Sendable () async -> Void)?
 
     /// The routes' labels in metrics.
@@ -67,17 +68,24 @@ public final class ReceiptGateway: Sendable {
 
     /// A gateway with its own idempotent producer to `configuration.brokers`, flushed and closed when `run` ends.
     /// - Throws: ``GatewayConfigurationError`` for a setting it cannot run with (a missing tokens file, an
-    ///   unreadable trust anchor), `KafkaError` for a Kafka property librdkafka refuses.
+    ///   unreadable trust anchor, a Kafka property librdkafka refuses).
     public convenience init(configuration: GatewayConfiguration, logger: Logger) throws {
         try configuration.validate()
         let tokens = try configuration.loadTokens()
         let trust = try configuration.loadTrustStore()
-        let producer = try KafkaProducer(
-            configuration: configuration.producerConfiguration, logger: logger.with(label: "kafka.producer"))
+        let producer: KafkaProducer
+        do {
+            producer = try KafkaProducer(
+                configuration: configuration.producerConfiguration, logger: logger.with(label: "kafka.producer"))
+        } catch {
+            // The producer's typed settings are the gateway's own: what librdkafka refuses came from kafka_properties.
+            throw GatewayConfigurationError(key: "kafka_properties", error.message)
+        }
         let publisher = KafkaJobPublisher(
             producer: producer, topic: configuration.jobsTopic,
             codec: MessageCodec(maximumMessageBytes: configuration.maxBodyBytes),
-            deadline: .milliseconds(configuration.publishTimeoutMilliseconds), logger: logger)
+            deadline: .milliseconds(configuration.publishTimeoutMilliseconds),
+            maximumRecordBytes: configuration.producerMessageMaxBytes, logger: logger)
         self.init(
             configuration: configuration, publisher: publisher, ownedProducer: producer, logger: logger,
             readiness: {
@@ -85,7 +93,7 @@ public final class ReceiptGateway: Sendable {
                 return Readiness(isReady: state.isReady, reasons: state.reasons)
             }, fatalError: { producer.fatalError }, tokens: tokens,
             notificationCheck: NotificationSignatureCheck(trust: trust),
-            brokerProbe: { await producer.watchBrokers(logger: logger) })
+            brokerProbe: { await publisher.watchKafka() })
     }
 
     private init(
@@ -193,6 +201,9 @@ public final class ReceiptGateway: Sendable {
 
     private func makeRouter() -> Router<BasicRequestContext> {
         let router = Router()
+        // Another method on these paths gets 405 with Allow, another path 404, both with a JSON error.
+        router.add(
+            middleware: RouteFallbackMiddleware(methods: ["v1/receipts": [.post], "apple/notifications": [.post]]))
         router.post("v1/receipts") { request, _ in
             await self.handle(request, route: Route.receipts, requiresToken: true) {
                 (intake: JobIntake, body: [UInt8]) throws(GatewayError) -> ReceiptJob in

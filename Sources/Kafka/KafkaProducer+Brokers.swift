@@ -17,13 +17,14 @@ extension KafkaProducer {
     /// True from librdkafka's `_ALL_BROKERS_DOWN` report until a broker answers again (see ``watchBrokers(interval:logger:onChange:)``).
     public var allBrokersDown: Bool { rdKafkaClient.brokerState.allDown }
 
-    /// Asks the cluster for metadata (`rd_kafka_metadata`, on a thread of its own); true when a broker answered
-    /// within `timeout`. An answer clears ``allBrokersDown``.
-    public func probeBrokers(timeout: Duration) async -> Bool {
+    /// Asks the cluster for metadata (`rd_kafka_metadata`, on a thread of its own), of `topic` when one is given;
+    /// true when a broker answered within `timeout`, whatever it said of the topic. An answer clears
+    /// ``allBrokersDown``.
+    public func probeBrokers(timeout: Duration, topic: String? = nil) async -> Bool {
         let milliseconds = timeout.rdKafkaMilliseconds
         let client = rdKafkaClient
         let answered = await BlockingCall.run(name: "kafka-broker-probe") {
-            client.probeMetadata(timeoutMilliseconds: milliseconds)
+            client.probeMetadata(topic: topic, timeoutMilliseconds: milliseconds)
         }
         if answered { client.brokerState.markReachable() }
         return answered

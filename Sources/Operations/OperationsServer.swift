@@ -83,11 +83,18 @@ public final class OperationsServer: Sendable {
         await listening.wait() ?? nil
     }
 
+    /// `HEAD` is answered as `GET` without a body (a probe may use either); another method gets 405, another path 404.
     private func makeRouter() -> Router<BasicRequestContext> {
-        let router = Router()
+        let router = Router(options: .autoGenerateHeadEndpoints)
+        router.add(
+            middleware: RouteFallbackMiddleware(
+                methods: Dictionary(uniqueKeysWithValues: Self.paths.map { ($0, [.get, .head]) })))
         Self.addRoutes(to: router, registry: registry, readiness: readiness)
         return router
     }
+
+    /// The paths ``addRoutes(to:registry:readiness:)`` serves.
+    public static let paths = ["healthz", "readyz", "metrics"]
 
     /// Adds `/healthz`, `/readyz` and `/metrics` to another router, for a command that serves them on its own HTTP
     /// port (the entitlement service) rather than on a separate operations port.

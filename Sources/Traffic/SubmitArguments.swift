@@ -10,6 +10,10 @@ package struct SubmitArguments: ParsableArguments {
     package var brokers: String?
     @Option(help: "Topic to produce to (VERIFY_JOBS_TOPIC, default receipt-jobs).")
     package var topic: String?
+    @Option(
+        name: .customLong("kafka-properties"),
+        help: "Extra librdkafka properties, name=value;name=value (VERIFY_KAFKA_PROPERTIES; e.g. SASL or SSL).")
+    package var kafkaProperties: String?
     @Option(help: "Generate traffic instead of reading it: seed-mix.")
     package var generate: String?
     @Option(help: "Jobs to generate.")

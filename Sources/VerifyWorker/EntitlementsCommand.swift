@@ -2,6 +2,7 @@ import AppleClients
 import ArgumentParser
 import Entitlements
 import Foundation
+import Kafka
 import Logging
 import Messages
 import Observability
@@ -30,6 +31,7 @@ struct EntitlementsCommand: ConfiguredCommand {
             throw Self.configurationFailure(error)
         }
         let logger = Self.bootstrapLogging(configuration)
+        KafkaTLSVerification.warnIfSwitchedOff(configuration.kafkaProperties, logger: logger)
         let engine = configuration.webhookURLs.isEmpty ? nil : try CurlHTTPEngine()
         defer { engine?.shutdown() }
         let service: EntitlementsService

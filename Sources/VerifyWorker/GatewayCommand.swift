@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import Gateway
+import Kafka
 import Logging
 import Observability
 import Operations
@@ -14,7 +15,8 @@ struct GatewayCommand: ConfiguredCommand {
         discussion: """
             Answers 202 {"job_id"} (receipts) or 200 (notifications) only after Kafka acknowledged the job; \
             4xx {"error","message"} for bad input (401 no accepted bearer token, 403 untrusted notification \
-            signature, 413 too large, 415 not JSON) and 503 when Kafka does not acknowledge in time. \
+            signature, 405 another method, 413 too large for the body limit or a Kafka record, 415 not JSON), 500 \
+            when Kafka refuses the job for good, and 503 when Kafka does not acknowledge in time. \
             POST /v1/receipts needs Authorization: Bearer <token>, a token of --tokens-file; \
             --auth disabled turns that off for development. /healthz, /readyz and /metrics are on the metrics \
             port. SIGTERM stops accepting, finishes requests in flight, flushes and exits 0. A bad setting exits 2 \
@@ -37,6 +39,7 @@ struct GatewayCommand: ConfiguredCommand {
             configuration = try GatewayConfiguration(sources)
             let log = try GatewayConfiguration.logSettings(sources)
             logger = try EdgeLogging.bootstrap(label: "verify-worker.gateway", level: log.level, format: log.format)
+            KafkaTLSVerification.warnIfSwitchedOff(configuration.kafkaProperties, logger: logger)
             gateway = try ReceiptGateway(configuration: configuration, logger: logger)
         } catch {
             throw EdgeFailure.configuration(command: "gateway", error)
@@ -91,6 +94,12 @@ struct EdgeEnvironment {
         return value
     }
 
+    /// `kafka_properties` as the long-running commands read it: the `--kafka-properties` flag, else
+    /// `VERIFY_KAFKA_PROPERTIES`.
+    func kafkaProperties(_ flag: String?) throws(ConfigurationError) -> [String: String] {
+        try ConfigurationReader.properties(flag ?? self["VERIFY_KAFKA_PROPERTIES"] ?? "", key: "kafka_properties")
+    }
+
     func int(_ flag: Int?, _ key: String) throws -> Int? {
         if let flag { return flag }
         guard let text = self[key] else { return nil }
@@ -113,6 +122,14 @@ enum EdgeLogging {
         }
         var logger = Logger(label: label)
         logger.logLevel = logLevel
+        return logger
+    }
+
+    /// The logger of a tool whose standard output is its data (`tail`, `submit`): warnings and worse, on standard
+    /// error.
+    static func toolLogger(label: String) -> Logger {
+        var logger = Logger(label: label) { StreamLogHandler.standardError(label: $0) }
+        logger.logLevel = .warning
         return logger
     }
 }

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import Kafka
 import Logging
 import Observability
 import Operations
@@ -20,6 +21,7 @@ struct ReconcileCommand: ConfiguredCommand {
     func start() async throws {
         let configuration = try load(ReconcileConfiguration.self)
         let logger = RunCommand.bootstrapLogging(configuration.worker)
+        KafkaTLSVerification.warnIfSwitchedOff(configuration.worker.kafkaProperties, logger: logger)
         do {
             try await ReconcileRuntime(configuration: configuration, logger: logger).runHandlingSignals(
                 started: {

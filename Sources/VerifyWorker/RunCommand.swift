@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import Kafka
 import Logging
 import Observability
 import Operations
@@ -20,6 +21,7 @@ struct RunCommand: ConfiguredCommand {
         let arenas = MallocArenas.limit(environment: ProcessInfo.processInfo.environment)
         let configuration = try load(WorkerConfiguration.self)
         let logger = Self.bootstrapLogging(configuration)
+        KafkaTLSVerification.warnIfSwitchedOff(configuration.kafkaProperties, logger: logger)
         let exit: WorkerRuntime.Exit
         do {
             // Logged once every setting is accepted: a configuration error is then the only line on stderr.

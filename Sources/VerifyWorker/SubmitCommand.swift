@@ -33,13 +33,23 @@ struct SubmitCommand: AsyncParsableCommand {
 
     func run() async throws {
         let environment = EdgeEnvironment()
-        var logger = Logger(label: "verify-worker.submit")
-        logger.logLevel = .warning
-        let producer = try KafkaProducer(
-            configuration: KafkaProducerConfiguration(
-                bootstrapServers: arguments.brokers ?? environment["VERIFY_BROKERS"] ?? "localhost:9092",
-                clientID: "verify-worker-submit"),
-            logger: logger)
+        let logger = EdgeLogging.toolLogger(label: "verify-worker.submit")
+        let producer: KafkaProducer
+        do {
+            let properties = try environment.kafkaProperties(arguments.kafkaProperties)
+            KafkaTLSVerification.warnIfSwitchedOff(properties, logger: logger)
+            producer = try KafkaProducer(
+                configuration: KafkaProducerConfiguration(
+                    bootstrapServers: arguments.brokers ?? environment["VERIFY_BROKERS"] ?? "localhost:9092",
+                    clientID: "verify-worker-submit", properties: properties),
+                logger: logger)
+        } catch let error as KafkaError {
+            // librdkafka refused a property: the only settings of this producer the caller can get wrong.
+            throw EdgeFailure.configuration(
+                command: "submit", ConfigurationError(key: "kafka_properties", problem: error.message))
+        } catch {
+            throw EdgeFailure.configuration(command: "submit", error)
+        }
         let submitter = JobSubmitter(
             producer: producer, topic: arguments.topic ?? environment["VERIFY_JOBS_TOPIC"] ?? Topics.jobs,
             maxOutstanding: arguments.maxOutstanding, rate: arguments.rate, output: EdgeOutput.line)

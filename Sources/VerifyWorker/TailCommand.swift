@@ -34,6 +34,10 @@ struct TailCommand: AsyncParsableCommand {
     var group: String?
     @Flag(help: "Print each message with its headers (always on for the dead-letter topic).")
     var headers = false
+    @Option(
+        name: .customLong("kafka-properties"),
+        help: "Extra librdkafka properties, name=value;name=value (VERIFY_KAFKA_PROPERTIES; e.g. SASL or SSL).")
+    var kafkaProperties: String?
 
     func validate() throws {
         if let count, count < 1 { throw ValidationError("--count must be positive") }
@@ -41,18 +45,31 @@ struct TailCommand: AsyncParsableCommand {
 
     func run() async throws {
         let environment = EdgeEnvironment()
-        var logger = Logger(label: "verify-worker.tail")
-        logger.logLevel = .warning
+        let logger = EdgeLogging.toolLogger(label: "verify-worker.tail")
+        let properties: [String: String]
+        do {
+            properties = try environment.kafkaProperties(kafkaProperties)
+        } catch {
+            throw EdgeFailure.configuration(command: "tail", error)
+        }
+        KafkaTLSVerification.warnIfSwitchedOff(properties, logger: logger)
         let consumer = KafkaConsumerConfiguration(
             bootstrapServers: brokers ?? environment["VERIFY_BROKERS"] ?? "localhost:9092",
             groupID: group ?? TopicTail.ephemeralGroupID(),
-            autoOffsetReset: fromBeginning ? "earliest" : "latest", clientID: "verify-worker-tail")
+            autoOffsetReset: fromBeginning ? "earliest" : "latest", clientID: "verify-worker-tail",
+            properties: properties)
         let topic = topic ?? environment["VERIFY_VERDICTS_TOPIC"] ?? Topics.verdicts
         let deadLetters = environment["VERIFY_DEAD_LETTER_TOPIC"] ?? Topics.deadLetters
         let tail = TopicTail(
             consumer: consumer, topic: topic, count: count, commits: group != nil,
             showsHeaders: headers || topic == deadLetters, output: EdgeOutput.line)
         let signals = TerminationSignals()
-        _ = try await tail.run(logger: logger) { await signals.wait() }
+        do {
+            _ = try await tail.run(logger: logger) { await signals.wait() }
+        } catch let error as KafkaError where error.code == .invalidArgument {
+            // librdkafka refused a property: the only settings of this client the caller can get wrong.
+            throw EdgeFailure.configuration(
+                command: "tail", ConfigurationError(key: "kafka_properties", problem: error.message))
+        }
     }
 }

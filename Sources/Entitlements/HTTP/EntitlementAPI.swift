@@ -94,7 +94,8 @@ public final class EntitlementAPI: Service, Sendable {
     // MARK: Routes
 
     func makeRouter() -> Router<EntitlementRequestContext> {
-        let router = Router(context: EntitlementRequestContext.self)
+        // HEAD is answered as GET without a body (/healthz, /readyz and /metrics are probed here too).
+        let router = Router(context: EntitlementRequestContext.self, options: .autoGenerateHeadEndpoints)
         OperationsServer.addRoutes(to: router, registry: registry, readiness: readiness)
         router.get("v1/session") { request, context in
             await self.guarded(request, context, route: "session") { caller in

@@ -70,11 +70,14 @@ final class RDKafkaClient: @unchecked Sendable {
         return .success(KafkaWatermarks(low: low, high: high))
     }
 
-    /// Asks the cluster for metadata (`rd_kafka_metadata`, blocking); true when a broker answered in time.
-    func probeMetadata(timeoutMilliseconds: Int32) -> Bool {
+    /// Asks the cluster for metadata (`rd_kafka_metadata`, blocking); true when a broker answered in time, whatever
+    /// it said of `topic`. Without a topic it asks for the topics this client knows, often none.
+    func probeMetadata(topic: String? = nil, timeoutMilliseconds: Int32) -> Bool {
+        // Ownership: `rd_kafka_topic_new` gives us a reference, released below.
+        let rkt = topic.flatMap { rd_kafka_topic_new(handle, $0, nil) }
+        defer { if let rkt { rd_kafka_topic_destroy(rkt) } }
         var metadata: UnsafePointer<rd_kafka_metadata>?
-        // all_topics 0 and no topic: the topics this client knows, often none; any broker's answer will do.
-        let err = rd_kafka_metadata(handle, 0, nil, &metadata, timeoutMilliseconds)
+        let err = rd_kafka_metadata(handle, 0, rkt, &metadata, timeoutMilliseconds)
         // Ownership: a successful call hands us the metadata; destroyed here.
         if let metadata { rd_kafka_metadata_destroy(metadata) }
         return err == RD_KAFKA_RESP_ERR_NO_ERROR

@@ -88,12 +88,18 @@ public struct ConfigurationReader {
     }
 
     public func properties(_ name: String) throws(ConfigurationError) -> [String: String] {
+        try Self.properties(raw(name) ?? "", key: name)
+    }
+
+    /// Parses `name=value;name=value` (blanks around a pair dropped) as `kafka_properties` is read, for the tools that
+    /// take it without a key table (`tail`, `submit`); a bad pair is an error naming `key`.
+    public static func properties(_ text: String, key: String) throws(ConfigurationError) -> [String: String] {
         var properties: [String: String] = [:]
-        for pair in (raw(name) ?? "").split(separator: ";") {
+        for pair in text.split(separator: ";") {
             let trimmed = pair.trimmingCharacters(in: .whitespaces)
             if trimmed.isEmpty { continue }
             guard let equals = trimmed.firstIndex(of: "="), equals != trimmed.startIndex else {
-                throw ConfigurationError(key: name, problem: "expected name=value pairs separated by ;")
+                throw ConfigurationError(key: key, problem: "expected name=value pairs separated by ;")
             }
             properties[String(trimmed[..<equals])] = String(trimmed[trimmed.index(after: equals)...])
         }

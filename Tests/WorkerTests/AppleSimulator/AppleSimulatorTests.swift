@@ -1,6 +1,7 @@
 import AppleSimulator
 import Crypto
 import Foundation
+import Receipts
 import Testing
 import Traffic
 
@@ -279,6 +280,29 @@ struct AppleSimulatorControlTests {
             let status = try await sim.verify(receipt, sandbox: false)["status"] as? Int
             #expect(status == 21003)
         }
+    }
+
+    @Test("every PEM file of the state directory ends with a newline, so two concatenated make a valid bundle")
+    func statePEMFilesEndWithNewline() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("apple-sim-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let pki = try SimulatorPKI.loadOrGenerate(directory: directory)
+        let names = try FileManager.default.contentsOfDirectory(atPath: directory.path).filter { $0.hasSuffix(".pem") }
+        #expect(names.count == 8, "\(names)")
+        for name in names {
+            let bytes = try Data(contentsOf: directory.appendingPathComponent(name))
+            #expect(bytes.last == UInt8(ascii: "\n"), "\(name) does not end with a newline")
+        }
+        // What `cat pki-rsa-root.pem pki-ec-root.pem > bundle.pem` makes: both certificates, readable.
+        let bundle = directory.appendingPathComponent("bundle.pem")
+        try
+            (try Data(contentsOf: directory.appendingPathComponent("pki-rsa-root.pem"))
+            + Data(contentsOf: directory.appendingPathComponent("pki-ec-root.pem"))).write(to: bundle)
+        let certificates = try TrustStore.loadCertificates(contentsOf: bundle)
+        #expect(certificates.count == 2)
+        // And the files still load as the same PKI.
+        let reloaded = try SimulatorPKI.loadOrGenerate(directory: directory)
+        #expect(reloaded.jwsRootDER == pki.jwsRootDER)
     }
 
     @Test("the trust anchors are served as PEM")

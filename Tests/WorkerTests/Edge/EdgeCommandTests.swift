@@ -20,9 +20,13 @@ enum EdgeProcess {
         }
     }
 
-    static func run(_ arguments: [String], stdin: String? = nil) async throws -> Outcome {
+    static func run(
+        _ arguments: [String], stdin: String? = nil, environment extra: [String: String] = [:]
+    ) async throws -> Outcome {
         var environment = ProcessInfo.processInfo.environment
         environment["VERIFY_BROKERS"] = nil
+        environment["VERIFY_KAFKA_PROPERTIES"] = nil
+        environment.merge(extra) { _, given in given }
         let done = try await TestChild.runVerifyWorker(
             arguments, environment: environment, input: Array((stdin ?? "").utf8))
         return Outcome(status: done.exit.status, stdout: done.output, stderr: done.errors)
@@ -62,6 +66,75 @@ struct EdgeCommandTests {
         let jobs = try tailed.lines.map { try MessageCodec().decodeJob(Array($0.utf8)) }
         #expect(jobs.map(\.jobID) == ["j1", "j3"], "one account's jobs arrive in input order")
         #expect(jobs.allSatisfy { $0.submittedAt != nil }, "submit stamps submitted_at (verify_job_duration_seconds)")
+    }
+
+    @Test("submit and tail take kafka_properties (--kafka-properties or VERIFY_KAFKA_PROPERTIES) as the services do")
+    func kafkaProperties() async throws {
+        // A property librdkafka refuses, or a pair that is not name=value: exit 2, one line naming the key.
+        func expectRefused(_ outcome: EdgeProcess.Outcome, _ command: String) {
+            #expect(outcome.status == 2, "exit \(outcome.status): \(outcome.stderr)")
+            let lines = outcome.stderr.split(separator: "\n")
+            #expect(lines.count == 1, "stderr:\n\(outcome.stderr)")
+            #expect(
+                lines.first?.hasPrefix("verify-worker \(command): configuration: kafka_properties: ") == true,
+                "stderr:\n\(outcome.stderr)")
+            #expect(!outcome.stderr.contains("KafkaError"), "\(outcome.stderr)")
+        }
+        let nowhere = ["--brokers", "127.0.0.1:1", "--topic", "receipt-jobs"]
+        let job = #"{"job_id":"j1","account_id":"acct-1","receipt":"AAAA"}"#
+        expectRefused(
+            try await EdgeProcess.run(
+                ["submit"] + nowhere + ["-"], stdin: job,
+                environment: ["VERIFY_KAFKA_PROPERTIES": "no.such.property=1"]),
+            "submit")
+        expectRefused(
+            try await EdgeProcess.run(
+                ["submit", "--kafka-properties", "no-equals-sign"] + nowhere + ["-"], stdin: job),
+            "submit")
+        expectRefused(
+            try await EdgeProcess.run(["tail", "--kafka-properties", "no.such.property=1", "--count", "1"] + nowhere),
+            "tail")
+        expectRefused(
+            try await EdgeProcess.run(
+                ["tail", "--count", "1"] + nowhere, environment: ["VERIFY_KAFKA_PROPERTIES": "socket.timeout.ms=x"]),
+            "tail")
+
+        // Accepted properties reach the client; switching TLS verification off is accepted with one warning line.
+        let cluster = try MockKafkaCluster(brokers: 1)
+        try cluster.createTopic("receipt-jobs", partitions: 1)
+        let submitted = try await EdgeProcess.run(
+            ["submit", "--brokers", cluster.bootstrapServers, "--topic", "receipt-jobs", "-"], stdin: job,
+            environment: ["VERIFY_KAFKA_PROPERTIES": "client.id=edge-props;enable.ssl.certificate.verification=false"])
+        #expect(submitted.status == 0, "\(submitted.stderr)")
+        #expect(submitted.jsonLines.first?["job_id"] as? String == "j1", "\(submitted.stdout)")
+        let submitWarnings = submitted.stderr.split(separator: "\n").filter { $0.contains("TLS verification") }
+        #expect(submitWarnings.count == 1, "\(submitted.stderr)")
+        #expect(submitWarnings.first?.contains("enable.ssl.certificate.verification=false") == true)
+
+        let tailed = try await EdgeProcess.run([
+            "tail", "--brokers", cluster.bootstrapServers, "--topic", "receipt-jobs", "--from-beginning", "--count",
+            "1", "--kafka-properties", "ssl.endpoint.identification.algorithm=none",
+        ])
+        #expect(tailed.status == 0, "\(tailed.stderr)")
+        #expect(try tailed.lines.map { try MessageCodec().decodeJob(Array($0.utf8)).jobID } == ["j1"])
+        let tailWarnings = tailed.stderr.split(separator: "\n").filter { $0.contains("TLS verification") }
+        #expect(tailWarnings.count == 1, "\(tailed.stderr)")
+        #expect(tailWarnings.first?.contains("ssl.endpoint.identification.algorithm=none") == true)
+    }
+
+    @Test("the properties that switch Kafka TLS verification off are recognised, and only those")
+    func tlsVerificationSwitchedOff() {
+        #expect(
+            KafkaTLSVerification.switchedOff(in: [
+                "enable.ssl.certificate.verification": "false", "ssl.endpoint.identification.algorithm": "NONE",
+                "security.protocol": "SSL",
+            ]) == ["enable.ssl.certificate.verification=false", "ssl.endpoint.identification.algorithm=NONE"])
+        #expect(KafkaTLSVerification.switchedOff(in: ["enable.ssl.certificate.verification": "0"]).count == 1)
+        #expect(
+            KafkaTLSVerification.switchedOff(in: [
+                "enable.ssl.certificate.verification": "true", "ssl.endpoint.identification.algorithm": "https",
+                "security.protocol": "SASL_SSL",
+            ]).isEmpty)
     }
 
     @Test("submit --generate seed-mix mints at a simulator over HTTP and labels each job's category")

@@ -35,6 +35,8 @@ struct EdgeGatewayConfigurationTests {
             (["--auth", "maybe"], "gateway_auth"),
             (["--auth", "disabled", "--trust-anchors", "/nonexistent/root.pem"], "trust_anchors"),
             (["--auth", "disabled", "--publish-timeout-ms", "0"], "gateway_publish_timeout_ms"),
+            (["--auth", "disabled", "--kafka-properties", "no.such.property=1"], "kafka_properties"),
+            (["--auth", "disabled", "--kafka-properties", "socket.timeout.ms=x"], "kafka_properties"),
         ])
     func refusedAtStart(more: [String], key: String) async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
@@ -49,6 +51,9 @@ struct EdgeGatewayConfigurationTests {
         let outcome = try await EdgeProcess.run(Self.arguments(resolved))
         Self.expectOneLine(outcome, naming: key)
         #expect(!outcome.stderr.contains("secret123"), "a token reached the output")
+        // The form of every command's configuration error (`verify-worker run: configuration: <key>: …`).
+        #expect(outcome.stderr.hasPrefix("verify-worker gateway: configuration: \(key): "), "\(outcome.stderr)")
+        #expect(!outcome.stderr.contains("KafkaError") && !outcome.stderr.contains(".swift:"), "\(outcome.stderr)")
     }
 
     @Test("an HTTP or metrics port already in use: exit 2 with one line naming it")
@@ -75,6 +80,30 @@ struct EdgeGatewayConfigurationTests {
 
         let metrics = withPort("--metrics-port")
         Self.expectOneLine(try await EdgeProcess.run(metrics), naming: "metrics_port")
+    }
+
+    @Test("Kafka TLS verification switched off through kafka_properties: accepted, with one warning line naming it")
+    func tlsVerificationOffWarnsOnce() async throws {
+        let cluster = try MockKafkaCluster(brokers: 1)
+        try cluster.createTopic("receipt-jobs", partitions: 1)
+        let files = try GatewayTestFiles.shared.get()
+        let child = try EdgeRunningProcess.start(
+            Self.arguments([
+                "--tokens-file", files.tokens.path, "--log-format", "json", "--kafka-properties",
+                "enable.ssl.certificate.verification=false;ssl.endpoint.identification.algorithm=none",
+            ]).map { $0 == "127.0.0.1:1" ? cluster.bootstrapServers : $0 }, readsStderr: true)
+        defer { child.kill() }
+        var warnings: [String] = []
+        var listening = false
+        while !listening, let line = await child.nextLine() {
+            if line.contains("TLS verification") { warnings.append(line) }
+            listening = line.contains("gateway listening")
+        }
+        #expect(listening)
+        #expect(warnings.count == 1, "\(warnings)")
+        #expect(warnings.first?.contains("enable.ssl.certificate.verification=false") == true)
+        #expect(warnings.first?.contains("ssl.endpoint.identification.algorithm=none") == true)
+        #expect(await child.terminate() == .exited(0))
     }
 
     @Test("--auth disabled starts without tokens and warns once")

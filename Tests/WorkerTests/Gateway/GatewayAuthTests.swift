@@ -59,7 +59,9 @@ struct GatewayAuthTests {
         }
     }
 
-    @Test("a frontend's job in the notification namespace is 400 reserved_id and is not published")
+    @Test(
+        "a frontend's job with a notification job id is 400 reserved_id; with the notification account 400 invalid_value"
+    )
     func reservedNamespace() async throws {
         try await GatewayTestHarness.with { harness in
             for jobID in ["apple-notification-0f3a2b1c-1111-4222-8333-444455556666", "Apple-Notification-x"] {
@@ -69,11 +71,59 @@ struct GatewayAuthTests {
                 #expect(reply.json["error"] as? String == "reserved_id")
                 #expect(reply.json["field"] as? String == "job_id")
             }
-            let account = try await harness.post(
-                "v1/receipts", json: ["job_id": "j-1", "account_id": "apple-notification", "receipt": "MIIbase64"])
-            #expect(account.status == 400, "\(account.text)")
-            #expect(account.json["error"] as? String == "reserved_id")
-            #expect(account.json["field"] as? String == "account_id")
+            // The account and its lanes: `apple-notification/<originalTransactionId>` is a notification job's key.
+            for accountID in [
+                "apple-notification", "Apple-Notification", "apple-notification/2000000000000041",
+                "APPLE-NOTIFICATION/x",
+            ] {
+                let account = try await harness.post(
+                    "v1/receipts", json: ["job_id": "j-1", "account_id": accountID, "receipt": "MIIbase64"])
+                #expect(account.status == 400, "\(accountID): \(account.text)")
+                #expect(account.json["error"] as? String == "invalid_value", "\(accountID): \(account.text)")
+                #expect(account.json["field"] as? String == "account_id")
+            }
+            #expect(try await harness.messageCount() == 0)
+            // Only the account itself and its lanes: a look-alike account is an ordinary one.
+            let alike = try await harness.post(
+                "v1/receipts", json: ["job_id": "j-2", "account_id": "apple-notifications", "receipt": "MIIbase64"])
+            #expect(alike.status == 202, "\(alike.text)")
+        }
+    }
+
+    @Test("the configured notification account and its lanes are refused 400 invalid_value, whatever its name")
+    func configuredNotificationAccount() async throws {
+        try await GatewayTestHarness.with { configuration in
+            configuration.notificationAccountID = "asn"
+        } _: { harness in
+            for accountID in ["asn", "ASN", "asn/2000000000000041"] {
+                let reply = try await harness.post(
+                    "v1/receipts", json: ["job_id": "j-1", "account_id": accountID, "receipt": "MIIbase64"])
+                #expect(reply.status == 400, "\(accountID): \(reply.text)")
+                #expect(reply.json["error"] as? String == "invalid_value", "\(accountID): \(reply.text)")
+                #expect(reply.json["field"] as? String == "account_id")
+            }
+            #expect(try await harness.messageCount() == 0)
+        }
+    }
+
+    /// The message contract refuses these in `ReceiptJob.validate()`, at every entrance; the gateway answers them as
+    /// every contract error, 400 `invalid_value`.
+    @Test("ids the message contract refuses (control characters, the default notification lanes) are 400 invalid_value")
+    func contractRefusedIdentifiers() async throws {
+        try await GatewayTestHarness.with { configuration in
+            configuration.notificationAccountID = "asn"
+        } _: { harness in
+            let jobs: [[String: Any]] = [
+                ["job_id": "j-1", "account_id": "acct\u{0}1", "receipt": "MIIbase64"],
+                ["job_id": "j-\u{0}2", "account_id": "acct-2", "receipt": "MIIbase64"],
+                ["job_id": "j-3", "account_id": "acct\u{7}3", "receipt": "MIIbase64"],
+                ["job_id": "j-4", "account_id": "apple-notification/2000000000000041", "receipt": "MIIbase64"],
+            ]
+            for job in jobs {
+                let reply = try await harness.post("v1/receipts", json: job)
+                #expect(reply.status == 400, "\(reply.text)")
+                #expect(reply.json["error"] as? String == "invalid_value", "\(reply.text)")
+            }
             #expect(try await harness.messageCount() == 0)
         }
     }

@@ -19,14 +19,30 @@ struct GatewayBodyLimitTests {
     }
 }
 
-/// A request written by hand on a socket, for what the curl engine does not send (a chunked body).
+/// A request written by hand on a socket, for what the curl engine does not send (a chunked body, a HEAD).
 enum GatewayRawHTTP {
     static func postChunked(port: Int, path: String, body: [UInt8], headers: [String]) async throws -> String {
-        try await OffPool.run { try postChunkedBlocking(port: port, path: path, body: body, headers: headers) }
+        var request = Array("POST \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: chunked\r\n".utf8)
+        for header in headers { request += Array("\(header)\r\n".utf8) }
+        request += Array("Connection: close\r\n\r\n".utf8)
+        var offset = 0
+        while offset < body.count {
+            let chunk = body[offset..<min(offset + 1_000, body.count)]
+            request += Array(String(chunk.count, radix: 16).utf8) + [13, 10] + chunk + [13, 10]
+            offset += chunk.count
+        }
+        request += Array("0\r\n\r\n".utf8)
+        return try await OffPool.run { [request] in try exchange(port: port, request) }
     }
 
-    private static func postChunkedBlocking(port: Int, path: String, body: [UInt8], headers: [String]) throws -> String
-    {
+    /// The whole answer (status line, headers, body) to a request without a body, e.g. `HEAD /healthz`.
+    static func request(_ method: String, port: Int, path: String) async throws -> String {
+        let request = Array("\(method) \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n".utf8)
+        return try await OffPool.run { try exchange(port: port, request) }
+    }
+
+    /// Sends `request` and reads until the server closes the connection.
+    private static func exchange(port: Int, _ request: [UInt8]) throws -> String {
         let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard descriptor >= 0 else { throw GatewayTestFailure("socket() failed") }
         defer { close(descriptor) }
@@ -42,16 +58,6 @@ enum GatewayRawHTTP {
             }
         }
         guard connected else { throw GatewayTestFailure("connect() to 127.0.0.1:\(port) failed") }
-        var request = Array("POST \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: chunked\r\n".utf8)
-        for header in headers { request += Array("\(header)\r\n".utf8) }
-        request += Array("Connection: close\r\n\r\n".utf8)
-        var offset = 0
-        while offset < body.count {
-            let chunk = body[offset..<min(offset + 1_000, body.count)]
-            request += Array(String(chunk.count, radix: 16).utf8) + [13, 10] + chunk + [13, 10]
-            offset += chunk.count
-        }
-        request += Array("0\r\n\r\n".utf8)
         // The server may answer and close before it read everything: a failed write is not the test's failure.
         _ = request.withUnsafeBytes { send(descriptor, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
         var answer: [UInt8] = []

@@ -1,8 +1,10 @@
+import AppleClients
 import Foundation
 import Gateway
 import Kafka
 import Messages
 import Observability
+import Operations
 import Reconciler
 import Testing
 
@@ -211,17 +213,63 @@ struct GatewayHTTPTests {
         }
     }
 
-    // The broker-down readiness test (all brokers down: /readyz 503 brokers_down; one back: ready again) was taken
-    // out on 2026-11-25: in the full suite (600+ tests at once) the in-process gateway never saw brokers_down within
-    // two minutes, three runs in a row, while it passed alone in 4 s; the test script refuses skipped tests under CI.
-    // The worker's process-level variant (ProcessStartupTests) still covers the watch; the cause is open (closing
-    // note of session 9).
-
-    @Test("unknown routes and methods are not jobs")
-    func unknownRoute() async throws {
+    @Test("wrong methods on the gateway's routes are 405 with Allow and a JSON error; unknown paths 404 with one")
+    func methodsAndPaths() async throws {
         try await GatewayTestHarness.with { harness in
-            let reply = try await harness.post("v1/other", json: ["a": 1])
-            #expect(reply.status == 404)
+            func expectJSONError(_ reply: GatewayTestHarness.Reply, _ status: Int, _ code: String) {
+                #expect(reply.status == status, "\(reply.text)")
+                #expect(reply.header("Content-Type")?.hasPrefix("application/json") == true)
+                #expect(reply.json["error"] as? String == code, "\(reply.text)")
+                #expect(reply.json["message"] is String, "\(reply.text)")
+            }
+            expectJSONError(try await harness.post("v1/other", json: ["a": 1]), 404, "not_found")
+            for (method, path) in [
+                (TransportRequest.Method.get, "v1/receipts"), (.put, "v1/receipts"), (.get, "apple/notifications"),
+            ] {
+                let response = try await harness.http.execute(
+                    TransportRequest(
+                        method: method, url: "http://127.0.0.1:\(harness.port)/\(path)",
+                        headers: [
+                            ("Authorization", "Bearer \(GatewayTestHarness.token)"),
+                            ("Content-Type", "application/json"),
+                        ],
+                        body: method == .put ? Array(#"{"account_id":"a","receipt":"b"}"#.utf8) : nil,
+                        timeout: .seconds(30)))
+                let reply = GatewayTestHarness.Reply(
+                    status: response.status, body: response.body, headers: response.headers)
+                expectJSONError(reply, 405, "method_not_allowed")
+                #expect(reply.header("Allow") == "POST", "\(method) /\(path)")
+            }
+            let head = try await GatewayRawHTTP.request("HEAD", port: harness.port, path: "/v1/receipts")
+            #expect(head.hasPrefix("HTTP/1.1 405"), "\(head)")
+            #expect(head.lowercased().contains("\r\nallow: post\r\n"), "\(head)")
+            #expect(try await harness.messageCount() == 0)
+        }
+    }
+
+    @Test("the operations port: HEAD answers as GET without a body; other methods 405 with Allow; other paths 404 JSON")
+    func operationsPortMethods() async throws {
+        try await GatewayTestHarness.with { harness in
+            for path in OperationsServer.paths {
+                let get = try await harness.operations(path)
+                let head = try await GatewayRawHTTP.request("HEAD", port: harness.metricsPort, path: "/\(path)")
+                #expect(head.hasPrefix("HTTP/1.1 \(get.status)"), "HEAD /\(path): \(head)")
+                let parts = head.components(separatedBy: "\r\n\r\n")
+                #expect(parts.count == 2 && parts[1].isEmpty, "HEAD /\(path) has no body: \(head)")
+
+                let response = try await harness.http.execute(
+                    TransportRequest(
+                        method: .post, url: "http://127.0.0.1:\(harness.metricsPort)/\(path)", body: [],
+                        timeout: .seconds(30)))
+                let post = GatewayTestHarness.Reply(
+                    status: response.status, body: response.body, headers: response.headers)
+                #expect(post.status == 405, "POST /\(path): \(post.text)")
+                #expect(post.header("Allow") == "GET, HEAD")
+                #expect(post.json["error"] as? String == "method_not_allowed", "\(post.text)")
+            }
+            let unknown = try await harness.operations("nothing-here")
+            #expect(unknown.status == 404)
+            #expect(unknown.json["error"] as? String == "not_found", "\(unknown.text)")
         }
     }
 }

@@ -8,8 +8,8 @@ import Testing
 import Traffic
 
 /// `verify-worker run` at start and when its dependencies are gone: nothing is silent. A taken metrics port stops
-/// it with one line, an unreachable ledger keeps it out of its group, and brokers that are all down make it not
-/// ready. Serialized like the other process suites: each test starts its own children.
+/// it with one line, an unreachable ledger keeps it out of its group, and brokers that are all down, or a ledger
+/// that goes away, make it not ready until they answer again. Serialized like the other process suites: each test starts its own children.
 @Suite("Process: start-up and readiness", .serialized)
 struct ProcessStartupTests {
     @Test("a metrics port already in use: exit 2 with one line naming metrics_port", .timeLimit(.minutes(2)))
@@ -110,6 +110,37 @@ struct ProcessStartupTests {
             try await worker.waitUntilReady(within: .seconds(40))
             worker.child.signal(SIGTERM)
             #expect(try await worker.child.exitStatus(within: .seconds(40)) == 0)
+        }
+    }
+
+    /// An unready worker gets no traffic from a readiness probe's load balancer, and a worker's jobs come from Kafka,
+    /// not from it: only its own look at the ledger may make it ready again.
+    @Test(
+        "the ledger away while running: /readyz 503 ledger_unreachable; back: ready again with no job sent",
+        .timeLimit(.minutes(5)))
+    func ledgerBackWithoutTraffic() async throws {
+        try await LedgerTestSupport.withPrivatePostgres { url, control in
+            try await ProcessTestStack.withStack { stack, _ in
+                let worker = try stack.startWorker("ledger-outage-worker", overrides: ["VERIFY_LEDGER_URL": url])
+                try await worker.waitUntilReady(within: .seconds(60))
+                try await LedgerTestSupport.shell("\(control) pause")
+                do {
+                    try await ProcessTest.eventually("/readyz 503 ledger_unreachable", within: .seconds(60)) {
+                        guard worker.child.isRunning else {
+                            throw ProcessTestFailure("the worker exited:\n\(worker.child.logTail())")
+                        }
+                        guard let ready = await ProcessTest.get(worker.url("readyz")) else { return false }
+                        return ready.status == 503 && ready.body.contains("ledger_unreachable")
+                    }
+                } catch {
+                    _ = try? await LedgerTestSupport.shell("\(control) resume")
+                    throw error
+                }
+                try await LedgerTestSupport.shell("\(control) resume")
+                try await worker.waitUntilReady(within: .seconds(60))
+                worker.child.signal(SIGTERM)
+                #expect(try await worker.child.exitStatus(within: .seconds(40)) == 0)
+            }
         }
     }
 }
