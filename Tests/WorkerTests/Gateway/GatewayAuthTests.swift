@@ -1,3 +1,4 @@
+import Chaos
 import Foundation
 import Kafka
 import Messages
@@ -125,6 +126,37 @@ struct GatewayAuthTests {
                 #expect(reply.json["error"] as? String == "invalid_value", "\(reply.text)")
             }
             #expect(try await harness.messageCount() == 0)
+        }
+    }
+
+    @Test("the adversarial corpus's hostile identifiers: 400 invalid_value or 202 as the codec decides, then a job")
+    func corpusHostileIdentifiers() async throws {
+        try await GatewayTestHarness.with { harness in
+            var corpus = AdversarialJobCorpus(seed: 2_025, tag: "gw")
+            corpus.heavyShare = 0
+            let codec = MessageCodec()
+            var accepted: Int64 = 0
+            var refused = 0
+            let messages = corpus.generate(count: 16 * 40).filter { $0.kind == .hostileIdentifier }
+            for message in messages {
+                let reply = try await harness.post("v1/receipts", message.value)
+                switch AdversarialJobCorpus.classify(message.value, codec: codec) {
+                case .deadLetter:
+                    #expect(reply.status == 400, "\(message.key): \(reply.text)")
+                    #expect(
+                        ["invalid_value", "not_json", "wrong_type"].contains(reply.json["error"] as? String ?? ""),
+                        "\(message.key): \(reply.text)")
+                    refused += 1
+                case .job:
+                    #expect(reply.status == 202, "\(message.key): \(reply.text)")
+                    accepted += 1
+                }
+                let next = try await harness.post("v1/receipts", try #require(message.followUp))
+                #expect(next.status == 202, "the follow-up of \(message.key): \(next.text)")
+                accepted += 1
+            }
+            #expect(refused > 10)
+            #expect(try await harness.messageCount() == accepted)
         }
     }
 
