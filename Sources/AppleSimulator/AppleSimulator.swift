@@ -155,6 +155,12 @@ public final class AppleSimulator: Sendable {
         guard (1...1000).contains(request.quantity) else {
             throw AppleSimulatorError(.invalidRequest, "quantity must be 1...1000")
         }
+        // StoreKit's appAccountToken came with iOS 7's receipts: an iOS 6 transaction receipt, and Apple's answer
+        // for one, carry none, so a token asked for here could never be checked by anyone.
+        if request.format == .transactionReceipt, request.appAccountToken != nil {
+            throw AppleSimulatorError(
+                .invalidRequest, "app_account_token: an iOS 6 transaction receipt carries no appAccountToken")
+        }
         let nowMs = AppleDates.nowMs(configuration.now())
         let isRenewal = request.originalTransactionId.map { !registry.family($0).isEmpty } ?? false
         let transaction = try registry.mint(request, nowMs: nowMs)

@@ -113,10 +113,12 @@ final class TransactionRegistry: Sendable {
                     ? nil : String(prefix * Self.idSpace + Self.idSpace / 2 + counter),
                 productType: request.productType
                     ?? (request.expiresDateMs == nil ? "Non-Consumable" : "Auto-Renewable Subscription"))
-            // A renewal carries the family's token, as Apple's do.
+            // A renewal carries the family's token, as Apple's do; an iOS 6 transaction receipt carries none.
             transaction.appAccountToken =
-                request.appAccountToken
-                ?? state.families[originalId]?.first.flatMap { state.byId[$0]?.appAccountToken }
+                request.format == .transactionReceipt
+                ? nil
+                : request.appAccountToken
+                    ?? state.families[originalId]?.first.flatMap { state.byId[$0]?.appAccountToken }
             state.insert(transaction)
             try Self.append(transaction, to: state.journal)
             return transaction

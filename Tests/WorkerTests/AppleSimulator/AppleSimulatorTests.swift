@@ -122,6 +122,32 @@ struct AppleSimulatorVerifyReceiptTests {
         }
     }
 
+    @Test("an iOS 6 transaction receipt carries no app account token: asking for one is 400, its renewal has none")
+    func ios6WithoutAccountToken() async throws {
+        try await AppleSimHarness.with { sim in
+            let token = "3f2a9c4e-1b7d-4e8f-a0b1-c2d3e4f5a6b7"
+            let refused = try await sim.post(
+                "sim/mint",
+                [
+                    "bundle_id": "com.example.app", "product_id": "com.example.app.coins",
+                    "format": "transaction_receipt", "environment": "Production", "app_account_token": token,
+                ])
+            #expect(refused.status == 400)
+            #expect(String(decoding: refused.data, as: UTF8.self).contains("app_account_token"))
+            // A subscription bought with a token on an app receipt, renewed as an iOS 6 receipt: no token there.
+            let first = try await sim.mint(
+                product: "com.example.app.monthly", format: "app_receipt", environment: "Production",
+                extra: ["expires_at": 4_102_444_800_000, "app_account_token": token])
+            let original = try #require(first["original_transaction_id"] as? String)
+            let renewal = try await sim.mint(
+                product: "com.example.app.monthly", format: "transaction_receipt", environment: "Production",
+                extra: ["expires_at": 4_105_123_200_000, "original_transaction_id": original])
+            let answer = try await sim.verify(try #require(renewal["receipt"] as? String), sandbox: false)
+            #expect(answer["status"] as? Int == 0)
+            #expect(!String(describing: answer).contains(token), "\(answer)")
+        }
+    }
+
     @Test("garbage answers 21002, unreadable JSON 21000")
     func garbage() async throws {
         try await AppleSimHarness.with { sim in

@@ -79,4 +79,21 @@ struct EdgeToolsTests {
         let malformed = try await inspect("not a receipt at all")
         #expect(malformed.status == 1)
     }
+
+    @Test("inspect --allow-xcode exits 0 for Xcode app receipts and JWS, as its help says; 1 without the flag")
+    func inspectXcode() async throws {
+        for fixture in [
+            "apple-swift/xcode/xcode-app-receipt-with-transaction", "tpinappreceipt/receipt-xcode",
+            "apple-swift/xcode/xcode-signed-transaction",
+        ] {
+            let path = TestEnvironment.fixturesDirectory.appendingPathComponent(fixture).path
+            let allowed = try await EdgeProcess.run(["inspect", "--allow-xcode", path])
+            #expect(allowed.status == 0, "\(fixture): \(allowed.stderr)")
+            #expect(allowed.stdout.contains(#""not_checked""#), "\(fixture): \(allowed.stdout)")
+            if !fixture.contains("signed-transaction") {
+                let refused = try await EdgeProcess.run(["inspect", path])
+                #expect(refused.status == 1, "\(fixture): \(refused.stderr)")
+            }
+        }
+    }
 }
