@@ -100,7 +100,8 @@ public struct WorkerConfiguration: Sendable, TableConfiguration {
         .init("worker_id", default: "the host name", "This worker's id in throttle signals and logs."),
         .init(
             "ledger_url", default: "sqlite:verify-ledger.sqlite",
-            "Ledger of granted transactions: postgres://user@host:port/db or sqlite:PATH."),
+            "Ledger of granted transactions: postgres://user@host:port/db (?sslmode=verify-full&sslrootcert=CA.pem to "
+                + "check the server's certificate; docs/LEDGER.md) or sqlite:PATH."),
         .init(
             "catalog_file", required: true,
             "JSON catalog of allowed bundle ids and products with their types (see docs/CONFIGURATION.md)."),
