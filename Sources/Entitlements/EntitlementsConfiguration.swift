@@ -71,6 +71,7 @@ public struct EntitlementsConfiguration: Sendable {
         .init("drain_timeout_s", default: "25", "On SIGTERM, how long the batch in hand may take before exit."),
         .init("log_level", default: "info", "trace, debug, info, notice, warning, error or critical."),
         .init("log_format", default: "json", "json (one object per line) or text."),
+        EnvironmentVariables.ignoreKey,
     ]
 
     public static let table = ConfigurationTable(command: "verify-worker entitlements", keys: keys)

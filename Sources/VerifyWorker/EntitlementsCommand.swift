@@ -24,6 +24,8 @@ struct EntitlementsCommand: ConfiguredCommand {
         let configuration: EntitlementsConfiguration
         let files: (catalog: Catalog, tokens: AccessTokens)
         do {
+            try UnknownVariables.refuse(
+                table: EntitlementsConfiguration.table, arguments: options, environment: environment)
             configuration = try EntitlementsConfiguration.load(arguments: options, environment: environment)
             files = try EntitlementsService.loadFiles(configuration)
         } catch {

@@ -209,6 +209,7 @@ public struct WorkerConfiguration: Sendable, TableConfiguration {
         .init("metrics_host", default: "0.0.0.0", "Address the metrics port binds to."),
         .init("log_level", default: "info", "trace, debug, info, notice, warning, error or critical."),
         .init("log_format", default: "json", "json (one object per line) or text."),
+        EnvironmentVariables.ignoreKey,
     ]
 
     /// The worker's key table (Operations' generic configuration reading, references and help).

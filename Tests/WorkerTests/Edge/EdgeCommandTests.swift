@@ -20,9 +20,12 @@ enum EdgeProcess {
         }
     }
 
-    static func run(_ arguments: [String], stdin: String? = nil) async throws -> Outcome {
+    static func run(
+        _ arguments: [String], stdin: String? = nil, environment extra: [String: String] = [:]
+    ) async throws -> Outcome {
         var environment = ProcessInfo.processInfo.environment
         environment["VERIFY_BROKERS"] = nil
+        environment.merge(extra) { _, new in new }
         let done = try await TestChild.runVerifyWorker(
             arguments, environment: environment, input: Array((stdin ?? "").utf8))
         return Outcome(status: done.exit.status, stdout: done.output, stderr: done.errors)
