@@ -284,15 +284,19 @@ public struct WorkerConfiguration: Sendable, TableConfiguration {
         serverAPISandboxURL = try reader.url("server_api_sandbox_url")
         allowHTTPAppleURLs = try reader.bool("allow_http_apple_urls")
         if !allowHTTPAppleURLs {
-            for (name, value) in [
-                ("verify_receipt_production_url", verifyReceiptProductionURL),
-                ("verify_receipt_sandbox_url", verifyReceiptSandboxURL),
-                ("server_api_production_url", serverAPIProductionURL),
-                ("server_api_sandbox_url", serverAPISandboxURL),
+            // What each URL would carry in clear: verifyReceipt's body holds the shared secret, every Server API
+            // request a bearer token signed with the Server API key.
+            let sharedSecret = "the shared secret"
+            let serverAPIToken = "the Server API's bearer token (signed with server_api_key)"
+            for (name, value, exposed) in [
+                ("verify_receipt_production_url", verifyReceiptProductionURL, sharedSecret),
+                ("verify_receipt_sandbox_url", verifyReceiptSandboxURL, sharedSecret),
+                ("server_api_production_url", serverAPIProductionURL, serverAPIToken),
+                ("server_api_sandbox_url", serverAPISandboxURL, serverAPIToken),
             ] where !Self.isSafeAppleURL(value) {
                 throw ConfigurationError(
                     key: name,
-                    problem: "http:// to a host that is not loopback would send the shared secret in clear "
+                    problem: "http:// to a host that is not loopback would send \(exposed) in clear "
                         + "(use https://, or set allow_http_apple_urls=true for a development simulator)")
             }
         }
