@@ -95,7 +95,9 @@ public final class EntitlementAPI: Service, Sendable {
 
     func makeRouter() -> Router<EntitlementRequestContext> {
         let router = Router(context: EntitlementRequestContext.self)
-        OperationsServer.addRoutes(to: router, registry: registry, readiness: readiness)
+        OperationsServer.addRoutes(
+            to: router, registry: registry, declaredMetrics: MetricNames.names(of: [.entitlements]),
+            readiness: readiness)
         router.get("v1/session") { request, context in
             await self.guarded(request, context, route: "session") { caller in
                 APIModels.Session(caller: caller, asOf: try await self.store.progress().asOf)

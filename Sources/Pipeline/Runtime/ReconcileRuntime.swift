@@ -104,7 +104,7 @@ public struct ReconcileRuntime: Sendable {
                     name: "apple-http", work: { try await gracefulShutdown() }, cleanUp: { engine.shutdown() }),
                 OperationsService(
                     host: worker.metricsHost, port: worker.metricsPort, registry: registry, logger: logger,
-                    listening: listening
+                    listening: listening, declaredMetrics: MetricNames.names(of: [.reconciler])
                 ) {
                     ledgerReady.isSet
                         ? Readiness(isReady: true, reasons: [])

@@ -206,7 +206,8 @@ public struct WorkerRuntime: Sendable {
             services.append(
                 OperationsService(
                     host: configuration.metricsHost, port: configuration.metricsPort, registry: registry,
-                    logger: logger, listening: listening
+                    logger: logger, listening: listening,
+                    declaredMetrics: MetricNames.names(of: [.worker, .appleCallGate])
                 ) {
                     let reasons = health.notReadyReasons
                     return Readiness(isReady: reasons.isEmpty, reasons: reasons)
