@@ -61,12 +61,13 @@ public final class NotificationReconciler<Clock: GateClock>: Sendable where Cloc
     public init(
         configuration: ReconcilerConfiguration, store: any ReconcilerStateStore, source: any NotificationHistorySource,
         sink: any RecoveredJobSink, clock: Clock, holder: String, logger: Logger,
-        rereadStore: (any SubscriptionRereadStore)? = nil, historySource: (any TransactionHistorySource)? = nil
+        rereadStore: (any SubscriptionRereadStore)? = nil, historySource: (any TransactionHistorySource)? = nil,
+        metricsFactory: (any MetricsFactory)? = nil
     ) {
         self.rereadStore = rereadStore
         self.historySource = historySource
         self.configuration = configuration
-        metrics = ReconcilerMetrics(app: configuration.app)
+        metrics = ReconcilerMetrics(app: configuration.app, factory: metricsFactory ?? MetricsSystem.factory)
         self.store = store
         self.source = source
         self.sink = sink

@@ -5,7 +5,6 @@ import Ledger
 import Logging
 import Messages
 import Observability
-import Operations
 import Prometheus
 import RateLimiter
 import Reconciler
@@ -198,19 +197,20 @@ struct NotificationReconcilerTests {
 
     @Test("a notification found again by overlapping sweeps is published again but counted as recovered once")
     func recoveredCountedOnce() async throws {
-        let registry = MetricsBootstrap.registry()
+        // A registry of the test's own: the process's is shared with every test running beside this one.
+        let registry = PrometheusCollectorRegistry()
         try await S.withLedger(.sqlite) { ledger, _ in
             let store = try #require(ledger as? any ReconcilerStateStore)
             let clock = ManualClock()
             let history = FakeHistory(clock: clock)
             let sink = RecordingSink()
-            var configuration = Self.configuration()
-            let app = "com.example.recovered-once-\(UUID().uuidString.prefix(8))"
-            configuration.app = app
-            let reconciler = Self.reconciler(store, history, sink, clock, configuration: configuration)
+            let reconciler = NotificationReconciler(
+                configuration: Self.configuration(), store: store, source: history, sink: sink, clock: clock,
+                holder: "replica-a", logger: Logger(label: "test.reconcile"),
+                metricsFactory: PrometheusMetricsFactory(registry: registry))
             func recovered() -> String? {
                 registry.emitToString().split(separator: "\n").first {
-                    $0.hasPrefix(MetricNames.reconcileNotificationsRecovered + "{app=\"\(app)\"}")
+                    $0.hasPrefix(MetricNames.reconcileNotificationsRecovered + " ")
                 }.map { String($0.split(separator: " ").last ?? "") }
             }
             // Two notifications still in Apple's list of failures at each of three sweeps, 60 s apart: each sweep's
