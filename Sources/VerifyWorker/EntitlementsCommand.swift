@@ -39,7 +39,7 @@ struct EntitlementsCommand: ConfiguredCommand {
             service = try EntitlementsService(
                 configuration: configuration, catalog: files.catalog, tokens: files.tokens, logger: logger,
                 webhookTransport: engine.map(CurlWebhookTransport.init))
-        } catch let error as EntitlementStoreError where error.code == .invalidConfiguration {
+        } catch let error as EntitlementStoreError {
             // Making the store only reads its URL (and opens a SQLite file): what fails is the setting.
             throw Self.configurationFailure(ConfigurationError(key: "entitlements_store_url", problem: error.detail))
         } catch {

@@ -59,3 +59,31 @@ struct EntitlementFirstStartTests {
         ) async throws -> Int { 200 }
     }
 }
+
+/// A store URL the service cannot use stops it at start like any other bad setting: one line naming the key, exit 2.
+@Suite("Entitlement service: a store URL it cannot use", .timeLimit(.minutes(2)))
+struct EntitlementStoreURLRefusalTests {
+    @Test(
+        "a bad sslmode, a missing CA file or a sqlite: path in a missing folder: exit 2, one line naming the key",
+        arguments: [
+            "postgres://verify@127.0.0.1:1/entitlements?sslmode=verify",
+            "postgres://verify@127.0.0.1:1/entitlements?sslmode=verify-full&sslrootcert=/nonexistent/ca.pem",
+            "sqlite:/nonexistent/folder/entitlements.sqlite",
+        ])
+    func refused(url: String) async throws {
+        let compose = TestEnvironment.packageRoot.appendingPathComponent("deploy/compose")
+        let outcome = try await EdgeProcess.run(
+            ["entitlements", "--entitlements-port", "0", "--brokers", "127.0.0.1:1"],
+            environment: [
+                "VERIFY_ENTITLEMENTS_STORE_URL": url,
+                "VERIFY_CATALOG_FILE": compose.appendingPathComponent("catalog.json").path,
+                "VERIFY_ENTITLEMENTS_TOKENS_FILE": compose.appendingPathComponent("entitlement_tokens.txt").path,
+            ])
+        #expect(outcome.status == 2, "exit \(outcome.status): \(outcome.stderr)")
+        let lines = outcome.stderr.split(separator: "\n")
+        #expect(lines.count == 1, "\(outcome.stderr)")
+        #expect(
+            lines.first?.hasPrefix("verify-worker entitlements: configuration: entitlements_store_url: ") == true,
+            "\(outcome.stderr)")
+    }
+}
