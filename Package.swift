@@ -69,6 +69,14 @@ let package = Package(
         // Racing an operation against its deadlines: the ledger's and the entitlement store's PostgreSQL operations,
         // the gateway's wait for Kafka (no dependencies).
         .target(name: "Deadlines"),
+        // One reading of a `postgres://` URL (sslmode, sslrootcert, schema) for the ledger and the entitlement store.
+        .target(
+            name: "PostgresSettings",
+            dependencies: [
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
         .target(
             name: "Messages",
             dependencies: [
@@ -144,6 +152,7 @@ let package = Package(
                 "Observability",
                 "Decision",
                 "Messages",
+                "PostgresSettings",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -217,6 +226,7 @@ let package = Package(
             name: "Entitlements",
             dependencies: [
                 "Deadlines",
+                "PostgresSettings",
                 "SQLiteStorage",
                 "Observability",
                 "Kafka",
@@ -369,6 +379,9 @@ let package = Package(
                 "Traffic",
                 "Benchmarks",
                 "Demo",
+                "PostgresSettings",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),

@@ -8,6 +8,12 @@
 #   scripts/test-postgres.sh pause    stop the server, keep its data (the outage test)
 #   scripts/test-postgres.sh resume   start it again on the same port
 #   scripts/test-postgres.sh stop     stop the server and delete its directory
+#   scripts/test-postgres.sh tls-dir  print the directory of the TLS files (a server started with VERIFY_PG_TLS=1)
+#
+# With VERIFY_PG_TLS=1, `start` makes a server that also speaks TLS (the sslmode tests): in the state's `tls`
+# directory, openssl makes ca.pem (the CA that signed the server's certificate, for 127.0.0.1 and localhost) and
+# other-ca.pem (a CA that signed nothing of this server); the server listens on 127.0.0.1 and 127.0.0.2 (an address
+# its certificate does not name).
 #
 # Runs as root (the server runs as the `postgres` user) or as the postgres user itself.
 # State lives in $VERIFY_PG_STATE (default /tmp/verify-pg-state). Typical CI use:
@@ -58,6 +64,34 @@ s.close()
 PY
 }
 
+# The TLS files of a VERIFY_PG_TLS=1 server, and the settings that serve them (see the top of this file).
+make_tls() {
+    local tls="$1/tls"
+    mkdir -p "$tls"
+    (
+        cd "$tls"
+        for ca in ca other-ca; do
+            openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj "/CN=verify test $ca" \
+                -keyout "$ca.key" -out "$ca.pem" >/dev/null 2>&1
+        done
+        openssl req -newkey rsa:2048 -nodes -subj "/CN=localhost" -keyout server.key -out server.csr >/dev/null 2>&1
+        printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\n' >server.ext
+        openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 2 -extfile server.ext \
+            -out server.crt >/dev/null 2>&1
+        chmod 600 server.key
+    )
+    if [ "$(id -u)" = "0" ]; then chown -R postgres:postgres "$tls"; fi
+    chmod 755 "$tls"
+    chmod 644 "$tls"/*.pem
+    as_postgres "cat >>'$1/data/postgresql.conf' <<CONF
+ssl = on
+ssl_cert_file = '$tls/server.crt'
+ssl_key_file = '$tls/server.key'
+listen_addresses = '127.0.0.1,127.0.0.2'
+CONF
+echo 'host all all 127.0.0.0/8 trust' >>'$1/data/pg_hba.conf'"
+}
+
 load_state() {
     [ -f "$STATE" ] || { echo "no test PostgreSQL running (run: $SELF start)" >&2; exit 1; }
     # shellcheck disable=SC1090
@@ -89,6 +123,7 @@ listen_addresses = '127.0.0.1'
 unix_socket_directories = '$DATA'
 max_connections = 200
 CONF"
+    if [ "${VERIFY_PG_TLS:-}" = "1" ]; then make_tls "$DATA"; fi
     start_server "$DATA/data" "$DATA/server.log"
     as_postgres "'$PG_BIN/createdb' -h 127.0.0.1 -p $PORT -U postgres $DATABASE"
     printf 'DATA=%q\nPORT=%q\n' "$DATA/data" "$PORT" >"$STATE"
@@ -113,6 +148,10 @@ resume)
     load_state
     is_running || start_server "$DATA" "$(dirname "$DATA")/server.log"
     ;;
+tls-dir)
+    load_state
+    echo "$(dirname "$DATA")/tls"
+    ;;
 stop)
     if [ -f "$STATE" ]; then
         load_state
@@ -122,7 +161,7 @@ stop)
     fi
     ;;
 *)
-    echo "usage: $0 start|url|env|pause|resume|stop" >&2
+    echo "usage: $0 start|url|env|pause|resume|stop|tls-dir" >&2
     exit 2
     ;;
 esac

@@ -40,7 +40,8 @@ public struct EntitlementsConfiguration: Sendable {
             "Extra librdkafka properties, `name=value` separated by `;` (e.g. security.protocol=SSL)."),
         .init(
             "entitlements_store_url", default: "sqlite:verify-entitlements.sqlite",
-            "Where the entitlements live: postgres://user@host:port/db (a cluster) or sqlite:PATH (one machine)."),
+            "Where the entitlements live: postgres://user@host:port/db (a cluster; sslmode and sslrootcert as for "
+                + "ledger_url) or sqlite:PATH (one machine)."),
         .init(
             "catalog_file", required: true,
             "JSON catalog of products with their types and, optionally, the entitlements each grants."),
@@ -70,6 +71,7 @@ public struct EntitlementsConfiguration: Sendable {
         .init("drain_timeout_s", default: "25", "On SIGTERM, how long the batch in hand may take before exit."),
         .init("log_level", default: "info", "trace, debug, info, notice, warning, error or critical."),
         .init("log_format", default: "json", "json (one object per line) or text."),
+        EnvironmentVariables.ignoreKey,
     ]
 
     public static let table = ConfigurationTable(command: "verify-worker entitlements", keys: keys)

@@ -115,6 +115,7 @@ public struct GatewayConfiguration: Sendable {
         .init("metrics_port", default: "9464", "Port of /healthz, /readyz and /metrics."),
         .init("log_level", default: "info", "trace, debug, info, notice, warning, error or critical."),
         .init("log_format", default: "json", "json (one object per line) or text."),
+        EnvironmentVariables.ignoreKey,
     ]
 
     public static let table = ConfigurationTable(command: "verify-worker gateway", keys: keys)

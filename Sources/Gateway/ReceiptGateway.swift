@@ -126,7 +126,7 @@ public final class ReceiptGateway: Sendable {
         operationsLogger.logLevel = max(logger.logLevel, .warning)
         self.operations = OperationsServer(
             configuration: configuration.operations, registry: MetricsBootstrap.registry(), logger: operationsLogger,
-            readiness: { gatewayReadiness() })
+            declaredMetrics: MetricNames.names(of: [.gateway]), readiness: { gatewayReadiness() })
     }
 
     /// Serves until SIGTERM/SIGINT (when `handlingSignals`) or until the task is cancelled. On a signal the HTTP

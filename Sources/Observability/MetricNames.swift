@@ -127,7 +127,8 @@ public enum MetricNames {
     public static let reconcileCheckpoint = "verify_reconcile_checkpoint_timestamp_seconds"
     /// Gauge: 1 while this replica holds the reconciler's lease, else 0.
     public static let reconcileLeaseHeld = "verify_reconcile_lease_held"
-    /// Counter: notifications found in Apple's history of failed deliveries and published as jobs.
+    /// Counter: notifications found in Apple's history of failed deliveries and published as jobs, each counted
+    /// once (a later sweep that finds and publishes it again does not count it again).
     public static let reconcileNotificationsRecovered = "verify_reconcile_notifications_recovered_total"
     /// Counter: notifications in the history that make no job (no readable `notificationUUID`); skipped.
     public static let reconcileNotificationsUnreadable = "verify_reconcile_notifications_unreadable_total"
@@ -139,4 +140,184 @@ public enum MetricNames {
     public static let reconcileRereads = "verify_reconcile_rereads_total"
     /// Counter: corrections published as jobs after a re-read (a renewal, refund or later expiry the ledger lacked).
     public static let reconcileCorrections = "verify_reconcile_corrections_total"
+
+    // MARK: What `/metrics` says of each name
+
+    /// The part of the system a metric belongs to; each command exposes the metrics of its parts.
+    public enum Part: Sendable, Hashable {
+        /// `verify-worker run`: the pipeline.
+        case worker
+        /// `verify-worker run`: its Apple call gates (`RateLimiter`).
+        case appleCallGate
+        case gateway
+        case entitlements
+        case reconciler
+    }
+
+    /// One metric family: its name, Prometheus type, labels (none: one series), the `# HELP` text of `/metrics`,
+    /// and the part that records it.
+    public struct Description: Sendable {
+        public enum Kind: String, Sendable {
+            case counter, gauge, histogram
+        }
+
+        public let name: String
+        public let kind: Kind
+        public let labels: [String]
+        public let help: String
+        public let part: Part
+
+        init(_ name: String, _ kind: Kind, _ labels: [String], _ part: Part, _ help: String) {
+            self.name = name
+            self.kind = kind
+            self.labels = labels
+            self.part = part
+            self.help = help
+        }
+    }
+
+    /// Every metric with its `# HELP` text. A new metric gets its constant above and its line here; `/metrics`
+    /// declares the names of its command's parts from the start (see `MetricsExposition` in Operations).
+    public static let descriptions: [Description] = [
+        // The worker (`verify-worker run`). A new worker metric (such as one for jobs stuck in ledger retries):
+        // one line here, `.worker`.
+        .init(jobsConsumed, .counter, [], .worker, "Jobs taken from the jobs topic."),
+        .init(verdicts, .counter, ["outcome", "reason", "decided_by"], .worker, "Verdicts published."),
+        .init(appleCallsAvoided, .counter, ["decided_by"], .worker, "Jobs decided without calling Apple."),
+        .init(
+            appleCallsCoalesced, .counter, ["via"], .worker,
+            "Jobs that took another job's Apple answer for the same proof instead of calling."),
+        .init(
+            appleCalls, .counter, ["endpoint", "status"], .worker,
+            "Calls made to Apple, by endpoint and answer: ok, Apple's refusal (the verifyReceipt status, http_401), "
+                + "or the retryable or failed outcome."),
+        .init(appleLatency, .histogram, ["endpoint"], .worker, "Latency of calls to Apple, in seconds."),
+        .init(inFlight, .gauge, [], .worker, "Jobs held by this worker (running or waiting for their account)."),
+        .init(
+            parkedJobs, .gauge, ["stage"], .worker,
+            "Jobs parked as data waiting for a runner of the ledger or Apple stage."),
+        .init(assignedPartitions, .gauge, [], .worker, "Partitions of the jobs topic assigned to this worker."),
+        .init(
+            offsetGaps, .counter, [], .worker,
+            "Times a partition was read again from an offset the consumer skipped."),
+        .init(
+            fetchWakeUps, .counter, [], .worker,
+            "Times the consumer woke a fetcher librdkafka had left idle with messages waiting."),
+        .init(
+            produceResends, .counter, [], .worker,
+            "Verdicts or dead letters sent again after an acknowledgement without an offset."),
+        .init(commitLag, .gauge, ["partition"], .worker, "Offsets between the newest consumed and the committed one."),
+        .init(deadLetters, .counter, ["reason"], .worker, "Messages sent to the dead-letter topic."),
+        .init(
+            appleConfigurationFaults, .counter, ["setting"], .worker,
+            "Apple calls refused because of this worker's configuration (verifyReceipt 21004, Server API 401)."),
+        .init(
+            deadLettersTruncated, .counter, [], .worker,
+            "Dead letters sent with their value cut to fit one record."),
+        .init(
+            verdictLatency, .histogram, [], .worker,
+            "Seconds from a job's submission (or consumption) to its verdict's delivery."),
+        .init(
+            finishTransactions, .counter, ["result"], .worker,
+            "Finish Transaction calls after durable grants, by result."),
+        .init(
+            consumptionAnswers, .counter, ["result"], .worker,
+            "Answers to CONSUMPTION_REQUEST notifications, by result."),
+        .init(
+            followUpsQueued, .gauge, [], .worker,
+            "Follow-up calls (Finish Transaction, consumption answers) queued in this worker, not yet claimed."),
+
+        // The Apple call gates of the worker.
+        .init(
+            rateLimiterConcurrencyLimit, .gauge, [gateLabel], .appleCallGate,
+            "The gate's effective concurrency limit (AIMD, lowered by other workers' signals)."),
+        .init(rateLimiterInFlight, .gauge, [gateLabel], .appleCallGate, "Apple calls in flight through the gate."),
+        .init(rateLimiterQueuedWaiters, .gauge, [gateLabel], .appleCallGate, "Callers waiting in the gate."),
+        .init(
+            rateLimiterRejections, .counter, [gateLabel, reasonLabel], .appleCallGate,
+            "Acquisitions that failed (deadline_exceeded, circuit_open, queue_full)."),
+        .init(
+            rateLimiterBreakerState, .gauge, [gateLabel], .appleCallGate,
+            "The gate's breaker: 0 closed, 1 half-open, 2 open."),
+        .init(rateLimiterRetries, .counter, [gateLabel], .appleCallGate, "Retries admitted by the gate."),
+        .init(
+            rateLimiterRetryBudgetExhausted, .counter, [gateLabel], .appleCallGate,
+            "Retries that waited because the retry budget was spent."),
+        .init(
+            rateLimiterOutcomes, .counter, [gateLabel, outcomeLabel], .appleCallGate,
+            "Call outcomes reported to the gate (success, throttled, timeout, failure, not_sent)."),
+
+        // The gateway.
+        .init(
+            gatewayRequests, .counter, ["route", "status"], .gateway, "Requests answered, by route and HTTP status."),
+        .init(
+            gatewayRequestDuration, .histogram, ["route"], .gateway,
+            "Seconds from a request's arrival to its answer, publish included."),
+        .init(gatewayPublished, .counter, ["route"], .gateway, "Jobs Kafka acknowledged."),
+        .init(gatewayErrors, .counter, ["route", "error"], .gateway, "Requests refused or failed, by error code."),
+
+        // The entitlement service.
+        .init(
+            entitlementsVerdicts, .counter, ["result"], .entitlements,
+            "Messages of the verdicts topic projected (applied, no_change, stale, duplicate, ignored)."),
+        .init(
+            entitlementsIgnored, .counter, ["code"], .entitlements,
+            "Messages ignored because they could not be understood."),
+        .init(
+            entitlementsBatchDuration, .histogram, [], .entitlements,
+            "Seconds one batch takes, from the store's load to its commit."),
+        .init(
+            entitlementsStoreErrors, .counter, ["error"], .entitlements,
+            "Batches that failed and were retried (the store was down or busy)."),
+        .init(
+            entitlementsLag, .gauge, [], .entitlements,
+            "Seconds between now and the Kafka timestamp of the newest verdict applied."),
+        .init(entitlementsEvents, .counter, ["type"], .entitlements, "Lifecycle events created."),
+        .init(
+            entitlementsEventsPublished, .counter, ["result"], .entitlements,
+            "Lifecycle events sent to the events topic (published, failed)."),
+        .init(
+            entitlementsWebhookAttempts, .counter, ["result"], .entitlements,
+            "Webhook attempts (delivered, failed, given_up)."),
+        .init(
+            entitlementsRequests, .counter, ["route", "status"], .entitlements,
+            "API and console requests, by route and HTTP status."),
+        .init(entitlementsRequestDuration, .histogram, ["route"], .entitlements, "API request duration, in seconds."),
+        .init(
+            entitlementsAuthenticationFailures, .counter, [], .entitlements,
+            "Requests refused for a missing or wrong token."),
+
+        // The reconciler (`app` only when the catalog lists several apps).
+        .init(
+            reconcileCheckpoint, .gauge, [], .reconciler,
+            "Seconds since 1970 of the checkpoint: Apple's notification history before it has been swept."),
+        .init(reconcileLeaseHeld, .gauge, [], .reconciler, "1 while this replica holds the reconciler's lease."),
+        .init(
+            reconcileNotificationsRecovered, .counter, [], .reconciler,
+            "Notifications found in Apple's history of failed deliveries and published as jobs, each counted once."),
+        .init(
+            reconcileNotificationsUnreadable, .counter, [], .reconciler,
+            "Notifications in the history that make no job (no readable notificationUUID)."),
+        .init(reconcileSweeps, .counter, ["result"], .reconciler, "Sweeps (completed, failed, lease_lost)."),
+        .init(
+            reconcileRequests, .counter, ["result"], .reconciler,
+            "Get Notification History requests (answered, retryable, failed)."),
+        .init(
+            reconcileRereads, .counter, ["result"], .reconciler,
+            "Subscriptions whose transaction history was re-read (read, rejected, failed)."),
+        .init(
+            reconcileCorrections, .counter, [], .reconciler,
+            "Corrections published as jobs after a re-read (a renewal, refund or expiry the ledger lacked)."),
+    ]
+
+    /// The description of `name`, if it is one of the table's.
+    public static func description(of name: String) -> Description? { byName[name] }
+
+    private static let byName: [String: Description] = Dictionary(
+        descriptions.map { ($0.name, $0) }, uniquingKeysWith: { first, _ in first })
+
+    /// The metrics of `parts`, in the table's order.
+    public static func names(of parts: Set<Part>) -> [String] {
+        descriptions.filter { parts.contains($0.part) }.map(\.name)
+    }
 }

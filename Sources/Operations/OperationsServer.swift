@@ -45,27 +45,33 @@ public final class OperationsServer: Sendable {
     private let readiness: @Sendable () async -> Readiness
     private let logger: Logger
     private let listening = OneShot<Int?>()
+    /// The metrics `/metrics` declares from the start (``MetricsExposition``).
+    private let declaredMetrics: [String]
 
     /// - Parameters:
     ///   - registry: the registry the process's metrics factory writes to (``MetricsBootstrap/registry``).
     ///   - readiness: asked on every `GET /readyz`; keep it cheap (read state, do not do I/O per probe).
+    ///   - declaredMetrics: the names (``MetricNames``) of every metric the command records, declared on `/metrics`
+    ///     before anything records them.
     public init(
         configuration: OperationsServerConfiguration, registry: PrometheusCollectorRegistry,
-        logger: Logger, readiness: @escaping @Sendable () async -> Readiness
+        logger: Logger, declaredMetrics: [String] = [], readiness: @escaping @Sendable () async -> Readiness
     ) {
         self.configuration = configuration
         self.registry = registry
         self.readiness = readiness
         self.logger = logger
+        self.declaredMetrics = declaredMetrics
     }
 
     /// A server for the process's one registry (``MetricsBootstrap/registry()``, bootstrapping swift-metrics).
     public convenience init(
-        configuration: OperationsServerConfiguration, logger: Logger,
+        configuration: OperationsServerConfiguration, logger: Logger, declaredMetrics: [String] = [],
         readiness: @escaping @Sendable () async -> Readiness
     ) {
         self.init(
-            configuration: configuration, registry: MetricsBootstrap.registry(), logger: logger, readiness: readiness)
+            configuration: configuration, registry: MetricsBootstrap.registry(), logger: logger,
+            declaredMetrics: declaredMetrics, readiness: readiness)
     }
 
     /// Serves until the task is cancelled.
@@ -89,7 +95,7 @@ public final class OperationsServer: Sendable {
         router.add(
             middleware: RouteFallbackMiddleware(
                 methods: Dictionary(uniqueKeysWithValues: Self.paths.map { ($0, [.get, .head]) })))
-        Self.addRoutes(to: router, registry: registry, readiness: readiness)
+        Self.addRoutes(to: router, registry: registry, declaredMetrics: declaredMetrics, readiness: readiness)
         return router
     }
 
@@ -99,7 +105,7 @@ public final class OperationsServer: Sendable {
     /// Adds `/healthz`, `/readyz` and `/metrics` to another router, for a command that serves them on its own HTTP
     /// port (the entitlement service) rather than on a separate operations port.
     public static func addRoutes<Context: RequestContext>(
-        to router: Router<Context>, registry: PrometheusCollectorRegistry,
+        to router: Router<Context>, registry: PrometheusCollectorRegistry, declaredMetrics: [String] = [],
         readiness: @escaping @Sendable () async -> Readiness
     ) {
         router.get("healthz") { _, _ in
@@ -114,9 +120,7 @@ public final class OperationsServer: Sendable {
                 body: .init(byteBuffer: ByteBuffer(string: text)))
         }
         router.get("metrics") { _, _ in
-            var buffer: [UInt8] = []
-            buffer.reserveCapacity(16 << 10)
-            registry.emit(into: &buffer)
+            let buffer = MetricsExposition.render(registry, declaring: declaredMetrics)
             return Response(
                 status: .ok, headers: [.contentType: "text/plain; version=0.0.4"],
                 body: .init(byteBuffer: ByteBuffer(bytes: buffer)))

@@ -46,6 +46,12 @@ public final class NotificationReconciler<Clock: GateClock>: Sendable where Cloc
     let rereadStore: (any SubscriptionRereadStore)?
     let historySource: (any TransactionHistorySource)?
     private let bucket: Mutex<TokenBucket<Clock.Instant>>
+    /// The jobs this replica published, with the wall time of their first publication: a notification stays in
+    /// Apple's history of failures, and the sweeps' windows overlap, so one notification is published by several
+    /// sweeps (the same job id each time, harmless downstream) and must be counted as recovered once. An entry goes
+    /// when a sweep's window starts after it: a notification is never older than its first publication, so no later
+    /// window can hold it.
+    private let published = Mutex<[String: Date]>([:])
 
     /// Apple answers history requests for the last 180 days only.
     static var historyLimit: Duration { .seconds(180 * 86_400) }
@@ -55,12 +61,13 @@ public final class NotificationReconciler<Clock: GateClock>: Sendable where Cloc
     public init(
         configuration: ReconcilerConfiguration, store: any ReconcilerStateStore, source: any NotificationHistorySource,
         sink: any RecoveredJobSink, clock: Clock, holder: String, logger: Logger,
-        rereadStore: (any SubscriptionRereadStore)? = nil, historySource: (any TransactionHistorySource)? = nil
+        rereadStore: (any SubscriptionRereadStore)? = nil, historySource: (any TransactionHistorySource)? = nil,
+        metricsFactory: (any MetricsFactory)? = nil
     ) {
         self.rereadStore = rereadStore
         self.historySource = historySource
         self.configuration = configuration
-        metrics = ReconcilerMetrics(app: configuration.app)
+        metrics = ReconcilerMetrics(app: configuration.app, factory: metricsFactory ?? MetricsSystem.factory)
         self.store = store
         self.source = source
         self.sink = sink
@@ -112,6 +119,7 @@ public final class NotificationReconciler<Clock: GateClock>: Sendable where Cloc
         }
         metrics.leaseHeld.record(1)
         let window = Self.window(checkpoint: lease.checkpoint, now: now, configuration: configuration)
+        published.withLock { $0 = $0.filter { $0.value >= window.start } }
         var pages = 0
         var recovered = 0
         var leaseEnd = lease.expiresAt
@@ -231,7 +239,9 @@ public final class NotificationReconciler<Clock: GateClock>: Sendable where Cloc
                 continue
             }
             try await sink.publish(job)
-            metrics.recovered.increment()
+            let now = wallNow
+            let first = self.published.withLock { $0.updateValue($0[job.jobID] ?? now, forKey: job.jobID) == nil }
+            if first { metrics.recovered.increment() }
             published += 1
         }
         return published

@@ -13,25 +13,32 @@ struct ReconcilerMetrics: Sendable {
     let sweepsFailed: Counter
     let sweepsAbandoned: Counter
     let corrections: Counter
+    /// Where the metrics go: the process's factory, or a test's own (a process-wide registry refuses one name both
+    /// with and without the `app` label, which tests running side by side would otherwise mix).
+    let factory: any MetricsFactory
 
-    init(app: String? = nil) {
+    init(app: String? = nil, factory: any MetricsFactory = MetricsSystem.factory) {
         let app = app.map { [("app", $0)] } ?? []
         self.app = app
-        checkpoint = Gauge(label: MetricNames.reconcileCheckpoint, dimensions: app)
-        leaseHeld = Gauge(label: MetricNames.reconcileLeaseHeld, dimensions: app)
-        recovered = Counter(label: MetricNames.reconcileNotificationsRecovered, dimensions: app)
-        unreadable = Counter(label: MetricNames.reconcileNotificationsUnreadable, dimensions: app)
-        sweepsCompleted = Counter(label: MetricNames.reconcileSweeps, dimensions: app + [("result", "completed")])
-        sweepsFailed = Counter(label: MetricNames.reconcileSweeps, dimensions: app + [("result", "failed")])
-        sweepsAbandoned = Counter(label: MetricNames.reconcileSweeps, dimensions: app + [("result", "lease_lost")])
-        corrections = Counter(label: MetricNames.reconcileCorrections, dimensions: app)
+        self.factory = factory
+        checkpoint = Gauge(label: MetricNames.reconcileCheckpoint, dimensions: app, factory: factory)
+        leaseHeld = Gauge(label: MetricNames.reconcileLeaseHeld, dimensions: app, factory: factory)
+        recovered = Counter(label: MetricNames.reconcileNotificationsRecovered, dimensions: app, factory: factory)
+        unreadable = Counter(label: MetricNames.reconcileNotificationsUnreadable, dimensions: app, factory: factory)
+        sweepsCompleted = Counter(
+            label: MetricNames.reconcileSweeps, dimensions: app + [("result", "completed")], factory: factory)
+        sweepsFailed = Counter(
+            label: MetricNames.reconcileSweeps, dimensions: app + [("result", "failed")], factory: factory)
+        sweepsAbandoned = Counter(
+            label: MetricNames.reconcileSweeps, dimensions: app + [("result", "lease_lost")], factory: factory)
+        corrections = Counter(label: MetricNames.reconcileCorrections, dimensions: app, factory: factory)
     }
 
     func rereads(_ result: String) -> Counter {
-        Counter(label: MetricNames.reconcileRereads, dimensions: app + [("result", result)])
+        Counter(label: MetricNames.reconcileRereads, dimensions: app + [("result", result)], factory: factory)
     }
 
     func requests(_ result: String) -> Counter {
-        Counter(label: MetricNames.reconcileRequests, dimensions: app + [("result", result)])
+        Counter(label: MetricNames.reconcileRequests, dimensions: app + [("result", result)], factory: factory)
     }
 }

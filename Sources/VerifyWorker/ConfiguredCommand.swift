@@ -23,7 +23,9 @@ extension ConfiguredCommand {
     /// The command's configuration from its flags and the environment; a bad setting ends the command (exit 2).
     func load<Configuration: TableConfiguration>(_: Configuration.Type) throws -> Configuration {
         do {
-            return try Configuration.load(arguments: options, environment: ProcessInfo.processInfo.environment)
+            let environment = ProcessInfo.processInfo.environment
+            try UnknownVariables.refuse(table: Configuration.table, arguments: options, environment: environment)
+            return try Configuration.load(arguments: options, environment: environment)
         } catch {
             throw Self.configurationFailure(error)
         }

@@ -25,6 +25,8 @@ struct EntitlementsCommand: ConfiguredCommand {
         let configuration: EntitlementsConfiguration
         let files: (catalog: Catalog, tokens: AccessTokens)
         do {
+            try UnknownVariables.refuse(
+                table: EntitlementsConfiguration.table, arguments: options, environment: environment)
             configuration = try EntitlementsConfiguration.load(arguments: options, environment: environment)
             files = try EntitlementsService.loadFiles(configuration)
         } catch {
@@ -39,6 +41,9 @@ struct EntitlementsCommand: ConfiguredCommand {
             service = try EntitlementsService(
                 configuration: configuration, catalog: files.catalog, tokens: files.tokens, logger: logger,
                 webhookTransport: engine.map(CurlWebhookTransport.init))
+        } catch let error as EntitlementStoreError {
+            // Making the store only reads its URL (and opens a SQLite file): what fails is the setting.
+            throw Self.configurationFailure(ConfigurationError(key: "entitlements_store_url", problem: error.detail))
         } catch {
             throw Self.configurationFailure(error)
         }

@@ -34,8 +34,9 @@ struct GatewayCommand: ConfiguredCommand {
         let logger: Logger
         let gateway: ReceiptGateway
         do {
-            let sources = try GatewayConfiguration.table.loadSources(
-                arguments: options, environment: ProcessInfo.processInfo.environment)
+            let environment = ProcessInfo.processInfo.environment
+            try UnknownVariables.refuse(table: GatewayConfiguration.table, arguments: options, environment: environment)
+            let sources = try GatewayConfiguration.table.loadSources(arguments: options, environment: environment)
             configuration = try GatewayConfiguration(sources)
             let log = try GatewayConfiguration.logSettings(sources)
             logger = try EdgeLogging.bootstrap(label: "verify-worker.gateway", level: log.level, format: log.format)

@@ -96,7 +96,9 @@ public final class EntitlementAPI: Service, Sendable {
     func makeRouter() -> Router<EntitlementRequestContext> {
         // HEAD is answered as GET without a body (/healthz, /readyz and /metrics are probed here too).
         let router = Router(context: EntitlementRequestContext.self, options: .autoGenerateHeadEndpoints)
-        OperationsServer.addRoutes(to: router, registry: registry, readiness: readiness)
+        OperationsServer.addRoutes(
+            to: router, registry: registry, declaredMetrics: MetricNames.names(of: [.entitlements]),
+            readiness: readiness)
         router.get("v1/session") { request, context in
             await self.guarded(request, context, route: "session") { caller in
                 APIModels.Session(caller: caller, asOf: try await self.store.progress().asOf)

@@ -140,8 +140,10 @@ public final class EntitlementsService: Sendable {
         var services: [any Service] = [
             StoreService(store: store), MigrationService(store: store, logger: logger, done: migrated),
         ]
-        if let publisher { services.append(publisher) }
-        if let webhooks { services.append(webhooks) }
+        // Every part that reads the tables starts once they exist: on a fresh store, a part started before the
+        // migration would read a table that is not there yet.
+        if let publisher { services.append(GatedService(gate: migrated, service: publisher)) }
+        if let webhooks { services.append(GatedService(gate: migrated, service: webhooks)) }
         if let sweeper { services.append(GatedService(gate: migrated, service: sweeper)) }
         services.append(GatedService(gate: migrated, service: projector))
         services.append(api)

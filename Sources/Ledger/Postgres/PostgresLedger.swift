@@ -5,9 +5,11 @@ import Logging
 import Messages
 import Observability
 import PostgresNIO
+import PostgresSettings
 import Synchronization
 
-/// The cluster ledger (`postgres://user[:password]@host[:port]/database[?sslmode=disable|prefer|require][&schema=NAME]`),
+/// The cluster ledger (`postgres://user[:password]@host[:port]/database[?sslmode=MODE][&sslrootcert=PATH][&schema=NAME]`,
+/// read by ``PostgresURL``),
 /// shared by every worker through a pool of connections (postgres-nio's `PostgresClient`).
 ///
 /// ``run()`` runs the pool and must keep running while the ledger is used (run it in a task, or as a service of
@@ -23,6 +25,8 @@ public final class PostgresLedger: Ledger {
     public let target: String
     /// The schema holding the tables (`schema=` in the URL); `nil` means the user's default search path.
     public let schema: String?
+    /// The URL as read, for the certificate check at migration.
+    private let url: PostgresURL
     /// Tests only: SQL to run on the transaction's own connection at a labelled point of `apply`
     /// (`verdict`, `claim`), to make the database go away mid-transaction.
     /// Connections leased so far, to tell a server that is down from a busy pool (see ``PostgresLease``).
@@ -46,37 +50,20 @@ public final class PostgresLedger: Ledger {
     }
 
     public init(url: String, configuration: LedgerConfiguration = .init(), logger: Logger) throws {
-        guard let components = URLComponents(string: url), let host = components.host, !host.isEmpty else {
-            throw LedgerError(.invalidConfiguration, "ledger URL is not postgres://user@host[:port]/database")
+        let parsed: PostgresURL
+        do {
+            parsed = try PostgresURL(url, noun: "ledger URL")
+        } catch {
+            throw LedgerError(.invalidConfiguration, error.message)
         }
-        let database = components.path.hasPrefix("/") ? String(components.path.dropFirst()) : components.path
-        guard let user = components.user, !user.isEmpty, !database.isEmpty else {
-            throw LedgerError(.invalidConfiguration, "ledger URL needs a user and a database: postgres://user@host/db")
-        }
-        let tls: PostgresClient.Configuration.TLS
-        switch components.queryItems?.first(where: { $0.name == "sslmode" })?.value ?? "prefer" {
-        case "disable": tls = .disable
-        case "prefer": tls = .prefer(.makeClientConfiguration())
-        case "require": tls = .require(.makeClientConfiguration())
-        case let other:
-            throw LedgerError(.invalidConfiguration, "sslmode \(other) is not one of disable, prefer, require")
-        }
-        var config = PostgresClient.Configuration(
-            host: host, port: components.port ?? 5432, username: user, password: components.password,
-            database: database, tls: tls)
+        var config = parsed.clientConfiguration()
         config.options.connectTimeout = configuration.connectTimeout
         config.options.maximumConnections = max(1, configuration.maximumConnections)
         config.options.minimumConnections = 0
         let milliseconds =
             configuration.operationTimeout.components.seconds * 1000
             + configuration.operationTimeout.components.attoseconds / 1_000_000_000_000_000
-        let schema = components.queryItems?.first(where: { $0.name == "schema" })?.value
-        if let schema {
-            let allowed = Set("abcdefghijklmnopqrstuvwxyz0123456789_")
-            guard !schema.isEmpty, schema.count <= 63, schema.allSatisfy({ allowed.contains($0) }) else {
-                throw LedgerError(.invalidConfiguration, "schema must be 1-63 characters of a-z, 0-9 and _")
-            }
-        }
+        let schema = parsed.schema
         self.schema = schema
         config.options.additionalStartupParameters = [
             ("statement_timeout", "\(max(1, milliseconds))"),
@@ -86,7 +73,8 @@ public final class PostgresLedger: Ledger {
         if let schema { config.options.additionalStartupParameters.append(("search_path", schema)) }
         self.configuration = configuration
         self.logger = logger
-        self.target = "\(host):\(components.port ?? 5432)/\(database)"
+        self.target = parsed.target
+        self.url = parsed
         client = PostgresClient(configuration: config, backgroundLogger: logger)
     }
 
@@ -95,6 +83,13 @@ public final class PostgresLedger: Ledger {
     }
 
     public func migrate() async throws {
+        // A certificate TLS refuses is a setting to fix, not a server that is down: said once, not retried.
+        if let refusal = await url.certificateRefusal(connectTimeout: configuration.connectTimeout, logger: logger) {
+            throw LedgerError(
+                .invalidConfiguration,
+                "PostgreSQL at \(target): TLS refused the server's certificate (sslmode=\(url.sslMode)"
+                    + "\(url.rootCertificatePath.map { ", sslrootcert=\($0)" } ?? "")): \(refusal)")
+        }
         let schema = self.schema
         let applied = try await operation("migrate") { pool, logger in
             try await pool.withConnection { connection in

@@ -102,7 +102,8 @@ public struct WorkerConfiguration: Sendable, TableConfiguration {
         .init("worker_id", default: "the host name", "This worker's id in throttle signals and logs."),
         .init(
             "ledger_url", default: "sqlite:verify-ledger.sqlite",
-            "Ledger of granted transactions: postgres://user@host:port/db or sqlite:PATH."),
+            "Ledger of granted transactions: postgres://user@host:port/db (?sslmode=verify-full&sslrootcert=CA.pem to "
+                + "check the server's certificate; docs/LEDGER.md) or sqlite:PATH."),
         .init(
             "catalog_file", required: true,
             "JSON catalog of allowed bundle ids and products with their types (see docs/CONFIGURATION.md)."),
@@ -214,6 +215,7 @@ public struct WorkerConfiguration: Sendable, TableConfiguration {
         .init("metrics_host", default: "0.0.0.0", "Address the metrics port binds to."),
         .init("log_level", default: "info", "trace, debug, info, notice, warning, error or critical."),
         .init("log_format", default: "json", "json (one object per line) or text."),
+        EnvironmentVariables.ignoreKey,
     ]
 
     /// The worker's key table (Operations' generic configuration reading, references and help).
@@ -288,15 +290,19 @@ public struct WorkerConfiguration: Sendable, TableConfiguration {
         serverAPISandboxURL = try reader.url("server_api_sandbox_url")
         allowHTTPAppleURLs = try reader.bool("allow_http_apple_urls")
         if !allowHTTPAppleURLs {
-            for (name, value) in [
-                ("verify_receipt_production_url", verifyReceiptProductionURL),
-                ("verify_receipt_sandbox_url", verifyReceiptSandboxURL),
-                ("server_api_production_url", serverAPIProductionURL),
-                ("server_api_sandbox_url", serverAPISandboxURL),
+            // What each URL would carry in clear: verifyReceipt's body holds the shared secret, every Server API
+            // request a bearer token signed with the Server API key.
+            let sharedSecret = "the shared secret"
+            let serverAPIToken = "the Server API's bearer token (signed with server_api_key)"
+            for (name, value, exposed) in [
+                ("verify_receipt_production_url", verifyReceiptProductionURL, sharedSecret),
+                ("verify_receipt_sandbox_url", verifyReceiptSandboxURL, sharedSecret),
+                ("server_api_production_url", serverAPIProductionURL, serverAPIToken),
+                ("server_api_sandbox_url", serverAPISandboxURL, serverAPIToken),
             ] where !Self.isSafeAppleURL(value) {
                 throw ConfigurationError(
                     key: name,
-                    problem: "http:// to a host that is not loopback would send the shared secret in clear "
+                    problem: "http:// to a host that is not loopback would send \(exposed) in clear "
                         + "(use https://, or set allow_http_apple_urls=true for a development simulator)")
             }
         }

@@ -27,7 +27,9 @@ public struct AppleCaller: Sendable {
     }
 
     /// Runs `call` through the gate until it answers, fails for good, or `deadline` passes.
-    /// Throws only `CancellationError`.
+    /// Throws only `CancellationError`. `status` labels an answer in `verify_apple_calls_total`: `ok`, or what Apple
+    /// refused (an answer that is a refusal, such as verifyReceipt 21004 or the Server API's 401, is still an answer
+    /// for the gate, but not `ok`).
     ///
     /// Thousands of jobs wait here for a permit, each keeping this function's frame: the bookkeeping after a call
     /// is in ``settle(_:permit:endpoint:attempt:latency:)`` (never inlined, so its locals are not in the frame),
@@ -35,6 +37,7 @@ public struct AppleCaller: Sendable {
     /// type `Answer`.
     public func call<Answer: Sendable>(
         _ endpoint: AppleEndpoint, deadline: ContinuousClock.Instant,
+        status: (Answer) -> String = { _ in "ok" },
         _ call: () async throws -> AppleOutcome<Answer>
     ) async throws -> Result<Answer> {
         let clock = ContinuousClock()
@@ -60,7 +63,7 @@ public struct AppleCaller: Sendable {
             let advice: AppleRetryAdvice
             switch outcome {
             case .answered(let answer):
-                reportAnswered(permit, endpoint: endpoint, latency: latency)
+                reportAnswered(permit, endpoint: endpoint, latency: latency, status: status(answer))
                 return .answered(answer)
             case .failed(let error):
                 return .unavailable(reason: reportFailed(permit, endpoint: endpoint, latency: latency, error))
@@ -94,11 +97,11 @@ public struct AppleCaller: Sendable {
 
     @inline(never)
     private func reportAnswered(
-        _ permit: AppleCallGate<ContinuousClock>.Permit, endpoint: AppleEndpoint, latency: Duration
+        _ permit: AppleCallGate<ContinuousClock>.Permit, endpoint: AppleEndpoint, latency: Duration, status: String
     ) {
         recordLatency(endpoint, latency)
         gate.report(permit, .success(latency: latency))
-        Counter(label: MetricNames.appleCalls, dimensions: [("endpoint", endpoint.name), ("status", "ok")])
+        Counter(label: MetricNames.appleCalls, dimensions: [("endpoint", endpoint.name), ("status", status)])
             .increment()
     }
 
@@ -154,6 +157,13 @@ public struct AppleCaller: Sendable {
             .failure
         }
     }
+
+    /// The label of an answer Apple gave that refuses the call: the verifyReceipt status (`21004`…), `ok` for 0.
+    public static func verifyReceiptStatusLabel(_ code: Int) -> String { code == 0 ? "ok" : String(code) }
+
+    /// The label of the Server API's refusal of the worker's key (HTTP 401 in both environments), in the form of
+    /// ``statusLabel(_:)``'s HTTP statuses.
+    public static let keyRefusedLabel = "http_401"
 
     /// A low-cardinality status label: the verifyReceipt status, the HTTP status, the API error or the transport
     /// failure kind.

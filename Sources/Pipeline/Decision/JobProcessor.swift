@@ -413,7 +413,12 @@ public struct JobProcessor: Sendable {
         _ job: ReceiptJob, _ text: String, _ environment: AppleEnvironment, _ verifyReceipt: VerifyReceiptClient,
         local: LocalEvidence, deadline: ContinuousClock.Instant
     ) async throws -> PurchaseEvidence {
-        let result = try await apple.call(.verifyReceipt, deadline: deadline) {
+        let result = try await apple.call(
+            .verifyReceipt, deadline: deadline,
+            status: { (answer: AppleAnswerBox<VerifyReceiptResponse>) in
+                AppleCaller.verifyReceiptStatusLabel(answer.value.status.code)
+            }
+        ) {
             // Made once a permit is held, not before: thousands of jobs may wait for a permit, and each would
             // hold its receipt decoded and re-encoded. Deterministic, so it succeeds here as it did above.
             try await verifyReceipt.verify(receiptData: receiptData(text) ?? "", startingAt: environment).boxed()
@@ -442,7 +447,13 @@ public struct JobProcessor: Sendable {
         _ job: ReceiptJob, _ serverAPIs: [AppStoreServerAPIClient], _ transactionID: String, local: LocalEvidence,
         deadline: ContinuousClock.Instant
     ) async throws -> PurchaseEvidence {
-        let result = try await apple.call(.transactionInfo, deadline: deadline) {
+        let result = try await apple.call(
+            .transactionInfo, deadline: deadline,
+            status: { (reply: AppleAnswerBox<ServerAPIReply>) in
+                guard case .info = reply.value else { return AppleCaller.keyRefusedLabel }
+                return "ok"
+            }
+        ) {
             // Never empty (``appleRequest`` asks nothing then).
             var outcome = try await serverAPIs[0].transactionInfo(transactionID: transactionID)
             for serverAPI in serverAPIs.dropFirst() {

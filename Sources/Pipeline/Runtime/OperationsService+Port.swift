@@ -7,12 +7,12 @@ extension OperationsService {
     /// from `readiness`.
     init(
         host: String, port: Int, registry: PrometheusCollectorRegistry, logger: Logger, listening: OneShot<Bool>,
-        readiness: @escaping @Sendable () async -> Readiness
+        declaredMetrics: [String] = [], readiness: @escaping @Sendable () async -> Readiness
     ) {
         self.init(
             server: OperationsServer(
                 configuration: OperationsServerConfiguration(host: host, port: port), registry: registry,
-                logger: logger, readiness: readiness),
+                logger: logger, declaredMetrics: declaredMetrics, readiness: readiness),
             host: host, port: port, listening: listening)
     }
 }

@@ -46,7 +46,7 @@ public struct ReconcileRuntime: Sendable {
         let worker = configuration.worker
         let (catalog, trust) = try WorkerRuntime.loadDecisionInputs(worker)
         let registry = MetricsBootstrap.registry()
-        let ledger = try LedgerFactory.make(url: worker.ledgerURL, configuration: LedgerConfiguration(), logger: logger)
+        let ledger = try WorkerRuntime.makeLedger(url: worker.ledgerURL, logger: logger)
         guard let store = ledger as? any ReconcilerStateStore else {
             throw ConfigurationError(key: "ledger_url", problem: "this ledger keeps no reconciler state")
         }
@@ -104,7 +104,7 @@ public struct ReconcileRuntime: Sendable {
                     name: "apple-http", work: { try await gracefulShutdown() }, cleanUp: { engine.shutdown() }),
                 OperationsService(
                     host: worker.metricsHost, port: worker.metricsPort, registry: registry, logger: logger,
-                    listening: listening
+                    listening: listening, declaredMetrics: MetricNames.names(of: [.reconciler])
                 ) {
                     ledgerReady.isSet
                         ? Readiness(isReady: true, reasons: [])

@@ -41,6 +41,18 @@ public struct WorkerRuntime: Sendable {
         if serveOperations { _ = MetricsBootstrap.registry() }
     }
 
+    /// The ledger `ledger_url` names. Making one only reads its URL and opens a SQLite file (a PostgreSQL ledger
+    /// connects later), so whatever fails here is the setting: a ``ConfigurationError`` naming `ledger_url`.
+    public static func makeLedger(url: String, logger: Logger) throws(ConfigurationError) -> any Ledger {
+        do {
+            return try LedgerFactory.make(url: url, configuration: LedgerConfiguration(), logger: logger)
+        } catch let error as LedgerError {
+            throw ConfigurationError(key: "ledger_url", problem: error.detail)
+        } catch {
+            throw ConfigurationError(key: "ledger_url", problem: "\(error)")
+        }
+    }
+
     /// Reads the catalog and trust anchors the configuration names. Throws ``ConfigurationError`` naming the key.
     public static func loadDecisionInputs(
         _ configuration: WorkerConfiguration
@@ -137,8 +149,7 @@ public struct WorkerRuntime: Sendable {
         // Metrics objects bind to the factory bootstrapped when they are created (the worker's counters and the
         // gate's gauges are created below, once): bootstrap before any part exists, or they stay silent.
         let registry = serveOperations ? MetricsBootstrap.registry() : nil
-        let ledger = try LedgerFactory.make(
-            url: configuration.ledgerURL, configuration: LedgerConfiguration(), logger: logger)
+        let ledger = try Self.makeLedger(url: configuration.ledgerURL, logger: logger)
         let engine = try CurlHTTPEngine(
             configuration: HTTPEngineConfiguration(
                 connectTimeout: configuration.appleConnectTimeout, requestTimeout: configuration.appleRequestTimeout,
@@ -196,7 +207,8 @@ public struct WorkerRuntime: Sendable {
             services.append(
                 OperationsService(
                     host: configuration.metricsHost, port: configuration.metricsPort, registry: registry,
-                    logger: logger, listening: listening
+                    logger: logger, listening: listening,
+                    declaredMetrics: MetricNames.names(of: [.worker, .appleCallGate])
                 ) {
                     let reasons = health.notReadyReasons
                     return Readiness(isReady: reasons.isEmpty, reasons: reasons)

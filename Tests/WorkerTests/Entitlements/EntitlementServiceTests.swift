@@ -58,22 +58,28 @@ struct EntitlementServiceTests {
 
     static func start(
         cluster: MockKafkaCluster, storePath: String, directory: URL, group: String,
-        webhooks: (any WebhookTransport)? = nil, webhookURLs: String = ""
+        webhooks: (any WebhookTransport)? = nil, webhookURLs: String = "", storeURL: String? = nil,
+        logger: Logger? = nil
     ) async throws -> Running {
         let tokens = directory.appendingPathComponent("tokens")
         try EntitlementAPIHarness.tokensFile.write(to: tokens, atomically: true, encoding: .utf8)
         var sources = ConfigurationSources(table: EntitlementsConfiguration.table)
         try sources.addFlags([
             "brokers": cluster.bootstrapServers, "entitlements_group_id": group,
-            "entitlements_store_url": "sqlite:" + storePath, "catalog_file": "/unused",
+            "entitlements_store_url": storeURL ?? "sqlite:" + storePath, "catalog_file": "/unused",
             "entitlements_tokens_file": tokens.path, "entitlements_port": "0", "entitlements_host": "127.0.0.1",
             "kafka_properties": "fetch.wait.max.ms=10;fetch.error.backoff.ms=10",
             "entitlements_webhook_urls": webhookURLs,
         ])
         if !webhookURLs.isEmpty { sources.addEnvironment(["VERIFY_ENTITLEMENTS_WEBHOOK_SECRET": "hook-secret"]) }
         let configuration = try EntitlementsConfiguration(sources)
-        var logger = Logger(label: "entitlements-service-test")
-        logger.logLevel = .critical
+        let logger =
+            logger
+            ?? {
+                var logger = Logger(label: "entitlements-service-test")
+                logger.logLevel = .critical
+                return logger
+            }()
         let service = try EntitlementsService(
             configuration: configuration, catalog: F.catalog,
             tokens: try AccessTokens(contents: EntitlementAPIHarness.tokensFile), logger: logger,

@@ -98,11 +98,14 @@ enum LedgerTestSupport {
     /// file of its own, for tests that stop the server: stopping the shared one would fail the other ledger tests
     /// running at the same time. `body` gets the server's URL and the control command (`"<control> pause"`); the
     /// server is stopped and its directory deleted afterwards, whatever `body` did.
-    static func withPrivatePostgres<T>(_ body: (_ url: String, _ control: String) async throws -> T) async throws -> T {
+    /// With `tls`, the server speaks TLS too (`VERIFY_PG_TLS=1`; `"<control> tls-dir"` names its CA files).
+    static func withPrivatePostgres<T>(
+        tls: Bool = false, _ body: (_ url: String, _ control: String) async throws -> T
+    ) async throws -> T {
         let script = try TestEnvironment.service("VERIFY_TEST_PG_CTL", startWith: postgresHint)
         let state = FileManager.default.temporaryDirectory.appendingPathComponent(
             "verify-pg-\(UUID().uuidString).state")
-        let control = "VERIFY_PG_STATE='\(state.path)' '\(script)'"
+        let control = "VERIFY_PG_STATE='\(state.path)' \(tls ? "VERIFY_PG_TLS=1 " : "")'\(script)'"
         let url = try await shell("\(control) start").trimmingCharacters(in: .whitespacesAndNewlines)
         let result: Result<T, any Error>
         do {

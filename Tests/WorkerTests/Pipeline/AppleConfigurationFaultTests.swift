@@ -2,7 +2,9 @@ import AppleSimulator
 import Foundation
 import Logging
 import Messages
+import Operations
 import Pipeline
+import RateLimiter
 import Synchronization
 import Testing
 
@@ -12,6 +14,9 @@ import Testing
 struct AppleConfigurationFaultTests {
     @Test("a wrong shared secret keeps paid purchases undecided and the worker unready; the right one grants them")
     func wrongSharedSecret() async throws {
+        // Bootstrapped before the worker creates its counters, which bind to the factory in force then.
+        _ = MetricsBootstrap.registry()
+        let refusedBefore = AppleCallStatusLabelTests.calls(endpoint: AppleEndpoint.verifyReceipt.name, status: "21004")
         try await PipelineHarness.with(simulatorSharedSecret: "the-right-secret") { harness in
             try harness.startWorker(0, environment: ["VERIFY_SHARED_SECRET": "a-wrong-secret"])
             try await harness.waitUntilAssigned()
@@ -23,6 +28,11 @@ struct AppleConfigurationFaultTests {
             let simulator = harness.simulator
             try await PipelineHarness.poll("a receipt refused with 21004") {
                 simulator.stats.snapshot().statuses["21004"] ?? 0 >= 1
+            }
+            // Counted as what Apple answered, not as `ok`.
+            try await PipelineHarness.poll("verify_apple_calls_total{status=\"21004\"}") {
+                AppleCallStatusLabelTests.calls(endpoint: AppleEndpoint.verifyReceipt.name, status: "21004")
+                    > refusedBefore
             }
             let health = try #require(harness.health(0))
             try await PipelineHarness.poll("not ready, naming the shared secret") {

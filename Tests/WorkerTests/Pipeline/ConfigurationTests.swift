@@ -138,6 +138,11 @@ struct ConfigurationTests {
             let error = problem(environment: [variable: "http://\(host)\(path)"])
             #expect(error?.key == key, "http://\(host): \(String(describing: error))")
             #expect(error?.problem.contains("allow_http_apple_urls") == true)
+            // The refusal names what that URL would expose: verifyReceipt carries the shared secret, the Server API
+            // a token signed with its key.
+            let serverAPI = key.hasPrefix("server_api")
+            #expect(error?.problem.contains("shared secret") == !serverAPI, "\(String(describing: error))")
+            #expect(error?.problem.contains("server_api_key") == serverAPI, "\(String(describing: error))")
         }
         for safe in ["https://buy.itunes.apple.com", "http://127.0.0.1:8443", "http://localhost:1", "http://[::1]:9"] {
             #expect(problem(environment: [variable: safe + path]) == nil, "\(safe) was refused")

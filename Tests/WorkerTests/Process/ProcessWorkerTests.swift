@@ -184,6 +184,15 @@ struct ProcessWorkerTests {
             ("catalog_file", ["VERIFY_CATALOG_FILE": ""]),
             ("catalog_file", ["VERIFY_CATALOG_FILE": "/nonexistent/catalog.json"]),
             ("ledger_url", ["VERIFY_LEDGER_URL": "mysql://nowhere"]),
+            ("ledger_url", ["VERIFY_LEDGER_URL": "postgres://verify@127.0.0.1:1/ledger?sslmode=verify"]),
+            (
+                "ledger_url",
+                [
+                    "VERIFY_LEDGER_URL":
+                        "postgres://verify@127.0.0.1:1/ledger?sslmode=verify-full&sslrootcert=/nonexistent"
+                ]
+            ),
+            ("ledger_url", ["VERIFY_LEDGER_URL": "sqlite:/nonexistent/folder/ledger.sqlite"]),
             ("catalog_file", ["VERIFY_CATALOG_FILE": "NO_PRODUCTS"]),
             ("catalog_file", ["VERIFY_CATALOG_FILE": "BAD_PRODUCT_TYPE"]),
             (

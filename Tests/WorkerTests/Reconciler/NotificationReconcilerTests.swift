@@ -4,6 +4,8 @@ import Gateway
 import Ledger
 import Logging
 import Messages
+import Observability
+import Prometheus
 import RateLimiter
 import Reconciler
 import Synchronization
@@ -190,6 +192,50 @@ struct NotificationReconcilerTests {
             let second = await Self.driving(clock) { await reconciler.sweep() }
             #expect(second == .completed(checkpoint: Self.wall(clock), pages: 1, recovered: 1))
             #expect(history.queries.last?.query.start == checkpoint.addingTimeInterval(-600))
+        }
+    }
+
+    @Test("a notification found again by overlapping sweeps is published again but counted as recovered once")
+    func recoveredCountedOnce() async throws {
+        // A registry of the test's own: the process's is shared with every test running beside this one.
+        let registry = PrometheusCollectorRegistry()
+        try await S.withLedger(.sqlite) { ledger, _ in
+            let store = try #require(ledger as? any ReconcilerStateStore)
+            let clock = ManualClock()
+            let history = FakeHistory(clock: clock)
+            let sink = RecordingSink()
+            let reconciler = NotificationReconciler(
+                configuration: Self.configuration(), store: store, source: history, sink: sink, clock: clock,
+                holder: "replica-a", logger: Logger(label: "test.reconcile"),
+                metricsFactory: PrometheusMetricsFactory(registry: registry))
+            func recovered() -> String? {
+                registry.emitToString().split(separator: "\n").first {
+                    $0.hasPrefix(MetricNames.reconcileNotificationsRecovered + " ")
+                }.map { String($0.split(separator: " ").last ?? "") }
+            }
+            // Two notifications still in Apple's list of failures at each of three sweeps, 60 s apart: each sweep's
+            // window starts 600 s before the last one's end, so every sweep finds both again.
+            history.state.withLock {
+                $0.notifications = [1, 2].map { index in
+                    (Self.wall(clock).addingTimeInterval(-Double(index)), Self.payload(uuid: Self.uuid(index)))
+                }
+            }
+            for _ in 0..<3 {
+                let result = await Self.driving(clock) { await reconciler.sweep() }
+                guard case .completed = result else {
+                    Issue.record("sweep: \(result)")
+                    return
+                }
+                clock.advance(by: .seconds(60))
+            }
+            #expect(sink.jobs.withLock { $0.count } == 6, "each sweep publishes what it finds")
+            #expect(recovered() == "2", "\(String(describing: recovered()))")
+            // A third notification later on: one more.
+            history.state.withLock {
+                $0.notifications.append((Self.wall(clock).addingTimeInterval(-1), Self.payload(uuid: Self.uuid(3))))
+            }
+            _ = await Self.driving(clock) { await reconciler.sweep() }
+            #expect(recovered() == "3", "\(String(describing: recovered()))")
         }
     }
 

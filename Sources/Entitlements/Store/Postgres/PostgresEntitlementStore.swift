@@ -4,10 +4,12 @@ import Logging
 import Messages
 import Observability
 import PostgresNIO
+import PostgresSettings
 import Synchronization
 
 /// The entitlement store for a cluster of entitlement services
-/// (`postgres://user[:password]@host[:port]/db[?sslmode=disable|prefer|require][&schema=NAME]`): a postgres-nio
+/// (`postgres://user[:password]@host[:port]/db[?sslmode=MODE][&sslrootcert=PATH][&schema=NAME]`, read by
+/// `PostgresURL` as the ledger's): a postgres-nio
 /// pool, the ledger's deadline discipline (no connection within the connect timeout while nobody got one means
 /// `unavailable`; every operation ends by its timeout), and each batch one SERIALIZABLE transaction in a handful of
 /// round trips (rows go in as one JSON document per table). Two instances that touch the same account at once
@@ -26,35 +28,21 @@ public final class PostgresEntitlementStore: EntitlementStore {
     private let granted = AtomicCounter()
     public let target: String
     public let schema: String?
+    /// The URL as read, for the certificate check at migration.
+    private let url: PostgresURL
 
     /// Key of the advisory lock that serializes migrations ("vw-entit" in ASCII).
     static let migrationLockKey: Int64 = 0x7677_2D65_6E74_6974
 
     public init(url: String, settings: Settings = .init(), logger: Logger) throws {
-        guard let components = URLComponents(string: url), let host = components.host, !host.isEmpty else {
-            throw EntitlementStoreError(.invalidConfiguration, "store URL is not postgres://user@host[:port]/database")
+        let parsed: PostgresURL
+        do {
+            parsed = try PostgresURL(url, noun: "store URL")
+        } catch {
+            throw EntitlementStoreError(.invalidConfiguration, error.message)
         }
-        let database = components.path.hasPrefix("/") ? String(components.path.dropFirst()) : components.path
-        guard let user = components.user, !user.isEmpty, !database.isEmpty else {
-            throw EntitlementStoreError(.invalidConfiguration, "store URL needs a user and a database")
-        }
-        let tls: PostgresClient.Configuration.TLS
-        switch components.queryItems?.first(where: { $0.name == "sslmode" })?.value ?? "prefer" {
-        case "disable": tls = .disable
-        case "prefer": tls = .prefer(.makeClientConfiguration())
-        case "require": tls = .require(.makeClientConfiguration())
-        default: throw EntitlementStoreError(.invalidConfiguration, "sslmode must be disable, prefer or require")
-        }
-        let schema = components.queryItems?.first(where: { $0.name == "schema" })?.value
-        if let schema {
-            let allowed = Set("abcdefghijklmnopqrstuvwxyz0123456789_")
-            guard !schema.isEmpty, schema.count <= 63, schema.allSatisfy({ allowed.contains($0) }) else {
-                throw EntitlementStoreError(.invalidConfiguration, "schema must be 1-63 characters of a-z, 0-9 and _")
-            }
-        }
-        var config = PostgresClient.Configuration(
-            host: host, port: components.port ?? 5432, username: user, password: components.password,
-            database: database, tls: tls)
+        let schema = parsed.schema
+        var config = parsed.clientConfiguration()
         config.options.connectTimeout = settings.connectTimeout
         config.options.maximumConnections = max(1, settings.maximumConnections)
         config.options.minimumConnections = 0
@@ -67,13 +55,21 @@ public final class PostgresEntitlementStore: EntitlementStore {
         self.schema = schema
         self.settings = settings
         self.logger = logger
-        self.target = "\(host):\(components.port ?? 5432)/\(database)"
+        self.target = parsed.target
+        self.url = parsed
         client = PostgresClient(configuration: config, backgroundLogger: logger)
     }
 
     public func run() async throws { await client.run() }
 
     public func migrate() async throws {
+        // A certificate TLS refuses is a setting to fix, not a server that is down: said once, not retried.
+        if let refusal = await url.certificateRefusal(connectTimeout: settings.connectTimeout, logger: logger) {
+            throw EntitlementStoreError(
+                .invalidConfiguration,
+                "PostgreSQL at \(target): TLS refused the server's certificate (sslmode=\(url.sslMode)"
+                    + "\(url.rootCertificatePath.map { ", sslrootcert=\($0)" } ?? "")): \(refusal)")
+        }
         let schema = self.schema
         let applied = try await operation("migrate") { connection, logger in
             try await Self.inTransaction(connection, logger: logger) {
