@@ -10,7 +10,7 @@ extension AppleSimulator {
         "UNINTENDED_PURCHASE", "FULFILLMENT_ISSUE", "UNSATISFIED_WITH_PURCHASE", "LEGAL", "OTHER",
     ]
 
-    private var nowMs: Int64 { AppleDates.nowMs(configuration.now()) }
+    var nowMs: Int64 { AppleDates.nowMs(configuration.now()) }
 
     // MARK: Notifications
 
@@ -129,10 +129,11 @@ extension AppleSimulator {
         let now = nowMs
         let lastExpiry = latest.expiresDateMs ?? now
         let period = days.map { Int64($0) * Self.dayMs } ?? max(lastExpiry - latest.purchaseDateMs, Self.dayMs)
-        let recovered = latest.billingRetryStartMs != nil
+        // A renewal before a failing period's end cancels the failure: it is a plain renewal.
+        let recovered = latest.inBillingRetry(nowMs: now)
         // A subscription that had lapsed (not in billing retry) comes back as Apple's RESUBSCRIBE.
         let lapsed = !recovered && lastExpiry <= now
-        if recovered {
+        if latest.billingRetryStartMs != nil {
             _ = try registry.update(latest.transactionId) {
                 $0.billingRetryStartMs = nil
                 $0.gracePeriodExpiresDateMs = nil
@@ -160,14 +161,29 @@ extension AppleSimulator {
         return renewal
     }
 
-    /// EXPIRED: the subscription ends now (if it has not already); subtype BILLING_RETRY when billing retry ran
-    /// out, VOLUNTARY otherwise (the customer turned auto-renew off).
+    /// EXPIRED: the subscription ends at its period's end, as Apple's does; the expiry never moves. While the
+    /// period runs, auto-renew goes off now (DID_CHANGE_RENEWAL_STATUS / AUTO_RENEW_DISABLED) and EXPIRED / VOLUNTARY
+    /// is sent once the period has ended on the simulator's clock; a period already over (in billing retry, or
+    /// ended) expires now: EXPIRED / BILLING_RETRY when billing retry ran out, VOLUNTARY otherwise.
     public func expire(originalTransactionId: String) throws -> SimulatedTransaction {
         let latest = try activeSubscription(originalTransactionId, allowExpired: true)
         let now = nowMs
-        let inRetry = latest.billingRetryStartMs != nil
+        let inRetry = latest.inBillingRetry(nowMs: now)
+        if !inRetry, let end = latest.expiresDateMs, end > now {
+            let cancelled = try change(latest.transactionId) { transaction in
+                transaction.autoRenewStatus = 0
+                transaction.billingRetryStartMs = nil
+                transaction.gracePeriodExpiresDateMs = nil
+            }
+            try notify("DID_CHANGE_RENEWAL_STATUS", "AUTO_RENEW_DISABLED", about: cancelled)
+            atPeriodEnd(of: cancelled) { simulator, current in
+                // Renewed, refunded or turned back on meanwhile: nothing expires.
+                guard current.autoRenewStatus == 0, current.billingRetryStartMs == nil else { return }
+                try simulator.notify("EXPIRED", "VOLUNTARY", about: current)
+            }
+            return cancelled
+        }
         let expired = try change(latest.transactionId) { transaction in
-            transaction.expiresDateMs = min(transaction.expiresDateMs ?? now, now)
             transaction.billingRetryStartMs = nil
             transaction.gracePeriodExpiresDateMs = nil
             if !inRetry { transaction.autoRenewStatus = 0 }
@@ -176,21 +192,50 @@ extension AppleSimulator {
         return expired
     }
 
-    /// DID_FAIL_TO_RENEW: the renewal charge failed now; the subscription enters billing retry, with a grace
-    /// period of `graceDays` (subtype GRACE_PERIOD) when above 0.
+    /// DID_FAIL_TO_RENEW: the renewal charge at the end of the current period fails, as Apple's would; the expiry
+    /// never moves. Billing retry (with a grace period of `graceDays` past the period's end, subtype GRACE_PERIOD,
+    /// when above 0) starts at the period's end on the simulator's clock, and the notification is sent then; until
+    /// then the subscription is active.
     public func startBillingRetry(originalTransactionId: String, graceDays: Int = 0) throws -> SimulatedTransaction {
         guard (0...28).contains(graceDays) else {
             throw AppleSimulatorError(.invalidRequest, "grace_days must be 0...28")
         }
         let latest = try activeSubscription(originalTransactionId, allowExpired: false)
-        let now = nowMs
-        let failed = try change(latest.transactionId) { transaction in
-            transaction.expiresDateMs = min(transaction.expiresDateMs ?? now, now)
-            transaction.billingRetryStartMs = now
-            transaction.gracePeriodExpiresDateMs = graceDays > 0 ? now + Int64(graceDays) * Self.dayMs : nil
+        let end = latest.expiresDateMs ?? nowMs
+        let failing = try change(latest.transactionId) { transaction in
+            transaction.billingRetryStartMs = end
+            transaction.gracePeriodExpiresDateMs = graceDays > 0 ? end + Int64(graceDays) * Self.dayMs : nil
         }
-        try notify("DID_FAIL_TO_RENEW", graceDays > 0 ? "GRACE_PERIOD" : nil, about: failed)
-        return failed
+        atPeriodEnd(of: failing) { simulator, current in
+            // Renewed, expired or refunded meanwhile: the charge did not fail.
+            guard current.billingRetryStartMs == end else { return }
+            try simulator.notify("DID_FAIL_TO_RENEW", graceDays > 0 ? "GRACE_PERIOD" : nil, about: current)
+        }
+        return failing
+    }
+
+    /// Runs `event` once `transaction`'s period has ended on the simulator's clock, with the transaction as it is
+    /// then, if it is still its subscription's latest transaction and not revoked. Kept in memory: a simulator
+    /// restarted before the period's end does not send it.
+    private func atPeriodEnd(
+        of transaction: SimulatedTransaction,
+        _ event: @escaping @Sendable (AppleSimulator, SimulatedTransaction) throws -> Void
+    ) {
+        let end = transaction.expiresDateMs ?? nowMs
+        let id = transaction.transactionId
+        let original = transaction.originalTransactionId
+        // A scheduler may wake a millisecond early (rounding): it waits again for what is left.
+        @Sendable func wait(_ simulator: AppleSimulator) {
+            let left = end - simulator.nowMs
+            simulator.notifications.scheduleEvent(afterSeconds: Double(max(0, left)) / 1000) {
+                guard simulator.nowMs >= end else { return wait(simulator) }
+                guard let current = simulator.registry.transaction(id),
+                    simulator.registry.family(original).last?.transactionId == id, current.revocationDateMs == nil
+                else { return }
+                try? event(simulator, current)
+            }
+        }
+        wait(self)
     }
 
     /// RENEWAL_EXTENDED: the developer extended the renewal date by `days` (Apple allows 1...90).
@@ -198,7 +243,7 @@ extension AppleSimulator {
         guard (1...90).contains(days) else { throw AppleSimulatorError(.invalidRequest, "days must be 1...90") }
         let latest = try activeSubscription(originalTransactionId, allowExpired: false)
         guard latest.billingRetryStartMs == nil else {
-            throw AppleSimulatorError(.conflict, "a subscription in billing retry cannot be extended")
+            throw AppleSimulatorError(.conflict, "a subscription in (or heading for) billing retry cannot be extended")
         }
         let extended = try change(latest.transactionId) { transaction in
             transaction.expiresDateMs = (transaction.expiresDateMs ?? 0) + Int64(days) * Self.dayMs
@@ -221,6 +266,7 @@ extension AppleSimulator {
     /// What `GET /sim/transactions/{id}` answers. Nil when the id is unknown.
     public func truth(transactionId: String) -> [String: Any]? {
         guard let transaction = registry.transaction(transactionId) else { return nil }
+        let latest = registry.family(transaction.originalTransactionId).last ?? transaction
         let answers: [Any] = (transaction.consumptionAnswers ?? []).map { text in
             (try? JSONSerialization.jsonObject(with: Data(text.utf8))) ?? text
         }
@@ -231,6 +277,9 @@ extension AppleSimulator {
             "type": transaction.productType,
             "environment": transaction.environment.rawValue,
             "state": transaction.lifecycleState(nowMs: nowMs),
+            // Apple's status of the subscription: its latest transaction's state (the transaction's own for others).
+            "subscription_state": latest.lifecycleState(nowMs: nowMs),
+            "subscription_latest_transaction_id": latest.transactionId,
             "expires_date_ms": transaction.expiresDateMs.map { $0 as Any } ?? NSNull(),
             "revocation_date_ms": transaction.revocationDateMs.map { $0 as Any } ?? NSNull(),
             "grace_period_expires_date_ms": transaction.gracePeriodExpiresDateMs.map { $0 as Any } ?? NSNull(),
@@ -273,7 +322,7 @@ extension AppleSimulator {
         guard latest.revocationDateMs == nil else {
             throw AppleSimulatorError(.conflict, "the subscription's latest transaction is revoked")
         }
-        if !allowExpired, latest.billingRetryStartMs == nil, (latest.expiresDateMs ?? 0) <= nowMs {
+        if !allowExpired, !latest.inBillingRetry(nowMs: nowMs), (latest.expiresDateMs ?? 0) <= nowMs {
             throw AppleSimulatorError(.conflict, "the subscription has expired")
         }
         return latest

@@ -176,6 +176,11 @@ final class NotificationDispatcher: Sendable {
         return record
     }
 
+    /// Runs `work` after `seconds` on the notifications' scheduler: a lifecycle event due at a period's end.
+    func scheduleEvent(afterSeconds seconds: Double, _ work: @escaping @Sendable () async -> Void) {
+        scheduler.schedule(afterSeconds: max(0, seconds), work)
+    }
+
     private func schedule(index: Int, number: Int, baseDelaySeconds: Double) {
         let delayMs = faults.notificationFaults().delayMs
         scheduler.schedule(afterSeconds: baseDelaySeconds + delayMs / 1000) { [self] in

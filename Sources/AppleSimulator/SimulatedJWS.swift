@@ -93,12 +93,12 @@ package enum SimulatedJWS {
     static func signRenewalInfo(
         latest: SimulatedTransaction, firstPurchaseMs: Int64, pki: SimulatorPKI, nowMs: Int64
     ) throws -> String {
-        let inBillingRetry = latest.billingRetryStartMs != nil && latest.revocationDateMs == nil
+        let inBillingRetry = latest.inBillingRetry(nowMs: nowMs) && latest.revocationDateMs == nil
         let expired =
             !inBillingRetry && ((latest.expiresDateMs ?? .max) <= nowMs || latest.revocationDateMs != nil)
         let autoRenewOff = latest.autoRenewStatus == 0
         // Expiration intent: 1 the customer cancelled, 2 a billing error (Apple's codes).
-        let intent: Int? = expired ? (latest.billingRetryStartMs != nil ? 2 : 1) : nil
+        let intent: Int? = expired ? (latest.inBillingRetry(nowMs: nowMs) ? 2 : 1) : nil
         let payload = RenewalInfoPayload(
             originalTransactionId: latest.originalTransactionId,
             autoRenewProductId: latest.productId,

@@ -55,7 +55,8 @@ public struct SimulatedTransaction: Codable, Sendable, Equatable {
     public var revocationDateMs: Int64?
     /// Apple's revocation reason: 0 (other) or 1 (an app issue).
     public var revocationReason: Int?
-    /// When the subscription entered billing retry (`POST /sim/billing-retry`); cleared by a renewal or expiry.
+    /// When the subscription enters billing retry: the end of the period whose renewal fails
+    /// (`POST /sim/billing-retry`); cleared by a renewal or expiry.
     public var billingRetryStartMs: Int64?
     /// The end of the grace period inside billing retry, if the app grants one.
     public var gracePeriodExpiresDateMs: Int64?
@@ -70,6 +71,13 @@ public struct SimulatedTransaction: Codable, Sendable, Equatable {
     /// Renewal info's `autoRenewStatus` when the customer turned it off (0); nil means on.
     public var autoRenewStatus: Int?
 
+    /// Whether Apple retries a failed renewal at `nowMs`: a billing retry starts at the period's end
+    /// (``billingRetryStartMs``), never before.
+    func inBillingRetry(nowMs: Int64) -> Bool {
+        guard let start = billingRetryStartMs else { return false }
+        return start <= nowMs
+    }
+
     /// True for auto-renewable subscriptions (those with an expiry date).
     var isSubscription: Bool { expiresDateMs != nil }
 
@@ -77,7 +85,7 @@ public struct SimulatedTransaction: Codable, Sendable, Equatable {
     /// `revoked`, `grace_period`, `billing_retry`, `expired` or `active`.
     func lifecycleState(nowMs: Int64) -> String {
         if revocationDateMs != nil { return "revoked" }
-        if billingRetryStartMs != nil {
+        if inBillingRetry(nowMs: nowMs) {
             if let grace = gracePeriodExpiresDateMs, grace > nowMs { return "grace_period" }
             return "billing_retry"
         }

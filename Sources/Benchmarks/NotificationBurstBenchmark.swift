@@ -342,7 +342,8 @@ package enum NotificationBurstBenchmark {
             { _ = try simulator.declineRefund(transactionId: latest[$0] ?? $0) },
             { _ = try simulator.refund(transactionId: latest[$0] ?? $0) },
             { _ = try simulator.reverseRefund(transactionId: latest[$0] ?? $0) },
-            { _ = try simulator.startBillingRetry(originalTransactionId: $0, graceDays: 3) },
+            // Auto-renew off now (DID_CHANGE_RENEWAL_STATUS): the period runs on, so its EXPIRED would come at its end.
+            { _ = try simulator.expire(originalTransactionId: $0) },
             { latest[$0] = try simulator.renew(originalTransactionId: $0).transactionId },
         ]
         for (round, event) in rounds.enumerated() {

@@ -118,13 +118,6 @@ package struct ChaosArguments: HarnessArguments {
         help: "Granted purchases given lifecycle events (default: 40, 400 with --long).")
     package var notificationTransactions: Int?
 
-    @Flag(
-        name: .customLong("notification-early-expiry"),
-        help:
-            "Also expire subscriptions and start billing retries before their period's end (a known gap: the ledger keeps them active)."
-    )
-    package var notificationEarlyExpiry = false
-
     @Option(name: .customLong("worker-log-level"), help: "VERIFY_LOG_LEVEL of the workers.")
     package var workerLogLevel = "info"
 
@@ -203,7 +196,6 @@ package struct ChaosArguments: HarnessArguments {
         configuration.entitlements = !noEntitlements
         configuration.notifications = !noNotifications
         configuration.notificationTransactions = notificationTransactions ?? (long ? 400 : 40)
-        configuration.notificationEarlyExpiry = notificationEarlyExpiry
         if onlyFaults != nil { configuration.onlyFaults = Set(onlyFaultNames) }
         configuration.workerLogLevel = workerLogLevel
         configuration.workerKafkaProperties = workerKafkaProperties

@@ -87,8 +87,7 @@ extension ChaosEnvironment {
         let candidates = before.values.filter { $0.revokedAt == nil && $0.environment != "Sandbox" }
             .map { (id: $0.transactionID, type: $0.productType) }
         let plan = ChaosLifecyclePlan(
-            transactions: candidates, count: configuration.notificationTransactions, seed: configuration.seed,
-            earlyExpiry: configuration.notificationEarlyExpiry)
+            transactions: candidates, count: configuration.notificationTransactions, seed: configuration.seed)
         for name in plan.scenarios.values { report.scenarios[name, default: 0] += 1 }
         report.consumptionRequests = plan.consumptionRequested.count
         var owners: [String: String] = [:]
@@ -120,9 +119,13 @@ extension ChaosEnvironment {
         let size = max(1, (plan.events.count + slices - 1) / slices)
         let faults: [String] = configuration.faults ? ["kill_gateway", "kill_reconciler", "kill_worker"] : []
         var records: [ChaosFaultRecord] = []
+        // The newest renewal the run made of each chosen subscription (the target of a refund of its latest period).
+        var latest: [String: String] = [:]
         for (index, start) in stride(from: 0, to: max(1, plan.events.count), by: size).enumerated() {
             for event in plan.events[start..<min(plan.events.count, start + size)] {
-                let answer = await ChaosHTTP.postForAnswer("\(simulator)/\(event.route)", json: event.body)
+                let named = event.latestOfSubscription ? latest[event.transactionID] ?? event.transactionID : nil
+                let answer = await ChaosHTTP.postForAnswer(
+                    "\(simulator)/\(event.route)", json: named.map(event.body(naming:)) ?? event.body)
                 guard let answer, answer.status == 200 else {
                     report.eventsRefused += 1
                     continue
@@ -131,6 +134,7 @@ extension ChaosEnvironment {
                 // A renewal answers the new transaction: it belongs to the original's owner.
                 if let id = answer.object["transaction_id"] as? String, owners[id] == nil {
                     owners[id] = owners[event.transactionID]
+                    latest[event.transactionID] = id
                 }
             }
             if index < faults.count { records.append(await injectNotificationFault(faults[index], index: index)) }
@@ -227,11 +231,23 @@ extension ChaosEnvironment {
         } catch {
             return [.runFailed("the ledger could not be read: \(error)")]
         }
+        let families: [String: [TransactionClaim]]
+        do {
+            let originals = Set(claims.values.filter { $0.productType == .autoRenewable }.map(\.originalTransactionID))
+            families = Dictionary(
+                grouping: try await ledgerClaims(url: ledgerURL, originalTransactionIDs: originals).values,
+                by: \.originalTransactionID)
+        } catch {
+            return [.runFailed("the ledger could not be read: \(error)")]
+        }
         let now = Date()
-        let ledger = claims.mapValues {
-            ChaosLedgerTransaction(
-                accountID: $0.accountID, state: LedgerShow.state(of: $0, at: now),
-                expiresMs: $0.expiresDate.map(\.epochMilliseconds))
+        let ledger = claims.mapValues { claim in
+            let family = families[claim.originalTransactionID] ?? [claim]
+            return ChaosLedgerTransaction(
+                accountID: claim.accountID, state: LedgerShow.state(of: claim, at: now),
+                expiresMs: claim.expiresDate.map(\.epochMilliseconds),
+                subscriptionState: LedgerShow.subscriptionState(of: family, at: now),
+                subscriptionLatestID: TransactionClaim.latest(of: family)?.transactionID)
         }
         return checker.drift(truth: truth, ledger: ledger) + checker.consumptionAnswers(truth: truth)
     }
@@ -261,6 +277,23 @@ extension ChaosEnvironment {
     }
 
     /// The ledger's claims on `transactionIDs`, read in batches.
+    /// Every claim of the subscriptions with these original transaction ids, by transaction id.
+    func ledgerClaims(url: String, originalTransactionIDs: Set<String>) async throws -> [String: TransactionClaim] {
+        guard !originalTransactionIDs.isEmpty else { return [:] }
+        var ledgerLogger = configuration.logger
+        ledgerLogger.logLevel = .error
+        let sorted = originalTransactionIDs.sorted()
+        let batches = stride(from: 0, to: sorted.count, by: 200).map { Array(sorted[$0..<min(sorted.count, $0 + 200)]) }
+        return try await LedgerFactory.withLedger(url: url, logger: ledgerLogger) { ledger in
+            var claims: [String: TransactionClaim] = [:]
+            for batch in batches {
+                let snapshot = try await ledger.snapshot(jobID: "", transactionIDs: [], originalTransactionIDs: batch)
+                for claim in snapshot.claims { claims[claim.transactionID] = claim }
+            }
+            return claims
+        }
+    }
+
     func ledgerClaims(url: String, transactionIDs: Set<String>) async throws -> [String: TransactionClaim] {
         var ledgerLogger = configuration.logger
         ledgerLogger.logLevel = .error

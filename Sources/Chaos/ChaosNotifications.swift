@@ -17,11 +17,14 @@ public struct ChaosTransactionTruth: Sendable, Hashable {
     /// `deliveryStatus` of each Send Consumption Information body received, in order.
     public var consumptionDeliveryStatuses: [String]
     public var finishCalls: Int
+    /// The state of its subscription (the family's latest transaction's), and that latest transaction.
+    public var subscriptionState: String?
+    public var subscriptionLatestID: String?
 
     public init(
         transactionID: String, originalTransactionID: String? = nil, productID: String = "", type: String = "",
         state: String = "active", expiresMs: Int64? = nil, consumptionDeliveryStatuses: [String] = [],
-        finishCalls: Int = 0
+        finishCalls: Int = 0, subscriptionState: String? = nil, subscriptionLatestID: String? = nil
     ) {
         self.transactionID = transactionID
         self.originalTransactionID = originalTransactionID ?? transactionID
@@ -31,6 +34,8 @@ public struct ChaosTransactionTruth: Sendable, Hashable {
         self.expiresMs = expiresMs
         self.consumptionDeliveryStatuses = consumptionDeliveryStatuses
         self.finishCalls = finishCalls
+        self.subscriptionState = subscriptionState
+        self.subscriptionLatestID = subscriptionLatestID
     }
 
     /// From the simulator's JSON answer; nil when it is not one.
@@ -42,7 +47,9 @@ public struct ChaosTransactionTruth: Sendable, Hashable {
             productID: json["product_id"] as? String ?? "", type: json["type"] as? String ?? "", state: state,
             expiresMs: (json["expires_date_ms"] as? NSNumber)?.int64Value,
             consumptionDeliveryStatuses: answers.map { ($0 as? [String: Any])?["deliveryStatus"] as? String ?? "?" },
-            finishCalls: (json["finish_calls"] as? NSNumber)?.intValue ?? 0)
+            finishCalls: (json["finish_calls"] as? NSNumber)?.intValue ?? 0,
+            subscriptionState: json["subscription_state"] as? String,
+            subscriptionLatestID: json["subscription_latest_transaction_id"] as? String)
     }
 }
 
@@ -52,11 +59,20 @@ public struct ChaosLedgerTransaction: Sendable, Hashable {
     /// `active`, `expired`, `revoked` or `grace_period` (``Ledger/LedgerShow/state(of:at:)``).
     public var state: String
     public var expiresMs: Int64?
+    /// For an auto-renewable subscription: its state (its latest claim's, ``Ledger/LedgerShow/subscriptionState(of:at:)``)
+    /// and the id of that latest claim.
+    public var subscriptionState: String?
+    public var subscriptionLatestID: String?
 
-    public init(accountID: String, state: String, expiresMs: Int64?) {
+    public init(
+        accountID: String, state: String, expiresMs: Int64?, subscriptionState: String? = nil,
+        subscriptionLatestID: String? = nil
+    ) {
         self.accountID = accountID
         self.state = state
         self.expiresMs = expiresMs
+        self.subscriptionState = subscriptionState
+        self.subscriptionLatestID = subscriptionLatestID
     }
 }
 
@@ -105,6 +121,14 @@ public struct ChaosNotificationChecker: Sendable {
             if claim.accountID != owners[id] { problems.append("owner \(claim.accountID), not \(owners[id] ?? "")") }
             if claim.state != Self.comparable(expected.state) {
                 problems.append("state \(claim.state), truth \(expected.state)")
+            }
+            // The subscription as a whole stands as its latest transaction does, in the ledger as at Apple; compared
+            // once the ledger holds that latest transaction (a period the ledger has never seen is the check above's).
+            if let truthState = expected.subscriptionState, let latest = expected.subscriptionLatestID,
+                claim.subscriptionLatestID == latest, claim.subscriptionState != Self.comparable(truthState)
+            {
+                problems.append(
+                    "subscription state \(claim.subscriptionState ?? "null"), truth \(truthState) (latest \(latest))")
             }
             if claim.expiresMs != expected.expiresMs {
                 problems.append(
@@ -192,16 +216,25 @@ public struct ChaosLifecycleEvent: Sendable, Hashable {
     public var transactionID: String
     /// Extra JSON members, e.g. `"days": 7`.
     public var extra: String
+    /// The event is about the subscription's latest transaction, known only once the run's renewals are made: the
+    /// run names it in the body instead of ``transactionID`` (the subscription's chosen transaction).
+    public var latestOfSubscription: Bool
 
-    public init(route: String, key: String = "transaction_id", transactionID: String, extra: String = "") {
+    public init(
+        route: String, key: String = "transaction_id", transactionID: String, extra: String = "",
+        latestOfSubscription: Bool = false
+    ) {
         self.route = route
         self.key = key
         self.transactionID = transactionID
         self.extra = extra
+        self.latestOfSubscription = latestOfSubscription
     }
 
-    var body: String {
-        "{\"\(key)\": \"\(transactionID)\"" + (extra.isEmpty ? "" : ", " + extra) + "}"
+    var body: String { body(naming: transactionID) }
+
+    public func body(naming id: String) -> String {
+        "{\"\(key)\": \"\(id)\"" + (extra.isEmpty ? "" : ", " + extra) + "}"
     }
 }
 
@@ -217,10 +250,7 @@ public struct ChaosLifecyclePlan: Sendable {
     /// - Parameters:
     ///   - transactions: granted production transactions and their product type in the catalog.
     ///   - count: how many transactions get a scenario.
-    ///   - earlyExpiry: also the scenarios that end a subscription before its period's end (``earlyExpiryScenarios``).
-    public init(
-        transactions: [(id: String, type: ProductType)], count: Int, seed: UInt64, earlyExpiry: Bool = false
-    ) {
+    public init(transactions: [(id: String, type: ProductType)], count: Int, seed: UInt64) {
         var random = SplitMix64(seed: seed ^ 0x11FE)
         // Round robin over the product types, so the few subscriptions are not drowned by the many one-time
         // purchases.
@@ -240,7 +270,7 @@ public struct ChaosLifecyclePlan: Sendable {
         for (id, type) in chosen {
             let turn = perType[type, default: 0]
             perType[type] = turn + 1
-            let (name, steps) = Self.scenario(type: type, turn: turn, id: id, earlyExpiry: earlyExpiry)
+            let (name, steps) = Self.scenario(type: type, turn: turn, id: id)
             scenarios[id] = name
             if name == "consumption_request" { consumptionRequested.insert(id) }
             sequences.append(steps)
@@ -253,33 +283,43 @@ public struct ChaosLifecyclePlan: Sendable {
         }
     }
 
-    /// `sim/expire` and `sim/billing-retry` move the subscription's `expiresDate` back to now, which Apple never does
-    /// (its EXPIRED and DID_FAIL_TO_RENEW come once the period has ended), and the ledger never moves an expiry
-    /// earlier (docs/LEDGER.md): the ledger then keeps the subscription active until the period's end. A known gap
-    /// (docs/RELIABILITY.md), left out unless asked for.
-    public static let earlyExpiryScenarios: Set<String> = ["expire", "billing_retry_grace", "billing_retry"]
-
-    static func scenario(
-        type: ProductType, turn: Int, id: String, earlyExpiry: Bool
-    ) -> (String, [ChaosLifecycleEvent]) {
+    /// The scenarios of one product type; a subscription's include billing retry, expiry (both at the period's end,
+    /// as Apple's), extension, and the refund of its latest period after a renewal.
+    static func scenario(type: ProductType, turn: Int, id: String) -> (String, [ChaosLifecycleEvent]) {
         func event(_ route: String) -> ChaosLifecycleEvent { ChaosLifecycleEvent(route: route, transactionID: id) }
+        func latest(_ route: String) -> ChaosLifecycleEvent {
+            ChaosLifecycleEvent(route: route, transactionID: id, latestOfSubscription: true)
+        }
         func subscription(_ route: String, _ extra: String = "") -> ChaosLifecycleEvent {
             ChaosLifecycleEvent(route: route, key: "original_transaction_id", transactionID: id, extra: extra)
         }
-        var options: [(String, [ChaosLifecycleEvent])]
+        let options: [(String, [ChaosLifecycleEvent])]
         switch type {
         case .autoRenewable:
+            // The scenarios closest to Apple's status of a subscription first, so a short run has each of them.
             options = [
                 ("renew", [subscription("sim/renew")]),
                 ("expire", [subscription("sim/expire")]),
                 ("billing_retry_grace", [subscription("sim/billing-retry", "\"grace_days\": 3")]),
                 ("extend", [subscription("sim/extend", "\"days\": 7")]),
+                ("refund_latest", [subscription("sim/renew"), latest("sim/refund")]),
                 ("refund", [event("sim/refund")]),
+                (
+                    "extend_renew_refund_latest",
+                    [subscription("sim/extend", "\"days\": 7"), subscription("sim/renew"), latest("sim/refund")]
+                ),
+                ("billing_retry", [subscription("sim/billing-retry")]),
                 ("refund_reversed", [event("sim/refund"), event("sim/refund/reverse")]),
                 ("revoke", [event("sim/revoke")]),
                 ("renew_twice", [subscription("sim/renew"), subscription("sim/renew")]),
-                ("billing_retry", [subscription("sim/billing-retry")]),
                 ("refund_declined", [event("sim/refund/decline")]),
+                (
+                    "extend_renew_billing_retry",
+                    [
+                        subscription("sim/extend", "\"days\": 7"), subscription("sim/renew"),
+                        subscription("sim/billing-retry"),
+                    ]
+                ),
             ]
         case .consumable:
             options = [
@@ -295,7 +335,6 @@ public struct ChaosLifecyclePlan: Sendable {
                 ("refund_declined", [event("sim/refund/decline")]),
             ]
         }
-        if !earlyExpiry { options.removeAll { earlyExpiryScenarios.contains($0.0) } }
         return options[turn % options.count]
     }
 }

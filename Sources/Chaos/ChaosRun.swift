@@ -77,9 +77,6 @@ public struct ChaosConfiguration: Sendable {
     public var notifications = true
     /// Granted purchases given a lifecycle scenario. Default: 40.
     public var notificationTransactions = 40
-    /// Also the scenarios that end a subscription before its period's end (``ChaosLifecyclePlan/earlyExpiryScenarios``,
-    /// a known gap: they drift). Default: false.
-    public var notificationEarlyExpiry = false
     /// `VERIFY_KAFKA_PROPERTIES` of the workers (e.g. `debug=eos,msg` to see the idempotent producer's state).
     /// Default: none.
     public var workerKafkaProperties: String?

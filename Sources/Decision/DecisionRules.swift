@@ -266,7 +266,7 @@ private struct Evaluation {
             }
         }
         let owner = Self.owner(of: ledgerClaims)
-        let ledgerActive = ledgerClaims.contains { $0.isActive(at: now) }
+        let ledgerActive = TransactionClaim.subscriptionIsActive(ledgerClaims, at: now)
         let unclaimed = group.filter { snapshot.claim($0.transactionID) == nil }
 
         if let owner, owner != job.accountID {
@@ -329,12 +329,15 @@ private struct Evaluation {
                 if isActive(transaction) { newlyActive = true }
             }
         }
-        let merged = mergedView(group: group, claims: ledgerClaims)
-        if merged.contains(where: { $0.isActive }) {
+        // The subscription stands as its latest period does (Apple's status), not as the union of its periods.
+        let latest = mergedView(group: group, claims: ledgerClaims).max { lhs, rhs in
+            (lhs.purchase ?? .distantPast, lhs.end ?? .distantFuture, lhs.id)
+                < (rhs.purchase ?? .distantPast, rhs.end ?? .distantFuture, rhs.id)
+        }
+        if latest?.isActive == true {
             standings.append(newlyActive ? .granted : .alreadyOwned)
         } else {
             decidedByLedger = false
-            let latest = merged.max { ($0.end ?? .distantPast) < ($1.end ?? .distantPast) }
             standings.append(latest?.revoked == true ? .revoked : .expired)
         }
     }
@@ -417,10 +420,20 @@ private struct Evaluation {
             let accessEnded = notification.kind == .gracePeriodExpired || notification.kind == .expired
             // Kinds that only re-state the entitlement keep what the ledger knows (a later renewal, for example).
             let restates = !accessEnded && notification.kind != .renewalFailed
+            // A notification restating an earlier period of a subscription that has a later one: the subscription
+            // stands as its latest period does, not as the earlier period's own dates.
+            let superseded =
+                restates
+                && ledgerClaims.contains {
+                    $0.transactionID != transaction.transactionID
+                        && ($0.purchaseDate ?? .distantPast) > (transaction.purchaseDate ?? .distantPast)
+                }
             let active =
-                transaction.revokedAt == nil
-                && (isActive(transaction) && !accessEnded
-                    || restates && ledgerClaims.contains { $0.isActive(at: now) })
+                superseded
+                ? TransactionClaim.subscriptionIsActive(ledgerClaims, at: now)
+                : transaction.revokedAt == nil
+                    && (isActive(transaction) && !accessEnded
+                        || restates && TransactionClaim.subscriptionIsActive(ledgerClaims, at: now))
             standings.append(active ? .alreadyOwned : .expired)
         }
         if notification.signedDate != nil || notification.autoRenew != nil {
@@ -435,10 +448,10 @@ private struct Evaluation {
     /// (with `writes`, the claim of a transaction it did not have).
     func concludeFromLedger(_ claims: [TransactionClaim], writing writes: [LedgerWrite] = []) -> LedgerDecision {
         let standing: Standing
-        if claims.contains(where: { $0.isActive(at: now) }) {
+        let latest = TransactionClaim.latest(of: claims)
+        if latest?.isActive(at: now) == true {
             standing = .alreadyOwned
         } else {
-            let latest = claims.max { ($0.entitlementEnd ?? .distantPast) < ($1.entitlementEnd ?? .distantPast) }
             standing = latest?.revokedAt != nil ? .revoked : .expired
         }
         var evaluation = self
@@ -495,8 +508,37 @@ private struct Evaluation {
         Verdict(
             verdictID: verdictID, jobID: job.jobID, accountID: verdictAccount, outcome: outcome, reason: reason,
             decidedBy: decidedBy,
-            environment: evidence.environment?.rawValue, transactions: transactions.map { verdictTransaction($0) },
-            appleStatus: evidence.appleStatus, decidedAt: now)
+            environment: evidence.environment?.rawValue, transactions: verdictTransactions(),
+            appleStatus: evidence.appleStatus,
+            decidedAt: now)
+    }
+
+    /// The verdict's transactions. The renewal info Apple gave (billing retry, grace period) is stated on each
+    /// subscription's latest transaction, where Apple's status lives; not by a late notification answered from the
+    /// ledger, whose renewal info is older than what the ledger holds.
+    func verdictTransactions() -> [Verdict.Transaction] {
+        let statesRenewal = !(evidence.notification != nil && decidedByLedger)
+        var latest: [String: PurchaseTransaction] = [:]
+        for transaction in transactions where productType(of: transaction) == .autoRenewable {
+            let key = transaction.subscriptionKey
+            if let current = latest[key],
+                (current.purchaseDate ?? .distantPast, current.transactionID)
+                    > (transaction.purchaseDate ?? .distantPast, transaction.transactionID)
+            {
+                continue
+            }
+            latest[key] = transaction
+        }
+        return transactions.map { transaction in
+            var item = verdictTransaction(transaction)
+            if statesRenewal, transaction.hasRenewalInfo,
+                latest[transaction.subscriptionKey]?.transactionID == transaction.transactionID
+            {
+                item.inBillingRetry = transaction.isInBillingRetry
+                item.gracePeriodExpiresDate = transaction.gracePeriodExpiresDate
+            }
+            return item
+        }
     }
 
     func verdictTransaction(_ transaction: PurchaseTransaction) -> Verdict.Transaction {
@@ -531,20 +573,29 @@ private struct Evaluation {
         return end > now
     }
 
+    /// Each period of a subscription as the evidence and the ledger together show it.
     func mergedView(
         group: [PurchaseTransaction], claims: [TransactionClaim]
-    ) -> [(end: Date?, revoked: Bool, isActive: Bool)] {
+    ) -> [(id: String, purchase: Date?, end: Date?, revoked: Bool, isActive: Bool)] {
         var ids = Set<String>()
-        var view: [(end: Date?, revoked: Bool, isActive: Bool)] = []
+        var view: [(id: String, purchase: Date?, end: Date?, revoked: Bool, isActive: Bool)] = []
         for transaction in group {
             ids.insert(transaction.transactionID)
             let claim = snapshot.claim(transaction.transactionID)
             let end = Self.latest(entitlementEnd(transaction), claim?.entitlementEnd)
             let revoked = transaction.revokedAt != nil || claim?.revokedAt != nil
-            view.append((end, revoked, !revoked && (end.map { $0 > now } ?? true)))
+            view.append(
+                (
+                    transaction.transactionID, transaction.purchaseDate ?? claim?.purchaseDate, end, revoked,
+                    !revoked && (end.map { $0 > now } ?? true)
+                ))
         }
         for claim in claims where !ids.contains(claim.transactionID) {
-            view.append((claim.entitlementEnd, claim.revokedAt != nil, claim.isActive(at: now)))
+            view.append(
+                (
+                    claim.transactionID, claim.purchaseDate, claim.entitlementEnd, claim.revokedAt != nil,
+                    claim.isActive(at: now)
+                ))
         }
         return view
     }
@@ -602,6 +653,7 @@ private struct Evaluation {
             existing.productType = existing.productType ?? transaction.productType
             existing.purchaseDate = existing.purchaseDate ?? transaction.purchaseDate
             existing.isInBillingRetry = existing.isInBillingRetry || transaction.isInBillingRetry
+            existing.hasRenewalInfo = existing.hasRenewalInfo || transaction.hasRenewalInfo
             byID[transaction.transactionID] = existing
         }
         return order.compactMap { byID[$0] }.sorted { lhs, rhs in

@@ -72,7 +72,7 @@ private struct StoredEvidence: Codable {
                 expires: transaction.expiresDate.map(Self.milliseconds),
                 revoked: transaction.revokedAt.map(Self.milliseconds),
                 grace: transaction.gracePeriodExpiresDate.map(Self.milliseconds),
-                retry: transaction.isInBillingRetry ? true : nil, quantity: transaction.quantity,
+                retry: transaction.hasRenewalInfo ? transaction.isInBillingRetry : nil, quantity: transaction.quantity,
                 token: transaction.appAccountToken)
         }
         rejection = evidence.rejection?.rawValue
@@ -111,7 +111,8 @@ private struct StoredEvidence: Codable {
                     purchaseDate: transaction.purchased.map(Self.date), expiresDate: transaction.expires.map(Self.date),
                     revokedAt: transaction.revoked.map(Self.date),
                     gracePeriodExpiresDate: transaction.grace.map(Self.date),
-                    isInBillingRetry: transaction.retry ?? false, quantity: transaction.quantity,
+                    isInBillingRetry: transaction.retry ?? false, hasRenewalInfo: transaction.retry != nil,
+                    quantity: transaction.quantity,
                     appAccountToken: transaction.token))
         }
         evidence.transactions = decoded

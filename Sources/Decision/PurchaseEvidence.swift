@@ -76,6 +76,9 @@ public struct PurchaseTransaction: Sendable, Hashable {
     public var gracePeriodExpiresDate: Date?
     /// Apple is retrying a failed renewal (without a grace period the entitlement has ended).
     public var isInBillingRetry: Bool
+    /// Whether ``isInBillingRetry`` and ``gracePeriodExpiresDate`` come from Apple's renewal info (a notification's
+    /// `signedRenewalInfo`, verifyReceipt's `pending_renewal_info`): only then does a verdict state them.
+    public var hasRenewalInfo: Bool
     public var quantity: Int?
     /// The `appAccountToken` the app set when it bought (lower case), when the proof or Apple shows one.
     public var appAccountToken: String?
@@ -84,7 +87,7 @@ public struct PurchaseTransaction: Sendable, Hashable {
         transactionID: String, originalTransactionID: String? = nil, productID: String,
         productType: ProductType? = nil, purchaseDate: Date? = nil, expiresDate: Date? = nil,
         revokedAt: Date? = nil, gracePeriodExpiresDate: Date? = nil, isInBillingRetry: Bool = false,
-        quantity: Int? = nil, appAccountToken: String? = nil
+        hasRenewalInfo: Bool = false, quantity: Int? = nil, appAccountToken: String? = nil
     ) {
         self.transactionID = transactionID
         self.originalTransactionID = originalTransactionID
@@ -95,6 +98,7 @@ public struct PurchaseTransaction: Sendable, Hashable {
         self.revokedAt = revokedAt
         self.gracePeriodExpiresDate = gracePeriodExpiresDate
         self.isInBillingRetry = isInBillingRetry
+        self.hasRenewalInfo = hasRenewalInfo || isInBillingRetry
         self.quantity = quantity
         self.appAccountToken = appAccountToken.flatMap { $0.isEmpty ? nil : $0.lowercased() }
     }

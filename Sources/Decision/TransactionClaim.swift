@@ -77,6 +77,22 @@ public struct TransactionClaim: Sendable, Hashable {
         guard let end = entitlementEnd else { return true }
         return end > now
     }
+
+    /// The latest claim of one subscription: the one purchased last (ties: the later end, then the larger id).
+    /// Apple's status of a subscription is its latest transaction's (Get All Subscription Statuses), so an earlier
+    /// period whose stored end is later (extended, or kept when Apple's dates moved) never outlives a latest period
+    /// that has expired or was refunded.
+    public static func latest(of claims: some Sequence<TransactionClaim>) -> TransactionClaim? {
+        claims.max { lhs, rhs in
+            (lhs.purchaseDate ?? .distantPast, lhs.entitlementEnd ?? .distantFuture, lhs.transactionID)
+                < (rhs.purchaseDate ?? .distantPast, rhs.entitlementEnd ?? .distantFuture, rhs.transactionID)
+        }
+    }
+
+    /// Whether a subscription (all its claims) entitles at `now`: its latest claim does.
+    public static func subscriptionIsActive(_ claims: some Sequence<TransactionClaim>, at now: Date) -> Bool {
+        latest(of: claims)?.isActive(at: now) ?? false
+    }
 }
 
 /// What the ledger knows that matters to one job, read in one call before deciding.

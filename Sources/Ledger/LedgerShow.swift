@@ -64,8 +64,22 @@ public enum LedgerShow {
             claims = try await inspection.claims(ownedBy: id)
         }
         let codec = MessageCodec()
+        // Every claim of the subscriptions shown, for the subscription's state.
+        let originals = Set(claims.filter { $0.productType == .autoRenewable }.map(\.originalTransactionID))
+        var family = Dictionary(grouping: claims, by: \.originalTransactionID)
+        if !originals.isEmpty {
+            let all = try await ledger.snapshot(
+                jobID: "", transactionIDs: [], originalTransactionIDs: originals.sorted()
+            ).claims
+            for (original, members) in Dictionary(grouping: all, by: \.originalTransactionID) {
+                var byID = Dictionary(family[original, default: []].map { ($0.transactionID, $0) }) { a, _ in a }
+                for member in members { byID[member.transactionID] = member }
+                family[original] = Array(byID.values)
+            }
+        }
         var transactions: [[String: Any]] = []
         for claim in claims.sorted(by: { $0.transactionID < $1.transactionID }) {
+            let subscriptionState = subscriptionState(of: family[claim.originalTransactionID] ?? [claim], at: now)
             var verdicts: [Any] = []
             if let verdict = try await ledger.snapshot(
                 jobID: claim.grantedJobID, transactionIDs: [], originalTransactionIDs: []
@@ -80,6 +94,8 @@ public enum LedgerShow {
                 "account_id": claim.accountID,
                 "product_id": claim.productID,
                 "state": state(of: claim, at: now),
+                // The subscription's state (its latest claim's); null for other products.
+                "subscription_state": subscriptionState.map { $0 as Any } ?? NSNull(),
                 "expires_at": rfc3339(claim.expiresDate),
                 "revoked_at": rfc3339(claim.revokedAt),
                 // As the newest notification stated it; null until one did.
@@ -88,6 +104,13 @@ public enum LedgerShow {
             ])
         }
         return ["transactions": transactions]
+    }
+
+    /// The state of a subscription (all claims of one original transaction id): its latest claim's, as Apple's
+    /// status of a subscription is its latest transaction's; nil when the claims are no auto-renewable subscription.
+    public static func subscriptionState(of claims: [TransactionClaim], at now: Date) -> String? {
+        guard let latest = TransactionClaim.latest(of: claims), latest.productType == .autoRenewable else { return nil }
+        return state(of: latest, at: now)
     }
 
     /// `revoked`, `grace_period`, `expired` or `active`. `billing_retry` needs the renewal info the ledger does not

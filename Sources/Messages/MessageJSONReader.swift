@@ -1,7 +1,7 @@
 import Foundation
 
 /// Reads the plain shape of jobs and verdicts by hand: objects, arrays of objects, strings without escapes,
-/// integers and `null`, nested at most two deep. Anything else (an escape, a float, a boolean, deeper nesting, a
+/// integers, booleans and `null`, nested at most two deep. Anything else (an escape, a float, deeper nesting, a
 /// repeated key, a value the contract refuses) is not an answer here: the caller then decodes with `JSONDecoder`,
 /// which accepts the same messages and reports every refusal with its precise ``MessageError``. So this reader only
 /// ever returns what `JSONDecoder` would have returned, only faster (`bench pipeline` (b): `JSONDecoder` scanned
@@ -11,6 +11,7 @@ struct MessageJSONReader {
     enum Value {
         case string(String)
         case integer(Int)
+        case boolean(Bool)
         case null
         case array([Object])
         case object(Object)
@@ -51,6 +52,14 @@ struct MessageJSONReader {
             switch self[key] {
             case nil, .null?: .some(nil)
             case .integer(let value)?: .some(value)
+            default: nil
+            }
+        }
+
+        func optionalBoolean(_ key: String) -> Bool?? {
+            switch self[key] {
+            case nil, .null?: .some(nil)
+            case .boolean(let value)?: .some(value)
             default: nil
             }
         }
@@ -123,12 +132,15 @@ struct MessageJSONReader {
                 case .some(let purchaseDate) = item.optionalDate("purchase_date"),
                 case .some(let expiresDate) = item.optionalDate("expires_date"),
                 case .some(let revokedAt) = item.optionalDate("revoked_at"),
-                case .some(let quantity) = item.optionalInteger("quantity")
+                case .some(let quantity) = item.optionalInteger("quantity"),
+                case .some(let inBillingRetry) = item.optionalBoolean("in_billing_retry"),
+                case .some(let graceEnd) = item.optionalDate("grace_period_expires_date")
             else { return nil }
             transactions.append(
                 Verdict.Transaction(
                     transactionID: transactionID, originalTransactionID: originalTransactionID, productID: productID,
-                    purchaseDate: purchaseDate, expiresDate: expiresDate, revokedAt: revokedAt, quantity: quantity))
+                    purchaseDate: purchaseDate, expiresDate: expiresDate, revokedAt: revokedAt, quantity: quantity,
+                    inBillingRetry: inBillingRetry, gracePeriodExpiresDate: graceEnd))
         }
         // The id as read, not as derived: a consumer keeps the id it was given.
         return Verdict(
@@ -181,6 +193,17 @@ struct MessageJSONReader {
         }
     }
 
+    /// Consumes `word` when the bytes at the cursor spell it.
+    private mutating func literal(_ word: StaticString) -> Bool {
+        let count = word.utf8CodeUnitCount
+        guard bytes.count - index >= count else { return false }
+        let matches = word.withUTF8Buffer { expected in
+            expected.indices.allSatisfy { bytes[index + $0] == expected[$0] }
+        }
+        if matches { index += count }
+        return matches
+    }
+
     private mutating func value(depth: Int) -> Value? {
         guard index < bytes.count else { return nil }
         switch bytes[index] {
@@ -193,6 +216,12 @@ struct MessageJSONReader {
             else { return nil }
             index += 4
             return .null
+        case UInt8(ascii: "t"):
+            guard literal("true") else { return nil }
+            return .boolean(true)
+        case UInt8(ascii: "f"):
+            guard literal("false") else { return nil }
+            return .boolean(false)
         case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"):
             return integer().map { .integer($0) }
         case UInt8(ascii: "["):

@@ -52,6 +52,8 @@ struct MessageJSONWriter {
             writer.beginObject()
             // Written even when absent (null): the contract lists these fields on every transaction.
             writer.nullableField("expires_date", transaction.expiresDate.map(RFC3339.format))
+            writer.field("grace_period_expires_date", transaction.gracePeriodExpiresDate.map(RFC3339.format))
+            if let inBillingRetry = transaction.inBillingRetry { writer.field("in_billing_retry", inBillingRetry) }
             writer.nullableField("original_transaction_id", transaction.originalTransactionID)
             writer.field("product_id", transaction.productID)
             writer.nullableField("purchase_date", transaction.purchaseDate.map(RFC3339.format))
@@ -104,6 +106,11 @@ struct MessageJSONWriter {
     private mutating func nullableField(_ name: StaticString, _ value: String?) {
         key(name)
         if let value { string(value) } else { bytes.append(contentsOf: [0x6E, 0x75, 0x6C, 0x6C]) }
+    }
+
+    private mutating func field(_ name: StaticString, _ value: Bool) {
+        key(name)
+        bytes.append(contentsOf: (value ? "true" : "false").utf8)
     }
 
     private mutating func field(_ name: StaticString, _ value: Int) {

@@ -109,10 +109,16 @@ public struct Verdict: Sendable, Hashable {
         public var expiresDate: Date?
         public var revokedAt: Date?
         public var quantity: Int?
+        /// The subscription's renewal info as Apple stated it for this decision (`isInBillingRetryPeriod`), on the
+        /// subscription's latest transaction only; nil when the decision saw no renewal info (absent from the JSON).
+        public var inBillingRetry: Bool?
+        /// The renewal info's `gracePeriodExpiresDate`, with ``inBillingRetry``; nil when none (absent from the JSON).
+        public var gracePeriodExpiresDate: Date?
 
         public init(
             transactionID: String, originalTransactionID: String? = nil, productID: String,
-            purchaseDate: Date? = nil, expiresDate: Date? = nil, revokedAt: Date? = nil, quantity: Int? = nil
+            purchaseDate: Date? = nil, expiresDate: Date? = nil, revokedAt: Date? = nil, quantity: Int? = nil,
+            inBillingRetry: Bool? = nil, gracePeriodExpiresDate: Date? = nil
         ) {
             self.transactionID = transactionID
             self.originalTransactionID = originalTransactionID
@@ -121,6 +127,8 @@ public struct Verdict: Sendable, Hashable {
             self.expiresDate = expiresDate
             self.revokedAt = revokedAt
             self.quantity = quantity
+            self.inBillingRetry = inBillingRetry
+            self.gracePeriodExpiresDate = gracePeriodExpiresDate
         }
 
         enum CodingKeys: String, CodingKey {
@@ -131,6 +139,8 @@ public struct Verdict: Sendable, Hashable {
             case expiresDate = "expires_date"
             case revokedAt = "revoked_at"
             case quantity
+            case inBillingRetry = "in_billing_retry"
+            case gracePeriodExpiresDate = "grace_period_expires_date"
         }
 
         public func encode(to encoder: any Encoder) throws {
@@ -143,6 +153,8 @@ public struct Verdict: Sendable, Hashable {
             try c.encode(expiresDate, forKey: .expiresDate)
             try c.encode(revokedAt, forKey: .revokedAt)
             try c.encodeIfPresent(quantity, forKey: .quantity)
+            try c.encodeIfPresent(inBillingRetry, forKey: .inBillingRetry)
+            try c.encodeIfPresent(gracePeriodExpiresDate, forKey: .gracePeriodExpiresDate)
         }
     }
 

@@ -183,6 +183,7 @@ enum ConsoleScript {
             initial_purchase: ['Purchase', 'ok'], renewal: ['Renewal', 'ok'], expiration: ['Expiration', 'off'],
             billing_issue: ['Billing issue', 'warn'], grace_period_entered: ['Grace period', 'warn'], refund: ['Refund', 'bad'],
             refund_reversed: ['Refund reversed', 'ok'], transfer: ['Transfer', 'info'], product_change: ['Product change', 'info'],
+            renewal_extended: ['Renewal extended', 'ok'],
           };
           function renderHistory(entries, append) {
             const list = $('timeline');

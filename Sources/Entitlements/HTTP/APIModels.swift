@@ -45,7 +45,7 @@ enum APIModels {
             expiresAt = transaction.expiresDate
             willRenew = nil
             inGracePeriod = summary.inGracePeriod(at: instant)
-            inBillingRetry = summary.active && transaction.inBillingRetry
+            inBillingRetry = transaction.inBillingRetry
             originalTransactionID = transaction.originalTransactionID
             environment = transaction.environment
             updatedAt = summary.updatedAt

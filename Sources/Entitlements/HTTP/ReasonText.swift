@@ -47,6 +47,7 @@ public enum ReasonText {
         case .refundReversed: "A refund was reversed: the purchase counts again."
         case .transfer: "The subscription moved between accounts (a current period bought on another account)."
         case .productChange: "The subscription changed product (upgrade, downgrade or crossgrade)."
+        case .renewalExtended: "Apple extended the renewal date: the current period lasts longer, at no charge."
         }
     }
 

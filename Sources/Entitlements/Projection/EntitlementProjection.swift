@@ -82,7 +82,10 @@ public enum EntitlementProjection {
         case added(ProjectedTransaction, previous: ProjectedTransaction?, history: Bool)
         case revoked(ProjectedTransaction)
         case unrevoked(ProjectedTransaction)
-        case graceEntered(ProjectedTransaction)
+        /// The verdict states billing retry (renewal info) where it did not before; `grace`: with access kept.
+        case billingRetry(ProjectedTransaction, grace: Bool)
+        /// The same transaction's expiry moved later without billing retry: Apple extended the renewal date.
+        case extended(ProjectedTransaction)
         case moved(ProjectedTransaction, from: String)
     }
 
@@ -139,12 +142,13 @@ public enum EntitlementProjection {
                         )
                         continue
                     }
-                    let added = ProjectedTransaction(
+                    var added = ProjectedTransaction(
                         transactionID: item.transactionID, originalTransactionID: original, accountID: account,
                         productID: item.productID, productType: type, environment: verdict.environment,
                         purchaseDate: item.purchaseDate, expiresDate: item.expiresDate, revokedAt: item.revokedAt,
                         quantity: max(1, item.quantity ?? 1), ownerSince: decidedAt, decidedAt: decidedAt,
                         verdictID: verdict.verdictID, updatedAt: recordedAt)
+                    if type == .autoRenewable { Self.readRenewal(item, into: &added, at: decidedAt) }
                     let previous = state.transactions(ofOriginal: original).filter { $0.accountID == account }.max {
                         ($0.purchaseDate ?? .distantPast, $0.transactionID) < (
                             $1.purchaseDate ?? .distantPast, $1.transactionID
@@ -207,17 +211,23 @@ public enum EntitlementProjection {
                 updated.revokedAt = item.revokedAt
                 updated.decidedAt = decidedAt
                 updated.verdictID = verdict.verdictID
-                if type == .autoRenewable, updated.revokedAt == nil, let old = current.expiresDate,
-                    let new = updated.expiresDate, new > old
-                {
-                    // The same transaction lasting longer is a grace period (billing retry); a renewal is a new one.
-                    updated.inBillingRetry = true
-                    updated.inGracePeriod = true
+                var extended = false
+                if type == .autoRenewable {
+                    // Billing retry and grace period are what the verdict's renewal info says, never inferred from
+                    // dates: an expiry moved later on the same transaction without billing retry is an extension
+                    // (RENEWAL_EXTENDED); a renewal is a new transaction.
+                    Self.readRenewal(item, into: &updated, at: decidedAt)
+                    if updated.revokedAt == nil, !updated.inBillingRetry, let old = current.expiresDate,
+                        let new = updated.expiresDate, new > old
+                    {
+                        extended = true
+                    }
                 }
                 let stateChanged =
                     updated.productID != current.productID || updated.environment != current.environment
                     || updated.purchaseDate != current.purchaseDate || updated.expiresDate != current.expiresDate
                     || updated.revokedAt != current.revokedAt || updated.inGracePeriod != current.inGracePeriod
+                    || updated.inBillingRetry != current.inBillingRetry
                 if stateChanged {
                     updated.updatedAt = recordedAt
                     changed = true
@@ -240,9 +250,17 @@ public enum EntitlementProjection {
                             ConsumableKey(accountID: updated.accountID, productID: updated.productID), default: 0] +=
                             updated.quantity
                     }
-                } else if updated.inGracePeriod, !current.inGracePeriod {
-                    changes.append(.graceEntered(updated))
-                    notes.append("\(item.transactionID): billing retry, grace period until the new expiry")
+                } else if updated.inBillingRetry,
+                    !current.inBillingRetry || updated.inGracePeriod && !current.inGracePeriod
+                {
+                    changes.append(.billingRetry(updated, grace: updated.inGracePeriod && !current.inGracePeriod))
+                    notes.append(
+                        updated.inGracePeriod
+                            ? "\(item.transactionID): billing retry, grace period until the new expiry"
+                            : "\(item.transactionID): billing retry")
+                } else if extended {
+                    changes.append(.extended(updated))
+                    notes.append("\(item.transactionID): renewal date extended")
                 } else if stateChanged {
                     notes.append("\(item.transactionID): updated")
                 }
@@ -282,6 +300,15 @@ public enum EntitlementProjection {
             }
         }
         return result
+    }
+
+    /// Billing retry and grace period as the verdict's renewal info states them (`in_billing_retry`,
+    /// `grace_period_expires_date`); a verdict that states none leaves them as they were.
+    static func readRenewal(_ item: Verdict.Transaction, into transaction: inout ProjectedTransaction, at instant: Date)
+    {
+        guard let inBillingRetry = item.inBillingRetry else { return }
+        transaction.inBillingRetry = inBillingRetry
+        transaction.inGracePeriod = inBillingRetry && (item.gracePeriodExpiresDate.map { $0 > instant } ?? false)
     }
 
     /// Subscriptions (original ids) this `granted` verdict may move to its account: auto-renewable, owned by another
@@ -366,11 +393,16 @@ public enum EntitlementProjection {
                 for entitlement in catalog.entitlements(of: transaction.productID, type: transaction.productType) {
                     emit(.refundReversed, entitlement, transaction)
                 }
-            case .graceEntered(let transaction):
+            case .billingRetry(let transaction, let grace):
                 guard transaction.accountID == account else { continue }
                 for entitlement in catalog.entitlements(of: transaction.productID, type: transaction.productType) {
                     emit(.billingIssue, entitlement, transaction)
-                    emit(.gracePeriodEntered, entitlement, transaction)
+                    if grace { emit(.gracePeriodEntered, entitlement, transaction) }
+                }
+            case .extended(let transaction):
+                guard transaction.accountID == account else { continue }
+                for entitlement in catalog.entitlements(of: transaction.productID, type: transaction.productType) {
+                    emit(.renewalExtended, entitlement, transaction)
                 }
             case .moved(let transaction, let from):
                 guard account == from || account == transaction.accountID,

@@ -2,7 +2,10 @@ import Foundation
 import Messages
 
 /// One entitlement of an account at an instant, derived from the account's transactions (never stored, so it can
-/// never disagree with them): active while some transaction granting it is granted, not revoked and not expired.
+/// never disagree with them): active while some purchase granting it grants. A purchase is a non-consumable or
+/// non-renewing transaction, or an auto-renewable subscription (one original transaction id), which stands as its
+/// latest transaction does (Apple's status of the subscription), never as the union of its periods: an earlier
+/// period with a later expiry does not outlive a latest period that expired or was refunded.
 public struct EntitlementSummary: Sendable, Hashable {
     public var entitlementID: String
     public var active: Bool
@@ -28,7 +31,8 @@ public struct EntitlementSummary: Sendable, Hashable {
 
     static func summary(of id: String, from candidates: [ProjectedTransaction], at instant: Date) -> EntitlementSummary
     {
-        let granting = candidates.filter { $0.grants(at: instant) }
+        let heads = purchases(candidates)
+        let granting = heads.filter { $0.grants(at: instant) }
         let representative: ProjectedTransaction
         if !granting.isEmpty {
             representative = granting.max { a, b in
@@ -36,7 +40,7 @@ public struct EntitlementSummary: Sendable, Hashable {
                     < (b.expiresDate ?? .distantFuture, b.purchaseDate ?? .distantPast, b.transactionID)
             }!
         } else {
-            representative = candidates.max { a, b in
+            representative = heads.max { a, b in
                 (a.expiresDate ?? a.purchaseDate ?? .distantPast, a.transactionID)
                     < (b.expiresDate ?? b.purchaseDate ?? .distantPast, b.transactionID)
             }!
@@ -44,6 +48,27 @@ public struct EntitlementSummary: Sendable, Hashable {
         return EntitlementSummary(
             entitlementID: id, active: !granting.isEmpty, representative: representative,
             updatedAt: candidates.map(\.updatedAt).max()!)
+    }
+
+    /// What speaks for each purchase: every transaction that is not an auto-renewable subscription, and the latest
+    /// transaction of each subscription (purchased last; ties: the later expiry, then the larger id).
+    static func purchases(_ transactions: [ProjectedTransaction]) -> [ProjectedTransaction] {
+        var latest: [String: ProjectedTransaction] = [:]
+        var others: [ProjectedTransaction] = []
+        for transaction in transactions {
+            guard transaction.productType == .autoRenewable else {
+                others.append(transaction)
+                continue
+            }
+            let key = transaction.originalTransactionID
+            if let current = latest[key], Self.order(current) > Self.order(transaction) { continue }
+            latest[key] = transaction
+        }
+        return others + latest.values
+    }
+
+    private static func order(_ transaction: ProjectedTransaction) -> (Date, Date, String) {
+        (transaction.purchaseDate ?? .distantPast, transaction.expiresDate ?? .distantFuture, transaction.transactionID)
     }
 
     /// Whether the entitlement is in its grace period at `instant` (billing retry with time left).

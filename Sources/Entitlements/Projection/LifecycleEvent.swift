@@ -19,6 +19,8 @@ public struct LifecycleEvent: Sendable, Hashable, Codable {
         /// A subscription moved between accounts; published to both (``fromAccountID``, ``toAccountID``).
         case transfer
         case productChange = "product_change"
+        /// Apple extended the renewal date (RENEWAL_EXTENDED): the same transaction lasts longer, no billing trouble.
+        case renewalExtended = "renewal_extended"
     }
 
     public var eventID: String

@@ -102,6 +102,7 @@ public enum EvidenceMapping {
         {
             transaction.isInBillingRetry = renewal.isInBillingRetryPeriod ?? false
             transaction.gracePeriodExpiresDate = renewal.gracePeriodExpiresDate
+            transaction.hasRenewalInfo = true
         }
         return transaction
     }
@@ -170,6 +171,7 @@ public enum EvidenceMapping {
         if let renewal = renewals[transaction.subscriptionKey] {
             transaction.gracePeriodExpiresDate = renewal.gracePeriodExpiresDate
             transaction.isInBillingRetry = renewal.isInBillingRetryPeriod ?? false
+            transaction.hasRenewalInfo = true
         }
         return transaction
     }

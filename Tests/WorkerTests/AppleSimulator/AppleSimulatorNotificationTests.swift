@@ -159,6 +159,7 @@ struct AppleSimulatorLifecycleTests {
             $0.notificationURL = "http://127.0.0.1:9/hook"
             $0.notificationTransport = transport
             $0.notificationScheduler = scheduler
+            $0.now = clock.function
         }) { sim in
             try await body(sim, transport, scheduler)
         }
@@ -176,23 +177,32 @@ struct AppleSimulatorLifecycleTests {
         return payloads[from...].map(AppleSimNotifications.kind)
     }
 
-    @Test("a subscription's life: billing retry with grace, recovery, extension, price increase, expiry")
+    @Test(
+        "a subscription's life: billing retry with grace, recovery, extension, price increase, expiry, each at the period's end"
+    )
     func subscriptionLife() async throws {
         try await Self.with { sim, transport, scheduler in
             var seen = 0
-            let expires = Int64(Date().timeIntervalSince1970 * 1000) + 30 * 86_400_000
+            let now = { Int(scheduler.clock.now.timeIntervalSince1970 * 1000) }
+            let expires = Int64(now()) + 30 * 86_400_000
             let minted = try await sim.mint(
                 product: "com.example.app.monthly", format: "signed_transaction", environment: "Production",
                 extra: ["expires_at": expires])
             let original = try #require(minted["transaction_id"] as? String)
             #expect(await Self.drain(scheduler, transport, from: &seen) == ["SUBSCRIBED/INITIAL_BUY"])
 
+            // The renewal charge fails at the period's end, not before: active until then, the expiry unchanged.
             var truth = try await sim.post("sim/billing-retry", ["original_transaction_id": original, "grace_days": 3])
             #expect(truth.status == 200)
-            #expect(truth.json["state"] as? String == "grace_period")
+            #expect(truth.json["state"] as? String == "active")
+            #expect(truth.json["expires_date_ms"] as? Int == Int(expires))
             #expect(await Self.drain(scheduler, transport, from: &seen) == ["DID_FAIL_TO_RENEW/GRACE_PERIOD"])
+            #expect(now() >= Int(expires), "sent once the period has ended on the simulator's clock")
             let retryPayload = try #require(transport.payloads.last?["data"] as? [String: Any])
             #expect(retryPayload["status"] as? Int == 4)
+            truth = try await sim.request("GET", "sim/transactions/\(original)")
+            #expect(truth.json["state"] as? String == "grace_period")
+            #expect(truth.json["expires_date_ms"] as? Int == Int(expires))
 
             truth = try await sim.post("sim/renew", ["original_transaction_id": original])
             #expect(truth.status == 200)
@@ -203,6 +213,7 @@ struct AppleSimulatorLifecycleTests {
             #expect(await Self.drain(scheduler, transport, from: &seen) == ["DID_RENEW/BILLING_RECOVERY"])
             let old = try await sim.request("GET", "sim/transactions/\(original)").json
             #expect(old["state"] as? String == "expired")
+            #expect(old["subscription_state"] as? String == "active", "the subscription is its latest period")
 
             let before = try #require(truth.json["expires_date_ms"] as? Int)
             truth = try await sim.post("sim/extend", ["original_transaction_id": original, "days": 5])
@@ -214,22 +225,56 @@ struct AppleSimulatorLifecycleTests {
             #expect(truth.status == 200)
             #expect(await Self.drain(scheduler, transport, from: &seen) == ["PRICE_INCREASE/ACCEPTED"])
 
+            // Expiring a running period turns auto-renew off now; EXPIRED comes at the period's end.
             truth = try await sim.post("sim/expire", ["original_transaction_id": original])
-            #expect(truth.json["state"] as? String == "expired")
+            #expect(truth.json["state"] as? String == "active")
             #expect(truth.json["transaction_id"] as? String == renewal)
-            #expect(await Self.drain(scheduler, transport, from: &seen) == ["EXPIRED/VOLUNTARY"])
-
-            // Back after expiry, then a billing retry that runs out: DID_FAIL_TO_RENEW without grace, then
-            // EXPIRED/BILLING_RETRY.
-            _ = try await sim.post("sim/renew", ["original_transaction_id": original])
-            truth = try await sim.post("sim/billing-retry", ["original_transaction_id": original])
-            #expect(truth.json["state"] as? String == "billing_retry")
-            truth = try await sim.post("sim/expire", ["original_transaction_id": original])
+            #expect(truth.json["expires_date_ms"] as? Int == before + 5 * 86_400_000)
             #expect(
                 await Self.drain(scheduler, transport, from: &seen) == [
-                    "SUBSCRIBED/RESUBSCRIBE", "DID_FAIL_TO_RENEW", "EXPIRED/BILLING_RETRY",
+                    "DID_CHANGE_RENEWAL_STATUS/AUTO_RENEW_DISABLED", "EXPIRED/VOLUNTARY",
                 ])
+            truth = try await sim.request("GET", "sim/transactions/\(renewal)")
+            #expect(truth.json["state"] as? String == "expired")
+            #expect(truth.json["expires_date_ms"] as? Int == before + 5 * 86_400_000)
+
+            // Back after expiry, then a billing retry that runs out: DID_FAIL_TO_RENEW without grace at the period's
+            // end, then EXPIRED/BILLING_RETRY.
+            _ = try await sim.post("sim/renew", ["original_transaction_id": original])
+            truth = try await sim.post("sim/billing-retry", ["original_transaction_id": original])
+            let third = try #require(truth.json["transaction_id"] as? String)
+            #expect(truth.json["state"] as? String == "active")
+            #expect(
+                await Self.drain(scheduler, transport, from: &seen) == ["SUBSCRIBED/RESUBSCRIBE", "DID_FAIL_TO_RENEW"])
+            truth = try await sim.request("GET", "sim/transactions/\(third)")
+            #expect(truth.json["state"] as? String == "billing_retry")
+            truth = try await sim.post("sim/expire", ["original_transaction_id": original])
+            #expect(truth.json["state"] as? String == "expired")
+            #expect(await Self.drain(scheduler, transport, from: &seen) == ["EXPIRED/BILLING_RETRY"])
             #expect(try await sim.post("sim/renew", ["original_transaction_id": "999"]).status == 404)
+        }
+    }
+
+    @Test("a renewal or refund before the period's end cancels the expiry or billing retry due then")
+    func periodEndCancelled() async throws {
+        try await Self.with { sim, transport, scheduler in
+            var seen = 0
+            let expires = Int64(scheduler.clock.now.timeIntervalSince1970 * 1000) + 30 * 86_400_000
+            let minted = try await sim.mint(
+                product: "com.example.app.monthly", format: "signed_transaction", environment: "Production",
+                extra: ["expires_at": expires])
+            let original = try #require(minted["transaction_id"] as? String)
+            _ = await Self.drain(scheduler, transport, from: &seen)
+            _ = try await sim.post("sim/billing-retry", ["original_transaction_id": original])
+            let renewed = try await sim.post("sim/renew", ["original_transaction_id": original])
+            let renewal = try #require(renewed.json["transaction_id"] as? String)
+            _ = try await sim.post("sim/refund", ["transaction_id": renewal])
+            // The failure due at the first period's end is not sent: the subscription renewed before it.
+            #expect(await Self.drain(scheduler, transport, from: &seen) == ["DID_RENEW", "REFUND"])
+            let first = try await sim.request("GET", "sim/transactions/\(original)").json
+            #expect(first["state"] as? String == "expired")
+            #expect(first["subscription_state"] as? String == "revoked", "its latest period was refunded")
+            #expect(first["subscription_latest_transaction_id"] as? String == renewal)
         }
     }
 

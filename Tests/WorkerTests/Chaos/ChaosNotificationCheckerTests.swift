@@ -148,7 +148,7 @@ struct ChaosNotificationCheckerTests {
         let few = ChaosLifecyclePlan(transactions: transactions, count: 9, seed: 3)
         #expect(few.scenarios.keys.filter { $0.hasPrefix("c") }.count == 3)
         #expect(few.scenarios.keys.filter { $0.hasPrefix("s") }.count == 3)
-        let plan = ChaosLifecyclePlan(transactions: transactions, count: 19, seed: 3, earlyExpiry: true)
+        let plan = ChaosLifecyclePlan(transactions: transactions, count: 19, seed: 3)
         #expect(plan.scenarios.count == 19)
         let consumables = ["c0", "c1", "c2"].filter { plan.scenarios[$0] == "consumption_request" }
         #expect(plan.consumptionRequested == Set(consumables))
@@ -158,10 +158,20 @@ struct ChaosNotificationCheckerTests {
         for (id, name) in plan.scenarios where name == "refund_reversed" {
             #expect(plan.events.filter { $0.transactionID == id }.map(\.route) == ["sim/refund", "sim/refund/reverse"])
         }
-        #expect(Set(plan.scenarios.values).count == 11)
-        // By default the scenarios that end a subscription early (a known gap) are left out.
-        let usual = ChaosLifecyclePlan(transactions: transactions, count: 19, seed: 3)
-        #expect(Set(usual.scenarios.values).isDisjoint(with: ChaosLifecyclePlan.earlyExpiryScenarios))
-        #expect(usual.scenarios.values.filter { $0 == "renew" }.count == 2)
+        #expect(Set(plan.scenarios.values).count == 13)
+        // Billing retry, expiry, extension and the refund of the latest period are all in the family.
+        let subscriptions = Set(plan.scenarios.filter { $0.key.hasPrefix("s") }.values)
+        #expect(
+            subscriptions.isSuperset(of: [
+                "expire", "billing_retry", "billing_retry_grace", "extend", "refund_latest",
+                "extend_renew_refund_latest",
+            ]))
+        // The refund of the latest period names the subscription's renewal, known only during the run.
+        for (id, name) in plan.scenarios where name == "refund_latest" {
+            let steps = plan.events.filter { $0.transactionID == id }
+            #expect(steps.map(\.route) == ["sim/renew", "sim/refund"])
+            #expect(steps.map(\.latestOfSubscription) == [false, true])
+            #expect(steps[1].body(naming: "r1") == "{\"transaction_id\": \"r1\"}")
+        }
     }
 }

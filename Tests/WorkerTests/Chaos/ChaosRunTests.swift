@@ -59,6 +59,12 @@ struct ChaosRunTests {
         #expect(notifications.notificationsDuplicated > 0)
         #expect(notifications.convergenceSeconds != nil)
         #expect(notifications.consumptionRequests > 0)
+        // Billing retry, expiry, extension and the refund of a subscription's latest period were compared with the
+        // simulator's truth too, the subscription's state (its latest transaction's) included.
+        #expect(
+            Set(notifications.scenarios.keys).isSuperset(of: [
+                "expire", "billing_retry_grace", "extend", "refund_latest",
+            ]), "\(notifications.scenarios)")
         #expect(report.jobsDecided == report.jobs)
         #expect(report.faults.allSatisfy { $0.recoverySeconds != nil })
         #expect(report.harnessErrors == 0, "\(report.harnessErrorExamples.joined(separator: "\n"))")

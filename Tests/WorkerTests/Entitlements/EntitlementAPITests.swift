@@ -323,7 +323,11 @@ struct EntitlementSchemaTests {
                     transactions: [F.transaction("t2", original: "t1", purchased: 29 * day, expires: 60 * day)]),
                 F.verdict(
                     "g1", account: "acct-1", .alreadyGranted, reason: .alreadyOwned, decided: 59 * day,
-                    transactions: [F.transaction("t2", original: "t1", purchased: 29 * day, expires: 75 * day)]),
+                    transactions: [
+                        F.transaction(
+                            "t2", original: "t1", purchased: 29 * day, expires: 75 * day, billingRetry: true,
+                            grace: 75 * day)
+                    ]),
             ]
         let raw = [F.verdictJSON(verdicts[0], replacing: ["schema": "receipt-verdict/v2"])]
         try await EntitlementAPIHarness.with(verdicts: verdicts, raw: raw, now: F.at(62 * day)) { h in

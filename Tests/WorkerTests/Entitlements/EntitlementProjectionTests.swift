@@ -128,14 +128,14 @@ struct EntitlementProjectionTests {
         #expect(F.eventKinds(state, account: "a1") == [.initialPurchase, .productChange])
     }
 
-    @Test("the same transaction lasting longer is a billing retry with grace: billing_issue and grace_period_entered")
+    @Test("billing retry with grace, as the verdict's renewal info states it: billing_issue and grace_period_entered")
     func grace() {
         let (state, _) = F.project([
             F.verdict(
                 "j1", account: "a1", .granted, decided: 10, transactions: [F.transaction("t1", expires: 30 * day)]),
             F.verdict(
                 "n1", account: "a1", .alreadyGranted, reason: .alreadyOwned, decided: 30 * day,
-                transactions: [F.transaction("t1", expires: 46 * day)]),
+                transactions: [F.transaction("t1", expires: 46 * day, billingRetry: true, grace: 46 * day)]),
         ])
         #expect(F.eventKinds(state, account: "a1") == [.initialPurchase, .billingIssue, .gracePeriodEntered])
         let premium = F.entitlements(of: "a1", in: state, at: F.at(40 * day))["premium"]
@@ -330,5 +330,112 @@ struct EntitlementProjectionTests {
         let (b, _) = F.project(verdicts)
         #expect(a.events.map(\.eventID) == b.events.map(\.eventID))
         #expect(Set(a.events.map(\.eventID)).count == a.events.count)
+    }
+
+    // MARK: Renewal info, never inferred from dates
+
+    @Test(
+        "an extension (the same transaction lasting longer, no billing retry) is renewal_extended, not billing trouble")
+    func renewalExtension() {
+        for stated in [false, nil] as [Bool?] {
+            let (state, _) = F.project([
+                F.verdict(
+                    "j1", account: "a1", .granted, decided: 10, transactions: [F.transaction("t1", expires: 30 * day)]),
+                F.verdict(
+                    "n1", account: "a1", .alreadyGranted, reason: .alreadyOwned, decided: 20 * day,
+                    transactions: [F.transaction("t1", expires: 37 * day, billingRetry: stated)]),
+            ])
+            #expect(F.eventKinds(state, account: "a1") == [.initialPurchase, .renewalExtended])
+            #expect(state.transactions["t1"]?.inBillingRetry == false)
+            #expect(state.transactions["t1"]?.inGracePeriod == false)
+            let premium = F.entitlements(of: "a1", in: state, at: F.at(35 * day))["premium"]
+            #expect(premium?.active == true)
+            #expect(premium?.inGracePeriod(at: F.at(35 * day)) == false)
+        }
+    }
+
+    @Test("a billing retry without grace is billing_issue alone (no grace period), and the entitlement has ended")
+    func billingRetryWithoutGrace() {
+        let (state, _) = F.project([
+            F.verdict(
+                "j1", account: "a1", .granted, decided: 10, transactions: [F.transaction("t1", expires: 30 * day)]),
+            F.verdict(
+                "n1", account: "a1", .rejected, reason: .expired, decided: 30 * day,
+                transactions: [F.transaction("t1", expires: 30 * day, billingRetry: true)]),
+        ])
+        #expect(F.eventKinds(state, account: "a1") == [.initialPurchase, .billingIssue])
+        #expect(state.transactions["t1"]?.inBillingRetry == true)
+        #expect(state.transactions["t1"]?.inGracePeriod == false)
+        #expect(F.entitlements(of: "a1", in: state, at: F.at(31 * day))["premium"]?.active == false)
+    }
+
+    // MARK: A subscription stands as its latest transaction
+
+    /// Two periods of one subscription where the earlier one's expiry (extended, or kept when a later period's
+    /// dates were stated earlier) is later than the latest period's end.
+    func periods(latestExpires: Double = 50, latestRevoked: Double? = nil, billingRetry: Bool? = nil) -> [Verdict] {
+        [
+            F.verdict(
+                "j1", account: "a1", .granted, decided: 10, transactions: [F.transaction("t1", expires: 30 * day)]),
+            F.verdict(
+                "n1", account: "a1", .alreadyGranted, reason: .alreadyOwned, decided: 20 * day,
+                transactions: [F.transaction("t1", expires: 80 * day, billingRetry: false)]),
+            F.verdict(
+                "n2", account: "a1", .granted, decided: 25 * day,
+                transactions: [F.transaction("t2", original: "t1", purchased: 25 * day, expires: 55 * day)]),
+            F.verdict(
+                "n3", account: "a1", .rejected, reason: latestRevoked == nil ? .expired : .revoked, decided: 40 * day,
+                transactions: [
+                    F.transaction(
+                        "t2", original: "t1", purchased: 25 * day, expires: latestExpires * day,
+                        revoked: latestRevoked.map { $0 * day }, billingRetry: billingRetry)
+                ]),
+        ]
+    }
+
+    @Test("(a) billing retry then expiry of the latest period ends access, though an earlier period lasts longer")
+    func billingRetryThenExpiry() {
+        var verdicts = periods(latestExpires: 35, billingRetry: true)
+        verdicts.append(
+            F.verdict(
+                "n4", account: "a1", .rejected, reason: .expired, decided: 45 * day,
+                transactions: [
+                    F.transaction("t2", original: "t1", purchased: 25 * day, expires: 35 * day, billingRetry: false)
+                ]))
+        let (state, _) = F.project(verdicts)
+        let premium = F.entitlements(of: "a1", in: state, at: F.at(50 * day))["premium"]
+        #expect(premium?.active == false)
+        #expect(premium?.representative.transactionID == "t2")
+        #expect(F.eventKinds(state, account: "a1").contains(.billingIssue))
+        #expect(state.transactions["t2"]?.inBillingRetry == false)
+    }
+
+    @Test("(b) an expiry of the latest period before an earlier period's end ends access")
+    func earlyExpiry() {
+        let (state, _) = F.project(periods(latestExpires: 38))
+        #expect(F.entitlements(of: "a1", in: state, at: F.at(40 * day))["premium"]?.active == false)
+        #expect(F.eventKinds(state, account: "a1").last == .expiration)
+    }
+
+    @Test("(c) a refund of the latest period of a resubscribed subscription ends access: refund, nothing active")
+    func refundOfLatest() {
+        let (state, _) = F.project(periods(latestRevoked: 39))
+        let premium = F.entitlements(of: "a1", in: state, at: F.at(40 * day))["premium"]
+        #expect(premium?.active == false)
+        #expect(premium?.representative.transactionID == "t2")
+        let refund = state.events.first { $0.kind == .refund }
+        #expect(refund?.active == false)
+        #expect(F.entitlements(of: "a1", in: state, at: F.at(70 * day))["premium"]?.active == false)
+    }
+
+    @Test("(d) an extended earlier period does not outlive a later period that expired; the sweep sees it end")
+    func extendedEarlierPeriod() {
+        let (state, _) = F.project(Array(periods(latestExpires: 55).prefix(3)))
+        #expect(F.entitlements(of: "a1", in: state, at: F.at(60 * day))["premium"]?.active == false)
+        let swept = ExpirationSweep.events(
+            account: "a1", transactions: state.transactions(ofAccount: "a1"), catalog: F.catalog,
+            window: F.at(50 * day)...F.at(60 * day))
+        #expect(swept.map(\.kind) == [.expiration])
+        #expect(swept.first?.transactionID == "t2")
     }
 }

@@ -21,11 +21,13 @@ enum EntitlementFixtures {
 
     static func transaction(
         _ id: String, product: String = "pro.monthly", original: String? = nil, purchased: Double = 0,
-        expires: Double? = nil, revoked: Double? = nil, quantity: Int? = nil
+        expires: Double? = nil, revoked: Double? = nil, quantity: Int? = nil, billingRetry: Bool? = nil,
+        grace: Double? = nil
     ) -> Verdict.Transaction {
         Verdict.Transaction(
             transactionID: id, originalTransactionID: original ?? id, productID: product, purchaseDate: at(purchased),
-            expiresDate: expires.map(at), revokedAt: revoked.map(at), quantity: quantity)
+            expiresDate: expires.map(at), revokedAt: revoked.map(at), quantity: quantity, inBillingRetry: billingRetry,
+            gracePeriodExpiresDate: grace.map(at))
     }
 
     static func verdict(

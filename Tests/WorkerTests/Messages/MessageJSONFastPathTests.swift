@@ -42,6 +42,10 @@ struct MessageJSONFastPathTests {
                     transactionID: "2", originalTransactionID: text, productID: "p",
                     purchaseDate: Date(timeIntervalSince1970: 0), expiresDate: Date(timeIntervalSince1970: 86_400.5),
                     revokedAt: Date(timeIntervalSince1970: -1), quantity: -3),
+                .init(
+                    transactionID: "3", productID: "p", expiresDate: Date(timeIntervalSince1970: 86_400),
+                    inBillingRetry: true, gracePeriodExpiresDate: Date(timeIntervalSince1970: 90_000)),
+                .init(transactionID: "4", productID: "p", inBillingRetry: false),
             ]
             let verdicts = [
                 Verdict(
@@ -133,6 +137,30 @@ struct MessageJSONFastPathTests {
         let viaCodec = Result { () throws(MessageError) in try codec.decodeVerdict(bytes) }
         let viaFoundation = Result { () throws(MessageError) in try codec.decode(Verdict.self, from: bytes) }
         #expect(String(describing: viaCodec) == String(describing: viaFoundation))
+    }
+
+    @Test("a transaction's renewal info (in_billing_retry, grace_period_expires_date) is read on the fast path")
+    func renewalInfo() throws {
+        let verdict = Verdict(
+            verdictID: "0f8c3bd2-7f6e-5a7d-9c1b-2e4d6f8a0b1c", jobID: "j", accountID: "a", outcome: .rejected,
+            reason: .expired, decidedBy: .apple,
+            transactions: [
+                .init(transactionID: "1", productID: "p"),
+                .init(transactionID: "2", productID: "p", inBillingRetry: false),
+                .init(
+                    transactionID: "3", productID: "p", inBillingRetry: true,
+                    gracePeriodExpiresDate: Date(timeIntervalSince1970: 90_000)),
+            ], decidedAt: Date(timeIntervalSince1970: 1))
+        let bytes = codec.encode(verdict)
+        let text = String(decoding: bytes, as: UTF8.self)
+        #expect(text.contains("\"in_billing_retry\":true") && text.contains("\"in_billing_retry\":false"))
+        #expect(text.components(separatedBy: "in_billing_retry").count == 3, "absent when not stated")
+        let fast = try #require(MessageJSONReader.verdict(from: bytes))
+        #expect(fast == verdict)
+        #expect(try codec.decodeVerdict(bytes) == verdict)
+        // A boolean where a string is due is not the plain shape: JSONDecoder refuses it with its precise error.
+        #expect(
+            MessageJSONReader.verdict(from: Array(text.replacingOccurrences(of: "\"j\"", with: "true").utf8)) == nil)
     }
 
     @Test("the word-at-a-time scan stops at every byte that ends a string or needs a look, and only there")

@@ -59,6 +59,15 @@ struct SchemaConformanceTests {
                 reason: .alreadyOwned, decidedBy: .ledger,
                 transactions: [transaction], decidedAt: at),
             .init(
+                verdictID: "0f8c3bd2-7f6e-5a7d-9c1b-2e4d6f8a0b1c", jobID: "j", accountID: "a", outcome: .alreadyGranted,
+                reason: .alreadyOwned, decidedBy: .signature,
+                transactions: [
+                    transaction,
+                    .init(
+                        transactionID: "2", originalTransactionID: "1", productID: "p", expiresDate: at,
+                        inBillingRetry: true, gracePeriodExpiresDate: at),
+                ], decidedAt: at),
+            .init(
                 verdictID: "0f8c3bd2-7f6e-5a7d-9c1b-2e4d6f8a0b1c", jobID: "j", accountID: "a", outcome: .rejected,
                 reason: .malformed, decidedBy: .prefilter, decidedAt: at
             ),
