@@ -197,6 +197,11 @@ public enum MetricNames {
             parkedJobs, .gauge, ["stage"], .worker,
             "Jobs parked as data waiting for a runner of the ledger or Apple stage."),
         .init(assignedPartitions, .gauge, [], .worker, "Partitions of the jobs topic assigned to this worker."),
+        .init(ledgerRetries, .counter, ["code"], .worker, "Failed ledger operations of jobs, retried, by error code."),
+        .init(ledgerRetryingJobs, .gauge, [], .worker, "Jobs retrying a failing ledger operation now."),
+        .init(
+            ledgerRetryOverdueJobs, .gauge, [], .worker,
+            "Jobs retrying a failing ledger operation for longer than ledger_retry_overdue_s."),
         .init(
             offsetGaps, .counter, [], .worker,
             "Times a partition was read again from an offset the consumer skipped."),
