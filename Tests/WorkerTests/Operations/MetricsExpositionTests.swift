@@ -161,17 +161,11 @@ struct AppleCallStatusLabelTests {
         let engine = try CurlHTTPEngine()
         defer { engine.shutdown() }
         try await LedgerFactory.withLedger(url: url, configuration: LedgerTestSupport.patient) { ledger in
-            let processor = JobProcessor(
-                analyzer: ReceiptAnalyzer(catalog: JobProcessorTests.catalog), ledger: ledger,
-                apple: AppleCaller(
-                    gate: AppleCallGate(clock: ContinuousClock()), retryPolicy: RetryPolicy(maxAttempts: 1),
-                    logger: logger),
-                verifyReceipt: VerifyReceiptClient(
-                    transport: engine, configuration: .endpoints(base: "http://127.0.0.1:9"), logger: logger),
-                serverAPI: serverAPI,
+            let processor = JobProcessorTests.processor(
+                ledger: ledger, engine: engine, serverAPI: serverAPI,
                 configuration: JobProcessor.Configuration(
                     catalog: JobProcessorTests.catalog, allowSandbox: true, jobDeadline: .seconds(30)),
-                health: WorkerHealth(), logger: logger)
+                logger: logger)
             let job = ReceiptJob(jobID: "job-401", accountID: "acct-401", proof: .transactionID("2000000000401401"))
             // The refused job waits for the setting (it is never decided on the worker's own mistake): stopped
             // once the call is counted.

@@ -14,27 +14,32 @@ struct JobProcessorTests {
     static let catalog = Catalog(
         bundleIDs: ["com.example.verifyworker"], products: [.init(id: "com.example.coins", type: .consumable)])
 
-    /// A processor whose Apple is unreachable (port 9, discard): any Apple call would end `unverifiable`.
+    /// A processor of ``catalog`` over `ledger` whose verifyReceipt is unreachable (port 9, discard): a verifyReceipt
+    /// call would end `unverifiable`.
+    static func processor(
+        ledger: any Ledger, engine: CurlHTTPEngine, serverAPI: AppStoreServerAPIClient? = nil,
+        configuration: JobProcessor.Configuration = .init(
+            catalog: catalog, allowSandbox: false, jobDeadline: .seconds(2)),
+        health: WorkerHealth = WorkerHealth(), logger: Logger = Logger(label: "job-processor-test")
+    ) -> JobProcessor {
+        JobProcessor(
+            analyzer: ReceiptAnalyzer(catalog: configuration.catalog), ledger: ledger,
+            apple: AppleCaller(
+                gate: AppleCallGate(clock: ContinuousClock()), retryPolicy: RetryPolicy(maxAttempts: 1),
+                logger: logger),
+            verifyReceipt: VerifyReceiptClient(
+                transport: engine, configuration: .endpoints(base: "http://127.0.0.1:9"), logger: logger),
+            serverAPI: serverAPI, configuration: configuration, health: health, logger: logger)
+    }
+
+    /// ``processor(ledger:engine:serverAPI:configuration:health:logger:)`` over a fresh SQLite ledger.
     static func withProcessor(_ body: @Sendable (JobProcessor, any Ledger) async throws -> Void) async throws {
         let url = try LedgerTestSupport.freshURL(.sqlite)
         defer { LedgerTestSupport.removeFiles(of: url) }
         let engine = try CurlHTTPEngine()
         defer { engine.shutdown() }
         try await LedgerFactory.withLedger(url: url, configuration: LedgerTestSupport.patient) { ledger in
-            let logger = Logger(label: "job-processor-test")
-            let processor = JobProcessor(
-                analyzer: ReceiptAnalyzer(catalog: catalog), ledger: ledger,
-                apple: AppleCaller(
-                    gate: AppleCallGate(clock: ContinuousClock()), retryPolicy: RetryPolicy(maxAttempts: 1),
-                    logger: logger),
-                verifyReceipt: VerifyReceiptClient(
-                    transport: engine, configuration: .endpoints(base: "http://127.0.0.1:9"), logger: logger),
-                serverAPI: nil,
-                configuration: JobProcessor.Configuration(
-                    catalog: catalog, allowSandbox: false,
-                    jobDeadline: .seconds(2)),
-                health: WorkerHealth(), logger: logger)
-            try await body(processor, ledger)
+            try await body(processor(ledger: ledger, engine: engine), ledger)
         }
     }
 

@@ -24,14 +24,8 @@ struct LedgerRefusalTests {
     ) -> JobProcessor {
         var logger = Logger(label: "ledger-refusal-test")
         logger.logLevel = .critical
-        return JobProcessor(
-            analyzer: ReceiptAnalyzer(catalog: catalog), ledger: ledger,
-            apple: AppleCaller(
-                gate: AppleCallGate(clock: ContinuousClock()), retryPolicy: RetryPolicy(maxAttempts: 1),
-                logger: logger),
-            verifyReceipt: VerifyReceiptClient(
-                transport: engine, configuration: .endpoints(base: "http://127.0.0.1:9"), logger: logger),
-            serverAPI: nil,
+        return JobProcessorTests.processor(
+            ledger: ledger, engine: engine,
             configuration: JobProcessor.Configuration(
                 catalog: catalog, allowSandbox: false, jobDeadline: .seconds(2),
                 ledgerInitialBackoff: .milliseconds(1), ledgerMaximumBackoff: .milliseconds(20),
