@@ -104,6 +104,9 @@ public struct ChaosNotificationChecker: Sendable {
     /// (the renewal info's flag is not stored), and such a subscription gives no access, as `expired` does.
     public static func comparable(_ state: String) -> String { state == "billing_retry" ? "expired" : state }
 
+    /// The simulator's type of an auto-renewable subscription, the only product whose subscription state is compared.
+    public static let autoRenewableType = "Auto-Renewable Subscription"
+
     /// `notification_drift`: for every transaction with an owner, the ledger's owner, state and expiry equal the
     /// truth.
     public func drift(
@@ -124,8 +127,9 @@ public struct ChaosNotificationChecker: Sendable {
             }
             // The subscription as a whole stands as its latest transaction does, in the ledger as at Apple; compared
             // once the ledger holds that latest transaction (a period the ledger has never seen is the check above's).
-            if let truthState = expected.subscriptionState, let latest = expected.subscriptionLatestID,
-                claim.subscriptionLatestID == latest, claim.subscriptionState != Self.comparable(truthState)
+            if expected.type == Self.autoRenewableType, let truthState = expected.subscriptionState,
+                let latest = expected.subscriptionLatestID, claim.subscriptionLatestID == latest,
+                claim.subscriptionState != Self.comparable(truthState)
             {
                 problems.append(
                     "subscription state \(claim.subscriptionState ?? "null"), truth \(truthState) (latest \(latest))")

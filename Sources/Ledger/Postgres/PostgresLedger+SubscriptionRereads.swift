@@ -30,7 +30,8 @@ extension PostgresLedger: SubscriptionRereadStore {
         }
         let rows = try await operation("unsure subscriptions") { pool, logger in
             try await pool.withConnection { connection in
-                // `c` is the subscription's latest claim (no sibling ends later): its period ended in the window,
+                // `c` is the subscription's latest claim (no sibling purchased later, or as late and ending later),
+                // whose state is the subscription's: its period ended in the window,
                 // it is not revoked, and auto-renew was not turned off (Apple retries billing only with it on).
                 try await connection.query(
                     """
@@ -43,7 +44,8 @@ extension PostgresLedger: SubscriptionRereadStore {
                         AND NOT EXISTS (
                             SELECT 1 FROM transaction_claims n
                             WHERE n.original_transaction_id = c.original_transaction_id
-                                AND n.expires_date > c.expires_date)
+                                AND (n.purchase_date > c.purchase_date
+                                    OR n.purchase_date = c.purchase_date AND n.expires_date > c.expires_date))
                         AND (r.reread_at IS NULL OR r.reread_at <= \(rereadBefore))
                     GROUP BY c.original_transaction_id, r.reread_at, r.revision
                     ORDER BY r.reread_at NULLS FIRST, c.original_transaction_id

@@ -26,7 +26,8 @@ extension SQLiteLedger: SubscriptionRereadStore {
                 return UnsureSubscription(
                     originalTransactionID: id, environment: row[1].text, rereadAt: row[2].date, revision: nil)
             }
-            // `c` is the subscription's latest claim (no sibling ends later): its period ended in the window, it is
+            // `c` is the subscription's latest claim (no sibling purchased later, or as late and ending later), whose
+            // state is the subscription's: its period ended in the window, it is
             // not revoked, and auto-renew was not turned off (Apple retries billing only with auto-renew on).
             let lapsed = try connection.query(
                 """
@@ -37,7 +38,9 @@ extension SQLiteLedger: SubscriptionRereadStore {
                     AND c.revoked_at IS NULL AND (c.auto_renew IS NULL OR c.auto_renew <> 0)
                     AND NOT EXISTS (
                         SELECT 1 FROM transaction_claims n
-                        WHERE n.original_transaction_id = c.original_transaction_id AND n.expires_date > c.expires_date)
+                        WHERE n.original_transaction_id = c.original_transaction_id
+                            AND (n.purchase_date > c.purchase_date
+                                OR n.purchase_date = c.purchase_date AND n.expires_date > c.expires_date))
                     AND (r.reread_at IS NULL OR r.reread_at <= ?)
                 GROUP BY c.original_transaction_id, r.reread_at, r.revision
                 ORDER BY r.reread_at IS NOT NULL, r.reread_at, c.original_transaction_id

@@ -46,6 +46,25 @@ struct ChaosNotificationCheckerTests {
         #expect(found[1].description.contains("state active, truth revoked"))
         #expect(found[2].description.contains("owner mallory, not carol"))
         #expect(found[3].description.contains("no ledger claim"))
+        // A subscription whose latest period the ledger holds stands as that period does, whatever the earlier
+        // period's own state: a refunded latest period with an earlier one still running is drift if the ledger
+        // calls the subscription active. One-time purchases have no subscription state to compare.
+        var subscriptionTruth = Self.truth
+        subscriptionTruth["t1"]?.type = ChaosNotificationChecker.autoRenewableType
+        subscriptionTruth["t1"]?.subscriptionState = "revoked"
+        subscriptionTruth["t1"]?.subscriptionLatestID = "t9"
+        var subscriptionLedger = Self.ledger
+        subscriptionLedger["t1"]?.subscriptionState = "active"
+        subscriptionLedger["t1"]?.subscriptionLatestID = "t9"
+        #expect(
+            Self.checker.drift(truth: subscriptionTruth, ledger: subscriptionLedger).map(\.description) == [
+                "transaction t1: the ledger drifted from Apple: subscription state active, truth revoked (latest t9)"
+            ])
+        subscriptionLedger["t1"]?.subscriptionState = "revoked"
+        #expect(Self.checker.drift(truth: subscriptionTruth, ledger: subscriptionLedger).isEmpty)
+        subscriptionTruth["t1"]?.type = "Non-Consumable"
+        subscriptionLedger["t1"]?.subscriptionState = nil
+        #expect(Self.checker.drift(truth: subscriptionTruth, ledger: subscriptionLedger).isEmpty)
         // A transaction the simulator does not know is drift too, not silently skipped.
         var truth = Self.truth
         truth["t1"] = nil

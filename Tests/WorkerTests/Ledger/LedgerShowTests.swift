@@ -39,11 +39,26 @@ struct LedgerShowTests {
             let subscription = try await LedgerShow.report(.transaction("sub-1"), ledger: ledger, now: F.now)
             let renewals = try #require(subscription["transactions"] as? [[String: Any]])
             #expect(renewals.map { $0["state"] as? String } == ["expired"])
+            #expect(rows[0]["subscription_state"] is NSNull, "a non-consumable is no subscription")
+
+            // A subscription stands as its latest claim: a later period refunded ends it, though the earlier period's
+            // own (extended) expiry has not passed.
+            _ = try await S.settle(
+                ledger, F.job("job-4", account: "acct-A"),
+                F.apple([F.renewal("r2", original: "sub-1", purchased: F.days(-5), expires: F.days(40))]))
+            _ = try await S.settle(
+                ledger, F.job("job-5", account: "acct-A"),
+                F.apple([F.renewal("r3", original: "sub-1", purchased: F.days(-1), expires: F.days(29))]))
+            try await ledger.revoke(transactionID: "r3", at: F.days(0))
+            let refunded = try await LedgerShow.report(.transaction("r2"), ledger: ledger, now: F.now)
+            let r2 = try #require((refunded["transactions"] as? [[String: Any]])?.first)
+            #expect(r2["state"] as? String == "active")
+            #expect(r2["subscription_state"] as? String == "revoked")
 
             let account = try await LedgerShow.report(.account("acct-A"), ledger: ledger, now: F.now)
             #expect(
                 (account["transactions"] as? [[String: Any]])?.compactMap { $0["transaction_id"] as? String }
-                    == ["r1", "t1"])
+                    == ["r1", "r2", "r3", "t1"])
             let revoked = try await LedgerShow.report(.account("acct-B"), ledger: ledger, now: F.now)
             let revokedRow = try #require((revoked["transactions"] as? [[String: Any]])?.first)
             #expect(revokedRow["state"] as? String == "revoked")

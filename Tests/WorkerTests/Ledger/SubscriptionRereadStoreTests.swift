@@ -22,12 +22,12 @@ struct SubscriptionRereadStoreTests {
 
     static func claim(
         _ id: String, original: String? = nil, expires: Date?, grace: Date? = nil, revoked: Date? = nil,
-        type: ProductType = .autoRenewable
+        type: ProductType = .autoRenewable, purchased: Date = at(days: -400)
     ) -> TransactionClaim {
         TransactionClaim(
             transactionID: id, originalTransactionID: original ?? id, accountID: "acct-\(original ?? id)",
             productID: "pro.monthly", productType: type, bundleID: "com.example.app", environment: "Production",
-            purchaseDate: at(days: -400), expiresDate: expires, gracePeriodExpiresDate: grace, revokedAt: revoked,
+            purchaseDate: purchased, expiresDate: expires, gracePeriodExpiresDate: grace, revokedAt: revoked,
             grantedJobID: "job-\(id)", verdictID: "verdict-\(id)", createdAt: at(days: -400), updatedAt: at(days: -400))
     }
 
@@ -76,6 +76,19 @@ struct SubscriptionRereadStoreTests {
             let one = try await store.unsureSubscriptions(
                 now: Self.now, lapsedSince: Self.at(days: -60), rereadBefore: Self.now, limit: 1)
             #expect(one.map(\.originalTransactionID) == ["grace"])
+            // The latest period (purchased last) lapsed, though an earlier period's stored expiry is later
+            // (extended): the subscription is its latest period, so it is unsure.
+            #expect(
+                try await ledger.perform([
+                    .claim(Self.claim("early", expires: Self.at(days: 30), purchased: Self.at(days: -40))),
+                    .claim(
+                        Self.claim(
+                            "early-2", original: "early", expires: Self.at(days: -1), purchased: Self.at(days: -20))),
+                ]))
+            let withEarly = try await store.unsureSubscriptions(
+                now: Self.now, lapsedSince: Self.at(days: -60), rereadBefore: Self.now.addingTimeInterval(-3_600),
+                limit: 10)
+            #expect(withEarly.map(\.originalTransactionID) == ["early", "grace", "lapsed"])
         }
     }
 

@@ -137,6 +137,7 @@ struct NotificationPayloadTests {
         #expect(evidence.notification?.autoRenew == false)
         #expect(evidence.transactions.first?.gracePeriodExpiresDate == Date(timeIntervalSince1970: 1_703_000_000))
         #expect(evidence.transactions.first?.isInBillingRetry == true)
+        #expect(evidence.transactions.first?.hasRenewalInfo == true, "the verdict states what the renewal info says")
         let status = try Self.analyze(
             """
             {"notificationType":"DID_CHANGE_RENEWAL_STATUS","subtype":"AUTO_RENEW_ENABLED","signedDate":1700000000000,\
