@@ -183,7 +183,7 @@ struct AppleSimulatorLifecycleTests {
     func subscriptionLife() async throws {
         try await Self.with { sim, transport, scheduler in
             var seen = 0
-            let now = { Int(scheduler.clock.now.timeIntervalSince1970 * 1000) }
+            let now = { Int(scheduler.clock.now.epochMilliseconds) }
             let expires = Int64(now()) + 30 * 86_400_000
             let minted = try await sim.mint(
                 product: "com.example.app.monthly", format: "signed_transaction", environment: "Production",
@@ -259,7 +259,7 @@ struct AppleSimulatorLifecycleTests {
     func periodEndCancelled() async throws {
         try await Self.with { sim, transport, scheduler in
             var seen = 0
-            let expires = Int64(scheduler.clock.now.timeIntervalSince1970 * 1000) + 30 * 86_400_000
+            let expires = scheduler.clock.now.epochMilliseconds + 30 * 86_400_000
             let minted = try await sim.mint(
                 product: "com.example.app.monthly", format: "signed_transaction", environment: "Production",
                 extra: ["expires_at": expires])

@@ -158,7 +158,26 @@ struct RateLimiterAppleCallGateTests {
             gate.report(permit, .failure)
         }
         #expect(gate.snapshot().breakerState == .open)
-        let waiters = (0..<3).map { _ in Task { try await gate.acquire(.verifyReceipt) } }
+        // Queued one at a time, so that the gate's queue holds them in this order: the two probes go to the first two
+        // (tasks started together may reach the gate in any order, and the test would then wait on the third).
+        var queued: [Task<AppleCallGate<ManualClock>.Permit, any Error>] = []
+        for index in 0..<3 {
+            queued.append(Task { try await gate.acquire(.verifyReceipt) })
+            #expect(await Support.eventually { gate.snapshot().queuedWaiters == index + 1 })
+        }
+        let waiters = queued
+        // Cancelled with the test (its time limit): a waiter the gate never admits must not hold the run.
+        try await withTaskCancellationHandler {
+            try await breakerProbes(gate, clock, waiters)
+        } onCancel: {
+            for waiter in waiters { waiter.cancel() }
+        }
+    }
+
+    private func breakerProbes(
+        _ gate: AppleCallGate<ManualClock>, _ clock: ManualClock,
+        _ waiters: [Task<AppleCallGate<ManualClock>.Permit, any Error>]
+    ) async throws {
         #expect(await Support.eventually { gate.snapshot().queuedWaiters == 3 && clock.sleeperCount >= 1 })
         clock.advance(by: .seconds(1))
         let probe1 = try await waiters[0].value

@@ -22,13 +22,19 @@ enum RateLimiterTestSupport {
             retryBudgetMaxTokens: retryBudgetMaxTokens, whenBreakerOpen: whenBreakerOpen)
     }
 
-    /// Yields until `condition` holds: waits for other tasks to reach a state, never for a guessed time.
-    /// Fails (returns false) after a generous number of yields, so a broken test cannot hang.
+    /// Whether `condition` holds within `limit` of wall time, looked at every millisecond or so: waits for other tasks
+    /// to reach a state, never for a guessed time, and a broken test cannot hang. Bounded by time, not
+    /// by a count of yields: on a loaded machine other tasks may not run for a long while between two yields, and a
+    /// count ran out before the gate's waiters had queued (the test then advanced its manual clock before the gate
+    /// scheduled its wake-up, and waited for ever).
     @discardableResult
-    static func eventually(_ condition: () -> Bool) async -> Bool {
-        for _ in 0..<100_000 {
+    static func eventually(within limit: Duration = .seconds(60), _ condition: () -> Bool) async -> Bool {
+        let clock = ContinuousClock()
+        let deadline = clock.now.advanced(by: limit)
+        while clock.now < deadline {
             if condition() { return true }
             await Task.yield()
+            try? await Task.sleep(for: .milliseconds(1))
         }
         return condition()
     }
