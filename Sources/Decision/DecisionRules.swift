@@ -331,8 +331,8 @@ private struct Evaluation {
         }
         // The subscription stands as its latest period does (Apple's status), not as the union of its periods.
         let latest = mergedView(group: group, claims: ledgerClaims).max { lhs, rhs in
-            (lhs.purchase ?? .distantPast, lhs.end ?? .distantFuture, lhs.id)
-                < (rhs.purchase ?? .distantPast, rhs.end ?? .distantFuture, rhs.id)
+            SubscriptionPeriod.order(purchased: lhs.purchase, ends: lhs.end, transactionID: lhs.id)
+                < SubscriptionPeriod.order(purchased: rhs.purchase, ends: rhs.end, transactionID: rhs.id)
         }
         if latest?.isActive == true {
             standings.append(newlyActive ? .granted : .alreadyOwned)

@@ -78,15 +78,15 @@ public struct TransactionClaim: Sendable, Hashable {
         return end > now
     }
 
-    /// The latest claim of one subscription: the one purchased last (ties: the later end, then the larger id).
-    /// Apple's status of a subscription is its latest transaction's (Get All Subscription Statuses), so an earlier
-    /// period whose stored end is later (extended, or kept when Apple's dates moved) never outlives a latest period
-    /// that has expired or was refunded.
+    /// The latest claim of one subscription (``SubscriptionPeriod``): an earlier period whose stored end is later
+    /// (extended, or kept when Apple's dates moved) never outlives a latest period that has expired or was refunded.
     public static func latest(of claims: some Sequence<TransactionClaim>) -> TransactionClaim? {
-        claims.max { lhs, rhs in
-            (lhs.purchaseDate ?? .distantPast, lhs.entitlementEnd ?? .distantFuture, lhs.transactionID)
-                < (rhs.purchaseDate ?? .distantPast, rhs.entitlementEnd ?? .distantFuture, rhs.transactionID)
-        }
+        claims.max { $0.periodOrder < $1.periodOrder }
+    }
+
+    /// This claim's place among its subscription's periods (``SubscriptionPeriod/order(purchased:ends:transactionID:)``).
+    var periodOrder: (Date, Date, String) {
+        SubscriptionPeriod.order(purchased: purchaseDate, ends: entitlementEnd, transactionID: transactionID)
     }
 
     /// Whether a subscription (all its claims) entitles at `now`: its latest claim does.

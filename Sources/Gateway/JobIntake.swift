@@ -65,9 +65,7 @@ public struct JobIntake: Sendable {
                 .reservedID, field: "job_id",
                 "job_id: the prefix \(Self.notificationJobIDPrefix) is reserved for App Store Server Notifications")
         }
-        let account = job.accountID.lowercased()
-        let reserved = notificationAccountID.lowercased()
-        if account == reserved || account.hasPrefix(reserved + "/") {
+        if ReceiptJob.isLane(job.accountID.lowercased(), of: notificationAccountID.lowercased()) {
             throw GatewayError(
                 .invalidValue, field: "account_id",
                 "account_id: the notification account and its lanes (\(notificationAccountID)/…) are reserved for App "

@@ -208,9 +208,14 @@ extension ReceiptJob: Codable {
     /// Whether `accountID` is a notification lane's account (``NotificationJob/defaultAccountID``, alone or followed by
     /// `/`): only a notification job may carry it, or a frontend's job would share a lane with notifications.
     public static func isReservedAccountID(_ accountID: String) -> Bool {
-        let reserved = NotificationJob.defaultAccountID
-        guard accountID.hasPrefix(reserved) else { return false }
-        return accountID.utf8.count == reserved.utf8.count
-            || accountID.utf8.dropFirst(reserved.utf8.count).first == UInt8(ascii: "/")
+        isLane(accountID, of: NotificationJob.defaultAccountID)
+    }
+
+    /// Whether `accountID` is `notificationAccount` or one of its lanes (`<notificationAccount>/…`, the Kafka keys of
+    /// notification jobs).
+    public static func isLane(_ accountID: String, of notificationAccount: String) -> Bool {
+        guard accountID.hasPrefix(notificationAccount) else { return false }
+        return accountID.utf8.count == notificationAccount.utf8.count
+            || accountID.utf8.dropFirst(notificationAccount.utf8.count).first == UInt8(ascii: "/")
     }
 }

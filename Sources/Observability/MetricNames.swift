@@ -179,8 +179,7 @@ public enum MetricNames {
     /// Every metric with its `# HELP` text. A new metric gets its constant above and its line here; `/metrics`
     /// declares the names of its command's parts from the start (see `MetricsExposition` in Operations).
     public static let descriptions: [Description] = [
-        // The worker (`verify-worker run`). A new worker metric (such as one for jobs stuck in ledger retries):
-        // one line here, `.worker`.
+        // The worker (`verify-worker run`).
         .init(jobsConsumed, .counter, [], .worker, "Jobs taken from the jobs topic."),
         .init(verdicts, .counter, ["outcome", "reason", "decided_by"], .worker, "Verdicts published."),
         .init(appleCallsAvoided, .counter, ["decided_by"], .worker, "Jobs decided without calling Apple."),

@@ -51,7 +51,7 @@ public struct EntitlementSummary: Sendable, Hashable {
     }
 
     /// What speaks for each purchase: every transaction that is not an auto-renewable subscription, and the latest
-    /// transaction of each subscription (purchased last; ties: the later expiry, then the larger id).
+    /// transaction of each subscription (``SubscriptionPeriod``).
     static func purchases(_ transactions: [ProjectedTransaction]) -> [ProjectedTransaction] {
         var latest: [String: ProjectedTransaction] = [:]
         var others: [ProjectedTransaction] = []
@@ -68,7 +68,9 @@ public struct EntitlementSummary: Sendable, Hashable {
     }
 
     private static func order(_ transaction: ProjectedTransaction) -> (Date, Date, String) {
-        (transaction.purchaseDate ?? .distantPast, transaction.expiresDate ?? .distantFuture, transaction.transactionID)
+        SubscriptionPeriod.order(
+            purchased: transaction.purchaseDate, ends: transaction.expiresDate, transactionID: transaction.transactionID
+        )
     }
 
     /// Whether the entitlement is in its grace period at `instant` (billing retry with time left).

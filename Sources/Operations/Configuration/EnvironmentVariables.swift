@@ -40,10 +40,11 @@ public enum EnvironmentVariables {
         _ environment: [String: String], table: ConfigurationTable, otherTables: [ConfigurationTable],
         ignored: [String]
     ) throws(ConfigurationError) {
-        let own = names(of: table)
-        let known = Set(own + otherTables.flatMap(names(of:)) + otherVariables + ignored + [ignoreKey.environmentName])
+        // The command's own names first: a tie in ``nearest(to:among:)`` goes to them.
+        let candidates = names(of: table) + otherTables.flatMap(names(of:)) + otherVariables
+        let known = Set(candidates + ignored + [ignoreKey.environmentName])
         for name in environment.keys.sorted() where name.hasPrefix(prefix) && !known.contains(name) {
-            let suggestion = nearest(to: name, among: own + otherTables.flatMap(names(of:)) + otherVariables)
+            let suggestion = nearest(to: name, among: candidates)
             throw ConfigurationError(
                 key: name,
                 problem: "not a setting of \(table.command)" + (suggestion.map { " (did you mean \($0)?)" } ?? ""))

@@ -564,10 +564,10 @@ public struct JobProcessor: Sendable {
             throw LedgerRefusedJob(detail: error.detail)
         }
         health.ledgerFailed()
-        health.ledgerRetried(code: error.code.rawValue)
         guard error.isRetryable else {
             throw PipelineFatalError("the ledger reported \(error.code.rawValue): \(error.detail)")
         }
+        health.ledgerRetried(code: error.code.rawValue)
         if health.shouldLogLedgerFailure() {
             logger.warning(
                 "ledger: operation failed, the job waits and retries",
@@ -621,15 +621,10 @@ struct LedgerRetry {
     /// Records a failed attempt; returns true when this attempt made the job overdue.
     mutating func failed(after bound: Duration, _ health: WorkerHealth) -> Bool {
         let now = ContinuousClock.now
-        guard let first = firstFailure else {
+        let first = firstFailure ?? now
+        if firstFailure == nil {
             firstFailure = now
             health.ledgerRetryBegan()
-            if bound <= .zero {
-                overdue = true
-                health.ledgerRetryOverdue()
-                return true
-            }
-            return false
         }
         guard !overdue, first.duration(to: now) >= bound else { return false }
         overdue = true
