@@ -93,7 +93,7 @@ protocol ParkableJob: Sendable {
 }
 
 extension LedgerBoundJob: ParkableJob {}
-extension AppleBoundJob: ParkableJob {}
+extension StoreBoundJob: ParkableJob {}
 
 /// A receipt's canonical base64 text and its decoded bytes, one from the other.
 ///

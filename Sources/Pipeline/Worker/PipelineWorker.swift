@@ -6,49 +6,6 @@ import Metrics
 import Observability
 import Synchronization
 
-/// Decides jobs. ``JobProcessor`` is the worker's; tests give simpler ones.
-public protocol JobDeciding: Sendable {
-    /// Decides `job`, read from a record written at `recordedAt`; throws `CancellationError` when cancelled and
-    /// ``PipelineFatalError`` when the worker must stop.
-    func decide(_ job: ReceiptJob, recordedAt: Date?) async throws -> JobProcessor.Decided
-    /// Decides `job` from its proof alone, or says it must wait for the ledger (as data, which the worker parks until
-    /// its ledger stage has room: ``decideWithLedger(_:)``). Nil: the worker decides the job with
-    /// ``decide(_:recordedAt:)`` in its lane. By default nil.
-    func decideFromProof(_ job: ReceiptJob, recordedAt: Date?) -> JobStep?
-    /// Goes on with a job parked for the ledger: decided, or it must wait for Apple (parked again, until the Apple
-    /// stage has room: ``decideWithApple(_:)``).
-    func decideWithLedger(_ pending: LedgerBoundJob) async throws -> JobStep
-    /// Finishes a job parked for Apple.
-    func decideWithApple(_ pending: AppleBoundJob) async throws -> JobProcessor.Decided
-    /// How many parked jobs at a time the ledger stage runs (the ledger step, and the delivery of a verdict it gave).
-    var ledgerStageLimit: Int { get }
-    /// How many parked jobs at a time the Apple stage runs (waiting for a permit, calling, settling, delivering): at
-    /// least the most Apple calls that may run at once.
-    var appleStageLimit: Int { get }
-}
-
-extension JobDeciding {
-    public func decideFromProof(_ job: ReceiptJob, recordedAt: Date?) -> JobStep? { nil }
-
-    public func decideWithLedger(_ pending: LedgerBoundJob) async throws -> JobStep {
-        .decided(try await decide(pending.job, recordedAt: pending.recordedAt))
-    }
-
-    public func decideWithApple(_ pending: AppleBoundJob) async throws -> JobProcessor.Decided {
-        try await decide(pending.job, recordedAt: pending.recordedAt)
-    }
-
-    public var ledgerStageLimit: Int { 256 }
-
-    public var appleStageLimit: Int { 64 }
-}
-
-extension JobProcessor: JobDeciding {
-    public func decide(_ job: ReceiptJob, recordedAt: Date?) async throws -> Decided {
-        try await process(job, recordedAt: recordedAt)
-    }
-}
-
 /// Where a worker reads and writes.
 public struct PipelineTopics: Sendable, Hashable {
     public var jobs: String
@@ -107,7 +64,7 @@ public final class PipelineWorker: Sendable {
     public let consumer: KafkaConsumer
     public let health: WorkerHealth
     private let producer: KafkaProducer
-    private let decider: any JobDeciding
+    private let decider: any JobStepping
     private let configuration: Configuration
     private let scheduler: PipelineScheduler
     private let codec: MessageCodec
@@ -119,10 +76,12 @@ public final class PipelineWorker: Sendable {
     private let metrics = PipelineMetrics()
     private let deliveries = OutputDeliveries()
     private let clock = ContinuousClock()
+    /// Jobs whose proof is to be read: a key's first job, and its next one once the previous is done.
+    private let proofStage: JobStage<PipelineScheduler.Admitted>
     /// Jobs that wait for the ledger, parked as data, and the runners that go on with them.
     private let ledgerStage: JobStage<Parked<LedgerBoundJob>>
     /// Jobs that wait for Apple, parked as data, and the runners that finish them.
-    private let appleStage: JobStage<Parked<AppleBoundJob>>
+    private let storeStage: JobStage<Parked<StoreBoundJob>>
     /// Deflates the receipts of parked jobs.
     private let receiptDeflate = ReceiptDeflate()
 
@@ -135,7 +94,7 @@ public final class PipelineWorker: Sendable {
     ///     records its Apple call here, one ledger write, never the call itself. It returns false when it could not
     ///     finish its part before the job was cancelled (a revoke or a drain): the job then stays uncommitted.
     public init(
-        consumerConfiguration: KafkaConsumerConfiguration, producer: KafkaProducer, decider: any JobDeciding,
+        consumerConfiguration: KafkaConsumerConfiguration, producer: KafkaProducer, decider: any JobStepping,
         configuration: Configuration = Configuration(), health: WorkerHealth = WorkerHealth(), logger: Logger,
         onFatal: @escaping @Sendable (String) -> Void = { _ in },
         afterDelivery: (@Sendable (Verdict, ReceiptJob) async -> Bool)? = nil
@@ -155,8 +114,10 @@ public final class PipelineWorker: Sendable {
         self.consumer = consumer
         self.producer = producer
         self.decider = decider
+        // As many proof steps as jobs may be held: a key's first step never waits for another key's.
+        self.proofStage = JobStage(limit: configuration.maximumInFlight)
         self.ledgerStage = JobStage(limit: decider.ledgerStageLimit)
-        self.appleStage = JobStage(limit: decider.appleStageLimit)
+        self.storeStage = JobStage(limit: decider.storeStageLimit)
         self.configuration = configuration
         self.scheduler = scheduler
         self.codec = MessageCodec(maximumMessageBytes: configuration.maximumMessageBytes)
@@ -175,8 +136,19 @@ public final class PipelineWorker: Sendable {
     public func run() async throws {
         try await withThrowingDiscardingTaskGroup { group in
             group.addTask { await self.commitPeriodically() }
-            group.addTask { await self.ledgerStage.run { await self.goOn($0) } }
-            group.addTask { await self.appleStage.run { await self.finish($0) } }
+            group.addTask { await self.proofStage.run { await self.start($0) } }
+            group.addTask {
+                await self.ledgerStage.run { parked in
+                    let pending = parked.pending
+                    await self.step(.consultLedger(pending), job: pending.job, admitted: parked.admitted, after: parked)
+                }
+            }
+            group.addTask {
+                await self.storeStage.run { parked in
+                    let pending = parked.pending
+                    await self.step(.askStore(pending), job: pending.job, admitted: parked.admitted)
+                }
+            }
             for try await event in consumer.events {
                 switch event {
                 case .message(let message):
@@ -185,12 +157,7 @@ public final class PipelineWorker: Sendable {
                     case .taken(let ready, let flow):
                         apply(flow)
                         metrics.inFlight.record(scheduler.inFlight)
-                        if let ready {
-                            // Through a handoff, not a capture: the task's closure would keep the message's bytes
-                            // alive for as long as the lane runs.
-                            let handoff = Handoff(ready)
-                            group.addTask { await self.runJobs(from: handoff.take()) }
-                        }
+                        if let ready { proofStage.park(ready) }
                     case .gap(let expected):
                         // librdkafka handed on an offset past one this worker never got. Committing past it
                         // would lose that job for good (漏单): read the partition again from there.
@@ -231,12 +198,15 @@ public final class PipelineWorker: Sendable {
             }
             group.cancelAll()
         }
-        // Jobs still parked when the runners stopped end undecided, as a cancelled lane's do.
-        let parked = ledgerStage.removeAll().map(\.admitted) + appleStage.removeAll().map(\.admitted)
-        for admitted in parked {
-            var following = complete(admitted, processed: true, delivered: false)
-            while let next = following {
-                following = complete(next, processed: scheduler.beginProcessing(next), delivered: false)
+        // Jobs still parked when the runners stopped end undecided, as a cancelled step's do; so do the jobs that
+        // waited for their proof step, and the jobs of their keys behind them.
+        var waiting = proofStage.removeAll()
+        for admitted in ledgerStage.removeAll().map(\.admitted) + storeStage.removeAll().map(\.admitted) {
+            if let following = complete(admitted, processed: true, delivered: false) { waiting.append(following) }
+        }
+        while let next = waiting.popLast() {
+            if let following = complete(next, processed: scheduler.beginProcessing(next), delivered: false) {
+                waiting.append(following)
             }
         }
     }
@@ -270,69 +240,68 @@ public final class PipelineWorker: Sendable {
     }
 
     // MARK: Jobs
+    //
+    // One loop body (``step(_:job:admitted:after:)``) for every stage: advance the job one step, then park it in the
+    // stage of the step it waits for, or deliver its verdict and hand the job back to the scheduler, which names the
+    // key's next job; that one waits in the proof stage for a runner, never on the task that finished the previous
+    // one (a runner of the store stage goes back to the jobs waiting for the store).
 
-    /// Runs `first`, then each job of the same key that queued behind it, until one must wait for the ledger or
-    /// Apple: that one is parked in a stage (its key stays busy, so the jobs behind it wait) and the lane goes on
-    /// from there once it is decided (``goOn(_:)``, ``finish(_:)``).
-    private func runJobs(from first: PipelineScheduler.Admitted?) async {
-        var next = first
-        while var admitted = next {
-            next = nil
-            var delivered = false
-            let processed = scheduler.beginProcessing(admitted)
-            if processed, !Task.isCancelled {
-                let parsed = parse(admitted.message)
-                // The message's bytes are not needed once decoded: a job waiting for Apple (thousands may) keeps
-                // only its decoded form, not a second copy of the proof.
-                admitted.message = admitted.message.withoutPayload
-                switch parsed {
-                case .deadLetter(let letter):
-                    delivered = await deliver(letter)
-                case .job(let job):
-                    switch await firstStep(for: job, admitted: admitted) {
-                    case .record(let record, let verdict): delivered = await deliverVerdict(record, verdict, of: job)
-                    case .deadLetter(let letter): delivered = await deliver(letter)
-                    case .undecided: break
-                    case .parked: return
-                    }
-                }
-            }
-            next = complete(admitted, processed: processed, delivered: delivered)
+    /// A key's next job (a runner of the proof stage): decodes its message, then takes its first step. A job of a
+    /// partition being revoked is handed back undone.
+    private func start(_ ready: PipelineScheduler.Admitted) async {
+        var admitted = ready
+        let processed = scheduler.beginProcessing(admitted)
+        guard processed, !Task.isCancelled else { return done(admitted, processed: processed, delivered: false) }
+        let parsed = parse(admitted.message)
+        // The message's bytes are not needed once decoded: a job waiting for the store (thousands may) keeps only
+        // its decoded form, not a second copy of the proof.
+        admitted.message = admitted.message.withoutPayload
+        switch parsed {
+        case .deadLetter(let letter):
+            let delivered = await deliver(letter)
+            done(admitted, processed: true, delivered: delivered)
+        case .job(let job):
+            await step(.readProof(job, recordedAt: admitted.message.recordedAt), job: job, admitted: admitted)
         }
     }
 
-    /// Goes on with a job parked for the ledger (a runner of the ledger stage): delivers its verdict, or parks it for
-    /// Apple; then runs the jobs of its key that queued behind it. Cancelled (the worker stops), it ends undecided.
-    private func goOn(_ parked: Parked<LedgerBoundJob>) async {
+    /// Advances `flow`, a step of `job` (read from `admitted`), then parks it, or delivers its verdict (or dead letter)
+    /// and hands it back to the scheduler. Cancelled (the worker stops), the job ends undecided. `earlier`: the job's
+    /// parking in the ledger stage, whose kept receipt a job parked for the store reuses.
+    private func step(
+        _ flow: JobFlow, job: ReceiptJob, admitted: PipelineScheduler.Admitted,
+        after earlier: Parked<LedgerBoundJob>? = nil
+    ) async {
         var delivered = false
         if !Task.isCancelled {
-            let pending = parked.pending
-            switch await ledgerStep(pending, of: parked) {
-            case .record(let record, let verdict):
-                delivered = await deliverVerdict(record, verdict, of: pending.job)
+            switch await advanced(flow, job: job, admitted: admitted, after: earlier) {
+            case .record(let record, let verdict): delivered = await deliverVerdict(record, verdict, of: job)
             case .deadLetter(let letter): delivered = await deliver(letter)
             case .undecided: break
             case .parked: return
             }
         }
-        let following = complete(parked.admitted, processed: true, delivered: delivered)
-        if following != nil { await runJobs(from: following) }
+        done(admitted, processed: true, delivered: delivered)
     }
 
-    /// Decides a job parked for Apple (a runner of the Apple stage), delivers its verdict, then runs the jobs of its
-    /// key that queued behind it. Cancelled (the worker stops), it ends undecided without asking Apple.
-    private func finish(_ parked: Parked<AppleBoundJob>) async {
-        var delivered = false
-        if !Task.isCancelled {
-            let pending = parked.pending
-            switch await appleStep(pending, admitted: parked.admitted) {
-            case .record(let record, let verdict): delivered = await deliverVerdict(record, verdict, of: pending.job)
-            case .deadLetter(let letter): delivered = await deliver(letter)
-            case .undecided, .parked: break
-            }
+    /// The step's outcome: the decided job's record, a dead letter, the job parked, or undecided.
+    @inline(never)
+    private func advanced(
+        _ flow: JobFlow, job: ReceiptJob, admitted: PipelineScheduler.Admitted, after earlier: Parked<LedgerBoundJob>?
+    ) async -> Step {
+        do {
+            return route(try await decider.advance(flow), job: job, admitted: admitted, after: earlier)
+        } catch {
+            return failed(job, error, message: admitted.message)
         }
-        let following = complete(parked.admitted, processed: true, delivered: delivered)
-        if following != nil { await runJobs(from: following) }
+    }
+
+    /// Hands a finished job back to the scheduler; the next job of its key, if any, waits in the proof stage.
+    @inline(never)
+    private func done(_ admitted: PipelineScheduler.Admitted, processed: Bool, delivered: Bool) {
+        if let following = complete(admitted, processed: processed, delivered: delivered) {
+            proofStage.park(following)
+        }
     }
 
     /// Hands a finished job back to the scheduler; returns the next job of its key. Never inlined, like the other
@@ -434,61 +403,27 @@ public final class PipelineWorker: Sendable {
         case parked
     }
 
-    /// Decides a job read from `admitted`'s message (its payload may be gone) from its proof, or parks it for the
-    /// ledger; in full, in the lane, when the decider does not split its work.
-    @inline(never)
-    private func firstStep(for job: ReceiptJob, admitted: PipelineScheduler.Admitted) async -> Step {
-        if let step = decider.decideFromProof(job, recordedAt: admitted.message.recordedAt) {
-            return route(step, job: job, admitted: admitted)
-        }
-        do {
-            let decided = try await decider.decide(job, recordedAt: admitted.message.recordedAt)
-            return decidedStep(decided.verdict, job: job, message: admitted.message)
-        } catch {
-            return failed(job, error, message: admitted.message)
-        }
-    }
-
-    /// The ledger's step for a parked job (`pending`, which `parked` gave): decided, or parked for Apple.
-    @inline(never)
-    private func ledgerStep(_ pending: LedgerBoundJob, of parked: Parked<LedgerBoundJob>) async -> Step {
-        do {
-            let step = try await decider.decideWithLedger(pending)
-            return route(step, job: pending.job, admitted: parked.admitted, after: parked)
-        } catch {
-            return failed(pending.job, error, message: parked.admitted.message)
-        }
-    }
-
-    /// The Apple step for a parked job: decided, or undecided (cancelled, or a fatal fault).
-    @inline(never)
-    private func appleStep(_ pending: AppleBoundJob, admitted: PipelineScheduler.Admitted) async -> Step {
-        do {
-            let decided = try await decider.decideWithApple(pending)
-            return decidedStep(decided.verdict, job: pending.job, message: admitted.message)
-        } catch {
-            return failed(pending.job, error, message: admitted.message)
-        }
-    }
-
     /// A decided job's record, or the job parked in the stage it waits for. After the ledger stage (`earlier`), a job
-    /// parked for Apple keeps its receipt as the ledger stage kept it.
+    /// parked for the store keeps its receipt as the ledger stage kept it.
     @inline(never)
     private func route(
-        _ step: JobStep, job: ReceiptJob, admitted: PipelineScheduler.Admitted,
+        _ flow: JobFlow, job: ReceiptJob, admitted: PipelineScheduler.Admitted,
         after earlier: Parked<LedgerBoundJob>? = nil
     ) -> Step {
-        switch step {
+        switch flow {
         case .decided(let decided):
             return decidedStep(decided.verdict, job: job, message: admitted.message)
-        case .needsLedger(let pending):
+        case .consultLedger(let pending):
             ledgerStage.park(Parked(admitted: admitted, pending: pending, deflate: receiptDeflate))
             return .parked
-        case .needsApple(let pending):
-            appleStage.park(
+        case .askStore(let pending):
+            storeStage.park(
                 earlier?.parkedAgain(pending, given: job)
                     ?? Parked(admitted: admitted, pending: pending, deflate: receiptDeflate))
             return .parked
+        case .readProof:
+            // No step gives a job back unread: a decider that does is wrong, and the worker must not loop on it.
+            return failed(job, PipelineFatalError("a step gave back a job to read again"), message: admitted.message)
         }
     }
 
@@ -750,7 +685,7 @@ public final class PipelineWorker: Sendable {
             }
             checkOverdueOutputs()
             metrics.parkedForLedger.record(ledgerStage.parkedCount)
-            metrics.parkedForApple.record(appleStage.parkedCount)
+            metrics.parkedForApple.record(storeStage.parkedCount)
             let commits = scheduler.takeCommits()
             for (partition, lag) in scheduler.uncommitted() {
                 metrics.commitLag(partition: partition.partition, lag)

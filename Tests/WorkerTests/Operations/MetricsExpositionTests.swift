@@ -169,7 +169,7 @@ struct AppleCallStatusLabelTests {
             let job = ReceiptJob(jobID: "job-401", accountID: "acct-401", proof: .transactionID("2000000000401401"))
             // The refused job waits for the setting (it is never decided on the worker's own mistake): stopped
             // once the call is counted.
-            let task = Task { _ = try await processor.process(job, recordedAt: Date()) }
+            let task = Task { _ = try await processor.decide(job, recordedAt: Date()) }
             defer { task.cancel() }
             try await PipelineHarness.poll("the 401 counted", timeout: .seconds(30)) {
                 Self.calls(endpoint: AppleEndpoint.transactionInfo.name, status: AppleCaller.keyRefusedLabel) > before

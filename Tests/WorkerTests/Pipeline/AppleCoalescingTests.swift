@@ -36,7 +36,7 @@ struct AppleCoalescingTests {
             let jobs = (0..<50).map { Self.job(receipt, account: "acct-\($0)") }
             let verdicts = try await Self.decideAll(jobs, with: [processor]) {
                 // One request out and 49 jobs waiting for it: only then does Apple answer.
-                rig.transport.sent == 1 && processor.coalescer.followerCount == 49
+                rig.transport.sent == 1 && processor.appStore.coalescer.followerCount == 49
             } release: {
                 rig.transport.release()
             }
@@ -54,7 +54,7 @@ struct AppleCoalescingTests {
             var jobs = (0..<8).map { Self.job(receipt, account: "acct-\($0)") }
             jobs.append(Self.job(receipt, account: "acct-0"))
             let verdicts = try await Self.decideAll(jobs, with: [processor]) {
-                rig.transport.sent == 1 && processor.coalescer.followerCount == 8
+                rig.transport.sent == 1 && processor.appStore.coalescer.followerCount == 8
             } release: {
                 rig.transport.release()
             }
@@ -78,7 +78,7 @@ struct AppleCoalescingTests {
             let receipt = try rig.mint()
             let jobs = (0..<20).map { Self.job(receipt, account: "acct-\($0)") }
             let verdicts = try await Self.decideAll(jobs, with: [processor]) {
-                rig.transport.sent == 1 && processor.coalescer.followerCount == 19
+                rig.transport.sent == 1 && processor.appStore.coalescer.followerCount == 19
             } release: {
                 rig.transport.release()
             }
@@ -94,12 +94,12 @@ struct AppleCoalescingTests {
         try await Rig.with(.sqlite) { rig in
             let processor = rig.processor(rig.ledgers[0])
             let receipt = try rig.mint()
-            let leader = Task { try await processor.process(Self.job(receipt, account: "acct-leader")) }
+            let leader = Task { try await processor.decide(Self.job(receipt, account: "acct-leader")) }
             try await Self.poll("the leader's request") { rig.transport.sent == 1 }
             let followers = (0..<9).map { index in
-                Task { try await processor.process(Self.job(receipt, account: "acct-\(index)")) }
+                Task { try await processor.decide(Self.job(receipt, account: "acct-\(index)")) }
             }
-            try await Self.poll("9 followers") { processor.coalescer.followerCount == 9 }
+            try await Self.poll("9 followers") { processor.appStore.coalescer.followerCount == 9 }
             leader.cancel()
             await #expect(throws: CancellationError.self) { try await leader.value }
             // The successor's request: let it through.
@@ -109,7 +109,7 @@ struct AppleCoalescingTests {
             for follower in followers { verdicts.append(try await follower.value.verdict) }
             #expect(rig.simulatorCalls == ["verifyReceipt": 1])
             #expect(Self.tally(verdicts) == ["granted": 1, "rejected/replayed": 8])
-            #expect(processor.coalescer.flightCount == 0)
+            #expect(processor.appStore.coalescer.flightCount == 0)
         }
     }
 
@@ -121,7 +121,7 @@ struct AppleCoalescingTests {
             let jobs = (0..<40).map { Self.job(receipt, account: "acct-\($0)") }
             let verdicts = try await Self.decideAll(jobs, with: workers) {
                 // One worker holds the lease and calls; the other's leader waits on the lease; 19 + 19 follow.
-                rig.transport.sent == 1 && workers.map(\.coalescer.followerCount).reduce(0, +) == 38
+                rig.transport.sent == 1 && workers.map(\.appStore.coalescer.followerCount).reduce(0, +) == 38
             } release: {
                 rig.transport.release()
             }
@@ -137,7 +137,7 @@ struct AppleCoalescingTests {
             let workers = rig.ledgers.map { rig.processor($0) }
             let receipt = try rig.mint()
             let jobs = (0..<10).map { Self.job(receipt, account: "acct-\($0)") }
-            let first = try await workers[0].process(jobs[0])
+            let first = try await workers[0].decide(jobs[0])
             #expect(first.verdict.outcome == .rejected && first.verdict.reason == .notAuthenticated)
             // A rejection claims nothing: without the lease's answer each of these would ask Apple again.
             let rest = try await Self.decideAll(Array(jobs.dropFirst()), with: [workers[1], workers[0]]) {
@@ -160,7 +160,7 @@ struct AppleCoalescingTests {
                 counting, coalescing: .init(leaseDuration: .seconds(10), wallClock: wall.now), jobDeadline: .seconds(60)
             )
             let receipt = try rig.mint()
-            let key = try #require(processor.coalescingKey(.verifyReceipt(receipt, startingAt: .production)))
+            let key = try #require(processor.appStore.coalescingKey(.verifyReceipt(receipt, startingAt: .production)))
             // A worker took the lease and died: nobody will record an answer or release it.
             let leases = try #require(rig.ledgers[0] as? any VerificationLeaseStore)
             _ = try await leases.acquireVerificationLease(
@@ -169,7 +169,7 @@ struct AppleCoalescingTests {
             let jobs = (0..<10).map { Self.job(receipt, account: "acct-\($0)") }
             let verdicts = try await Self.decideAll(jobs, with: [processor]) {
                 // The leader found the lease held three times, and the rest wait for it.
-                counting.acquisitions >= 3 && processor.coalescer.followerCount == 9
+                counting.acquisitions >= 3 && processor.appStore.coalescer.followerCount == 9
             } release: {
                 // Nobody asked Apple while the lease lived.
                 #expect(rig.transport.sent == 0)
@@ -181,11 +181,12 @@ struct AppleCoalescingTests {
 
             // A lease that expired long ago holds nobody back.
             let second = try rig.mint()
-            let secondKey = try #require(processor.coalescingKey(.verifyReceipt(second, startingAt: .production)))
+            let secondKey = try #require(
+                processor.appStore.coalescingKey(.verifyReceipt(second, startingAt: .production)))
             _ = try await leases.acquireVerificationLease(
                 key: secondKey, holder: "crashed-worker", now: wall.now().addingTimeInterval(-60),
                 duration: .seconds(10))
-            let decided = try await processor.process(Self.job(second, account: "acct-x"))
+            let decided = try await processor.decide(Self.job(second, account: "acct-x"))
             #expect(decided.verdict.outcome == .granted)
             #expect(rig.transport.sent == 2)
         }
@@ -196,13 +197,13 @@ struct AppleCoalescingTests {
         try await Rig.with(.sqlite, holdRequests: false) { rig in
             let processor = rig.processor(rig.ledgers[0], jobDeadline: .seconds(1))
             let receipt = try rig.mint()
-            let key = try #require(processor.coalescingKey(.verifyReceipt(receipt, startingAt: .production)))
+            let key = try #require(processor.appStore.coalescingKey(.verifyReceipt(receipt, startingAt: .production)))
             let leases = try #require(rig.ledgers[0] as? any VerificationLeaseStore)
             _ = try await leases.acquireVerificationLease(
                 key: key, holder: "stuck-worker", now: Date(), duration: .seconds(600))
             let clock = ContinuousClock()
             let started = clock.now
-            let decided = try await processor.process(Self.job(receipt, account: "acct-1"))
+            let decided = try await processor.decide(Self.job(receipt, account: "acct-1"))
             let elapsed = started.duration(to: clock.now)
             #expect(decided.verdict.outcome == .unverifiable && decided.verdict.reason == .appleUnavailable)
             // At the 1 s deadline, far from the lease's 600 s (the bound leaves room for a loaded machine: 5 s was
@@ -252,7 +253,7 @@ struct AppleCoalescingTests {
         try await withThrowingTaskGroup(of: Verdict.self) { group in
             for (index, job) in jobs.enumerated() {
                 let worker = workers[index % workers.count]
-                group.addTask { try await worker.process(job).verdict }
+                group.addTask { try await worker.decide(job).verdict }
             }
             try await poll("every job waiting for the answer", ready)
             release()
@@ -459,4 +460,9 @@ final class LeaseCountingLedger: Ledger, VerificationLeaseStore {
     func removeExpiredVerificationLeases(before now: Date) async throws -> Int {
         try await leases.removeExpiredVerificationLeases(before: now)
     }
+}
+
+extension JobProcessor {
+    /// The processor's store, which these tests build as the App Store.
+    var appStore: AppStore { store as! AppStore }
 }

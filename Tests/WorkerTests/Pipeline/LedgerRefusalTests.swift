@@ -46,7 +46,7 @@ struct LedgerRefusalTests {
         try await LedgerTestSupport.withLedger(.postgres) { ledger, _ in
             let health = WorkerHealth()
             let processor = Self.processor(ledger: ledger, health: health, engine: engine)
-            await #expect(throws: LedgerRefusedJob.self) { _ = try await processor.process(Self.nulJob()) }
+            await #expect(throws: LedgerRefusedJob.self) { _ = try await processor.decide(Self.nulJob()) }
             #expect(!health.notReadyReasons.contains("ledger_unreachable"))
             #expect(health.ledgerRetries.retrying == 0 && health.ledgerRetries.overdue == 0)
             // A snapshot read of the same id, straight from the ledger: the database's own refusal, classified.
@@ -95,7 +95,7 @@ struct LedgerRefusalTests {
             let processor = Self.processor(ledger: ledger, health: health, engine: engine, overdue: .zero)
             let job = ReceiptJob(
                 jobID: "job-outage-1", accountID: "acct-outage", proof: .transactionID("2000000000000002"))
-            let decided = Task { try await processor.process(job) }
+            let decided = Task { try await processor.decide(job) }
             try await PipelineHarness.poll("the job retried past the bound") {
                 health.notReadyReasons.contains("ledger_retry_overdue") && ledger.failures >= 3
             }

@@ -273,7 +273,7 @@ struct PipelineSingleWorkerSetup {
     }
 
     func worker(
-        producer: KafkaProducer, decider: any JobDeciding = PipelineDeadLetterOnlyDecider(),
+        producer: KafkaProducer, decider: any JobStepping = PipelineDeadLetterOnlyDecider(),
         configuration: PipelineWorker.Configuration? = nil, health: WorkerHealth = WorkerHealth(), logger: Logger,
         onFatal: @escaping @Sendable (String) -> Void = { _ in }
     ) throws -> PipelineWorker {
@@ -297,9 +297,9 @@ struct PipelineSingleWorkerSetup {
 }
 
 /// For tests that feed a worker messages that are not jobs: the dead-letter path needs no decider.
-struct PipelineDeadLetterOnlyDecider: JobDeciding {
+struct PipelineDeadLetterOnlyDecider: JobStepping {
     struct Unused: Error {}
-    func decide(_ job: ReceiptJob, recordedAt: Date?) async throws -> JobProcessor.Decided { throw Unused() }
+    func advance(_ flow: JobFlow) async throws -> JobFlow { throw Unused() }
 }
 
 /// Keeps the worker's log lines (message and metadata) and lets a test await one.

@@ -19,8 +19,7 @@ struct ParkedJobTests {
     }
 
     static func parked(_ job: ReceiptJob, deflate: ReceiptDeflate? = nil) throws -> Parked<LedgerBoundJob> {
-        let step = PipelineParkingDecider(ledgerStageLimit: 1, appleStageLimit: 1).decideFromProof(job, recordedAt: nil)
-        guard case .needsLedger(let pending) = step else { throw ParkingFailed() }
+        let pending = LedgerBoundJob(job: job, local: PipelineParkingDecider.local, recordedAt: nil)
         let message = KafkaConsumerMessage(
             topicPartition: KafkaTopicPartition(topic: "receipt-jobs", partition: 0), offset: 7, key: job.messageKey,
             value: nil, headers: [], timestampMilliseconds: nil)
@@ -172,7 +171,7 @@ struct ParkedJobTests {
         let job = Self.job(.receipt(text))
         let forLedger = try Self.parked(job, deflate: deflate)
         let pending = forLedger.pending
-        let next = AppleBoundJob(
+        let next = StoreBoundJob(
             job: pending.job, local: pending.local, recordedAt: nil,
             deadline: ContinuousClock.now.advanced(by: .seconds(60)))
         // Parked again for Apple: the receipt kept as the ledger stage kept it, not decoded and deflated again.

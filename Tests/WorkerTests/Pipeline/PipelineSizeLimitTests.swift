@@ -280,16 +280,17 @@ struct PipelineSizeLimitTests {
 
 /// Decides every job `rejected`, each only once the test releases it: the test can change the cluster between a
 /// job's reading and its verdict's produce.
-final class PipelineGatedDecider: JobDeciding {
+final class PipelineGatedDecider: JobStepping {
     private let asked = AsyncStream<Void>.makeStream()
     private let gate = AsyncStream<Void>.makeStream()
 
-    func decide(_ job: ReceiptJob, recordedAt: Date?) async throws -> JobProcessor.Decided {
+    func advance(_ flow: JobFlow) async throws -> JobFlow {
+        guard case .readProof(let job, _) = flow else { return flow }
         asked.continuation.yield()
         for await _ in gate.stream { break }
         let verdict = Verdict(
             job: job, outcome: .rejected, reason: .malformed, decidedBy: .prefilter, decidedAt: Date())
-        return JobProcessor.Decided(verdict: verdict, askedApple: false)
+        return .decided(JobProcessor.Decided(verdict: verdict, askedStore: false))
     }
 
     func waitUntilAsked() async {

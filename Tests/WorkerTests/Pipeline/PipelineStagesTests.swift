@@ -16,7 +16,7 @@ struct PipelineStagesTests {
     @Test("jobs waiting for Apple are parked: at most the stage's runners in the Apple step, none lost, in order")
     func parkedUntilApple() async throws {
         let setup = try PipelineSingleWorkerSetup(name: "stages")
-        let decider = PipelineParkingDecider(ledgerStageLimit: 3, appleStageLimit: 4)
+        let decider = PipelineParkingDecider(ledgerStageLimit: 3, storeStageLimit: 4)
         let producer = try setup.producer()
         let worker = try setup.worker(producer: producer, decider: decider, logger: PipelineDeliveryTests.quietLogger)
         let run = Task { try await worker.run() }
@@ -75,7 +75,7 @@ struct PipelineStagesTests {
 
 /// Parks every job for the ledger, then for Apple, where each waits until the test lets Apple answer; counts how many
 /// are in each step at once and the order the Apple step saw the jobs in.
-final class PipelineParkingDecider: JobDeciding {
+final class PipelineParkingDecider: JobStepping {
     struct Unused: Error {}
 
     private struct State {
@@ -91,12 +91,12 @@ final class PipelineParkingDecider: JobDeciding {
     }
 
     let ledgerStageLimit: Int
-    let appleStageLimit: Int
+    let storeStageLimit: Int
     private let state = Mutex(State())
 
-    init(ledgerStageLimit: Int, appleStageLimit: Int) {
+    init(ledgerStageLimit: Int, storeStageLimit: Int) {
         self.ledgerStageLimit = ledgerStageLimit
-        self.appleStageLimit = appleStageLimit
+        self.storeStageLimit = storeStageLimit
     }
 
     var inAppleStep: Int { state.withLock { $0.inAppleStep } }
@@ -111,13 +111,17 @@ final class PipelineParkingDecider: JobDeciding {
     /// The jobs as `step` got them, by id.
     func seen(in step: Step) -> [String: ReceiptJob] { state.withLock { $0.seen[step, default: [:]] } }
 
-    func decide(_ job: ReceiptJob, recordedAt: Date?) async throws -> JobProcessor.Decided { throw Unused() }
-
-    func decideFromProof(_ job: ReceiptJob, recordedAt: Date?) -> JobStep? {
-        .needsLedger(LedgerBoundJob(job: job, local: Self.local, recordedAt: recordedAt))
+    func advance(_ flow: JobFlow) async throws -> JobFlow {
+        switch flow {
+        case .readProof(let job, let recordedAt):
+            return .consultLedger(LedgerBoundJob(job: job, local: Self.local, recordedAt: recordedAt))
+        case .consultLedger(let pending): return await consultLedger(pending)
+        case .askStore(let pending): return .decided(await askStore(pending))
+        case .decided: throw Unused()
+        }
     }
 
-    func decideWithLedger(_ pending: LedgerBoundJob) async throws -> JobStep {
+    func consultLedger(_ pending: LedgerBoundJob) async -> JobFlow {
         state.withLock { state in
             state.inLedgerStep += 1
             state.mostInLedgerStep = max(state.mostInLedgerStep, state.inLedgerStep)
@@ -129,13 +133,13 @@ final class PipelineParkingDecider: JobDeciding {
             state.inLedgerStep -= 1
             state.passedLedger += 1
         }
-        return .needsApple(
-            AppleBoundJob(
+        return .askStore(
+            StoreBoundJob(
                 job: pending.job, local: Self.local, recordedAt: pending.recordedAt,
                 deadline: ContinuousClock.now.advanced(by: .seconds(600))))
     }
 
-    func decideWithApple(_ pending: AppleBoundJob) async throws -> JobProcessor.Decided {
+    func askStore(_ pending: StoreBoundJob) async -> JobProcessor.Decided {
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             let now = state.withLock { state -> Bool in
                 state.inAppleStep += 1
@@ -151,7 +155,7 @@ final class PipelineParkingDecider: JobDeciding {
         state.withLock { $0.inAppleStep -= 1 }
         let verdict = Verdict(
             job: pending.job, outcome: .rejected, reason: .malformed, decidedBy: .prefilter, decidedAt: Date())
-        return JobProcessor.Decided(verdict: verdict, askedApple: true)
+        return JobProcessor.Decided(verdict: verdict, askedStore: true)
     }
 
     /// Apple answers: the jobs waiting in the Apple step go on, and later ones pass it at once.
@@ -164,6 +168,6 @@ final class PipelineParkingDecider: JobDeciding {
         waiting.forEach { $0.resume() }
     }
 
-    private static let local = JobProcessor.LocalEvidence(
+    static let local = LocalEvidence(
         evidence: PurchaseEvidence(source: .prefilter, authenticity: .unknown), environment: nil)
 }

@@ -271,7 +271,7 @@ struct SeveralAppsVerificationTests {
             let job = ReceiptJob(
                 jobID: "job-" + UUID().uuidString.lowercased(), accountID: "acct-" + UUID().uuidString.prefix(8),
                 proof: proof, bundleID: bundleID)
-            return try await processor.process(job).verdict
+            return try await processor.decide(job).verdict
         }
     }
 

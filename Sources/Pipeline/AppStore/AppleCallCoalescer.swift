@@ -191,7 +191,7 @@ final class AppleCallCoalescer: Sendable {
     }
 }
 
-extension JobProcessor {
+extension AppStore {
     /// The key jobs share an Apple answer under: the SHA-256 of the normalized receipt (two encodings of one receipt
     /// are one key; the digest, not the receipt, goes to the ledger), or the transaction id; nil when Apple is not
     /// asked.

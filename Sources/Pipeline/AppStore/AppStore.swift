@@ -1,0 +1,325 @@
+import AppleClients
+import Decision
+import Foundation
+import Ledger
+import Logging
+import Messages
+import Observability
+import RateLimiter
+import Receipts
+
+/// The App Store behind the job flow's store boundary (``PurchaseStore``): reads receipts, signed transactions and
+/// notifications locally (``ReceiptAnalyzer``), and asks Apple (verifyReceipt, or the Server API for a bare
+/// transaction id) through the call gate (``AppleCaller``), one call per proof across the cluster
+/// (``AppleCallCoalescer``), holding jobs back while Apple refuses this worker's own configuration
+/// (``AppleConfigurationWatch``).
+///
+/// Thousands of jobs may wait for Apple at once. In a worker they wait parked as data, and only the store stage's
+/// runners wait here as tasks, in the chain ``verify(_:local:deadline:)`` → ``ask(_:local:deadline:)`` → a call
+/// → ``AppleCaller/call(_:deadline:status:_:)`` → the gate. The synchronous work around each await is kept out of
+/// those async frames (``Frames``): the followers of a single flight and the jobs held by a configuration fault are
+/// tasks, and may be thousands in a replay storm.
+public struct AppStore: PurchaseStore {
+    public let analyzer: ReceiptAnalyzer
+    let apple: AppleCaller
+    /// Each app's verifyReceipt and Server API clients (one app unless the catalog lists several).
+    let apps: AppleAppClients
+    /// Holds back jobs while Apple refuses this worker's own configuration (21004, Server API 401).
+    public let configurationWatch: AppleConfigurationWatch
+    /// Jobs with the same proof share one Apple answer, within the worker and across the cluster.
+    let coalescer: AppleCallCoalescer
+    /// How long a job may wait for Apple, counted again from each attempt after a configuration fault was fixed.
+    let jobDeadline: Duration
+    let logger: Logger
+
+    init(
+        analyzer: ReceiptAnalyzer, apple: AppleCaller, apps: AppleAppClients,
+        configurationWatch: AppleConfigurationWatch, coalescer: AppleCallCoalescer, jobDeadline: Duration,
+        logger: Logger
+    ) {
+        self.analyzer = analyzer
+        self.apple = apple
+        self.apps = apps
+        self.configurationWatch = configurationWatch
+        self.coalescer = coalescer
+        self.jobDeadline = jobDeadline
+        self.logger = logger
+    }
+
+    /// Twice the gate's concurrency ceiling (the calls Apple may take at once, and as many jobs again waiting for a
+    /// permit, in the ledger or in Kafka around their calls, so the gate never lacks a caller), at least 256. Not
+    /// fewer: a job whose deadline passed while it was parked still takes a runner for its ledger write and its
+    /// verdict's delivery, and with a low ceiling (4 in `bench pipeline` part e) a few runners would end thousands of
+    /// such jobs a few at a time; 256 waiting runners cost about 3 MB.
+    public var stageLimit: Int { max(256, 2 * apple.gate.configuration.concurrency.ceiling) }
+
+    public func appIdentifier(for bundleID: String?) -> Int64? { apps.appAppleID(for: bundleID) }
+
+    // MARK: Reading the proof
+
+    public func readProof(_ job: ReceiptJob) -> LocalEvidence {
+        guard let text = job.proof.text else {
+            // A bare transaction id: nothing to read locally. The ledger may know the job; otherwise the Server API
+            // is asked.
+            return LocalEvidence(evidence: PurchaseEvidence(source: .prefilter, authenticity: .unknown))
+        }
+        let analysis = analyzer.analyze(Array(text.utf8))
+        return LocalEvidence(evidence: EvidenceMapping.evidence(from: analysis), environment: analysis.environment)
+    }
+
+    /// The proof normalized for verifyReceipt. Computed only for the jobs that go to Apple: normalizing scans and
+    /// decodes the whole proof, most jobs are decided without Apple, and the analyzer has already normalized once
+    /// (done twice for every job, it was about a sixth of a locally decided job's CPU in `bench pipeline`).
+    func normalized(_ text: String) -> [UInt8]? {
+        try? ReceiptInput.normalize(Array(text.utf8), maximumDecodedSize: analyzer.policy.maximumDecodedSize)
+    }
+
+    /// verifyReceipt's `receipt-data`: the normalized proof in base64.
+    func receiptData(_ text: String) -> String? {
+        normalized(text).map { Data($0).base64EncodedString() }
+    }
+
+    // MARK: Asking Apple
+
+    /// Asks Apple; while Apple refuses the worker's own configuration, waits (undecided) and asks again. The job's
+    /// deadline for Apple counts from each attempt (the first one's was set when the job left the ledger step): a
+    /// wait for an operator is not Apple being unavailable.
+    public func verify(
+        _ job: ReceiptJob, local: LocalEvidence, deadline firstDeadline: ContinuousClock.Instant
+    ) async throws -> PurchaseEvidence {
+        var deadline = firstDeadline
+        while true {
+            switch try await ask(job, local: local, deadline: deadline) {
+            case .evidence(let evidence): return evidence
+            case .refused(let fault):
+                try await waitForTurn(fault)
+                deadline = ContinuousClock.now.advanced(by: jobDeadline)
+            }
+        }
+    }
+
+    /// What to ask Apple for a job.
+    enum AppleRequest {
+        /// Nothing: Apple cannot help (the evidence is the local one, marked unavailable).
+        case none
+        /// Asked with the shared secret of the receipt's app.
+        case verifyReceipt(String, startingAt: AppleEnvironment)
+        /// Asked of each client in turn until one app knows the transaction.
+        case transactionInfo([AppStoreServerAPIClient], transactionID: String)
+    }
+
+    @inline(never)
+    func appleRequest(_ job: ReceiptJob, local: LocalEvidence) -> AppleRequest {
+        switch job.proof {
+        case .receipt(let text):
+            guard normalized(text) != nil, apps.app(for: local.evidence.bundleID) != nil else { return .none }
+            return .verifyReceipt(text, startingAt: local.environment == .sandbox ? .sandbox : .production)
+        case .transactionID(let transactionID):
+            let serverAPIs = apps.serverAPIs(for: job.bundleID)
+            guard !serverAPIs.isEmpty else {
+                logger.notice(
+                    "apple: a transaction id job needs the App Store Server API, which is not configured",
+                    metadata: [LogKeys.jobID: "\(job.jobID)"])
+                return .none
+            }
+            return .transactionInfo(serverAPIs, transactionID: transactionID)
+        case .signedTransaction, .notification:
+            // A JWS is verified locally or not at all: Apple cannot vouch for a chain that does not verify.
+            return .none
+        }
+    }
+
+    /// Apple's evidence for the job, or the local evidence marked unavailable. Jobs asking about the same proof at
+    /// once share one call (``AppleCallCoalescer``).
+    ///
+    /// Apple's refusal of this worker's own configuration is not evidence: it is never shared with other jobs nor
+    /// left in the lease (``AppleConfigurationRefusal``), and the job then waits for the setting.
+    @inline(never)
+    func ask(_ job: ReceiptJob, local: LocalEvidence, deadline: ContinuousClock.Instant) async throws -> AppleStep {
+        let request = appleRequest(job, local: local)
+        do {
+            return .evidence(
+                try await coalescer.evidence(
+                    key: coalescingKey(request), deadline: deadline, unavailable: local.unavailable
+                ) {
+                    try await callApple(job, request, local: local, deadline: deadline)
+                })
+        } catch let refusal as AppleConfigurationRefusal {
+            return .refused(refusal.fault)
+        }
+    }
+
+    /// What asking Apple gave: evidence, or a refusal of the worker's own configuration.
+    enum AppleStep {
+        case evidence(PurchaseEvidence)
+        case refused(AppleConfigurationFault)
+    }
+
+    /// Thrown out of a coalesced call when Apple refused the worker's configuration: the single flight then hands the
+    /// lead to a waiting job (which waits for the setting in turn), and the lease is released, never answered.
+    struct AppleConfigurationRefusal: Error {
+        var fault: AppleConfigurationFault
+    }
+
+    /// Calls Apple for this job (no other job of the cluster is asking about its proof).
+    @inline(never)
+    private func callApple(
+        _ job: ReceiptJob, _ request: AppleRequest, local: LocalEvidence, deadline: ContinuousClock.Instant
+    ) async throws -> PurchaseEvidence {
+        switch request {
+        case .none:
+            return local.unavailable
+        case .verifyReceipt(let text, let environment):
+            // With the shared secret of the app the receipt names (``appleRequest`` checked there is one).
+            guard let client = apps.app(for: local.evidence.bundleID)?.verifyReceipt else { return local.unavailable }
+            try await waitForTurn(.sharedSecret)
+            return try await askVerifyReceipt(job, text, environment, client, local: local, deadline: deadline)
+        case .transactionInfo(let serverAPIs, let transactionID):
+            try await waitForTurn(.serverAPIKey)
+            return try await askTransactionInfo(job, serverAPIs, transactionID, local: local, deadline: deadline)
+        }
+    }
+
+    /// Waits while Apple refuses the setting `fault` names (``AppleConfigurationWatch/waitForTurn(_:)``); a held job
+    /// steps aside from the worker's store stage meanwhile, so it keeps no other job from Apple.
+    @inline(never)
+    private func waitForTurn(_ fault: AppleConfigurationFault) async throws {
+        guard configurationWatch.isStanding(fault) else { return }
+        try await JobStageSlot.whileWaitingElsewhere { try await configurationWatch.waitForTurn(fault) }
+    }
+
+    @inline(never)
+    private func askVerifyReceipt(
+        _ job: ReceiptJob, _ text: String, _ environment: AppleEnvironment, _ verifyReceipt: VerifyReceiptClient,
+        local: LocalEvidence, deadline: ContinuousClock.Instant
+    ) async throws -> PurchaseEvidence {
+        let result = try await apple.call(
+            .verifyReceipt, deadline: deadline,
+            status: { (answer: AppleAnswerBox<VerifyReceiptResponse>) in
+                AppleCaller.verifyReceiptStatusLabel(answer.value.status.code)
+            }
+        ) {
+            // Made once a permit is held, not before: thousands of jobs may wait for a permit, and each would
+            // hold its receipt decoded and re-encoded. Deterministic, so it succeeds here as it did above.
+            try await verifyReceipt.verify(receiptData: receiptData(text) ?? "", startingAt: environment).boxed()
+        }
+        if case .answered(let answer) = result {
+            guard answer.value.status != .sharedSecretMismatch else { throw refused(.sharedSecret, job: job) }
+            configurationWatch.accepted(.sharedSecret)
+        }
+        return appleEvidence(result, job: job, local: local, call: "verifyReceipt") {
+            EvidenceMapping.evidence(from: $0, local: local.evidence)
+        }
+    }
+
+    /// A call Apple refused because of this worker's configuration: counted, and the job waits undecided.
+    @inline(never)
+    private func refused(_ fault: AppleConfigurationFault, job: ReceiptJob) -> AppleConfigurationRefusal {
+        configurationWatch.refused(fault)
+        logger.debug(
+            "apple: refused the worker's configuration, the job waits undecided",
+            metadata: [LogKeys.jobID: "\(job.jobID)", LogKeys.setting: "\(fault.rawValue)"])
+        return AppleConfigurationRefusal(fault: fault)
+    }
+
+    @inline(never)
+    private func askTransactionInfo(
+        _ job: ReceiptJob, _ serverAPIs: [AppStoreServerAPIClient], _ transactionID: String, local: LocalEvidence,
+        deadline: ContinuousClock.Instant
+    ) async throws -> PurchaseEvidence {
+        let result = try await apple.call(
+            .transactionInfo, deadline: deadline,
+            status: { (reply: AppleAnswerBox<ServerAPIReply>) in
+                guard case .info = reply.value else { return AppleCaller.keyRefusedLabel }
+                return "ok"
+            }
+        ) {
+            // Never empty (``appleRequest`` asks nothing then).
+            var outcome = try await serverAPIs[0].transactionInfo(transactionID: transactionID)
+            for serverAPI in serverAPIs.dropFirst() {
+                // Another app's transaction is not found with this app's key: the next app is asked. One permit
+                // covers these lookups; a job that names its app (`bundle_id`) costs one.
+                guard case .failed(let error) = outcome, error.httpStatus == 404 else { break }
+                outcome = try await serverAPI.transactionInfo(transactionID: transactionID)
+            }
+            switch outcome {
+            case .failed(let error) where error.httpStatus == 401:
+                // 401 in both environments (the client asks sandbox after a production 401): the key is refused.
+                // An answer, not a failure: it says nothing about Apple's health, so the gate must not back off.
+                return .answered(AppleAnswerBox(ServerAPIReply.keyRefused))
+            case .answered(let answer): return .answered(AppleAnswerBox(ServerAPIReply.info(answer)))
+            case .retryable(let advice): return .retryable(advice)
+            case .failed(let error): return .failed(error)
+            }
+        }
+        if case .answered(let answer) = result {
+            guard case .info = answer.value else { throw refused(.serverAPIKey, job: job) }
+            configurationWatch.accepted(.serverAPIKey)
+        }
+        return appleEvidence(result, job: job, local: local, call: "transaction info") { reply in
+            guard case .info(let info) = reply else { return local.unavailable }
+            return EvidenceMapping.evidence(from: info)
+        }
+    }
+
+    /// The Server API's answer to a transaction lookup, or its refusal of the worker's key.
+    enum ServerAPIReply: Sendable {
+        case info(TransactionInfoAnswer)
+        case keyRefused
+    }
+
+    /// The evidence of Apple's answer to one call (`call` names it in the log when Apple stayed unavailable).
+    @inline(never)
+    func appleEvidence<Answer>(
+        _ result: AppleCaller.Result<AppleAnswerBox<Answer>>, job: ReceiptJob, local: LocalEvidence, call: String,
+        from map: (Answer) -> PurchaseEvidence
+    ) -> PurchaseEvidence {
+        switch result {
+        case .answered(let answer):
+            return map(answer.value)
+        case .unavailable(let reason):
+            logger.notice(
+                "apple: \(call) unavailable for the job",
+                metadata: [LogKeys.jobID: "\(job.jobID)", LogKeys.error: "\(reason)"])
+            return local.unavailable
+        }
+    }
+}
+
+extension ReceiptJob.Proof {
+    /// The text a store reads (nil for a bare transaction id).
+    var text: String? {
+        switch self {
+        case .receipt(let text), .signedTransaction(let text), .notification(let text): text
+        case .transactionID: nil
+        }
+    }
+}
+
+extension JobProcessor {
+    /// A processor whose store is the App Store: `apps` (or, without it, one app with the given clients for every
+    /// bundle id), Apple called through `apple`, jobs of one proof sharing one call (`coalescing`, its leases in
+    /// `ledger`).
+    public init(
+        analyzer: ReceiptAnalyzer, ledger: any Ledger, apple: AppleCaller, verifyReceipt: VerifyReceiptClient,
+        serverAPI: AppStoreServerAPIClient?, configuration: Configuration, health: WorkerHealth, logger: Logger,
+        configurationWatch: AppleConfigurationWatch? = nil, now: @escaping @Sendable () -> Date = Date.init,
+        coalescing: AppleCoalescingConfiguration = .init(), apps: AppleAppClients? = nil
+    ) {
+        let apps =
+            apps
+            ?? AppleAppClients(
+                apps: [
+                    .init(
+                        bundleID: "", appAppleID: configuration.appAppleID, verifyReceipt: verifyReceipt,
+                        serverAPI: serverAPI)
+                ], servesEveryBundleID: true)
+        let store = AppStore(
+            analyzer: analyzer, apple: apple, apps: apps,
+            configurationWatch: configurationWatch ?? AppleConfigurationWatch(health: health, logger: logger),
+            coalescer: AppleCallCoalescer(
+                configuration: coalescing, leases: ledger as? any VerificationLeaseStore, logger: logger),
+            jobDeadline: configuration.jobDeadline, logger: logger)
+        self.init(store: store, ledger: ledger, configuration: configuration, health: health, logger: logger, now: now)
+    }
+}

@@ -1,0 +1,33 @@
+import Decision
+import Foundation
+import Messages
+
+/// What the job flow needs from a store: read a proof locally, and verify with the store what the proof and the
+/// ledger did not decide. A store reports facts (``PurchaseEvidence``) and never decides: the flow hands them to
+/// the decision rules (``LedgerSettlement``), which alone read the catalog and the sandbox policy.
+///
+/// A store's other duties sit beside the flow, each in the store's own folder: follow-ups after a durable grant
+/// (the App Store's ``AppleFollowUps``, told of each delivered verdict), decoding its notifications (the App Store's
+/// are read as a proof, `notification`, by ``readProof(_:)``) and reconciling what the store knows with the ledger
+/// (the Reconciler's history source). docs/STORES.md lists what a store provides and where the App Store does it.
+public protocol PurchaseStore: Sendable {
+    /// What the job's proof establishes without I/O: the facts its bytes show (format, signature, bundle, products,
+    /// transactions, environment). Synchronous: nothing here waits, and its locals die with the call.
+    func readProof(_ job: ReceiptJob) -> LocalEvidence
+
+    /// Asks the store about a job its proof and the ledger did not decide, the first attempt bounded by `deadline`.
+    /// Returns the store's facts, or `local.unavailable` when the store could not answer in time. While the store
+    /// refuses this worker's own configuration (a wrong secret or key), the job waits undecided and is asked again
+    /// once the setting is accepted. Throws only `CancellationError`.
+    func verify(
+        _ job: ReceiptJob, local: LocalEvidence, deadline: ContinuousClock.Instant
+    ) async throws -> PurchaseEvidence
+
+    /// The store's id of the app `bundleID` names, which the app's production notifications must carry; nil checks
+    /// nothing.
+    func appIdentifier(for bundleID: String?) -> Int64?
+
+    /// How many jobs at a time a worker lets take the store step (waiting for a permit, calling, settling and
+    /// delivering).
+    var stageLimit: Int { get }
+}
