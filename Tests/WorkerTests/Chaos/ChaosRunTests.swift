@@ -29,7 +29,7 @@ struct ChaosRunTests {
         return configuration
     }
 
-    // Eight minutes: the notification family adds about 35 s; 228 s alone, 380 s in a full suite at load 14 (2026-11-25).
+    // Eight minutes: the notification family adds about 35 s; 228 s alone, 380 s in a full suite at load 14.
     @Test("Every fault once, seed mix plus adversarial cases and fuzz: no invariant broken", .timeLimit(.minutes(8)))
     func shortRun() async throws {
         var configuration = try Self.configuration(for: "the chaos run")
