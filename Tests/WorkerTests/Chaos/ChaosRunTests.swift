@@ -39,7 +39,7 @@ struct ChaosRunTests {
         configuration.seed = 8
         configuration.faultHold = .seconds(2)
         // Full Apple storms (every request fails for the hold): the retry budget's minimum rate lets stranded retries
-        // go on without new traffic, so every job still settles (docs/RELIABILITY.md, "Known gaps").
+        // go on without new traffic, so every job still settles (docs/RELIABILITY.md, "History").
         configuration.appleFaultRatio = 1
         configuration.settleTimeout = .seconds(60)
         // Trace level: the run's log audit then proves no worker line holds the shared secret or a receipt.
