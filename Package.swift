@@ -257,8 +257,8 @@ let package = Package(
                 "Ledger",
                 "AppleSimulator",
                 "AppleClients",
-                "Operations",
                 "Traffic",
+                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]

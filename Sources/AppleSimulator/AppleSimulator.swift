@@ -19,7 +19,7 @@ public struct AppleSimulatorConfiguration: Sendable {
     public var sharedSecret: String?
     /// The `appAppleId` in App Store Server API answers (`--app-apple-id`). Default: 1234567890.
     public var appAppleId: Int64 = 1_234_567_890
-    /// Apps with their own credentials (issue 16.7), by bundle id: a receipt of a listed app needs that app's shared
+    /// Apps with their own credentials, by bundle id: a receipt of a listed app needs that app's shared
     /// secret, a Server API token must carry a listed app's `bid` (and that app's key signs it, when one is given),
     /// and a token of one app asking for another app's transaction gets Apple's 404 4040010. Default: empty (one
     /// app, configured by the keys above).

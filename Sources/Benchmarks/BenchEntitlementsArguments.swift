@@ -4,7 +4,7 @@ import Foundation
 import Logging
 import Traffic
 
-/// `verify-worker bench entitlements`: the entitlement service's three figures of issue 17, as JSON:
+/// `verify-worker bench entitlements`: the entitlement service's three figures, as JSON:
 /// (a) projection throughput (verdicts/s, decoding included) of the SQLite and PostgreSQL stores, one batch at a time;
 /// (b) API latency under an open-loop load of `--rate` requests/s (latency counted from each request's scheduled
 ///     time, so a slow answer cannot hide the requests queued behind it);

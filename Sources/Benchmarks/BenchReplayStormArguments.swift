@@ -3,7 +3,7 @@ import Foundation
 import Traffic
 
 /// `verify-worker bench replay-storm`: Apple calls per receipt when many accounts send the same receipts at once
-/// (issue 18.1), with coalescing and without, side by side.
+/// (one Apple call per receipt is the goal), with coalescing and without, side by side.
 package struct BenchReplayStormArguments: HarnessArguments {
     package static let commandConfiguration = CommandConfiguration(
         commandName: "replay-storm",

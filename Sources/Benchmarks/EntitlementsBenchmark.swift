@@ -13,10 +13,10 @@ import Traffic
     import Glibc
 #endif
 
-/// The entitlement service's three figures of issue 17 (`verify-worker bench entitlements`): projection
+/// The entitlement service's three figures (`verify-worker bench entitlements`): projection
 /// throughput, API latency under an open-loop load, publication-to-visibility delay.
 package enum EntitlementsBenchmark {
-    /// A part of the benchmark could not run (was ArgumentParser's ValidationError while this lived in the command).
+    /// A part of the benchmark could not run.
     package struct Failure: Error, CustomStringConvertible {
         package var code: String
         package var description: String

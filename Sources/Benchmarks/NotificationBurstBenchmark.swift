@@ -11,7 +11,7 @@ import Pipeline
 import Synchronization
 import Traffic
 
-/// `verify-worker bench notifications` (issue 16, item 12): a burst of App Store Server Notifications V2 POSTed to a
+/// `verify-worker bench notifications`: a burst of App Store Server Notifications V2 POSTed to a
 /// running gateway (`POST /apple/notifications`) and decided by workers, all in this process over one mock cluster,
 /// the simulator and a SQLite ledger. The notifications are the simulator's own, signed by its chain, about
 /// subscriptions granted through jobs first, so the workers do ledger work and never call Apple.

@@ -38,7 +38,7 @@ package struct PipelineBenchmarkOptions: Sendable {
     package var partitions = 32
     /// The workers' `kafka_properties` (librdkafka `name=value;…`), for tuning experiments. Default: none.
     package var workerKafkaProperties = ""
-    /// Run the workers inside the bench process (the method before 2026-11-22 12:00) instead of as `verify-worker
+    /// Run the workers inside the bench process (sharing its heap, cores and metrics) instead of as `verify-worker
     /// run` children. Default: false (children: their memory and metrics are their own).
     package var workersInProcess = false
     /// Also drain the jobs of (b) from a pre-filled topic (``PipelineBenchmarkResult/Drain``). Default: true.
@@ -240,7 +240,7 @@ package struct PipelineBenchmarkResult: Codable, Sendable {
     package var pacedLatency: LatencyRun?
 }
 
-/// The parts of `bench pipeline`, by the letters of issue 7.
+/// The parts of `bench pipeline`, by the letters `--parts` takes (docs/BENCHMARKS.md describes each).
 package enum PipelineBenchmarkPart: String, CaseIterable, Sendable {
     case kafka = "a"
     case local = "b"

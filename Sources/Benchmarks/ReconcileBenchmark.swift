@@ -12,7 +12,7 @@ import Reconciler
 import Synchronization
 import Traffic
 
-/// `verify-worker bench reconcile` (issue 16, item 12): one sweep of `verify-worker reconcile` over a simulator whose
+/// `verify-worker bench reconcile`: one sweep of `verify-worker reconcile` over a simulator whose
 /// history holds `notifications` failed deliveries (every attempt dropped), through the real App Store Server API
 /// client, a real SQLite ledger (lease and checkpoint) and a counting sink in place of Kafka. Reports the history
 /// requests Apple saw against the pages (the target: no more calls than pages) and the request rate against the

@@ -6,7 +6,7 @@ import Receipts
 import Traffic
 
 /// Feeds the adversarial corpus through the worker's decode and local-analysis path in-process (``MessageCodec``
-/// then ``ReceiptAnalyzer``), timing each message: the in-process half of issue 8's item 2.
+/// then ``ReceiptAnalyzer``), timing each message: the in-process half of the fuzzing (`runLiveFuzz` is the live half).
 public struct AdversarialCorpusRun: Sendable {
     /// What a run saw.
     public struct Report: Sendable, Codable, Hashable {

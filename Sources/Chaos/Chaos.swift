@@ -1,4 +1,4 @@
-/// The multi-process chaos harness of issue 8 and its adversarial input.
+/// The multi-process chaos harness and its adversarial input.
 ///
 /// - ``ChaosRun``: starts the dev broker, the Apple simulator, PostgreSQL and N `verify-worker run` processes,
 ///   submits the seed-000 mix with adversarial cases, injects a fault schedule and checks the invariants.

@@ -3,7 +3,7 @@ import Foundation
 import Logging
 import Traffic
 
-/// `verify-worker chaos`: the multi-process chaos harness (issue 8). The logic lives in the Chaos target.
+/// `verify-worker chaos`: the multi-process chaos harness. The logic lives in the Chaos target.
 package struct ChaosArguments: HarnessArguments {
     package static let commandConfiguration = CommandConfiguration(
         commandName: "chaos",

@@ -191,7 +191,7 @@ public enum ChaosViolation: Sendable, Hashable, CustomStringConvertible {
     }
 }
 
-/// The invariants of issue 8, as one pure function of what was submitted and what came out: every job has a
+/// The chaos run's invariants, as one pure function of what was submitted and what came out: every job has a
 /// verdict; a job's verdicts are identical; no transaction is granted to two accounts (or twice); granted
 /// transactions are exactly the authentic ones; the ledger agrees with the verdicts; the dead-letter topic holds
 /// only the deliberately malformed messages.

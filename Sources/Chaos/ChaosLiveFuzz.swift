@@ -81,7 +81,7 @@ public struct ChaosLiveFuzzPlan: Sendable {
 }
 
 extension ChaosRun {
-    /// Issue 8 item 2 through live workers: the adversarial corpus into `receipt-jobs` of a running cluster (dev broker,
+    /// The fuzzing through live workers: the adversarial corpus into `receipt-jobs` of a running cluster (dev broker,
     /// Apple simulator, PostgreSQL, N workers; no faults). Every input must end as a dead letter or a `rejected`
     /// verdict, no worker may exit, and each worker's resident set must stay under the plan's limit.
     public func runLiveFuzz(_ plan: ChaosLiveFuzzPlan) async throws -> ChaosLiveFuzzReport {

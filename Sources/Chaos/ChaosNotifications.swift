@@ -76,7 +76,7 @@ public struct ChaosLedgerTransaction: Sendable, Hashable {
     }
 }
 
-/// The end invariants of the notification family (issue 16, item 10), as pure functions of the simulator's truth and
+/// The end invariants of the notification family, as pure functions of the simulator's truth and
 /// the ledger: `notification_drift`, `consumption_answers`, `finish_calls` and `reconcile_budget`.
 public struct ChaosNotificationChecker: Sendable {
     /// The account that owned each transaction the lifecycle touched before it started (renewals: the owner of the

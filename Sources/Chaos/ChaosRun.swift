@@ -70,7 +70,7 @@ public struct ChaosConfiguration: Sendable {
     /// (`kill_entitlements`), and check at the end that every account's entitlements from its API equal the run's
     /// truth. Default: true.
     public var entitlements = true
-    /// The notification family (issue 16, item 10): run a gateway (the simulator's notification URL) and a
+    /// The notification family: run a gateway (the simulator's notification URL) and a
     /// reconciler, trigger lifecycle events for ``notificationTransactions`` granted purchases while notifications are
     /// dropped, duplicated and delayed and the gateway, the reconciler and a worker are killed; then compare the ledger
     /// with the simulator's truth. Turns on Finish Transaction and consumption answers in the workers. Default: true.
@@ -194,7 +194,7 @@ public struct ChaosError: Error, CustomStringConvertible, Sendable {
     init(_ description: String) { self.description = description }
 }
 
-/// The multi-process chaos harness of issue 8: starts the dev broker, the Apple simulator, PostgreSQL and N
+/// The multi-process chaos harness: starts the dev broker, the Apple simulator, PostgreSQL and N
 /// `verify-worker run` processes; submits the seed mix with adversarial cases; injects the fault schedule; reads
 /// back every verdict and dead letter and the ledger; checks the invariants (``ChaosInvariantChecker``).
 public struct ChaosRun: Sendable {

@@ -91,7 +91,7 @@ public struct ChaosTraffic: Sendable {
     }
 }
 
-/// Builds a run's traffic: the seed-000 mix minted by a simulator, plus the adversarial cases of issue 8.
+/// Builds a run's traffic: the seed-000 mix minted by a simulator, plus the adversarial cases.
 public struct ChaosTrafficBuilder {
     public var simulator: AppleSimulator
     public var seed: UInt64

@@ -191,7 +191,7 @@ private struct Evaluation {
         if let notification = evidence.notification {
             return decideNotification(notification)
         }
-        // A purchase the app tagged for another account is not this job's (issue 16.6). Only on authenticated
+        // A purchase the app tagged for another account is not this job's. Only on authenticated
         // evidence: a forged local token decides nothing, Apple's answer does.
         if authentic, transactions.contains(where: { $0.appAccountToken != nil }) {
             let expected = job.appAccountToken?.lowercased() ?? AppAccountToken.derived(fromAccountID: job.accountID)

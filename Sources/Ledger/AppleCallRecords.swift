@@ -44,7 +44,7 @@ public struct AppleCallRecord: Sendable, Hashable {
         /// Send Consumption Information, keyed by the CONSUMPTION_REQUEST's notification id.
         public static let consumptionInformation = Kind(rawValue: "consumption_information")
         /// Set App Account Token on a granted subscription or purchase that carried none, keyed by its original
-        /// transaction id (issue 16.6).
+        /// transaction id.
         public static let appAccountToken = Kind(rawValue: "app_account_token")
 
         public var description: String { rawValue }

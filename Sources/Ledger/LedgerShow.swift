@@ -41,7 +41,7 @@ extension PostgresLedger: LedgerInspection {
     }
 }
 
-/// `verify-worker ledger show`: what the ledger holds about a transaction or an account, as JSON (issue 16.9).
+/// `verify-worker ledger show`: what the ledger holds about a transaction or an account, as JSON.
 public enum LedgerShow {
     /// What to look up.
     public enum Subject: Sendable, Hashable {

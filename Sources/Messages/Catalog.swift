@@ -19,7 +19,7 @@ import Foundation
 /// An empty `bundle_ids` list or `products` list means "do not check" (useful for `inspect`). A product without
 /// `entitlements` grants one entitlement named after the product; a consumable grants none (it is counted).
 ///
-/// Several apps (issue 16.7): an optional `apps` list names each app with its credentials as *file references*
+/// Several apps: an optional `apps` list names each app with its credentials as *file references*
 /// (the catalog never holds a secret); each app's `bundle_id` is a bundle id a receipt may name:
 /// ```json
 /// "apps": [
@@ -287,7 +287,7 @@ extension Catalog {
         var refundPreference: String?
         var sampleContentProvided: Bool?
         if problem.reading == .verification {
-            // Optional keys of the consumption answers (issue 16.4): refused when malformed, never ignored, since a
+            // Optional keys of the consumption answers: refused when malformed, never ignored, since a
             // wrong answer to Apple cannot be taken back.
             if let value = present(entry["refund_preference"]) {
                 guard let text = value as? String, Product.refundPreferences.contains(text) else {

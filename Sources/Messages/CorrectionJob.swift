@@ -1,7 +1,7 @@
 import Foundation
 
 /// The jobs the reconciler publishes when a re-read of a subscription's transaction history finds the ledger behind
-/// Apple (issue 16, item 3): a `transaction_id` job for the subscription's owner, whose `job_id` names the
+/// Apple: a `transaction_id` job for the subscription's owner, whose `job_id` names the
 /// transaction and the state Apple stated, so that re-reading an unchanged state publishes the job already decided.
 ///
 /// `reconcile-{transactionId}-{expiresDate ms}-{revocationDate ms}`, 0 for a date Apple does not state.

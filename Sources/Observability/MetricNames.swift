@@ -56,10 +56,10 @@ public enum MetricNames {
     /// Timer (histogram): from a job's `submitted_at` (or consumption) to its verdict's delivery.
     public static let verdictLatency = "verify_job_duration_seconds"
     /// Counter, `result` (`sent`, `failed`, `retry_scheduled`, `already_recorded`, `ledger_error`, `dropped`):
-    /// Finish Transaction calls after durable grants (issue 16.5).
+    /// Finish Transaction calls after durable grants.
     public static let finishTransactions = "verify_finish_transactions_total"
     /// Counter, `result` (`sent`, `not_sent`, `failed`, `retry_scheduled`, `already_recorded`, `ledger_error`,
-    /// `dropped`): answers to CONSUMPTION_REQUEST notifications (issue 16.4).
+    /// `dropped`): answers to CONSUMPTION_REQUEST notifications.
     public static let consumptionAnswers = "verify_consumption_answers_total"
     /// Gauge: follow-up calls (Finish Transaction, consumption answers) queued in this worker, not yet claimed.
     public static let followUpsQueued = "verify_finish_followups_queued"

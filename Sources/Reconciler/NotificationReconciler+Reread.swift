@@ -28,7 +28,7 @@ extension NotificationReconciler {
         case stopped(String)
     }
 
-    /// Re-reads the transaction history of the subscriptions the ledger is unsure of (issue 16, item 3): a period
+    /// Re-reads the transaction history of the subscriptions the ledger is unsure of: a period
     /// ended without a renewal, a refund or auto-renew off, so Apple is retrying the charge (billing retry, grace
     /// period) or renewed it in a notification that never arrived. Each is read at most once per
     /// ``ReconcilerConfiguration/rereadInterval``, never-read first, on the sweep's lease and rate budget.

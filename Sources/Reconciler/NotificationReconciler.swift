@@ -8,7 +8,7 @@ import Observability
 import RateLimiter
 import Synchronization
 
-/// Recovers the App Store Server Notifications that Apple failed to deliver (issue 16, item 3).
+/// Recovers the App Store Server Notifications that Apple failed to deliver.
 ///
 /// Apple retries a failed notification five times over about six and a half days in production and once in the
 /// sandbox (reportedly not at all after an HTTP 400 since 2026-03); after that it is only in Get Notification

@@ -15,7 +15,7 @@ struct HarnessCommand<Arguments: HarnessArguments>: AsyncParsableCommand {
 /// `verify-worker demo`: a worker cluster against the simulator, with its verdict table.
 typealias DemoCommand = HarnessCommand<DemoArguments>
 
-/// `verify-worker chaos`: the multi-process chaos harness (issue 8).
+/// `verify-worker chaos`: the multi-process chaos harness (docs/RELIABILITY.md).
 typealias ChaosCommand = HarnessCommand<ChaosArguments>
 
 /// `verify-worker bench …`: benchmarks that print JSON. Their figures, with the commands that made them, are in

@@ -11,7 +11,7 @@ struct LedgerCommand: AsyncParsableCommand {
     )
 }
 
-/// `verify-worker ledger show --transaction ID | --account ID`: JSON of what the ledger holds (issue 16.9).
+/// `verify-worker ledger show --transaction ID | --account ID`: JSON of what the ledger holds.
 struct LedgerShowCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "show",

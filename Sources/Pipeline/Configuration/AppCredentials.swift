@@ -3,7 +3,7 @@ import Foundation
 import Messages
 import Operations
 
-/// The credentials of each app the worker verifies for (issue 16.7): its bundle id, its Apple id, its verifyReceipt
+/// The credentials of each app the worker verifies for: its bundle id, its Apple id, its verifyReceipt
 /// shared secret and its App Store Server API key. From the catalog's `apps` (secrets read from the files it names),
 /// or, when the catalog lists no apps, from the worker's own keys as before: one app that serves every bundle id of
 /// `bundle_ids`.

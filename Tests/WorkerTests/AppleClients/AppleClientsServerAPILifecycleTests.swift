@@ -5,7 +5,7 @@ import Testing
 
 @testable import AppleClients
 
-/// The endpoints after a grant (issue 16, item 2) against the scripted fake server: request shape (method, path,
+/// The endpoints after a grant against the scripted fake server: request shape (method, path,
 /// body, bearer token), answer parsing, 429 with Retry-After, the 4040010 sandbox fallback, malformed answers.
 @Suite("Apple clients: App Store Server API after a grant", .serialized, .timeLimit(.minutes(2)))
 struct AppleClientsServerAPILifecycleTests {

@@ -29,7 +29,7 @@ struct ChaosRunTests {
         return configuration
     }
 
-    // Eight minutes: the notification family adds about 35 s; 228 s alone, 380 s in a full suite at load 14 (2026-11-25).
+    // Eight minutes: the notification family adds about 35 s; 228 s alone, 380 s in a full suite at load 14.
     @Test("Every fault once, seed mix plus adversarial cases and fuzz: no invariant broken", .timeLimit(.minutes(8)))
     func shortRun() async throws {
         var configuration = try Self.configuration(for: "the chaos run")
@@ -39,7 +39,7 @@ struct ChaosRunTests {
         configuration.seed = 8
         configuration.faultHold = .seconds(2)
         // Full Apple storms (every request fails for the hold): the retry budget's minimum rate lets stranded retries
-        // go on without new traffic, so every job still settles (docs/RELIABILITY.md, "Known gaps").
+        // go on without new traffic, so every job still settles (docs/RELIABILITY.md, "History").
         configuration.appleFaultRatio = 1
         configuration.settleTimeout = .seconds(60)
         // Trace level: the run's log audit then proves no worker line holds the shared secret or a receipt.

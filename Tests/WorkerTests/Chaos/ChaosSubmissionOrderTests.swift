@@ -2,7 +2,7 @@ import Chaos
 import Testing
 
 /// How the chaos harness submits a burst: one account's messages of a burst in order, one after another's delivery
-/// report (the CI failure of 2026-11-25: a grant, junk and a second purchase under one job id were sent concurrently,
+/// report (when a grant, junk and a second purchase under one job id were sent concurrently,
 /// the second purchase landed first and took the job id, and the run's truth, which assumes their order, saw four
 /// violations).
 @Suite("Chaos: submission order")

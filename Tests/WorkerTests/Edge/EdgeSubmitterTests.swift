@@ -14,7 +14,7 @@ struct EdgeSubmitterTests {
     /// Sized by round trips, not by jobs: the submitter reads its input in order, so a job that must wait holds
     /// up the ones behind it. The earlier version (6 accounts, so 6 sends in flight and 50 serial round trips)
     /// ran past its limit in the full suite, where both cores are busy for the first minute and one confirmed
-    /// send took 1 to 2 s (session 12, measured).
+    /// send took 1 to 2 s (measured).
     @Test("300 jobs of 75 accounts, 64 sends in flight: every account's jobs land in input order, one line each")
     func perAccountOrder() async throws {
         let accounts = 75

@@ -3,7 +3,7 @@ import Gateway
 import Operations
 import Testing
 
-/// Issue 15.4: `verify-worker gateway` reads the same kind of key table as `run` and `entitlements`: its flags (the
+/// `verify-worker gateway` reads the same kind of key table as `run` and `entitlements`: its flags (the
 /// same short names as before), `VERIFY_…` variables and config-file lines, its `--help` and its section of
 /// docs/CONFIGURATION.md all come from ``GatewayConfiguration/keys``.
 @Suite("Gateway: configuration through the key table")

@@ -4,7 +4,7 @@ import Testing
 
 @testable import Decision
 
-/// Issue 16.6: a transaction whose `appAccountToken` is set is granted only to a job whose token matches (the job's
+/// A transaction whose `appAccountToken` is set is granted only to a job whose token matches (the job's
 /// `app_account_token`, or the token derived from its `account_id` when it has none); otherwise `rejected` /
 /// `account_token_mismatch`. Only authenticated evidence decides it.
 @Suite("Ledger rules: app account tokens")

@@ -5,7 +5,7 @@ import Testing
 
 @testable import Ledger
 
-/// Issue 16.5: the ledger's record of follow-up calls to Apple (schema version 5), on both backends.
+/// The ledger's record of follow-up calls to Apple (schema version 5), on both backends.
 @Suite("Ledger: Apple call records", .serialized, .timeLimit(.minutes(2)))
 struct LedgerAppleCallRecordTests {
     typealias S = LedgerTestSupport

@@ -389,7 +389,7 @@ final class Counter: Sendable {
     }
 }
 
-/// The writes of notification types (issue 16.1) on both backends: reinstate, auto-renew, notification order.
+/// The writes of notification types on both backends: reinstate, auto-renew, notification order.
 @Suite("Ledger backends: notification writes", .serialized, .timeLimit(.minutes(2)))
 struct LedgerNotificationWriteTests {
     typealias F = LedgerFixtures

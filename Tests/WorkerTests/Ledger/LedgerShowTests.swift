@@ -4,7 +4,7 @@ import Testing
 
 @testable import Ledger
 
-/// Issue 16.9: `verify-worker ledger show`'s report, on both backends.
+/// `verify-worker ledger show`'s report, on both backends.
 @Suite("Ledger: show a transaction or an account", .serialized, .timeLimit(.minutes(2)))
 struct LedgerShowTests {
     typealias S = LedgerTestSupport

@@ -44,7 +44,7 @@ enum LedgerTestSupport {
     /// For tests that are not about timeouts: the production defaults (connect 3 s, operation 5 s) are for a worker
     /// that retries, and a test run shares two cores with hundreds of other tests, where a local connection has
     /// taken longer than 3 s, and a fresh schema's migration, queued behind twenty others in the run's first minute,
-    /// longer than 30 s (2026-11-28, on a slower machine: a hang guard, like the tests' two-minute limits). Tests of
+    /// longer than 30 s (on a slower machine: a hang guard, like the tests' two-minute limits). Tests of
     /// the timeouts themselves use ``fastFailing``.
     static let patient = LedgerConfiguration(operationTimeout: .seconds(100), connectTimeout: .seconds(20))
 

@@ -5,7 +5,7 @@ import Testing
 @testable import Decision
 @testable import Ledger
 
-/// Issue 16.3: the reconciler's list of subscriptions the ledger is unsure of (lapsed or in grace; or claimed after a
+/// The reconciler's list of subscriptions the ledger is unsure of (lapsed or in grace; or claimed after a
 /// notification named them unclaimed), and its record of re-reads (schema version 6), on both backends (a real SQLite
 /// file and a real PostgreSQL).
 @Suite("Ledger: subscriptions to re-read", .timeLimit(.minutes(2)))

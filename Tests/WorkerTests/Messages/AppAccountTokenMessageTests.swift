@@ -2,7 +2,7 @@ import Foundation
 import Messages
 import Testing
 
-/// Issue 16.6: `app_account_token`, a new optional field of `receipt-job/v1`: read by both decoding paths, written
+/// `app_account_token`, an optional field of `receipt-job/v1`: read by both decoding paths, written
 /// by the codec, lower-cased, checked to be a UUID, part of the job's content only when present.
 @Suite("Messages: app_account_token")
 struct AppAccountTokenMessageTests {

@@ -14,7 +14,7 @@ import Testing
 
 @testable import Pipeline
 
-/// One Apple call per receipt (issue 18.1): jobs of many accounts carrying one receipt at once share one answer,
+/// One Apple call per receipt: jobs of many accounts carrying one receipt at once share one answer,
 /// within a worker (single flight) and across workers (the ledger's verification lease), with the verdicts the
 /// rules give anyway: one grant, the rest `replayed`. Real ledgers (SQLite, and PostgreSQL where named), the
 /// simulator as Apple, and a transport in front of it that counts the requests and holds them until the test lets

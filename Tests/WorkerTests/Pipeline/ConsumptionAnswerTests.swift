@@ -7,7 +7,7 @@ import Testing
 
 @testable import AppleSimulator
 
-/// Issue 16.4: with `consumption_answers`, each CONSUMPTION_REQUEST notification gets exactly one Send Consumption
+/// With `consumption_answers`, each CONSUMPTION_REQUEST notification gets exactly one Send Consumption
 /// Information call, built from the ledger, through workers on the mock cluster and a fake Server API.
 @Suite("Pipeline: consumption answers", .serialized, .timeLimit(.minutes(3)))
 struct ConsumptionAnswerTests {

@@ -5,7 +5,7 @@ import Messages
 import Pipeline
 import Testing
 
-/// Issue 16.5: with `finish_transactions`, each granted transaction gets one Finish Transaction call once its
+/// With `finish_transactions`, each granted transaction gets one Finish Transaction call once its
 /// verdict is delivered, through workers on the mock cluster and a fake Server API that counts the calls.
 @Suite("Pipeline: Finish Transaction after a durable grant", .serialized, .timeLimit(.minutes(3)))
 struct FinishTransactionTests {

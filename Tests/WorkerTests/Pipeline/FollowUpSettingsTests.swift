@@ -5,7 +5,7 @@ import Pipeline
 import RateLimiter
 import Testing
 
-/// Issue 16.4 and 16.5: the settings of the calls after a grant (configuration keys, catalog keys, rate limits).
+/// The settings of the calls after a grant (configuration keys, catalog keys, rate limits).
 @Suite("Pipeline: follow-up call settings")
 struct FollowUpSettingsTests {
     static func configuration(_ environment: [String: String]) throws -> WorkerConfiguration {

@@ -5,7 +5,7 @@ import Pipeline
 import Testing
 
 /// One `verdict_id` always names one verdict, and no job, earlier or later, hides a grant: a job id reused with
-/// another proof or account gets its own verdict id (issue: a consumer de-duplicating on `verdict_id` dropped a
+/// another proof or account gets its own verdict id (else a consumer de-duplicating on `verdict_id` drops a
 /// grant published under the id of an earlier rejection).
 @Suite("Pipeline: job ids reused with another content", .serialized, .timeLimit(.minutes(3)))
 struct JobIDReuseTests {

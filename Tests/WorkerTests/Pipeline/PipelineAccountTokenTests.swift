@@ -3,7 +3,7 @@ import Foundation
 import Messages
 import Testing
 
-/// Issue 16.6 through a worker: purchases the app tagged with an `appAccountToken` (a StoreKit 2 JWS checked
+/// App account tokens through a worker: purchases the app tagged with an `appAccountToken` (a StoreKit 2 JWS checked
 /// locally, an app receipt checked through verifyReceipt) are granted only to the job with that token.
 @Suite("Pipeline: app account tokens", .timeLimit(.minutes(2)))
 struct PipelineAccountTokenTests {

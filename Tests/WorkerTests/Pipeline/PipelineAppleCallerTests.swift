@@ -6,7 +6,7 @@ import Testing
 
 @testable import Pipeline
 
-/// `AppleCaller.call` after its bookkeeping moved out of its async frame (session 4, memory per waiting job): the
+/// `AppleCaller.call` with its bookkeeping outside its async frame (a small frame per waiting job): the
 /// same answers, retries and reasons as before.
 @Suite("Pipeline: Apple caller", .timeLimit(.minutes(2)))
 struct PipelineAppleCallerTests {

@@ -142,7 +142,7 @@ struct PipelineSizeLimitTests {
         await output.shutdown()
     }
 
-    @Test("the issue's case with the default limits: a 1,020,000-byte non-job ends as a cut dead letter, no stall")
+    @Test("with the default limits: a 1,020,000-byte non-job ends as a cut dead letter, no stall")
     func defaultLimits() async throws {
         let setup = try PipelineSingleWorkerSetup(name: "defaults")
         let configuration = setup.configuration()

@@ -4,7 +4,7 @@ import Foundation
 import Messages
 import Testing
 
-/// Issue 16.6, the optional part: with `set_app_account_tokens`, a purchase granted to a job without a token is
+/// Optionally, with `set_app_account_tokens`, a purchase granted to a job without a token is
 /// tagged once, through Set App Account Token at the simulator, with the owner's derived token; afterwards Apple's
 /// answers carry it, the owner's jobs still match, and another account's job is `account_token_mismatch`.
 @Suite("Pipeline: Set App Account Token after a grant", .timeLimit(.minutes(2)))

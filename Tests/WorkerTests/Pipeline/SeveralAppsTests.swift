@@ -13,7 +13,7 @@ import Testing
 
 @testable import AppleSimulator
 
-/// A deployment of two apps (issue 16.7): each app's shared secret and Server API key in its own file, and a catalog
+/// A deployment of two apps: each app's shared secret and Server API key in its own file, and a catalog
 /// that names the files.
 struct SeveralAppsFiles {
     static let appA = "com.example.alpha"

@@ -5,7 +5,7 @@ import Operations
 import Testing
 import Traffic
 
-/// `verify-worker reconcile` as an operator runs it (issue 16, item 3): replicas against the Apple simulator process
+/// `verify-worker reconcile` as an operator runs it: replicas against the Apple simulator process
 /// and one SQLite ledger: one holds the lease and sweeps, the other waits; SIGTERM gives the lease up, exit 0, and the
 /// other takes over; a missing Server API key stops it at start with exit 2 and one line naming the key.
 @Suite("Process: verify-worker reconcile", .serialized, .timeLimit(.minutes(2)))

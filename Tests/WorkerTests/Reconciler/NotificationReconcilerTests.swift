@@ -11,7 +11,7 @@ import Reconciler
 import Synchronization
 import Testing
 
-/// `verify-worker reconcile`'s core (issue 16, item 3) on a manual clock, a real SQLite ledger, a fake Get
+/// `verify-worker reconcile`'s core on a manual clock, a real SQLite ledger, a fake Get
 /// Notification History and a recording sink: every failed notification published once per sweep as the gateway's
 /// job, pages paced at the configured share, Apple's Retry-After honoured, the checkpoint moved only by a sweep
 /// that finished, and one replica at a time.

@@ -11,8 +11,8 @@ import ServiceLifecycle
 import Synchronization
 import Testing
 
-/// `verify-worker reconcile`'s runtime against the Apple simulator, a mock cluster, the ledger and a worker (issue 16,
-/// item 3): a REFUND notification Apple could not deliver (nothing listens at the notification URL) is found in Get
+/// `verify-worker reconcile`'s runtime against the Apple simulator, a mock cluster, the ledger and a worker:
+/// a REFUND notification Apple could not deliver (nothing listens at the notification URL) is found in Get
 /// Notification History, published as the gateway's job, and decided by the worker, so the grant is revoked; the
 /// checkpoint moves; the lease is given up on stop. And a renewal Apple never notified is found by re-reading the
 /// lapsed subscription's transaction history, published as a correction, and granted to the owner.

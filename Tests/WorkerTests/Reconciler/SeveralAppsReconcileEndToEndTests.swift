@@ -9,7 +9,7 @@ import Operations
 import Testing
 import Traffic
 
-/// Issue 16, items 3 and 7 together: with two apps in the catalog, `verify-worker reconcile` sweeps each app's
+/// The reconciler with several apps: with two apps in the catalog, `verify-worker reconcile` sweeps each app's
 /// notification history with that app's own Server API key. A REFUND of app B that Apple could not deliver is found
 /// by B's sweep and published once, as the gateway's job; A's sweep, whose token Apple answers with A's history only,
 /// publishes nothing. The simulator checks each token against its app's key and answers with that app's history, so

@@ -10,7 +10,7 @@ import Testing
 @testable import Decision
 @testable import Reconciler
 
-/// The reconciler's re-reads of subscriptions the ledger is unsure of (issue 16, item 3) on a manual clock, a real
+/// The reconciler's re-reads of subscriptions the ledger is unsure of, on a manual clock, a real
 /// SQLite ledger, a fake Get Transaction History and a recording sink: a renewal whose notification was dropped is
 /// published as a correction for the owner and, decided by the workers' rules, brings the ledger to Apple's truth;
 /// each subscription is re-read at most once per interval; sweeps and re-reads share one rate budget; 429 backs

@@ -13,7 +13,7 @@ import ServiceLifecycle
 import Testing
 import Traffic
 
-/// Issue 8, item 3: secrets, keys and receipts never reach a log line; TLS verification cannot be turned off; a
+/// Secrets, keys and receipts never reach a log line; TLS verification cannot be turned off; a
 /// job cannot choose the host the worker calls; replays are rejected.
 @Suite("Security: nothing secret in the logs", .timeLimit(.minutes(2)))
 struct SecurityLogTests {

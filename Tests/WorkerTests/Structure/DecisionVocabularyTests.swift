@@ -1,8 +1,9 @@
 import Foundation
 import Testing
 
-/// Issue 15, item 2: one decision vocabulary. A source scan, so a second word for the same thing fails the build's
-/// tests the day it is added, not the day two of them disagree.
+/// One decision vocabulary. A source scan, so a second word for the same thing fails the build's tests the day it is
+/// added, not the day two of them disagree. It reads enums and structs alike: a struct with `static let` values is
+/// the same second word as an enum with cases.
 @Suite("Decision vocabulary")
 struct DecisionVocabularyTests {
     /// One Swift file of `Sources`: its path relative to `Sources` and its text.
@@ -28,20 +29,21 @@ struct DecisionVocabularyTests {
     static func duplicates(in files: [SourceFile]) -> [String] {
         var found: [String] = []
         for file in files {
-            for (name, body) in enumDeclarations(file.text) {
-                let cases = Set(caseNames(body))
+            for (kind, name, body) in typeDeclarations(file.text) {
+                let cases = Set(caseNames(body, of: name))
                 if name.hasSuffix("Environment"), cases.isSuperset(of: ["production", "sandbox"]),
                     name != "AppleEnvironment" || file.path != "Messages/AppleEnvironment.swift"
                 {
-                    found.append("\(file.path): enum \(name) spells Production/Sandbox again (use AppleEnvironment)")
+                    found.append(
+                        "\(file.path): \(kind) \(name) spells Production/Sandbox again (use AppleEnvironment)")
                 }
                 if cases.isSuperset(of: ["consumable", "nonConsumable"]) || name == "ProductType",
                     file.path != "Messages/ProductType.swift"
                 {
-                    found.append("\(file.path): enum \(name) spells product types again (use ProductType)")
+                    found.append("\(file.path): \(kind) \(name) spells product types again (use ProductType)")
                 }
                 if name.contains("RFC3339"), file.path != "Messages/RFC3339.swift" {
-                    found.append("\(file.path): enum \(name) is a second RFC 3339 codec (use RFC3339)")
+                    found.append("\(file.path): \(kind) \(name) is a second RFC 3339 codec (use RFC3339)")
                 }
             }
             for match in matches(#"struct\s+(\w*Catalog)\b"#, in: file.text)
@@ -62,14 +64,16 @@ struct DecisionVocabularyTests {
         return found
     }
 
-    /// `enum Name … { body }` pairs (the body up to the matching brace).
-    static func enumDeclarations(_ text: String) -> [(String, Substring)] {
-        var result: [(String, Substring)] = []
+    /// `enum Name … { body }` and `struct Name … { body }` as (kind, name, body), the body up to the matching brace.
+    static func typeDeclarations(_ text: String) -> [(String, String, Substring)] {
+        var result: [(String, String, Substring)] = []
         var searchStart = text.startIndex
         while let range = text.range(
-            of: #"\benum\s+\w+"#, options: .regularExpression, range: searchStart..<text.endIndex)
+            of: #"\b(enum|struct)\s+\w+"#, options: .regularExpression, range: searchStart..<text.endIndex)
         {
-            let name = text[range].split(whereSeparator: \.isWhitespace).last.map(String.init) ?? ""
+            let words = text[range].split(whereSeparator: \.isWhitespace).map(String.init)
+            let kind = words.first ?? ""
+            let name = words.last ?? ""
             guard let open = text[range.upperBound...].firstIndex(of: "{") else { break }
             var depth = 0
             var index = open
@@ -81,14 +85,22 @@ struct DecisionVocabularyTests {
                 }
                 index = text.index(after: index)
             }
-            result.append((name, text[open..<min(index, text.endIndex)]))
+            result.append((kind, name, text[open..<min(index, text.endIndex)]))
             searchStart = range.upperBound
         }
         return result
     }
 
-    static func caseNames(_ body: Substring) -> [String] {
-        matches(#"case\s+(\w+)"#, in: String(body))
+    /// The values a type offers: an enum's cases and the static values of the type itself
+    /// (`static let production = Name(…)`, `Self(…)` or `.init(…)`, or `static var production: Name { … }`), not
+    /// static constants of other types.
+    static func caseNames(_ body: Substring, of name: String) -> [String] {
+        let ownType = "(?:\(name)|Self)"
+        let storedValue =
+            #"static\s+(?:let|var)\s+(\w+)\s*(?::\s*"# + ownType + #"\s*)?=\s*(?:"# + ownType + #"|\.init)\b"#
+        let computedValue = #"static\s+var\s+(\w+)\s*:\s*"# + ownType + #"\s*\{"#
+        return matches(#"case\s+(\w+)"#, in: String(body)) + matches(storedValue, in: String(body))
+            + matches(computedValue, in: String(body))
     }
 
     static func matches(_ pattern: String, in text: String) -> [String] {
@@ -107,7 +119,7 @@ struct DecisionVocabularyTests {
         #expect(found.isEmpty, "\(found.joined(separator: "\n"))")
     }
 
-    @Test("the scan finds each kind of second word (what the codebase had before issue 15)")
+    @Test("the scan finds each kind of second word, spelled as an enum or as a struct")
     func scanFindsSecondWords() {
         let before = [
             SourceFile(
@@ -126,6 +138,23 @@ struct DecisionVocabularyTests {
             SourceFile(
                 path: "Pipeline/Decision/JobProcessor.swift", text: "let result = DecisionRules.decide(input)"),
             SourceFile(path: "Entitlements/EntitlementCatalog.swift", text: "public struct EntitlementCatalog {}"),
+            SourceFile(
+                path: "Receipts/Model/ReceiptAnalysis.swift",
+                text: """
+                    public struct ReceiptEnvironment: RawRepresentable {
+                        public static let production = ReceiptEnvironment(rawValue: "Production")
+                        public static let sandbox = ReceiptEnvironment(rawValue: "Sandbox")
+                    }
+                    """),
+            SourceFile(
+                path: "Ledger/LedgerProduct.swift",
+                text: """
+                    struct LedgerProductType {
+                        static let consumable = LedgerProductType()
+                        static let nonConsumable = LedgerProductType()
+                    }
+                    """),
+            SourceFile(path: "Gateway/Dates.swift", text: "struct GatewayRFC3339 { func format() {} }"),
         ]
         let found = Self.duplicates(in: before)
         for fragment in [
@@ -133,6 +162,8 @@ struct DecisionVocabularyTests {
             "RateLimiter/AppleEndpoint.swift: enum Environment", "Receipts/Formats/RFC3339.swift: enum RFC3339",
             "AppleSimulator/AppleDates.swift: ISO8601FormatStyle", "Pipeline/Decision/JobProcessor.swift: enters",
             "Entitlements/EntitlementCatalog.swift: struct EntitlementCatalog",
+            "Receipts/Model/ReceiptAnalysis.swift: struct ReceiptEnvironment",
+            "Ledger/LedgerProduct.swift: struct LedgerProductType", "Gateway/Dates.swift: struct GatewayRFC3339",
         ] {
             #expect(found.contains { $0.hasPrefix(fragment) }, "\(fragment) not in \(found)")
         }

@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 
-/// Issue 15.3: the product apart from its harness. Benchmarks, fuzzers, load generators and traffic live in the
+/// The product apart from its harness. Benchmarks, fuzzers, load generators and traffic live in the
 /// harness targets, which may depend on the product, never the reverse.
 @Suite("Structure: the product targets hold no harness code and depend on no harness target")
 struct HarnessSeparationTests {
@@ -16,7 +16,7 @@ struct HarnessSeparationTests {
     /// Words that mark a harness file by its path.
     static let harnessWords = ["Benchmark", "Load", "Traffic", "Fuzz", "Wrk", "Storm"]
     /// Files that stay in a product target on purpose, each with its reason; the test fails if one disappears, so
-    /// the list never outlives its files. Empty since session 12: harness code that needs a product target's
+    /// the list never outlives its files. Empty: harness code that needs a product target's
     /// internals reads them through `package` access (the receipt cost breakdown, the storm simulation).
     static let knownExceptions: [String: String] = [:]
 

@@ -2,7 +2,7 @@ import Foundation
 import Observability
 import Testing
 
-/// Issue 15.7: one table of log keys and one of metric names, used by every target. These scans fail, naming the
+/// One table of log keys and one of metric names, used by every target. These scans fail, naming the
 /// file and line, when a literal key or name appears anywhere else in Sources.
 @Suite("Structure: one table of log keys and metric names")
 struct ObservabilityTableTests {

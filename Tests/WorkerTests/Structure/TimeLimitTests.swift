@@ -2,8 +2,8 @@ import Foundation
 import Testing
 
 /// A time limit is a hang guard, not a speed assertion. Swift Testing starts every test of the run at once, and on
-/// two cores the first minute of a full run keeps both busy: a test that takes 5 s alone took 65 s there (session
-/// 12, measured before the run's heaviest starters were eased), so a one-minute limit failed healthy tests at random.
+/// two cores the first minute of a full run keeps both busy: a test that takes 5 s alone took 65 s there
+/// (measured before the run's heaviest starters were eased), so a one-minute limit failed healthy tests at random.
 @Suite("Structure: time limits are hang guards")
 struct TimeLimitTests {
     /// The shortest limit a test may declare.

@@ -6,7 +6,7 @@ import Kafka
 /// holding both threads for half a minute starved every in-process HTTP server (the simulator, the gateway) of the
 /// other tests until their requests timed out. Expectations stay in the test, on what the body returns.
 ///
-/// The thread keeps the normal priority. Session 12 tried nice 19 and took it back: a thread that rarely gets a core
+/// The thread keeps the normal priority, not nice 19: a thread that rarely gets a core
 /// can hold a lock the whole process needs (the allocator's, the Swift runtime's metadata caches) for seconds, and a
 /// fresh-clone CI run then had three tests stall. Bodies that time their work measure the thread's CPU time.
 enum OffPool {
