@@ -3,7 +3,7 @@ import Foundation
 import Logging
 import Receipts
 
-/// Each app's Apple clients (issue 16.7), chosen by the bundle id the proof names: a receipt's bundle id, a
+/// Each app's Apple clients, chosen by the bundle id the proof names: a receipt's bundle id, a
 /// transaction's or notification's `bundleId`, or a bare transaction id job's `bundle_id`. Each app's verifyReceipt
 /// client sends that app's shared secret; each app's Server API client signs tokens whose `bid` is that app's
 /// bundle id and accepts only signed payloads of that app.

@@ -68,8 +68,8 @@ public struct AppleFollowUpsConfiguration: Sendable {
 }
 
 /// The calls to Apple that follow a durable verdict, once its delivery report came back (so its ledger write is
-/// committed too): Finish Transaction for each transaction of a `granted` verdict (issue 16.5), and one Send
-/// Consumption Information per CONSUMPTION_REQUEST notification, built from the ledger and the catalog (16.4).
+/// committed too): Finish Transaction for each transaction of a `granted` verdict, and one Send
+/// Consumption Information per CONSUMPTION_REQUEST notification, built from the ledger and the catalog.
 ///
 /// - Once: each call is claimed in the ledger (``AppleCallRecordStore``) before it is made; a redelivered job or
 ///   another worker finds the record and does nothing.

@@ -171,3 +171,103 @@ final class PipelineParkingDecider: JobStepping {
     static let local = LocalEvidence(
         evidence: PurchaseEvidence(source: .prefilter, authenticity: .unknown), environment: nil)
 }
+
+/// A key's next job starts where the scheduler puts it, the proof stage, not on the store stage's runner that
+/// finished the key's previous job: with one store runner, a slow proof step of `acct-a`'s second job must not keep
+/// `acct-b`'s job from the store.
+@Suite("Pipeline: where a key's next job runs", .timeLimit(.minutes(2)))
+struct PipelineNextJobTests {
+    @Test("a key's next job waits in the proof stage: the store stage's only runner goes on with another key's job")
+    func nextJobInProofStage() async throws {
+        let setup = try PipelineSingleWorkerSetup(name: "next-job")
+        let decider = PipelineNextJobDecider()
+        let producer = try setup.producer()
+        let worker = try setup.worker(producer: producer, decider: decider, logger: PipelineDeliveryTests.quietLogger)
+        let run = Task { try await worker.run() }
+        let codec = MessageCodec()
+        func send(_ jobID: String, account: String) async throws {
+            let job = ReceiptJob(jobID: jobID, accountID: account, proof: .transactionID("2000000001"))
+            _ = try await producer.send(
+                KafkaProducerRecord(topic: setup.topics.jobs, key: job.messageKey, value: codec.encode(job)))
+        }
+        try await send("a-first", account: "acct-a")
+        try await send("a-second", account: "acct-a")
+        try await PipelineHarness.poll("a-first decided by the store, a-second held in its proof step") {
+            decider.askedStore == ["a-first"] && decider.holdingProof
+        }
+        try await send("b-first", account: "acct-b")
+        // On the store runner that finished `a-first`, `a-second` would hold the only runner until released.
+        try await PipelineHarness.poll("b-first decided by the store while a-second still reads its proof") {
+            decider.askedStore == ["a-first", "b-first"]
+        }
+        #expect(decider.holdingProof)
+        decider.releaseProof()
+        try await PipelineHarness.poll("every job committed") { try await setup.committedOffset() == 3 }
+        #expect(decider.askedStore == ["a-first", "b-first"], "a-second was decided by its proof step")
+        await worker.drain(timeout: .seconds(5))
+        try await run.value
+        await producer.shutdown()
+    }
+}
+
+/// Sends every job to the store except `a-second`, whose proof step holds until the test releases it; one runner in
+/// the ledger and store stages each.
+final class PipelineNextJobDecider: JobStepping {
+    private struct State {
+        var askedStore: [String] = []
+        var holding: CheckedContinuation<Void, Never>?
+        var released = false
+    }
+    private let state = Mutex(State())
+
+    let ledgerStageLimit = 1
+    let storeStageLimit = 1
+
+    var askedStore: [String] { state.withLock { $0.askedStore } }
+    var holdingProof: Bool { state.withLock { $0.holding != nil } }
+
+    func releaseProof() {
+        let holding = state.withLock { state in
+            state.released = true
+            defer { state.holding = nil }
+            return state.holding
+        }
+        holding?.resume()
+    }
+
+    func advance(_ flow: JobFlow) async throws -> JobFlow {
+        switch flow {
+        case .readProof(let job, let recordedAt):
+            guard job.jobID == "a-second" else {
+                return .consultLedger(
+                    LedgerBoundJob(job: job, local: PipelineParkingDecider.local, recordedAt: recordedAt))
+            }
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                let now = state.withLock { state -> Bool in
+                    if state.released { return true }
+                    state.holding = continuation
+                    return false
+                }
+                if now { continuation.resume() }
+            }
+            return .decided(Self.decided(job))
+        case .consultLedger(let pending):
+            return .askStore(
+                StoreBoundJob(
+                    job: pending.job, local: pending.local, recordedAt: pending.recordedAt,
+                    deadline: ContinuousClock.now.advanced(by: .seconds(60))))
+        case .askStore(let pending):
+            state.withLock { $0.askedStore.append(pending.job.jobID) }
+            return .decided(Self.decided(pending.job))
+        case .decided:
+            return flow
+        }
+    }
+
+    private static func decided(_ job: ReceiptJob) -> JobProcessor.Decided {
+        JobProcessor.Decided(
+            verdict: Verdict(
+                job: job, outcome: .rejected, reason: .malformed, decidedBy: .prefilter, decidedAt: Date()),
+            askedStore: true)
+    }
+}
