@@ -17,7 +17,7 @@ import Receipts
 /// Thousands of jobs may wait for Apple at once. In a worker they wait parked as data, and only the store stage's
 /// runners wait here as tasks, in the chain ``verify(_:local:deadline:)`` → ``ask(_:local:deadline:)`` → a call
 /// → ``AppleCaller/call(_:deadline:status:_:)`` → the gate. The synchronous work around each await is kept out of
-/// those async frames (``Frames``): the followers of a single flight and the jobs held by a configuration fault are
+/// those async frames (``AsyncFrames``): the followers of a single flight and the jobs held by a configuration fault are
 /// tasks, and may be thousands in a replay storm.
 public struct AppStore: PurchaseStore {
     public let analyzer: ReceiptAnalyzer

@@ -143,14 +143,7 @@ public struct JobProcessor: JobStepping {
         return try await settleWithStore(pending.job, evidence, local: pending.local, recordedAt: pending.recordedAt)
     }
 
-    // MARK: Waiting jobs
-    //
-    // Thousands of jobs may wait for the store at once. In a worker they wait parked as data (``JobFlow``'s
-    // ``LedgerBoundJob`` and ``StoreBoundJob`` in the worker's stages), not as suspended tasks: a task's async frames
-    // live in its own allocator, whose slabs are kept until the task ends (about 13 KB per waiting job, 243-317 MB at
-    // 10,000 in flight: docs/BENCHMARKS.md, "Memory per waiting job"). Only a stage's runners (256 or more) wait
-    // here as tasks. The synchronous work around each await is in `@inline(never)` functions, whose locals live on
-    // the thread's stack for the moment they run, not in the frames of every waiting runner.
+    // MARK: Waiting jobs (the synchronous work around each await is kept out of async frames: ``AsyncFrames``)
 
     /// The verdict the ledger gives `evidence` (nil: the rules need the store).
     @inline(never)

@@ -304,10 +304,8 @@ public final class PipelineWorker: Sendable {
         }
     }
 
-    /// Hands a finished job back to the scheduler; returns the next job of its key. Never inlined, like the other
-    /// synchronous steps around a job's awaits: thousands of lanes wait for Apple at once, each keeping its async
-    /// frames, which hold a slot for every local of the code inlined into them (docs/BENCHMARKS.md, Pipeline,
-    /// session 4).
+    /// Hands a finished job back to the scheduler; returns the next job of its key (kept out of the async frames of
+    /// the steps that call it: ``AsyncFrames``).
     @inline(never)
     private func complete(
         _ admitted: PipelineScheduler.Admitted, processed: Bool, delivered: Bool
