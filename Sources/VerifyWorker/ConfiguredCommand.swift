@@ -1,7 +1,7 @@
 import ArgumentParser
 import Foundation
 import Logging
-import Pipeline
+import Operations
 
 /// A long-running command whose flags all go to its configuration reader (`run`, `reconcile`, `gateway`,
 /// `entitlements`): the parser sees them only as `options`, so `--help` is answered here before the command starts.
