@@ -43,7 +43,7 @@ struct GatewayCommand: ConfiguredCommand {
             KafkaTLSVerification.warnIfSwitchedOff(configuration.kafkaProperties, logger: logger)
             gateway = try ReceiptGateway(configuration: configuration, logger: logger)
         } catch {
-            throw GatewayFailure.configuration(command: "gateway", error)
+            throw CommandFailure.configuration(command: "gateway", error)
         }
         let topic = configuration.jobsTopic
         try await withThrowingTaskGroup(of: Void.self) { group in
@@ -52,7 +52,7 @@ struct GatewayCommand: ConfiguredCommand {
                     try await gateway.run(handlingSignals: true)
                 } catch let error as ConfigurationError {
                     // A port that cannot be bound is a setting to fix: one line, exit 2.
-                    throw GatewayFailure.configuration(command: "gateway", error)
+                    throw CommandFailure.configuration(command: "gateway", error)
                 }
             }
             group.addTask {
@@ -67,22 +67,6 @@ struct GatewayCommand: ConfiguredCommand {
             }
             try await group.waitForAll()
         }
-    }
-}
-
-/// How the gateway and its tools (`submit`, `tail`) stop for a setting they cannot run with: one line on standard error naming it, exit 2
-/// (as `verify-worker run`), instead of a usage text or an error dump.
-enum GatewayFailure {
-    static func configuration(command: String, _ error: any Error) -> ExitCode {
-        let text: String
-        switch error {
-        case let error as ValidationError: text = error.message
-        case let error as ConfigurationError: text = error.description
-        default: text = "\(error)"
-        }
-        let line = text.split(whereSeparator: \.isNewline).joined(separator: " ")
-        FileHandle.standardError.write(Data("verify-worker \(command): \(line)\n".utf8))
-        return ExitCode(2)
     }
 }
 

@@ -45,10 +45,10 @@ struct SubmitCommand: AsyncParsableCommand {
                 logger: logger)
         } catch let error as KafkaError {
             // librdkafka refused a property: the only settings of this producer the caller can get wrong.
-            throw GatewayFailure.configuration(
+            throw CommandFailure.configuration(
                 command: "submit", ConfigurationError(key: "kafka_properties", problem: error.message))
         } catch {
-            throw GatewayFailure.configuration(command: "submit", error)
+            throw CommandFailure.configuration(command: "submit", error)
         }
         let submitter = JobSubmitter(
             producer: producer, topic: arguments.topic ?? environment["VERIFY_JOBS_TOPIC"] ?? Topics.jobs,

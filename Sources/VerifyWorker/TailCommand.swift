@@ -50,7 +50,7 @@ struct TailCommand: AsyncParsableCommand {
         do {
             properties = try environment.kafkaProperties(kafkaProperties)
         } catch {
-            throw GatewayFailure.configuration(command: "tail", error)
+            throw CommandFailure.configuration(command: "tail", error)
         }
         KafkaTLSVerification.warnIfSwitchedOff(properties, logger: logger)
         let consumer = KafkaConsumerConfiguration(
@@ -68,7 +68,7 @@ struct TailCommand: AsyncParsableCommand {
             _ = try await tail.run(logger: logger) { await signals.wait() }
         } catch let error as KafkaError where error.code == .invalidArgument {
             // librdkafka refused a property: the only settings of this client the caller can get wrong.
-            throw GatewayFailure.configuration(
+            throw CommandFailure.configuration(
                 command: "tail", ConfigurationError(key: "kafka_properties", problem: error.message))
         }
     }
