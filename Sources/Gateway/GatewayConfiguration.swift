@@ -46,6 +46,10 @@ public struct GatewayConfiguration: Sendable {
     /// Extra trust anchors for notifications' signatures, DER or PEM files (`VERIFY_TRUST_ANCHORS`, the worker's
     /// key: the gateway trusts exactly what the workers trust); Apple's roots are always in. Default: none.
     public var trustAnchorFiles: [String]
+    /// The command's log level (`VERIFY_LOG_LEVEL`: trace … critical). Default: `info`.
+    public var logLevel = "info"
+    /// The command's log format (`VERIFY_LOG_FORMAT`: json or text). Default: `json`.
+    public var logFormat = "json"
 
     /// How frontends prove they may submit jobs.
     public enum Authentication: String, Sendable, CaseIterable {
@@ -123,8 +127,7 @@ public struct GatewayConfiguration: Sendable {
 
     public static let table = ConfigurationTable(command: "verify-worker gateway", keys: keys)
 
-    /// Builds the configuration from merged sources; the first bad value is thrown naming its key. The log settings
-    /// are read by the command (``logLevel(_:)``), not kept here.
+    /// Builds the configuration from merged sources; the first bad value is thrown naming its key.
     public init(_ sources: ConfigurationSources) throws(ConfigurationError) {
         let reader = ConfigurationReader(sources: sources)
         self.init()
@@ -145,15 +148,7 @@ public struct GatewayConfiguration: Sendable {
         tokensFile = reader.given("gateway_tokens_file").flatMap { $0.isEmpty ? nil : $0 }
         trustAnchorFiles = reader.list("trust_anchors")
         try validate()
-    }
-
-    /// The configuration from a command line and an environment, in the documented precedence (file, environment,
-    /// flags), validated.
-    public static func load(
-        arguments: [String], environment: [String: String],
-        readFile: (String) throws -> String = { try String(contentsOfFile: $0, encoding: .utf8) }
-    ) throws(ConfigurationError) -> GatewayConfiguration {
-        try GatewayConfiguration(table.loadSources(arguments: arguments, environment: environment, readFile: readFile))
+        (logLevel, logFormat) = try Self.logSettings(sources)
     }
 
     /// The log level and format the sources give (validated), for the command's logging.
@@ -251,5 +246,16 @@ public struct GatewayConfiguration: Sendable {
             result[parts[0].trimmingCharacters(in: .whitespaces)] = parts[1].trimmingCharacters(in: .whitespaces)
         }
         return result
+    }
+}
+
+/// Loaded as every long-running command's configuration is
+/// (``TableConfiguration/load(arguments:environment:readFile:)``: file, environment, flags). The gateway names no
+/// host and reads no file beyond its configuration file here.
+extension GatewayConfiguration: TableConfiguration {
+    public init(
+        _ sources: ConfigurationSources, hostName: String, readFile: @escaping (String) throws -> String
+    ) throws(ConfigurationError) {
+        try self.init(sources)
     }
 }

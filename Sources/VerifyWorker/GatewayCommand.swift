@@ -30,16 +30,12 @@ struct GatewayCommand: ConfiguredCommand {
     var options: [String] = []
 
     func start() async throws {
-        let configuration: GatewayConfiguration
+        let configuration = try load(GatewayConfiguration.self)
         let logger: Logger
         let gateway: ReceiptGateway
         do {
-            let environment = ProcessInfo.processInfo.environment
-            try UnknownVariables.refuse(table: GatewayConfiguration.table, arguments: options, environment: environment)
-            let sources = try GatewayConfiguration.table.loadSources(arguments: options, environment: environment)
-            configuration = try GatewayConfiguration(sources)
-            let log = try GatewayConfiguration.logSettings(sources)
-            logger = try GatewayLogging.bootstrap(label: "verify-worker.gateway", level: log.level, format: log.format)
+            logger = try GatewayLogging.bootstrap(
+                label: "verify-worker.gateway", level: configuration.logLevel, format: configuration.logFormat)
             KafkaTLSVerification.warnIfSwitchedOff(configuration.kafkaProperties, logger: logger)
             gateway = try ReceiptGateway(configuration: configuration, logger: logger)
         } catch {
