@@ -157,7 +157,8 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
-        // Recovers the App Store Server Notifications Apple failed to deliver (`verify-worker reconcile`).
+        // Recovers the App Store Server Notifications Apple failed to deliver, and builds `verify-worker reconcile`
+        // (it reads the worker's configuration and Apple clients, so it sits above Pipeline).
         .target(
             name: "Reconciler",
             dependencies: [
@@ -168,8 +169,13 @@ let package = Package(
                 "RateLimiter",
                 "Ledger",
                 "Decision",
+                "Operations",
+                "Pipeline",
+                "Receipts",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
             ]
         ),
         .target(
@@ -183,26 +189,31 @@ let package = Package(
                 "RateLimiter",
                 "Decision",
                 "Ledger",
-                "Reconciler",
                 "Operations",
                 "CZlib",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
-                .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
             ]
         ),
 
+        // The command runtime every long-running command shares: its configuration table, its services (producer,
+        // operations port, background work) in one group, its JSON logs.
         .target(
             name: "Operations",
             dependencies: [
                 "Observability",
+                "Kafka",
+                "Messages",
+                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
             ]
         ),
         .target(
@@ -214,7 +225,6 @@ let package = Package(
                 "Messages",
                 "Receipts",
                 "Operations",
-                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
@@ -345,6 +355,7 @@ let package = Package(
                 "Operations",
                 "Gateway",
                 "Entitlements",
+                "Reconciler",
                 "Chaos",
                 "Traffic",
                 "Benchmarks",

@@ -124,13 +124,15 @@ public struct EntitlementsConfiguration: Sendable {
         logLevel = try reader.oneOf("log_level", ["trace", "debug", "info", "notice", "warning", "error", "critical"])
         logFormat = try reader.oneOf("log_format", ["json", "text"])
     }
+}
 
-    /// The configuration from a command line and an environment, in the documented precedence.
-    public static func load(
-        arguments: [String], environment: [String: String],
-        readFile: @escaping (String) throws -> String = { try String(contentsOfFile: $0, encoding: .utf8) }
-    ) throws(ConfigurationError) -> EntitlementsConfiguration {
-        let sources = try table.loadSources(arguments: arguments, environment: environment, readFile: readFile)
-        return try EntitlementsConfiguration(sources, readFile: readFile)
+/// Loaded as every long-running command's configuration is
+/// (``TableConfiguration/load(arguments:environment:readFile:)``: file, environment, flags). The entitlement service
+/// names no host.
+extension EntitlementsConfiguration: TableConfiguration {
+    public init(
+        _ sources: ConfigurationSources, hostName: String, readFile: @escaping (String) throws -> String
+    ) throws(ConfigurationError) {
+        try self.init(sources, readFile: readFile)
     }
 }

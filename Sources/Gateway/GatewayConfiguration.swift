@@ -1,5 +1,6 @@
 import Foundation
 import Kafka
+import Logging
 import Messages
 import Operations
 import Receipts
@@ -29,8 +30,8 @@ public struct GatewayConfiguration: Sendable {
     /// the owner in its ledger). All notifications share this key, so one partition decides them in order
     /// (`VERIFY_GATEWAY_NOTIFICATION_ACCOUNT`). Default: `apple-notification`.
     public var notificationAccountID: String
-    /// How long SIGTERM waits for in-flight deliveries before the producer is closed
-    /// (`VERIFY_GATEWAY_DRAIN_TIMEOUT_S`). Default: 25.
+    /// How long SIGTERM waits for in-flight deliveries before the producer is closed (`VERIFY_DRAIN_TIMEOUT_S`, as
+    /// for every command; `VERIFY_GATEWAY_DRAIN_TIMEOUT_S` is its alias). Default: 25.
     public var drainTimeoutSeconds: Int
     /// The operations port: `/healthz`, `/readyz`, `/metrics` (`VERIFY_METRICS_HOST`, `VERIFY_METRICS_PORT`).
     /// Default: `0.0.0.0:9464`.
@@ -38,12 +39,17 @@ public struct GatewayConfiguration: Sendable {
     /// Whether `POST /v1/receipts` requires a bearer token (`VERIFY_GATEWAY_AUTH`: `tokens` or `disabled`).
     /// Default: `tokens`.
     public var authentication: Authentication
-    /// The file of accepted bearer tokens, one per line (`VERIFY_GATEWAY_TOKENS_FILE`); required unless
-    /// `authentication` is `disabled`. Default: none.
+    /// The file of accepted bearer tokens, one per line, optionally `label:token` (`VERIFY_GATEWAY_TOKENS_FILE`, the
+    /// format of every tokens file; the gateway's former one is still read); required unless `authentication` is
+    /// `disabled`. Default: none.
     public var tokensFile: String?
     /// Extra trust anchors for notifications' signatures, DER or PEM files (`VERIFY_TRUST_ANCHORS`, the worker's
     /// key: the gateway trusts exactly what the workers trust); Apple's roots are always in. Default: none.
     public var trustAnchorFiles: [String]
+    /// The command's log level (`VERIFY_LOG_LEVEL`: trace … critical). Default: `info`.
+    public var logLevel = "info"
+    /// The command's log format (`VERIFY_LOG_FORMAT`: json or text). Default: `json`.
+    public var logFormat = "json"
 
     /// How frontends prove they may submit jobs.
     public enum Authentication: String, Sendable, CaseIterable {
@@ -99,11 +105,12 @@ public struct GatewayConfiguration: Sendable {
             "The account_id of jobs made from App Store Server Notifications "
                 + "(their Kafka key: account/originalTransactionId)."),
         .init(
-            "gateway_drain_timeout_s", default: "25", flag: "drain-timeout-s",
+            "drain_timeout_s", default: "25", aliases: ["gateway_drain_timeout_s"],
             "On SIGTERM, how long requests in flight may take to be delivered before the producer closes."),
         .init(
             "gateway_tokens_file", flag: "tokens-file",
-            "Bearer tokens of POST /v1/receipts, one per line; required unless gateway_auth is disabled."),
+            "Bearer tokens of POST /v1/receipts, one per line (optionally `label:token`), as the entitlement API's "
+                + "file; required unless gateway_auth is disabled."),
         .init(
             "gateway_auth", default: "tokens", flag: "auth",
             "tokens, or disabled (development only: anyone may submit jobs; a warning is logged)."),
@@ -120,8 +127,7 @@ public struct GatewayConfiguration: Sendable {
 
     public static let table = ConfigurationTable(command: "verify-worker gateway", keys: keys)
 
-    /// Builds the configuration from merged sources; the first bad value is thrown naming its key. The log settings
-    /// are read by the command (``logLevel(_:)``), not kept here.
+    /// Builds the configuration from merged sources; the first bad value is thrown naming its key.
     public init(_ sources: ConfigurationSources) throws(ConfigurationError) {
         let reader = ConfigurationReader(sources: sources)
         self.init()
@@ -134,27 +140,15 @@ public struct GatewayConfiguration: Sendable {
         maxBodyBytes = try reader.int("max_message_bytes", in: 1...(64 << 20))
         publishTimeoutMilliseconds = try reader.int("gateway_publish_timeout_ms", in: 1...600_000)
         notificationAccountID = try reader.string("gateway_notification_account")
-        drainTimeoutSeconds = try reader.int("gateway_drain_timeout_s", in: 0...3600)
+        drainTimeoutSeconds = try reader.int("drain_timeout_s", in: 0...3600)
         operations.host = try reader.string("metrics_host")
         operations.port = try reader.int("metrics_port", in: 0...65_535)
         let auth = try reader.oneOf("gateway_auth", Authentication.allCases.map(\.rawValue))
         authentication = Authentication(rawValue: auth) ?? .tokens
         tokensFile = reader.given("gateway_tokens_file").flatMap { $0.isEmpty ? nil : $0 }
         trustAnchorFiles = reader.list("trust_anchors")
-        do {
-            try validate()
-        } catch {
-            throw ConfigurationError(key: error.key, problem: error.rule)
-        }
-    }
-
-    /// The configuration from a command line and an environment, in the documented precedence (file, environment,
-    /// flags), validated.
-    public static func load(
-        arguments: [String], environment: [String: String],
-        readFile: (String) throws -> String = { try String(contentsOfFile: $0, encoding: .utf8) }
-    ) throws(ConfigurationError) -> GatewayConfiguration {
-        try GatewayConfiguration(table.loadSources(arguments: arguments, environment: environment, readFile: readFile))
+        try validate()
+        (logLevel, logFormat) = try Self.logSettings(sources)
     }
 
     /// The log level and format the sources give (validated), for the command's logging.
@@ -169,32 +163,32 @@ public struct GatewayConfiguration: Sendable {
     }
 
     /// Checks the values; the error names the key.
-    public func validate() throws(GatewayConfigurationError) {
-        guard (0...65_535).contains(port) else { throw GatewayConfigurationError(key: "port", "must be 0...65535") }
+    public func validate() throws(ConfigurationError) {
+        guard (0...65_535).contains(port) else { throw ConfigurationError(key: "port", problem: "must be 0...65535") }
         guard (0...65_535).contains(operations.port) else {
-            throw GatewayConfigurationError(key: "metrics_port", "must be 0...65535")
+            throw ConfigurationError(key: "metrics_port", problem: "must be 0...65535")
         }
         guard !brokers.trimmingCharacters(in: .whitespaces).isEmpty else {
-            throw GatewayConfigurationError(key: "brokers", "must not be empty")
+            throw ConfigurationError(key: "brokers", problem: "must not be empty")
         }
-        guard !jobsTopic.isEmpty else { throw GatewayConfigurationError(key: "jobs_topic", "must not be empty") }
+        guard !jobsTopic.isEmpty else { throw ConfigurationError(key: "jobs_topic", problem: "must not be empty") }
         guard (1...(64 << 20)).contains(maxBodyBytes) else {
-            throw GatewayConfigurationError(key: "max_message_bytes", "must be 1...67108864")
+            throw ConfigurationError(key: "max_message_bytes", problem: "must be 1...67108864")
         }
         guard (1...600_000).contains(publishTimeoutMilliseconds) else {
-            throw GatewayConfigurationError(key: "gateway_publish_timeout_ms", "must be 1...600000")
+            throw ConfigurationError(key: "gateway_publish_timeout_ms", problem: "must be 1...600000")
         }
         guard !notificationAccountID.isEmpty, notificationAccountID.utf8.count <= ReceiptJob.maximumIdentifierLength
         else {
-            throw GatewayConfigurationError(key: "gateway_notification_account", "must be 1 to 256 bytes")
+            throw ConfigurationError(key: "gateway_notification_account", problem: "must be 1 to 256 bytes")
         }
         guard (0...3600).contains(drainTimeoutSeconds) else {
-            throw GatewayConfigurationError(key: "gateway_drain_timeout_s", "must be 0...3600")
+            throw ConfigurationError(key: "drain_timeout_s", problem: "must be 0...3600")
         }
         if authentication == .tokens, (tokensFile ?? "").isEmpty {
-            throw GatewayConfigurationError(
+            throw ConfigurationError(
                 key: "gateway_tokens_file",
-                "required (set VERIFY_GATEWAY_TOKENS_FILE, or VERIFY_GATEWAY_AUTH=disabled for development)")
+                problem: "required (set VERIFY_GATEWAY_TOKENS_FILE, or VERIFY_GATEWAY_AUTH=disabled for development)")
         }
     }
 
@@ -218,35 +212,36 @@ public struct GatewayConfiguration: Sendable {
             ?? configuration.messageMaxBytes
     }
 
-    /// The accepted bearer tokens, read from ``tokensFile``; nil when authentication is disabled.
-    public func loadTokens() throws(GatewayConfigurationError) -> BearerTokens? {
+    /// The accepted bearer tokens, read from ``tokensFile``; nil when authentication is disabled. `logger` says once
+    /// when the file is in the gateway's former format.
+    public func loadTokens(logger: Logger? = nil) throws(ConfigurationError) -> BearerTokens? {
         guard authentication == .tokens else { return nil }
         guard let tokensFile, !tokensFile.isEmpty else {
-            throw GatewayConfigurationError(key: "gateway_tokens_file", "required")
+            throw ConfigurationError(key: "gateway_tokens_file", problem: "required")
         }
-        return try BearerTokens.load(path: tokensFile)
+        return try BearerTokens.load(path: tokensFile, logger: logger)
     }
 
     /// Apple's roots plus the certificates of ``trustAnchorFiles`` (a PEM file may hold several).
-    public func loadTrustStore() throws(GatewayConfigurationError) -> TrustStore {
+    public func loadTrustStore() throws(ConfigurationError) -> TrustStore {
         var trust = TrustStore.apple
         for path in trustAnchorFiles {
             do {
                 trust = trust.adding(anchors: try TrustStore.loadCertificates(contentsOf: URL(fileURLWithPath: path)))
             } catch {
-                throw GatewayConfigurationError(key: "trust_anchors", "cannot read a certificate from \(path)")
+                throw ConfigurationError(key: "trust_anchors", problem: "cannot read a certificate from \(path)")
             }
         }
         return trust
     }
 
     /// Parses `name=value;name=value` (the `VERIFY_KAFKA_PROPERTIES` format).
-    public static func parseKafkaProperties(_ text: String) throws(GatewayConfigurationError) -> [String: String] {
+    public static func parseKafkaProperties(_ text: String) throws(ConfigurationError) -> [String: String] {
         var result: [String: String] = [:]
         for pair in text.split(separator: ";") where !pair.trimmingCharacters(in: .whitespaces).isEmpty {
             let parts = pair.split(separator: "=", maxSplits: 1)
             guard parts.count == 2 else {
-                throw GatewayConfigurationError(key: "kafka_properties", "expected name=value;name=value")
+                throw ConfigurationError(key: "kafka_properties", problem: "expected name=value;name=value")
             }
             result[parts[0].trimmingCharacters(in: .whitespaces)] = parts[1].trimmingCharacters(in: .whitespaces)
         }
@@ -254,16 +249,13 @@ public struct GatewayConfiguration: Sendable {
     }
 }
 
-/// A configuration value the gateway cannot run with; the text names the key and the rule (never a secret).
-public struct GatewayConfigurationError: Error, Sendable, CustomStringConvertible {
-    public var key: String
-    public var rule: String
-
-    public init(key: String, _ rule: String) {
-        self.key = key
-        self.rule = rule
+/// Loaded as every long-running command's configuration is
+/// (``TableConfiguration/load(arguments:environment:readFile:)``: file, environment, flags). The gateway names no
+/// host and reads no file beyond its configuration file here.
+extension GatewayConfiguration: TableConfiguration {
+    public init(
+        _ sources: ConfigurationSources, hostName: String, readFile: @escaping (String) throws -> String
+    ) throws(ConfigurationError) {
+        try self.init(sources)
     }
-
-    /// The form of every command's configuration errors (`ConfigurationError`): `configuration: <key>: <rule>`.
-    public var description: String { "configuration: \(key): \(rule)" }
 }

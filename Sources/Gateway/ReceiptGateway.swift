@@ -9,7 +9,7 @@ import ServiceLifecycle
 import Synchronization
 import UnixSignals
 
-/// The edge service of `verify-worker gateway`: a small HTTP server that turns requests into jobs on
+/// The gateway of `verify-worker gateway`: a small HTTP server that turns requests into jobs on
 /// `receipt-jobs` and answers only once Kafka acknowledged them.
 ///
 /// - `POST /v1/receipts`: a frontend's job (the `receipt-job/v1` JSON; `job_id` and `schema` may be left out),
@@ -58,20 +58,20 @@ public final class ReceiptGateway: Sendable {
     public convenience init(
         configuration: GatewayConfiguration, publisher: any JobPublishing, logger: Logger,
         readiness: @escaping @Sendable () -> Readiness = { .ready }
-    ) throws(GatewayConfigurationError) {
+    ) throws(ConfigurationError) {
         try configuration.validate()
         self.init(
             configuration: configuration, publisher: publisher, ownedProducer: nil, logger: logger,
-            readiness: readiness, fatalError: { nil }, tokens: try configuration.loadTokens(),
+            readiness: readiness, fatalError: { nil }, tokens: try configuration.loadTokens(logger: logger),
             notificationCheck: NotificationSignatureCheck(trust: try configuration.loadTrustStore()), brokerProbe: nil)
     }
 
     /// A gateway with its own idempotent producer to `configuration.brokers`, flushed and closed when `run` ends.
-    /// - Throws: ``GatewayConfigurationError`` for a setting it cannot run with (a missing tokens file, an
+    /// - Throws: ``ConfigurationError`` for a setting it cannot run with (a missing tokens file, an
     ///   unreadable trust anchor, a Kafka property librdkafka refuses).
     public convenience init(configuration: GatewayConfiguration, logger: Logger) throws {
         try configuration.validate()
-        let tokens = try configuration.loadTokens()
+        let tokens = try configuration.loadTokens(logger: logger)
         let trust = try configuration.loadTrustStore()
         let producer: KafkaProducer
         do {
@@ -79,7 +79,7 @@ public final class ReceiptGateway: Sendable {
                 configuration: configuration.producerConfiguration, logger: logger.with(label: "kafka.producer"))
         } catch {
             // The producer's typed settings are the gateway's own: what librdkafka refuses came from kafka_properties.
-            throw GatewayConfigurationError(key: "kafka_properties", error.message)
+            throw ConfigurationError(key: "kafka_properties", problem: error.message)
         }
         let publisher = KafkaJobPublisher(
             producer: producer, topic: configuration.jobsTopic,
@@ -156,20 +156,20 @@ public final class ReceiptGateway: Sendable {
         // One group, its reverse order the shutdown order: the HTTP server stops accepting and finishes the requests
         // in flight (each waits for its delivery report), then the broker watch and the operations port stop, and
         // the producer is flushed and closed last.
-        var services: [any Service] = [
-            GatewayProducerService(producer: ownedProducer, drainTimeout: .seconds(configuration.drainTimeoutSeconds)),
-            GatewayOperationsService(operations: operations, configuration: configuration.operations),
-        ]
-        if let brokerProbe { services.append(GatewayBackgroundService(work: brokerProbe)) }
+        var services: [any Service] = []
+        if let producer = ownedProducer {
+            services.append(
+                ProducerService(
+                    producer: producer, flushTimeout: nil, closeTimeout: .seconds(configuration.drainTimeoutSeconds),
+                    logger: logger))
+        }
+        services.append(
+            OperationsService(
+                server: operations, host: configuration.operations.host, port: configuration.operations.port))
+        if let brokerProbe { services.append(BackgroundService(name: "broker-watch", work: brokerProbe)) }
         services.append(GatewayHTTPService(application: application, operations: operations, stopping: stopping))
-        let group = ServiceGroup(
-            configuration: ServiceGroupConfiguration(
-                services: services.map {
-                    .init(
-                        service: $0, successTerminationBehavior: .gracefullyShutdownGroup,
-                        failureTerminationBehavior: .gracefullyShutdownGroup, serviceName: "\(type(of: $0))")
-                },
-                gracefulShutdownSignals: handlingSignals ? [.sigterm, .sigint] : [], logger: logger))
+        let group = ServiceGroup.command(
+            services, signals: handlingSignals ? [.sigterm, .sigint] : [], logger: logger)
         self.group.withLock { $0 = group }
         var failure: (any Error)?
         do {
@@ -183,10 +183,11 @@ public final class ReceiptGateway: Sendable {
         if let producer = ownedProducer {
             await producer.shutdown(timeout: .seconds(configuration.drainTimeoutSeconds))
         }
-        if let failure = failure as? GatewayConfigurationError { throw failure }
+        if let failure = failure as? ConfigurationError { throw failure }
         if let failure, !(failure is CancellationError), neverListened {
             // The server ended without ever listening: its port is taken or cannot be bound.
-            throw GatewayConfigurationError(key: "port", "cannot listen on \(configuration.host):\(configuration.port)")
+            throw ConfigurationError(
+                key: "port", problem: "cannot listen on \(configuration.host):\(configuration.port)")
         }
         logger.info("gateway stopped")
         if let fatal = producerFatalError() { throw fatal }
@@ -329,59 +330,6 @@ extension Logger {
         var copy = Logger(label: label)
         copy.logLevel = logLevel
         return copy
-    }
-}
-
-/// The gateway's own producer: closed last, after the HTTP server finished its requests (flushed for up to the drain
-/// timeout).
-struct GatewayProducerService: Service {
-    let producer: KafkaProducer?
-    let drainTimeout: Duration
-
-    func run() async throws {
-        try? await gracefulShutdown()
-        await producer?.shutdown(timeout: drainTimeout)
-    }
-}
-
-/// `/healthz`, `/readyz`, `/metrics`. A port that never listens stops the gateway at start (exit 2, one line).
-struct GatewayOperationsService: Service {
-    let operations: OperationsServer
-    let configuration: OperationsServerConfiguration
-
-    func run() async throws {
-        let logger = Logger(label: "verify-worker.gateway")
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask {
-                do {
-                    try await operations.run()
-                } catch is CancellationError {
-                } catch {
-                    // A port that never listened is reported once, by the error below.
-                    if await operations.waitUntilListening() != nil {
-                        logger.error("operations port stopped", metadata: [LogKeys.error: "\(error)"])
-                    }
-                }
-            }
-            // Probes must find the operations port, or the gateway is not running at all.
-            guard await operations.waitUntilListening() != nil else {
-                group.cancelAll()
-                throw GatewayConfigurationError(
-                    key: "metrics_port", "cannot listen on \(configuration.host):\(configuration.port)")
-            }
-            try? await gracefulShutdown()
-            group.cancelAll()
-        }
-    }
-}
-
-/// Work that runs until the gateway stops (the broker watch); ending early is not a reason to stop.
-struct GatewayBackgroundService: Service {
-    let work: @Sendable () async -> Void
-
-    func run() async throws {
-        await cancelWhenGracefulShutdown { await work() }
-        try? await gracefulShutdown()
     }
 }
 

@@ -86,6 +86,8 @@ public enum LogKeys {
     public static let dedupeID = "entitlements.dedupe_id"
     /// Counts read from the configuration files (never their content).
     public static let tokenCount = "auth.tokens"
+    /// The path of a configuration file a line is about (a tokens file in a deprecated format), never its content.
+    public static let configurationFile = "config.file"
     public static let productCount = "catalog.products"
 
     // MARK: The harness (demo and chaos)

@@ -3,6 +3,7 @@ import Entitlements
 import Gateway
 import Operations
 import Pipeline
+import Reconciler
 
 /// Prints the configuration reference (the generated parts of docs/CONFIGURATION.md).
 struct ConfigReferenceCommand: ParsableCommand {

@@ -1,7 +1,7 @@
 import ArgumentParser
 import Foundation
 import Logging
-import Pipeline
+import Operations
 
 /// A long-running command whose flags all go to its configuration reader (`run`, `reconcile`, `gateway`,
 /// `entitlements`): the parser sees them only as `options`, so `--help` is answered here before the command starts.
@@ -33,7 +33,22 @@ extension ConfiguredCommand {
 
     /// A setting the command cannot run with: its error as one line on standard error, exit 2.
     static func configurationFailure(_ error: any Error) -> ExitCode {
-        FileHandle.standardError.write(Data("verify-worker \(configuration.commandName ?? ""): \(error)\n".utf8))
+        CommandFailure.configuration(command: configuration.commandName ?? "", error)
+    }
+}
+
+/// How a command stops for a setting it cannot run with (the long-running commands, and the gateway's tools `submit`
+/// and `tail`): one line on standard error naming it, exit 2, instead of a usage text or an error dump.
+enum CommandFailure {
+    static func configuration(command: String, _ error: any Error) -> ExitCode {
+        let text: String
+        switch error {
+        case let error as ValidationError: text = error.message
+        case let error as ConfigurationError: text = error.description
+        default: text = "\(error)"
+        }
+        let line = text.split(whereSeparator: \.isNewline).joined(separator: " ")
+        FileHandle.standardError.write(Data("verify-worker \(command): \(line)\n".utf8))
         return ExitCode(2)
     }
 }

@@ -21,13 +21,9 @@ struct EntitlementsCommand: ConfiguredCommand {
     var options: [String] = []
 
     func start() async throws {
-        let environment = ProcessInfo.processInfo.environment
-        let configuration: EntitlementsConfiguration
+        let configuration = try load(EntitlementsConfiguration.self)
         let files: (catalog: Catalog, tokens: AccessTokens)
         do {
-            try UnknownVariables.refuse(
-                table: EntitlementsConfiguration.table, arguments: options, environment: environment)
-            configuration = try EntitlementsConfiguration.load(arguments: options, environment: environment)
             files = try EntitlementsService.loadFiles(configuration)
         } catch {
             throw Self.configurationFailure(error)

@@ -7,7 +7,7 @@ import Observability
 import Operations
 import Pipeline
 
-/// `verify-worker gateway`: the HTTP edge that publishes frontends' jobs and Apple's notifications to Kafka.
+/// `verify-worker gateway`: the HTTP entry point that publishes frontends' jobs and Apple's notifications to Kafka.
 struct GatewayCommand: ConfiguredCommand {
     static let configuration = CommandConfiguration(
         commandName: "gateway",
@@ -30,29 +30,25 @@ struct GatewayCommand: ConfiguredCommand {
     var options: [String] = []
 
     func start() async throws {
-        let configuration: GatewayConfiguration
+        let configuration = try load(GatewayConfiguration.self)
         let logger: Logger
         let gateway: ReceiptGateway
         do {
-            let environment = ProcessInfo.processInfo.environment
-            try UnknownVariables.refuse(table: GatewayConfiguration.table, arguments: options, environment: environment)
-            let sources = try GatewayConfiguration.table.loadSources(arguments: options, environment: environment)
-            configuration = try GatewayConfiguration(sources)
-            let log = try GatewayConfiguration.logSettings(sources)
-            logger = try EdgeLogging.bootstrap(label: "verify-worker.gateway", level: log.level, format: log.format)
+            logger = try GatewayLogging.bootstrap(
+                label: "verify-worker.gateway", level: configuration.logLevel, format: configuration.logFormat)
             KafkaTLSVerification.warnIfSwitchedOff(configuration.kafkaProperties, logger: logger)
             gateway = try ReceiptGateway(configuration: configuration, logger: logger)
         } catch {
-            throw EdgeFailure.configuration(command: "gateway", error)
+            throw CommandFailure.configuration(command: "gateway", error)
         }
         let topic = configuration.jobsTopic
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask {
                 do {
                     try await gateway.run(handlingSignals: true)
-                } catch let error as GatewayConfigurationError {
+                } catch let error as ConfigurationError {
                     // A port that cannot be bound is a setting to fix: one line, exit 2.
-                    throw EdgeFailure.configuration(command: "gateway", error)
+                    throw CommandFailure.configuration(command: "gateway", error)
                 }
             }
             group.addTask {
@@ -70,24 +66,8 @@ struct GatewayCommand: ConfiguredCommand {
     }
 }
 
-/// How the edge commands stop for a setting they cannot run with: one line on standard error naming it, exit 2
-/// (as `verify-worker run`), instead of a usage text or an error dump.
-enum EdgeFailure {
-    static func configuration(command: String, _ error: any Error) -> ExitCode {
-        let text: String
-        switch error {
-        case let error as ValidationError: text = error.message
-        case let error as GatewayConfigurationError: text = error.description
-        default: text = "\(error)"
-        }
-        let line = text.split(whereSeparator: \.isNewline).joined(separator: " ")
-        FileHandle.standardError.write(Data("verify-worker \(command): \(line)\n".utf8))
-        return ExitCode(2)
-    }
-}
-
-/// Environment lookups of the edge commands, with one clear line naming the key when a value is bad.
-struct EdgeEnvironment {
+/// Environment lookups of the gateway's tools, with one clear line naming the key when a value is bad.
+struct GatewayEnvironment {
     let values = ProcessInfo.processInfo.environment
 
     subscript(key: String) -> String? {
@@ -109,8 +89,8 @@ struct EdgeEnvironment {
     }
 }
 
-/// Logging for the long-running edge commands: JSON lines on stderr (VERIFY_LOG_FORMAT=json, the default) or text.
-enum EdgeLogging {
+/// Logging for the gateway and its tools: JSON lines on stderr (VERIFY_LOG_FORMAT=json, the default) or text.
+enum GatewayLogging {
     static func bootstrap(label: String, level: String?, format: String?) throws -> Logger {
         let levelText = level ?? "info"
         guard let logLevel = Logger.Level(rawValue: levelText) else {

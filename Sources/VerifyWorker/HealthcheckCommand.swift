@@ -35,7 +35,7 @@ struct HealthcheckCommand: AsyncParsableCommand {
         } catch {
             verdict = HealthProbe.Verdict(isHealthy: false, line: "unhealthy: \(url): \(error)")
         }
-        EdgeOutput.error(verdict.line)
+        GatewayOutput.error(verdict.line)
         if !verdict.isHealthy { throw ExitCode(1) }
     }
 }

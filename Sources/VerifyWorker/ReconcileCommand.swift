@@ -5,6 +5,7 @@ import Logging
 import Observability
 import Operations
 import Pipeline
+import Reconciler
 
 /// `verify-worker reconcile`: recovers the App Store Server Notifications Apple failed to deliver (docs/OPERATIONS.md,
 /// "Reconciler"). Any number of replicas; one sweeps at a time.

@@ -32,8 +32,8 @@ struct SubmitCommand: AsyncParsableCommand {
     @OptionGroup var arguments: SubmitArguments
 
     func run() async throws {
-        let environment = EdgeEnvironment()
-        let logger = EdgeLogging.toolLogger(label: "verify-worker.submit")
+        let environment = GatewayEnvironment()
+        let logger = GatewayLogging.toolLogger(label: "verify-worker.submit")
         let producer: KafkaProducer
         do {
             let properties = try environment.kafkaProperties(arguments.kafkaProperties)
@@ -45,14 +45,14 @@ struct SubmitCommand: AsyncParsableCommand {
                 logger: logger)
         } catch let error as KafkaError {
             // librdkafka refused a property: the only settings of this producer the caller can get wrong.
-            throw EdgeFailure.configuration(
+            throw CommandFailure.configuration(
                 command: "submit", ConfigurationError(key: "kafka_properties", problem: error.message))
         } catch {
-            throw EdgeFailure.configuration(command: "submit", error)
+            throw CommandFailure.configuration(command: "submit", error)
         }
         let submitter = JobSubmitter(
             producer: producer, topic: arguments.topic ?? environment["VERIFY_JOBS_TOPIC"] ?? Topics.jobs,
-            maxOutstanding: arguments.maxOutstanding, rate: arguments.rate, output: EdgeOutput.line)
+            maxOutstanding: arguments.maxOutstanding, rate: arguments.rate, output: GatewayOutput.line)
         let signals = TerminationSignals()
         let engine = arguments.generate == nil ? nil : try CurlHTTPEngine()
         defer { engine?.shutdown() }
@@ -73,16 +73,16 @@ struct SubmitCommand: AsyncParsableCommand {
         await producer.shutdown(timeout: .seconds(30))
         switch outcome {
         case .success(let summary):
-            EdgeOutput.error(GatewayJSON.line(summary))
+            GatewayOutput.error(GatewayJSON.line(summary))
             if summary.failed > 0 { throw ExitCode(1) }
         case .failure(let error):
-            EdgeOutput.error("submit: \(error)")
+            GatewayOutput.error("submit: \(error)")
             throw ExitCode(1)
         }
     }
 }
 
-enum EdgeOutput {
+enum GatewayOutput {
     static let line: @Sendable (String) -> Void = { text in
         FileHandle.standardOutput.write(Data((text + "\n").utf8))
     }

@@ -44,13 +44,13 @@ struct TailCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let environment = EdgeEnvironment()
-        let logger = EdgeLogging.toolLogger(label: "verify-worker.tail")
+        let environment = GatewayEnvironment()
+        let logger = GatewayLogging.toolLogger(label: "verify-worker.tail")
         let properties: [String: String]
         do {
             properties = try environment.kafkaProperties(kafkaProperties)
         } catch {
-            throw EdgeFailure.configuration(command: "tail", error)
+            throw CommandFailure.configuration(command: "tail", error)
         }
         KafkaTLSVerification.warnIfSwitchedOff(properties, logger: logger)
         let consumer = KafkaConsumerConfiguration(
@@ -62,13 +62,13 @@ struct TailCommand: AsyncParsableCommand {
         let deadLetters = environment["VERIFY_DEAD_LETTER_TOPIC"] ?? Topics.deadLetters
         let tail = TopicTail(
             consumer: consumer, topic: topic, count: count, commits: group != nil,
-            showsHeaders: headers || topic == deadLetters, output: EdgeOutput.line)
+            showsHeaders: headers || topic == deadLetters, output: GatewayOutput.line)
         let signals = TerminationSignals()
         do {
             _ = try await tail.run(logger: logger) { await signals.wait() }
         } catch let error as KafkaError where error.code == .invalidArgument {
             // librdkafka refused a property: the only settings of this client the caller can get wrong.
-            throw EdgeFailure.configuration(
+            throw CommandFailure.configuration(
                 command: "tail", ConfigurationError(key: "kafka_properties", problem: error.message))
         }
     }

@@ -138,7 +138,8 @@ public final class EntitlementsService: Sendable {
     /// group, next to its other parts.
     public var services: [any Service] {
         var services: [any Service] = [
-            StoreService(store: store), MigrationService(store: store, logger: logger, done: migrated),
+            BackgroundService(name: "store", work: { [store] in try await store.run() }),
+            MigrationService(store: store, logger: logger, done: migrated),
         ]
         // Every part that reads the tables starts once they exist: on a fresh store, a part started before the
         // migration would read a table that is not there yet.
@@ -152,10 +153,8 @@ public final class EntitlementsService: Sendable {
 
     /// Runs every part until SIGTERM/SIGINT (with `handlingSignals`) or cancellation.
     public func run(handlingSignals: Bool = true) async throws {
-        let group = ServiceGroup(
-            configuration: .init(
-                services: services.map { .init(service: $0, serviceName: "\(type(of: $0))") },
-                gracefulShutdownSignals: handlingSignals ? [.sigterm, .sigint] : [], logger: logger))
+        let group = ServiceGroup.command(
+            services, signals: handlingSignals ? [.sigterm, .sigint] : [], logger: logger)
         self.group.withLock { $0 = group }
         if stopRequested.load(ordering: .acquiring) { await group.triggerGracefulShutdown() }
         try await group.run()
@@ -174,14 +173,6 @@ public final class EntitlementsService: Sendable {
 
     /// Waits until the schema is migrated (false if the service stopped first).
     public func waitUntilMigrated() async -> Bool { await migrated.wait() ?? false }
-}
-
-/// Runs the store's background work as a service.
-struct StoreService: Service {
-    let store: any EntitlementStore
-    func run() async throws {
-        try await cancelWhenGracefulShutdown { try await store.run() }
-    }
 }
 
 /// Migrates the schema once, retrying with backoff while the database is unreachable, then idles until shutdown.
@@ -218,16 +209,5 @@ struct MigrationService: Service {
                 throw error
             }
         }
-    }
-}
-
-/// Starts a service once a gate opens (the projection waits for the schema).
-struct GatedService: Service {
-    let gate: OneShot<Bool>
-    let service: any Service
-    func run() async throws {
-        let open = await cancelWhenGracefulShutdown { await gate.wait() }
-        guard open == true else { return }
-        try await service.run()
     }
 }

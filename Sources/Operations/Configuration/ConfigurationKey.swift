@@ -22,10 +22,15 @@ public struct ConfigurationKey: Sendable, Hashable {
     /// The flag's name when it is not the key's own (the gateway's `--port` for `gateway_port`, kept from before
     /// the gateway read this table).
     public let flag: String?
+    /// Other spellings of the key that keep working (each its own `VERIFY_…` variable and file line, no flag): the
+    /// gateway's `gateway_drain_timeout_s` beside every command's `drain_timeout_s`. Given in the same source as
+    /// the key's own name, an alias wins: it is the command's own spelling, and a shared environment may set the
+    /// other one for another command.
+    public let aliases: [String]
 
     public init(
         _ name: String, default defaultValue: String? = nil, required: Bool = false, secret: Bool = false,
-        flag: String? = nil, _ summary: String
+        flag: String? = nil, aliases: [String] = [], _ summary: String
     ) {
         self.name = name
         self.summary = summary
@@ -33,10 +38,14 @@ public struct ConfigurationKey: Sendable, Hashable {
         self.isRequired = required
         self.isSecret = secret
         self.flag = flag
+        self.aliases = aliases
     }
 
     /// The environment variable and file key: `VERIFY_` and the upper-cased name.
     public var environmentName: String { "VERIFY_" + name.uppercased() }
+
+    /// The variables and file keys of ``aliases``.
+    public var aliasEnvironmentNames: [String] { aliases.map { "VERIFY_" + $0.uppercased() } }
 
     /// The command-line flag (`--group-id`); nil for secrets, which have none.
     public var flagName: String? {

@@ -25,9 +25,12 @@ public struct ConfigurationReader {
     /// The value given, with no default applied (for keys whose default is a description, such as "the host name").
     public func given(_ name: String) -> String? { sources.values[name] }
 
+    /// The key as the operator spelt it: an alias when the value was given under one.
+    private func spelt(_ name: String) -> String { sources.aliasesGiven[name] ?? name }
+
     public func string(_ name: String) throws(ConfigurationError) -> String {
         guard let value = raw(name), !value.isEmpty else {
-            throw ConfigurationError(key: name, problem: "must not be empty")
+            throw ConfigurationError(key: spelt(name), problem: "must not be empty")
         }
         return value
     }
@@ -47,7 +50,7 @@ public struct ConfigurationReader {
         let text = try string(name)
         guard let value = Value(text), range.contains(value) else {
             throw ConfigurationError(
-                key: name, problem: "expected \(kind) from \(range.lowerBound) to \(range.upperBound)")
+                key: spelt(name), problem: "expected \(kind) from \(range.lowerBound) to \(range.upperBound)")
         }
         return value
     }

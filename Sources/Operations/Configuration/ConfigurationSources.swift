@@ -9,6 +9,10 @@ public struct ConfigurationSources: Sendable {
     public private(set) var values: [String: String] = [:]
     /// Where each value came from, for error messages (`flag --brokers`, `VERIFY_BROKERS`, `file x.env:3`).
     public private(set) var origins: [String: String] = [:]
+    /// The spelling each value was given under when it is an alias (``ConfigurationKey/aliases``), for error messages.
+    public private(set) var aliasesGiven: [String: String] = [:]
+    /// The source that set each value (file 0, environment 1, flags 2) and whether under an alias.
+    private var setBy: [String: (source: Int, alias: Bool)] = [:]
 
     public init(table: ConfigurationTable) {
         self.table = table
@@ -39,7 +43,10 @@ public struct ConfigurationSources: Sendable {
                     problem: "is a secret: not accepted in \(path):\(index + 1); set \(key.environmentName) in the "
                         + "environment or name a file with \(key.environmentName)_FILE")
             }
-            set(storageName, value, origin: "\(path):\(index + 1)")
+            let alias = table.key(named: storageName).flatMap { key in
+                zip(key.aliases, key.aliasEnvironmentNames).first { $0.1 == name }?.0
+            }
+            set(storageName, value, origin: "\(path):\(index + 1)", source: 0, alias: alias)
         }
     }
 
@@ -48,10 +55,13 @@ public struct ConfigurationSources: Sendable {
     public mutating func addEnvironment(_ environment: [String: String]) {
         for key in table.keys {
             if let value = environment[key.environmentName] {
-                set(key.name, value, origin: key.environmentName)
+                set(key.name, value, origin: key.environmentName, source: 1)
+            }
+            for (alias, variable) in zip(key.aliases, key.aliasEnvironmentNames) {
+                if let value = environment[variable] { set(key.name, value, origin: variable, source: 1, alias: alias) }
             }
             if key.isSecret, let path = environment[key.environmentName + "_FILE"] {
-                set(key.name + "_file", path, origin: key.environmentName + "_FILE")
+                set(key.name + "_file", path, origin: key.environmentName + "_FILE", source: 1)
             }
         }
     }
@@ -66,13 +76,18 @@ public struct ConfigurationSources: Sendable {
                 throw ConfigurationError(
                     key: key.name, problem: "is a secret: set \(key.environmentName) or its _FILE variant, not a flag")
             }
-            set(name, value, origin: key.flagName ?? name)
+            set(name, value, origin: key.flagName ?? name, source: 2)
         }
     }
 
-    mutating func set(_ name: String, _ value: String, origin: String) {
+    /// A later source wins; within one source an alias wins over the key's own name (see
+    /// ``ConfigurationKey/aliases``), else the later line.
+    mutating func set(_ name: String, _ value: String, origin: String, source: Int, alias: String? = nil) {
+        if let previous = setBy[name], previous.source == source, previous.alias, alias == nil { return }
         values[name] = value
         origins[name] = origin
+        setBy[name] = (source, alias != nil)
+        aliasesGiven[name] = alias
     }
 }
 

@@ -20,7 +20,9 @@ public struct ConfigurationTable: Sendable {
     /// secret's file. Nil for names that are not configuration.
     public func storageName(environmentName: String) -> String? {
         for key in keys {
-            if key.environmentName == environmentName { return key.name }
+            if key.environmentName == environmentName || key.aliasEnvironmentNames.contains(environmentName) {
+                return key.name
+            }
             if key.isSecret, key.environmentName + "_FILE" == environmentName { return key.name + "_file" }
         }
         return nil
@@ -43,12 +45,14 @@ public struct ConfigurationTable: Sendable {
 
             """
         for key in keys {
-            let environment =
+            var environment =
                 key.isSecret ? "`\(key.environmentName)`, `\(key.environmentName)_FILE`" : "`\(key.environmentName)`"
+            for alias in key.aliasEnvironmentNames { environment += ", `\(alias)` (alias)" }
             let flag = key.flagName.map { "`\($0)`" } ?? "none (secret)"
             let defaultValue =
                 key.isRequired ? "required" : key.defaultValue.map { $0.isEmpty ? "empty" : "`\($0)`" } ?? "none"
-            text += "| `\(key.name)` | \(environment) | \(flag) | \(defaultValue) | \(key.summary) |\n"
+            let name = (["`\(key.name)`"] + key.aliases.map { "`\($0)` (alias)" }).joined(separator: ", ")
+            text += "| \(name) | \(environment) | \(flag) | \(defaultValue) | \(key.summary) |\n"
         }
         return text
     }
@@ -65,7 +69,8 @@ public struct ConfigurationTable: Sendable {
             let defaultValue =
                 key.isRequired ? "required" : key.defaultValue.map { $0.isEmpty ? "empty" : $0 } ?? "none"
             lines.append("  \(flag) <value>")
-            lines.append("      \(key.summary) [env: \(key.environmentName)] [default: \(defaultValue)]")
+            let environment = ([key.environmentName] + key.aliasEnvironmentNames).joined(separator: " or ")
+            lines.append("      \(key.summary) [env: \(environment)] [default: \(defaultValue)]")
         }
         return lines.joined(separator: "\n")
     }

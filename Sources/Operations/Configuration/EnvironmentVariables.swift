@@ -29,7 +29,8 @@ public enum EnvironmentVariables {
     /// The variables a table reads: each key's, and `_FILE` for a secret.
     public static func names(of table: ConfigurationTable) -> [String] {
         table.keys.flatMap { key in
-            key.isSecret ? [key.environmentName, key.environmentName + "_FILE"] : [key.environmentName]
+            (key.isSecret ? [key.environmentName, key.environmentName + "_FILE"] : [key.environmentName])
+                + key.aliasEnvironmentNames
         }
     }
 

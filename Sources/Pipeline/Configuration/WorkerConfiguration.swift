@@ -356,7 +356,7 @@ public struct WorkerConfiguration: Sendable, TableConfiguration {
 
     /// Whether the catalog file lists `apps` (several apps). False when it cannot be read or parsed: the start reports
     /// that with the catalog's own error.
-    static func catalogListsApps(_ path: String, readFile: (String) throws -> String) -> Bool {
+    public static func catalogListsApps(_ path: String, readFile: (String) throws -> String) -> Bool {
         guard let text = try? readFile(path), let catalog = try? Catalog.load(json: Data(text.utf8)) else {
             return false
         }

@@ -18,7 +18,7 @@ import UnixSignals
 /// Parts, in start order (the group stops them in reverse): the producer, the HTTP engine to Apple, the operations
 /// port (`/healthz`, `/readyz`, `/metrics`), the ledger (its connection pool) and its probe, the call gate's
 /// cluster-wide throttle exchange on the control topic, the broker watch, and the ``PipelineWorker``. Stopping
-/// (SIGTERM, SIGINT, or a fatal fault) drains the worker first and flushes the producer last (`WorkerServices.swift`).
+/// (SIGTERM, SIGINT, or a fatal fault) drains the worker first and flushes the producer last (``PipelineService``, ``ProducerService``).
 public struct WorkerRuntime: Sendable {
     /// Why the runtime stopped.
     public enum Exit: Sendable, Equatable {
@@ -259,17 +259,7 @@ public struct WorkerRuntime: Sendable {
                 drainTimeout: configuration.drainTimeout, logger: logger)
         ]
         services += last
-        return ServiceGroup(
-            configuration: ServiceGroupConfiguration(
-                services: services.map { service in
-                    // A part that fails for good stops the others in order (the pipeline's fault after its drain),
-                    // so the producer still flushes what was decided. Named by type: the default name reflects the
-                    // whole value (configuration included) into the group's debug lines, and costs milliseconds.
-                    .init(
-                        service: service, successTerminationBehavior: .gracefullyShutdownGroup,
-                        failureTerminationBehavior: .gracefullyShutdownGroup, serviceName: "\(type(of: service))")
-                },
-                gracefulShutdownSignals: signals, logger: logger))
+        return ServiceGroup.command(services, signals: signals, logger: logger)
     }
 
     /// The producer and the throttle exchange's consumer. A property librdkafka refuses is a setting to fix,

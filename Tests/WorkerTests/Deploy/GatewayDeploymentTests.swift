@@ -7,7 +7,7 @@ import Receipts
 import Testing
 import Traffic
 
-/// The compose stack's edge services: the gateway is there with a health check, and the load generator's command
+/// The compose stack's gateway services: the gateway is there with a health check, and the load generator's command
 /// line is one `verify-worker submit` accepts.
 @Suite("Deployment files: gateway and load generator", .timeLimit(.minutes(2)))
 struct GatewayDeploymentTests {

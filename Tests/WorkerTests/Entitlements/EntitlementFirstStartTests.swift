@@ -72,7 +72,7 @@ struct EntitlementStoreURLRefusalTests {
         ])
     func refused(url: String) async throws {
         let compose = TestEnvironment.packageRoot.appendingPathComponent("deploy/compose")
-        let outcome = try await EdgeProcess.run(
+        let outcome = try await CommandProcess.run(
             ["entitlements", "--entitlements-port", "0", "--brokers", "127.0.0.1:1"],
             environment: [
                 "VERIFY_ENTITLEMENTS_STORE_URL": url,

@@ -2,6 +2,7 @@ import Chaos
 import Foundation
 import Kafka
 import Messages
+import Operations
 import Testing
 
 @testable import AppleSimulator
@@ -209,20 +210,20 @@ struct GatewayBearerTokensTests {
 
     @Test("an empty file, a short token or one with spaces is refused, naming the line and never the token")
     func refusals() throws {
-        let empty = #expect(throws: GatewayConfigurationError.self) {
+        let empty = #expect(throws: ConfigurationError.self) {
             try BearerTokens(fileContents: "# nothing yet\n\n")
         }
         #expect(empty?.key == "gateway_tokens_file")
-        let short = #expect(throws: GatewayConfigurationError.self) {
+        let short = #expect(throws: ConfigurationError.self) {
             try BearerTokens(fileContents: "token-one-0123456789abcdef\nshort-secret\n")
         }
         #expect(short?.description.contains("line 2") == true)
         #expect(short?.description.contains("short-secret") == false)
-        let spaced = #expect(throws: GatewayConfigurationError.self) {
+        let spaced = #expect(throws: ConfigurationError.self) {
             try BearerTokens(fileContents: "token one 0123456789abcdef\n")
         }
         #expect(spaced?.description.contains("line 1") == true)
-        let unreadable = #expect(throws: GatewayConfigurationError.self) {
+        let unreadable = #expect(throws: ConfigurationError.self) {
             try BearerTokens.load(path: "/nonexistent/tokens")
         }
         #expect(unreadable?.description.contains("cannot read") == true)
@@ -231,14 +232,14 @@ struct GatewayBearerTokensTests {
     @Test("the comparison looks at every byte: equal only when all bytes are")
     func constantTimeEqual() {
         let a: [UInt8] = Array(repeating: 7, count: 32)
-        #expect(BearerTokens.constantTimeEqual(a, a))
+        #expect(AccessTokens.constantTimeEqual(a, a))
         for index in [0, 15, 31] {
             var b = a
             b[index] ^= 0x01
-            #expect(!BearerTokens.constantTimeEqual(a, b), "a difference at byte \(index) was missed")
+            #expect(!AccessTokens.constantTimeEqual(a, b), "a difference at byte \(index) was missed")
         }
-        #expect(!BearerTokens.constantTimeEqual(a, Array(a.dropLast())))
-        #expect(BearerTokens.constantTimeEqual([], []))
+        #expect(!AccessTokens.constantTimeEqual(a, Array(a.dropLast())))
+        #expect(AccessTokens.constantTimeEqual([], []))
     }
 
     @Test("the Authorization header: Bearer (any case), one token, nothing else")

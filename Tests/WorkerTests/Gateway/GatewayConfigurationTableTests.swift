@@ -68,7 +68,7 @@ struct GatewayConfigurationTableTests {
             (["--publish-timeout-ms", "0"], "gateway_publish_timeout_ms"),
             (["--publish-timeout-ms", "600001"], "gateway_publish_timeout_ms"),
             (["--notification-account", String(repeating: "a", count: 257)], "gateway_notification_account"),
-            (["--drain-timeout-s", "3601"], "gateway_drain_timeout_s"), (["--auth", "maybe"], "gateway_auth"),
+            (["--drain-timeout-s", "3601"], "drain_timeout_s"), (["--auth", "maybe"], "gateway_auth"),
             (["--kafka-properties", "novalue"], "kafka_properties"), (["--log-level", "loud"], "log_level"),
             (["--log-format", "xml"], "log_format"), (["--colour", "red"], "--colour"), (["--port"], "gateway_port"),
         ])

@@ -19,7 +19,7 @@ struct GatewayIntakeTests {
         #expect(given.jobID == "j")
     }
 
-    @Test("submitted_at is stamped at the edge when the frontend sent none, and kept when it did")
+    @Test("submitted_at is stamped by the gateway when the frontend sent none, and kept when it did")
     func stampsSubmittedAt() throws {
         let stamped = try intake.job(fromFrontendJSON: Array(#"{"account_id":"a","receipt":"r"}"#.utf8))
         #expect(stamped.submittedAt == Date(timeIntervalSince1970: 1_800_000_000))

@@ -3,6 +3,7 @@ import Foundation
 import Gateway
 import Operations
 import Pipeline
+import Reconciler
 import Testing
 
 /// A misspelt `VERIFY_…` variable is refused at start with the name it probably meant, in every command that reads
@@ -117,7 +118,7 @@ struct EnvironmentVariablesTests {
 /// The refusal as the commands print it: one line, exit 2, before anything starts.
 @Suite("Configuration: unknown VERIFY_ variables stop each command", .timeLimit(.minutes(2)))
 struct UnknownVariableProcessTests {
-    static func expectRefused(_ outcome: EdgeProcess.Outcome, command: String, _ line: String) {
+    static func expectRefused(_ outcome: CommandProcess.Outcome, command: String, _ line: String) {
         #expect(outcome.status == 2, "exit \(outcome.status): \(outcome.stderr)")
         let lines = outcome.stderr.split(separator: "\n").map(String.init)
         #expect(lines == ["verify-worker \(command): \(line)"], "stderr:\n\(outcome.stderr)")
@@ -128,7 +129,7 @@ struct UnknownVariableProcessTests {
         let typo = ["VERIFY_ALLOW_SANBOX": "true"]
         for command in ["run", "reconcile", "gateway", "entitlements"] {
             let port = command == "entitlements" ? "--entitlements-port" : "--metrics-port"
-            let outcome = try await EdgeProcess.run([command, port, "0"], environment: typo)
+            let outcome = try await CommandProcess.run([command, port, "0"], environment: typo)
             Self.expectRefused(
                 outcome, command: command,
                 "configuration: VERIFY_ALLOW_SANBOX: not a setting of verify-worker \(command) "
@@ -143,13 +144,13 @@ struct UnknownVariableProcessTests {
             "VERIFY_GATEWAY_TOKENS_FILE": "/nonexistent", "VERIFY_AGENT_TOKEN": "x",
             "VERIFY_IGNORE_VARIABLES": "VERIFY_AGENT_TOKEN", "VERIFY_CATALOG_FILE": "",
         ]
-        let outcome = try await EdgeProcess.run(["run", "--metrics-port", "0"], environment: environment)
+        let outcome = try await CommandProcess.run(["run", "--metrics-port", "0"], environment: environment)
         #expect(outcome.status == 2, "exit \(outcome.status): \(outcome.stderr)")
         #expect(outcome.stderr.hasPrefix("verify-worker run: configuration: catalog_file: "), "\(outcome.stderr)")
         // Without the opt-out, the same variable is what stops it.
         var refused = environment
         refused["VERIFY_IGNORE_VARIABLES"] = nil
-        let again = try await EdgeProcess.run(["run", "--metrics-port", "0"], environment: refused)
+        let again = try await CommandProcess.run(["run", "--metrics-port", "0"], environment: refused)
         #expect(again.stderr.hasPrefix("verify-worker run: configuration: VERIFY_AGENT_TOKEN: "), "\(again.stderr)")
     }
 }

@@ -9,6 +9,7 @@ import Operations
 import Pipeline
 import RateLimiter
 import Receipts
+import Reconciler
 import Testing
 
 @testable import AppleSimulator

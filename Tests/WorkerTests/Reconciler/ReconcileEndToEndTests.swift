@@ -7,6 +7,7 @@ import Logging
 import Messages
 import Operations
 import Pipeline
+import Reconciler
 import ServiceLifecycle
 import Synchronization
 import Testing

@@ -1,5 +1,4 @@
 import Foundation
-import Operations
 
 /// A command's configuration read from its ``ConfigurationTable`` (the worker's, the reconciler's): the flag list of
 /// its `--help` and the loading in the documented precedence, in one place.

@@ -1,7 +1,7 @@
 import Foundation
 import Logging
 import Observability
-import Pipeline
+import Operations
 import Synchronization
 import Testing
 

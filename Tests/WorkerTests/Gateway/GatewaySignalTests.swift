@@ -7,7 +7,7 @@ import Testing
 import Traffic
 
 /// A child `verify-worker` whose output lines arrive as they are written.
-enum EdgeRunningProcess {
+enum RunningCommandProcess {
     /// Starts `verify-worker arguments`; its lines are stdout's, or with `readsStderr` stdout's and stderr's together
     /// (the services log on stderr).
     static func start(_ arguments: [String], readsStderr: Bool = false) throws -> TestChild {
@@ -15,14 +15,14 @@ enum EdgeRunningProcess {
     }
 }
 
-@Suite("Edge commands: signals", .timeLimit(.minutes(2)))
-struct EdgeSignalTests {
+@Suite("Gateway commands: signals", .timeLimit(.minutes(2)))
+struct GatewaySignalTests {
     @Test("verify-worker gateway serves, then exits 0 on SIGTERM after flushing")
     func gatewayGracefulShutdown() async throws {
         let cluster = try MockKafkaCluster(brokers: 1)
         try cluster.createTopic("receipt-jobs", partitions: 2)
         let files = try GatewayTestFiles.shared.get()
-        let child = try EdgeRunningProcess.start(
+        let child = try RunningCommandProcess.start(
             [
                 "gateway", "--host", "127.0.0.1", "--port", "0", "--metrics-host", "127.0.0.1", "--metrics-port", "0",
                 "--brokers", cluster.bootstrapServers, "--log-format", "json", "--tokens-file", files.tokens.path,
@@ -65,7 +65,7 @@ struct EdgeSignalTests {
             KafkaProducerRecord(topic: "receipt-verdicts", key: Array("a".utf8), value: Array("not json\nat all".utf8)))
         await producer.shutdown()
 
-        let child = try EdgeRunningProcess.start(["tail", "--brokers", cluster.bootstrapServers, "--from-beginning"])
+        let child = try RunningCommandProcess.start(["tail", "--brokers", cluster.bootstrapServers, "--from-beginning"])
         defer { child.kill() }
         var lines: [String] = []
         while lines.count < 2, let line = await child.nextLine() { lines.append(line) }

@@ -5,8 +5,8 @@ import Messages
 import Synchronization
 import Testing
 
-@Suite("Edge: the submitter keeps each account's order", .timeLimit(.minutes(2)))
-struct EdgeSubmitterTests {
+@Suite("Gateway: the submitter keeps each account's order", .timeLimit(.minutes(2)))
+struct GatewaySubmitterTests {
     /// 75 accounts taking turns (job i is account i % 75): with more accounts than send slots the 64-send limit
     /// binds, and an account's next job can come up while its previous one is still in flight (the one-send-per-
     /// account rule).
@@ -28,7 +28,7 @@ struct EdgeSubmitterTests {
             ReceiptJob(jobID: "job-\(index)", accountID: "acct-\(index % accounts)", proof: .receipt("r\(index)"))
         }
         let items = jobs.enumerated().map { JobSubmitter.Item.job(line: $0.offset + 1, $0.element, category: nil) }
-        let summary = try await submitter.submit(EdgeItems(items: items))
+        let summary = try await submitter.submit(GatewayItems(items: items))
         #expect(summary == JobSubmitter.Summary(submitted: 300, failed: 0))
         #expect(lines.withLock { $0.count } == 300)
         // What the topic holds is what the read below waits for, so a missing message fails here, not as a hang.
@@ -36,7 +36,7 @@ struct EdgeSubmitterTests {
         await producer.shutdown()
         #expect(stored == 300)
 
-        let consumer = try KafkaTest.consumer(cluster.bootstrapServers, group: KafkaTest.uniqueGroup("edge-order"))
+        let consumer = try KafkaTest.consumer(cluster.bootstrapServers, group: KafkaTest.uniqueGroup("gateway-order"))
         try consumer.subscribe(topics: ["receipt-jobs"])
         let messages = try await KafkaTest.collect(consumer.events, messages: stored)
         await consumer.close()
@@ -55,7 +55,7 @@ struct EdgeSubmitterTests {
 }
 
 /// A fixed list of items as an async sequence.
-struct EdgeItems: AsyncSequence, Sendable {
+struct GatewayItems: AsyncSequence, Sendable {
     typealias Element = JobSubmitter.Item
     let items: [JobSubmitter.Item]
 

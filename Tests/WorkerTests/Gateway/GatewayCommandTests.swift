@@ -9,7 +9,7 @@ import Testing
 import Traffic
 
 /// Runs the built `verify-worker` as a child process and collects its output.
-enum EdgeProcess {
+enum CommandProcess {
     struct Outcome {
         var status: Int32
         var stdout: String
@@ -33,8 +33,8 @@ enum EdgeProcess {
     }
 }
 
-@Suite("Edge commands: submit, tail, healthcheck", .timeLimit(.minutes(2)))
-struct EdgeCommandTests {
+@Suite("Gateway commands: submit, tail, healthcheck", .timeLimit(.minutes(2)))
+struct GatewayCommandTests {
     @Test("submit produces JSON lines keyed by account, reports a bad line by number, and tail reads them back")
     func submitAndTail() async throws {
         let cluster = try MockKafkaCluster(brokers: 1)
@@ -45,7 +45,7 @@ struct EdgeCommandTests {
             "",
             #"{"job_id":"j3","account_id":"acct-1","signed_transaction":"a.b.c"}"#,
         ].joined(separator: "\n")
-        let submitted = try await EdgeProcess.run(
+        let submitted = try await CommandProcess.run(
             ["submit", "--brokers", cluster.bootstrapServers, "--topic", "receipt-jobs", "-"], stdin: input)
         #expect(submitted.status == 1, "one line failed: \(submitted.stderr)")
         let results = submitted.jsonLines
@@ -58,7 +58,7 @@ struct EdgeCommandTests {
         #expect(Set(good.compactMap { $0["partition"] as? Int }).count == 1, "one account, one partition")
         #expect(submitted.stderr.contains(#""failed":1"#))
 
-        let tailed = try await EdgeProcess.run([
+        let tailed = try await CommandProcess.run([
             "tail", "--brokers", cluster.bootstrapServers, "--topic", "receipt-jobs", "--from-beginning", "--count",
             "2",
         ])
@@ -71,7 +71,7 @@ struct EdgeCommandTests {
     @Test("submit and tail take kafka_properties (--kafka-properties or VERIFY_KAFKA_PROPERTIES) as the services do")
     func kafkaProperties() async throws {
         // A property librdkafka refuses, or a pair that is not name=value: exit 2, one line naming the key.
-        func expectRefused(_ outcome: EdgeProcess.Outcome, _ command: String) {
+        func expectRefused(_ outcome: CommandProcess.Outcome, _ command: String) {
             #expect(outcome.status == 2, "exit \(outcome.status): \(outcome.stderr)")
             let lines = outcome.stderr.split(separator: "\n")
             #expect(lines.count == 1, "stderr:\n\(outcome.stderr)")
@@ -83,35 +83,38 @@ struct EdgeCommandTests {
         let nowhere = ["--brokers", "127.0.0.1:1", "--topic", "receipt-jobs"]
         let job = #"{"job_id":"j1","account_id":"acct-1","receipt":"AAAA"}"#
         expectRefused(
-            try await EdgeProcess.run(
+            try await CommandProcess.run(
                 ["submit"] + nowhere + ["-"], stdin: job,
                 environment: ["VERIFY_KAFKA_PROPERTIES": "no.such.property=1"]),
             "submit")
         expectRefused(
-            try await EdgeProcess.run(
+            try await CommandProcess.run(
                 ["submit", "--kafka-properties", "no-equals-sign"] + nowhere + ["-"], stdin: job),
             "submit")
         expectRefused(
-            try await EdgeProcess.run(["tail", "--kafka-properties", "no.such.property=1", "--count", "1"] + nowhere),
+            try await CommandProcess.run(
+                ["tail", "--kafka-properties", "no.such.property=1", "--count", "1"] + nowhere),
             "tail")
         expectRefused(
-            try await EdgeProcess.run(
+            try await CommandProcess.run(
                 ["tail", "--count", "1"] + nowhere, environment: ["VERIFY_KAFKA_PROPERTIES": "socket.timeout.ms=x"]),
             "tail")
 
         // Accepted properties reach the client; switching TLS verification off is accepted with one warning line.
         let cluster = try MockKafkaCluster(brokers: 1)
         try cluster.createTopic("receipt-jobs", partitions: 1)
-        let submitted = try await EdgeProcess.run(
+        let submitted = try await CommandProcess.run(
             ["submit", "--brokers", cluster.bootstrapServers, "--topic", "receipt-jobs", "-"], stdin: job,
-            environment: ["VERIFY_KAFKA_PROPERTIES": "client.id=edge-props;enable.ssl.certificate.verification=false"])
+            environment: [
+                "VERIFY_KAFKA_PROPERTIES": "client.id=gateway-props;enable.ssl.certificate.verification=false"
+            ])
         #expect(submitted.status == 0, "\(submitted.stderr)")
         #expect(submitted.jsonLines.first?["job_id"] as? String == "j1", "\(submitted.stdout)")
         let submitWarnings = submitted.stderr.split(separator: "\n").filter { $0.contains("TLS verification") }
         #expect(submitWarnings.count == 1, "\(submitted.stderr)")
         #expect(submitWarnings.first?.contains("enable.ssl.certificate.verification=false") == true)
 
-        let tailed = try await EdgeProcess.run([
+        let tailed = try await CommandProcess.run([
             "tail", "--brokers", cluster.bootstrapServers, "--topic", "receipt-jobs", "--from-beginning", "--count",
             "1", "--kafka-properties", "ssl.endpoint.identification.algorithm=none",
         ])
@@ -141,7 +144,7 @@ struct EdgeCommandTests {
     func submitGenerated() async throws {
         let cluster = try MockKafkaCluster(brokers: 1)
         try cluster.createTopic("receipt-jobs", partitions: 2)
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("edge-\(UUID().uuidString)")
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("gateway-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
         let catalog = directory.appendingPathComponent("catalog.json")
@@ -150,7 +153,7 @@ struct EdgeCommandTests {
                 .utf8
         ).write(to: catalog)
         try await AppleSimHarness.with { simulator in
-            let outcome = try await EdgeProcess.run([
+            let outcome = try await CommandProcess.run([
                 "submit", "--generate", "seed-mix", "--count", "40", "--rate", "2000", "--simulator",
                 simulator.base.absoluteString, "--catalog-file", catalog.path, "--brokers", cluster.bootstrapServers,
                 "--mix", "other_app=0.5,genuine=0.3,cracker=0.2",
@@ -167,7 +170,7 @@ struct EdgeCommandTests {
 
     @Test("healthcheck exits 0 on 200, 1 on 503 or no server, and refuses other hosts")
     func healthcheck() async throws {
-        var logger = Logger(label: "edge-test")
+        var logger = Logger(label: "gateway-test")
         logger.logLevel = .critical
         let server = OperationsServer(
             configuration: .init(host: "127.0.0.1", port: 0), registry: MetricsBootstrap.registry(), logger: logger,
@@ -178,12 +181,12 @@ struct EdgeCommandTests {
 
         // A generous limit: under a full parallel test run this process's threads are busy, and the probe must
         // not fail for that (the limit bounds the wait, it is not a guessed delay).
-        let healthy = try await EdgeProcess.run([
+        let healthy = try await CommandProcess.run([
             "healthcheck", "--url", "http://127.0.0.1:\(port)/healthz", "--timeout-ms", "30000",
         ])
         #expect(healthy.status == 0, "\(healthy.stderr)")
         #expect(healthy.stderr.hasPrefix("healthy"))
-        let notReady = try await EdgeProcess.run([
+        let notReady = try await CommandProcess.run([
             "healthcheck", "--url", "http://127.0.0.1:\(port)/readyz", "--timeout-ms", "30000",
         ])
         #expect(notReady.status == 1)
@@ -192,17 +195,17 @@ struct EdgeCommandTests {
 
         task.cancel()
         _ = await task.result
-        let gone = try await EdgeProcess.run([
+        let gone = try await CommandProcess.run([
             "healthcheck", "--url", "http://127.0.0.1:\(port)/healthz", "--timeout-ms", "500",
         ])
         #expect(gone.status == 1)
-        let remote = try await EdgeProcess.run(["healthcheck", "--url", "http://example.com/healthz"])
+        let remote = try await CommandProcess.run(["healthcheck", "--url", "http://example.com/healthz"])
         #expect(remote.status != 0)
     }
 }
 
-@Suite("Edge: seed traffic through a minting protocol")
-struct EdgeSeedTrafficTests {
+@Suite("Gateway: seed traffic through a minting protocol")
+struct GatewaySeedTrafficTests {
     @Test("in-process and protocol minting draw the same categories for the same seed")
     func sameSequence() async throws {
         var configuration = AppleSimulatorConfiguration()
@@ -210,7 +213,7 @@ struct EdgeSeedTrafficTests {
         let simulator = try AppleSimulator(configuration: configuration)
         var direct = SeedTrafficGenerator(simulator: simulator, bundleID: "com.example.app", productIDs: ["p1", "p2"])
         var viaProtocol = SeedTrafficGenerator(
-            minter: EdgeCountingMinter(simulator: simulator), bundleID: "com.example.app", productIDs: ["p1", "p2"])
+            minter: GatewayCountingMinter(simulator: simulator), bundleID: "com.example.app", productIDs: ["p1", "p2"])
         for _ in 0..<60 {
             let a = try direct.next()
             let b = try await viaProtocol.nextJob()
@@ -221,7 +224,7 @@ struct EdgeSeedTrafficTests {
 }
 
 /// A minter that is not the simulator type itself, so the generator takes the protocol path.
-struct EdgeCountingMinter: ReceiptMinting {
+struct GatewayCountingMinter: ReceiptMinting {
     let simulator: AppleSimulator
     func mintTrafficReceipt(_ request: MintRequest) async throws -> TrafficReceipt {
         try await simulator.mintTrafficReceipt(request)

@@ -6,8 +6,8 @@ import Testing
 import Traffic
 
 /// `verify-worker gateway` refuses to start without a way to authenticate frontends, and says why in one line.
-@Suite("Edge: gateway configuration", .timeLimit(.minutes(2)))
-struct EdgeGatewayConfigurationTests {
+@Suite("Gateway: configuration of the command", .timeLimit(.minutes(2)))
+struct GatewayCommandConfigurationTests {
     /// The command line of a gateway on free loopback ports (nothing listens at the brokers: a gateway that
     /// starts by mistake is still found out by its exit status).
     static func arguments(_ more: [String]) -> [String] {
@@ -17,7 +17,7 @@ struct EdgeGatewayConfigurationTests {
         ] + more
     }
 
-    static func expectOneLine(_ outcome: EdgeProcess.Outcome, naming key: String) {
+    static func expectOneLine(_ outcome: CommandProcess.Outcome, naming key: String) {
         #expect(outcome.status == 2, "exit \(outcome.status): \(outcome.stderr)")
         let lines = outcome.stderr.split(separator: "\n")
         #expect(lines.count == 1, "stderr:\n\(outcome.stderr)")
@@ -40,7 +40,7 @@ struct EdgeGatewayConfigurationTests {
         ])
     func refusedAtStart(more: [String], key: String) async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
-            "edge-gateway-\(UUID().uuidString.prefix(8))")
+            "gateway-gateway-\(UUID().uuidString.prefix(8))")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
         let empty = directory.appendingPathComponent("empty")
@@ -48,7 +48,7 @@ struct EdgeGatewayConfigurationTests {
         let weak = directory.appendingPathComponent("weak")
         try Data("secret123\n".utf8).write(to: weak)
         let resolved = more.map { $0 == "EMPTY" ? empty.path : $0 == "WEAK" ? weak.path : $0 }
-        let outcome = try await EdgeProcess.run(Self.arguments(resolved))
+        let outcome = try await CommandProcess.run(Self.arguments(resolved))
         Self.expectOneLine(outcome, naming: key)
         #expect(!outcome.stderr.contains("secret123"), "a token reached the output")
         // The form of every command's configuration error (`verify-worker run: configuration: <key>: …`).
@@ -58,7 +58,7 @@ struct EdgeGatewayConfigurationTests {
 
     @Test("an HTTP or metrics port already in use: exit 2 with one line naming it")
     func portInUse() async throws {
-        var logger = Logger(label: "edge-test")
+        var logger = Logger(label: "gateway-test")
         logger.logLevel = .critical
         let server = OperationsServer(
             configuration: .init(host: "127.0.0.1", port: 0), registry: MetricsBootstrap.registry(), logger: logger,
@@ -76,10 +76,10 @@ struct EdgeGatewayConfigurationTests {
             arguments[arguments.firstIndex(of: "--brokers")! + 1] = cluster.bootstrapServers
             return arguments
         }
-        Self.expectOneLine(try await EdgeProcess.run(withPort("--port")), naming: "port")
+        Self.expectOneLine(try await CommandProcess.run(withPort("--port")), naming: "port")
 
         let metrics = withPort("--metrics-port")
-        Self.expectOneLine(try await EdgeProcess.run(metrics), naming: "metrics_port")
+        Self.expectOneLine(try await CommandProcess.run(metrics), naming: "metrics_port")
     }
 
     @Test("Kafka TLS verification switched off through kafka_properties: accepted, with one warning line naming it")
@@ -87,7 +87,7 @@ struct EdgeGatewayConfigurationTests {
         let cluster = try MockKafkaCluster(brokers: 1)
         try cluster.createTopic("receipt-jobs", partitions: 1)
         let files = try GatewayTestFiles.shared.get()
-        let child = try EdgeRunningProcess.start(
+        let child = try RunningCommandProcess.start(
             Self.arguments([
                 "--tokens-file", files.tokens.path, "--log-format", "json", "--kafka-properties",
                 "enable.ssl.certificate.verification=false;ssl.endpoint.identification.algorithm=none",
@@ -110,7 +110,7 @@ struct EdgeGatewayConfigurationTests {
     func disabledWarnsOnce() async throws {
         let cluster = try MockKafkaCluster(brokers: 1)
         try cluster.createTopic("receipt-jobs", partitions: 1)
-        let child = try EdgeRunningProcess.start(
+        let child = try RunningCommandProcess.start(
             Self.arguments(["--auth", "disabled", "--log-format", "json"]).map {
                 $0 == "127.0.0.1:1" ? cluster.bootstrapServers : $0
             }, readsStderr: true)

@@ -5,8 +5,8 @@ import Ledger
 import Logging
 import Observability
 import Operations
+import Pipeline
 import Receipts
-import Reconciler
 import ServiceLifecycle
 import Synchronization
 import UnixSignals
@@ -123,14 +123,7 @@ public struct ReconcileRuntime: Sendable {
                     },
                     after: listening),
             ] + last
-        return ServiceGroup(
-            configuration: ServiceGroupConfiguration(
-                services: services.map {
-                    .init(
-                        service: $0, successTerminationBehavior: .gracefullyShutdownGroup,
-                        failureTerminationBehavior: .gracefullyShutdownGroup, serviceName: "\(type(of: $0))")
-                },
-                gracefulShutdownSignals: signals, logger: logger))
+        return ServiceGroup.command(services, signals: signals, logger: logger)
     }
 
     /// One sweep per app, in the catalog's order: each with its own Server API key (Apple keeps a notification history

@@ -2,10 +2,12 @@ import Crypto
 import Foundation
 import Messages
 
-/// The bearer tokens allowed to call the API and log in to the console, read from the file named by
-/// `VERIFY_ENTITLEMENTS_TOKENS_FILE`: one token per line, optionally labelled (`support-alice:TOKEN`); `#` starts a
-/// comment. The label names the caller in logs and rate limits; the token itself is never logged or kept: only its
-/// SHA-256 digest is held, and a presented token is compared with every digest in constant time.
+/// Bearer tokens, read from a tokens file: the entitlement API's and console's (`VERIFY_ENTITLEMENTS_TOKENS_FILE`)
+/// and the gateway's `POST /v1/receipts` (`VERIFY_GATEWAY_TOKENS_FILE`), in one format: one token per line,
+/// optionally labelled (`support-alice:TOKEN`), 24 to 512 printable ASCII characters; `#` starts a comment, blank
+/// lines and spaces around a line are ignored. The label names the caller in logs and rate limits; the token itself
+/// is never logged or kept: only its SHA-256 digest is held, and a presented token is compared with every digest in
+/// constant time.
 public struct AccessTokens: Sendable {
     struct Entry: Sendable {
         let label: String
@@ -24,7 +26,9 @@ public struct AccessTokens: Sendable {
     /// Parses the file's text. Throws a ``TokensFileError`` naming the line, never quoting a token.
     public init(contents: String) throws(TokensFileError) {
         var entries: [Entry] = []
-        for (index, rawLine) in contents.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+        // `\r\n` is one Character in Swift: split on every newline, not on "\n" alone.
+        let lines = contents.split(omittingEmptySubsequences: false, whereSeparator: \.isNewline)
+        for (index, rawLine) in lines.enumerated() {
             let line = rawLine.trimmingCharacters(in: .whitespaces)
             if line.isEmpty || line.hasPrefix("#") { continue }
             var label = "token-\(index + 1)"
@@ -53,19 +57,36 @@ public struct AccessTokens: Sendable {
         self.entries = entries
     }
 
+    /// Tokens read from another format (the gateway's former one): the reader of that format checked them.
+    public init(labelled tokens: [(label: String, token: String)]) {
+        entries = tokens.map { Entry(label: $0.label, digest: Array(SHA256.hash(data: Array($0.token.utf8)))) }
+    }
+
+    private init(entries: [Entry]) { self.entries = entries }
+
+    /// These tokens and `other`'s.
+    public func adding(_ other: AccessTokens) -> AccessTokens { AccessTokens(entries: entries + other.entries) }
+
     /// The label of the token, or nil. Every stored digest is compared, whole, whatever matches: the time taken
     /// does not depend on which token (or how much of one) was right.
     public func authenticate(_ presented: String) -> String? {
         let digest = Array(SHA256.hash(data: Array(presented.utf8)))
         var match: Int = -1
         for (index, entry) in entries.enumerated() {
-            var difference: UInt8 = 0
-            for position in 0..<digest.count { difference |= digest[position] ^ entry.digest[position] }
             // Branch-free select: `equal` is all ones when the digests are equal.
-            let equal = Int(bitPattern: UInt(difference == 0 ? 1 : 0)) &* -1
+            let equal = Int(bitPattern: UInt(Self.constantTimeEqual(digest, entry.digest) ? 1 : 0)) &* -1
             match = (match & ~equal) | (index & equal)
         }
         return match >= 0 ? entries[match].label : nil
+    }
+
+    /// Equality of two byte strings that looks at every byte of both whatever they hold (lengths are not secret:
+    /// both are digests).
+    public static func constantTimeEqual(_ a: [UInt8], _ b: [UInt8]) -> Bool {
+        guard a.count == b.count else { return false }
+        var difference: UInt8 = 0
+        for index in a.indices { difference |= a[index] ^ b[index] }
+        return difference == 0
     }
 
     /// The token in an `Authorization: Bearer …` header, or nil.

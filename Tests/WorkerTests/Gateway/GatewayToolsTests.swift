@@ -6,8 +6,8 @@ import Testing
 
 @testable import AppleSimulator
 
-@Suite("Edge commands: tail of dead letters, inspect's exit status", .timeLimit(.minutes(2)))
-struct EdgeToolsTests {
+@Suite("Gateway commands: tail of dead letters, inspect's exit status", .timeLimit(.minutes(2)))
+struct GatewayToolsTests {
     @Test("tail of the dead-letter topic shows each letter's headers (why it was rejected) with its value")
     func tailShowsDeadLetterHeaders() async throws {
         let cluster = try MockKafkaCluster(brokers: 1)
@@ -25,7 +25,7 @@ struct EdgeToolsTests {
                 headers: letter.headers.map { KafkaHeader(name: $0.name, value: $0.value) }))
         await producer.shutdown()
 
-        let tailed = try await EdgeProcess.run([
+        let tailed = try await CommandProcess.run([
             "tail", "--brokers", cluster.bootstrapServers, "--topic", Topics.deadLetters, "--from-beginning",
             "--count", "1",
         ])
@@ -44,7 +44,7 @@ struct EdgeToolsTests {
     func inspectExitStatus() async throws {
         let pki = try AppleSimHarness.sharedPKI.get()
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
-            "edge-inspect-\(UUID().uuidString.prefix(8))")
+            "gateway-inspect-\(UUID().uuidString.prefix(8))")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
         // Both simulator roots in one PEM file: a bundle, as TLS tools write them.
@@ -52,8 +52,8 @@ struct EdgeToolsTests {
         let pem = try pki.rsaRoot.serializeAsPEM().pemString + "\n" + pki.ecRoot.serializeAsPEM().pemString + "\n"
         try Data(pem.utf8).write(to: bundle)
 
-        func inspect(_ text: String) async throws -> EdgeProcess.Outcome {
-            try await EdgeProcess.run(["inspect", "--trust-anchor", bundle.path, "-"], stdin: text)
+        func inspect(_ text: String) async throws -> CommandProcess.Outcome {
+            try await CommandProcess.run(["inspect", "--trust-anchor", bundle.path, "-"], stdin: text)
         }
         let genuine = try #require(
             try GatewayTestData.signedNotification(uuid: UUID().uuidString)["signedPayload"] as? String)
@@ -87,11 +87,11 @@ struct EdgeToolsTests {
             "apple-swift/xcode/xcode-signed-transaction",
         ] {
             let path = TestEnvironment.fixturesDirectory.appendingPathComponent(fixture).path
-            let allowed = try await EdgeProcess.run(["inspect", "--allow-xcode", path])
+            let allowed = try await CommandProcess.run(["inspect", "--allow-xcode", path])
             #expect(allowed.status == 0, "\(fixture): \(allowed.stderr)")
             #expect(allowed.stdout.contains(#""not_checked""#), "\(fixture): \(allowed.stdout)")
             if !fixture.contains("signed-transaction") {
-                let refused = try await EdgeProcess.run(["inspect", path])
+                let refused = try await CommandProcess.run(["inspect", path])
                 #expect(refused.status == 1, "\(fixture): \(refused.stderr)")
             }
         }
