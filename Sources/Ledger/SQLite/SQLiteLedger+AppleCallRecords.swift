@@ -3,7 +3,7 @@ import SQLiteStorage
 
 /// The Apple call records of one node (docs/LEDGER.md): each operation is one `BEGIN IMMEDIATE` transaction, so
 /// processes sharing the file claim a call one at a time.
-extension SQLiteLedger: AppleCallRecordStore {
+extension SQLiteLedger {
     static let appleCallColumns =
         "kind, call_key, transaction_id, environment, state, holder, due_at, attempts, detail, created_at, updated_at"
 

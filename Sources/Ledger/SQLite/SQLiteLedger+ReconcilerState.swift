@@ -3,7 +3,7 @@ import SQLiteStorage
 
 /// The reconciler's lease and checkpoint (docs/LEDGER.md): each operation one transaction on the ledger's one
 /// connection, so two replicas on one SQLite file never both take the lease.
-extension SQLiteLedger: ReconcilerStateStore {
+extension SQLiteLedger {
     public func acquireReconcilerLease(
         name: String, holder: String, now: Date, duration: Duration
     ) async throws -> ReconcilerLease? {

@@ -4,7 +4,7 @@ import SQLiteStorage
 
 /// The verification leases of one node (docs/LEDGER.md): each operation is one `BEGIN IMMEDIATE` transaction, so
 /// processes sharing the file take a lease one at a time.
-extension SQLiteLedger: VerificationLeaseStore {
+extension SQLiteLedger {
     public func acquireVerificationLease(
         key: String, holder: String, now: Date, duration: Duration
     ) async throws -> VerificationLeaseState {

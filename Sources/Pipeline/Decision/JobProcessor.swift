@@ -102,7 +102,7 @@ public struct JobProcessor: Sendable {
         self.logger = logger
         self.now = now
         coalescer = AppleCallCoalescer(
-            configuration: coalescing, leases: ledger as? any VerificationLeaseStore, logger: logger)
+            configuration: coalescing, leases: ledger, logger: logger)
     }
 
     /// Decides `job`. Ledger failures are retried until the ledger answers (the job stays in flight, so its offset
