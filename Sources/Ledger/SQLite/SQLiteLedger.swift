@@ -12,7 +12,7 @@ import SQLiteStorage
 /// ``run()`` only waits for cancellation and then closes the file: SQLite needs no background work, but the
 /// ledger is run like every other service so the two backends are used the same way.
 public final class SQLiteLedger: Ledger {
-    let executor: SQLiteExecutor
+    let executor: SQLiteExecutor<LedgerError>
     private let logger: Logger
     private let codec = MessageCodec()
     public let path: String
@@ -20,7 +20,9 @@ public final class SQLiteLedger: Ledger {
     public init(path: String, configuration: LedgerConfiguration = .init(), logger: Logger) throws {
         self.path = path
         self.logger = logger
-        executor = try SQLiteExecutor(path: path, busyTimeout: configuration.busyTimeout)
+        executor = try SQLiteExecutor(
+            path: path, busyTimeout: configuration.busyTimeout, setup: LedgerSQLiteConnection.setup,
+            label: "verify.ledger.sqlite")
     }
 
     public func run() async throws {

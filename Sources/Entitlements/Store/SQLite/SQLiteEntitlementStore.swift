@@ -8,19 +8,22 @@ import SQLiteStorage
 /// projection's writes and one for the API's reads (WAL lets them run at once), each owned by a serial queue.
 /// A batch is one `BEGIN IMMEDIATE` transaction.
 public final class SQLiteEntitlementStore: EntitlementStore {
-    private let writer: EntitlementSQLiteExecutor
-    private let reader: EntitlementSQLiteExecutor
-    private let checkpointer: EntitlementSQLiteExecutor
+    private let writer: SQLiteExecutor<EntitlementStoreError>
+    private let reader: SQLiteExecutor<EntitlementStoreError>
+    private let checkpointer: SQLiteExecutor<EntitlementStoreError>
     private let logger: Logger
     public let path: String
 
     public init(path: String, busyTimeout: Duration = .seconds(5), logger: Logger) throws {
         self.path = path
         self.logger = logger
-        writer = try EntitlementSQLiteExecutor(path: path, busyTimeout: busyTimeout, label: "verify.entitlements.write")
-        reader = try EntitlementSQLiteExecutor(path: path, busyTimeout: busyTimeout, label: "verify.entitlements.read")
-        checkpointer = try EntitlementSQLiteExecutor(
-            path: path, busyTimeout: busyTimeout, label: "verify.entitlements.checkpoint")
+        func executor(_ label: String) throws(EntitlementStoreError) -> SQLiteExecutor<EntitlementStoreError> {
+            try SQLiteExecutor(
+                path: path, busyTimeout: busyTimeout, setup: EntitlementSQLiteConnection.setup, label: label)
+        }
+        writer = try executor("verify.entitlements.write")
+        reader = try executor("verify.entitlements.read")
+        checkpointer = try executor("verify.entitlements.checkpoint")
     }
 
     /// Checkpoints the WAL every half second on a connection of its own (PASSIVE: it never blocks the writer or the
