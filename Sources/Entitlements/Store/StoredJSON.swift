@@ -1,138 +1,19 @@
 import Foundation
 import Messages
 
-/// Writes the projection's stored JSON (history entries, lifecycle events, PostgreSQL row documents) by hand.
-///
-/// `JSONEncoder` builds a value tree and escapes each string scalar by scalar: it was a quarter of the projection's
-/// CPU (`bench entitlements`, perf), more than SQLite itself. The output is what `JSONDecoder` reads back into the
-/// same values (`Entitlement stores` round-trips them).
-struct StoredJSONWriter {
-    private(set) var bytes: [UInt8] = []
-    private var needsComma = false
-
-    init(capacity: Int = 512) { bytes.reserveCapacity(capacity) }
-
-    var text: String { String(decoding: bytes, as: UTF8.self) }
-
-    mutating func beginObject() {
-        separate()
-        bytes.append(UInt8(ascii: "{"))
-        needsComma = false
-    }
-
-    mutating func endObject() {
-        bytes.append(UInt8(ascii: "}"))
-        needsComma = true
-    }
-
-    mutating func beginArray() {
-        separate()
-        bytes.append(UInt8(ascii: "["))
-        needsComma = false
-    }
-
-    mutating func endArray() {
-        bytes.append(UInt8(ascii: "]"))
-        needsComma = true
-    }
-
-    /// A key that needs no escaping (this file's own field names). The value follows.
-    mutating func key(_ name: StaticString) {
-        separate()
-        bytes.append(UInt8(ascii: "\""))
-        name.withUTF8Buffer { bytes.append(contentsOf: $0) }
-        bytes.append(contentsOf: [UInt8(ascii: "\""), UInt8(ascii: ":")])
-        needsComma = false
-    }
-
-    mutating func field(_ name: StaticString, _ value: String?) {
-        key(name)
-        if let value { string(value) } else { null() }
-    }
-
-    mutating func field(_ name: StaticString, _ value: Date?) {
-        field(name, value.map(RFC3339.format))
-    }
-
-    mutating func field(_ name: StaticString, _ value: Int) {
-        key(name)
-        separate()
-        bytes.append(contentsOf: String(value).utf8)
-    }
-
-    mutating func field(_ name: StaticString, _ value: Int64) {
-        key(name)
-        separate()
-        bytes.append(contentsOf: String(value).utf8)
-    }
-
-    mutating func field(_ name: StaticString, _ value: Bool) {
-        key(name)
-        separate()
-        bytes.append(contentsOf: value ? Array("true".utf8) : Array("false".utf8))
-    }
-
-    /// Left out when nil.
-    mutating func optionalField(_ name: StaticString, _ value: String?) {
-        guard let value else { return }
-        field(name, value)
-    }
-
-    /// An already-written JSON value (a nested document).
-    mutating func raw(_ name: StaticString, _ json: [UInt8]) {
-        key(name)
-        separate()
-        bytes.append(contentsOf: json)
-    }
-
-    mutating func null() {
-        separate()
-        bytes.append(contentsOf: [0x6E, 0x75, 0x6C, 0x6C])
-    }
-
-    private mutating func separate() {
-        if needsComma { bytes.append(UInt8(ascii: ",")) }
-        needsComma = true
-    }
-
-    /// A JSON string: `"` and `\` escaped, control characters as `\uXXXX`, the rest as is.
-    mutating func string(_ value: String) {
-        separate()
-        bytes.append(UInt8(ascii: "\""))
-        var value = value
-        value.withUTF8 { utf8 in
-            var runStart = 0
-            for index in utf8.indices {
-                let byte = utf8[index]
-                guard byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") else { continue }
-                bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[runStart..<index]))
-                runStart = index + 1
-                bytes.append(UInt8(ascii: "\\"))
-                if byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") {
-                    bytes.append(byte)
-                } else {
-                    let hex = Array("0123456789abcdef".utf8)
-                    bytes.append(contentsOf: [
-                        UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0"), hex[Int(byte >> 4)],
-                        hex[Int(byte & 0xF)],
-                    ])
-                }
-            }
-            bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[runStart..<utf8.count]))
-        }
-        bytes.append(UInt8(ascii: "\""))
-    }
-}
+// The projection's stored JSON (history entries, lifecycle events), written by Messages' `JSONWriter`: `JSONEncoder`
+// was a quarter of the projection's CPU (`bench entitlements`, perf). The output is what `JSONDecoder` reads back
+// into the same values (`Entitlement stores` round-trips them).
 
 extension LifecycleEvent {
     /// The event's JSON (`entitlement-event/v1`), as stored, published and POSTed.
     public var json: [UInt8] {
-        var writer = StoredJSONWriter(capacity: 512)
+        var writer = JSONWriter(capacity: 512)
         write(to: &writer)
         return writer.bytes
     }
 
-    func write(to writer: inout StoredJSONWriter) {
+    func write(to writer: inout JSONWriter) {
         writer.beginObject()
         writer.field("schema", Self.schema)
         writer.field("event_id", eventID)
@@ -155,7 +36,7 @@ extension LifecycleEvent {
 extension HistoryEntry {
     /// The entry's stored JSON (read back by its `Decodable` conformance).
     var json: [UInt8] {
-        var writer = StoredJSONWriter(capacity: 512 + transactions.count * 200)
+        var writer = JSONWriter(capacity: 512 + transactions.count * 200)
         writer.beginObject()
         writer.field("sequence", sequence)
         writer.field("account_id", accountID)
