@@ -361,6 +361,7 @@ let package = Package(
         .testTarget(
             name: "WorkerTests",
             dependencies: [
+                "Deadlines",
                 "SQLiteStorage",
                 "Observability",
                 "Kafka",
