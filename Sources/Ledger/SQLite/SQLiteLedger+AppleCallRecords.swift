@@ -11,7 +11,7 @@ extension SQLiteLedger {
         _ call: AppleCallRecord.Call, holder: String, now: Date, lease: Duration
     ) async throws -> AppleCallClaim {
         try await executor.run { connection, _ in
-            try Self.transaction(connection) { () throws -> (AppleCallClaim, commit: Bool) in
+            try connection.writeTransaction { () throws -> (AppleCallClaim, commit: Bool) in
                 let existing = try connection.query(
                     "SELECT state FROM apple_call_records WHERE kind = ? AND call_key = ?",
                     [.text(call.kind.rawValue), .text(call.key)]
@@ -41,7 +41,7 @@ extension SQLiteLedger {
         kind: AppleCallRecord.Kind, holder: String, now: Date, lease: Duration, limit: Int
     ) async throws -> [AppleCallRecord.Call] {
         try await executor.run { connection, _ in
-            try Self.transaction(connection) { () throws -> ([AppleCallRecord.Call], commit: Bool) in
+            try connection.writeTransaction { () throws -> ([AppleCallRecord.Call], commit: Bool) in
                 let rows = try connection.query(
                     """
                     SELECT call_key, transaction_id, environment, attempts FROM apple_call_records
@@ -76,7 +76,7 @@ extension SQLiteLedger {
         retryAt: Date?, now: Date
     ) async throws {
         try await executor.run { connection, _ in
-            try Self.transaction(connection) { () throws -> (Void, commit: Bool) in
+            try connection.writeTransaction { () throws -> (Void, commit: Bool) in
                 try connection.query(
                     """
                     UPDATE apple_call_records

@@ -58,7 +58,7 @@ extension SQLiteLedger {
 
     public func recordSubscriptionReread(originalTransactionID: String, revision: String?, at: Date) async throws {
         try await executor.run { connection, _ in
-            try Self.transaction(connection) { () throws -> (Void, commit: Bool) in
+            try connection.writeTransaction { () throws -> (Void, commit: Bool) in
                 try connection.query(
                     """
                     INSERT INTO subscription_rereads (original_transaction_id, reread_at, revision, updated_at)

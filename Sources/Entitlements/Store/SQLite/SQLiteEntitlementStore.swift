@@ -50,7 +50,7 @@ public final class SQLiteEntitlementStore: EntitlementStore {
 
     public func migrate() async throws {
         let applied = try await writer.run { connection in
-            try Self.inWriteTransaction(connection) { () throws -> [Int] in
+            try connection.inWriteTransaction { () throws -> [Int] in
                 try connection.execute(
                     """
                     CREATE TABLE IF NOT EXISTS ent_migrations (
@@ -78,7 +78,7 @@ public final class SQLiteEntitlementStore: EntitlementStore {
         _ batch: ProjectionBatch, catalog: Catalog, recordedAt: Date
     ) async throws -> ProjectionBatchResult {
         try await writer.run { connection in
-            try Self.inWriteTransaction(connection) { () throws -> ProjectionBatchResult in
+            try connection.inWriteTransaction { () throws -> ProjectionBatchResult in
                 var state = try Self.load(ProjectionKeys(batch.inputs), connection: connection)
                 var results: [EntitlementProjection.Result] = []
                 results.reserveCapacity(batch.inputs.count)
@@ -314,7 +314,7 @@ public final class SQLiteEntitlementStore: EntitlementStore {
 
     public func markPublished(_ eventIDs: [String], at instant: Date) async throws {
         try await writer.run { connection in
-            try Self.inWriteTransaction(connection) {
+            try connection.inWriteTransaction {
                 for id in eventIDs {
                     try connection.query(
                         "UPDATE ent_events SET published_at = ? WHERE event_id = ? AND published_at IS NULL",
@@ -345,7 +345,7 @@ public final class SQLiteEntitlementStore: EntitlementStore {
         _ delivery: WebhookDelivery, delivered: Bool, nextAttempt: Date?, at instant: Date
     ) async throws {
         try await writer.run { connection in
-            try Self.inWriteTransaction(connection) {
+            try connection.inWriteTransaction {
                 try connection.query(
                     """
                     UPDATE ent_webhook_deliveries SET attempts = attempts + 1, delivered_at = ?, next_attempt_at = ?
@@ -380,7 +380,7 @@ public final class SQLiteEntitlementStore: EntitlementStore {
     ) async throws -> [LifecycleEvent] {
         guard !events.isEmpty else { return [] }
         return try await writer.run { connection in
-            try Self.inWriteTransaction(connection) { () throws -> [LifecycleEvent] in
+            try connection.inWriteTransaction { () throws -> [LifecycleEvent] in
                 try Self.write(
                     ProjectionState(recording: events, at: recordedAt), positions: [], webhookURLs: webhookURLs,
                     recordedAt: recordedAt, connection: connection)
@@ -412,21 +412,5 @@ public final class SQLiteEntitlementStore: EntitlementStore {
             revokedAt: row[8].date, quantity: Int(row[9].integer ?? 1), inBillingRetry: row[10].bool,
             inGracePeriod: row[11].bool, ownerSince: ownerSince, decidedAt: decidedAt, verdictID: verdictID,
             updatedAt: updatedAt)
-    }
-
-    /// Runs `body` in `BEGIN IMMEDIATE` … `COMMIT` (or `ROLLBACK` when it throws): the write lock is taken at the
-    /// start, so another process sharing the file waits (busy timeout) instead of failing at its first write.
-    static func inWriteTransaction<T>(
-        _ connection: EntitlementSQLiteConnection, _ body: () throws -> T
-    ) throws -> T {
-        try connection.execute("BEGIN IMMEDIATE")
-        do {
-            let result = try body()
-            try connection.execute("COMMIT")
-            return result
-        } catch {
-            try? connection.execute("ROLLBACK")
-            throw error
-        }
     }
 }
