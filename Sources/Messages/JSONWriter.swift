@@ -15,25 +15,19 @@ package struct JSONWriter {
 
     package var text: String { String(decoding: bytes, as: UTF8.self) }
 
-    package mutating func beginObject() {
+    package mutating func beginObject() { open(UInt8(ascii: "{")) }
+    package mutating func endObject() { close(UInt8(ascii: "}")) }
+    package mutating func beginArray() { open(UInt8(ascii: "[")) }
+    package mutating func endArray() { close(UInt8(ascii: "]")) }
+
+    private mutating func open(_ bracket: UInt8) {
         separate()
-        bytes.append(UInt8(ascii: "{"))
+        bytes.append(bracket)
         needsComma = false
     }
 
-    package mutating func endObject() {
-        bytes.append(UInt8(ascii: "}"))
-        needsComma = true
-    }
-
-    package mutating func beginArray() {
-        separate()
-        bytes.append(UInt8(ascii: "["))
-        needsComma = false
-    }
-
-    package mutating func endArray() {
-        bytes.append(UInt8(ascii: "]"))
+    private mutating func close(_ bracket: UInt8) {
+        bytes.append(bracket)
         needsComma = true
     }
 
@@ -57,22 +51,15 @@ package struct JSONWriter {
         field(name, value.map(RFC3339.format))
     }
 
-    package mutating func field(_ name: StaticString, _ value: Int) {
-        key(name)
-        separate()
-        bytes.append(contentsOf: String(value).utf8)
-    }
+    package mutating func field(_ name: StaticString, _ value: Int) { literal(name, String(value)) }
+    package mutating func field(_ name: StaticString, _ value: Int64) { literal(name, String(value)) }
+    package mutating func field(_ name: StaticString, _ value: Bool) { literal(name, value ? "true" : "false") }
 
-    package mutating func field(_ name: StaticString, _ value: Int64) {
+    /// A number or a boolean, written as is.
+    private mutating func literal(_ name: StaticString, _ text: String) {
         key(name)
         separate()
-        bytes.append(contentsOf: String(value).utf8)
-    }
-
-    package mutating func field(_ name: StaticString, _ value: Bool) {
-        key(name)
-        separate()
-        bytes.append(contentsOf: (value ? "true" : "false").utf8)
+        bytes.append(contentsOf: text.utf8)
     }
 
     /// Left out when nil.
