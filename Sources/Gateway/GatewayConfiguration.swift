@@ -239,19 +239,6 @@ public struct GatewayConfiguration: Sendable {
         }
         return trust
     }
-
-    /// Parses `name=value;name=value` (the `VERIFY_KAFKA_PROPERTIES` format).
-    public static func parseKafkaProperties(_ text: String) throws(GatewayConfigurationError) -> [String: String] {
-        var result: [String: String] = [:]
-        for pair in text.split(separator: ";") where !pair.trimmingCharacters(in: .whitespaces).isEmpty {
-            let parts = pair.split(separator: "=", maxSplits: 1)
-            guard parts.count == 2 else {
-                throw GatewayConfigurationError(key: "kafka_properties", "expected name=value;name=value")
-            }
-            result[parts[0].trimmingCharacters(in: .whitespaces)] = parts[1].trimmingCharacters(in: .whitespaces)
-        }
-        return result
-    }
 }
 
 /// A configuration value the gateway cannot run with; the text names the key and the rule (never a secret).
