@@ -5,6 +5,7 @@ import Messages
 import Observability
 import PostgresNIO
 import PostgresSettings
+import SQLiteStorage
 import Synchronization
 
 /// The entitlement store for a cluster of entitlement services
