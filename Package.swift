@@ -62,7 +62,8 @@ let package = Package(
         ),
 
         // MARK: Libraries, one part of the architecture each
-        // One SQLite connection type for the ledger and the entitlement store (the only importer of CSQLite).
+        // One SQLite connection type and executor for the ledger and the entitlement store, and the one shape of their
+        // errors (the only importer of CSQLite).
         .target(name: "SQLiteStorage", dependencies: ["CSQLite"]),
         // The one table of log keys and metric names every target uses (no dependencies).
         .target(name: "Observability"),
@@ -371,6 +372,7 @@ let package = Package(
         .testTarget(
             name: "WorkerTests",
             dependencies: [
+                "Deadlines",
                 "SQLiteStorage",
                 "Observability",
                 "Kafka",

@@ -135,7 +135,7 @@ extension AppleSimulator {
             bundleId: configuration.apps.isEmpty ? nil : bundleId ?? "")
         var offset = 0
         if let paginationToken {
-            guard let decoded = SimulatedJWS.decodeBase64URL(paginationToken),
+            guard let decoded = Base64URL.decode(paginationToken),
                 let text = String(data: decoded, encoding: .utf8), text.hasPrefix("sim-history:"),
                 let value = Int(text.dropFirst("sim-history:".count)), (0...records.count).contains(value)
             else { return ServerAPIService.error(400, code: 4_000_014, message: "Invalid pagination token.") }
@@ -147,7 +147,7 @@ extension AppleSimulator {
             "hasMore": end < records.count,
         ]
         if end < records.count {
-            answer["paginationToken"] = SimulatedJWS.base64URL(Array("sim-history:\(end)".utf8))
+            answer["paginationToken"] = Base64URL.encode(Array("sim-history:\(end)".utf8))
         }
         return ServerAPIService.Reply(
             httpStatus: 200, body: VerifyReceiptService.json(answer), statusLabel: "http_200")

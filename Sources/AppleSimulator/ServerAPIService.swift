@@ -65,9 +65,9 @@ final class ServerAPIService: Sendable {
         let token = authorization.dropFirst("Bearer ".count)
         let parts = token.split(separator: ".", omittingEmptySubsequences: false)
         guard parts.count == 3,
-            let headerData = SimulatedJWS.decodeBase64URL(parts[0]),
-            let claimsData = SimulatedJWS.decodeBase64URL(parts[1]),
-            let signatureData = SimulatedJWS.decodeBase64URL(parts[2]),
+            let headerData = Base64URL.decode(parts[0]),
+            let claimsData = Base64URL.decode(parts[1]),
+            let signatureData = Base64URL.decode(parts[2]),
             let header = try? JSONDecoder().decode(JWTHeader.self, from: headerData),
             let claims = try? JSONDecoder().decode(JWTClaims.self, from: claimsData),
             header.alg == "ES256", header.kid?.isEmpty == false,
@@ -101,7 +101,7 @@ final class ServerAPIService: Sendable {
     static func bundleId(_ authorization: String?) -> String? {
         guard let token = authorization?.dropFirst("Bearer ".count) else { return nil }
         let parts = token.split(separator: ".", omittingEmptySubsequences: false)
-        guard parts.count == 3, let data = SimulatedJWS.decodeBase64URL(parts[1]) else { return nil }
+        guard parts.count == 3, let data = Base64URL.decode(parts[1]) else { return nil }
         return (try? JSONDecoder().decode(JWTClaims.self, from: data))?.bid
     }
 

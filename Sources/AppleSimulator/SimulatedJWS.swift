@@ -119,23 +119,10 @@ package enum SimulatedJWS {
     static func sign<Payload: Encodable>(_ payload: Payload, pki: SimulatorPKI) throws -> String {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        let header = base64URL(try encoder.encode(Header(x5c: pki.x5c)))
-        let body = base64URL(try encoder.encode(payload))
+        let header = Base64URL.encode(try encoder.encode(Header(x5c: pki.x5c)))
+        let body = Base64URL.encode(try encoder.encode(payload))
         let signingInput = header + "." + body
         let signature = try pki.ecLeafKey.signature(for: Array(signingInput.utf8))
-        return signingInput + "." + base64URL(signature.rawRepresentation)
-    }
-
-    package static func base64URL<D: DataProtocol>(_ data: D) -> String {
-        Data(data).base64EncodedString()
-            .replacingOccurrences(of: "+", with: "-")
-            .replacingOccurrences(of: "/", with: "_")
-            .replacingOccurrences(of: "=", with: "")
-    }
-
-    package static func decodeBase64URL<S: StringProtocol>(_ text: S) -> Data? {
-        var base64 = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
-        while base64.count % 4 != 0 { base64 += "=" }
-        return Data(base64Encoded: base64)
+        return signingInput + "." + Base64URL.encode(signature.rawRepresentation)
     }
 }

@@ -371,7 +371,7 @@ package enum NotificationBurstBenchmark {
         }
         let signed = try JSONDecoder().decode(Body.self, from: Data(body)).signedPayload
         let parts = signed.split(separator: ".")
-        guard parts.count == 3, let json = SimulatedJWS.decodeBase64URL(parts[1]) else {
+        guard parts.count == 3, let json = Base64URL.decode(parts[1]) else {
             throw BenchmarkFailure("the simulator sent a notification that is not a compact JWS")
         }
         let payload = try JSONDecoder().decode(Payload.self, from: json)

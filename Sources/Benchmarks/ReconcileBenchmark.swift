@@ -96,11 +96,8 @@ public enum ReconcileBenchmark {
             return try await LedgerFactory.withLedger(
                 url: "sqlite:" + files.ledger.path, configuration: LedgerConfiguration()
             ) { ledger in
-                guard let store = ledger as? any ReconcilerStateStore else {
-                    throw BenchmarkFailure("the ledger keeps no reconciler state")
-                }
                 let reconciler = NotificationReconciler(
-                    configuration: reconcilerSettings, store: store, source: client, sink: sink,
+                    configuration: reconcilerSettings, store: ledger, source: client, sink: sink,
                     clock: ContinuousClock(), holder: "bench", logger: reconcilerLogger)
                 let before = simulator.stats.snapshot().requests["inApps/v1/notifications/history"] ?? 0
                 let started = clock.now

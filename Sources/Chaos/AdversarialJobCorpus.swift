@@ -351,7 +351,7 @@ public struct AdversarialJobCorpus: Sendable {
     }
 
     private mutating func hostileJWS() -> String {
-        func b64url(_ text: String) -> String { Self.base64URL(Array(text.utf8)) }
+        func b64url(_ text: String) -> String { Base64URL.encode(Array(text.utf8)) }
         let payload = b64url("{\"transactionId\":\"1000000000000001\",\"bundleId\":\"com.example.verifyworker\"}")
         switch below(7) {
         case 0: return b64url("{\"alg\":\"none\"}") + "." + payload + "."
@@ -371,7 +371,7 @@ public struct AdversarialJobCorpus: Sendable {
     }
 
     private mutating func urlBait(key: String) -> [UInt8] {
-        func b64url(_ text: String) -> String { Self.base64URL(Array(text.utf8)) }
+        func b64url(_ text: String) -> String { Base64URL.encode(Array(text.utf8)) }
         let payload = b64url("{\"transactionId\":\"1000000000000002\",\"bundleId\":\"com.example.verifyworker\"}")
         switch below(4) {
         case 0:
@@ -437,10 +437,5 @@ public struct AdversarialJobCorpus: Sendable {
         result.reserveCapacity(text.utf8.count)
         JSONQuoting.appendEscaped(text, to: &result)
         return result
-    }
-
-    static func base64URL(_ bytes: [UInt8]) -> String {
-        Data(bytes).base64EncodedString().replacingOccurrences(of: "+", with: "-")
-            .replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
     }
 }

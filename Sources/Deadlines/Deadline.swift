@@ -16,41 +16,81 @@ public func withDeadline<T: Sendable>(
 ) async throws -> T {
     let gate = ResumeGate<T, any Error>()
     return try await withTaskCancellationHandler {
-        try await withCheckedThrowingContinuation { continuation in
-            gate.install(continuation)
-            let work = Task {
-                do {
-                    gate.resume(.success(try await operation()))
-                } catch {
-                    gate.resume(.failure(error))
-                }
-            }
-            let timer = Task {
-                try await Task.sleep(for: timeout)
-                if gate.resume(.failure(onTimeout())) {
-                    work.cancel()
-                }
-            }
-            let connectTimer = connect.map { connect in
-                Task {
-                    try await Task.sleep(for: connect.timeout)
-                    if !connect.isConnected(), gate.resume(.failure(connect.error())) {
-                        work.cancel()
-                    }
-                }
-            }
-            gate.onFinish {
-                work.cancel(); timer.cancel(); connectTimer?.cancel()
-            }
-        }
+        try await race(gate, timeout, onTimeout: onTimeout, connect: connect, cancelsOperation: true, operation)
     } onCancel: {
         gate.resume(.failure(CancellationError()))
     }
 }
 
+/// What ``waitWithin(_:_:)`` found.
+public enum DeadlineOutcome<T: Sendable>: Sendable {
+    case value(T)
+    case failure(any Error)
+    case timedOut
+}
+
+/// Waits for `operation` up to `deadline`, like ``withDeadline(_:onTimeout:connect:_:)`` but without cancelling it:
+/// when the deadline passes the operation goes on, and its late result is dropped (the gateway's wait for Kafka: a
+/// produce already handed to librdkafka cannot be taken back). The caller's cancellation does not end the wait
+/// either, so an answer is always the operation's or the deadline's.
+public func waitWithin<T: Sendable>(
+    _ deadline: Duration, _ operation: @escaping @Sendable () async throws -> T
+) async -> DeadlineOutcome<T> {
+    do {
+        return .value(
+            try await race(
+                ResumeGate(), deadline, onTimeout: { DeadlinePassed() }, connect: nil, cancelsOperation: false,
+                operation))
+    } catch is DeadlinePassed {
+        return .timedOut
+    } catch {
+        return .failure(error)
+    }
+}
+
+/// ``waitWithin(_:_:)``'s deadline, told apart from the operation's own errors.
+private struct DeadlinePassed: Error {}
+
+/// The one race of an operation against its deadlines, resumed through `gate` by whichever comes first.
+private func race<T: Sendable>(
+    _ gate: ResumeGate<T, any Error>, _ timeout: Duration, onTimeout: @escaping @Sendable () -> any Error,
+    connect: (timeout: Duration, isConnected: @Sendable () -> Bool, error: @Sendable () -> any Error)?,
+    cancelsOperation: Bool, _ operation: @escaping @Sendable () async throws -> T
+) async throws -> T {
+    try await withCheckedThrowingContinuation { continuation in
+        gate.install(continuation)
+        let work = Task {
+            do {
+                gate.resume(.success(try await operation()))
+            } catch {
+                gate.resume(.failure(error))
+            }
+        }
+        let timer = Task {
+            try await Task.sleep(for: timeout)
+            if gate.resume(.failure(onTimeout())), cancelsOperation {
+                work.cancel()
+            }
+        }
+        let connectTimer = connect.map { connect in
+            Task {
+                try await Task.sleep(for: connect.timeout)
+                if !connect.isConnected(), gate.resume(.failure(connect.error())), cancelsOperation {
+                    work.cancel()
+                }
+            }
+        }
+        gate.onFinish {
+            if cancelsOperation { work.cancel() }
+            timer.cancel()
+            connectTimer?.cancel()
+        }
+    }
+}
+
 /// Resumes a continuation exactly once, from whichever of its racers comes first (the operation, a timer,
 /// cancellation), also when one comes before the continuation is installed.
-public final class ResumeGate<T: Sendable, Failure: Error>: Sendable {
+final class ResumeGate<T: Sendable, Failure: Error>: Sendable {
     private struct State {
         var continuation: CheckedContinuation<T, Failure>?
         var pending: Result<T, Failure>?
@@ -60,9 +100,9 @@ public final class ResumeGate<T: Sendable, Failure: Error>: Sendable {
 
     private let state = Mutex(State())
 
-    public init() {}
+    init() {}
 
-    public func install(_ continuation: CheckedContinuation<T, Failure>) {
+    func install(_ continuation: CheckedContinuation<T, Failure>) {
         // A result that came before the continuation resumes it at once; otherwise the continuation waits for it.
         let pending = state.withLock { state -> Result<T, Failure>? in
             if state.pending == nil { state.continuation = continuation }
@@ -72,7 +112,7 @@ public final class ResumeGate<T: Sendable, Failure: Error>: Sendable {
     }
 
     /// Runs `cleanup` once the continuation is resumed (at once if it was already).
-    public func onFinish(_ cleanup: @escaping @Sendable () -> Void) {
+    func onFinish(_ cleanup: @escaping @Sendable () -> Void) {
         let run = state.withLock { state -> Bool in
             if state.finished { return true }
             state.cleanup = cleanup
@@ -83,7 +123,7 @@ public final class ResumeGate<T: Sendable, Failure: Error>: Sendable {
 
     /// Returns true when this call was the one that resumed.
     @discardableResult
-    public func resume(_ result: Result<T, Failure>) -> Bool {
+    func resume(_ result: Result<T, Failure>) -> Bool {
         let (continuation, cleanup, first) = state.withLock {
             state -> (CheckedContinuation<T, Failure>?, (@Sendable () -> Void)?, Bool) in
             guard !state.finished else { return (nil, nil, false) }

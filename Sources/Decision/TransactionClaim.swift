@@ -112,11 +112,6 @@ public struct LedgerSnapshot: Sendable, Hashable {
         claims.first { $0.transactionID == transactionID }
     }
 
-    /// The `signedDate` of the newest notification applied to a subscription, if any.
-    public func newestNotification(ofSubscription originalTransactionID: String) -> Date? {
-        claims(ofSubscription: originalTransactionID).compactMap(\.notificationSignedAt).max()
-    }
-
     /// Every claim of one subscription (same original transaction id).
     public func claims(ofSubscription originalTransactionID: String) -> [TransactionClaim] {
         claims.filter { $0.originalTransactionID == originalTransactionID || $0.transactionID == originalTransactionID }

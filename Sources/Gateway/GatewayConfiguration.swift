@@ -234,19 +234,6 @@ public struct GatewayConfiguration: Sendable {
         }
         return trust
     }
-
-    /// Parses `name=value;name=value` (the `VERIFY_KAFKA_PROPERTIES` format).
-    public static func parseKafkaProperties(_ text: String) throws(ConfigurationError) -> [String: String] {
-        var result: [String: String] = [:]
-        for pair in text.split(separator: ";") where !pair.trimmingCharacters(in: .whitespaces).isEmpty {
-            let parts = pair.split(separator: "=", maxSplits: 1)
-            guard parts.count == 2 else {
-                throw ConfigurationError(key: "kafka_properties", problem: "expected name=value;name=value")
-            }
-            result[parts[0].trimmingCharacters(in: .whitespaces)] = parts[1].trimmingCharacters(in: .whitespaces)
-        }
-        return result
-    }
 }
 
 /// Loaded as every long-running command's configuration is

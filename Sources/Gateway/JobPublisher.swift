@@ -58,7 +58,7 @@ public final class KafkaJobPublisher: JobPublishing {
         // librdkafka's own message timeout is the same, but it is checked only about once a second (and not
         // at all for a message waiting for a place in the in-flight bound): the request's answer keeps to the
         // deadline. A message answered 503 may still reach Kafka later; the retry with its job_id is harmless.
-        let outcome = await Deadline.race(deadline) { try await producer.sendConfirmed(record) }
+        let outcome = await waitWithin(deadline) { try await producer.sendConfirmed(record) }
         switch outcome {
         case .value(let report):
             reachability.withLock { $0.publishAcknowledged() }
@@ -174,36 +174,5 @@ struct KafkaReachability: Sendable {
         }
         unansweredProbes = 0
         if let failed = unacknowledgedPublish, failed < probe { unacknowledgedPublish = nil }
-    }
-}
-
-/// Waits for an operation up to a deadline. The operation is not cancelled when the deadline passes (a
-/// produce already handed to librdkafka cannot be taken back); its late result is dropped.
-enum Deadline {
-    enum Outcome<T: Sendable>: Sendable {
-        case value(T)
-        case failure(any Error)
-        case timedOut
-    }
-
-    static func race<T: Sendable>(
-        _ deadline: Duration, _ operation: @escaping @Sendable () async throws -> T
-    ) async -> Outcome<T> {
-        let gate = ResumeGate<Outcome<T>, Never>()
-        return await withCheckedContinuation { continuation in
-            gate.install(continuation)
-            let timer = Task {
-                try? await Task.sleep(for: deadline)
-                gate.resume(.success(.timedOut))
-            }
-            Task {
-                do {
-                    gate.resume(.success(.value(try await operation())))
-                } catch {
-                    gate.resume(.success(.failure(error)))
-                }
-                timer.cancel()
-            }
-        }
     }
 }

@@ -6,7 +6,7 @@ import Foundation
 /// A worker that wants to make a call first ``claimAppleCall(_:holder:now:lease:)``s it: of all workers and
 /// redeliveries, one claims, the others are told it is taken. The claim holds for `lease`; a holder that crashes
 /// leaves the record due, and ``claimDueAppleCalls(kind:holder:now:lease:limit:)`` hands it to the next worker that
-/// sweeps. ``PostgresLedger`` and ``SQLiteLedger`` implement it; every failure is a ``LedgerError``.
+/// sweeps. Every ``Ledger`` has it; every failure is a ``LedgerError``.
 public protocol AppleCallRecordStore: Sendable {
     /// Records the call as `pending` and claims it for `holder` until `now + lease`, unless a record exists: then
     /// returns that record's state and claims nothing.

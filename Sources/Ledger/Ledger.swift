@@ -11,7 +11,12 @@ import Messages
 ///
 /// Lifecycle: ``run()`` must be running (in a task, or as a service of a ServiceGroup) while the ledger is used;
 /// it returns when its task is cancelled, after closing the connections. Call ``migrate()`` once at start.
-public protocol Ledger: Sendable {
+///
+/// Every ledger has every capability: the verification leases, the follow-up call records, the reconciler's state
+/// and the subscription re-reads are tables of the one schema, so both ledgers and every test double implement them
+/// all. The narrower protocols it refines name what one part uses (the reconciler needs only its state), never a
+/// capability a ledger may lack.
+public protocol Ledger: VerificationLeaseStore, AppleCallRecordStore, ReconcilerStateStore, SubscriptionRereadStore {
     /// Runs the ledger's background work (the PostgreSQL connection pool) until the task is cancelled.
     func run() async throws
 
@@ -34,6 +39,9 @@ public protocol Ledger: Sendable {
     /// Applies writes without a verdict (operator tools: revoke, move ownership, notification updates), atomically.
     /// Returns false when a claim or a move found the ledger changed (nothing was written).
     func perform(_ writes: [LedgerWrite]) async throws -> Bool
+
+    /// Every claim an account owns, by transaction id (operators' `verify-worker ledger show --account`).
+    func claims(ownedBy accountID: String) async throws -> [TransactionClaim]
 }
 
 extension Ledger {
@@ -42,6 +50,11 @@ extension Ledger {
         let ids = Array(Set(evidence.transactions.map(\.transactionID))).sorted()
         let originals = Array(Set(evidence.transactions.map(\.subscriptionKey))).sorted()
         return try await snapshot(jobID: job.jobID, transactionIDs: ids, originalTransactionIDs: originals)
+    }
+
+    /// Every claim of one subscription.
+    public func subscriptionClaims(originalTransactionID: String) async throws -> [TransactionClaim] {
+        try await snapshot(jobID: "", transactionIDs: [], originalTransactionIDs: [originalTransactionID]).claims
     }
 
     /// Revokes one transaction (a refund found outside a job). Idempotent.

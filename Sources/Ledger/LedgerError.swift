@@ -1,6 +1,10 @@
+import SQLiteStorage
+
 /// Why a ledger operation failed. The description never holds a receipt, a secret or a password.
-public struct LedgerError: Error, Sendable, Hashable, CustomStringConvertible {
-    public enum Code: String, Sendable, Hashable, CaseIterable {
+public struct LedgerError: StorageError {
+    public static let storeName = "ledger"
+
+    public enum Code: String, StorageErrorCode, CaseIterable {
         /// The database cannot be reached (refused, closed, connect timeout). Retry later.
         case unavailable
         /// An operation took longer than its timeout. Retry later.
@@ -35,22 +39,16 @@ public struct LedgerError: Error, Sendable, Hashable, CustomStringConvertible {
         self.line = line
     }
 
-    /// Whether retrying the same job later may succeed (as opposed to dead-lettering it or stopping).
+    /// Whether retrying the same work later may succeed (as opposed to dead-lettering it or stopping).
+    public var isRetryable: Bool { code.isRetryable }
+    public var description: String { storageDescription }
+}
+
+extension LedgerError.Code {
     public var isRetryable: Bool {
-        switch code {
+        switch self {
         case .unavailable, .timeout, .busy, .contention, .database: true
         case .invalidConfiguration, .schema, .corrupt, .refused: false
         }
-    }
-
-    public var description: String { "ledger \(code.rawValue): \(detail) (\(file):\(line))" }
-
-    public static func == (lhs: LedgerError, rhs: LedgerError) -> Bool {
-        lhs.code == rhs.code && lhs.detail == rhs.detail
-    }
-
-    public func hash(into hasher: inout Hasher) {
-        hasher.combine(code)
-        hasher.combine(detail)
     }
 }

@@ -4,14 +4,7 @@ import Messages
 import PostgresNIO
 import SQLiteStorage
 
-/// Read-only lookups for operators (`verify-worker ledger show`), apart from ``Ledger`` so test doubles of the
-/// worker's ledger need not implement them.
-public protocol LedgerInspection: Sendable {
-    /// Every claim an account owns, by transaction id.
-    func claims(ownedBy accountID: String) async throws -> [TransactionClaim]
-}
-
-extension SQLiteLedger: LedgerInspection {
+extension SQLiteLedger {
     public func claims(ownedBy accountID: String) async throws -> [TransactionClaim] {
         try await executor.run { connection, _ in
             try connection.query(
@@ -22,7 +15,7 @@ extension SQLiteLedger: LedgerInspection {
     }
 }
 
-extension PostgresLedger: LedgerInspection {
+extension PostgresLedger {
     public func claims(ownedBy accountID: String) async throws -> [TransactionClaim] {
         try await operation("claims of an account") { pool, logger in
             try await pool.withConnection { connection in
@@ -58,10 +51,7 @@ public enum LedgerShow {
         case .transaction(let id):
             claims = try await ledger.snapshot(jobID: "", transactionIDs: [id], originalTransactionIDs: [id]).claims
         case .account(let id):
-            guard let inspection = ledger as? any LedgerInspection else {
-                throw LedgerError(.invalidConfiguration, "this ledger cannot list an account's transactions")
-            }
-            claims = try await inspection.claims(ownedBy: id)
+            claims = try await ledger.claims(ownedBy: id)
         }
         let codec = MessageCodec()
         // Every claim of the subscriptions shown, for the subscription's state.

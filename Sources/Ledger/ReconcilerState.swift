@@ -16,7 +16,7 @@ public struct ReconcilerLease: Sendable, Hashable {
 }
 
 /// The reconciler's lease and checkpoint. Times are the replicas' wall clocks; a lease is tens of seconds long, so a
-/// clock skew of a second between replicas matters little. ``PostgresLedger`` and ``SQLiteLedger`` implement it.
+/// clock skew of a second between replicas matters little. Every ``Ledger`` has it.
 public protocol ReconcilerStateStore: Sendable {
     /// Takes the lease `name` for `holder` until `now + duration` when nobody holds it, when it expired, or when
     /// `holder` holds it already (a renewal). Returns nil while another holder's lease is live. Atomic: of many

@@ -1,17 +1,12 @@
 import Logging
 import Observability
+import SQLiteStorage
 
 /// The ledger's schema, one list of migrations per backend, same tables and meaning (docs/LEDGER.md).
 /// A migration is never edited once released: changes are new versions appended at the end.
 enum LedgerSchema {
-    struct Migration: Sendable {
-        var version: Int
-        var name: String
-        var statements: [String]
-    }
-
-    static let sqlite: [Migration] = [
-        Migration(
+    static let sqlite: [SchemaMigration] = [
+        SchemaMigration(
             version: 1, name: "claims and job verdicts",
             statements: [
                 """
@@ -48,7 +43,7 @@ enum LedgerSchema {
                 ) WITHOUT ROWID
                 """,
             ]),
-        Migration(
+        SchemaMigration(
             version: 2, name: "verification leases",
             statements: [
                 // One row per proof a worker is asking Apple about, and Apple's answer for a few seconds after
@@ -63,14 +58,14 @@ enum LedgerSchema {
                 ) WITHOUT ROWID
                 """
             ]),
-        Migration(
+        SchemaMigration(
             version: 3, name: "notification order and auto-renew",
             statements: [
                 // Nullable: rows written before stay valid (no notification applied, auto-renew unknown).
                 "ALTER TABLE transaction_claims ADD COLUMN auto_renew INTEGER",
                 "ALTER TABLE transaction_claims ADD COLUMN notification_signed_at INTEGER",
             ]),
-        Migration(
+        SchemaMigration(
             version: 4, name: "reconciler state",
             statements: [
                 // The reconciler's lease and checkpoint (docs/LEDGER.md, "Reconciler state"); milliseconds since 1970.
@@ -84,7 +79,7 @@ enum LedgerSchema {
                 ) WITHOUT ROWID
                 """
             ]),
-        Migration(
+        SchemaMigration(
             version: 5, name: "apple call records",
             statements: [
                 // One row per follow-up call to Apple (Finish Transaction per transaction, a consumption answer per
@@ -108,7 +103,7 @@ enum LedgerSchema {
                 """,
                 "CREATE INDEX apple_call_records_due ON apple_call_records (state, due_at)",
             ]),
-        Migration(
+        SchemaMigration(
             version: 6, name: "subscription re-reads",
             statements: [
                 // When the reconciler last read the history of a subscription the ledger is unsure of, and Apple's
@@ -129,8 +124,8 @@ enum LedgerSchema {
             ]),
     ]
 
-    static let postgres: [Migration] = [
-        Migration(
+    static let postgres: [SchemaMigration] = [
+        SchemaMigration(
             version: 1, name: "claims and job verdicts",
             statements: [
                 """
@@ -167,7 +162,7 @@ enum LedgerSchema {
                 )
                 """,
             ]),
-        Migration(
+        SchemaMigration(
             version: 2, name: "verification leases",
             statements: [
                 // UNLOGGED: a lease lives seconds and only saves Apple calls; after a server crash the table is
@@ -182,14 +177,14 @@ enum LedgerSchema {
                 )
                 """
             ]),
-        Migration(
+        SchemaMigration(
             version: 3, name: "notification order and auto-renew",
             statements: [
                 // Nullable: rows written before stay valid (no notification applied, auto-renew unknown).
                 "ALTER TABLE transaction_claims ADD COLUMN auto_renew boolean",
                 "ALTER TABLE transaction_claims ADD COLUMN notification_signed_at timestamptz",
             ]),
-        Migration(
+        SchemaMigration(
             version: 4, name: "reconciler state",
             statements: [
                 // Logged, unlike the verification leases: the checkpoint must survive a crash of the server.
@@ -203,7 +198,7 @@ enum LedgerSchema {
                 )
                 """
             ]),
-        Migration(
+        SchemaMigration(
             version: 5, name: "apple call records",
             statements: [
                 """
@@ -224,7 +219,7 @@ enum LedgerSchema {
                 """,
                 "CREATE INDEX apple_call_records_due ON apple_call_records (state, due_at)",
             ]),
-        Migration(
+        SchemaMigration(
             version: 6, name: "subscription re-reads",
             statements: [
                 """
@@ -244,7 +239,7 @@ enum LedgerSchema {
 extension LedgerSchema {
     /// The migrations of `all` not applied yet (`done`), a gap included (branches that added versions in another
     /// order); a database newer than this build is refused.
-    static func pending(_ all: [Migration], done: Set<Int>) throws(LedgerError) -> [Migration] {
+    static func pending(_ all: [SchemaMigration], done: Set<Int>) throws(LedgerError) -> [SchemaMigration] {
         let current = done.max() ?? 0
         let latest = all.last?.version ?? 0
         guard current <= latest else {

@@ -23,8 +23,6 @@ public struct UnsureSubscription: Sendable, Hashable {
     }
 }
 
-/// What the reconciler's history re-read needs from the ledger. ``PostgresLedger`` and ``SQLiteLedger`` implement it
-/// (table `subscription_rereads`, migration 6).
 extension UnsureSubscription {
     /// Those a notification named first (a lost refund matters more than a lapsed period), each subscription once.
     static func merged(_ named: [Self], _ lapsed: [Self], limit: Int) -> [Self] {
@@ -33,6 +31,8 @@ extension UnsureSubscription {
     }
 }
 
+/// What the reconciler's history re-read needs from the ledger (table `subscription_rereads`, migration 6); every
+/// ``Ledger`` has it.
 public protocol SubscriptionRereadStore: Sendable {
     /// Up to `limit` unsure subscriptions: first those a notification named while unclaimed (verdict `unclaimed`
     /// decided after `lapsedSince`), not re-read since that notification, with a nil `revision` (the whole history
@@ -47,10 +47,4 @@ public protocol SubscriptionRereadStore: Sendable {
 
     /// Every claim of one subscription.
     func subscriptionClaims(originalTransactionID: String) async throws -> [TransactionClaim]
-}
-
-extension SubscriptionRereadStore where Self: Ledger {
-    public func subscriptionClaims(originalTransactionID: String) async throws -> [TransactionClaim] {
-        try await snapshot(jobID: "", transactionIDs: [], originalTransactionIDs: [originalTransactionID]).claims
-    }
 }

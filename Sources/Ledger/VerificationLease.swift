@@ -8,7 +8,7 @@ import Foundation
 /// gets a transaction. So every operation may fail (``LedgerError``) and the caller then asks Apple itself.
 /// Times are the callers' wall clocks (`now`), compared across workers: clock skew between workers lengthens or
 /// shortens a lease by the skew, which is why leases are seconds long and waiters cap their wait.
-/// ``PostgresLedger`` and ``SQLiteLedger`` implement it (table `verification_leases`, schema version 2).
+/// Every ``Ledger`` has it (table `verification_leases`, schema version 2).
 public protocol VerificationLeaseStore: Sendable {
     /// Takes the lease of `key` for `holder` until `now + duration` when nobody holds it, when it expired (a holder
     /// that crashed or gave up), or when `holder` holds it already without an answer (the same worker taking over

@@ -134,7 +134,7 @@ public struct DeadLetter: Sendable, Hashable {
 
     /// Whether `bytes` are the rejected value this dead letter stands for: its value itself, or, when truncated, a
     /// value of the size and SHA-256 digest it names.
-    public func standsFor(_ bytes: [UInt8]) -> Bool {
+    func standsFor(_ bytes: [UInt8]) -> Bool {
         guard let truncation else { return bytes == original }
         return bytes.count == truncation.originalBytes && sha256Hex(bytes) == truncation.originalSHA256
     }

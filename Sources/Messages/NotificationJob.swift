@@ -50,8 +50,8 @@ public enum NotificationJob {
 
     /// The unverified `notificationUUID` of a signed payload.
     public static func notificationUUID(ofSignedPayload jws: String) throws(Failure) -> String {
-        guard let segment = payloadSegment(ofCompactJWS: jws) else { throw .notCompactJWS }
-        guard let object = jsonObject(base64URL: segment) else { throw .payloadNotJSON }
+        guard let segment = CompactJWS.payloadSegment(of: jws) else { throw .notCompactJWS }
+        guard let object = CompactJWS.object(base64URL: segment) else { throw .payloadNotJSON }
         return try notificationUUID(in: object)
     }
 
@@ -76,10 +76,10 @@ public enum NotificationJob {
     /// partition and one lane, and the ledger applies them per original transaction in `signedDate` order anyway.
     /// Read without verifying, like the uuid: a forged payload can only choose its own lane.
     public static func messageKey(ofSignedPayload jws: String, accountID: String = defaultAccountID) -> String {
-        guard let payload = object(ofCompactJWS: jws) else { return accountID }
+        guard let payload = CompactJWS.payloadObject(of: jws) else { return accountID }
         if let data = payload["data"] as? [String: Any] {
             for field in ["signedTransactionInfo", "signedRenewalInfo"] {
-                if let nested = data[field] as? String, let info = object(ofCompactJWS: nested),
+                if let nested = data[field] as? String, let info = CompactJWS.payloadObject(of: nested),
                     let original = identifier(info["originalTransactionId"])
                 {
                     return accountID + "/" + original
@@ -104,68 +104,4 @@ public enum NotificationJob {
         guard !text.isEmpty, text.utf8.count <= maximumKeyPartLength, allowed else { return nil }
         return text
     }
-
-    /// The JSON object in the payload of a compact JWS, unverified.
-    private static func object(ofCompactJWS jws: String) -> [String: Any]? {
-        payloadSegment(ofCompactJWS: jws).flatMap(jsonObject(base64URL:))
-    }
-
-    private static func jsonObject(base64URL segment: ArraySlice<UInt8>) -> [String: Any]? {
-        guard let payload = base64URLDecode(segment) else { return nil }
-        return (try? JSONSerialization.jsonObject(with: payload)) as? [String: Any]
-    }
-
-    /// The middle of exactly three dot-separated segments. Read as UTF-8 bytes, not `Character`s: a notification is
-    /// 16 KB, and splitting it by grapheme (and base64 through `NSString`) cost the gateway more than verifying it.
-    static func payloadSegment(ofCompactJWS jws: String) -> ArraySlice<UInt8>? {
-        let bytes = Array(jws.utf8)
-        let dot = UInt8(ascii: ".")
-        guard let first = bytes.firstIndex(of: dot),
-            let second = bytes[(first + 1)...].firstIndex(of: dot),
-            !bytes[(second + 1)...].contains(dot)
-        else { return nil }
-        return bytes[(first + 1)..<second]
-    }
-
-    /// Base64url (RFC 4648 section 5), padding optional, also read with `+` and `/` (as `Data(base64Encoded:)` did
-    /// before); nil for any other byte or an impossible length.
-    static func base64URLDecode(_ text: ArraySlice<UInt8>) -> Data? {
-        var text = text
-        while text.last == UInt8(ascii: "=") { text = text.dropLast() }
-        guard text.count % 4 != 1 else { return nil }
-        // Into a preallocated array, not `Data.append` byte by byte (which cost more than the JSON parse).
-        var decoded = [UInt8](repeating: 0, count: text.count * 3 / 4)
-        let table = base64URLTable
-        let valid = decoded.withUnsafeMutableBufferPointer { output in
-            table.withUnsafeBufferPointer { table in
-                var buffer: UInt32 = 0
-                var bits = 0
-                var written = 0
-                for byte in text {
-                    let value = table[Int(byte)]
-                    guard value < 64 else { return false }
-                    buffer = buffer << 6 | UInt32(value)
-                    bits += 6
-                    if bits >= 8 {
-                        bits -= 8
-                        output[written] = UInt8(truncatingIfNeeded: buffer >> UInt32(bits))
-                        written += 1
-                    }
-                }
-                return true
-            }
-        }
-        return valid ? Data(decoded) : nil
-    }
-
-    /// Each byte's 6-bit value in the base64url alphabet, 0xFF for bytes outside it.
-    private static let base64URLTable: [UInt8] = {
-        var table = [UInt8](repeating: 0xFF, count: 256)
-        for (value, byte) in "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8.enumerated() {
-            table[Int(byte)] = UInt8(value)
-        }
-        table[Int(UInt8(ascii: "+"))] = 62
-        table[Int(UInt8(ascii: "/"))] = 63
-        return table
-    }()
 }

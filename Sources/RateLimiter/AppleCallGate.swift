@@ -138,7 +138,7 @@ public final class AppleCallGate<C: GateClock>: Sendable where C.Instant: Sendab
     }
 
     /// This worker's current signal, whether or not it is due.
-    public func currentSignal() -> ThrottleSignal {
+    func currentSignal() -> ThrottleSignal {
         let now = clock.now
         let wall = clock.unixMillisecondsNow
         return state.withLock { $0.localSignal(now: now, unixMilliseconds: wall) }

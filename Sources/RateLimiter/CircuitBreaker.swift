@@ -128,7 +128,7 @@ public struct CircuitBreaker<Instant: InstantProtocol<Duration>>: Sendable where
     }
 
     /// The failure share over the current window (0 when empty).
-    public func failureRatio(now: Instant) -> Double {
+    func failureRatio(now: Instant) -> Double {
         let (successes, failures) = windowTotals(now: now)
         let total = successes + failures
         return total == 0 ? 0 : Double(failures) / Double(total)

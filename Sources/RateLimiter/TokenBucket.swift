@@ -40,11 +40,4 @@ public struct TokenBucket<Instant: InstantProtocol<Duration>>: Sendable where In
         let allowedAt = arrival.advanced(by: .zero - tolerance)
         return max(allowedAt, now)
     }
-
-    /// Changes the rate and burst (for instance when an operator edits the ceiling), keeping the current schedule.
-    public mutating func reconfigure(ratePerSecond: Double, burst: Int) {
-        let arrival = theoreticalArrival
-        self = TokenBucket(ratePerSecond: ratePerSecond, burst: burst)
-        theoreticalArrival = arrival
-    }
 }

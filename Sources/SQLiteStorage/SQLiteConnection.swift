@@ -236,3 +236,25 @@ public enum SQLiteValue: Sendable, Hashable {
         Int64((date.timeIntervalSince1970 * 1000).rounded())
     }
 }
+
+extension SQLiteConnection {
+    /// Runs `body` in `BEGIN IMMEDIATE` … `COMMIT` (or `ROLLBACK` when it throws or asks not to commit): the write
+    /// lock is taken at the start, so another process sharing the file waits (busy timeout) instead of failing at
+    /// its first write.
+    public func writeTransaction<T>(_ body: () throws -> (T, commit: Bool)) throws -> T {
+        try execute("BEGIN IMMEDIATE")
+        do {
+            let (result, commit) = try body()
+            try execute(commit ? "COMMIT" : "ROLLBACK")
+            return result
+        } catch {
+            try? execute("ROLLBACK")
+            throw error
+        }
+    }
+
+    /// ``writeTransaction(_:)`` that always commits what `body` wrote when it returns.
+    public func inWriteTransaction<T>(_ body: () throws -> T) throws -> T {
+        try writeTransaction { (try body(), commit: true) }
+    }
+}

@@ -354,10 +354,10 @@ public struct SeedTrafficGenerator {
     /// Another payload under the old signature.
     static func forgingJWS(_ jws: String, transactionID: [UInt8]) -> String? {
         let parts = jws.split(separator: ".", omittingEmptySubsequences: false).map(String.init)
-        guard parts.count == 3, let payload = SimulatedJWS.decodeBase64URL(parts[1]).map({ [UInt8]($0) }),
+        guard parts.count == 3, let payload = Base64URL.decode(parts[1]).map({ [UInt8]($0) }),
             let forged = alteringDigit(of: transactionID, in: payload)
         else { return nil }
-        return [parts[0], SimulatedJWS.base64URL(forged), parts[2]].joined(separator: ".")
+        return [parts[0], Base64URL.encode(forged), parts[2]].joined(separator: ".")
     }
 
     /// An iOS 6 receipt whose `purchase-info` (base64 inside the base64 OpenStep text) names another transaction.

@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import Messages
 import Synchronization
 
 /// An App Store Connect API key (`.p8`) and the identifiers that go with it. Its description is redacted.
@@ -100,21 +101,5 @@ public final class AppStoreTokenSigner: Sendable {
         let signingInput = Base64URL.encode(header) + "." + Base64URL.encode(claims)
         let signature = try key.privateKey.signature(for: Data(signingInput.utf8))
         return signingInput + "." + Base64URL.encode(signature.rawRepresentation)
-    }
-}
-
-/// Base64url without padding (RFC 7515).
-enum Base64URL {
-    static func encode(_ data: Data) -> String {
-        data.base64EncodedString()
-            .replacingOccurrences(of: "+", with: "-")
-            .replacingOccurrences(of: "/", with: "_")
-            .replacingOccurrences(of: "=", with: "")
-    }
-
-    static func decode(_ text: some StringProtocol) -> Data? {
-        var base64 = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
-        base64 += String(repeating: "=", count: (4 - base64.count % 4) % 4)
-        return Data(base64Encoded: base64)
     }
 }

@@ -51,17 +51,6 @@ public struct ProjectionState: Sendable {
         (byOriginal[originalID] ?? []).compactMap { transactions[$0] }
     }
 
-    /// Forgets what was written, keeping the state (for a store that applies a batch in several transactions).
-    public mutating func clearChanges() {
-        changedTransactionIDs = []
-        changedSet = []
-        consumableDeltas = [:]
-        appliedVerdicts = []
-        history = []
-        events = []
-        accountsSeen = [:]
-    }
-
     private mutating func index(_ transaction: ProjectedTransaction) {
         byAccount[transaction.accountID, default: []].insert(transaction.transactionID)
         byOriginal[transaction.originalTransactionID, default: []].insert(transaction.transactionID)

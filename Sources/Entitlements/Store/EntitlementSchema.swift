@@ -1,18 +1,13 @@
 import Logging
 import Observability
+import SQLiteStorage
 
 /// The entitlement store's schema, numbered and append-only, one list per backend (dates: `timestamptz` in
 /// PostgreSQL, milliseconds since 1970 in SQLite). Tables are prefixed `ent_` so the store can share a database
 /// with the worker's ledger.
 enum EntitlementSchema {
-    struct Migration {
-        let version: Int
-        let name: String
-        let statements: [String]
-    }
-
-    static let sqlite: [Migration] = [
-        Migration(
+    static let sqlite: [SchemaMigration] = [
+        SchemaMigration(
             version: 1, name: "projection",
             statements: [
                 """
@@ -68,15 +63,15 @@ enum EntitlementSchema {
                     record_time INTEGER, updated_at INTEGER NOT NULL, PRIMARY KEY (topic, partition)) WITHOUT ROWID
                 """,
             ]),
-        Migration(
+        SchemaMigration(
             version: 2, name: "expiries",
             statements: [
                 "CREATE INDEX ent_transactions_expires ON ent_transactions (expires_date) WHERE revoked_at IS NULL"
             ]),
     ]
 
-    static let postgres: [Migration] = [
-        Migration(
+    static let postgres: [SchemaMigration] = [
+        SchemaMigration(
             version: 1, name: "projection",
             statements: [
                 """
@@ -132,7 +127,7 @@ enum EntitlementSchema {
                     record_time timestamptz, updated_at timestamptz NOT NULL, PRIMARY KEY (topic, partition))
                 """,
             ]),
-        Migration(
+        SchemaMigration(
             version: 2, name: "expiries",
             statements: [
                 "CREATE INDEX ent_transactions_expires ON ent_transactions (expires_date) WHERE revoked_at IS NULL"
@@ -154,7 +149,8 @@ extension EntitlementSchema {
         """
 
     /// The migrations of `all` after version `current`; a database newer than this build is refused.
-    static func pending(_ all: [Migration], after current: Int) throws(EntitlementStoreError) -> [Migration] {
+    static func pending(_ all: [SchemaMigration], after current: Int) throws(EntitlementStoreError) -> [SchemaMigration]
+    {
         let latest = all.last?.version ?? 0
         guard current <= latest else {
             throw EntitlementStoreError(

@@ -157,7 +157,7 @@ struct ProjectionKeys {
     }
 }
 
-/// Reads stored history entries and events back (dates as RFC 3339 with milliseconds, as `StoredJSONWriter` writes
+/// Reads stored history entries and events back (dates as RFC 3339 with milliseconds, as `JSONWriter` writes
 /// them).
 enum StoredJSON {
     static func decode<T: Decodable>(_ type: T.Type, _ text: String) throws -> T {

@@ -1,6 +1,10 @@
+import SQLiteStorage
+
 /// Why an entitlement store operation failed. The description never holds a secret or a password.
-public struct EntitlementStoreError: Error, Sendable, Hashable, CustomStringConvertible {
-    public enum Code: String, Sendable, Hashable, CaseIterable {
+public struct EntitlementStoreError: StorageError {
+    public static let storeName = "entitlement store"
+
+    public enum Code: String, StorageErrorCode, CaseIterable {
         /// The database cannot be reached (refused, closed, connect timeout). Retry later.
         case unavailable
         /// An operation took longer than its timeout. Retry later.
@@ -29,19 +33,20 @@ public struct EntitlementStoreError: Error, Sendable, Hashable, CustomStringConv
         self.line = line
     }
 
-    /// Whether the same work may succeed later (the projection then retries the batch without committing).
+    /// Whether retrying the same work later may succeed (as opposed to dead-lettering it or stopping).
+    public var isRetryable: Bool { code.isRetryable }
+    public var description: String { storageDescription }
+}
+
+extension EntitlementStoreError.Code {
+    /// The projection then retries the batch without committing.
     public var isRetryable: Bool {
-        switch code {
+        switch self {
         case .unavailable, .timeout, .busy, .database: true
         case .invalidConfiguration, .schema, .corrupt: false
         }
     }
 
-    public var description: String { "entitlement store \(code.rawValue): \(detail) (\(file):\(line))" }
-
-    public static func == (lhs: Self, rhs: Self) -> Bool { lhs.code == rhs.code && lhs.detail == rhs.detail }
-    public func hash(into hasher: inout Hasher) {
-        hasher.combine(code)
-        hasher.combine(detail)
-    }
+    /// The projection retries every database error of a batch, so a refusal of the values is one of them here.
+    public static var refused: Self { .database }
 }

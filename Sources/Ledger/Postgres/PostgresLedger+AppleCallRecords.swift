@@ -2,7 +2,7 @@ import Foundation
 import PostgresNIO
 
 /// The cluster's Apple call records (docs/LEDGER.md): single statements, atomic under READ COMMITTED.
-extension PostgresLedger: AppleCallRecordStore {
+extension PostgresLedger {
     public func claimAppleCall(
         _ call: AppleCallRecord.Call, holder: String, now: Date, lease: Duration
     ) async throws -> AppleCallClaim {

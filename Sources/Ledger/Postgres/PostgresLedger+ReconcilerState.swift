@@ -2,7 +2,7 @@ import Foundation
 import PostgresNIO
 
 /// The reconciler's lease and checkpoint (docs/LEDGER.md): single statements, atomic under READ COMMITTED.
-extension PostgresLedger: ReconcilerStateStore {
+extension PostgresLedger {
     public func acquireReconcilerLease(
         name: String, holder: String, now: Date, duration: Duration
     ) async throws -> ReconcilerLease? {

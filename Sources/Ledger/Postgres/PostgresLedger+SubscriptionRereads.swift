@@ -2,7 +2,7 @@ import Foundation
 import PostgresNIO
 
 /// The reconciler's list of subscriptions to re-read, and its record of re-reads (docs/LEDGER.md).
-extension PostgresLedger: SubscriptionRereadStore {
+extension PostgresLedger {
     public func unsureSubscriptions(
         now: Date, lapsedSince: Date, rereadBefore: Date, limit: Int
     ) async throws -> [UnsureSubscription] {

@@ -4,7 +4,7 @@ import PostgresNIO
 
 /// The cluster's verification leases (docs/LEDGER.md): single statements, atomic under READ COMMITTED, one round
 /// trip each in the common case.
-extension PostgresLedger: VerificationLeaseStore {
+extension PostgresLedger {
     public func acquireVerificationLease(
         key: String, holder: String, now: Date, duration: Duration
     ) async throws -> VerificationLeaseState {

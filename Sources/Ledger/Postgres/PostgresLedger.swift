@@ -6,6 +6,7 @@ import Messages
 import Observability
 import PostgresNIO
 import PostgresSettings
+import SQLiteStorage
 import Synchronization
 
 /// The cluster ledger (`postgres://user[:password]@host[:port]/database[?sslmode=MODE][&sslrootcert=PATH][&schema=NAME]`,

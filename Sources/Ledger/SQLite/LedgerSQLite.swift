@@ -7,6 +7,3 @@ typealias LedgerSQLiteConnection = SQLiteConnection<LedgerError>
 extension LedgerSQLiteConnection {
     static let setup = ["PRAGMA journal_mode=WAL", "PRAGMA synchronous=NORMAL", "PRAGMA foreign_keys=ON"]
 }
-
-extension LedgerError: SQLiteCodedFailure {}
-extension LedgerError.Code: SQLiteFailureCodes {}

@@ -3,7 +3,7 @@ import SQLiteStorage
 
 /// The Apple call records of one node (docs/LEDGER.md): each operation is one `BEGIN IMMEDIATE` transaction, so
 /// processes sharing the file claim a call one at a time.
-extension SQLiteLedger: AppleCallRecordStore {
+extension SQLiteLedger {
     static let appleCallColumns =
         "kind, call_key, transaction_id, environment, state, holder, due_at, attempts, detail, created_at, updated_at"
 
@@ -11,7 +11,7 @@ extension SQLiteLedger: AppleCallRecordStore {
         _ call: AppleCallRecord.Call, holder: String, now: Date, lease: Duration
     ) async throws -> AppleCallClaim {
         try await executor.run { connection, _ in
-            try Self.transaction(connection) { () throws -> (AppleCallClaim, commit: Bool) in
+            try connection.writeTransaction { () throws -> (AppleCallClaim, commit: Bool) in
                 let existing = try connection.query(
                     "SELECT state FROM apple_call_records WHERE kind = ? AND call_key = ?",
                     [.text(call.kind.rawValue), .text(call.key)]
@@ -41,7 +41,7 @@ extension SQLiteLedger: AppleCallRecordStore {
         kind: AppleCallRecord.Kind, holder: String, now: Date, lease: Duration, limit: Int
     ) async throws -> [AppleCallRecord.Call] {
         try await executor.run { connection, _ in
-            try Self.transaction(connection) { () throws -> ([AppleCallRecord.Call], commit: Bool) in
+            try connection.writeTransaction { () throws -> ([AppleCallRecord.Call], commit: Bool) in
                 let rows = try connection.query(
                     """
                     SELECT call_key, transaction_id, environment, attempts FROM apple_call_records
@@ -76,7 +76,7 @@ extension SQLiteLedger: AppleCallRecordStore {
         retryAt: Date?, now: Date
     ) async throws {
         try await executor.run { connection, _ in
-            try Self.transaction(connection) { () throws -> (Void, commit: Bool) in
+            try connection.writeTransaction { () throws -> (Void, commit: Bool) in
                 try connection.query(
                     """
                     UPDATE apple_call_records

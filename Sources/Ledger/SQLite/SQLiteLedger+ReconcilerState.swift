@@ -3,13 +3,13 @@ import SQLiteStorage
 
 /// The reconciler's lease and checkpoint (docs/LEDGER.md): each operation one transaction on the ledger's one
 /// connection, so two replicas on one SQLite file never both take the lease.
-extension SQLiteLedger: ReconcilerStateStore {
+extension SQLiteLedger {
     public func acquireReconcilerLease(
         name: String, holder: String, now: Date, duration: Duration
     ) async throws -> ReconcilerLease? {
         let expiresAt = now.adding(duration)
         return try await executor.run { connection, _ in
-            try Self.transaction(connection) { () throws -> (ReconcilerLease?, commit: Bool) in
+            try connection.writeTransaction { () throws -> (ReconcilerLease?, commit: Bool) in
                 let row = try connection.query(
                     "SELECT holder, lease_expires_at, checkpoint FROM reconciler_state WHERE name = ?", [.text(name)]
                 ).first
@@ -35,7 +35,7 @@ extension SQLiteLedger: ReconcilerStateStore {
         name: String, holder: String, checkpoint: Date, now: Date
     ) async throws -> Bool {
         try await executor.run { connection, _ in
-            try Self.transaction(connection) { () throws -> (Bool, commit: Bool) in
+            try connection.writeTransaction { () throws -> (Bool, commit: Bool) in
                 try connection.query(
                     """
                     UPDATE reconciler_state
@@ -53,7 +53,7 @@ extension SQLiteLedger: ReconcilerStateStore {
 
     public func releaseReconcilerLease(name: String, holder: String, now: Date) async throws {
         try await executor.run { connection, _ in
-            try Self.transaction(connection) { () throws -> (Void, commit: Bool) in
+            try connection.writeTransaction { () throws -> (Void, commit: Bool) in
                 try connection.query(
                     "UPDATE reconciler_state SET lease_expires_at = ?, updated_at = ? WHERE name = ? AND holder = ?",
                     [SQLiteValue(now), SQLiteValue(now), .text(name), .text(holder)])

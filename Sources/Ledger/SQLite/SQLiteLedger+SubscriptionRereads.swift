@@ -2,7 +2,7 @@ import Foundation
 import SQLiteStorage
 
 /// The reconciler's list of subscriptions to re-read, and its record of re-reads (docs/LEDGER.md).
-extension SQLiteLedger: SubscriptionRereadStore {
+extension SQLiteLedger {
     public func unsureSubscriptions(
         now: Date, lapsedSince: Date, rereadBefore: Date, limit: Int
     ) async throws -> [UnsureSubscription] {
@@ -58,7 +58,7 @@ extension SQLiteLedger: SubscriptionRereadStore {
 
     public func recordSubscriptionReread(originalTransactionID: String, revision: String?, at: Date) async throws {
         try await executor.run { connection, _ in
-            try Self.transaction(connection) { () throws -> (Void, commit: Bool) in
+            try connection.writeTransaction { () throws -> (Void, commit: Bool) in
                 try connection.query(
                     """
                     INSERT INTO subscription_rereads (original_transaction_id, reread_at, revision, updated_at)

@@ -4,13 +4,13 @@ import SQLiteStorage
 
 /// The verification leases of one node (docs/LEDGER.md): each operation is one `BEGIN IMMEDIATE` transaction, so
 /// processes sharing the file take a lease one at a time.
-extension SQLiteLedger: VerificationLeaseStore {
+extension SQLiteLedger {
     public func acquireVerificationLease(
         key: String, holder: String, now: Date, duration: Duration
     ) async throws -> VerificationLeaseState {
         let expiresAt = now.adding(duration)
         return try await executor.run { connection, _ in
-            try Self.transaction(connection) { () throws -> (VerificationLeaseState, commit: Bool) in
+            try connection.writeTransaction { () throws -> (VerificationLeaseState, commit: Bool) in
                 let row = try connection.query(
                     "SELECT holder, expires_at, evidence_json FROM verification_leases WHERE lease_key = ?",
                     [.text(key)]
@@ -43,7 +43,7 @@ extension SQLiteLedger: VerificationLeaseStore {
         let json = evidence.jsonText()
         let expiresAt = now.adding(keepFor)
         try await executor.run { connection, _ in
-            try Self.transaction(connection) { () throws -> (Void, commit: Bool) in
+            try connection.writeTransaction { () throws -> (Void, commit: Bool) in
                 // Not over another holder's answer: the first answer stands for its lifetime.
                 try connection.query(
                     """
@@ -63,7 +63,7 @@ extension SQLiteLedger: VerificationLeaseStore {
 
     public func releaseVerificationLease(key: String, holder: String) async throws {
         try await executor.run { connection, _ in
-            try Self.transaction(connection) { () throws -> (Void, commit: Bool) in
+            try connection.writeTransaction { () throws -> (Void, commit: Bool) in
                 try connection.query(
                     """
                     DELETE FROM verification_leases
@@ -76,7 +76,7 @@ extension SQLiteLedger: VerificationLeaseStore {
 
     public func removeExpiredVerificationLeases(before now: Date) async throws -> Int {
         try await executor.run { connection, _ in
-            try Self.transaction(connection) { () throws -> (Int, commit: Bool) in
+            try connection.writeTransaction { () throws -> (Int, commit: Bool) in
                 try connection.query("DELETE FROM verification_leases WHERE expires_at <= ?", [SQLiteValue(now)])
                 return (connection.changes, true)
             }

@@ -12,7 +12,7 @@ import SQLiteStorage
 /// ``run()`` only waits for cancellation and then closes the file: SQLite needs no background work, but the
 /// ledger is run like every other service so the two backends are used the same way.
 public final class SQLiteLedger: Ledger {
-    let executor: SQLiteExecutor
+    let executor: SQLiteExecutor<LedgerError>
     private let logger: Logger
     private let codec = MessageCodec()
     public let path: String
@@ -20,7 +20,9 @@ public final class SQLiteLedger: Ledger {
     public init(path: String, configuration: LedgerConfiguration = .init(), logger: Logger) throws {
         self.path = path
         self.logger = logger
-        executor = try SQLiteExecutor(path: path, busyTimeout: configuration.busyTimeout)
+        executor = try SQLiteExecutor(
+            path: path, busyTimeout: configuration.busyTimeout, setup: LedgerSQLiteConnection.setup,
+            label: "verify.ledger.sqlite")
     }
 
     public func run() async throws {
@@ -35,7 +37,7 @@ public final class SQLiteLedger: Ledger {
 
     public func migrate() async throws {
         let applied = try await executor.run { connection, _ in
-            try Self.inWriteTransaction(connection) { () throws -> [Int] in
+            try connection.inWriteTransaction { () throws -> [Int] in
                 try connection.execute(
                     """
                     CREATE TABLE IF NOT EXISTS ledger_migrations (
@@ -104,7 +106,7 @@ public final class SQLiteLedger: Ledger {
         // The verdict as every later delivery will read it back (dates at the JSON's millisecond precision).
         let verdict = try Self.decodeVerdict(json, codec: codec)
         return try await executor.run { connection, fault in
-            try Self.transaction(connection) { () throws -> (ApplyResult, commit: Bool) in
+            try connection.writeTransaction { () throws -> (ApplyResult, commit: Bool) in
                 let now = SQLiteValue(Date())
                 try fault("verdict")
                 try connection.query(
@@ -132,7 +134,7 @@ public final class SQLiteLedger: Ledger {
 
     public func perform(_ writes: [LedgerWrite]) async throws -> Bool {
         try await executor.run { connection, fault in
-            try Self.transaction(connection) { () throws -> (Bool, commit: Bool) in
+            try connection.writeTransaction { () throws -> (Bool, commit: Bool) in
                 let ok = try Self.write(writes, connection: connection, fault: fault)
                 return (ok, ok)
             }
@@ -244,26 +246,6 @@ public final class SQLiteLedger: Ledger {
             }
         }
         return true
-    }
-
-    /// Runs `body` in `BEGIN IMMEDIATE` … `COMMIT` (or `ROLLBACK` when it throws or asks not to commit).
-    static func transaction<T>(
-        _ connection: LedgerSQLiteConnection, _ body: () throws -> (T, commit: Bool)
-    ) throws -> T {
-        try connection.execute("BEGIN IMMEDIATE")
-        do {
-            let (result, commit) = try body()
-            try connection.execute(commit ? "COMMIT" : "ROLLBACK")
-            return result
-        } catch {
-            try? connection.execute("ROLLBACK")
-            throw error
-        }
-    }
-
-    private static func inWriteTransaction<T>(_ connection: LedgerSQLiteConnection, _ body: () throws -> T) throws -> T
-    {
-        try transaction(connection) { (try body(), commit: true) }
     }
 
     static let claimColumns = """

@@ -318,7 +318,7 @@ extension JobProcessor {
             analyzer: analyzer, apple: apple, apps: apps,
             configurationWatch: configurationWatch ?? AppleConfigurationWatch(health: health, logger: logger),
             coalescer: AppleCallCoalescer(
-                configuration: coalescing, leases: ledger as? any VerificationLeaseStore, logger: logger),
+                configuration: coalescing, leases: ledger, logger: logger),
             jobDeadline: configuration.jobDeadline, logger: logger)
         self.init(store: store, ledger: ledger, configuration: configuration, health: health, logger: logger, now: now)
     }

@@ -390,11 +390,8 @@ public struct WorkerRuntime: Sendable {
                 key: configuration.finishTransactions ? "finish_transactions" : "consumption_answers",
                 problem: "needs the App Store Server API key")
         }
-        guard let store = ledger as? any AppleCallRecordStore else {
-            throw ConfigurationError(key: "ledger_url", problem: "this ledger cannot record Apple calls")
-        }
         return AppleFollowUps(
-            client: serverAPI, caller: caller, store: store, ledger: ledger,
+            client: serverAPI, caller: caller, store: ledger, ledger: ledger,
             configuration: AppleFollowUpsConfiguration(
                 finishTransactions: configuration.finishTransactions,
                 consumptionAnswers: configuration.consumptionAnswers,

@@ -34,12 +34,6 @@ public struct TrustStore: Sendable {
         TrustStore(anchors: anchors + more)
     }
 
-    /// Reads one certificate file, DER or PEM (the first certificate of a PEM bundle).
-    public static func loadCertificate(contentsOf url: URL) throws -> Certificate {
-        guard let first = try loadCertificates(contentsOf: url).first else { throw NoCertificate() }
-        return first
-    }
-
     /// Reads a certificate file: DER (one certificate) or PEM with one or more `CERTIFICATE` blocks, as a CA
     /// bundle holds them (every TLS tool accepts bundles; other PEM blocks are skipped).
     /// - Throws: when a block does not parse, or the file holds no certificate.

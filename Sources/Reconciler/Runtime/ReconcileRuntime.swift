@@ -47,9 +47,6 @@ public struct ReconcileRuntime: Sendable {
         let (catalog, trust) = try WorkerRuntime.loadDecisionInputs(worker)
         let registry = MetricsBootstrap.registry()
         let ledger = try WorkerRuntime.makeLedger(url: worker.ledgerURL, logger: logger)
-        guard let store = ledger as? any ReconcilerStateStore else {
-            throw ConfigurationError(key: "ledger_url", problem: "this ledger keeps no reconciler state")
-        }
         let engine = try CurlHTTPEngine(
             configuration: HTTPEngineConfiguration(
                 connectTimeout: worker.appleConnectTimeout, requestTimeout: worker.appleRequestTimeout,
@@ -85,12 +82,12 @@ public struct ReconcileRuntime: Sendable {
             var appLogger = self.logger
             if let app = settings.app { appLogger[metadataKey: LogKeys.appBundleID] = "\(app)" }
             return NotificationReconciler(
-                configuration: settings, store: store, source: client,
+                configuration: settings, store: ledger, source: client,
                 sink: KafkaRecoveredJobSink(producer: producer, topic: worker.jobsTopic), clock: ContinuousClock(),
                 holder: "\(worker.workerID)-\(ProcessInfo.processInfo.processIdentifier)", logger: appLogger,
                 // Both ledgers keep re-reads; `reconcile_reread_interval_s=0` turns them off. With several apps the
                 // unsure subscriptions name no app, so re-reads wait for one app's catalog (docs/OPERATIONS.md).
-                rereadStore: configuration.rereadsEnabled && !several ? ledger as? any SubscriptionRereadStore : nil,
+                rereadStore: configuration.rereadsEnabled && !several ? ledger : nil,
                 historySource: client)
         }
         let listening = OneShot<Bool>()

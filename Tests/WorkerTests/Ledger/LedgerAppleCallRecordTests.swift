@@ -20,7 +20,7 @@ struct LedgerAppleCallRecordTests {
         _ backend: LedgerBackend, _ body: @Sendable (any AppleCallRecordStore) async throws -> Void
     ) async throws {
         try await S.withLedger(backend) { ledger, _ in
-            let store = try #require(ledger as? any AppleCallRecordStore)
+            let store = ledger
             try await body(store)
         }
     }

@@ -69,4 +69,18 @@ struct LedgerShowTests {
             _ = try JSONSerialization.data(withJSONObject: account)
         }
     }
+
+    /// A ledger wrapped by a test double lists an account's transactions too: every ``Ledger`` has every capability,
+    /// so the report needs no run-time check that could refuse a ledger (it refused every double that only wrapped
+    /// the worker's operations).
+    @Test("an account's transactions through a wrapping test double", arguments: LedgerBackend.allCases)
+    func accountThroughDouble(backend: LedgerBackend) async throws {
+        try await S.withLedger(backend) { ledger, _ in
+            _ = try await S.settle(ledger, F.job("job-1", account: "acct-A"), F.apple([F.purchase("t1")]))
+            let double = LeaseCountingLedger(ledger)
+            let account = try await LedgerShow.report(.account("acct-A"), ledger: double, now: F.now)
+            #expect(
+                (account["transactions"] as? [[String: Any]])?.compactMap { $0["transaction_id"] as? String } == ["t1"])
+        }
+    }
 }

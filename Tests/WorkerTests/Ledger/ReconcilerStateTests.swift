@@ -12,7 +12,7 @@ struct ReconcilerStateTests {
     static let start = Date(timeIntervalSince1970: 1_800_000_000)
 
     static func store(_ ledger: any Ledger) throws -> any ReconcilerStateStore {
-        try #require(ledger as? any ReconcilerStateStore, "both ledgers keep the reconciler's state")
+        ledger
     }
 
     static func at(_ seconds: Double) -> Date { start.addingTimeInterval(seconds) }

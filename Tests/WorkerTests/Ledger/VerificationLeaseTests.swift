@@ -15,7 +15,7 @@ struct VerificationLeaseTests {
     static let start = Date(timeIntervalSince1970: 1_800_000_000)
 
     static func store(_ ledger: any Ledger) throws -> any VerificationLeaseStore {
-        try #require(ledger as? any VerificationLeaseStore, "both ledgers keep verification leases")
+        ledger
     }
 
     /// Apple's evidence for a consumable and a subscription, with every field the rules read set; dates on whole

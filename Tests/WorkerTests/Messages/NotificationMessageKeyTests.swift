@@ -91,14 +91,14 @@ struct NotificationMessageKeyTests {
             let url = standard.replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
             let unpadded = url.replacingOccurrences(of: "=", with: "")
             for text in [standard, url, unpadded] {
-                #expect(NotificationJob.base64URLDecode(ArraySlice(text.utf8)) == Data(bytes), "\(text)")
+                #expect(Base64URL.decode(ArraySlice(text.utf8)) == Data(bytes), "\(text)")
             }
         }
         for bad in ["A", "AAAAA", "AA AA", "AA=A", "AA*A", "é"] {
-            #expect(NotificationJob.base64URLDecode(ArraySlice(bad.utf8)) == nil, "\(bad)")
+            #expect(Base64URL.decode(ArraySlice(bad.utf8)) == nil, "\(bad)")
         }
-        #expect(NotificationJob.payloadSegment(ofCompactJWS: "a.bc.d").map { Array($0) } == Array("bc".utf8))
-        for bad in ["abc", "a.b", "a.b.c.d", "é"] { #expect(NotificationJob.payloadSegment(ofCompactJWS: bad) == nil) }
+        #expect(CompactJWS.payloadSegment(of: "a.bc.d").map { Array($0) } == Array("bc".utf8))
+        for bad in ["abc", "a.b", "a.b.c.d", "é"] { #expect(CompactJWS.payloadSegment(of: bad) == nil) }
     }
 
     @Test("a job's message key: the account for client jobs, the purchase for notification jobs")

@@ -162,7 +162,7 @@ struct AppleCoalescingTests {
             let receipt = try rig.mint()
             let key = try #require(processor.appStore.coalescingKey(.verifyReceipt(receipt, startingAt: .production)))
             // A worker took the lease and died: nobody will record an answer or release it.
-            let leases = try #require(rig.ledgers[0] as? any VerificationLeaseStore)
+            let leases = rig.ledgers[0]
             _ = try await leases.acquireVerificationLease(
                 key: key, holder: "crashed-worker", now: wall.now(), duration: .seconds(10))
             let started = ContinuousClock.now
@@ -198,7 +198,7 @@ struct AppleCoalescingTests {
             let processor = rig.processor(rig.ledgers[0], jobDeadline: .seconds(1))
             let receipt = try rig.mint()
             let key = try #require(processor.appStore.coalescingKey(.verifyReceipt(receipt, startingAt: .production)))
-            let leases = try #require(rig.ledgers[0] as? any VerificationLeaseStore)
+            let leases = rig.ledgers[0]
             _ = try await leases.acquireVerificationLease(
                 key: key, holder: "stuck-worker", now: Date(), duration: .seconds(600))
             let clock = ContinuousClock()
@@ -411,54 +411,19 @@ final class ManualWallClock: Sendable {
 }
 
 /// A ledger that counts the verification leases asked for, and otherwise is the ledger it wraps.
-final class LeaseCountingLedger: Ledger, VerificationLeaseStore {
-    private let inner: any Ledger
-    private let leases: any VerificationLeaseStore
+final class LeaseCountingLedger: ForwardingLedger {
+    let base: any Ledger
     private let count = Atomic<Int>(0)
 
-    init(_ inner: any Ledger) {
-        self.inner = inner
-        leases = inner as! any VerificationLeaseStore
-    }
+    init(_ base: any Ledger) { self.base = base }
 
     var acquisitions: Int { count.load(ordering: .relaxed) }
-
-    func run() async throws { try await inner.run() }
-    func migrate() async throws { try await inner.migrate() }
-    func schemaVersions() async throws -> [Int] { try await inner.schemaVersions() }
-
-    func snapshot(
-        jobID: String, transactionIDs: [String], originalTransactionIDs: [String]
-    ) async throws
-        -> LedgerSnapshot
-    {
-        try await inner.snapshot(
-            jobID: jobID, transactionIDs: transactionIDs, originalTransactionIDs: originalTransactionIDs)
-    }
-
-    func apply(_ decision: LedgerDecision) async throws -> ApplyResult { try await inner.apply(decision) }
-    func perform(_ writes: [LedgerWrite]) async throws -> Bool { try await inner.perform(writes) }
 
     func acquireVerificationLease(
         key: String, holder: String, now: Date, duration: Duration
     ) async throws -> VerificationLeaseState {
         count.add(1, ordering: .relaxed)
-        return try await leases.acquireVerificationLease(key: key, holder: holder, now: now, duration: duration)
-    }
-
-    func recordVerificationAnswer(
-        key: String, holder: String, evidence: PurchaseEvidence, now: Date, keepFor: Duration
-    ) async throws {
-        try await leases.recordVerificationAnswer(
-            key: key, holder: holder, evidence: evidence, now: now, keepFor: keepFor)
-    }
-
-    func releaseVerificationLease(key: String, holder: String) async throws {
-        try await leases.releaseVerificationLease(key: key, holder: holder)
-    }
-
-    func removeExpiredVerificationLeases(before now: Date) async throws -> Int {
-        try await leases.removeExpiredVerificationLeases(before: now)
+        return try await base.acquireVerificationLease(key: key, holder: holder, now: now, duration: duration)
     }
 }
 

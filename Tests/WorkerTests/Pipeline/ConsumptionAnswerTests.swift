@@ -43,7 +43,7 @@ struct ConsumptionAnswerTests {
 
     static func record(_ harness: PipelineHarness, _ key: String) async throws -> AppleCallRecord? {
         try await LedgerFactory.withLedger(url: harness.ledgerURL) { ledger in
-            try await (ledger as? any AppleCallRecordStore)?.appleCallRecord(kind: .consumptionInformation, key: key)
+            try await ledger.appleCallRecord(kind: .consumptionInformation, key: key)
         }
     }
 

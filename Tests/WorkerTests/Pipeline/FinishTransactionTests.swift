@@ -25,7 +25,7 @@ struct FinishTransactionTests {
 
     static func record(_ harness: PipelineHarness, _ transactionID: String) async throws -> AppleCallRecord? {
         try await LedgerFactory.withLedger(url: harness.ledgerURL) { ledger in
-            try await (ledger as? any AppleCallRecordStore)?.appleCallRecord(
+            try await ledger.appleCallRecord(
                 kind: .finishTransaction, key: transactionID)
         }
     }

@@ -30,7 +30,7 @@ struct FollowUpDurabilityTests {
         let caller = AppleCaller(
             gate: AppleCallGate(configuration: AppleCallGateConfiguration(), clock: ContinuousClock()),
             retryPolicy: RetryPolicy(), logger: AppleClientsLogCapture().logger)
-        let store = try store ?? #require(ledger as? any AppleCallRecordStore)
+        let store = store ?? ledger
         return AppleFollowUps(
             client: client, caller: caller, store: store, ledger: ledger,
             configuration: AppleFollowUpsConfiguration(
@@ -55,7 +55,7 @@ struct FollowUpDurabilityTests {
                 // The first worker hands over the delivered verdict, then dies before its background part runs.
                 let dying = try Self.followUps(base: base, ledger: ledger, holder: "worker-a") { start }
                 #expect(await dying.verdictDelivered(verdict, job: job))
-                let store = try #require(ledger as? any AppleCallRecordStore)
+                let store = ledger
                 let recorded = try #require(
                     try await store.appleCallRecord(kind: .finishTransaction, key: "2000000000000001"))
                 #expect(recorded.state == .pending)
@@ -96,7 +96,7 @@ struct FollowUpDurabilityTests {
         // for good (the claim failed, the job completed, its offset was committed).
         try await AppleClientsFakeServer.withRunning { _, base in
             try await LedgerTestSupport.withLedger(.sqlite) { ledger, _ in
-                let real = try #require(ledger as? any AppleCallRecordStore)
+                let real = ledger
                 let outage = FailingCallRecordStore(real, failures: 3)
                 let followUps = try Self.followUps(base: base, ledger: ledger, holder: "worker-a", store: outage) {
                     Date()
@@ -115,7 +115,7 @@ struct FollowUpDurabilityTests {
     func cancelledDuringAnOutage() async throws {
         try await AppleClientsFakeServer.withRunning { _, base in
             try await LedgerTestSupport.withLedger(.sqlite) { ledger, _ in
-                let real = try #require(ledger as? any AppleCallRecordStore)
+                let real = ledger
                 let outage = FailingCallRecordStore(real, failures: .max)
                 let followUps = try Self.followUps(base: base, ledger: ledger, holder: "worker-a", store: outage) {
                     Date()

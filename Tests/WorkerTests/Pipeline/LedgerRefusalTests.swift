@@ -162,19 +162,19 @@ struct LedgerRefusalTests {
 
 /// A ledger that fails every snapshot with an outage (`unavailable`) until ``end()``, and refuses for good the jobs
 /// whose id starts with `refusing`; everything else goes to the real ledger.
-final class OutageLedger: Ledger {
+final class OutageLedger: ForwardingLedger {
     private struct State {
         var outage: Bool
         var failures = 0
         var refusals = 0
     }
 
-    private let real: any Ledger
+    let base: any Ledger
     private let refusing: String?
     private let state: Mutex<State>
 
-    init(_ real: any Ledger, refusing: String? = nil) {
-        self.real = real
+    init(_ base: any Ledger, refusing: String? = nil) {
+        self.base = base
         self.refusing = refusing
         state = Mutex(State(outage: refusing == nil))
     }
@@ -183,10 +183,6 @@ final class OutageLedger: Ledger {
     var refusals: Int { state.withLock { $0.refusals } }
 
     func end() { state.withLock { $0.outage = false } }
-
-    func run() async throws { try await real.run() }
-    func migrate() async throws { try await real.migrate() }
-    func schemaVersions() async throws -> [Int] { try await real.schemaVersions() }
 
     func snapshot(
         jobID: String, transactionIDs: [String], originalTransactionIDs: [String]
@@ -202,10 +198,7 @@ final class OutageLedger: Ledger {
             return state.outage
         }
         if outage { throw LedgerError(.unavailable, "the test's outage") }
-        return try await real.snapshot(
+        return try await base.snapshot(
             jobID: jobID, transactionIDs: transactionIDs, originalTransactionIDs: originalTransactionIDs)
     }
-
-    func apply(_ decision: LedgerDecision) async throws -> ApplyResult { try await real.apply(decision) }
-    func perform(_ writes: [LedgerWrite]) async throws -> Bool { try await real.perform(writes) }
 }

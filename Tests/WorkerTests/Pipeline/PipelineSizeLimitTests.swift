@@ -1,11 +1,11 @@
 import Foundation
 import Logging
-import Messages
 import Observability
 import Synchronization
 import Testing
 
 @testable import Kafka
+@testable import Messages
 @testable import Pipeline
 
 /// A message at any size limit ends as a verdict or a dead letter and its partition is committed past it; an output

@@ -1,5 +1,6 @@
-import RateLimiter
 import Testing
+
+@testable import RateLimiter
 
 private typealias Support = RateLimiterTestSupport
 

@@ -1,6 +1,7 @@
 import Messages
-import RateLimiter
 import Testing
+
+@testable import RateLimiter
 
 private typealias Support = RateLimiterTestSupport
 

@@ -132,7 +132,7 @@ struct NotificationReconcilerTests {
     @Test("45 failed notifications: 3 pages paced at the share, 45 jobs as the gateway makes them, checkpoint moved")
     func sweepPublishesEveryNotification() async throws {
         try await S.withLedger(.sqlite) { ledger, _ in
-            let store = try #require(ledger as? any ReconcilerStateStore)
+            let store = ledger
             let clock = ManualClock()
             let history = FakeHistory(clock: clock)
             let sink = RecordingSink()
@@ -175,7 +175,7 @@ struct NotificationReconcilerTests {
     @Test("the next sweep starts at the checkpoint less the overlap and sees only what failed since")
     func secondSweepFromCheckpoint() async throws {
         try await S.withLedger(.sqlite) { ledger, _ in
-            let store = try #require(ledger as? any ReconcilerStateStore)
+            let store = ledger
             let clock = ManualClock()
             let history = FakeHistory(clock: clock)
             let sink = RecordingSink()
@@ -200,7 +200,7 @@ struct NotificationReconcilerTests {
         // A registry of the test's own: the process's is shared with every test running beside this one.
         let registry = PrometheusCollectorRegistry()
         try await S.withLedger(.sqlite) { ledger, _ in
-            let store = try #require(ledger as? any ReconcilerStateStore)
+            let store = ledger
             let clock = ManualClock()
             let history = FakeHistory(clock: clock)
             let sink = RecordingSink()
@@ -242,7 +242,7 @@ struct NotificationReconcilerTests {
     @Test("429 with Retry-After: the same page again after that long; 9 in a row fail the sweep, checkpoint unmoved")
     func retryAfterHonoured() async throws {
         try await S.withLedger(.sqlite) { ledger, _ in
-            let store = try #require(ledger as? any ReconcilerStateStore)
+            let store = ledger
             let clock = ManualClock()
             let history = FakeHistory(clock: clock)
             let sink = RecordingSink()
@@ -290,7 +290,7 @@ struct NotificationReconcilerTests {
     @Test("Kafka down: the sweep fails and the checkpoint stays; the next sweep publishes the same jobs again")
     func sinkFailureKeepsCheckpoint() async throws {
         try await S.withLedger(.sqlite) { ledger, _ in
-            let store = try #require(ledger as? any ReconcilerStateStore)
+            let store = ledger
             let clock = ManualClock()
             let history = FakeHistory(clock: clock)
             let sink = RecordingSink()
@@ -319,7 +319,7 @@ struct NotificationReconcilerTests {
     @Test("a replica that lost its lease mid-sweep stops without moving the checkpoint; the others wait their turn")
     func oneReplicaAtATime() async throws {
         try await S.withLedger(.sqlite) { ledger, _ in
-            let store = try #require(ledger as? any ReconcilerStateStore)
+            let store = ledger
             let clock = ManualClock()
             let history = FakeHistory(clock: clock)
             let sink = RecordingSink()
@@ -363,7 +363,7 @@ struct NotificationReconcilerTests {
     @Test("the window: the first look-back, then checkpoint less overlap, never before Apple's 180 days")
     func windowBounds() async throws {
         try await S.withLedger(.sqlite) { ledger, _ in
-            let store = try #require(ledger as? any ReconcilerStateStore)
+            let store = ledger
             let clock = ManualClock()
             let history = FakeHistory(clock: clock)
             var configuration = Self.configuration()
@@ -379,7 +379,7 @@ struct NotificationReconcilerTests {
     @Test("Apple says more pages follow but gives no new token: the sweep fails rather than loop")
     func missingPaginationToken() async throws {
         try await S.withLedger(.sqlite) { ledger, _ in
-            let store = try #require(ledger as? any ReconcilerStateStore)
+            let store = ledger
             let clock = ManualClock()
             let history = FakeHistory(clock: clock)
             history.state.withLock {

@@ -92,9 +92,9 @@ struct SubscriptionRereadTests {
         notifications: Sweeps.FakeHistory? = nil, logger: Logger = Logger(label: "test.reread")
     ) throws -> NotificationReconciler<ManualClock> {
         NotificationReconciler(
-            configuration: configuration(), store: try #require(ledger as? any ReconcilerStateStore),
+            configuration: configuration(), store: ledger,
             source: notifications ?? Sweeps.FakeHistory(clock: clock), sink: sink, clock: clock, holder: "replica-a",
-            logger: logger, rereadStore: try #require(ledger as? any SubscriptionRereadStore), historySource: history)
+            logger: logger, rereadStore: ledger, historySource: history)
     }
 
     @Test("billing retry, renewal notification dropped: the renewal is published for the owner and corrects the ledger")

@@ -5,6 +5,7 @@ import Messages
 import Observability
 import PostgresNIO
 import PostgresSettings
+import SQLiteStorage
 import Synchronization
 
 /// The entitlement store for a cluster of entitlement services
@@ -161,8 +162,8 @@ public final class PostgresEntitlementStore: EntitlementStore {
     }
 
     /// Rows as one JSON array per table (jsonb_to_recordset): a handful of round trips per batch, whatever its size.
-    static func rows<T>(_ items: some Sequence<T>, _ write: (T, inout StoredJSONWriter) -> Void) -> String {
-        var writer = StoredJSONWriter(capacity: 4096)
+    static func rows<T>(_ items: some Sequence<T>, _ write: (T, inout JSONWriter) -> Void) -> String {
+        var writer = JSONWriter(capacity: 4096)
         writer.beginArray()
         for item in items {
             writer.beginObject()

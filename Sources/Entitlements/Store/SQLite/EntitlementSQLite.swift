@@ -21,9 +21,3 @@ extension EntitlementSQLiteConnection {
         "PRAGMA wal_autocheckpoint=0",
     ]
 }
-
-extension EntitlementStoreError: SQLiteCodedFailure {}
-extension EntitlementStoreError.Code: SQLiteFailureCodes {
-    /// The projection retries every database error of a batch, so a refusal is one of them here.
-    public static var refused: Self { .database }
-}

@@ -8,19 +8,22 @@ import SQLiteStorage
 /// projection's writes and one for the API's reads (WAL lets them run at once), each owned by a serial queue.
 /// A batch is one `BEGIN IMMEDIATE` transaction.
 public final class SQLiteEntitlementStore: EntitlementStore {
-    private let writer: EntitlementSQLiteExecutor
-    private let reader: EntitlementSQLiteExecutor
-    private let checkpointer: EntitlementSQLiteExecutor
+    private let writer: SQLiteExecutor<EntitlementStoreError>
+    private let reader: SQLiteExecutor<EntitlementStoreError>
+    private let checkpointer: SQLiteExecutor<EntitlementStoreError>
     private let logger: Logger
     public let path: String
 
     public init(path: String, busyTimeout: Duration = .seconds(5), logger: Logger) throws {
         self.path = path
         self.logger = logger
-        writer = try EntitlementSQLiteExecutor(path: path, busyTimeout: busyTimeout, label: "verify.entitlements.write")
-        reader = try EntitlementSQLiteExecutor(path: path, busyTimeout: busyTimeout, label: "verify.entitlements.read")
-        checkpointer = try EntitlementSQLiteExecutor(
-            path: path, busyTimeout: busyTimeout, label: "verify.entitlements.checkpoint")
+        func executor(_ label: String) throws(EntitlementStoreError) -> SQLiteExecutor<EntitlementStoreError> {
+            try SQLiteExecutor(
+                path: path, busyTimeout: busyTimeout, setup: EntitlementSQLiteConnection.setup, label: label)
+        }
+        writer = try executor("verify.entitlements.write")
+        reader = try executor("verify.entitlements.read")
+        checkpointer = try executor("verify.entitlements.checkpoint")
     }
 
     /// Checkpoints the WAL every half second on a connection of its own (PASSIVE: it never blocks the writer or the
@@ -47,7 +50,7 @@ public final class SQLiteEntitlementStore: EntitlementStore {
 
     public func migrate() async throws {
         let applied = try await writer.run { connection in
-            try Self.inWriteTransaction(connection) { () throws -> [Int] in
+            try connection.inWriteTransaction { () throws -> [Int] in
                 try connection.execute(
                     """
                     CREATE TABLE IF NOT EXISTS ent_migrations (
@@ -75,7 +78,7 @@ public final class SQLiteEntitlementStore: EntitlementStore {
         _ batch: ProjectionBatch, catalog: Catalog, recordedAt: Date
     ) async throws -> ProjectionBatchResult {
         try await writer.run { connection in
-            try Self.inWriteTransaction(connection) { () throws -> ProjectionBatchResult in
+            try connection.inWriteTransaction { () throws -> ProjectionBatchResult in
                 var state = try Self.load(ProjectionKeys(batch.inputs), connection: connection)
                 var results: [EntitlementProjection.Result] = []
                 results.reserveCapacity(batch.inputs.count)
@@ -311,7 +314,7 @@ public final class SQLiteEntitlementStore: EntitlementStore {
 
     public func markPublished(_ eventIDs: [String], at instant: Date) async throws {
         try await writer.run { connection in
-            try Self.inWriteTransaction(connection) {
+            try connection.inWriteTransaction {
                 for id in eventIDs {
                     try connection.query(
                         "UPDATE ent_events SET published_at = ? WHERE event_id = ? AND published_at IS NULL",
@@ -342,7 +345,7 @@ public final class SQLiteEntitlementStore: EntitlementStore {
         _ delivery: WebhookDelivery, delivered: Bool, nextAttempt: Date?, at instant: Date
     ) async throws {
         try await writer.run { connection in
-            try Self.inWriteTransaction(connection) {
+            try connection.inWriteTransaction {
                 try connection.query(
                     """
                     UPDATE ent_webhook_deliveries SET attempts = attempts + 1, delivered_at = ?, next_attempt_at = ?
@@ -377,7 +380,7 @@ public final class SQLiteEntitlementStore: EntitlementStore {
     ) async throws -> [LifecycleEvent] {
         guard !events.isEmpty else { return [] }
         return try await writer.run { connection in
-            try Self.inWriteTransaction(connection) { () throws -> [LifecycleEvent] in
+            try connection.inWriteTransaction { () throws -> [LifecycleEvent] in
                 try Self.write(
                     ProjectionState(recording: events, at: recordedAt), positions: [], webhookURLs: webhookURLs,
                     recordedAt: recordedAt, connection: connection)
@@ -409,21 +412,5 @@ public final class SQLiteEntitlementStore: EntitlementStore {
             revokedAt: row[8].date, quantity: Int(row[9].integer ?? 1), inBillingRetry: row[10].bool,
             inGracePeriod: row[11].bool, ownerSince: ownerSince, decidedAt: decidedAt, verdictID: verdictID,
             updatedAt: updatedAt)
-    }
-
-    /// Runs `body` in `BEGIN IMMEDIATE` … `COMMIT` (or `ROLLBACK` when it throws): the write lock is taken at the
-    /// start, so another process sharing the file waits (busy timeout) instead of failing at its first write.
-    static func inWriteTransaction<T>(
-        _ connection: EntitlementSQLiteConnection, _ body: () throws -> T
-    ) throws -> T {
-        try connection.execute("BEGIN IMMEDIATE")
-        do {
-            let result = try body()
-            try connection.execute("COMMIT")
-            return result
-        } catch {
-            try? connection.execute("ROLLBACK")
-            throw error
-        }
     }
 }
