@@ -85,16 +85,6 @@ extension DecisionRules {
     }
 }
 
-extension Verdict.Reason {
-    /// A notification for a subscription no account owns in the ledger: nothing to update, nobody to tell.
-    public static let unclaimed = Verdict.Reason("unclaimed")
-    /// A production notification for another app (its `appAppleId` is not `apple_app_apple_id`).
-    public static let wrongApp = Verdict.Reason("wrong_app")
-    /// A notification about no transaction (`TEST`, a `SUMMARY`, an external purchase token, a rescinded consent):
-    /// recorded, nothing in the ledger changes.
-    public static let notificationRecorded = Verdict.Reason("notification_recorded")
-}
-
 extension PurchaseEvidence.Source {
     var decidedBy: Verdict.DecidedBy {
         switch self {
