@@ -83,6 +83,15 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto")
             ]
         ),
+        // The one place a verdict is decided: pure values and functions, no I/O (the facts stores report, their
+        // judgement and evidence, the notification table, the rules, the ledger's value types). The store adapters
+        // (Receipts, AppleClients) report facts to it; Ledger stores its decisions; Pipeline feeds it.
+        .target(
+            name: "Decision",
+            dependencies: [
+                "Messages"
+            ]
+        ),
         .target(
             name: "Kafka",
             dependencies: [
@@ -94,6 +103,7 @@ let package = Package(
         .target(
             name: "Receipts",
             dependencies: [
+                "Decision",
                 "Messages",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "_CryptoExtras", package: "swift-crypto"),
@@ -108,6 +118,7 @@ let package = Package(
                 "Observability",
                 "CCurl",
                 "CCurlShim",
+                "Decision",
                 "Messages",
                 "Receipts",
                 .product(name: "Crypto", package: "swift-crypto"),
@@ -134,14 +145,6 @@ let package = Package(
                 "Messages",
                 "Observability",
                 .product(name: "Metrics", package: "swift-metrics"),
-            ]
-        ),
-        // The decision's vocabulary and rules: pure values, no I/O (the evidence, the policy, the rules, the
-        // ledger's value types). Ledger stores them; Pipeline feeds them.
-        .target(
-            name: "Decision",
-            dependencies: [
-                "Messages"
             ]
         ),
         .target(
@@ -335,6 +338,7 @@ let package = Package(
             name: "VerifyWorker",
             dependencies: [
                 "Observability",
+                "Decision",
                 "Kafka",
                 "Messages",
                 "Receipts",

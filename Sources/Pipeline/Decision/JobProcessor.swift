@@ -24,6 +24,10 @@ public struct JobProcessor: Sendable {
         /// What the deployment sells (bundle ids, products and their types).
         public var catalog: Catalog
         public var allowSandbox: Bool
+        /// The environments a proof read locally may name (``ProofPolicy``). Default: production and sandbox.
+        public var proofEnvironments: Set<AppleEnvironment>
+        /// Accept Xcode StoreKit-testing proofs read locally (``ProofPolicy``). Default: false.
+        public var allowXcode: Bool
         /// The app's Apple id (`apple_app_apple_id`): production notifications must name it. Nil checks nothing.
         public var appAppleID: Int64?
         /// How long a job may wait for Apple before it ends `unverifiable` / `apple_unavailable`.
@@ -38,15 +42,23 @@ public struct JobProcessor: Sendable {
         public init(
             catalog: Catalog, allowSandbox: Bool, jobDeadline: Duration = .seconds(600),
             ledgerInitialBackoff: Duration = .milliseconds(100), ledgerMaximumBackoff: Duration = .seconds(5),
-            ledgerRetryOverdue: Duration = .seconds(120), appAppleID: Int64? = nil
+            ledgerRetryOverdue: Duration = .seconds(120), appAppleID: Int64? = nil,
+            proofEnvironments: Set<AppleEnvironment> = [.production, .sandbox], allowXcode: Bool = false
         ) {
             self.catalog = catalog
+            self.proofEnvironments = proofEnvironments
+            self.allowXcode = allowXcode
             self.appAppleID = appAppleID
             self.allowSandbox = allowSandbox
             self.jobDeadline = jobDeadline
             self.ledgerInitialBackoff = ledgerInitialBackoff
             self.ledgerMaximumBackoff = ledgerMaximumBackoff
             self.ledgerRetryOverdue = ledgerRetryOverdue
+        }
+
+        /// How a proof read locally is judged.
+        public var proofPolicy: ProofPolicy {
+            ProofPolicy(catalog: catalog, allowedEnvironments: proofEnvironments, allowXcode: allowXcode)
         }
     }
 
@@ -299,7 +311,7 @@ public struct JobProcessor: Sendable {
     struct LocalEvidence: Sendable {
         /// Its `bundleID` picks the app whose credentials Apple is asked with.
         var evidence: PurchaseEvidence
-        var environment: ReceiptEnvironment?
+        var environment: AppleEnvironment?
 
         /// The local evidence marked as Apple unavailable: what the rules decide on when Apple cannot answer.
         var unavailable: PurchaseEvidence {
@@ -343,7 +355,9 @@ public struct JobProcessor: Sendable {
             return LocalEvidence(evidence: PurchaseEvidence(source: .prefilter, authenticity: .unknown))
         }
         let analysis = analyzer.analyze(bytes)
-        return LocalEvidence(evidence: EvidenceMapping.evidence(from: analysis), environment: analysis.environment)
+        return LocalEvidence(
+            evidence: EvidenceMapping.evidence(from: analysis.facts, policy: configuration.proofPolicy),
+            environment: analysis.environment)
     }
 
     /// The proof normalized for verifyReceipt. Computed only for the jobs that go to Apple: normalizing scans and
@@ -428,7 +442,7 @@ public struct JobProcessor: Sendable {
             configurationWatch.accepted(.sharedSecret)
         }
         return appleEvidence(result, job: job, local: local, call: "verifyReceipt") {
-            EvidenceMapping.evidence(from: $0, local: local.evidence)
+            EvidenceMapping.evidence(from: $0.storeAnswer, local: local.evidence)
         }
     }
 
@@ -478,7 +492,7 @@ public struct JobProcessor: Sendable {
         }
         return appleEvidence(result, job: job, local: local, call: "transaction info") { reply in
             guard case .info(let info) = reply else { return local.unavailable }
-            return EvidenceMapping.evidence(from: info)
+            return EvidenceMapping.evidence(from: info.storeAnswer)
         }
     }
 
@@ -520,9 +534,8 @@ public struct JobProcessor: Sendable {
         defer { retry.end(health) }
         while true {
             do {
-                let outcome = try await LedgerSettlement.settle(
-                    job: job, evidence: evidence, policy: currentPolicy(for: evidence), ledger: ledger,
-                    recordedAt: recordedAt)
+                let outcome = try await ledger.settle(
+                    job: job, evidence: evidence, policy: currentPolicy(for: evidence), recordedAt: recordedAt)
                 health.ledgerSucceeded()
                 return outcome
             } catch let error as LedgerError {
