@@ -48,6 +48,11 @@ struct DecisionVocabularyTests {
             where match != "Catalog" || file.path != "Messages/Catalog.swift" {
                 found.append("\(file.path): struct \(match) is a second catalog type (use Catalog)")
             }
+            // Verdict names the Kafka message only: a local reading, an applied message or a health check is not one.
+            for match in matches(#"(?:struct|enum|class|actor|typealias)\s+(\w*Verdict)\b"#, in: file.text)
+            where match != "Verdict" || file.path != "Messages/Verdict.swift" {
+                found.append("\(file.path): type \(match) is not the verdict message (Verdict names only it)")
+            }
             for formatter in ["ISO8601FormatStyle", "ISO8601DateFormatter", "yyyy-MM-dd'T'", "gmtime_r"]
             where file.text.contains(formatter) {
                 found.append("\(file.path): \(formatter) formats RFC 3339 dates again (use RFC3339)")
@@ -99,7 +104,7 @@ struct DecisionVocabularyTests {
         }
     }
 
-    @Test("Sources name products, environments, catalogs and RFC 3339 dates once, and enter the rules once")
+    @Test("Sources name products, environments, catalogs, verdicts and RFC 3339 dates once, and enter the rules once")
     func sourcesSpeakOneVocabulary() throws {
         let files = try Self.sources()
         #expect(files.count > 100, "found \(files.count) Swift files under Sources")
@@ -126,6 +131,8 @@ struct DecisionVocabularyTests {
             SourceFile(
                 path: "Pipeline/Decision/JobProcessor.swift", text: "let result = DecisionRules.decide(input)"),
             SourceFile(path: "Entitlements/EntitlementCatalog.swift", text: "public struct EntitlementCatalog {}"),
+            SourceFile(path: "Receipts/LocalVerdict.swift", text: "public enum LocalVerdict: Sendable {}"),
+            SourceFile(path: "Gateway/Tools/HealthProbe.swift", text: "    public struct Verdict: Sendable {}"),
         ]
         let found = Self.duplicates(in: before)
         for fragment in [
@@ -133,6 +140,7 @@ struct DecisionVocabularyTests {
             "RateLimiter/AppleEndpoint.swift: enum Environment", "Receipts/Formats/RFC3339.swift: enum RFC3339",
             "AppleSimulator/AppleDates.swift: ISO8601FormatStyle", "Pipeline/Decision/JobProcessor.swift: enters",
             "Entitlements/EntitlementCatalog.swift: struct EntitlementCatalog",
+            "Receipts/LocalVerdict.swift: type LocalVerdict", "Gateway/Tools/HealthProbe.swift: type Verdict",
         ] {
             #expect(found.contains { $0.hasPrefix(fragment) }, "\(fragment) not in \(found)")
         }
