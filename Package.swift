@@ -84,6 +84,15 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto")
             ]
         ),
+        // The one place a verdict is decided: pure values and functions, no I/O (the facts stores report, their
+        // judgement and evidence, the notification table, the rules, the ledger's value types). The store adapters
+        // (Receipts, AppleClients) report facts to it; Ledger stores its decisions; Pipeline feeds it.
+        .target(
+            name: "Decision",
+            dependencies: [
+                "Messages"
+            ]
+        ),
         .target(
             name: "Kafka",
             dependencies: [
@@ -95,6 +104,7 @@ let package = Package(
         .target(
             name: "Receipts",
             dependencies: [
+                "Decision",
                 "Messages",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "_CryptoExtras", package: "swift-crypto"),
@@ -109,6 +119,7 @@ let package = Package(
                 "Observability",
                 "CCurl",
                 "CCurlShim",
+                "Decision",
                 "Messages",
                 "Receipts",
                 .product(name: "Crypto", package: "swift-crypto"),
@@ -135,14 +146,6 @@ let package = Package(
                 "Messages",
                 "Observability",
                 .product(name: "Metrics", package: "swift-metrics"),
-            ]
-        ),
-        // The decision's vocabulary and rules: pure values, no I/O (the evidence, the policy, the rules, the
-        // ledger's value types). Ledger stores them; Pipeline feeds them.
-        .target(
-            name: "Decision",
-            dependencies: [
-                "Messages"
             ]
         ),
         .target(
@@ -346,6 +349,7 @@ let package = Package(
             name: "VerifyWorker",
             dependencies: [
                 "Observability",
+                "Decision",
                 "Kafka",
                 "Messages",
                 "Receipts",

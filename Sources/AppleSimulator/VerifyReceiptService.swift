@@ -38,14 +38,15 @@ final class VerifyReceiptService: Sendable {
         var excludeOld: Bool
     }
 
-    private enum Verdict {
+    /// What the simulator read from a receipt, cached with the answer built from it.
+    private enum ReceiptReading {
         case malformed
         case notMinted
         case verified(environment: AppleEnvironment, hasSubscriptions: Bool, bundleId: String, answer: Answer)
     }
 
     private struct CacheEntry {
-        var verdict: Verdict
+        var reading: ReceiptReading
         /// Family → version when the answer was built.
         var families: [String: Int]
         /// The answer must be rebuilt once now reaches this (a subscription expires).
@@ -154,7 +155,7 @@ final class VerifyReceiptService: Sendable {
                 cache[key] = entry
             }
         }
-        switch entry.verdict {
+        switch entry.reading {
         case .malformed:
             return (Self.statusOnly(21002), entry)
         case .notMinted:
@@ -194,7 +195,7 @@ final class VerifyReceiptService: Sendable {
     private func build(receipt: String, excludeOld: Bool, nowMs: Int64) -> CacheEntry {
         let never = Int64.max
         guard let data = Data(base64Encoded: receipt, options: .ignoreUnknownCharacters), let first = data.first
-        else { return CacheEntry(verdict: .malformed, families: [:], validUntilMs: never) }
+        else { return CacheEntry(reading: .malformed, families: [:], validUntilMs: never) }
         let bytes = Array(data)
         do throws(SimulatedAppReceipt.DecodeFailure) {
             if first == 0x30 {
@@ -204,11 +205,11 @@ final class VerifyReceiptService: Sendable {
                 let decoded = try SimulatedTransactionReceipt.decode(bytes, pki: pki)
                 return transactionReceiptEntry(decoded, raw: receipt, nowMs: nowMs)
             }
-            return CacheEntry(verdict: .malformed, families: [:], validUntilMs: never)
+            return CacheEntry(reading: .malformed, families: [:], validUntilMs: never)
         } catch {
             switch error {
-            case .malformed: return CacheEntry(verdict: .malformed, families: [:], validUntilMs: never)
-            case .notSignedBySimulator: return CacheEntry(verdict: .notMinted, families: [:], validUntilMs: never)
+            case .malformed: return CacheEntry(reading: .malformed, families: [:], validUntilMs: never)
+            case .notSignedBySimulator: return CacheEntry(reading: .notMinted, families: [:], validUntilMs: never)
             }
         }
     }
@@ -284,7 +285,7 @@ final class VerifyReceiptService: Sendable {
         }
         let answer = Answer(status: 0, body: Self.json(body))
         return CacheEntry(
-            verdict: .verified(
+            reading: .verified(
                 environment: receipt.environment, hasSubscriptions: !subscriptionFamilies.isEmpty,
                 bundleId: receipt.bundleId, answer: answer),
             families: versions, validUntilMs: validUntil)
@@ -335,7 +336,7 @@ final class VerifyReceiptService: Sendable {
         }
         let answer = Answer(status: status, body: Self.json(body))
         return CacheEntry(
-            verdict: .verified(
+            reading: .verified(
                 environment: transaction.environment, hasSubscriptions: transaction.isSubscription,
                 bundleId: transaction.bundleId, answer: answer),
             families: versions, validUntilMs: validUntil)

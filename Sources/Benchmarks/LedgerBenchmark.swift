@@ -52,9 +52,9 @@ public struct LedgerBenchmark: Sendable {
         let repeatedSet = 64
         if ids == .repeated {
             for i in 0..<repeatedSet {
-                _ = try await LedgerSettlement.settle(
+                _ = try await ledger.settle(
                     job: job("\(runID)-seed-\(i)", account: "acct-\(i)"),
-                    evidence: evidence("\(runID)-tx-\(i)"), policy: policy, ledger: ledger)
+                    evidence: evidence("\(runID)-tx-\(i)"), policy: policy)
             }
         }
         let next = Counter()
@@ -72,9 +72,9 @@ public struct LedgerBenchmark: Sendable {
                         let transaction = ids == .fresh ? "\(runID)-tx-\(i)" : "\(runID)-tx-\(i % repeatedSet)"
                         let begin = clock.now
                         do {
-                            _ = try await LedgerSettlement.settle(
+                            _ = try await ledger.settle(
                                 job: job("\(runID)-job-\(i)", account: account), evidence: evidence(transaction),
-                                policy: policy, ledger: ledger)
+                                policy: policy)
                             latencies.append(begin.duration(to: clock.now))
                         } catch {
                             errors += 1

@@ -178,7 +178,7 @@ struct ReceiptBenchCase {
 
     /// The analyzer every case uses: Apple's roots, no catalog restrictions, sandbox allowed.
     static func analyzer() -> ReceiptAnalyzer {
-        ReceiptAnalyzer(trust: .apple, catalog: .any, policy: AnalysisPolicy())
+        ReceiptAnalyzer(trust: .apple, policy: AnalysisPolicy())
     }
 
     /// Receipts per second on the calling thread, each analyzed as the case's mode says.

@@ -1,4 +1,5 @@
 import AppleSimulator
+import Decision
 import Foundation
 import Logging
 import Messages
@@ -41,11 +42,17 @@ public struct AdversarialCorpusRun: Sendable {
 
     public var corpus: AdversarialJobCorpus
     public var analyzer: ReceiptAnalyzer
+    /// How the worker judges what the analysis read (``ProofPolicy``).
+    public var policy: ProofPolicy
     public var codec: MessageCodec
 
-    public init(corpus: AdversarialJobCorpus, analyzer: ReceiptAnalyzer, codec: MessageCodec = MessageCodec()) {
+    public init(
+        corpus: AdversarialJobCorpus, analyzer: ReceiptAnalyzer, policy: ProofPolicy = ProofPolicy(),
+        codec: MessageCodec = MessageCodec()
+    ) {
         self.corpus = corpus
         self.analyzer = analyzer
+        self.policy = policy
         self.codec = codec
     }
 
@@ -59,9 +66,9 @@ public struct AdversarialCorpusRun: Sendable {
             let message = corpus.next()
             let before = ThreadCPUTime.seconds()
             let expectation = AdversarialJobCorpus.classify(message.value, codec: codec)
-            var verdict: LocalVerdict?
+            var verdict: ProofJudgement?
             if case .job(let job) = expectation {
-                verdict = analyzer.analyze(Array(job.proof.value.utf8)).verdict
+                verdict = policy.judge(analyzer.analyze(Array(job.proof.value.utf8)).facts)
             }
             let seconds = ThreadCPUTime.seconds() - before
             report.inputs += 1
@@ -107,11 +114,12 @@ extension AdversarialCorpusRun {
                     ).receipt)
             }
         }
+        let policy = ProofPolicy(catalog: ChaosApp.catalog)
         let analyzer = ReceiptAnalyzer(
             trust: TrustStore.apple.adding(anchors: [simulator.pki.rsaRoot, simulator.pki.ecRoot]),
-            catalog: ChaosApp.catalog)
+            isWorthVerifying: policy.isWorthVerifying(bundleID:))
         var corpus = AdversarialJobCorpus(receiptSeeds: seeds, seed: seed)
         corpus.sizeLimit = sizeLimit
-        return AdversarialCorpusRun(corpus: corpus, analyzer: analyzer)
+        return AdversarialCorpusRun(corpus: corpus, analyzer: analyzer, policy: policy)
     }
 }

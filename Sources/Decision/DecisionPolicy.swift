@@ -8,8 +8,8 @@ public struct DecisionPolicy: Sendable, Hashable {
     /// The instant of the decision: expiries are compared with it, and it becomes the verdict's `decided_at`
     /// (truncated to whole milliseconds, the precision the verdict's JSON carries).
     public var now: Date
-    /// Bundle ids and products this deployment sells; `nil` leaves catalog checks to the local analysis.
-    /// Default: nil.
+    /// Bundle ids and products this deployment sells; `nil` leaves catalog checks to the judgement of the proof
+    /// (``ProofPolicy``). Default: nil.
     public var catalog: Catalog?
     /// The app's Apple id (`apple_app_apple_id`): a production notification naming another app (or none) is
     /// `rejected` / `wrong_app`. Nil checks nothing. Default: nil.

@@ -85,16 +85,6 @@ extension DecisionRules {
     }
 }
 
-extension Verdict.Reason {
-    /// A notification for a subscription no account owns in the ledger: nothing to update, nobody to tell.
-    public static let unclaimed = Verdict.Reason("unclaimed")
-    /// A production notification for another app (its `appAppleId` is not `apple_app_apple_id`).
-    public static let wrongApp = Verdict.Reason("wrong_app")
-    /// A notification about no transaction (`TEST`, a `SUMMARY`, an external purchase token, a rescinded consent):
-    /// recorded, nothing in the ledger changes.
-    public static let notificationRecorded = Verdict.Reason("notification_recorded")
-}
-
 extension PurchaseEvidence.Source {
     var decidedBy: Verdict.DecidedBy {
         switch self {
@@ -310,20 +300,20 @@ private struct Evaluation {
         // Unowned, or owned by this account: claim what is new, record what changed.
         var newlyActive = false
         for transaction in group {
-            if let claim = snapshot.claim(transaction.transactionID) {
-                if let revokedAt = transaction.revokedAt, claim.revokedAt == nil {
+            let claim = snapshot.claim(transaction.transactionID)
+            let correction = TransactionCorrection(stated: transaction, claim: claim)
+            if let claim {
+                if let revokedAt = correction.revokedAt {
                     writes.append(.revoke(transactionID: claim.transactionID, revokedAt: revokedAt))
                     decidedByLedger = false
                 }
-                let laterExpiry = Self.later(transaction.expiresDate, than: claim.expiresDate)
-                let laterGrace = Self.later(transaction.gracePeriodExpiresDate, than: claim.gracePeriodExpiresDate)
-                if laterExpiry != nil || laterGrace != nil {
+                if correction.laterExpiry != nil || correction.laterGracePeriodExpiry != nil {
                     writes.append(
                         .extendSubscription(
-                            transactionID: claim.transactionID, expiresDate: laterExpiry,
-                            gracePeriodExpiresDate: laterGrace))
+                            transactionID: claim.transactionID, expiresDate: correction.laterExpiry,
+                            gracePeriodExpiresDate: correction.laterGracePeriodExpiry))
                 }
-            } else if transaction.revokedAt == nil {
+            } else if correction.claimsTransaction {
                 writes.append(.claim(makeClaim(transaction, account: job.accountID)))
                 decidedByLedger = false
                 if isActive(transaction) { newlyActive = true }
@@ -629,9 +619,7 @@ private struct Evaluation {
 
     /// `candidate` when it is later than `stored` (or `stored` is unknown), else nil.
     static func later(_ candidate: Date?, than stored: Date?) -> Date? {
-        guard let candidate else { return nil }
-        guard let stored else { return candidate }
-        return candidate > stored ? candidate : nil
+        TransactionCorrection.later(candidate, than: stored)
     }
 
     /// One entry per transaction id (a receipt lists renewals in both `in_app` and `latest_receipt_info`),

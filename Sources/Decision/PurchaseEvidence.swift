@@ -2,8 +2,8 @@ import Foundation
 import Messages
 
 /// What the worker learned about a job's proof, in a form the decision rules understand without depending on
-/// how it was learned. The pipeline maps the local analysis (Receipts) and Apple's answer (App Store clients)
-/// into this model; the rules never parse a receipt and never see one.
+/// how it was learned. ``EvidenceMapping`` maps the facts the store adapters report (``ProofFacts`` read locally, a
+/// ``StoreAnswer``) into this model; the rules never parse a receipt and never see one.
 public struct PurchaseEvidence: Sendable, Hashable {
     /// Which stage produced this evidence.
     public enum Source: String, Sendable, Hashable, CaseIterable {
@@ -27,7 +27,7 @@ public struct PurchaseEvidence: Sendable, Hashable {
 
     public var source: Source
     public var authenticity: Authenticity
-    /// When known; `nil` is treated as production. The pipeline maps local testing to `xcode`.
+    /// When known; `nil` is treated as production. ``EvidenceMapping`` maps local testing to `xcode`.
     public var environment: AppleEnvironment?
     /// The bundle id the proof names, when read.
     public var bundleID: String?

@@ -15,9 +15,9 @@ public struct NotificationSignatureCheck: Sendable {
 
     /// - Parameter trust: Apple's roots plus the configured extra anchors (`VERIFY_TRUST_ANCHORS`, as the worker).
     public init(trust: TrustStore) {
-        // Any catalog: the gateway checks who signed, not what was bought. Xcode's unanchored chains never pass.
-        analyzer = ReceiptAnalyzer(
-            trust: trust, catalog: .any, policy: AnalysisPolicy(allowedEnvironments: [.production, .sandbox]))
+        // Every receipt's signature is checked: the gateway checks who signed, not what was bought. Xcode's
+        // unanchored chains never pass.
+        analyzer = ReceiptAnalyzer(trust: trust, policy: AnalysisPolicy(allowXcode: false))
     }
 
     /// Throws ``GatewayError`` `untrusted_signature` (403) unless `signedPayload` is a notification whose signature

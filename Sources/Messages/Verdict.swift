@@ -98,6 +98,13 @@ public struct Verdict: Sendable, Hashable {
         /// The transaction carries an `appAccountToken` that is not the job's (`app_account_token`, or the token
         /// derived from its `account_id` when the job has none): bought for another account.
         public static let accountTokenMismatch = Reason("account_token_mismatch")
+        /// A notification for a subscription no account owns in the ledger: nothing to update, nobody to tell.
+        public static let unclaimed = Reason("unclaimed")
+        /// A production notification for another app (its `appAppleId` is not `apple_app_apple_id`).
+        public static let wrongApp = Reason("wrong_app")
+        /// A notification about no transaction (`TEST`, a `SUMMARY`, an external purchase token, a rescinded
+        /// consent): recorded, nothing in the ledger changes.
+        public static let notificationRecorded = Reason("notification_recorded")
     }
 
     /// One transaction as the decision saw it.

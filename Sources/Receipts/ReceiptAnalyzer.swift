@@ -1,24 +1,30 @@
 import Foundation
 import Messages
 
-/// Decodes any Apple receipt format, verifies its signature offline and gives the local verdict.
+/// Decodes any Apple receipt format, verifies its signature offline and reports what it says: facts only, judged
+/// by Decision (`ProofPolicy`).
 ///
 /// One analyzer serves any number of concurrent callers: its only state is the cache of verified chains.
 /// ```swift
-/// let analyzer = ReceiptAnalyzer(trust: .apple, catalog: catalog, policy: AnalysisPolicy())
+/// let analyzer = ReceiptAnalyzer(trust: .apple, isWorthVerifying: proofPolicy.isWorthVerifying(bundleID:))
 /// let analysis = analyzer.analyze(bytes)          // validated at the receipt's own signing date
 /// ```
 public final class ReceiptAnalyzer: Sendable {
     public let trust: TrustStore
-    public let catalog: Catalog
     public let policy: AnalysisPolicy
     /// The chain verifier and its cache (exposed for the benchmark's cold and warm cases).
     public let chains: ChainVerifier
+    /// Whether a receipt naming a bundle id is worth its signature check (Decision's rule: one the judgement rejects
+    /// for its bundle whatever its signature is not checked). Default: every receipt.
+    let isWorthVerifying: @Sendable (String?) -> Bool
 
-    public init(trust: TrustStore = .apple, catalog: Catalog = .any, policy: AnalysisPolicy = AnalysisPolicy()) {
+    public init(
+        trust: TrustStore = .apple, policy: AnalysisPolicy = AnalysisPolicy(),
+        isWorthVerifying: @escaping @Sendable (String?) -> Bool = { _ in true }
+    ) {
         self.trust = trust
-        self.catalog = catalog
         self.policy = policy
+        self.isWorthVerifying = isWorthVerifying
         self.chains = ChainVerifier(trust: trust, requireAppleMarkerOIDs: policy.requireAppleMarkerOIDs)
     }
 
@@ -28,37 +34,25 @@ public final class ReceiptAnalyzer: Sendable {
     ///   signing time (creation date, `signedDate` or purchase date), because every historical Apple leaf has
     ///   expired since; only a receipt without any such date is validated at the current time.
     public func analyze(_ input: [UInt8], at time: Date? = nil) -> ReceiptAnalysis {
-        var analysis = decodeAndVerify(input, at: time, verify: true)
-        analysis.verdict = policy.verdict(for: analysis, catalog: catalog)
-        return analysis
+        decodeAndVerify(input, at: time, verify: true)
     }
 
     /// Decodes and parses one receipt fully (every field and transaction), but checks no signature: `signature` is
     /// `notChecked`, so a JWS is never `locallyVerified` and an app or iOS 6 receipt always needs Apple. For
     /// inspection and for measuring the parser alone; a worker's decisions come from `analyze`.
     public func analyzeWithoutVerifying(_ input: [UInt8]) -> ReceiptAnalysis {
-        var analysis = decodeAndVerify(input, at: nil, verify: false)
-        analysis.verdict = policy.verdict(for: analysis, catalog: catalog)
-        return analysis
+        decodeAndVerify(input, at: nil, verify: false)
     }
 
     private static let parseOnly = SignatureStatus.notChecked(reason: "parsed without verifying the signature")
     private static let otherApp = SignatureStatus.notChecked(
         reason: "another app's receipt (bundle id not in the catalog): signature not checked")
 
-    /// Whether a receipt naming `bundleID` is worth a signature check: not when the catalog lists bundle ids and
-    /// this is none of them. Most traffic is other apps' receipts (seed 000, 79%); they are rejected as
-    /// `wrong_bundle` whatever their signature, so checking it would only spend CPU.
-    private func isWorthVerifying(bundleID: String?) -> Bool {
-        guard !catalog.bundleIDs.isEmpty, let bundleID else { return true }
-        return catalog.bundleIDs.contains(bundleID)
-    }
-
     private func signatureStatus(
         verify: Bool, bundleID: String?, _ check: () -> SignatureStatus
     ) -> SignatureStatus {
         guard verify else { return Self.parseOnly }
-        guard isWorthVerifying(bundleID: bundleID) else { return Self.otherApp }
+        guard isWorthVerifying(bundleID) else { return Self.otherApp }
         return check()
     }
 
@@ -96,11 +90,12 @@ public final class ReceiptAnalyzer: Sendable {
         }
         // Xcode signs its StoreKit-testing receipts with a certificate of its own that no anchor can reach: allowed,
         // such a receipt is reported as not checked (as an Xcode JWS is), not as an untrusted one.
-        if policy.allowXcode, receipt.environment == .xcode, case .untrusted = signature {
+        if policy.allowXcode, receipt.environment == AppleEnvironment.xcode.rawValue, case .untrusted = signature {
             signature = .notChecked(reason: "Xcode StoreKit-testing receipt: chain not anchored")
         }
         return ReceiptAnalysis(
-            format: .appReceipt, environment: receipt.environment, bundleID: receipt.bundleID, signature: signature,
+            format: .appReceipt, environmentName: receipt.environment, bundleID: receipt.bundleID,
+            signature: signature,
             signedDate: receipt.creationDate, appVersion: receipt.appVersion,
             originalAppVersion: receipt.originalAppVersion, transactions: receipt.transactions)
     }
@@ -117,7 +112,7 @@ public final class ReceiptAnalyzer: Sendable {
             chains.checkSignature(of: receipt, at: validationTime)
         }
         return ReceiptAnalysis(
-            format: .transactionReceipt, environment: receipt.environment, bundleID: receipt.bundleID,
+            format: .transactionReceipt, environmentName: receipt.environment, bundleID: receipt.bundleID,
             signature: signature, signedDate: receipt.purchaseDate, transactions: [receipt.transaction])
     }
 
@@ -131,14 +126,14 @@ public final class ReceiptAnalyzer: Sendable {
         let payload = jws.payload
         let format = jws.format
         let environmentText = payload.anyEnvironment
-        let environment = environmentText.map { ReceiptEnvironment.normalized($0) }
+        let environment = environmentText.map { ReceiptEnvironmentName.normalized($0) }
         let signedDate = JWSPayload.date(payload.signedDate ?? payload.receiptCreationDate)
-        let allowUnanchored = policy.allowXcode && environment == .xcode
+        let allowUnanchored = policy.allowXcode && environment == AppleEnvironment.xcode.rawValue
         var signature = signatureStatus(verify: verify, bundleID: payload.anyBundleID) {
             chains.checkSignature(of: jws, at: time ?? signedDate ?? Date(), allowUnanchored: allowUnanchored)
         }
         var analysis = ReceiptAnalysis(
-            format: format, environment: environment, bundleID: payload.anyBundleID,
+            format: format, environmentName: environment, bundleID: payload.anyBundleID,
             signature: signature, signedDate: signedDate, appVersion: payload.applicationVersion,
             originalAppVersion: payload.originalApplicationVersion)
         switch format {

@@ -180,9 +180,10 @@ extension NotificationReconciler {
         return .read(transactions, revision: revision)
     }
 
-    /// The jobs that bring the ledger to what Apple's history states: for each transaction of the subscription that
-    /// the ledger lacks (and Apple did not revoke), that Apple revoked and the ledger did not, or whose expiry Apple
-    /// states later than the ledger. What the rules would not write (an earlier expiry, a refund reversed) is no job.
+    /// The jobs that bring the ledger to what Apple's history states: one for each transaction of the subscription
+    /// whose statement the rules would write (``TransactionCorrection``: a transaction the ledger lacks and Apple did
+    /// not revoke, a revocation, a later expiry). What the rules would not write (an earlier expiry, a refund
+    /// reversed) is no job.
     static func corrections(
         _ transactions: [SignedTransaction], of originalTransactionID: String, claims: [TransactionClaim],
         owner: String, submittedAt: Date
@@ -194,15 +195,7 @@ extension NotificationReconciler {
                 seen.insert(transaction.transactionID).inserted
             else { continue }
             let claim = claims.first { $0.transactionID == transaction.transactionID }
-            let differs: Bool
-            if let claim {
-                let revoked = transaction.revocationDate != nil && claim.revokedAt == nil
-                let later = transaction.expiresDate.map { expires in claim.expiresDate.map { expires > $0 } ?? true }
-                differs = revoked || later == true
-            } else {
-                differs = transaction.revocationDate == nil
-            }
-            guard differs else { continue }
+            guard !TransactionCorrection(stated: transaction.purchase, claim: claim).isEmpty else { continue }
             jobs.append(
                 ReceiptJob(
                     jobID: correctionJobID(transaction), accountID: owner,

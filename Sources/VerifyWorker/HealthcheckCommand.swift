@@ -23,7 +23,7 @@ struct HealthcheckCommand: AsyncParsableCommand {
 
     func run() async throws {
         let timeout = Duration.milliseconds(timeoutMs)
-        let verdict: HealthProbe.Verdict
+        let assessment: HealthProbe.Assessment
         do {
             let engine = try CurlHTTPEngine(
                 configuration: HTTPEngineConfiguration(
@@ -31,11 +31,11 @@ struct HealthcheckCommand: AsyncParsableCommand {
                     maxResponseBytes: 1 << 20, easyHandlePoolSize: 1, userAgent: "verify-worker-healthcheck"))
             defer { engine.shutdown() }
             let response = try await engine.execute(TransportRequest(url: url, timeout: timeout))
-            verdict = HealthProbe.verdict(url: url, status: response.status, body: response.body)
+            assessment = HealthProbe.assessment(url: url, status: response.status, body: response.body)
         } catch {
-            verdict = HealthProbe.Verdict(isHealthy: false, line: "unhealthy: \(url): \(error)")
+            assessment = HealthProbe.Assessment(isHealthy: false, line: "unhealthy: \(url): \(error)")
         }
-        GatewayOutput.error(verdict.line)
-        if !verdict.isHealthy { throw ExitCode(1) }
+        GatewayOutput.error(assessment.line)
+        if !assessment.isHealthy { throw ExitCode(1) }
     }
 }

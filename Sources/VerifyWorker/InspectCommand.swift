@@ -1,4 +1,5 @@
 import ArgumentParser
+import Decision
 import Foundation
 import Messages
 import Receipts
@@ -79,17 +80,35 @@ struct InspectCommand: ParsableCommand {
         }
         guard let input else { throw InspectFailure(reason: "cannot read \(file)") }
         guard !input.isEmpty else { throw InspectFailure(reason: "\(file == "-" ? "standard input" : file) is empty") }
-        let policy = AnalysisPolicy(
-            allowedEnvironments: [.production, .sandbox], allowXcode: allowXcode)
-        let analyzer = ReceiptAnalyzer(trust: trust, catalog: catalog, policy: policy)
+        let judging = ProofPolicy(
+            catalog: catalog, allowedEnvironments: [.production, .sandbox], allowXcode: allowXcode)
+        let analyzer = ReceiptAnalyzer(
+            trust: trust, policy: AnalysisPolicy(allowXcode: allowXcode),
+            isWorthVerifying: judging.isWorthVerifying(bundleID:))
         let analysis = analyzer.analyze(Array(input), at: time)
-        if analysis.format == .unknown { return (analysis.jsonText(), analysis.unknownReason ?? "not a receipt") }
+        let json = analysis.jsonText(adding: ["verdict": Self.jsonObject(judging.judge(analysis.facts), of: analysis)])
+        if analysis.format == .unknown { return (json, analysis.unknownReason ?? "not a receipt") }
         switch analysis.signature {
         case .invalid(let reason), .untrusted(let reason):
-            return (analysis.jsonText(), "signature \(analysis.signature.code): \(reason)")
+            return (json, "signature \(analysis.signature.code): \(reason)")
         case .valid, .notChecked:
-            return (analysis.jsonText(), nil)
+            return (json, nil)
         }
+    }
+
+    /// The judgement as `inspect` prints it under `verdict`: its code and what it names.
+    static func jsonObject(_ judgement: ProofJudgement, of analysis: ReceiptAnalysis) -> [String: any Sendable] {
+        var object: [String: any Sendable] = ["code": judgement.code]
+        switch judgement {
+        case .malformed(let reason), .notAuthenticated(let reason), .needsApple(let reason):
+            object["reason"] = reason
+        case .wrongBundle(let bundle): object["bundle_id"] = bundle
+        case .unknownProduct(let products): object["product_ids"] = products
+        case .environmentNotAllowed(let environment):
+            object["environment"] = environment?.rawValue ?? analysis.unrecognizedEnvironment
+        case .locallyVerified: break
+        }
+        return object
     }
 }
 

@@ -38,10 +38,10 @@ public enum EntitlementProjection {
         }
     }
 
-    static func ignore(_ message: UnreadableVerdict, in state: inout ProjectionState, recordedAt: Date) -> Result {
+    static func ignore(_ message: UnreadableMessage, in state: inout ProjectionState, recordedAt: Date) -> Result {
         guard state.appliedIDs.insert(message.dedupeID).inserted else { return .duplicate }
         state.appliedVerdicts.append(
-            AppliedVerdict(id: message.dedupeID, accountID: message.accountID, outcome: message.outcome, decidedAt: nil)
+            AppliedMessage(id: message.dedupeID, accountID: message.accountID, outcome: message.outcome, decidedAt: nil)
         )
         if let account = message.accountID {
             state.history.append(
@@ -96,7 +96,7 @@ public enum EntitlementProjection {
         let account = verdict.accountID
         let decidedAt = verdict.decidedAt
         state.appliedVerdicts.append(
-            AppliedVerdict(
+            AppliedMessage(
                 id: verdict.verdictID, accountID: account, outcome: verdict.outcome.rawValue, decidedAt: decidedAt))
         state.accountsSeen[account] = max(state.accountsSeen[account] ?? decidedAt, decidedAt)
 

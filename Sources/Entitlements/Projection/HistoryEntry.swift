@@ -89,12 +89,12 @@ public struct HistoryEntry: Sendable, Hashable, Codable {
 /// What the projection reads: a verdict, or a message on the verdicts topic it cannot take as one.
 public enum ProjectionInput: Sendable {
     case verdict(Verdict)
-    case unreadable(UnreadableVerdict)
+    case unreadable(UnreadableMessage)
 }
 
 /// A message of the verdicts topic that is not a verdict this build understands, with whatever could be read of
 /// its envelope, so that the ignoring lands in the right account's history.
-public struct UnreadableVerdict: Sendable, Hashable {
+public struct UnreadableMessage: Sendable, Hashable {
     /// An id to de-duplicate on: the `verdict_id` when readable, else the message's place in the topic.
     public var dedupeID: String
     /// The account, when the message names a valid one.

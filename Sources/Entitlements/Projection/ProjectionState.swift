@@ -18,7 +18,7 @@ public struct ProjectionState: Sendable {
     /// Consumable purchases by account and product: units to add (negative for a refund).
     public var consumableDeltas: [ConsumableKey: Int] = [:]
     /// The verdicts (and unreadable messages) newly applied, with the account they belong to, for de-duplication.
-    public var appliedVerdicts: [AppliedVerdict] = []
+    public var appliedVerdicts: [AppliedMessage] = []
     public var history: [HistoryEntry] = []
     public var events: [LifecycleEvent] = []
     /// Accounts that got a verdict, with the newest `decided_at` seen.
@@ -73,7 +73,7 @@ public struct ConsumableKey: Sendable, Hashable {
 }
 
 /// A message the projection has taken into account, by its de-duplication id.
-public struct AppliedVerdict: Sendable, Hashable {
+public struct AppliedMessage: Sendable, Hashable {
     public var id: String
     public var accountID: String?
     public var outcome: String?

@@ -2,7 +2,7 @@ import Foundation
 import Messages
 
 /// Turns a record of the verdicts topic into a ``ProjectionInput``: a verdict this build understands, or an
-/// ``UnreadableVerdict`` with what could be read of its envelope. It never throws and never guesses: a message
+/// ``UnreadableMessage`` with what could be read of its envelope. It never throws and never guesses: a message
 /// of an unknown schema or outcome is reported, not interpreted.
 public struct VerdictReader: Sendable {
     public let codec: MessageCodec
@@ -22,7 +22,7 @@ public struct VerdictReader: Sendable {
         }
         if let problem = Self.invalidIdentifier(in: verdict) {
             return .unreadable(
-                UnreadableVerdict(
+                UnreadableMessage(
                     dedupeID: Identifier.isValid(verdict.verdictID) ? verdict.verdictID : position,
                     accountID: Identifier.isValid(verdict.accountID) ? verdict.accountID : nil,
                     verdictID: Identifier.isValid(verdict.verdictID) ? verdict.verdictID : nil,
@@ -52,7 +52,7 @@ public struct VerdictReader: Sendable {
         return nil
     }
 
-    private func envelope(_ bytes: [UInt8], position: String, error: MessageError) -> UnreadableVerdict {
+    private func envelope(_ bytes: [UInt8], position: String, error: MessageError) -> UnreadableMessage {
         let object =
             bytes.count <= codec.maximumMessageBytes
             ? (try? JSONSerialization.jsonObject(with: Data(bytes))) as? [String: Any] : nil
@@ -84,7 +84,7 @@ public struct VerdictReader: Sendable {
                 problem = "\(error.code.rawValue)\(error.field.map { " at \($0)" } ?? "")"
             }
         }
-        return UnreadableVerdict(
+        return UnreadableMessage(
             dedupeID: verdictID ?? position, accountID: identifier("account_id"), verdictID: verdictID,
             schema: schema, outcome: outcome, code: code, problem: problem)
     }

@@ -3,7 +3,7 @@ import Foundation
 /// The rules of `verify-worker healthcheck`: which URLs it may probe and what counts as healthy.
 public enum HealthProbe {
     /// The outcome and the one line to print.
-    public struct Verdict: Sendable, Hashable {
+    public struct Assessment: Sendable, Hashable {
         public var isHealthy: Bool
         public var line: String
         public init(isHealthy: Bool, line: String) {
@@ -27,12 +27,12 @@ public enum HealthProbe {
 
     /// Healthy on HTTP 200 only; the line carries the status and the start of the body (the probes answer short
     /// text such as `ready` or `not ready: no_assignment`).
-    public static func verdict(url: String, status: Int, body: [UInt8]) -> Verdict {
+    public static func assessment(url: String, status: Int, body: [UInt8]) -> Assessment {
         let text =
             String(decoding: body.prefix(200), as: UTF8.self)
             .split(whereSeparator: \.isNewline).first.map(String.init) ?? ""
         let healthy = status == 200
-        return Verdict(
+        return Assessment(
             isHealthy: healthy, line: "\(healthy ? "healthy" : "unhealthy"): \(url): HTTP \(status) \(text)")
     }
 }

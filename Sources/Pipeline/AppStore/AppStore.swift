@@ -57,14 +57,11 @@ public struct AppStore: PurchaseStore {
 
     // MARK: Reading the proof
 
-    public func readProof(_ job: ReceiptJob) -> LocalEvidence {
-        guard let text = job.proof.text else {
-            // A bare transaction id: nothing to read locally. The ledger may know the job; otherwise the Server API
-            // is asked.
-            return LocalEvidence(evidence: PurchaseEvidence(source: .prefilter, authenticity: .unknown))
-        }
+    public func readProof(_ job: ReceiptJob) -> ProofReading {
+        // A bare transaction id: nothing to read locally (the Server API is asked unless the ledger knows the job).
+        guard let text = job.proof.text else { return ProofReading(facts: nil) }
         let analysis = analyzer.analyze(Array(text.utf8))
-        return LocalEvidence(evidence: EvidenceMapping.evidence(from: analysis), environment: analysis.environment)
+        return ProofReading(facts: analysis.facts, environment: analysis.environment)
     }
 
     /// The proof normalized for verifyReceipt. Computed only for the jobs that go to Apple: normalizing scans and
@@ -208,7 +205,7 @@ public struct AppStore: PurchaseStore {
             configurationWatch.accepted(.sharedSecret)
         }
         return appleEvidence(result, job: job, local: local, call: "verifyReceipt") {
-            EvidenceMapping.evidence(from: $0, local: local.evidence)
+            EvidenceMapping.evidence(from: $0.storeAnswer, local: local.evidence)
         }
     }
 
@@ -258,7 +255,7 @@ public struct AppStore: PurchaseStore {
         }
         return appleEvidence(result, job: job, local: local, call: "transaction info") { reply in
             guard case .info(let info) = reply else { return local.unavailable }
-            return EvidenceMapping.evidence(from: info)
+            return EvidenceMapping.evidence(from: info.storeAnswer)
         }
     }
 

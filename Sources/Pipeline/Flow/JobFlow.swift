@@ -92,9 +92,9 @@ public struct LocalEvidence: Sendable {
     /// The facts as evidence; its `bundleID` picks the app whose credentials the store is asked with.
     public var evidence: PurchaseEvidence
     /// The environment the proof names (the App Store asks that environment's endpoint first).
-    public var environment: ReceiptEnvironment?
+    public var environment: AppleEnvironment?
 
-    public init(evidence: PurchaseEvidence, environment: ReceiptEnvironment? = nil) {
+    public init(evidence: PurchaseEvidence, environment: AppleEnvironment? = nil) {
         self.evidence = evidence
         self.environment = environment
     }

@@ -26,6 +26,10 @@ public struct JobProcessor: JobStepping {
         /// What the deployment sells (bundle ids, products and their types).
         public var catalog: Catalog
         public var allowSandbox: Bool
+        /// The environments a proof read locally may name (``ProofPolicy``). Default: production and sandbox.
+        public var proofEnvironments: Set<AppleEnvironment>
+        /// Accept Xcode StoreKit-testing proofs read locally (``ProofPolicy``). Default: false.
+        public var allowXcode: Bool
         /// The app's Apple id (`apple_app_apple_id`): production notifications must name it. Nil checks nothing.
         public var appAppleID: Int64?
         /// How long a job may wait for the store before it ends `unverifiable` / `apple_unavailable`.
@@ -40,15 +44,23 @@ public struct JobProcessor: JobStepping {
         public init(
             catalog: Catalog, allowSandbox: Bool, jobDeadline: Duration = .seconds(600),
             ledgerInitialBackoff: Duration = .milliseconds(100), ledgerMaximumBackoff: Duration = .seconds(5),
-            ledgerRetryOverdue: Duration = .seconds(120), appAppleID: Int64? = nil
+            ledgerRetryOverdue: Duration = .seconds(120), appAppleID: Int64? = nil,
+            proofEnvironments: Set<AppleEnvironment> = [.production, .sandbox], allowXcode: Bool = false
         ) {
             self.catalog = catalog
+            self.proofEnvironments = proofEnvironments
+            self.allowXcode = allowXcode
             self.appAppleID = appAppleID
             self.allowSandbox = allowSandbox
             self.jobDeadline = jobDeadline
             self.ledgerInitialBackoff = ledgerInitialBackoff
             self.ledgerMaximumBackoff = ledgerMaximumBackoff
             self.ledgerRetryOverdue = ledgerRetryOverdue
+        }
+
+        /// How a proof read locally is judged.
+        public var proofPolicy: ProofPolicy {
+            ProofPolicy(catalog: catalog, allowedEnvironments: proofEnvironments, allowXcode: allowXcode)
         }
     }
 
@@ -117,12 +129,26 @@ public struct JobProcessor: JobStepping {
         {
             return .decided(decidedLocally(verdict))
         }
-        let local = store.readProof(job)
+        let local = localEvidence(store.readProof(job))
         if let verdict = statelessRejection(job, local.evidence, decidedAt: decidedAt) {
             if let key { rejectedProofs.insert(local.evidence, for: key) }
             return .decided(decidedLocally(verdict))
         }
         return .consultLedger(LedgerBoundJob(job: job, local: local, recordedAt: recordedAt))
+    }
+
+    /// The evidence of what the store read: its facts judged by the proof policy (the catalog, the environments).
+    /// A proof with nothing to read locally (a bare transaction id) is evidence of nothing yet: the ledger may know
+    /// the job, and otherwise the store is asked.
+    @inline(never)
+    private func localEvidence(_ reading: ProofReading) -> LocalEvidence {
+        guard let facts = reading.facts else {
+            return LocalEvidence(
+                evidence: PurchaseEvidence(source: .prefilter, authenticity: .unknown), environment: reading.environment)
+        }
+        return LocalEvidence(
+            evidence: EvidenceMapping.evidence(from: facts, policy: configuration.proofPolicy),
+            environment: reading.environment)
     }
 
     /// The ledger's step: decided by what the ledger knows, or on to the store.
@@ -212,9 +238,8 @@ public struct JobProcessor: JobStepping {
         defer { retry.end(health) }
         while true {
             do {
-                let outcome = try await LedgerSettlement.settle(
-                    job: job, evidence: evidence, policy: policy(for: evidence, now: now()), ledger: ledger,
-                    recordedAt: recordedAt)
+                let outcome = try await ledger.settle(
+                    job: job, evidence: evidence, policy: policy(for: evidence, now: now()), recordedAt: recordedAt)
                 health.ledgerSucceeded()
                 return outcome
             } catch let error as LedgerError {

@@ -12,8 +12,9 @@ import Messages
 /// (the Reconciler's history source). docs/STORES.md lists what a store provides and where the App Store does it.
 public protocol PurchaseStore: Sendable {
     /// What the job's proof establishes without I/O: the facts its bytes show (format, signature, bundle, products,
-    /// transactions, environment). Synchronous: nothing here waits, and its locals die with the call.
-    func readProof(_ job: ReceiptJob) -> LocalEvidence
+    /// transactions, environment), never judged here. Synchronous: nothing here waits, and its locals die with the
+    /// call.
+    func readProof(_ job: ReceiptJob) -> ProofReading
 
     /// Asks the store about a job its proof and the ledger did not decide, the first attempt bounded by `deadline`.
     /// Returns the store's facts, or `local.unavailable` when the store could not answer in time. While the store
@@ -30,4 +31,16 @@ public protocol PurchaseStore: Sendable {
     /// How many jobs at a time a worker lets take the store step (waiting for a permit, calling, settling and
     /// delivering).
     var stageLimit: Int { get }
+}
+
+/// What a store read from a job's proof locally: its facts (nil: the proof has nothing to read locally, such as a bare
+/// transaction id) and the environment it names.
+public struct ProofReading: Sendable {
+    public var facts: ProofFacts?
+    public var environment: AppleEnvironment?
+
+    public init(facts: ProofFacts?, environment: AppleEnvironment? = nil) {
+        self.facts = facts
+        self.environment = environment
+    }
 }

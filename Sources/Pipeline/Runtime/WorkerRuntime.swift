@@ -1,4 +1,5 @@
 import AppleClients
+import Decision
 import Foundation
 import Kafka
 import Ledger
@@ -158,11 +159,17 @@ public struct WorkerRuntime: Sendable {
         let (producer, exchange) = try makeKafkaClients(consumerConfiguration)
         let gate = AppleCallGate(
             configuration: gateConfiguration(), clock: ContinuousClock(), publish: exchange.publish)
+        let decisionConfiguration = JobProcessor.Configuration(
+            catalog: catalog, allowSandbox: configuration.allowSandbox,
+            jobDeadline: configuration.jobDeadline, ledgerRetryOverdue: configuration.ledgerRetryOverdue,
+            appAppleID: configuration.appleAppAppleID,
+            proofEnvironments: configuration.allowSandbox ? [.production, .sandbox] : [.production],
+            allowXcode: configuration.allowXcode)
         let analyzer = ReceiptAnalyzer(
-            trust: trust, catalog: catalog,
+            trust: trust,
             policy: AnalysisPolicy(
-                allowedEnvironments: configuration.allowSandbox ? [.production, .sandbox] : [.production],
-                allowXcode: configuration.allowXcode, maximumDecodedSize: configuration.maximumReceiptBytes))
+                allowXcode: configuration.allowXcode, maximumDecodedSize: configuration.maximumReceiptBytes),
+            isWorthVerifying: decisionConfiguration.proofPolicy.isWorthVerifying(bundleID:))
         let credentials = try AppCredentials.load(catalog: catalog, configuration: configuration)
         let apps = AppleAppClients(
             credentials: credentials, transport: engine,
@@ -180,10 +187,7 @@ public struct WorkerRuntime: Sendable {
             analyzer: analyzer, ledger: ledger,
             apple: appleCaller,
             verifyReceipt: apps.apps[0].verifyReceipt, serverAPI: apps.apps[0].serverAPI,
-            configuration: JobProcessor.Configuration(
-                catalog: catalog, allowSandbox: configuration.allowSandbox,
-                jobDeadline: configuration.jobDeadline, ledgerRetryOverdue: configuration.ledgerRetryOverdue,
-                appAppleID: configuration.appleAppAppleID),
+            configuration: decisionConfiguration,
             health: health, logger: logger,
             coalescing: AppleCoalescingConfiguration(
                 enabled: configuration.coalesceAppleCalls, leaseDuration: configuration.verificationLease,

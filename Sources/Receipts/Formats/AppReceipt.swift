@@ -152,7 +152,7 @@ package struct AppReceipt {
         var parsed = AppReceiptPayloadScanner.Fields()
         try Self.forEachAttribute(in: set, reader: reader) { type, value in
             switch type {
-            case 0: parsed.environment = Self.string(value, reader).map { ReceiptEnvironment.normalized($0) }
+            case 0: parsed.environment = Self.string(value, reader).map { ReceiptEnvironmentName.normalized($0) }
             case 2: parsed.bundleID = Self.string(value, reader)
             case 3: parsed.appVersion = Self.string(value, reader)
             case 12: parsed.creationDate = Self.date(value, reader)

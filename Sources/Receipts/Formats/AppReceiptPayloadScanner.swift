@@ -10,7 +10,8 @@ import Messages
 package struct AppReceiptPayloadScanner {
     /// What the payload says.
     package struct Fields {
-        var environment: ReceiptEnvironment?
+        /// The environment's name (``ReceiptEnvironmentName``).
+        var environment: String?
         var bundleID: String?
         var appVersion: String?
         var originalAppVersion: String?
@@ -87,7 +88,7 @@ package struct AppReceiptPayloadScanner {
         var fields = Fields()
         let complete = forEachAttribute(from: set.start, to: set.end) { type, value in
             switch type {
-            case 0: fields.environment = string(value).map { ReceiptEnvironment.normalized($0) }
+            case 0: fields.environment = string(value).map { ReceiptEnvironmentName.normalized($0) }
             case 2: fields.bundleID = string(value)
             case 3: fields.appVersion = string(value)
             case 12: fields.creationDate = date(value)

@@ -9,7 +9,7 @@ import Messages
 /// transaction needs become strings. The `signature` value is decoded only when the signature is checked.
 struct TransactionReceipt {
     /// The outer dictionary's `environment` (absent means production; not covered by the signature).
-    var environment: ReceiptEnvironment
+    var environment: String
     var bundleID: String?
     var transaction: ReceiptTransaction
     var purchaseInfo: [UInt8]
@@ -78,8 +78,9 @@ struct TransactionReceipt {
 
         purchaseInfo = decoded
         environment =
-            environmentText.map { ReceiptEnvironment.normalized(String(decoding: $0.bytes(in: outer), as: UTF8.self)) }
-            ?? .production
+            environmentText.map {
+                ReceiptEnvironmentName.normalized(String(decoding: $0.bytes(in: outer), as: UTF8.self))
+            } ?? AppleEnvironment.production.rawValue
         signatureText = signature?.bytes(in: outer)
         bundleID = fields.bundleID.map(text)
         guard let transactionID = fields.transactionID else {

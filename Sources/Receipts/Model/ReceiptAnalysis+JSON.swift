@@ -2,15 +2,15 @@ import Foundation
 import Messages
 
 extension ReceiptAnalysis {
-    /// The JSON object `verify-worker inspect` prints: snake-case keys, RFC 3339 dates, absent values omitted.
+    /// The JSON object `verify-worker inspect` prints (with the judgement it adds): snake-case keys, RFC 3339
+    /// dates, absent values omitted.
     public var jsonObject: [String: any Sendable] {
         var object: [String: any Sendable] = [
             "format": format.rawValue,
             "signature": signatureObject,
-            "verdict": verdictObject,
             "transactions": transactions.map(\.jsonObject),
         ]
-        object["environment"] = environment?.rawValue
+        object["environment"] = environment?.rawValue ?? unrecognizedEnvironment
         object["bundle_id"] = bundleID
         object["signed_date"] = signedDate.map(receiptDate)
         object["app_version"] = appVersion
@@ -41,24 +41,12 @@ extension ReceiptAnalysis {
         return object
     }
 
-    private var verdictObject: [String: any Sendable] {
-        var object: [String: any Sendable] = ["code": verdict.code]
-        switch verdict {
-        case .malformed(let reason), .notAuthenticated(let reason), .needsApple(let reason):
-            object["reason"] = reason
-        case .wrongBundle(let bundle): object["bundle_id"] = bundle
-        case .unknownProduct(let products): object["product_ids"] = products
-        case .environmentNotAllowed(let environment): object["environment"] = environment.rawValue
-        case .locallyVerified: break
-        }
-        return object
-    }
-
-    /// The analysis as pretty, key-sorted JSON text.
-    public func jsonText() -> String {
+    /// The analysis as pretty, key-sorted JSON text, with `members` added to its object.
+    public func jsonText(adding members: [String: any Sendable] = [:]) -> String {
+        let object = jsonObject.merging(members) { _, added in added }
         guard
             let data = try? JSONSerialization.data(
-                withJSONObject: jsonObject, options: [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes])
+                withJSONObject: object, options: [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes])
         else { return "{}" }
         return String(decoding: data, as: UTF8.self)
     }

@@ -1,4 +1,5 @@
 import Foundation
+import Messages
 
 /// The kind of receipt, detected from its bytes, never from a hint.
 public enum ReceiptFormat: String, Sendable, Hashable, Codable, CaseIterable {
@@ -18,31 +19,12 @@ public enum ReceiptFormat: String, Sendable, Hashable, Codable, CaseIterable {
     case unknown
 }
 
-/// The App Store environment a receipt names, normalized across formats
-/// (`ProductionSandbox` in app receipts and a missing `environment` in iOS 6 receipts are mapped).
-public struct ReceiptEnvironment: RawRepresentable, Sendable, Hashable, Codable, CustomStringConvertible {
-    public var rawValue: String
-    public init(rawValue: String) { self.rawValue = rawValue }
-
-    public static let production = ReceiptEnvironment(rawValue: "Production")
-    public static let sandbox = ReceiptEnvironment(rawValue: "Sandbox")
-    /// Xcode StoreKit testing: never known to Apple's servers.
-    public static let xcode = ReceiptEnvironment(rawValue: "Xcode")
-    /// Apple's local testing environment used by the server libraries' own tests.
-    public static let localTesting = ReceiptEnvironment(rawValue: "LocalTesting")
-
-    /// Maps the spellings found in receipts to the four environments.
-    static func normalized<S: StringProtocol>(_ text: S) -> ReceiptEnvironment {
-        switch text {
-        case "Production": .production
-        case "Sandbox", "ProductionSandbox": .sandbox
-        case "Xcode": .xcode
-        case "LocalTesting": .localTesting
-        default: ReceiptEnvironment(rawValue: String(text))
-        }
+/// The environment names found in receipts, normalized across formats: `ProductionSandbox` in app receipts is
+/// `Sandbox` (a missing `environment` in iOS 6 receipts is `Production`, where that format is read).
+enum ReceiptEnvironmentName {
+    static func normalized<S: StringProtocol>(_ text: S) -> String {
+        text == "ProductionSandbox" ? AppleEnvironment.sandbox.rawValue : String(text)
     }
-
-    public var description: String { rawValue }
 }
 
 /// The outcome of checking a receipt's signature and certificate chain, offline.
@@ -146,10 +128,14 @@ public struct NotificationInfo: Sendable, Hashable {
     public var summaryRequestID: String?
 }
 
-/// Everything known about one receipt without asking Apple, and the local verdict.
+/// Everything a receipt says, read and verified offline: facts only (Decision judges them: ``facts``).
 public struct ReceiptAnalysis: Sendable {
     public var format: ReceiptFormat
-    public var environment: ReceiptEnvironment?
+    /// The environment the receipt names (Apple's four spellings, exactly); nil when it names none or one of
+    /// its own (then in ``unrecognizedEnvironment``).
+    public var environment: AppleEnvironment?
+    /// An environment name the receipt gives that is none of Apple's four, as written.
+    public var unrecognizedEnvironment: String?
     public var bundleID: String?
     public var signature: SignatureStatus
     /// When the receipt was signed or created: the time its chain is validated at unless told otherwise.
@@ -162,18 +148,16 @@ public struct ReceiptAnalysis: Sendable {
     public var notification: NotificationInfo?
     /// For `unknown`: why the bytes are not a receipt.
     public var unknownReason: String?
-    /// The local decision under the analyzer's catalog and policy.
-    public var verdict: LocalVerdict
 
     public init(
-        format: ReceiptFormat, environment: ReceiptEnvironment? = nil, bundleID: String? = nil,
+        format: ReceiptFormat, environmentName: String? = nil, bundleID: String? = nil,
         signature: SignatureStatus, signedDate: Date? = nil, appVersion: String? = nil,
         originalAppVersion: String? = nil, transactions: [ReceiptTransaction] = [], renewalInfo: RenewalInfo? = nil,
-        notification: NotificationInfo? = nil, unknownReason: String? = nil,
-        verdict: LocalVerdict = .needsApple(reason: "not classified")
+        notification: NotificationInfo? = nil, unknownReason: String? = nil
     ) {
         self.format = format
-        self.environment = environment
+        self.environment = environmentName.flatMap { AppleEnvironment(rawValue: $0) }
+        self.unrecognizedEnvironment = environment == nil ? environmentName : nil
         self.bundleID = bundleID
         self.signature = signature
         self.signedDate = signedDate
@@ -183,13 +167,10 @@ public struct ReceiptAnalysis: Sendable {
         self.renewalInfo = renewalInfo
         self.notification = notification
         self.unknownReason = unknownReason
-        self.verdict = verdict
     }
 
     /// A result for bytes that are not a receipt.
     static func unknown(_ reason: String) -> ReceiptAnalysis {
-        ReceiptAnalysis(
-            format: .unknown, signature: .notChecked(reason: "not a receipt"), unknownReason: reason,
-            verdict: .malformed(reason: reason))
+        ReceiptAnalysis(format: .unknown, signature: .notChecked(reason: "not a receipt"), unknownReason: reason)
     }
 }

@@ -1,4 +1,5 @@
 import AppleClients
+import Decision
 import Foundation
 import Kafka
 import Ledger
@@ -52,10 +53,8 @@ public struct ReconcileRuntime: Sendable {
                 connectTimeout: worker.appleConnectTimeout, requestTimeout: worker.appleRequestTimeout,
                 caBundlePath: worker.caBundle))
         let analyzer = ReceiptAnalyzer(
-            trust: trust, catalog: catalog,
-            policy: AnalysisPolicy(
-                allowedEnvironments: [.production, .sandbox], allowXcode: false,
-                maximumDecodedSize: worker.maximumReceiptBytes))
+            trust: trust, policy: AnalysisPolicy(allowXcode: false, maximumDecodedSize: worker.maximumReceiptBytes),
+            isWorthVerifying: ProofPolicy(catalog: catalog).isWorthVerifying(bundleID:))
         let credentials = try AppCredentials.load(catalog: catalog, configuration: worker)
         let apps = AppleAppClients(
             credentials: credentials, transport: engine, verifyReceipt: VerifyReceiptConfiguration(),

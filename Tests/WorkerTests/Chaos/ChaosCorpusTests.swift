@@ -1,4 +1,5 @@
 import Chaos
+import Decision
 import Foundation
 import Messages
 import Receipts
@@ -60,8 +61,9 @@ struct ChaosCorpusTests {
         let seeds = try Self.seeds()
         let report = try await OffPool.run {
             let corpus = AdversarialJobCorpus(receiptSeeds: seeds, seed: 7)
-            let analyzer = ReceiptAnalyzer(trust: .apple, catalog: ChaosApp.catalog)
-            return AdversarialCorpusRun(corpus: corpus, analyzer: analyzer).run(count: Self.count)
+            let policy = ProofPolicy(catalog: ChaosApp.catalog)
+            let analyzer = ReceiptAnalyzer(trust: .apple, isWorthVerifying: policy.isWorthVerifying(bundleID:))
+            return AdversarialCorpusRun(corpus: corpus, analyzer: analyzer, policy: policy).run(count: Self.count)
         }
         #expect(report.inputs == Self.count)
         #expect(Set(report.kinds.keys) == Set(AdversarialMessage.Kind.allCases.map(\.rawValue)))

@@ -12,7 +12,7 @@ struct EntitlementInputTests {
     static let verdict = F.verdict(
         "j1", account: "a1", .granted, decided: 10, transactions: [F.transaction("t1", product: "no.ads")])
 
-    func unreadable(_ bytes: [UInt8], maximum: Int = 1 << 20) -> UnreadableVerdict? {
+    func unreadable(_ bytes: [UInt8], maximum: Int = 1 << 20) -> UnreadableMessage? {
         if case .unreadable(let message) = VerdictReader(maximumMessageBytes: maximum).read(bytes, position: "v/0/1") {
             return message
         }

@@ -304,7 +304,7 @@ struct EntitlementProjectionTests {
     @Test("unreadable messages are recorded as ignored in the account's history, once")
     func ignored() {
         var state = ProjectionState()
-        let message = UnreadableVerdict(
+        let message = UnreadableMessage(
             dedupeID: "v-9", accountID: "a1", verdictID: "v-9", schema: "receipt-verdict/v2", outcome: "granted",
             code: "unsupported_schema", problem: "schema is not receipt-verdict/v1")
         let first = EntitlementProjection.apply(

@@ -77,7 +77,7 @@ struct GatewayIntakeTests {
         #expect(HealthProbe.problem(with: "http://[::1]:1/") == nil)
         #expect(HealthProbe.problem(with: "https://127.0.0.1/") != nil)
         #expect(HealthProbe.problem(with: "http://example.com/") != nil)
-        #expect(HealthProbe.verdict(url: "u", status: 200, body: Array("ready\n".utf8)).isHealthy)
-        #expect(!HealthProbe.verdict(url: "u", status: 503, body: Array("not ready: x\n".utf8)).isHealthy)
+        #expect(HealthProbe.assessment(url: "u", status: 200, body: Array("ready\n".utf8)).isHealthy)
+        #expect(!HealthProbe.assessment(url: "u", status: 503, body: Array("not ready: x\n".utf8)).isHealthy)
     }
 }

@@ -1,6 +1,7 @@
 import AppleClients
 import AppleSimulator
 import Crypto
+import Decision
 import Foundation
 import Logging
 import Messages
@@ -42,10 +43,12 @@ struct AppleEndToEndTests {
             let catalog = Catalog(
                 bundleIDs: ["com.example.verifyworker"],
                 products: [.init(id: "com.example.verifyworker.gems100", type: .consumable)])
-            let local = ReceiptAnalyzer(trust: try Self.trust(sim.simulator), catalog: catalog)
+            let isWorthVerifying = ProofPolicy(catalog: catalog).isWorthVerifying(bundleID:)
+            let local = ReceiptAnalyzer(trust: try Self.trust(sim.simulator), isWorthVerifying: isWorthVerifying)
                 .analyze(Array(minted.receipt.utf8))
             #expect(local.signature == .valid, "\(local.signature)")
-            let appleOnly = ReceiptAnalyzer(trust: .apple, catalog: catalog).analyze(Array(minted.receipt.utf8))
+            let appleOnly = ReceiptAnalyzer(trust: .apple, isWorthVerifying: isWorthVerifying)
+                .analyze(Array(minted.receipt.utf8))
             #expect(appleOnly.signature != .valid)
         }
     }

@@ -69,7 +69,7 @@ enum LedgerTestSupport {
         _ ledger: some Ledger, _ job: ReceiptJob, _ evidence: PurchaseEvidence,
         policy: DecisionPolicy = LedgerFixtures.policy()
     ) async throws -> Verdict {
-        switch try await LedgerSettlement.settle(job: job, evidence: evidence, policy: policy, ledger: ledger) {
+        switch try await ledger.settle(job: job, evidence: evidence, policy: policy) {
         case .verdict(let verdict): return verdict
         case .needsApple: throw LedgerTestFailure("settle needed Apple for \(job.jobID)")
         }

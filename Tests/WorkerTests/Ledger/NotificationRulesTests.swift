@@ -21,7 +21,7 @@ struct NotificationRulesTests {
         evidence.source = .signature
         evidence.appleStatus = nil
         evidence.notification = SubscriptionNotification(
-            kind: EvidenceMapping.kind(ofNotificationType: type, subtype: subtype), appleType: type, subtype: subtype,
+            kind: NotificationTable.kind(ofNotificationType: type, subtype: subtype), appleType: type, subtype: subtype,
             signedDate: signed, autoRenew: autoRenew, appAppleID: appAppleID)
         return evidence
     }
@@ -47,7 +47,7 @@ struct NotificationRulesTests {
             ("METADATA_UPDATE", .other), ("MIGRATION", .other), ("SOMETHING_APPLE_ADDS_IN_2027", .other),
         ]
         for (type, kind) in table {
-            #expect(EvidenceMapping.kind(ofNotificationType: type, subtype: nil) == kind, "\(type)")
+            #expect(NotificationTable.kind(ofNotificationType: type, subtype: nil) == kind, "\(type)")
         }
     }
 
@@ -227,6 +227,6 @@ struct NotificationRulesTests {
         let stranger = F.renewal("x1", original: "sub-x", purchased: F.days(-1), expires: F.days(29))
         #expect(try Self.decide(Self.notification("DID_RENEW", [stranger])).verdict.reason == .unclaimed)
         // An empty notificationType: `other`.
-        #expect(EvidenceMapping.kind(ofNotificationType: "", subtype: nil) == .other)
+        #expect(NotificationTable.kind(ofNotificationType: "", subtype: nil) == .other)
     }
 }

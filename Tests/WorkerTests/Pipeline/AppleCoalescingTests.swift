@@ -301,7 +301,9 @@ struct AppleCoalescingRig: Sendable {
         logger.logLevel = .error
         let catalog = AppleCoalescingTests.catalog
         return JobProcessor(
-            analyzer: ReceiptAnalyzer(trust: trust, catalog: catalog), ledger: ledger,
+            analyzer: ReceiptAnalyzer(
+                trust: trust, isWorthVerifying: ProofPolicy(catalog: catalog).isWorthVerifying(bundleID:)),
+            ledger: ledger,
             apple: AppleCaller(
                 gate: AppleCallGate(clock: ContinuousClock()), retryPolicy: RetryPolicy(maxAttempts: 1),
                 logger: logger),

@@ -23,7 +23,9 @@ struct JobProcessorTests {
         health: WorkerHealth = WorkerHealth(), logger: Logger = Logger(label: "job-processor-test")
     ) -> JobProcessor {
         JobProcessor(
-            analyzer: ReceiptAnalyzer(catalog: configuration.catalog), ledger: ledger,
+            analyzer: ReceiptAnalyzer(
+                isWorthVerifying: ProofPolicy(catalog: configuration.catalog).isWorthVerifying(bundleID:)),
+            ledger: ledger,
             apple: AppleCaller(
                 gate: AppleCallGate(clock: ContinuousClock()), retryPolicy: RetryPolicy(maxAttempts: 1),
                 logger: logger),

@@ -292,7 +292,8 @@ struct SeveralAppsVerificationTests {
         let (catalog, credentials) = try files.load(files.catalog())
         let logger = capture.logger("worker")
         let analyzer = ReceiptAnalyzer(
-            trust: TrustStore.apple.adding(anchors: [simulator.pki.rsaRoot, simulator.pki.ecRoot]), catalog: catalog)
+            trust: TrustStore.apple.adding(anchors: [simulator.pki.rsaRoot, simulator.pki.ecRoot]),
+            isWorthVerifying: ProofPolicy(catalog: catalog).isWorthVerifying(bundleID:))
         let engine = try CurlHTTPEngine()
         defer { engine.shutdown() }
         let apps = AppleAppClients(

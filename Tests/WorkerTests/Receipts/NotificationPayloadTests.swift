@@ -12,8 +12,8 @@ import Testing
 struct NotificationPayloadTests {
     static let catalog = ReceiptForgeryTests.catalog
 
-    static func analyze(_ payload: String, pki: ReceiptsTestPKI) throws -> ReceiptAnalysis {
-        ReceiptAnalyzer(trust: pki.trust, catalog: catalog).analyze(Array(try pki.jws(payload: payload).utf8))
+    static func analyze(_ payload: String, pki: ReceiptsTestPKI) throws -> JudgedAnalysis {
+        JudgingAnalyzer(trust: pki.trust, catalog: catalog).analyze(Array(try pki.jws(payload: payload).utf8))
     }
 
     @Test("RENEWAL_EXTENSION / SUMMARY: bundle id, environment and appAppleId come from `summary`")
@@ -30,8 +30,8 @@ struct NotificationPayloadTests {
         #expect(analysis.environment == .production)
         #expect(analysis.notification?.appAppleID == 1234)
         #expect(analysis.notification?.summaryRequestID == "req-1")
-        #expect(analysis.verdict == .locallyVerified)
-        let evidence = EvidenceMapping.evidence(from: analysis)
+        #expect(analysis.judgement == .locallyVerified)
+        let evidence = analysis.evidence
         #expect(evidence.notification?.kind == .extended)
         #expect(evidence.notification?.signedDate == Date(timeIntervalSince1970: 1_700_000_000))
         #expect(evidence.transactions.isEmpty)
@@ -42,9 +42,9 @@ struct NotificationPayloadTests {
         let json = String(
             decoding: try TestEnvironment.fixture("apple-swift/models/signedSummaryNotification.json"), as: UTF8.self)
         let pki = try ReceiptsTestPKI.make()
-        let analysis = ReceiptAnalyzer(
+        let analysis = JudgingAnalyzer(
             trust: pki.trust, catalog: Catalog(bundleIDs: ["com.example"], products: []),
-            policy: AnalysisPolicy(allowedEnvironments: [.production, .sandbox, .localTesting])
+            allowedEnvironments: [.production, .sandbox, .localTesting]
         ).analyze(Array(try pki.jws(payload: json).utf8))
         #expect(analysis.bundleID == "com.example")
         #expect(analysis.environment == .localTesting)
@@ -63,7 +63,7 @@ struct NotificationPayloadTests {
             "bundleId":"com.example.app"}}
             """, pki: pki)
         #expect(token.bundleID == "com.example.app" && token.notification?.appAppleID == 55)
-        #expect(token.verdict == .locallyVerified)
+        #expect(token.judgement == .locallyVerified)
 
         let app = try Self.analyze(
             """
@@ -79,7 +79,7 @@ struct NotificationPayloadTests {
             "data":{"appAppleId":88,"bundleId":"com.other.app","environment":"Production"}}
             """, pki: pki)
         #expect(other.notification?.appAppleID == 88)
-        #expect(other.verdict == .wrongBundle(bundleID: "com.other.app"))
+        #expect(other.judgement == .wrongBundle(bundleID: "com.other.app"))
     }
 
     @Test("`data` and `summary` together is malformed, not guessed")
@@ -92,11 +92,11 @@ struct NotificationPayloadTests {
             "summary":{"requestIdentifier":"req-1","environment":"Sandbox","bundleId":"com.example.app"}}
             """, pki: pki)
         #expect(analysis.format == .unknown)
-        guard case .malformed = analysis.verdict else {
-            Issue.record("expected malformed, got \(analysis.verdict)")
+        guard case .malformed = analysis.judgement else {
+            Issue.record("expected malformed, got \(analysis.judgement)")
             return
         }
-        #expect(EvidenceMapping.evidence(from: analysis).rejection == .malformed)
+        #expect(analysis.evidence.rejection == .malformed)
     }
 
     @Test("a notification signed by another chain is not authenticated")
@@ -107,13 +107,13 @@ struct NotificationPayloadTests {
             {"notificationType":"TEST","signedDate":1700000000000,\
             "data":{"bundleId":"com.example.app","environment":"Production","appAppleId":1234}}
             """
-        let analysis = ReceiptAnalyzer(trust: pki.trust, catalog: Self.catalog).analyze(
+        let analysis = JudgingAnalyzer(trust: pki.trust, catalog: Self.catalog).analyze(
             Array(try stranger.jws(payload: payload).utf8))
-        guard case .notAuthenticated = analysis.verdict else {
-            Issue.record("expected not authenticated, got \(analysis.verdict)")
+        guard case .notAuthenticated = analysis.judgement else {
+            Issue.record("expected not authenticated, got \(analysis.judgement)")
             return
         }
-        #expect(EvidenceMapping.evidence(from: analysis).authenticity == .notAuthenticated)
+        #expect(analysis.evidence.authenticity == .notAuthenticated)
     }
 
     @Test("signed renewal info: auto-renew, grace period and billing retry reach the evidence")
@@ -133,7 +133,7 @@ struct NotificationPayloadTests {
             "signedRenewalInfo":"\(renewal)"}}
             """, pki: pki)
         #expect(analysis.renewalInfo?.priceIncreaseStatus == 1)
-        let evidence = EvidenceMapping.evidence(from: analysis)
+        let evidence = analysis.evidence
         #expect(evidence.notification?.autoRenew == false)
         #expect(evidence.transactions.first?.gracePeriodExpiresDate == Date(timeIntervalSince1970: 1_703_000_000))
         #expect(evidence.transactions.first?.isInBillingRetry == true)
@@ -144,6 +144,6 @@ struct NotificationPayloadTests {
             "data":{"bundleId":"com.example.app","environment":"Production","signedTransactionInfo":"\(transaction)",\
             "signedRenewalInfo":"\(renewal)"}}
             """, pki: pki)
-        #expect(EvidenceMapping.evidence(from: status).notification?.autoRenew == true, "the subtype wins")
+        #expect(status.evidence.notification?.autoRenew == true, "the subtype wins")
     }
 }

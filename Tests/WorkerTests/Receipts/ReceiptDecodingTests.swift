@@ -1,3 +1,4 @@
+import Decision
 import Foundation
 import Messages
 import Receipts
@@ -96,7 +97,7 @@ struct ReceiptDecodingTests {
         ] {
             let analysis = ReceiptsTestSupport.analyzer.analyze(Self.transactionReceipt(outer: outer))
             #expect(analysis.format == .unknown, "\(outer.prefix(40))")
-            #expect(analysis.verdict.code == "malformed")
+            #expect(analysis.judgement.code == "malformed")
         }
     }
 
@@ -116,7 +117,7 @@ struct ReceiptDecodingTests {
             #expect(parsed.transactions == verified.transactions)
             #expect(parsed.renewalInfo == verified.renewalInfo)
             #expect(parsed.signature.code == "not_checked")
-            #expect(parsed.verdict != .locallyVerified)
+            #expect(parsed.judgement != .locallyVerified)
         }
         #expect(
             analyzer.analyzeWithoutVerifying(try ReceiptsTestSupport.bytes("tpinappreceipt/receipt-sandbox-legacy"))
@@ -132,7 +133,7 @@ struct ReceiptDecodingTests {
     @Test("App receipt payload: BER indefinite lengths (generic reader) read the same as DER (fast scanner)")
     func berPayloadMatchesDER() throws {
         let pki = try ReceiptsTestPKI.make(rsa: true)
-        let analyzer = ReceiptAnalyzer(trust: pki.trust)
+        let analyzer = JudgingAnalyzer(trust: pki.trust)
         let purchases = (1...40).map { (id: "10000000000000\($0 + 10)", product: "product.\($0 % 3)") }
         let der = ReceiptsTestPKI.payload(
             bundleID: "com.example.app", created: "2023-11-14T22:13:20Z", purchases: purchases)

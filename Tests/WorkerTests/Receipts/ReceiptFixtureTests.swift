@@ -1,3 +1,4 @@
+import Decision
 import Foundation
 import Messages
 import Receipts
@@ -13,18 +14,18 @@ enum ReceiptsTestSupport {
         try Certificate(derEncoded: try bytes(path))
     }
 
-    static let analyzer = ReceiptAnalyzer(trust: .apple)
+    static let analyzer = JudgingAnalyzer(trust: .apple)
 
     /// Apple's roots plus the fixtures' test roots (app-store-server-library's test CA, Xcode's StoreKit cert).
-    static func testAnalyzer(allowXcode: Bool = false, catalog: Catalog = .any) throws -> ReceiptAnalyzer {
+    static func testAnalyzer(allowXcode: Bool = false, catalog: Catalog = .any) throws -> JudgingAnalyzer {
         let trust = TrustStore.apple.adding(anchors: [
             try certificate("apple-swift/certs/testCA.der"),
             try certificate("tpinappreceipt/StoreKitTestCertificate.cer"),
         ])
-        let environments: Set<ReceiptEnvironment> = [.production, .sandbox, .localTesting]
-        return ReceiptAnalyzer(
-            trust: trust, catalog: catalog,
-            policy: AnalysisPolicy(allowedEnvironments: environments, allowXcode: allowXcode))
+        let environments: Set<AppleEnvironment> = [.production, .sandbox, .localTesting]
+        return JudgingAnalyzer(
+            trust: trust, catalog: catalog, policy: AnalysisPolicy(allowXcode: allowXcode),
+            allowedEnvironments: environments)
     }
 
     static func date(_ text: String) -> Date { RFC3339.parse(text)! }
@@ -49,7 +50,7 @@ struct ReceiptFixtureTests {
         #expect(analysis.originalAppVersion == "1.0")
         #expect(analysis.signedDate == Support.date("2015-11-18T17:13:48Z"))
         #expect(analysis.signature == .valid)
-        #expect(analysis.verdict.code == "needs_apple")
+        #expect(analysis.judgement.code == "needs_apple")
         let ids = Set(analysis.transactions.map(\.transactionID))
         #expect(analysis.transactions.count == 5)
         #expect(
@@ -123,7 +124,7 @@ struct ReceiptFixtureTests {
     func invalidReceipt() throws {
         let analysis = Support.analyzer.analyze(try Support.bytes("tamtamchik/invalidReceipt.b64"))
         #expect(analysis.format == .unknown)
-        #expect(analysis.verdict.code == "malformed")
+        #expect(analysis.judgement.code == "malformed")
     }
 
     @Test("TPInAppReceipt production receipt: SHA-256, WWDR G5, expired leaf validated at creation")
@@ -181,12 +182,12 @@ struct ReceiptFixtureTests {
         #expect(refused.environment == .xcode)
         #expect(refused.bundleID == "net.zachariadis.cyclemaps")
         #expect(refused.appVersion == "31.10.0")
-        #expect(refused.verdict == .environmentNotAllowed(.xcode))
+        #expect(refused.judgement == .environmentNotAllowed(.xcode))
         #expect(refused.transactions.first?.transactionID == "0")
         #expect(refused.transactions.first?.productID == "CYCLEMAPS_PREMIUM")
         #expect(refused.transactions.first?.purchaseDate != nil)
         #expect(refused.signature == .valid)
-        #expect(lenient.analyze(cycle).verdict == .locallyVerified)
+        #expect(lenient.analyze(cycle).judgement == .locallyVerified)
         // Without the StoreKit certificate as an anchor the chain is untrusted.
         #expect(Support.analyzer.analyze(cycle).signature.code == "untrusted")
 
@@ -226,7 +227,7 @@ struct ReceiptFixtureTests {
         #expect(transaction.purchaseDate == Date(timeIntervalSince1970: 1_335_798_355.868))
         // Signature verifies with the embedded certificate; its issuer is not shipped, so untrusted.
         #expect(venice.signature.code == "untrusted")
-        #expect(venice.verdict.code == "needs_apple")
+        #expect(venice.judgement.code == "needs_apple")
 
         let production = Support.analyzer.analyze(try Support.bytes("mbaasy/decoder_transaction_production.txt"))
         #expect(production.environment == .production)
@@ -254,7 +255,7 @@ struct ReceiptFixtureTests {
         #expect(analysis.format == .transactionReceipt)
         #expect(analysis.transactions.first?.transactionID == "33993399")
         #expect(analysis.signature.code == "invalid")
-        #expect(analysis.verdict.code == "not_authenticated")
+        #expect(analysis.judgement.code == "not_authenticated")
     }
 
     @Test("Mock JWS signed by the test CA")
@@ -267,7 +268,7 @@ struct ReceiptFixtureTests {
         #expect(notification.bundleID == "com.example")
         #expect(notification.notification?.appAppleID == 1234)
         #expect(notification.signature == .valid)
-        #expect(notification.verdict == .locallyVerified)
+        #expect(notification.judgement == .locallyVerified)
 
         let transaction = analyzer.analyze(try Support.bytes("apple-swift/mock_signed_data/transactionInfo"))
         #expect(transaction.format == .signedTransaction)
@@ -284,23 +285,23 @@ struct ReceiptFixtureTests {
         let strict = try Support.testAnalyzer(catalog: catalog)
         let wrong = strict.analyze(try Support.bytes("apple-swift/mock_signed_data/wrongBundleId"))
         #expect(wrong.bundleID == "com.example.wrong")
-        #expect(wrong.verdict == .wrongBundle(bundleID: "com.example.wrong"))
+        #expect(wrong.judgement == .wrongBundle(bundleID: "com.example.wrong"))
         #expect(
-            strict.analyze(try Support.bytes("apple-swift/mock_signed_data/transactionInfo")).verdict
+            strict.analyze(try Support.bytes("apple-swift/mock_signed_data/transactionInfo")).judgement
                 == .locallyVerified)
         let other = try Support.testAnalyzer(catalog: Catalog(bundleIDs: ["com.example.x"]))
         #expect(
-            other.analyze(try Support.bytes("apple-swift/mock_signed_data/transactionInfo")).verdict.code
+            other.analyze(try Support.bytes("apple-swift/mock_signed_data/transactionInfo")).judgement.code
                 == "wrong_bundle")
 
         let missing = analyzer.analyze(try Support.bytes("apple-swift/mock_signed_data/missingX5CHeaderClaim"))
         #expect(missing.signature.code != "valid")
-        #expect(missing.verdict.code == "not_authenticated")
+        #expect(missing.judgement.code == "not_authenticated")
 
         // The test chain does not reach Apple's real root.
         let untrusted = Support.analyzer.analyze(try Support.bytes("apple-swift/mock_signed_data/transactionInfo"))
         #expect(untrusted.signature.code == "untrusted")
-        #expect(untrusted.verdict.code == "not_authenticated")
+        #expect(untrusted.judgement.code == "not_authenticated")
     }
 
     @Test("Malformed JWS shapes are not receipts")
@@ -321,12 +322,12 @@ struct ReceiptFixtureTests {
         #expect(analysis.renewalInfo?.autoRenewStatus == 1)
         #expect(analysis.signedDate == Date(timeIntervalSince1970: 1_684_822_778.492))
         #expect(analysis.signature == .valid)
-        #expect(analysis.verdict == .locallyVerified)
+        #expect(analysis.judgement == .locallyVerified)
         #expect(Support.analyzer.analyze(bytes, at: Date()).signature.code == "invalid")
         #expect(
             Support.analyzer.analyze(bytes, at: Date(timeIntervalSince1970: 2_280_946_846)).signature.code == "invalid")
         // The test root is not Apple's: with only the test CA the real chain is untrusted.
-        let testOnly = ReceiptAnalyzer(
+        let testOnly = JudgingAnalyzer(
             trust: TrustStore(anchors: [try Support.certificate("apple-swift/certs/testCA.der")]))
         #expect(testOnly.analyze(bytes).signature.code == "untrusted")
     }
@@ -340,7 +341,7 @@ struct ReceiptFixtureTests {
         #expect(transaction.format == .signedTransaction)
         #expect(transaction.environment == .xcode)
         #expect(transaction.bundleID == "com.example.naturelab.backyardbirds.example")
-        #expect(transaction.verdict == .locallyVerified)
+        #expect(transaction.judgement == .locallyVerified)
         let item = try #require(transaction.transactions.first)
         #expect(item.transactionID == "0")
         #expect(item.originalTransactionID == "0")
@@ -351,7 +352,7 @@ struct ReceiptFixtureTests {
         #expect(item.revocationDate == nil)
         #expect(abs((item.purchaseDate?.timeIntervalSince1970 ?? 0) - 1_697_679_936.049) < 0.001)
         #expect(abs((item.expiresDate?.timeIntervalSince1970 ?? 0) - 1_700_358_336.049) < 0.001)
-        #expect(strict.analyze(transactionBytes).verdict == .environmentNotAllowed(.xcode))
+        #expect(strict.analyze(transactionBytes).judgement == .environmentNotAllowed(.xcode))
         #expect(Support.analyzer.analyze(transactionBytes).signature.code != "valid")
 
         let renewal = lenient.analyze(try Support.bytes("apple-swift/xcode/xcode-signed-renewal-info"))
@@ -373,7 +374,7 @@ struct ReceiptFixtureTests {
     func crackerReceipt() {
         let analysis = Support.analyzer.analyze(Array("Y29tLnVydXMuaWFwLjk2NjU3Mjkw".utf8))
         #expect(analysis.format == .unknown)
-        #expect(analysis.verdict.code == "malformed")
+        #expect(analysis.judgement.code == "malformed")
         #expect(analysis.unknownReason?.contains("not a receipt") == true)
     }
 }

@@ -1,4 +1,5 @@
 import Crypto
+import Decision
 import Foundation
 import Messages
 import Receipts
@@ -26,10 +27,10 @@ struct ReceiptForgeryTests {
     @Test("A JWS from a configured test root verifies locally; the chain is cached")
     func validJWS() throws {
         let pki = try ReceiptsTestPKI.make()
-        let analyzer = ReceiptAnalyzer(trust: pki.trust, catalog: Self.catalog)
+        let analyzer = JudgingAnalyzer(trust: pki.trust, catalog: Self.catalog)
         let analysis = analyzer.analyze(Array(try pki.jws(payload: Self.transactionPayload()).utf8))
         #expect(analysis.signature == .valid)
-        #expect(analysis.verdict == .locallyVerified)
+        #expect(analysis.judgement == .locallyVerified)
         let transaction = try #require(analysis.transactions.first)
         #expect(transaction.transactionID == "2000000000000001")
         #expect(transaction.isRevoked)
@@ -38,18 +39,18 @@ struct ReceiptForgeryTests {
         #expect(analyzer.chains.cachedChainCount == 1)
         // Apple's real roots do not trust it.
         #expect(
-            ReceiptAnalyzer(trust: .apple).analyze(Array(try pki.jws(payload: Self.transactionPayload()).utf8))
+            JudgingAnalyzer(trust: .apple).analyze(Array(try pki.jws(payload: Self.transactionPayload()).utf8))
                 .signature.code == "untrusted")
     }
 
     @Test("Catalog decides wrong_bundle and unknown_product")
     func catalogVerdicts() throws {
         let pki = try ReceiptsTestPKI.make()
-        let analyzer = ReceiptAnalyzer(trust: pki.trust, catalog: Self.catalog)
+        let analyzer = JudgingAnalyzer(trust: pki.trust, catalog: Self.catalog)
         let other = analyzer.analyze(Array(try pki.jws(payload: Self.transactionPayload(bundle: "com.other")).utf8))
-        #expect(other.verdict == .wrongBundle(bundleID: "com.other"))
+        #expect(other.judgement == .wrongBundle(bundleID: "com.other"))
         let unknown = analyzer.analyze(Array(try pki.jws(payload: Self.transactionPayload(product: "gems")).utf8))
-        #expect(unknown.verdict == .unknownProduct(productIDs: ["gems"]))
+        #expect(unknown.judgement == .unknownProduct(productIDs: ["gems"]))
         let json = #"{"bundle_ids":["com.example.app"],"products":[{"id":"pro.monthly","type":"auto_renewable"}]}"#
         #expect(try Catalog.load(json: Data(json.utf8)) == Self.catalog)
     }
@@ -57,10 +58,10 @@ struct ReceiptForgeryTests {
     @Test("Re-signed by another key, bit-flipped payload, truncated")
     func alteredJWS() throws {
         let pki = try ReceiptsTestPKI.make()
-        let analyzer = ReceiptAnalyzer(trust: pki.trust)
+        let analyzer = JudgingAnalyzer(trust: pki.trust)
         let resigned = try pki.jws(payload: Self.transactionPayload(), signer: P256.Signing.PrivateKey())
         #expect(analyzer.analyze(Array(resigned.utf8)).signature.code == "invalid")
-        #expect(analyzer.analyze(Array(resigned.utf8)).verdict.code == "not_authenticated")
+        #expect(analyzer.analyze(Array(resigned.utf8)).judgement.code == "not_authenticated")
 
         let genuine = try pki.jws(payload: Self.transactionPayload())
         var parts = genuine.split(separator: ".").map(String.init)
@@ -77,13 +78,13 @@ struct ReceiptForgeryTests {
     @Test("Missing marker OIDs on leaf or intermediate are rejected")
     func wrongOIDs() throws {
         let noLeafMarker = try ReceiptsTestPKI.make(leafMarker: false)
-        let leafResult = ReceiptAnalyzer(trust: noLeafMarker.trust)
+        let leafResult = JudgingAnalyzer(trust: noLeafMarker.trust)
             .analyze(Array(try noLeafMarker.jws(payload: Self.transactionPayload()).utf8))
         #expect(leafResult.signature.code == "invalid")
         #expect(leafResult.signature.reason?.contains("6.11.1") == true)
 
         let noIntermediateMarker = try ReceiptsTestPKI.make(intermediateMarker: false)
-        let intermediateResult = ReceiptAnalyzer(trust: noIntermediateMarker.trust)
+        let intermediateResult = JudgingAnalyzer(trust: noIntermediateMarker.trust)
             .analyze(Array(try noIntermediateMarker.jws(payload: Self.transactionPayload()).utf8))
         #expect(intermediateResult.signature.code == "invalid")
         #expect(intermediateResult.signature.reason?.contains("6.2.1") == true)
@@ -93,7 +94,7 @@ struct ReceiptForgeryTests {
     func expiredAtSigning() throws {
         let pki = try ReceiptsTestPKI.make(
             leafValidity: Date(timeIntervalSince1970: 1_577_836_800)...Date(timeIntervalSince1970: 1_600_000_000))
-        let analysis = ReceiptAnalyzer(trust: pki.trust).analyze(
+        let analysis = JudgingAnalyzer(trust: pki.trust).analyze(
             Array(try pki.jws(payload: Self.transactionPayload()).utf8))
         #expect(analysis.signature.code == "invalid")
         #expect(analysis.signature.reason?.contains("expired") == true)
@@ -113,15 +114,15 @@ struct ReceiptForgeryTests {
                 "data":{"bundleId":"com.example.app","environment":"Production","signedTransactionInfo":"\(transaction)",\
                 "signedRenewalInfo":"\(renewal)"}}
                 """)
-        let analysis = ReceiptAnalyzer(trust: pki.trust, catalog: Self.catalog).analyze(Array(notification.utf8))
+        let analysis = JudgingAnalyzer(trust: pki.trust, catalog: Self.catalog).analyze(Array(notification.utf8))
         #expect(analysis.format == .notification)
         #expect(analysis.notification?.notificationType == "DID_RENEW")
         #expect(analysis.notification?.subtype == "BILLING_RECOVERY")
         #expect(analysis.signature == .valid)
         #expect(analysis.transactions.first?.transactionID == "2000000000000001")
         #expect(analysis.renewalInfo?.autoRenewStatus == 1)
-        #expect(analysis.verdict == .locallyVerified)
-        #expect(analysis.jsonText().contains("\"notification_type\" : \"DID_RENEW\""))
+        #expect(analysis.judgement == .locallyVerified)
+        #expect(analysis.analysis.jsonText().contains("\"notification_type\" : \"DID_RENEW\""))
 
         let forgedInner = try pki.jws(payload: Self.transactionPayload(), signer: P256.Signing.PrivateKey())
         let forged = try pki.jws(
@@ -129,13 +130,13 @@ struct ReceiptForgeryTests {
                 {"notificationType":"DID_RENEW","signedDate":1700000000000,\
                 "data":{"bundleId":"com.example.app","environment":"Production","signedTransactionInfo":"\(forgedInner)"}}
                 """)
-        #expect(ReceiptAnalyzer(trust: pki.trust).analyze(Array(forged.utf8)).signature.code == "invalid")
+        #expect(JudgingAnalyzer(trust: pki.trust).analyze(Array(forged.utf8)).signature.code == "invalid")
     }
 
     @Test("PKCS#7 from a configured RSA chain: valid, re-signed, altered, expired")
     func pkcs7() throws {
         let pki = try ReceiptsTestPKI.make(rsa: true)
-        let analyzer = ReceiptAnalyzer(trust: pki.trust, catalog: Self.catalog)
+        let analyzer = JudgingAnalyzer(trust: pki.trust, catalog: Self.catalog)
         let payload = ReceiptsTestPKI.payload(
             bundleID: "com.example.app", created: "2023-11-14T22:13:20Z",
             purchases: [("1000000000000001", "pro.monthly"), ("1000000000000002", "pro.monthly")])
@@ -146,11 +147,11 @@ struct ReceiptForgeryTests {
         #expect(analysis.environment == .sandbox)
         #expect(analysis.transactions.map(\.transactionID) == ["1000000000000001", "1000000000000002"])
         #expect(analysis.transactions.allSatisfy { $0.cancellationDate == nil && $0.quantity == 1 })
-        #expect(analysis.verdict.code == "needs_apple")
+        #expect(analysis.judgement.code == "needs_apple")
 
         let resigned = try pki.pkcs7(payload: payload, signer: try ReceiptsTestPKI.newRSAKey())
         #expect(analyzer.analyze(resigned).signature.code == "invalid")
-        #expect(analyzer.analyze(resigned).verdict.code == "not_authenticated")
+        #expect(analyzer.analyze(resigned).judgement.code == "not_authenticated")
 
         var flipped = receipt
         let transactionOffset = try #require(receipt.firstRange(of: Array("1000000000000002".utf8))).upperBound - 1
@@ -162,7 +163,7 @@ struct ReceiptForgeryTests {
         let bundleOffset = try #require(receipt.firstRange(of: Array("com.example.app".utf8))).lowerBound
         otherApp[bundleOffset] ^= 0x01
         #expect(analyzer.analyze(otherApp).signature.code == "not_checked")
-        #expect(analyzer.analyze(otherApp).verdict.code == "wrong_bundle")
+        #expect(analyzer.analyze(otherApp).judgement.code == "wrong_bundle")
 
         // Raw DER whose last signature byte looks like whitespace or NUL is still read whole (not trimmed).
         for lastByte: UInt8 in [0x00, 0x09, 0x0A, 0x0D, 0x20] {
@@ -180,7 +181,7 @@ struct ReceiptForgeryTests {
         let expired = try ReceiptsTestPKI.make(
             rsa: true,
             leafValidity: Date(timeIntervalSince1970: 1_577_836_800)...Date(timeIntervalSince1970: 1_600_000_000))
-        let late = ReceiptAnalyzer(trust: expired.trust).analyze(try expired.pkcs7(payload: payload))
+        let late = JudgingAnalyzer(trust: expired.trust).analyze(try expired.pkcs7(payload: payload))
         #expect(late.signature.code == "invalid")
         #expect(late.signature.reason?.contains("expired") == true)
     }
@@ -195,7 +196,7 @@ struct ReceiptForgeryTests {
         let analysis = ReceiptsTestSupport.analyzer.analyze(big)
         #expect(analysis.format == .unknown)
         #expect(analysis.unknownReason?.contains("too large") == true)
-        let small = ReceiptAnalyzer(policy: AnalysisPolicy(maximumDecodedSize: 1000))
+        let small = JudgingAnalyzer(policy: AnalysisPolicy(maximumDecodedSize: 1000))
         #expect(small.analyze(Array(repeating: 0x30, count: 2000)).unknownReason?.contains("too large") == true)
     }
 }

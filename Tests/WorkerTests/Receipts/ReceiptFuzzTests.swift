@@ -31,7 +31,7 @@ struct ReceiptFuzzTests {
         let analyzer = try ReceiptsTestSupport.testAnalyzer(allowXcode: true)
         let fuzzSeeds = seeds
         let report = try await OffPool.run {
-            ReceiptFuzzer(seeds: fuzzSeeds).run(count: Self.count, analyzer: analyzer)
+            ReceiptFuzzer(seeds: fuzzSeeds).run(count: Self.count, analyzer: analyzer.analyzer)
         }
         #expect(report.inputs == Self.count)
         // The largest seed is ~10 KB: anything near a second would mean super-linear work somewhere.

@@ -1,3 +1,4 @@
+import Decision
 import Foundation
 import Messages
 import Receipts
@@ -69,6 +70,6 @@ struct ReceiptInputTests {
         #expect(analysis.transactions.first?.transactionID == "0123456789")
         #expect(analysis.transactions.first?.quantity == 1)
         #expect(analysis.signature.code == "invalid")
-        #expect(analysis.verdict.code == "not_authenticated")
+        #expect(analysis.judgement.code == "not_authenticated")
     }
 }

@@ -350,8 +350,7 @@ struct SecurityReplayTests {
     }
 
     static func settle(_ job: ReceiptJob, _ transactionID: String, ledger: some Ledger) async throws -> Verdict? {
-        let outcome = try await LedgerSettlement.settle(
-            job: job, evidence: evidence(transactionID), policy: policy, ledger: ledger)
+        let outcome = try await ledger.settle(job: job, evidence: evidence(transactionID), policy: policy)
         guard case .verdict(let verdict) = outcome else { return nil }
         return verdict
     }

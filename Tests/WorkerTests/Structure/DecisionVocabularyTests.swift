@@ -50,11 +50,16 @@ struct DecisionVocabularyTests {
             where match != "Catalog" || file.path != "Messages/Catalog.swift" {
                 found.append("\(file.path): struct \(match) is a second catalog type (use Catalog)")
             }
+            // Verdict names the Kafka message only: a local reading, an applied message or a health check is not one.
+            for match in matches(#"(?:struct|enum|class|actor|typealias)\s+(\w*Verdict)\b"#, in: file.text)
+            where match != "Verdict" || file.path != "Messages/Verdict.swift" {
+                found.append("\(file.path): type \(match) is not the verdict message (Verdict names only it)")
+            }
             for formatter in ["ISO8601FormatStyle", "ISO8601DateFormatter", "yyyy-MM-dd'T'", "gmtime_r"]
             where file.text.contains(formatter) {
                 found.append("\(file.path): \(formatter) formats RFC 3339 dates again (use RFC3339)")
             }
-            if file.path.hasPrefix("Pipeline/"), file.path != "Pipeline/Decision/LedgerSettlement.swift",
+            if file.path.hasPrefix("Pipeline/"),
                 file.text.contains("DecisionRules.") || file.text.contains("DecisionInput(")
                     || file.text.contains("DecisionPolicy(")
             {
@@ -111,7 +116,7 @@ struct DecisionVocabularyTests {
         }
     }
 
-    @Test("Sources name products, environments, catalogs and RFC 3339 dates once, and enter the rules once")
+    @Test("Sources name products, environments, catalogs, verdicts and RFC 3339 dates once, and enter the rules once")
     func sourcesSpeakOneVocabulary() throws {
         let files = try Self.sources()
         #expect(files.count > 100, "found \(files.count) Swift files under Sources")
@@ -155,6 +160,8 @@ struct DecisionVocabularyTests {
                     }
                     """),
             SourceFile(path: "Gateway/Dates.swift", text: "struct GatewayRFC3339 { func format() {} }"),
+            SourceFile(path: "Receipts/LocalVerdict.swift", text: "public enum LocalVerdict: Sendable {}"),
+            SourceFile(path: "Gateway/Tools/HealthProbe.swift", text: "    public struct Verdict: Sendable {}"),
         ]
         let found = Self.duplicates(in: before)
         for fragment in [
@@ -164,6 +171,7 @@ struct DecisionVocabularyTests {
             "Entitlements/EntitlementCatalog.swift: struct EntitlementCatalog",
             "Receipts/Model/ReceiptAnalysis.swift: struct ReceiptEnvironment",
             "Ledger/LedgerProduct.swift: struct LedgerProductType", "Gateway/Dates.swift: struct GatewayRFC3339",
+            "Receipts/LocalVerdict.swift: type LocalVerdict", "Gateway/Tools/HealthProbe.swift: type Verdict",
         ] {
             #expect(found.contains { $0.hasPrefix(fragment) }, "\(fragment) not in \(found)")
         }

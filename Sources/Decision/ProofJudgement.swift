@@ -1,7 +1,8 @@
 import Messages
 
-/// What can be decided about a receipt without asking Apple.
-public enum LocalVerdict: Sendable, Hashable {
+/// What can be decided about a proof from what it says by itself (``ProofFacts``), without the ledger or the
+/// store: the one judgement of the app, the products and the environment a proof names.
+public enum ProofJudgement: Sendable, Hashable {
     /// Not a receipt at all (cracker strings, truncated data, garbage).
     case malformed(reason: String)
     /// A receipt of another app: most forged traffic is a genuine receipt of someone else's app.
@@ -10,8 +11,9 @@ public enum LocalVerdict: Sendable, Hashable {
     case unknownProduct(productIDs: [String])
     /// The signature or its chain is wrong: forged or altered.
     case notAuthenticated(reason: String)
-    /// The receipt's environment is not accepted by the policy (for example Sandbox in production, or Xcode).
-    case environmentNotAllowed(ReceiptEnvironment)
+    /// The receipt's environment is not accepted by the policy (for example Sandbox in production, or Xcode); nil
+    /// for an environment name the store does not have.
+    case environmentNotAllowed(AppleEnvironment?)
     /// Authenticated offline: a JWS whose chain reaches a configured anchor (or an allowed Xcode receipt).
     case locallyVerified
     /// Plausible but only Apple can confirm it (app and iOS 6 receipts, whose state Apple holds).
@@ -39,75 +41,76 @@ public enum LocalVerdict: Sendable, Hashable {
     }
 }
 
-/// How strict the local analysis is.
-public struct AnalysisPolicy: Sendable, Hashable {
+/// The settings of ``ProofJudgement``: what the deployment sells and which environments it accepts from a proof.
+public struct ProofPolicy: Sendable, Hashable {
+    /// Bundle ids and products this deployment sells; an empty list checks nothing. Default: any.
+    public var catalog: Catalog
     /// Environments accepted. Default: production and sandbox.
-    public var allowedEnvironments: Set<ReceiptEnvironment>
+    public var allowedEnvironments: Set<AppleEnvironment>
     /// Accept Xcode StoreKit-testing receipts (never valid in production). Default: false.
     public var allowXcode: Bool
-    /// Require Apple's marker extensions (leaf 1.2.840.113635.100.6.11.1, intermediate 1.2.840.113635.100.6.2.1)
-    /// on chains that have an intermediate. Default: true.
-    public var requireAppleMarkerOIDs: Bool
-    /// The largest decoded input accepted. Default: 1 MiB.
-    public var maximumDecodedSize: Int
 
     public init(
-        allowedEnvironments: Set<ReceiptEnvironment> = [.production, .sandbox], allowXcode: Bool = false,
-        requireAppleMarkerOIDs: Bool = true, maximumDecodedSize: Int = ReceiptInput.defaultMaximumDecodedSize
+        catalog: Catalog = .any, allowedEnvironments: Set<AppleEnvironment> = [.production, .sandbox],
+        allowXcode: Bool = false
     ) {
+        self.catalog = catalog
         self.allowedEnvironments = allowedEnvironments
         self.allowXcode = allowXcode
-        self.requireAppleMarkerOIDs = requireAppleMarkerOIDs
-        self.maximumDecodedSize = maximumDecodedSize
     }
 
-    /// Decides the verdict for an analysed receipt; the order of the checks is the order of the cases.
-    func verdict(for analysis: ReceiptAnalysis, catalog: Catalog) -> LocalVerdict {
-        if analysis.format == .unknown {
-            return .malformed(reason: analysis.unknownReason ?? "not a receipt")
-        }
-        let isXcode = analysis.environment == .xcode
-        if case .invalid(let reason) = analysis.signature {
+    /// Whether a proof naming `bundleID` is worth a signature check: not when the catalog lists bundle ids and this
+    /// is none of them. Most traffic is other apps' receipts (seed 000, 79%); they are rejected as `wrong_bundle`
+    /// whatever their signature, so checking it would only spend CPU.
+    public func isWorthVerifying(bundleID: String?) -> Bool {
+        guard !catalog.bundleIDs.isEmpty, let bundleID else { return true }
+        return catalog.bundleIDs.contains(bundleID)
+    }
+
+    /// Judges a proof's facts; the order of the checks is the order of the cases.
+    public func judge(_ facts: ProofFacts) -> ProofJudgement {
+        if case .unreadable(let reason) = facts.kind { return .malformed(reason: reason) }
+        let isXcode = facts.environment == .xcode
+        if case .invalid(let reason) = facts.signature {
             return .notAuthenticated(reason: reason)
         }
-        if let environment = analysis.environment {
+        if facts.unrecognizedEnvironment != nil { return .environmentNotAllowed(nil) }
+        if let environment = facts.environment {
             let allowed = isXcode ? allowXcode : allowedEnvironments.contains(environment)
             if !allowed { return .environmentNotAllowed(environment) }
         }
         if !catalog.bundleIDs.isEmpty {
             // Renewal info carries no bundle id; every other format must name an allowed one.
-            if analysis.format != .signedRenewalInfo {
-                guard let bundle = analysis.bundleID, catalog.bundleIDs.contains(bundle) else {
-                    return .wrongBundle(bundleID: analysis.bundleID)
+            if facts.kind != .signedPayloadWithoutApp {
+                guard let bundle = facts.bundleID, catalog.bundleIDs.contains(bundle) else {
+                    return .wrongBundle(bundleID: facts.bundleID)
                 }
             }
         }
         if !catalog.products.isEmpty {
-            var productIDs = analysis.transactions.compactMap(\.productID)
-            if let renewal = analysis.renewalInfo?.productID { productIDs.append(renewal) }
-            let unknown = productIDs.filter { catalog.productType(of: $0) == nil }
-            if !productIDs.isEmpty && unknown.count == productIDs.count {
+            let unknown = facts.productIDs.filter { catalog.productType(of: $0) == nil }
+            if !facts.productIDs.isEmpty && unknown.count == facts.productIDs.count {
                 return .unknownProduct(productIDs: Array(Set(unknown)).sorted())
             }
         }
-        switch analysis.format {
-        case .signedTransaction, .signedRenewalInfo, .notification, .appTransaction:
-            switch analysis.signature {
+        switch facts.kind {
+        case .signedPayload, .signedPayloadWithoutApp:
+            switch facts.signature {
             case .valid: return .locallyVerified
             case .notChecked where isXcode: return .locallyVerified
             case .untrusted(let reason), .notChecked(let reason), .invalid(let reason):
                 // A JWS is self-contained: if its chain does not reach an anchor, Apple cannot vouch for it either.
                 return .notAuthenticated(reason: reason)
             }
-        case .appReceipt, .transactionReceipt:
+        case .storeHeld:
             if isXcode { return .locallyVerified }
-            switch analysis.signature {
+            switch facts.signature {
             case .valid: return .needsApple(reason: "authentic receipt; current state is held by Apple")
             case .untrusted(let reason), .notChecked(let reason), .invalid(let reason):
                 return .needsApple(reason: "signature not verifiable offline: \(reason)")
             }
-        case .unknown:
-            return .malformed(reason: analysis.unknownReason ?? "not a receipt")
+        case .unreadable(let reason):
+            return .malformed(reason: reason)
         }
     }
 }
