@@ -70,27 +70,17 @@ public final class KafkaProducer: Sendable {
     /// Produces one message and returns where it was stored once the broker acknowledged it.
     /// Suspends first while `maxInFlightMessages` sends are outstanding.
     /// - Throws: `KafkaError` (see `isRetryable`, `isFatal`) or `CancellationError` while waiting.
+    ///
+    /// Every verdict is sent through here and ``sendConfirmed(_:attempts:)``, each from a task of its own: their async
+    /// frames are allocated for every message, so what is not on the way of a delivery (the checks, the produce call,
+    /// the logging of a resend) sits in synchronous functions that are not inlined into them.
     public func send(_ record: KafkaProducerRecord) async throws -> KafkaDeliveryReport {
-        if let fatal = fatalError { throw fatal }
-        guard !closed.isSet else {
-            throw KafkaError(code: .shuttingDown, message: "the producer is shut down", isRetryable: false)
-        }
+        try checkAcceptsSends()
         try await limiter.acquire()
         while true {
-            let outcome = try await withCheckedThrowingContinuation {
-                (continuation: CheckedContinuation<DeliveryOutcome, any Error>) in
-                let promise = DeliveryPromise(continuation: continuation, limiter: limiter)
-                // Ownership: one retain travels with the message as its opaque; the delivery
-                // report callback takes it back. If produce fails no report comes, so we take it here.
-                let opaque = Unmanaged.passRetained(promise).toOpaque()
-                guard let error = client.produce(record, opaque: opaque) else { return }
-                Unmanaged<DeliveryPromise>.fromOpaque(opaque).release()
-                if error.code == .queueFull {
-                    continuation.resume(returning: .queueFull)
-                } else {
-                    limiter.release()
-                    continuation.resume(throwing: error)
-                }
+            let outcome = try await withUnsafeThrowingContinuation {
+                (continuation: UnsafeContinuation<DeliveryOutcome, any Error>) in
+                produce(record, resuming: continuation)
             }
             switch outcome {
             case .delivered(let report):
@@ -125,24 +115,61 @@ public final class KafkaProducer: Sendable {
             let report = try await send(record)
             sent += 1
             if report.hasOffset { return report }
-            // Counted whether this call sends again or its caller does after `deliveryUnproven`: either way the
-            // message goes out once more because of this acknowledgement.
-            resends.value.add(1, ordering: .relaxed)
-            let metadata: Logger.Metadata = [
-                LogKeys.topic: "\(record.topic)", LogKeys.partition: "\(report.topicPartition.partition)",
-                LogKeys.kafkaSends: "\(sent)",
-            ]
-            guard sent < max(attempts, 1) else {
-                logger.warning(
-                    "kafka: acknowledged without an offset at every send; not proven stored", metadata: metadata)
-                throw KafkaError(
-                    code: .deliveryUnproven,
-                    message: "\(record.topic)[\(report.topicPartition.partition)]: acknowledged without an offset "
-                        + "\(sent) times; not proven stored",
-                    isRetryable: true)
-            }
-            logger.notice("kafka: acknowledged without an offset (implicitly); sending again", metadata: metadata)
+            try unconfirmed(record, report: report, sent: sent, attempts: attempts)
         }
+    }
+
+    /// Throws unless the producer takes sends: not after a fatal error, not once shut down.
+    @inline(never)
+    private func checkAcceptsSends() throws {
+        if let fatal = fatalError { throw fatal }
+        guard !closed.isSet else {
+            throw KafkaError(code: .shuttingDown, message: "the producer is shut down", isRetryable: false)
+        }
+    }
+
+    /// Hands `record` to librdkafka with a promise that resumes `continuation` with its delivery report; resumes it at
+    /// once when the produce call itself fails (no report will come then).
+    @inline(never)
+    private func produce(
+        _ record: KafkaProducerRecord, resuming continuation: UnsafeContinuation<DeliveryOutcome, any Error>
+    ) {
+        let promise = DeliveryPromise(continuation: continuation, limiter: limiter, topic: record.topic)
+        // Ownership: one retain travels with the message as its opaque; the delivery
+        // report callback takes it back. If produce fails no report comes, so we take it here.
+        let opaque = Unmanaged.passRetained(promise).toOpaque()
+        guard let error = client.produce(record, opaque: opaque) else { return }
+        Unmanaged<DeliveryPromise>.fromOpaque(opaque).release()
+        if error.code == .queueFull {
+            continuation.resume(returning: .queueFull)
+        } else {
+            limiter.release()
+            continuation.resume(throwing: error)
+        }
+    }
+
+    /// An acknowledgement of `record` without an offset after `sent` sends: counted, and logged as a send to come, or
+    /// thrown as `deliveryUnproven` after the last of `attempts`.
+    @inline(never)
+    private func unconfirmed(
+        _ record: KafkaProducerRecord, report: KafkaDeliveryReport, sent: Int, attempts: Int
+    ) throws {
+        // Counted whether this call sends again or its caller does after `deliveryUnproven`: either way the
+        // message goes out once more because of this acknowledgement.
+        resends.value.add(1, ordering: .relaxed)
+        let metadata: Logger.Metadata = [
+            LogKeys.topic: "\(record.topic)", LogKeys.partition: "\(report.topicPartition.partition)",
+            LogKeys.kafkaSends: "\(sent)",
+        ]
+        guard sent < max(attempts, 1) else {
+            logger.warning("kafka: acknowledged without an offset at every send; not proven stored", metadata: metadata)
+            throw KafkaError(
+                code: .deliveryUnproven,
+                message: "\(record.topic)[\(report.topicPartition.partition)]: acknowledged without an offset "
+                    + "\(sent) times; not proven stored",
+                isRetryable: true)
+        }
+        logger.notice("kafka: acknowledged without an offset (implicitly); sending again", metadata: metadata)
     }
 
     /// The client's fatal error, once librdkafka raised one; the producer is then unusable.
@@ -188,12 +215,19 @@ enum DeliveryOutcome: Sendable {
 }
 
 /// Travels with one message through librdkafka as its opaque; the delivery report callback hands it the outcome.
+///
+/// Its continuation is resumed exactly once: by the delivery report callback, which takes the promise back, or by
+/// ``KafkaProducer/send(_:)`` itself when the produce call failed and no report will come. It is not a checked one:
+/// checking allocates an object per message, and every verdict is sent through here.
 final class DeliveryPromise: Sendable {
-    let continuation: CheckedContinuation<DeliveryOutcome, any Error>
+    let continuation: UnsafeContinuation<DeliveryOutcome, any Error>
     let limiter: InFlightLimiter
-    init(continuation: CheckedContinuation<DeliveryOutcome, any Error>, limiter: InFlightLimiter) {
+    /// The record's topic, for its report: reading the name back from librdkafka made a string per report.
+    let topic: String
+    init(continuation: UnsafeContinuation<DeliveryOutcome, any Error>, limiter: InFlightLimiter, topic: String) {
         self.continuation = continuation
         self.limiter = limiter
+        self.topic = topic
     }
 
     /// Frees the message's in-flight place and resumes its sender.

@@ -89,11 +89,14 @@ extension KafkaError {
     }
 
     /// The client's fatal error, if one was raised (`rd_kafka_fatal_error`).
+    /// Asked before every send: the text's buffer is on the stack, not an array allocated for each message.
     static func fatalError(of handle: OpaquePointer) -> KafkaError? {
-        var buffer = [CChar](repeating: 0, count: 512)
-        let err = rd_kafka_fatal_error(handle, &buffer, buffer.count)
-        guard err != RD_KAFKA_RESP_ERR_NO_ERROR else { return nil }
-        let text = String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
-        return KafkaError(code: Code(err), message: text, isRetryable: false, isFatal: true)
+        withUnsafeTemporaryAllocation(of: CChar.self, capacity: 512) { buffer -> KafkaError? in
+            buffer.initialize(repeating: 0)
+            let err = rd_kafka_fatal_error(handle, buffer.baseAddress, buffer.count)
+            guard err != RD_KAFKA_RESP_ERR_NO_ERROR else { return nil }
+            let text = String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+            return KafkaError(code: Code(err), message: text, isRetryable: false, isFatal: true)
+        }
     }
 }

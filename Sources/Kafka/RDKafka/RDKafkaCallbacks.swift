@@ -137,10 +137,9 @@ private func rdKafkaDeliveryReportCallback(
         promise.deliver(.failure(error))
         return
     }
-    let topic = message.pointee.rkt.map { String(cString: rd_kafka_topic_name($0)) } ?? ""
     promise.deliver(
         .success(
             KafkaDeliveryReport(
-                topicPartition: KafkaTopicPartition(topic: topic, partition: message.pointee.partition),
+                topicPartition: KafkaTopicPartition(topic: promise.topic, partition: message.pointee.partition),
                 offset: message.pointee.offset)))
 }

@@ -89,11 +89,19 @@ final class PipelineScheduler: Sendable {
         var nextGeneration: UInt64 = 1
         var idleWaiters: [(revocation: Revocation, continuation: CheckedContinuation<Void, Never>)] = []
 
-        mutating func generation(of partition: KafkaTopicPartition) -> UInt64 {
-            if let existing = partitions[partition] { return existing.generation }
-            defer { nextGeneration += 1 }
+        /// Where `partition`'s state is, made on first sight. Every per-job transition finds its partition once by
+        /// this index and changes it in place: each lookup hashes the topic's name, and reading a `Partition` out of
+        /// the dictionary copies it (its offsets are arrays) only to be written back.
+        mutating func index(of partition: KafkaTopicPartition) -> [KafkaTopicPartition: Partition].Index {
+            if let index = partitions.index(forKey: partition) { return index }
             partitions[partition] = Partition(generation: nextGeneration)
-            return nextGeneration
+            nextGeneration += 1
+            return partitions.index(forKey: partition)!
+        }
+
+        /// Whether `partition` is being revoked; no hashing while nothing is (every job asks, twice).
+        func isRevoking(_ partition: KafkaTopicPartition) -> Bool {
+            !revoking.isEmpty && revoking.contains(partition)
         }
 
         /// No job of the revocation's partitions runs under the generation it found (a partition assigned anew
@@ -122,13 +130,21 @@ final class PipelineScheduler: Sendable {
     }
 
     private let state: Mutex<State>
+    /// `flow.inFlight` as of the last transition, stored under the lock: the worker reads it after every admission
+    /// and completion (its gauge), and a lock of its own there made the lock's contention with the lanes worse.
+    private let inFlightNow = Atomic<Int>(0)
 
     init(maximumInFlight: Int) {
         state = Mutex(State(flow: FlowControl(maximumInFlight: maximumInFlight)))
     }
 
     /// Jobs held (running or waiting for their key).
-    var inFlight: Int { state.withLock { $0.flow.inFlight } }
+    var inFlight: Int { inFlightNow.load(ordering: .relaxed) }
+
+    /// Publishes the in-flight count to ``inFlight``; called under the lock by every transition that changes it.
+    private func publish(_ flow: FlowControl) {
+        inFlightNow.store(flow.inFlight, ordering: .relaxed)
+    }
 
     var isPaused: Bool { state.withLock { $0.flow.isPaused } }
 
@@ -138,16 +154,18 @@ final class PipelineScheduler: Sendable {
         let key = LaneKey(message.key ?? [])
         return state.withLock { state in
             let partition = message.topicPartition
-            guard !state.revoking.contains(partition) else { return .ignored }
-            let generation = state.generation(of: partition)
-            switch state.partitions[partition]?.take(message.offset) {
-            case .taken?:
+            guard !state.isRevoking(partition) else { return .ignored }
+            let index = state.index(of: partition)
+            let generation = state.partitions.values[index].generation
+            switch state.partitions.values[index].take(message.offset) {
+            case .taken:
                 let flow = state.flow.admitted()
+                publish(state.flow)
                 let admitted = Admitted(message: message, generation: generation)
                 return .taken(ready: state.queue.enqueue(admitted, key: key), flow: flow)
-            case .gap(let expected)?:
+            case .gap(let expected):
                 return .gap(expected: expected)
-            case .ignored?, nil:
+            case .ignored:
                 return .ignored
             }
         }
@@ -171,9 +189,10 @@ final class PipelineScheduler: Sendable {
     func beginProcessing(_ admitted: Admitted) -> Bool {
         state.withLock { state in
             let partition = admitted.message.topicPartition
-            guard !state.revoking.contains(partition), state.partitions[partition]?.generation == admitted.generation
+            guard !state.isRevoking(partition), let index = state.partitions.index(forKey: partition),
+                state.partitions.values[index].generation == admitted.generation
             else { return false }
-            state.partitions[partition]?.running += 1
+            state.partitions.values[index].running += 1
             return true
         }
     }
@@ -188,13 +207,16 @@ final class PipelineScheduler: Sendable {
         let key = LaneKey(admitted.message.key ?? [])
         let (result, waiters) = state.withLock { state in
             let partition = admitted.message.topicPartition
-            if processed, state.partitions[partition]?.generation == admitted.generation {
-                state.partitions[partition]?.running -= 1
-                if delivered { state.partitions[partition]?.offsets.finish(admitted.message.offset) }
+            if processed, let index = state.partitions.index(forKey: partition),
+                state.partitions.values[index].generation == admitted.generation
+            {
+                state.partitions.values[index].running -= 1
+                if delivered { state.partitions.values[index].offsets.finish(admitted.message.offset) }
             }
             let next = state.queue.complete(key: key)
             let flow = state.flow.released()
-            return ((next, flow), state.takeIdleWaiters())
+            publish(state.flow)
+            return ((next, flow), state.idleWaiters.isEmpty ? [] : state.takeIdleWaiters())
         }
         for waiter in waiters { waiter.resume() }
         return result
@@ -251,7 +273,9 @@ final class PipelineScheduler: Sendable {
             let dropped = state.queue.removeWaiting { admitted in
                 generations[admitted.message.topicPartition] == admitted.generation
             }
-            return (revocation, dropped.isEmpty ? .none : state.flow.released(count: dropped.count))
+            let flow = dropped.isEmpty ? .none : state.flow.released(count: dropped.count)
+            publish(state.flow)
+            return (revocation, flow)
         }
     }
 

@@ -574,22 +574,31 @@ public final class PipelineWorker: Sendable {
             do {
                 _ = try await producer.sendConfirmed(record)
                 return .delivered
-            } catch let error as KafkaError where error.isFatal {
-                // librdkafka 2.0.x raises this for a lost idempotence sequence ("sequence desynchronization"):
-                // no send of this producer can succeed any more.
-                stop(because: "kafka producer failed for good: \(error)", metadata: [LogKeys.error: "\(error)"])
-                return .abandoned
-            } catch let error as KafkaError where error.isPermanent {
-                return .refused(error)
             } catch {
-                logger.warning(
-                    "kafka: output not delivered, retrying",
-                    metadata: [LogKeys.topic: "\(record.topic)", LogKeys.error: "\(error)"])
+                if let outcome = deliveryFailed(record, error) { return outcome }
                 try? await Task.sleep(for: backoff)
                 backoff = min(backoff * 2, .seconds(2))
             }
         }
         return .abandoned
+    }
+
+    /// What a failed send of `record` means: abandoned (the producer failed for good, the worker stops), refused for
+    /// good, or nil: send again (logged). Not inlined: its locals would be slots in the async frame of every delivery,
+    /// which is allocated for every job.
+    @inline(never)
+    private func deliveryFailed(_ record: KafkaProducerRecord, _ error: any Error) -> DeliveryOutcome? {
+        if let error = error as? KafkaError, error.isFatal {
+            // librdkafka 2.0.x raises this for a lost idempotence sequence ("sequence desynchronization"):
+            // no send of this producer can succeed any more.
+            stop(because: "kafka producer failed for good: \(error)", metadata: [LogKeys.error: "\(error)"])
+            return .abandoned
+        }
+        if let error = error as? KafkaError, error.isPermanent { return .refused(error) }
+        logger.warning(
+            "kafka: output not delivered, retrying",
+            metadata: [LogKeys.topic: "\(record.topic)", LogKeys.error: "\(error)"])
+        return nil
     }
 
     /// Counts the outputs not proven delivered within the delivery timeout into the worker's health (unready while

@@ -193,4 +193,21 @@ struct MessageJSONFastPathTests {
             #expect(String(describing: viaCodec) == String(describing: viaFoundation))
         }
     }
+
+    @Test(
+        "strings long enough for the scan's four-word rounds stop at such a byte in any word of a round",
+        arguments: [#"\""#, #"\\"#, "\u{1}", "\u{7F}", "é", "+/="])
+    func longStringsInRounds(piece: String) {
+        for position in 0..<100 {
+            let receipt =
+                String(repeating: "M", count: position) + piece + String(repeating: "Q", count: 120 - position)
+            let input = #"{"schema":"receipt-job/v1","job_id":"j","account_id":"a","receipt":""# + receipt + #""}"#
+            let bytes = Array(input.utf8)
+            let foundation = try? codec.decode(ReceiptJob.self, from: bytes)
+            let fast = MessageJSONReader.job(from: bytes)
+            if let fast { #expect(fast == foundation, "\(input)") }
+            if foundation == nil { #expect(fast == nil, "\(input)") }
+            if case .receipt(let text)? = fast?.proof { #expect(text == receipt) }
+        }
+    }
 }

@@ -34,4 +34,28 @@ struct ProcessRejectionCacheTests {
         #expect(cache.count == 10)
         #expect(cache.evidence(for: withUnsafeBytes(of: UInt64(4_999)) { Array($0) }) == Self.evidence)
     }
+
+    @Test("proofs that differ only between the hashed samples: a few kept, each found by its exact bytes only")
+    func proofsSharingTheirSamples() {
+        let cache = ProofRejectionCache(maximumProofBytes: 8192, byteBudget: 1 << 20)
+        // Same length, same start, middle and end: one digest. Each differs at byte 1,000, which no sample covers.
+        let proofs = (0..<10).map { index -> [UInt8] in
+            var proof = [UInt8](repeating: 0x41, count: 4096)
+            proof[1_000] = UInt8(index)
+            return proof
+        }
+        for proof in proofs { cache.insert(Self.evidence, for: proof) }
+        #expect(cache.count == ProofRejectionCache.maximumSharingDigest)
+        for (index, proof) in proofs.enumerated() {
+            let kept = index < ProofRejectionCache.maximumSharingDigest
+            #expect(cache.evidence(for: proof) == (kept ? Self.evidence : nil))
+        }
+        // Room comes back when one of them leaves: an unrelated proof pushes the oldest out of a small budget.
+        let small = ProofRejectionCache(maximumProofBytes: 8192, byteBudget: 4 * 4096)
+        for proof in proofs.prefix(4) { small.insert(Self.evidence, for: proof) }
+        small.insert(Self.evidence, for: [UInt8](repeating: 0x42, count: 4096))
+        #expect(small.evidence(for: proofs[0]) == nil)
+        small.insert(Self.evidence, for: proofs[4])
+        #expect(small.evidence(for: proofs[4]) == Self.evidence)
+    }
 }
