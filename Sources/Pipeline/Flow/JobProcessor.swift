@@ -144,7 +144,8 @@ public struct JobProcessor: JobStepping {
     private func localEvidence(_ reading: ProofReading) -> LocalEvidence {
         guard let facts = reading.facts else {
             return LocalEvidence(
-                evidence: PurchaseEvidence(source: .prefilter, authenticity: .unknown), environment: reading.environment)
+                evidence: PurchaseEvidence(source: .prefilter, authenticity: .unknown), environment: reading.environment
+            )
         }
         return LocalEvidence(
             evidence: EvidenceMapping.evidence(from: facts, policy: configuration.proofPolicy),

@@ -4,7 +4,7 @@ import Testing
 
 /// The one deadline helper: `withDeadline` cancels what it gave up on; `waitWithin` (the gateway's wait for Kafka)
 /// leaves it running and drops its late result.
-@Suite("Deadlines: one race of an operation against its deadline", .timeLimit(.minutes(1)))
+@Suite("Deadlines: one race of an operation against its deadline", .timeLimit(.minutes(2)))
 struct DeadlineTests {
     /// An operation that ends only when released, and tells whether it saw cancellation.
     final class Held: Sendable {

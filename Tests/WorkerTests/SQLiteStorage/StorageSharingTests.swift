@@ -5,7 +5,7 @@ import SQLiteStorage
 import Testing
 
 /// The ledger and the entitlement store share one SQLite executor and one error shape.
-@Suite("SQLite storage: one executor and one error shape for both stores", .timeLimit(.minutes(1)))
+@Suite("SQLite storage: one executor and one error shape for both stores", .timeLimit(.minutes(2)))
 struct StorageSharingTests {
     static func temporaryPath() throws -> String {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("verify-storage-\(UUID().uuidString)")
