@@ -49,7 +49,7 @@ let package = Package(
             providers: [.apt(["libcurl4-openssl-dev"])]
         ),
         .target(name: "CCurlShim", dependencies: ["CCurl"]),
-        // Parked receipts are kept deflated (Pipeline's `ReceiptDeflate`).
+        // Parked receipts are kept deflated (Worker's `ReceiptDeflate`).
         .systemLibrary(
             name: "CZlib",
             pkgConfig: "zlib",
@@ -86,7 +86,7 @@ let package = Package(
         ),
         // The one place a verdict is decided: pure values and functions, no I/O (the facts stores report, their
         // judgement and evidence, the notification table, the rules, the ledger's value types). The store adapters
-        // (Receipts, AppleClients) report facts to it; Ledger stores its decisions; Pipeline feeds it.
+        // (Receipts, AppleClients) report facts to it; Ledger stores its decisions; Worker feeds it.
         .target(
             name: "Decision",
             dependencies: [
@@ -162,7 +162,7 @@ let package = Package(
             ]
         ),
         // Recovers the App Store Server Notifications Apple failed to deliver, and builds `verify-worker reconcile`
-        // (it reads the worker's configuration and Apple clients, so it sits above Pipeline).
+        // (it reads the worker's configuration and Apple clients, so it sits above Worker).
         .target(
             name: "Reconciler",
             dependencies: [
@@ -174,7 +174,7 @@ let package = Package(
                 "Ledger",
                 "Decision",
                 "Operations",
-                "Pipeline",
+                "Worker",
                 "Receipts",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
@@ -183,7 +183,7 @@ let package = Package(
             ]
         ),
         .target(
-            name: "Pipeline",
+            name: "Worker",
             dependencies: [
                 "Observability",
                 "Kafka",
@@ -307,7 +307,7 @@ let package = Package(
                 "Messages",
                 "Observability",
                 "Operations",
-                "Pipeline",
+                "Worker",
                 "RateLimiter",
                 "Receipts",
                 "Traffic",
@@ -331,7 +331,7 @@ let package = Package(
                 "Messages",
                 "Observability",
                 "Operations",
-                "Pipeline",
+                "Worker",
                 "RateLimiter",
                 "Receipts",
                 "Traffic",
@@ -356,7 +356,7 @@ let package = Package(
                 "AppleClients",
                 "AppleSimulator",
                 "Ledger",
-                "Pipeline",
+                "Worker",
                 "Operations",
                 "Gateway",
                 "Entitlements",
@@ -388,7 +388,7 @@ let package = Package(
                 "Decision",
                 "Ledger",
                 "Reconciler",
-                "Pipeline",
+                "Worker",
                 "Operations",
                 "Gateway",
                 "Entitlements",

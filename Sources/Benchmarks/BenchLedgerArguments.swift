@@ -1,11 +1,11 @@
 import ArgumentParser
 import Foundation
 import Ledger
-import Pipeline
 import Traffic
+import Worker
 
 /// `verify-worker bench ledger`: claims per second and latency of both ledgers, 1 and 64 concurrent tasks,
-/// fresh and repeated transaction ids, in one run. The logic lives in `Pipeline.LedgerBenchmark` (it measures `LedgerSettlement`).
+/// fresh and repeated transaction ids, in one run. The logic lives in `LedgerBenchmark` (Benchmarks) (it measures `LedgerSettlement`).
 package struct BenchLedgerArguments: HarnessArguments {
     package static let commandConfiguration = CommandConfiguration(
         commandName: "ledger",

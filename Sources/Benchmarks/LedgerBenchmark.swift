@@ -2,8 +2,8 @@ import Decision
 import Foundation
 import Ledger
 import Messages
-import Pipeline
 import Synchronization
+import Worker
 
 /// Measures claims per second and latency of a ledger, the way the pipeline uses it: one settle per job
 /// (snapshot, decision, apply). Used by `verify-worker bench ledger`.

@@ -7,9 +7,9 @@ import Kafka
 import Logging
 import Messages
 import Operations
-import Pipeline
 import Synchronization
 import Traffic
+import Worker
 
 /// `verify-worker bench notifications`: a burst of App Store Server Notifications V2 POSTed to a
 /// running gateway (`POST /apple/notifications`) and decided by workers, all in this process over one mock cluster,

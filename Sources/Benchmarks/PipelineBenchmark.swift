@@ -6,12 +6,12 @@ import Logging
 import Messages
 import Observability
 import Operations
-import Pipeline
 import Prometheus
 import RateLimiter
 import Receipts
 import Synchronization
 import Traffic
+import Worker
 
 /// What `verify-worker bench pipeline` measures, and how big each part is.
 package struct PipelineBenchmarkOptions: Sendable {

@@ -3,8 +3,8 @@ import Demo
 import Foundation
 import Messages
 import Observability
-import Pipeline
 import Traffic
+import Worker
 
 /// What one `bench replay-storm` run measures (the command's options, without the parsing).
 package struct ReplayStormSettings: Sendable {

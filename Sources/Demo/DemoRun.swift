@@ -6,12 +6,12 @@ import Logging
 import Messages
 import Observability
 import Operations
-import Pipeline
 import RateLimiter
 import Receipts
 import ServiceLifecycle
 import Synchronization
 import Traffic
+import Worker
 
 /// What `verify-worker demo` runs.
 package struct DemoOptions: Sendable {

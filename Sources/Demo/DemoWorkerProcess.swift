@@ -1,8 +1,8 @@
 import AppleClients
 import Foundation
 import Operations
-import Pipeline
 import Traffic
+import Worker
 
 /// A worker run as a child process (`verify-worker run`), so its memory and metrics are its own: the mock cluster,
 /// the simulator and the traffic generator stay in the parent. Configured through `VERIFY_…` environment

@@ -2,8 +2,8 @@ import ArgumentParser
 import Entitlements
 import Gateway
 import Operations
-import Pipeline
 import Reconciler
+import Worker
 
 /// Prints the configuration reference (the generated parts of docs/CONFIGURATION.md).
 struct ConfigReferenceCommand: ParsableCommand {

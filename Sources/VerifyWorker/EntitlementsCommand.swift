@@ -7,7 +7,7 @@ import Logging
 import Messages
 import Observability
 import Operations
-import Pipeline
+import Worker
 
 /// `verify-worker entitlements`: the reference entitlement service (projection, API, console). Wiring only; the
 /// service is `Entitlements.EntitlementsService`.

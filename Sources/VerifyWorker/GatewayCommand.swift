@@ -5,7 +5,7 @@ import Kafka
 import Logging
 import Observability
 import Operations
-import Pipeline
+import Worker
 
 /// `verify-worker gateway`: the HTTP entry point that publishes frontends' jobs and Apple's notifications to Kafka.
 struct GatewayCommand: ConfiguredCommand {

@@ -4,8 +4,8 @@ import Kafka
 import Logging
 import Observability
 import Operations
-import Pipeline
 import Reconciler
+import Worker
 
 /// `verify-worker reconcile`: recovers the App Store Server Notifications Apple failed to deliver (docs/OPERATIONS.md,
 /// "Reconciler"). Any number of replicas; one sweeps at a time.

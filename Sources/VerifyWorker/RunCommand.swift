@@ -4,7 +4,7 @@ import Kafka
 import Logging
 import Observability
 import Operations
-import Pipeline
+import Worker
 
 /// `verify-worker run`: the worker. Consumes `receipt-jobs`, publishes `receipt-verdicts`, until SIGTERM.
 struct RunCommand: ConfiguredCommand {

@@ -1,8 +1,8 @@
 import Entitlements
 import Gateway
 import Operations
-import Pipeline
 import Reconciler
+import Worker
 
 /// The check every command that loads a configuration table makes first: a `VERIFY_…` variable that no command of
 /// verify-worker reads, and that is neither documented for another purpose nor listed in `ignore_variables`, is

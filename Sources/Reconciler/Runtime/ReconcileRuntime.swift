@@ -6,11 +6,11 @@ import Ledger
 import Logging
 import Observability
 import Operations
-import Pipeline
 import Receipts
 import ServiceLifecycle
 import Synchronization
 import UnixSignals
+import Worker
 
 /// `verify-worker reconcile`: builds the reconciler's parts as `Service`s and runs them in one `ServiceGroup`.
 ///

@@ -1,8 +1,8 @@
 import Foundation
 import Messages
-import Pipeline
 import Receipts
 import Testing
+import Worker
 
 @Suite("Deployment catalogs")
 struct DeployCatalogTests {

@@ -1,8 +1,8 @@
 import Foundation
 import Operations
-import Pipeline
 import Testing
 import Traffic
+import Worker
 
 /// Docker does not run on the build machines, so these checks read the deployment files instead: they parse,
 /// they name only configuration keys the worker understands, and the image ships exactly the libraries the

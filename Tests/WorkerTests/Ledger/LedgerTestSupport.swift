@@ -1,9 +1,9 @@
 import Foundation
 import Messages
 import Operations
-import Pipeline
 import Testing
 import Traffic
+import Worker
 
 @testable import Decision
 @testable import Ledger

@@ -3,7 +3,7 @@ import Messages
 import Testing
 
 @testable import Decision
-@testable import Pipeline
+@testable import Worker
 
 /// Every App Store Server Notification V2 type through the pure rules (docs/LEDGER.md, "Notification types").
 @Suite("Ledger rules: notification types")

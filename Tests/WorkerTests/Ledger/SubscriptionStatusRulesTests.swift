@@ -4,7 +4,7 @@ import Testing
 
 @testable import Decision
 @testable import Ledger
-@testable import Pipeline
+@testable import Worker
 
 /// A subscription stands as its latest transaction does (Apple's status of the subscription), never as the union of
 /// its periods: an earlier period whose stored end is later than the latest period's does not keep access on.

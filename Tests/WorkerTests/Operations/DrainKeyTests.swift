@@ -1,9 +1,9 @@
 import Entitlements
 import Gateway
 import Operations
-import Pipeline
 import Reconciler
 import Testing
+import Worker
 
 /// Every long-running command reads its drain timeout under one spelling, `drain_timeout_s`; the gateway's former
 /// `gateway_drain_timeout_s` keeps working as a documented alias.

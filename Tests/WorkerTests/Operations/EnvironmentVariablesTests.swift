@@ -2,9 +2,9 @@ import Entitlements
 import Foundation
 import Gateway
 import Operations
-import Pipeline
 import Reconciler
 import Testing
+import Worker
 
 /// A misspelt `VERIFY_…` variable is refused at start with the name it probably meant, in every command that reads
 /// a configuration table; keys of the deployment's other commands, documented harness variables and the names

@@ -7,11 +7,11 @@ import Logging
 import Messages
 import Observability
 import Operations
-import Pipeline
 import Prometheus
 import RateLimiter
 import Receipts
 import Testing
+import Worker
 
 /// `/metrics` says what each series is (`# HELP` from ``MetricNames``'s one table) and declares every family its
 /// command records from the start, so that an alert on an absent series does not fire on an idle process.

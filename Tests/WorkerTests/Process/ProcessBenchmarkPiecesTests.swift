@@ -1,6 +1,6 @@
-import Pipeline
 import Testing
 import Traffic
+import Worker
 
 /// The small measuring pieces `bench pipeline` uses: they run in milliseconds, with no process or socket.
 @Suite("Process: benchmark pieces")

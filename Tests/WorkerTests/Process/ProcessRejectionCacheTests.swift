@@ -2,7 +2,7 @@ import Decision
 import Ledger
 import Testing
 
-@testable import Pipeline
+@testable import Worker
 
 /// `ProofRejectionCache`, the worker's memory of proofs rejected by their bytes alone (changed with bench pipeline).
 @Suite("Process: proof rejection cache")

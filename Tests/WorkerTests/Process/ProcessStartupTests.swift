@@ -3,9 +3,9 @@ import Kafka
 import Logging
 import Observability
 import Operations
-import Pipeline
 import Testing
 import Traffic
+import Worker
 
 /// `verify-worker run` at start and when its dependencies are gone: nothing is silent. A taken metrics port stops
 /// it with one line, an unreachable ledger keeps it out of its group, and brokers that are all down, or a ledger

@@ -3,9 +3,9 @@ import Foundation
 import Kafka
 import Messages
 import Observability
-import Pipeline
 import Testing
 import Traffic
+import Worker
 
 /// `verify-worker run` as separate processes against a `dev-broker` process and an `apple-sim` process: the
 /// operations port, SIGTERM, `kill -9`, rebalancing, and configuration errors. Serialized: each test starts its

@@ -5,7 +5,7 @@ import Messages
 import Receipts
 import Testing
 
-@testable import Pipeline
+@testable import Worker
 
 /// Notification payloads that carry `summary`, `externalPurchaseToken` or `appData` instead of `data`, and bad ones.
 @Suite("Receipts: notification payloads")

@@ -1,9 +1,9 @@
 import Foundation
 import Messages
 import Operations
-import Pipeline
 import Reconciler
 import Testing
+import Worker
 
 /// `verify-worker reconcile` reads `run`'s keys plus its own `reconcile_*` keys, through the same table: defaults,
 /// each own key set and each wrong in turn (naming the key), the Server API key required, and its section of

@@ -6,11 +6,11 @@ import Kafka
 import Logging
 import Messages
 import Operations
-import Pipeline
 import Reconciler
 import ServiceLifecycle
 import Synchronization
 import Testing
+import Worker
 
 /// `verify-worker reconcile`'s runtime against the Apple simulator, a mock cluster, the ledger and a worker:
 /// a REFUND notification Apple could not deliver (nothing listens at the notification URL) is found in Get

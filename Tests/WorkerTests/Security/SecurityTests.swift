@@ -7,11 +7,11 @@ import Foundation
 import Ledger
 import Logging
 import Messages
-import Pipeline
 import Receipts
 import ServiceLifecycle
 import Testing
 import Traffic
+import Worker
 
 /// Secrets, keys and receipts never reach a log line; TLS verification cannot be turned off; a
 /// job cannot choose the host the worker calls; replays are rejected.

@@ -59,7 +59,7 @@ struct DecisionVocabularyTests {
             where file.text.contains(formatter) {
                 found.append("\(file.path): \(formatter) formats RFC 3339 dates again (use RFC3339)")
             }
-            if file.path.hasPrefix("Pipeline/"),
+            if file.path.hasPrefix("Worker/"),
                 file.text.contains("DecisionRules.") || file.text.contains("DecisionInput(")
                     || file.text.contains("DecisionPolicy(")
             {
@@ -141,7 +141,7 @@ struct DecisionVocabularyTests {
             SourceFile(
                 path: "AppleSimulator/AppleDates.swift", text: "let s = date.formatted(Date.ISO8601FormatStyle())"),
             SourceFile(
-                path: "Pipeline/Decision/JobProcessor.swift", text: "let result = DecisionRules.decide(input)"),
+                path: "Worker/Flow/JobProcessor.swift", text: "let result = DecisionRules.decide(input)"),
             SourceFile(path: "Entitlements/EntitlementCatalog.swift", text: "public struct EntitlementCatalog {}"),
             SourceFile(
                 path: "Receipts/Model/ReceiptAnalysis.swift",
@@ -167,7 +167,7 @@ struct DecisionVocabularyTests {
         for fragment in [
             "Receipts/Catalog.swift: struct Catalog", "Receipts/Catalog.swift: enum ProductType",
             "RateLimiter/AppleEndpoint.swift: enum Environment", "Receipts/Formats/RFC3339.swift: enum RFC3339",
-            "AppleSimulator/AppleDates.swift: ISO8601FormatStyle", "Pipeline/Decision/JobProcessor.swift: enters",
+            "AppleSimulator/AppleDates.swift: ISO8601FormatStyle", "Worker/Flow/JobProcessor.swift: enters",
             "Entitlements/EntitlementCatalog.swift: struct EntitlementCatalog",
             "Receipts/Model/ReceiptAnalysis.swift: struct ReceiptEnvironment",
             "Ledger/LedgerProduct.swift: struct LedgerProductType", "Gateway/Dates.swift: struct GatewayRFC3339",

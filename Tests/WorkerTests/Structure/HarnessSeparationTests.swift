@@ -9,7 +9,7 @@ struct HarnessSeparationTests {
     static let productTargets: Set<String> = [
         "Observability", "Deadlines", "Messages", "Kafka", "Receipts", "AppleClients", "RateLimiter", "Ledger",
         "Decision",
-        "Pipeline", "Operations", "Gateway", "Entitlements",
+        "Worker", "Operations", "Gateway", "Entitlements",
     ]
     /// The targets that only measure, generate or simulate.
     static let harnessTargets: Set<String> = ["Traffic", "Benchmarks", "Demo", "Chaos", "AppleSimulator"]

@@ -1,0 +1,181 @@
+import AppleClients
+import Crypto
+import Foundation
+import Ledger
+import Messages
+import RateLimiter
+import Synchronization
+import Testing
+
+@testable import Worker
+
+/// A Finish Transaction must survive a worker that dies between the grant and the call (found by the chaos
+/// harness's notification family: a SIGKILL right after a grant left the transaction unfinished for good). The call
+/// is claimed in the ledger while the job is still in hand, so its record outlives the worker and another worker's
+/// sweep makes it once the claim has lapsed.
+@Suite("Pipeline: follow-up calls outlive their worker", .timeLimit(.minutes(2)))
+struct FollowUpDurabilityTests {
+    static func followUps(
+        base: String, ledger: any Ledger, holder: String, store: (any AppleCallRecordStore)? = nil,
+        now: @escaping @Sendable () -> Date
+    ) throws -> AppleFollowUps {
+        let key = try AppStoreConnectKey(
+            keyID: "KEY123", issuerID: "issuer-uuid", bundleID: "com.example",
+            privateKeyPEM: P256.Signing.PrivateKey().pemRepresentation)
+        let client = AppStoreServerAPIClient(
+            transport: try CurlHTTPEngine(),
+            configuration: AppStoreServerAPIConfiguration(productionBaseURL: base, sandboxBaseURL: base + "/sandbox"),
+            signer: AppStoreTokenSigner(key: key), verifier: AppleClientsFakeVerifier(),
+            logger: AppleClientsLogCapture().logger)
+        let caller = AppleCaller(
+            gate: AppleCallGate(configuration: AppleCallGateConfiguration(), clock: ContinuousClock()),
+            retryPolicy: RetryPolicy(), logger: AppleClientsLogCapture().logger)
+        let store = store ?? ledger
+        return AppleFollowUps(
+            client: client, caller: caller, store: store, ledger: ledger,
+            configuration: AppleFollowUpsConfiguration(
+                finishTransactions: true, holder: holder, claimLease: .seconds(300),
+                claimRetryBackoff: .milliseconds(1) ... .milliseconds(5)),
+            logger: AppleClientsLogCapture().logger, now: now)
+    }
+
+    @Test("the call is recorded before the job completes; a second worker's sweep makes it after the claim lapses")
+    func recordedBeforeTheJobCompletes() async throws {
+        try await AppleClientsFakeServer.withRunning { server, base in
+            server.setFallback("/inApps/v1/transactions/2000000000000001/finish", .init(status: 200))
+            try await LedgerTestSupport.withLedger(.sqlite) { ledger, _ in
+                let start = Date()
+                let job = ReceiptJob(
+                    jobID: "job-1", accountID: "acc2000000000000001", proof: .transactionID("2000000000000001"))
+                let verdict = Verdict(
+                    job: job, outcome: .granted, decidedBy: .apple, environment: "Production",
+                    transactions: [.init(transactionID: "2000000000000001", productID: "com.example.premium")],
+                    decidedAt: start)
+
+                // The first worker hands over the delivered verdict, then dies before its background part runs.
+                let dying = try Self.followUps(base: base, ledger: ledger, holder: "worker-a") { start }
+                #expect(await dying.verdictDelivered(verdict, job: job))
+                let store = ledger
+                let recorded = try #require(
+                    try await store.appleCallRecord(kind: .finishTransaction, key: "2000000000000001"))
+                #expect(recorded.state == .pending)
+                #expect(recorded.holder == "worker-a")
+                #expect(server.received(path: "/inApps/v1/transactions/2000000000000001/finish").isEmpty)
+
+                // Within the claim's lease another worker leaves it alone; after it, its sweep makes the call.
+                let early = try Self.followUps(base: base, ledger: ledger, holder: "worker-b") {
+                    start.addingTimeInterval(60)
+                }
+                await early.sweep()
+                #expect(server.received(path: "/inApps/v1/transactions/2000000000000001/finish").isEmpty)
+                let late = try Self.followUps(base: base, ledger: ledger, holder: "worker-b") {
+                    start.addingTimeInterval(301)
+                }
+                await late.sweep()
+                let after = try await store.appleCallRecord(kind: .finishTransaction, key: "2000000000000001")
+                #expect(
+                    server.received(path: "/inApps/v1/transactions/2000000000000001/finish").count == 1,
+                    "\(server.received().map(\.path)) \(String(describing: after))")
+                #expect(
+                    try await store.appleCallRecord(kind: .finishTransaction, key: "2000000000000001")?.state == .sent)
+            }
+        }
+    }
+
+    static func grant(_ transactionID: String) -> (ReceiptJob, Verdict) {
+        let job = ReceiptJob(jobID: "job-\(transactionID)", accountID: "acc", proof: .transactionID(transactionID))
+        let verdict = Verdict(
+            job: job, outcome: .granted, decidedBy: .apple, environment: "Production",
+            transactions: [.init(transactionID: transactionID, productID: "com.example.premium")], decidedAt: Date())
+        return (job, verdict)
+    }
+
+    @Test("a claim the ledger cannot record (an outage) is asked again until it is recorded; the job waits for it")
+    func claimRetriedThroughAnOutage() async throws {
+        // Found by `verify-worker chaos`: a PostgreSQL outage right after seven grants lost their Finish Transactions
+        // for good (the claim failed, the job completed, its offset was committed).
+        try await AppleClientsFakeServer.withRunning { _, base in
+            try await LedgerTestSupport.withLedger(.sqlite) { ledger, _ in
+                let real = ledger
+                let outage = FailingCallRecordStore(real, failures: 3)
+                let followUps = try Self.followUps(base: base, ledger: ledger, holder: "worker-a", store: outage) {
+                    Date()
+                }
+                let (job, verdict) = Self.grant("2000000000000002")
+                #expect(await followUps.verdictDelivered(verdict, job: job))
+                #expect(outage.claimAttempts == 4)
+                let record = try await real.appleCallRecord(kind: .finishTransaction, key: "2000000000000002")
+                #expect(record?.state == .pending)
+                #expect(record?.holder == "worker-a")
+            }
+        }
+    }
+
+    @Test("cancelled while the ledger cannot record the claim: reported as not recorded, so the job stays uncommitted")
+    func cancelledDuringAnOutage() async throws {
+        try await AppleClientsFakeServer.withRunning { _, base in
+            try await LedgerTestSupport.withLedger(.sqlite) { ledger, _ in
+                let real = ledger
+                let outage = FailingCallRecordStore(real, failures: .max)
+                let followUps = try Self.followUps(base: base, ledger: ledger, holder: "worker-a", store: outage) {
+                    Date()
+                }
+                let (job, verdict) = Self.grant("2000000000000003")
+                let delivery = Task { await followUps.verdictDelivered(verdict, job: job) }
+                // Cancelled once the ledger has refused the claim twice: the job is then waiting for it.
+                for await attempts in outage.attempts where attempts >= 2 { break }
+                delivery.cancel()
+                #expect(await delivery.value == false)
+                #expect(try await real.appleCallRecord(kind: .finishTransaction, key: "2000000000000003") == nil)
+            }
+        }
+    }
+}
+
+/// A call record store whose claims fail as a PostgreSQL outage does (`LedgerError.unavailable`) the first `failures`
+/// times, then go to the real store. Every attempt is announced on `attempts`.
+final class FailingCallRecordStore: AppleCallRecordStore {
+    private let real: any AppleCallRecordStore
+    private let failures: Int
+    private let count = Mutex(0)
+    let attempts: AsyncStream<Int>
+    private let announce: AsyncStream<Int>.Continuation
+
+    init(_ real: any AppleCallRecordStore, failures: Int) {
+        self.real = real
+        self.failures = failures
+        (attempts, announce) = AsyncStream.makeStream(of: Int.self)
+    }
+
+    var claimAttempts: Int { count.withLock { $0 } }
+
+    func claimAppleCall(
+        _ call: AppleCallRecord.Call, holder: String, now: Date, lease: Duration
+    ) async throws -> AppleCallClaim {
+        let attempt = count.withLock { count in
+            count += 1
+            return count
+        }
+        announce.yield(attempt)
+        guard attempt > failures else { throw LedgerError(.unavailable, "the test's outage") }
+        return try await real.claimAppleCall(call, holder: holder, now: now, lease: lease)
+    }
+
+    func claimDueAppleCalls(
+        kind: AppleCallRecord.Kind, holder: String, now: Date, lease: Duration, limit: Int
+    ) async throws -> [AppleCallRecord.Call] {
+        try await real.claimDueAppleCalls(kind: kind, holder: holder, now: now, lease: lease, limit: limit)
+    }
+
+    func settleAppleCall(
+        kind: AppleCallRecord.Kind, key: String, holder: String, state: AppleCallRecord.State, detail: String?,
+        retryAt: Date?, now: Date
+    ) async throws {
+        try await real.settleAppleCall(
+            kind: kind, key: key, holder: holder, state: state, detail: detail, retryAt: retryAt, now: now)
+    }
+
+    func appleCallRecord(kind: AppleCallRecord.Kind, key: String) async throws -> AppleCallRecord? {
+        try await real.appleCallRecord(kind: kind, key: key)
+    }
+}

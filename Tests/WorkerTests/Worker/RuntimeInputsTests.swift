@@ -1,0 +1,86 @@
+import Foundation
+import Operations
+import Receipts
+import SwiftASN1
+import Testing
+import Worker
+
+@testable import AppleSimulator
+
+/// The files `verify-worker run` reads at start: the catalog and the trust anchors.
+@Suite("Worker start-up inputs")
+struct RuntimeInputsTests {
+    static func configuration(catalog: String, anchors: [String] = []) throws -> WorkerConfiguration {
+        var environment = ["VERIFY_CATALOG_FILE": catalog]
+        if !anchors.isEmpty { environment["VERIFY_TRUST_ANCHORS"] = anchors.joined(separator: ",") }
+        var sources = ConfigurationSources()
+        sources.addEnvironment(environment)
+        return try WorkerConfiguration(sources, hostName: "test")
+    }
+
+    static func withDirectory<T>(_ body: (URL) throws -> T) throws -> T {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "runtime-inputs-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        return try body(directory)
+    }
+
+    static let goodCatalog = #"{"bundle_ids":["com.example.app"],"products":[{"id":"p","type":"consumable"}]}"#
+
+    @Test("a PEM bundle of several certificates adds every one of them as a trust anchor")
+    func pemBundle() throws {
+        let pki = try AppleSimHarness.sharedPKI.get()
+        try Self.withDirectory { directory in
+            let catalog = directory.appendingPathComponent("catalog.json")
+            try Data(Self.goodCatalog.utf8).write(to: catalog)
+            let bundle = directory.appendingPathComponent("bundle.pem")
+            let text =
+                "# simulator roots\n" + (try pki.rsaRoot.serializeAsPEM().pemString) + "\n"
+                + (try pki.ecRoot.serializeAsPEM().pemString) + "\n"
+            try Data(text.utf8).write(to: bundle)
+            let (_, trust) = try WorkerRuntime.loadDecisionInputs(
+                try Self.configuration(catalog: catalog.path, anchors: [bundle.path]))
+            #expect(trust.anchors.count == TrustStore.apple.anchors.count + 2)
+            #expect(trust.anchors.contains(pki.ecRoot))
+            #expect(trust.anchors.contains(pki.rsaRoot))
+            #expect(try TrustStore.loadCertificates(contentsOf: bundle).count == 2)
+
+            let der = directory.appendingPathComponent("root.der")
+            try Data(pki.jwsRootDER).write(to: der)
+            #expect(try TrustStore.loadCertificates(contentsOf: der) == [pki.ecRoot])
+
+            let keyOnly = directory.appendingPathComponent("key.pem")
+            try Data("-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n".utf8).write(to: keyOnly)
+            let error = #expect(throws: ConfigurationError.self) {
+                try WorkerRuntime.loadDecisionInputs(
+                    try Self.configuration(catalog: catalog.path, anchors: [keyOnly.path]))
+            }
+            #expect(error?.key == "trust_anchors")
+        }
+    }
+
+    @Test(
+        "a catalog without products, or one that does not decode, is refused with one short line",
+        arguments: [
+            (#"{"bundle_ids":["com.example.app"],"products":[]}"#, "no product"),
+            (#"{"bundle_ids":["com.example.app"]}"#, "no product"),
+            (#"{"bundle_ids":["com.example.app"],"products":[{"id":"p","type":"gem"}]}"#, "products[0].type"),
+            (#"{"bundle_ids":["com.example.app"],"products":[{"type":"consumable"}]}"#, "products[0].id is missing"),
+            (#"{"bundle_ids":"com.example.app"}"#, "bundle_ids has the wrong type"),
+            ("not json", "not JSON"),
+        ])
+    func badCatalogs(json: String, expected: String) throws {
+        try Self.withDirectory { directory in
+            let catalog = directory.appendingPathComponent("catalog.json")
+            try Data(json.utf8).write(to: catalog)
+            let error = #expect(throws: ConfigurationError.self) {
+                try WorkerRuntime.loadDecisionInputs(try Self.configuration(catalog: catalog.path))
+            }
+            #expect(error?.key == "catalog_file")
+            #expect(error?.description.contains(expected) == true, "\(String(describing: error))")
+            #expect(error?.description.contains("\n") == false)
+            #expect(error.map { $0.description.count < 200 } == true, "\(String(describing: error))")
+        }
+    }
+}
