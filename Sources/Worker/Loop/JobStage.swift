@@ -62,28 +62,21 @@ final class JobStage<Job: Sendable>: Sendable {
 
     /// Parks `job`; a runner starts with it at once if fewer than `limit` are active.
     func park(_ job: Job) {
-        let start = state.withLock { state -> Job? in
-            if state.active < limit, !state.isClosed {
-                state.active += 1
-                return job
-            }
-            state.back.append(job)
-            return nil
-        }
-        if let start { startsContinuation.yield(Handoff(start)) }
+        if claim(job) { startsContinuation.yield(Handoff(job)) }
     }
 
-    /// Takes `job` for a runner the caller starts in its own task (``runner(from:_:)``) when fewer than `limit` are
-    /// active: a job that can start at once is not handed through the stage's stream (one hop less per job, for
-    /// the consumer loop's ready jobs). Otherwise parks it, for a runner that finishes, and returns nil.
-    func claim(_ job: Job) -> Job? {
-        state.withLock { state -> Job? in
+    /// Whether a runner may start with `job` now (fewer than `limit` active): then it counts as active, and the caller
+    /// starts that runner, in its own task (``runner(from:_:)``) or through the stage's stream (``park(_:)``). The
+    /// consumer loop starts its ready jobs' runners itself, one hop less per job. Otherwise `job` is parked, for a
+    /// runner that finishes, and this returns false.
+    func claim(_ job: Job) -> Bool {
+        state.withLock { state in
             if state.active < limit, !state.isClosed {
                 state.active += 1
-                return job
+                return true
             }
             state.back.append(job)
-            return nil
+            return false
         }
     }
 

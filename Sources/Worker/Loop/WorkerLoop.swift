@@ -159,8 +159,8 @@ public final class WorkerLoop: Sendable {
                         metrics.inFlight.record(scheduler.inFlight)
                         // A runner of the proof stage started here, not through the stage's stream, when the
                         // stage has room (through a handoff, not a capture: the runner may outlive this job).
-                        if let ready, let first = proofStage.claim(ready) {
-                            let handoff = Handoff(first)
+                        if let ready, proofStage.claim(ready) {
+                            let handoff = Handoff(ready)
                             group.addTask { await self.proofStage.runner(from: handoff) { await self.start($0) } }
                         }
                     case .gap(let expected):
