@@ -48,9 +48,26 @@ public enum MetricsExposition {
     }
 
     private static func appendHelp(_ description: MetricNames.Description, to output: inout [UInt8]) {
-        // The exposition format escapes a backslash and a line break in help text.
-        let help = description.help.replacingOccurrences(of: "\\", with: "\\\\")
-            .replacingOccurrences(of: "\n", with: "\\n")
-        output.append(contentsOf: "# HELP \(description.name) \(help)\n".utf8)
+        output.append(
+            contentsOf: helpLines[description.name] ?? helpLine(name: description.name, help: description.help))
+    }
+
+    /// Every family's `# HELP` line, escaped once: a scrape only copies them.
+    private static let helpLines: [String: [UInt8]] = Dictionary(
+        MetricNames.descriptions.map { ($0.name, helpLine(name: $0.name, help: $0.help)) },
+        uniquingKeysWith: { first, _ in first })
+
+    /// The `# HELP` line of family `name`: the exposition format escapes a backslash and a line break in help text.
+    static func helpLine(name: String, help: String) -> [UInt8] {
+        var line = Array("# HELP \(name) ".utf8)
+        for byte in help.utf8 {
+            switch byte {
+            case UInt8(ascii: "\\"): line.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\\")])
+            case UInt8(ascii: "\n"): line.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "n")])
+            default: line.append(byte)
+            }
+        }
+        line.append(UInt8(ascii: "\n"))
+        return line
     }
 }
