@@ -27,6 +27,15 @@ final class InFlightLimiter: Sendable {
     /// Number of permits currently taken.
     var inFlight: Int { limit - state.withLock { $0.available } }
 
+    /// Takes a permit if one is free and nobody waits for one; never suspends.
+    func tryAcquire() -> Bool {
+        state.withLock { state in
+            guard state.available > 0, state.waiters.isEmpty else { return false }
+            state.available -= 1
+            return true
+        }
+    }
+
     func acquire() async throws {
         try Task.checkCancellation()
         let fast = state.withLock { state -> Bool in

@@ -119,6 +119,47 @@ public final class KafkaProducer: Sendable {
         }
     }
 
+    /// Like one send of ``sendConfirmed(_:attempts:)``, without waiting: hands `record` to librdkafka and returns at
+    /// once. `confirmed` is called once, on the producer's poll thread, with the report if it carries an offset, or
+    /// else with the error: an acknowledgement without an offset is `deliveryUnproven` (counted in
+    /// ``confirmationResends``: the caller sends the record again). Returns false, and never calls `confirmed`, when
+    /// the send cannot start at once (the in-flight bound reached, librdkafka's queue full, the producer shut down or
+    /// failed, the produce call refused): the caller sends the record with ``sendConfirmed(_:attempts:)`` then.
+    ///
+    /// For senders that would otherwise keep a task suspended per message only to wait for its report.
+    public func sendConfirmedLater(
+        _ record: KafkaProducerRecord,
+        confirmed: @escaping @Sendable (Result<KafkaDeliveryReport, KafkaError>) -> Void
+    ) -> Bool {
+        guard fatalError == nil, !closed.isSet, limiter.tryAcquire() else { return false }
+        let promise = DeliveryPromise(confirming: confirmed, for: self, limiter: limiter, topic: record.topic)
+        let opaque = Unmanaged.passRetained(promise).toOpaque()
+        guard client.produce(record, opaque: opaque) != nil else { return true }
+        Unmanaged<DeliveryPromise>.fromOpaque(opaque).release()
+        limiter.release()
+        return false
+    }
+
+    /// The answer to an acknowledgement of a ``sendConfirmedLater(_:confirmed:)`` without an offset: counted as a
+    /// resend to come, logged, and the error its sender gets.
+    @inline(never)
+    fileprivate func unproven(_ report: KafkaDeliveryReport) -> KafkaError {
+        resends.value.add(1, ordering: .relaxed)
+        logger.notice(
+            "kafka: acknowledged without an offset (implicitly); sending again",
+            metadata: [
+                LogKeys.topic: "\(report.topicPartition.topic)",
+                LogKeys.partition: "\(report.topicPartition.partition)",
+                LogKeys.kafkaSends: "1",
+            ])
+        return KafkaError(
+            code: .deliveryUnproven,
+            message:
+                "\(report.topicPartition.topic)[\(report.topicPartition.partition)]: acknowledged without an offset; "
+                + "not proven stored",
+            isRetryable: true)
+    }
+
     /// Throws unless the producer takes sends: not after a fatal error, not once shut down.
     @inline(never)
     private func checkAcceptsSends() throws {
@@ -134,7 +175,7 @@ public final class KafkaProducer: Sendable {
     private func produce(
         _ record: KafkaProducerRecord, resuming continuation: UnsafeContinuation<DeliveryOutcome, any Error>
     ) {
-        let promise = DeliveryPromise(continuation: continuation, limiter: limiter, topic: record.topic)
+        let promise = DeliveryPromise(resuming: continuation, limiter: limiter, topic: record.topic)
         // Ownership: one retain travels with the message as its opaque; the delivery
         // report callback takes it back. If produce fails no report comes, so we take it here.
         let opaque = Unmanaged.passRetained(promise).toOpaque()
@@ -216,26 +257,53 @@ enum DeliveryOutcome: Sendable {
 
 /// Travels with one message through librdkafka as its opaque; the delivery report callback hands it the outcome.
 ///
-/// Its continuation is resumed exactly once: by the delivery report callback, which takes the promise back, or by
-/// ``KafkaProducer/send(_:)`` itself when the produce call failed and no report will come. It is not a checked one:
+/// Its sender is told exactly once: by the delivery report callback, which takes the promise back, or by the producer
+/// itself when the produce call failed and no report will come. A waiting sender's continuation is not a checked one:
 /// checking allocates an object per message, and every verdict is sent through here.
 final class DeliveryPromise: Sendable {
-    let continuation: UnsafeContinuation<DeliveryOutcome, any Error>
+    enum Sender: Sendable {
+        /// A task suspended in ``KafkaProducer/send(_:)``.
+        case waiting(UnsafeContinuation<DeliveryOutcome, any Error>)
+        /// ``KafkaProducer/sendConfirmedLater(_:confirmed:)``'s callback, and its producer for a report without an
+        /// offset.
+        case confirming(@Sendable (Result<KafkaDeliveryReport, KafkaError>) -> Void, KafkaProducer)
+    }
+
+    let sender: Sender
     let limiter: InFlightLimiter
     /// The record's topic, for its report: reading the name back from librdkafka made a string per report.
     let topic: String
-    init(continuation: UnsafeContinuation<DeliveryOutcome, any Error>, limiter: InFlightLimiter, topic: String) {
-        self.continuation = continuation
+
+    init(resuming continuation: UnsafeContinuation<DeliveryOutcome, any Error>, limiter: InFlightLimiter, topic: String)
+    {
+        self.sender = .waiting(continuation)
         self.limiter = limiter
         self.topic = topic
     }
 
-    /// Frees the message's in-flight place and resumes its sender.
+    init(
+        confirming confirmed: @escaping @Sendable (Result<KafkaDeliveryReport, KafkaError>) -> Void,
+        for producer: KafkaProducer, limiter: InFlightLimiter, topic: String
+    ) {
+        self.sender = .confirming(confirmed, producer)
+        self.limiter = limiter
+        self.topic = topic
+    }
+
+    /// Frees the message's in-flight place and tells its sender.
     func deliver(_ outcome: Result<KafkaDeliveryReport, KafkaError>) {
         limiter.release()
-        switch outcome {
-        case .success(let report): continuation.resume(returning: .delivered(report))
-        case .failure(let error): continuation.resume(throwing: error)
+        switch sender {
+        case .waiting(let continuation):
+            switch outcome {
+            case .success(let report): continuation.resume(returning: .delivered(report))
+            case .failure(let error): continuation.resume(throwing: error)
+            }
+        case .confirming(let confirmed, let producer):
+            switch outcome {
+            case .success(let report) where !report.hasOffset: confirmed(.failure(producer.unproven(report)))
+            default: confirmed(outcome)
+            }
         }
     }
 }

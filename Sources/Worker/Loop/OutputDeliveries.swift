@@ -15,6 +15,8 @@ final class OutputDeliveries: Sendable {
     private struct State {
         var started: [UInt64: ContinuousClock.Instant] = [:]
         var nextID: UInt64 = 0
+        /// Tasks waiting until no delivery is under way (``waitUntilNone()``).
+        var waiters: [CheckedContinuation<Void, Never>] = []
     }
 
     private let state = Mutex(State())
@@ -29,7 +31,25 @@ final class OutputDeliveries: Sendable {
 
     /// The delivery ended: delivered, refused, or abandoned (cancelled by a revoke or a drain).
     func end(_ ticket: Ticket) {
-        _ = state.withLock { $0.started.removeValue(forKey: ticket.id) }
+        let waiters = state.withLock { state -> [CheckedContinuation<Void, Never>] in
+            state.started.removeValue(forKey: ticket.id)
+            guard state.started.isEmpty else { return [] }
+            defer { state.waiters = [] }
+            return state.waiters
+        }
+        for waiter in waiters { waiter.resume() }
+    }
+
+    /// Returns once no delivery is under way.
+    func waitUntilNone() async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let now = state.withLock { state -> Bool in
+                if state.started.isEmpty { return true }
+                state.waiters.append(continuation)
+                return false
+            }
+            if now { continuation.resume() }
+        }
     }
 
     /// Deliveries under way that began before `instant`.

@@ -82,6 +82,9 @@ public final class WorkerLoop: Sendable {
     private let ledgerStage: JobStage<Parked<LedgerBoundJob>>
     /// Jobs that wait for Apple, parked as data, and the runners that finish them.
     private let storeStage: JobStage<Parked<StoreBoundJob>>
+    /// Decided jobs whose verdict, handed to the producer without a task waiting (``deliverLater(_:admitted:)``), was
+    /// not proven stored: runners deliver them again the waiting way.
+    private let deliveryStage: JobStage<PendingDelivery>
     /// Deflates the receipts of parked jobs.
     private let receiptDeflate = ReceiptDeflate()
 
@@ -118,6 +121,7 @@ public final class WorkerLoop: Sendable {
         self.proofStage = JobStage(limit: configuration.maximumInFlight)
         self.ledgerStage = JobStage(limit: decider.ledgerStageLimit)
         self.storeStage = JobStage(limit: decider.storeStageLimit)
+        self.deliveryStage = JobStage(limit: configuration.maximumInFlight)
         self.configuration = configuration
         self.scheduler = scheduler
         self.codec = MessageCodec(maximumMessageBytes: configuration.maximumMessageBytes)
@@ -147,6 +151,12 @@ public final class WorkerLoop: Sendable {
                 await self.storeStage.run { parked in
                     let pending = parked.pending
                     await self.step(.askStore(pending), job: pending.job, admitted: parked.admitted)
+                }
+            }
+            group.addTask {
+                await self.deliveryStage.run { pending in
+                    let delivered = await self.deliverVerdict(pending.record)
+                    self.done(pending.admitted, processed: true, delivered: delivered)
                 }
             }
             for try await event in consumer.events {
@@ -203,10 +213,16 @@ public final class WorkerLoop: Sendable {
             }
             group.cancelAll()
         }
+        // Verdicts handed to the producer without a waiting task are waited for here, as the runners of the others
+        // were: their reports end their jobs. One not proven stored by then is not sent again (the stage is closed).
+        var undelivered = deliveryStage.removeAll()
+        await deliveries.waitUntilNone()
+        undelivered += deliveryStage.removeAll()
         // Jobs still parked when the runners stopped end undecided, as a cancelled step's do; so do the jobs that
         // waited for their proof step, and the jobs of their keys behind them.
         var waiting = proofStage.removeAll()
-        for admitted in ledgerStage.removeAll().map(\.admitted) + storeStage.removeAll().map(\.admitted) {
+        let parked = ledgerStage.removeAll().map(\.admitted) + storeStage.removeAll().map(\.admitted)
+        for admitted in parked + undelivered.map(\.admitted) {
             if let following = complete(admitted, processed: true, delivered: false) { waiting.append(following) }
         }
         while let next = waiting.popLast() {
@@ -280,7 +296,9 @@ public final class WorkerLoop: Sendable {
         var delivered = false
         if !Task.isCancelled {
             switch await advanced(flow, job: job, admitted: admitted, after: earlier) {
-            case .record(let record, let verdict): delivered = await deliverVerdict(record, verdict, of: job)
+            case .record(let record, let verdict):
+                if verdict == nil, deliverLater(record, admitted: admitted) { return }
+                delivered = await deliverVerdict(record, verdict, of: job)
             case .deadLetter(let letter): delivered = await deliver(letter)
             case .undecided: break
             case .parked: return
@@ -392,6 +410,12 @@ public final class WorkerLoop: Sendable {
         return deadLetterRecord(probe).framedSize
     }
 
+    /// A decided job whose verdict is to be delivered again.
+    struct PendingDelivery: Sendable {
+        var admitted: WorkerScheduler.Admitted
+        var record: KafkaProducerRecord
+    }
+
     /// How far a job got in a lane or a stage's runner. Small on purpose: it is a slot in the async frames of every
     /// lane.
     enum Step {
@@ -496,6 +520,28 @@ public final class WorkerLoop: Sendable {
         let delivered = await deliverVerdict(record)
         if delivered, let verdict, let afterDelivery { return await afterDelivery(verdict.value, job) }
         return delivered
+    }
+
+    /// A decided job's verdict, nobody waiting for its delivery (``afterDelivery`` unset): handed to the producer
+    /// without this task waiting for the report, which ends the job on the producer's thread; one not proven stored
+    /// is delivered again by the delivery stage's runners, the waiting way. Returns false when the producer could not
+    /// take it at once: the caller delivers it the waiting way itself.
+    ///
+    /// A task waiting per verdict, resumed by its report, cost a third of the worker CPU of a locally decided job.
+    @inline(never)
+    private func deliverLater(_ record: KafkaProducerRecord, admitted: WorkerScheduler.Admitted) -> Bool {
+        let ticket = deliveries.begin(at: clock.now)
+        let sent = producer.sendConfirmedLater(record) { [self] outcome in
+            if case .success = outcome {
+                done(admitted, processed: true, delivered: true)
+            } else {
+                deliveryStage.park(PendingDelivery(admitted: admitted, record: record))
+            }
+            // Last: the end of ``run()`` waits for every delivery to end before it ends the jobs left.
+            deliveries.end(ticket)
+        }
+        if !sent { deliveries.end(ticket) }
+        return sent
     }
 
     /// Delivers a verdict. One the cluster refuses for good (the topic unknown or not writable, the record too large)

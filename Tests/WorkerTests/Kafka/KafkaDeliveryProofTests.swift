@@ -88,4 +88,38 @@ struct KafkaDeliveryProofTests {
         // Both unproven sends were in fact stored (acks=0 only hides it): a resend may store a message twice.
         #expect(stored == 3)
     }
+
+    @Test(
+        "sendConfirmedLater: a report with an offset, an acknowledgement without one as deliveryUnproven, none after shutdown"
+    )
+    func sendConfirmedLaterTellsItsCaller() async throws {
+        let topic = "kt-later"
+        let cluster = try KafkaTest.cluster(brokers: 1, topics: [topic: 1])
+        let producer = try KafkaTest.producer(cluster)
+        let stored = try await Self.sendLater(producer, Self.record(topic, "proven")).get()
+        #expect(stored.hasOffset)
+        #expect(producer.confirmationResends == 0)
+        await producer.shutdown()
+        #expect(
+            !producer.sendConfirmedLater(Self.record(topic, "after")) { _ in Issue.record("called after shutdown") })
+
+        // acks=0: the broker answers nothing, so the report lacks an offset, as an implicit acknowledgement does.
+        let unacknowledged = try KafkaTest.producer(cluster, properties: ["enable.idempotence": "false", "acks": "0"])
+        let outcome = try await Self.sendLater(unacknowledged, Self.record(topic, "unproven"))
+        guard case .failure(let error) = outcome else { throw KafkaError(code: .deliveryUnproven, message: "offset") }
+        #expect(error.code == .deliveryUnproven)
+        #expect(error.isRetryable)
+        #expect(unacknowledged.confirmationResends == 1)
+        await unacknowledged.shutdown()
+    }
+
+    /// `record` sent through ``KafkaProducer/sendConfirmedLater(_:confirmed:)``, its outcome awaited.
+    private static func sendLater(
+        _ producer: KafkaProducer, _ record: KafkaProducerRecord
+    ) async throws -> Result<KafkaDeliveryReport, KafkaError> {
+        let (outcomes, continuation) = AsyncStream.makeStream(of: Result<KafkaDeliveryReport, KafkaError>.self)
+        #expect(producer.sendConfirmedLater(record) { continuation.yield($0) })
+        for await outcome in outcomes { return outcome }
+        throw CancellationError()
+    }
 }

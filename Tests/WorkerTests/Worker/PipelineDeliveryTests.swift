@@ -85,6 +85,56 @@ struct PipelineDeliveryTests {
     }
 
     @Test(
+        "a verdict handed over without a waiting task and acknowledged without an offset is sent again: none lost",
+        .timeLimit(.minutes(2)))
+    func implicitAcknowledgementOfAVerdictIsSentAgain() async throws {
+        let setup = try PipelineSingleWorkerSetup(name: "implicit-verdict")
+        let topics = setup.topics
+        let frontend = try setup.producer()
+        // One message per produce request, sent at once: the request held back carries exactly one verdict.
+        let output = try setup.producer(properties: ["batch.num.messages": "1", "linger.ms": "0"])
+        let worker = try setup.worker(
+            producer: output, decider: PipelineProofDecider(), logger: Self.quietLogger)
+        let run = Task { try await worker.run() }
+        func submit(_ index: Int) async throws {
+            let job = ReceiptJob(
+                jobID: "job-\(index)", accountID: "account-\(index)", proof: .transactionID("\(index)"))
+            _ = try await frontend.send(
+                KafkaProducerRecord(
+                    topic: topics.jobs, key: Array(job.accountID.utf8), value: MessageCodec().encode(job)))
+        }
+        try await submit(0)
+        try await PipelineHarness.poll("the first verdict", timeout: .seconds(30)) {
+            try await output.watermarks(topic: topics.verdicts, partition: 0).high == 1
+        }
+        // As for dead letters above: two verdicts go out at once, the first request is held back and answered
+        // REQUEST_TIMED_OUT after 1.5 s, the second is stored, and the first is acknowledged without an offset.
+        let partition = KafkaTopicPartition(topic: topics.jobs, partition: 0)
+        try worker.consumer.pause([partition])
+        try await submit(1)
+        try await submit(2)
+        try setup.cluster.pushBrokerRequestError(
+            broker: 1, .produce, .requestTimedOut, responseDelay: .milliseconds(1_500))
+        try worker.consumer.resume([partition])
+
+        try await PipelineHarness.poll("every job committed", timeout: .seconds(30)) {
+            try await setup.committedOffset() == 3
+        }
+        let count = try await KafkaTest.storedCount(frontend, topic: topics.verdicts, partitions: 1)
+        let reader = try KafkaTest.consumer(setup.cluster.bootstrapServers, group: KafkaTest.uniqueGroup("verdicts"))
+        try reader.subscribe(topics: [topics.verdicts])
+        let verdicts = try await KafkaTest.collect(reader.events, messages: count)
+            .map { try MessageCodec().decodeVerdict($0.value ?? []).jobID }
+        await reader.close()
+        #expect(Set(verdicts) == ["job-0", "job-1", "job-2"], "no job may lose its verdict")
+        #expect(output.confirmationResends == 1, "the held verdict was acknowledged without an offset once")
+        await worker.drain(timeout: .seconds(5))
+        try await run.value
+        await frontend.shutdown()
+        await output.shutdown()
+    }
+
+    @Test(
         "an output never proven delivered makes the worker unready past the delivery timeout; its job stays uncommitted",
         .timeLimit(.minutes(2)))
     func unprovenOutputMakesWorkerUnready() async throws {
@@ -173,5 +223,17 @@ private final class DeliveryTestSignal: Sendable {
             }
             if let value { continuation.resume(returning: value) }
         }
+    }
+}
+
+/// Decides every job by its proof step: rejected, malformed (no follow-up waits for its delivery).
+struct PipelineProofDecider: JobStepping {
+    func advance(_ flow: JobFlow) async throws -> JobFlow {
+        guard case .readProof(let job, _) = flow else { throw WorkerFatalError("only the proof step is taken") }
+        return .decided(
+            JobProcessor.Decided(
+                verdict: Verdict(
+                    job: job, outcome: .rejected, reason: .malformed, decidedBy: .prefilter, decidedAt: Date()),
+                askedStore: false))
     }
 }
