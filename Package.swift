@@ -368,6 +368,7 @@ let package = Package(
                 "Receipts",
                 "AppleClients",
                 "AppleSimulator",
+                "PlaySimulator",
                 "Ledger",
                 "Worker",
                 "Operations",
