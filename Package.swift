@@ -398,6 +398,7 @@ let package = Package(
                 "Receipts",
                 "AppleClients",
                 "AppleSimulator",
+                "PlaySimulator",
                 "RateLimiter",
                 "Decision",
                 "Ledger",
