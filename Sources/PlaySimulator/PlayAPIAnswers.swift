@@ -55,7 +55,7 @@ enum PlayAPIAnswers {
         if let account = purchase.obfuscatedAccountId { fields.append(("obfuscatedAccountId", quote(account))) }
         if let profile = purchase.obfuscatedProfileId { fields.append(("obfuscatedProfileId", quote(profile))) }
         fields.append(("quantity", String(purchase.quantity)))
-        if purchase.type.isSubscription {
+        if purchase.isSubscription {
             fields.append(("autoRenewing", purchase.autoRenewEnabled ? "true" : "false"))
         }
         fields.append(("acknowledged", purchase.acknowledgedAt == nil ? "false" : "true"))
@@ -212,7 +212,7 @@ enum PlayAPIAnswers {
             ("developer_payload", purchase.developerPayload),
         ]
         for (key, value) in optional { if let value { object[key] = value } }
-        if purchase.type.isSubscription { object["auto_renew_enabled"] = purchase.autoRenewEnabled }
+        if purchase.isSubscription { object["auto_renew_enabled"] = purchase.autoRenewEnabled }
         return object
     }
 

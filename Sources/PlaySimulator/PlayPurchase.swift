@@ -1,13 +1,5 @@
 import Foundation
-
-/// What a minted purchase is: a one-time product (consumable or not) or an auto-renewing subscription.
-public enum PlayPurchaseType: String, Sendable, Codable, CaseIterable {
-    case consumable
-    case nonConsumable = "non_consumable"
-    case subscription
-
-    public var isSubscription: Bool { self == .subscription }
-}
+import Messages
 
 /// One purchase the simulator minted: Google's database row for a purchase token. The states Google reports are
 /// derived from it and the clock (``PlayPurchaseState``), so a purchase left unacknowledged is refunded when three
@@ -16,7 +8,8 @@ public struct PlayPurchase: Sendable {
     public var purchaseToken: String
     public var packageName: String
     public var productId: String
-    public var type: PlayPurchaseType
+    /// Consumable, non-consumable or auto-renewable (Google Play has no non-renewing type).
+    public var type: ProductType
     /// The order id of the first order (`GPA.1234-5678-9012-34567`); nil while the purchase is pending, since Google
     /// creates the order when the payment completes.
     public var orderId: String?
@@ -56,6 +49,9 @@ public struct PlayPurchase: Sendable {
     public var acknowledgeCalls = 0
     public var consumeCalls = 0
 
+    /// A subscription (Google's auto-renewing plan).
+    public var isSubscription: Bool { type == .autoRenewable }
+
     /// The order id of the latest successful order: the first order, or the latest renewal's (`..n`).
     public var latestOrderId: String? {
         guard let orderId else { return nil }
@@ -77,7 +73,7 @@ public struct PlayPurchase: Sendable {
         if pendingCancelledAt != nil { return .pendingCanceled }
         if completedAt == nil { return .pending }
         if refundedAt(now: now) != nil { return .refunded }
-        guard type.isSubscription else { return .purchased }
+        guard isSubscription else { return .purchased }
         if replacedByToken != nil { return .replaced }
         if let expiryTime, now >= expiryTime { return .expired }
         return userCanceledAt != nil ? .canceled : .active

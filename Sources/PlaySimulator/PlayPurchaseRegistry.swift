@@ -1,11 +1,12 @@
 import Foundation
+import Messages
 import Synchronization
 
 /// What `POST /sim/mint` asks for (docs/PLAY-SIMULATOR.md).
 public struct PlayMintRequest: Sendable {
     public var packageName: String
     public var productId: String
-    public var type: PlayPurchaseType
+    public var type: ProductType
     public var quantity: Int = 1
     public var isTest: Bool = false
     /// A pending purchase: no order and not purchased until `completePending`.
@@ -20,7 +21,7 @@ public struct PlayMintRequest: Sendable {
     /// Subscriptions: the subscription this purchase replaces (upgrade, downgrade, resubscription).
     public var linkedPurchaseToken: String?
 
-    public init(packageName: String, productId: String, type: PlayPurchaseType) {
+    public init(packageName: String, productId: String, type: ProductType) {
         self.packageName = packageName
         self.productId = productId
         self.type = type
@@ -69,10 +70,13 @@ final class PlayPurchaseRegistry: Sendable {
                 throw PlaySimulatorError(.invalidRequest, "\(name) must be 1-200 of [A-Za-z0-9._-]")
             }
         }
+        guard request.type != .nonRenewing else {
+            throw PlaySimulatorError(.invalidRequest, "type: Google Play has no non_renewing products")
+        }
         guard (1...1000).contains(request.quantity) else {
             throw PlaySimulatorError(.invalidRequest, "quantity must be 1...1000")
         }
-        if request.type.isSubscription {
+        if request.type == .autoRenewable {
             guard request.periodSeconds.isFinite, request.periodSeconds >= 60 else {
                 throw PlaySimulatorError(.invalidRequest, "period must be at least 60 seconds")
             }
@@ -101,7 +105,7 @@ final class PlayPurchaseRegistry: Sendable {
         purchase.obfuscatedAccountId = request.obfuscatedAccountId
         purchase.obfuscatedProfileId = request.obfuscatedProfileId
         purchase.regionCode = request.regionCode
-        if request.type.isSubscription {
+        if request.type == .autoRenewable {
             purchase.basePlanId = request.basePlanId ?? "monthly"
             purchase.periodSeconds = request.periodSeconds
             purchase.expiryTime = request.isPending ? nil : now.addingTimeInterval(request.periodSeconds)
@@ -112,7 +116,7 @@ final class PlayPurchaseRegistry: Sendable {
                 guard var old = rows[linked] else {
                     throw PlaySimulatorError(.invalidRequest, "linked_purchase_token: no such purchase")
                 }
-                guard old.type.isSubscription, old.packageName == request.packageName else {
+                guard old.isSubscription, old.packageName == request.packageName else {
                     throw PlaySimulatorError(
                         .invalidRequest, "linked_purchase_token: not a subscription of \(request.packageName)")
                 }
@@ -152,7 +156,7 @@ final class PlayPurchaseRegistry: Sendable {
             }
             purchase.completedAt = now
             purchase.orderId = PlayIdentifiers.orderId()
-            if purchase.type.isSubscription {
+            if purchase.isSubscription {
                 purchase.expiryTime = now.addingTimeInterval(purchase.periodSeconds)
                 if let linked = purchase.linkedPurchaseToken, var old = rows[linked], old.replacedByToken == nil {
                     old.replacedByToken = token

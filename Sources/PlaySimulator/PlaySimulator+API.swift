@@ -73,7 +73,7 @@ extension PlaySimulator {
         guard purchase.packageName == packageName else {
             return .invalid("The purchase token does not match the package name.")
         }
-        guard purchase.type.isSubscription == subscription else {
+        guard purchase.isSubscription == subscription else {
             return .invalid(
                 subscription
                     ? "The purchase token is not a subscription." : "The purchase token is not an in-app product.")

@@ -133,8 +133,8 @@ extension PlaySimulator {
         guard let package = object["package_name"] as? String, let product = object["product_id"] as? String else {
             throw PlaySimulatorError(.invalidRequest, "package_name and product_id are required")
         }
-        guard let typeName = object["type"] as? String, let type = PlayPurchaseType(rawValue: typeName) else {
-            throw PlaySimulatorError(.invalidRequest, "type must be consumable, non_consumable or subscription")
+        guard let typeName = object["type"] as? String, let type = ProductType(rawValue: typeName) else {
+            throw PlaySimulatorError(.invalidRequest, "type must be consumable, non_consumable or auto_renewable")
         }
         var request = PlayMintRequest(packageName: package, productId: product, type: type)
         if let raw = object["quantity"] {

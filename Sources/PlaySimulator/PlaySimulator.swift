@@ -117,7 +117,7 @@ public final class PlaySimulator: Sendable {
     public func renew(purchaseToken: String) throws -> PlayPurchase {
         let now = clock.now()
         return try registry.update(purchaseToken) { (purchase) throws(PlaySimulatorError) in
-            guard purchase.type.isSubscription else {
+            guard purchase.isSubscription else {
                 throw PlaySimulatorError(.conflict, "only a subscription renews")
             }
             switch purchase.state(now: now) {
@@ -138,7 +138,7 @@ public final class PlaySimulator: Sendable {
     public func cancelSubscription(purchaseToken: String) throws -> PlayPurchase {
         let now = clock.now()
         return try registry.update(purchaseToken) { (purchase) throws(PlaySimulatorError) in
-            guard purchase.type.isSubscription, purchase.state(now: now) == .active else {
+            guard purchase.isSubscription, purchase.state(now: now) == .active else {
                 throw PlaySimulatorError(.conflict, "only an active subscription is cancelled")
             }
             purchase.userCanceledAt = now

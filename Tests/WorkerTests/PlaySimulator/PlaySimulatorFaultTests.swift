@@ -83,7 +83,7 @@ struct PlaySimulatorFaultTests {
         try await PlaySimHarness.with { sim in
             let bearer = try await sim.accessToken()
             let token = try #require(
-                try await sim.mint(product: "premium", type: "subscription")["purchase_token"] as? String)
+                try await sim.mint(product: "premium", type: "auto_renewable")["purchase_token"] as? String)
             let path = PlaySimHarness.subscriptionPath(token)
             #expect(
                 try await sim.post(

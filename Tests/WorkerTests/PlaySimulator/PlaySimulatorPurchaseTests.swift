@@ -111,7 +111,7 @@ struct PlaySimulatorPurchaseTests {
             let forgotten = try #require(try await sim.mint(type: "non_consumable")["purchase_token"] as? String)
             let kept = try #require(try await sim.mint(type: "non_consumable")["purchase_token"] as? String)
             let subscription = try #require(
-                try await sim.mint(product: "premium", type: "subscription")["purchase_token"] as? String)
+                try await sim.mint(product: "premium", type: "auto_renewable")["purchase_token"] as? String)
             #expect(
                 try await sim.post(
                     PlaySimHarness.acknowledgePath(product: "com.example.app.coins", kept), [:], bearer: bearer
@@ -155,7 +155,7 @@ struct PlaySimulatorPurchaseTests {
     func renewal() async throws {
         try await PlaySimHarness.with { sim in
             let bearer = try await sim.accessToken()
-            let minted = try await sim.mint(product: "premium", type: "subscription", extra: ["period_days": 30])
+            let minted = try await sim.mint(product: "premium", type: "auto_renewable", extra: ["period_days": 30])
             let token = try #require(minted["purchase_token"] as? String)
             let orderId = try #require(minted["order_id"] as? String)
             let firstExpiry = try #require(minted["expiry_time_ms"] as? Int64)
@@ -184,9 +184,9 @@ struct PlaySimulatorPurchaseTests {
         try await PlaySimHarness.with { sim in
             let bearer = try await sim.accessToken()
             let old = try #require(
-                try await sim.mint(product: "basic", type: "subscription")["purchase_token"] as? String)
+                try await sim.mint(product: "basic", type: "auto_renewable")["purchase_token"] as? String)
             let new = try #require(
-                try await sim.mint(product: "premium", type: "subscription", extra: ["linked_purchase_token": old])[
+                try await sim.mint(product: "premium", type: "auto_renewable", extra: ["linked_purchase_token": old])[
                     "purchase_token"] as? String)
             #expect(new != old)
             let upgraded = try await sim.get(PlaySimHarness.subscriptionPath(new), bearer: bearer)
@@ -200,7 +200,7 @@ struct PlaySimulatorPurchaseTests {
             let again = try await sim.post(
                 "sim/mint",
                 [
-                    "package_name": PlaySimHarness.package, "product_id": "gold", "type": "subscription",
+                    "package_name": PlaySimHarness.package, "product_id": "gold", "type": "auto_renewable",
                     "linked_purchase_token": old,
                 ])
             #expect(again.status == 400)
@@ -242,7 +242,8 @@ struct PlaySimulatorPurchaseTests {
                 ).status == 204)
 
             let abandoned = try #require(
-                try await sim.mint(product: "premium", type: "subscription", extra: ["pending": true])["purchase_token"]
+                try await sim.mint(product: "premium", type: "auto_renewable", extra: ["pending": true])[
+                    "purchase_token"]
                     as? String)
             let pendingSub = try await sim.get(PlaySimHarness.subscriptionPath(abandoned), bearer: bearer2)
             #expect(pendingSub.json["subscriptionState"] as? String == "SUBSCRIPTION_STATE_PENDING")
@@ -264,7 +265,7 @@ struct PlaySimulatorPurchaseTests {
 
             let sub = try #require(
                 try await sim.mint(
-                    product: "premium", type: "subscription", extra: ["test": true, "obfuscated_account_id": "a1b2"])[
+                    product: "premium", type: "auto_renewable", extra: ["test": true, "obfuscated_account_id": "a1b2"])[
                         "purchase_token"] as? String)
             let subRead = try await sim.get(PlaySimHarness.subscriptionPath(sub), bearer: bearer)
             #expect(subRead.json["testPurchase"] is [String: Any])
