@@ -8,6 +8,8 @@ import _CryptoExtras
 /// and the packages it may read (empty: every package, as an account granted access to the whole developer account).
 public struct PlayServiceAccount: Sendable {
     public let clientEmail: String
+    /// 21 digits, as Google's.
+    public let clientId: String
     public let privateKeyId: String
     public let privateKey: _RSA.Signing.PrivateKey
     public let tokenURI: String
@@ -15,7 +17,6 @@ public struct PlayServiceAccount: Sendable {
 
     /// Google's service-account key file, as the Cloud console downloads it.
     public func keyFileJSON() -> Data {
-        let clientId = String(abs(clientEmail.hashValue) % 1_000_000_000_000_000_000)
         let object: [String: Any] = [
             "type": "service_account",
             "project_id": "play-simulator",
@@ -83,7 +84,8 @@ final class PlayOAuthService: Sendable {
             throw PlaySimulatorError(.invalidRequest, "client_email must be an address of at most 200 bytes")
         }
         let account = PlayServiceAccount(
-            clientEmail: email, privateKeyId: keyId, privateKey: try key ?? .init(keySize: .bits2048),
+            clientEmail: email, clientId: "1" + String((0..<20).map { _ in "0123456789".randomElement()! }),
+            privateKeyId: keyId, privateKey: try key ?? .init(keySize: .bits2048),
             tokenURI: tokenURI, packages: packages)
         state.withLock { $0.accounts[email] = account }
         return account
@@ -199,12 +201,6 @@ final class PlayOAuthService: Sendable {
         guard let authorization, authorization.hasPrefix("Bearer ") else { return }
         let token = String(authorization.dropFirst("Bearer ".count))
         state.withLock { $0.tokens[token] = nil }
-    }
-
-    /// How many access tokens are live now.
-    func liveTokenCount() -> Int {
-        let now = clock.now()
-        return state.withLock { $0.tokens.values.filter { $0.expiresAt > now }.count }
     }
 
     static func form(_ body: [UInt8]) -> [String: String] {

@@ -197,7 +197,4 @@ enum PlayIdentifiers {
         let tail = String((0..<140).map { _ in alphabet.randomElement()! })
         return "\(head).AO-J1O\(tail)"
     }
-
-    /// How a token appears in a message: its first 8 characters and its length, never the whole token.
-    static func redacted(_ token: String) -> String { "\(token.prefix(8))… (\(token.utf8.count) bytes)" }
 }
