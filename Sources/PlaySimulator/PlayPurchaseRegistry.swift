@@ -77,8 +77,9 @@ final class PlayPurchaseRegistry: Sendable {
             throw PlaySimulatorError(.invalidRequest, "quantity must be 1...1000")
         }
         if request.type == .autoRenewable {
-            guard request.periodSeconds.isFinite, request.periodSeconds >= 60 else {
-                throw PlaySimulatorError(.invalidRequest, "period must be at least 60 seconds")
+            // Google's longest billing period is a year; the cap keeps every date writable.
+            guard request.periodSeconds.isFinite, (60...(400 * 86_400)).contains(request.periodSeconds) else {
+                throw PlaySimulatorError(.invalidRequest, "period must be 60 seconds to 400 days")
             }
             if let basePlan = request.basePlanId, !PlayIdentifiers.isName(basePlan) {
                 throw PlaySimulatorError(.invalidRequest, "base_plan_id must be 1-200 of [A-Za-z0-9._-]")

@@ -33,9 +33,8 @@ extension PlaySimulator {
             return (try? JSONSerialization.jsonObject(with: account.keyFileJSON())) as? [String: Any] ?? [:]
         }
         simPost(router, "sim/clock/advance") { object in
-            guard let seconds = object["seconds"] as? Double, seconds.isFinite, seconds >= 0 else {
-                throw PlaySimulatorError(.invalidRequest, "seconds must be a number of at least 0")
-            }
+            guard let seconds = object["seconds"] as? Double, seconds.isFinite, (0...315_360_000).contains(seconds)
+            else { throw PlaySimulatorError(.invalidRequest, "seconds must be 0 to 315360000 (ten years)") }
             self.clock.advance(by: seconds)
             return ["now_ms": self.clock.now().epochMilliseconds]
         }

@@ -13,8 +13,8 @@ public struct PlaySimulatorConfiguration: Sendable {
     /// The clock of every date the simulator writes or judges. Default: the system clock at real speed
     /// (`--time-scale` speeds it up).
     public var clock = PlaySimulatorClock()
-    /// How long an access token lives, in seconds of the simulator's clock (`--access-token-lifetime`).
-    /// Default: 3599, Google's `expires_in`.
+    /// How long an access token lives, in seconds of the simulator's clock (`--access-token-lifetime`), 1 to
+    /// 31536000. Default: 3599, Google's `expires_in`.
     public var accessTokenLifetime: TimeInterval = 3599
     /// Licensing keys by package name, instead of a fresh RSA-2048 key made at the package's first use; lets
     /// tests share keys. Default: empty.
@@ -52,8 +52,11 @@ public final class PlaySimulator: Sendable {
 
     public init(configuration: PlaySimulatorConfiguration = .init()) {
         self.configuration = configuration
+        // One second to one year: `expires_in` is written as a whole number of seconds.
+        let lifetime = configuration.accessTokenLifetime
         oauth = PlayOAuthService(
-            clock: configuration.clock, accessTokenLifetime: max(1, configuration.accessTokenLifetime))
+            clock: configuration.clock,
+            accessTokenLifetime: lifetime.isFinite ? min(max(1, lifetime), 31_536_000) : 3599)
         faults = PlayFaultInjector(random: configuration.random, clock: configuration.clock)
         licensingKeys = PlayLicensingKeys(preset: configuration.licensingKeys)
     }

@@ -11,11 +11,12 @@ public final class PlaySimulatorClock: Sendable {
     private let scale: Double
     private let offset = Mutex<TimeInterval>(0)
 
-    /// The system clock sped up `scale` times (1: real time) from now on.
+    /// The system clock sped up `scale` times (1: real time; at most 1,000,000; not a positive number: 1) from now on.
     public init(scale: Double = 1, base: @escaping @Sendable () -> Date = { Date() }) {
         self.base = base
         self.origin = base()
-        self.scale = scale.isFinite && scale > 0 ? scale : 1
+        // At most a million times real speed, so that every date stays writable for decades of real time.
+        self.scale = scale.isFinite && scale > 0 ? min(scale, 1_000_000) : 1
     }
 
     /// A clock that stands still at `start` and moves only by `advance(by:)`: what tests use.

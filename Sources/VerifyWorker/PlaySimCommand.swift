@@ -39,9 +39,11 @@ struct PlaySimCommand: AsyncParsableCommand {
     var serviceAccountFile: String?
 
     func run() async throws {
-        guard timeScale > 0, timeScale.isFinite else { throw ValidationError("--time-scale must be a positive number") }
-        guard accessTokenLifetime >= 1, accessTokenLifetime.isFinite else {
-            throw ValidationError("--access-token-lifetime must be at least 1 second")
+        guard timeScale > 0, timeScale <= 1_000_000 else {
+            throw ValidationError("--time-scale must be a number above 0 and at most 1000000")
+        }
+        guard (1...31_536_000).contains(accessTokenLifetime) else {
+            throw ValidationError("--access-token-lifetime must be 1 to 31536000 seconds")
         }
         var configuration = PlaySimulatorConfiguration()
         configuration.host = host

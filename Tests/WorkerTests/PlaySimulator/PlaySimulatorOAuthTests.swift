@@ -14,6 +14,7 @@ struct PlaySimulatorOAuthTests {
             #expect(keyFile["private_key_id"] as? String == sim.account.privateKeyId)
             #expect((keyFile["private_key"] as? String)?.hasPrefix("-----BEGIN PRIVATE KEY-----") == true)
             #expect(keyFile["token_uri"] as? String == "\(sim.base)/token")
+            #expect((keyFile["client_id"] as? String)?.wholeMatch(of: /\d{21}/) != nil)
 
             let reply = try await sim.exchange(try sim.assertion())
             #expect(reply.status == 200)

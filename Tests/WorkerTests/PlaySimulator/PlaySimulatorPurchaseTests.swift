@@ -204,6 +204,14 @@ struct PlaySimulatorPurchaseTests {
                     "linked_purchase_token": old,
                 ])
             #expect(again.status == 400)
+            // A period no billing plan has is refused, not written.
+            let endless = try await sim.post(
+                "sim/mint",
+                [
+                    "package_name": PlaySimHarness.package, "product_id": "forever", "type": "auto_renewable",
+                    "period_days": 1e300,
+                ])
+            #expect(endless.status == 400)
         }
     }
 
