@@ -140,6 +140,19 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
             ]
         ),
+        // A faithful Google Play (OAuth token endpoint, Android Publisher purchases, minting, faults) for tests,
+        // benchmarks and the demo; the product never imports it.
+        .target(
+            name: "PlaySimulator",
+            dependencies: [
+                "Messages",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+            ]
+        ),
         .target(
             name: "RateLimiter",
             dependencies: [
@@ -355,6 +368,7 @@ let package = Package(
                 "Receipts",
                 "AppleClients",
                 "AppleSimulator",
+                "PlaySimulator",
                 "Ledger",
                 "Worker",
                 "Operations",
@@ -384,6 +398,7 @@ let package = Package(
                 "Receipts",
                 "AppleClients",
                 "AppleSimulator",
+                "PlaySimulator",
                 "RateLimiter",
                 "Decision",
                 "Ledger",

@@ -14,6 +14,7 @@ struct VerifyWorkerCommand: AsyncParsableCommand {
             ReconcileCommand.self,
             DevBrokerCommand.self,
             AppleSimCommand.self,
+            PlaySimCommand.self,
             InspectCommand.self,
             ConfigReferenceCommand.self,
             GatewayCommand.self,

@@ -12,7 +12,9 @@ struct HarnessSeparationTests {
         "Worker", "Operations", "Gateway", "Entitlements",
     ]
     /// The targets that only measure, generate or simulate.
-    static let harnessTargets: Set<String> = ["Traffic", "Benchmarks", "Demo", "Chaos", "AppleSimulator"]
+    static let harnessTargets: Set<String> = [
+        "Traffic", "Benchmarks", "Demo", "Chaos", "AppleSimulator", "PlaySimulator",
+    ]
     /// Words that mark a harness file by its path.
     static let harnessWords = ["Benchmark", "Load", "Traffic", "Fuzz", "Wrk", "Storm"]
     /// Files that stay in a product target on purpose, each with its reason; the test fails if one disappears, so
