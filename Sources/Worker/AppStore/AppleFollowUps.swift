@@ -20,7 +20,8 @@ public struct AppleFollowUpsConfiguration: Sendable {
     /// Tag granted purchases that carry no `appAccountToken` with the owner's derived token (Set App Account Token,
     /// `set_app_account_tokens`).
     public var setAppAccountTokens: Bool
-    /// Each product's `refund_preference` and `sample_content_provided`.
+    /// The catalog a consumption answer is decided with (``ConsumptionAnswer``: each product's `refund_preference`
+    /// and `sample_content_provided`).
     public var catalog: Catalog
     /// Who claims calls in the ledger (unique per worker process).
     public var holder: String
@@ -388,18 +389,17 @@ public final class AppleFollowUps: Sendable {
     }
 
     /// The consumption answer for a transaction, from the ledger (delivered: granted and not revoked) and the
-    /// catalog (the product's refund preference and sample content).
+    /// catalog (the product's refund preference and sample content), as Decision reads them (``ConsumptionAnswer``).
     func consumptionInformation(for transactionID: String) async throws -> ConsumptionInformation {
         let snapshot = try await ledger.snapshot(jobID: "", transactionIDs: [transactionID], originalTransactionIDs: [])
-        let claim = snapshot.claim(transactionID)
-        let product = claim.flatMap { configuration.catalog.products[$0.productID] }
+        let answer = ConsumptionAnswer(claim: snapshot.claim(transactionID), catalog: configuration.catalog)
         return ConsumptionInformation(
             customerConsented: true,
             // Not granted, or taken back: the customer does not have it. The ledger cannot tell a quality issue or
             // a wrong item from other causes, so UNDELIVERED_OTHER.
-            deliveryStatus: claim != nil && claim?.revokedAt == nil ? .delivered : .undeliveredOther,
-            sampleContentProvided: product?.sampleContentProvided ?? false,
-            refundPreference: product?.refundPreference.flatMap(ConsumptionInformation.RefundPreference.init(rawValue:))
+            deliveryStatus: answer.delivered ? .delivered : .undeliveredOther,
+            sampleContentProvided: answer.sampleContentProvided,
+            refundPreference: answer.refundPreference.flatMap(ConsumptionInformation.RefundPreference.init(rawValue:))
         )
     }
 
