@@ -100,7 +100,7 @@ struct SeveralAppsFiles {
         _ object: [String: Any], environment: [String: String] = [:]
     ) throws -> (Catalog, AppCredentials) {
         let configuration = try Self.configuration(catalog: try writeCatalog(object), environment: environment)
-        let (catalog, _) = try WorkerRuntime.loadDecisionInputs(configuration)
+        let (catalog, _) = try configuration.loadDecisionInputs()
         return (catalog, try AppCredentials.load(catalog: catalog, configuration: configuration))
     }
 
