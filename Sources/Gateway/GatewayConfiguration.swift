@@ -199,7 +199,7 @@ public struct GatewayConfiguration: Sendable {
         var properties = ["request.timeout.ms": String(min(30_000, publishTimeoutMilliseconds))]
         properties.merge(kafkaProperties) { _, given in given }
         return KafkaProducerConfiguration(
-            bootstrapServers: brokers, maxInFlightMessages: 10_000, lingerMilliseconds: 1,
+            bootstrapServers: brokers, maximumInFlightMessages: 10_000, lingerMilliseconds: 1,
             messageTimeoutMilliseconds: publishTimeoutMilliseconds, clientID: "verify-worker-gateway",
             properties: properties)
     }

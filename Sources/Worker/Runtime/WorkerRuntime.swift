@@ -235,7 +235,7 @@ public struct WorkerRuntime: Sendable {
         do {
             producer = try KafkaProducer(
                 configuration: KafkaProducerConfiguration(
-                    bootstrapServers: configuration.brokers, maxInFlightMessages: configuration.maximumInFlight,
+                    bootstrapServers: configuration.brokers, maximumInFlightMessages: configuration.maximumInFlight,
                     clientID: configuration.workerID, messageMaxBytes: configuration.maximumProduceBytes,
                     properties: configuration.kafkaProperties),
                 logger: logger)
