@@ -27,7 +27,7 @@ public struct AppleCallGateConfiguration: Sendable, Hashable {
     /// The share of first attempts that may be retried. Default: 0.1.
     public var retryBudgetRatio: Double
     /// The largest burst of retries the budget allows. Default: 10.
-    public var retryBudgetMaxTokens: Double
+    public var retryBudgetMaximumTokens: Double
     /// Retries the budget allows per second whatever the traffic, so few jobs in a storm still progress.
     /// Default: 0 (retries earned by first attempts only); the worker sets 2.
     public var retryBudgetMinimumPerSecond: Double
@@ -52,7 +52,7 @@ public struct AppleCallGateConfiguration: Sendable, Hashable {
         concurrency: AIMDConfiguration = AIMDConfiguration(),
         breaker: CircuitBreakerConfiguration = CircuitBreakerConfiguration(),
         retryBudgetRatio: Double = 0.1,
-        retryBudgetMaxTokens: Double = 10,
+        retryBudgetMaximumTokens: Double = 10,
         retryBudgetMinimumPerSecond: Double = 0,
         whenBreakerOpen: OpenBreakerBehaviour = .wait,
         maximumQueuedWaiters: Int = 10_000,
@@ -68,7 +68,7 @@ public struct AppleCallGateConfiguration: Sendable, Hashable {
         self.concurrency = concurrency
         self.breaker = breaker
         self.retryBudgetRatio = retryBudgetRatio
-        self.retryBudgetMaxTokens = retryBudgetMaxTokens
+        self.retryBudgetMaximumTokens = retryBudgetMaximumTokens
         self.retryBudgetMinimumPerSecond = retryBudgetMinimumPerSecond
         self.whenBreakerOpen = whenBreakerOpen
         self.maximumQueuedWaiters = max(0, maximumQueuedWaiters)

@@ -140,7 +140,7 @@ public struct WorkerRuntime: Sendable {
                 productionBaseURL: configuration.serverAPIProductionURL,
                 sandboxBaseURL: configuration.serverAPISandboxURL, requestTimeout: configuration.appleRequestTimeout),
             analyzer: analyzer, logger: logger)
-        let appleCaller = AppleCaller(gate: gate, retryPolicy: RetryPolicy(maxAttempts: 50), logger: logger)
+        let appleCaller = AppleCaller(gate: gate, retryPolicy: RetryPolicy(maximumAttempts: 50), logger: logger)
         let followUps = try makeFollowUps(
             serverAPIs: apps.apps.compactMap(\.serverAPI), caller: appleCaller, ledger: ledger, catalog: catalog)
         let processor = JobProcessor(

@@ -222,7 +222,7 @@ struct RateLimiterAppleCallGateTests {
     @Test("a retry waits while the budget is spent and goes once first attempts earn a token", .timeLimit(.minutes(2)))
     func retryBudgetInGate() async throws {
         let metrics = RateLimiterTestMetrics()
-        let gate = makeGate(Support.configuration(limit: 100, retryBudgetMaxTokens: 1), metrics: metrics)
+        let gate = makeGate(Support.configuration(limit: 100, retryBudgetMaximumTokens: 1), metrics: metrics)
         let retry = try await gate.acquire(.verifyReceipt, priority: .retry)
         gate.report(retry, .success(latency: .zero))
         #expect(gate.snapshot().retryBudgetTokens == 0)

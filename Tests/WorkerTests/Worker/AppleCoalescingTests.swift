@@ -304,7 +304,7 @@ struct AppleCoalescingRig: Sendable {
                 trust: trust, isWorthVerifying: ProofPolicy(catalog: catalog).isWorthVerifying(bundleID:)),
             ledger: ledger,
             apple: AppleCaller(
-                gate: AppleCallGate(clock: ContinuousClock()), retryPolicy: RetryPolicy(maxAttempts: 1),
+                gate: AppleCallGate(clock: ContinuousClock()), retryPolicy: RetryPolicy(maximumAttempts: 1),
                 logger: logger),
             verifyReceipt: VerifyReceiptClient(
                 transport: transport, configuration: .endpoints(base: base.absoluteString), logger: logger),

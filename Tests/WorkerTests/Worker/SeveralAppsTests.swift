@@ -306,7 +306,7 @@ struct SeveralAppsVerificationTests {
             let processor = JobProcessor(
                 analyzer: analyzer, ledger: ledger,
                 apple: AppleCaller(
-                    gate: AppleCallGate(clock: ContinuousClock()), retryPolicy: RetryPolicy(maxAttempts: 3),
+                    gate: AppleCallGate(clock: ContinuousClock()), retryPolicy: RetryPolicy(maximumAttempts: 3),
                     logger: logger),
                 verifyReceipt: apps.apps[0].verifyReceipt, serverAPI: apps.apps[0].serverAPI,
                 configuration: JobProcessor.Configuration(
