@@ -34,7 +34,7 @@ public struct AppleSimulatorConfiguration: Sendable {
     /// when full. About 11 KB per entry and cache for a subscription receipt. Default: 4096.
     public var verifyCacheLimit: Int = 4096
     /// The largest request body accepted (bytes). Default: 8 MiB.
-    public var maxBodyBytes: Int = 8 << 20
+    public var maximumBodyBytes: Int = 8 << 20
     /// Random numbers for fault injection. Default: the system generator.
     public var random: any SimulatorRandomSource = SystemRandomSource()
     /// The clock for dates in receipts and fault durations. Default: the system clock.
