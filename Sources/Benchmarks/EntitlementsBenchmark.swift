@@ -136,8 +136,8 @@ package enum EntitlementsBenchmark {
             }
             let engine = try CurlHTTPEngine(
                 configuration: HTTPEngineConfiguration(
-                    maxHostConnections: 256, maxTotalConnections: 256, connectTimeout: .seconds(5),
-                    requestTimeout: .seconds(10), maxResponseBytes: 1 << 20, easyHandlePoolSize: 256,
+                    maximumHostConnections: 256, maximumTotalConnections: 256, connectTimeout: .seconds(5),
+                    requestTimeout: .seconds(10), maximumResponseBytes: 1 << 20, easyHandlePoolSize: 256,
                     userAgent: "verify-worker-bench"))
             defer { engine.shutdown() }
             let samples = BenchSamples()
