@@ -24,7 +24,7 @@ package struct PipelineBenchmarkOptions: Sendable {
     package var mixJobs = 20_000
     /// Simulated Apple latency of the seed-mix run, in milliseconds. Default: 100.
     package var appleLatencyMs = 100
-    /// Concurrent Apple calls per worker in run (c): the gate's floor and ceiling both, so the bound is exact. Low
+    /// Concurrent Apple calls per worker in run (c): the gate's minimum and maximum both, so the bound is exact. Low
     /// enough that Apple, not the local work, limits the run. Default: 2.
     package var appleConcurrency = 2
     /// Jobs of the paced latency run (d), submitted at half the throughput of (c). Default: 3 000.

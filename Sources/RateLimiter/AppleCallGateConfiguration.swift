@@ -16,11 +16,11 @@ public struct AppleCallGateConfiguration: Sendable, Hashable {
     /// This worker's id, the key of its ``ThrottleSignal``s. Default: "worker".
     public var workerID: String
     /// Request-rate limits per endpoint; an endpoint not listed here uses ``defaultRateLimit``.
-    /// Default: ``EndpointRateLimit/appleDefaults(environment:verifyReceiptCeiling:)`` for production.
+    /// Default: ``EndpointRateLimit/appleDefaults(environment:verifyReceiptRateLimit:)`` for production.
     public var rateLimits: [AppleEndpoint: EndpointRateLimit]
     /// The rate limit of endpoints missing from ``rateLimits``; `nil` means unlimited. Default: 50/s, burst 5.
     public var defaultRateLimit: EndpointRateLimit?
-    /// The adaptive concurrency limit. Default: ``AIMDConfiguration/init(floor:ceiling:start:decreaseFactor:increasePerWindow:utilisationForIncrease:)``.
+    /// The adaptive concurrency limit. Default: ``AIMDConfiguration/init(minimum:maximum:start:decreaseFactor:increasePerWindow:utilisationForIncrease:)``.
     public var concurrency: AIMDConfiguration
     /// The circuit breaker. Default: ``CircuitBreakerConfiguration/init(window:windowSlots:minimumCalls:failureRatioThreshold:coolDown:maximumCoolDown:probeCalls:)``.
     public var breaker: CircuitBreakerConfiguration

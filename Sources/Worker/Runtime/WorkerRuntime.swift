@@ -317,7 +317,7 @@ public struct WorkerRuntime: Sendable {
         let verifyRate = configuration.verifyReceiptRatePerSecond
         var limits = EndpointRateLimit.appleDefaults(
             environment: .production,
-            verifyReceiptCeiling: EndpointRateLimit(ratePerSecond: verifyRate, burst: max(1, Int(verifyRate / 10))))
+            verifyReceiptRateLimit: EndpointRateLimit(ratePerSecond: verifyRate, burst: max(1, Int(verifyRate / 10))))
         let apiLimit = EndpointRateLimit(
             ratePerSecond: configuration.serverAPIRatePerSecond,
             burst: max(1, Int(configuration.serverAPIRatePerSecond / 10)))
@@ -333,7 +333,7 @@ public struct WorkerRuntime: Sendable {
         return AppleCallGateConfiguration(
             label: "apple", workerID: configuration.workerID, rateLimits: limits,
             concurrency: AIMDConfiguration(
-                floor: configuration.appleMinimumConcurrency, ceiling: configuration.appleMaximumConcurrency,
+                minimum: configuration.appleMinimumConcurrency, maximum: configuration.appleMaximumConcurrency,
                 start: max(configuration.appleMinimumConcurrency, min(64, configuration.appleMaximumConcurrency))),
             retryBudgetRatio: configuration.retryBudgetRatio, retryBudgetMinimumPerSecond: 2,
             maximumQueuedWaiters: max(10_000, configuration.maximumInFlight))

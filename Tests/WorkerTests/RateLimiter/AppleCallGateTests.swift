@@ -197,7 +197,7 @@ struct RateLimiterAppleCallGateTests {
     func adaptiveLimitInGate() async throws {
         let clock = ManualClock()
         var configuration = Support.configuration(limit: 1)
-        configuration.concurrency = AIMDConfiguration(floor: 1, ceiling: 16, start: 8)
+        configuration.concurrency = AIMDConfiguration(minimum: 1, maximum: 16, start: 8)
         configuration.breaker = CircuitBreakerConfiguration(minimumCalls: 1_000)
         let gate = makeGate(configuration, clock: clock)
         var permits: [AppleCallGate<ManualClock>.Permit] = []

@@ -65,7 +65,7 @@ struct RateLimiterAIMDConcurrencyLimitTests {
     @Test("halves on overload, once per congestion event")
     func halvesOnOverload() {
         var limit = AIMDConcurrencyLimit<ManualClock.Instant>(
-            configuration: AIMDConfiguration(floor: 1, ceiling: 64, start: 20))
+            configuration: AIMDConfiguration(minimum: 1, maximum: 64, start: 20))
         let firstCut = limit.recordOverload(issuedAt: Support.at(0), now: Support.at(100))
         #expect(firstCut)
         #expect(limit.limit == 10)
@@ -85,7 +85,7 @@ struct RateLimiterAIMDConcurrencyLimitTests {
     @Test("grows back under success while the limit is used, not while idle")
     func growsBackWhenUsed() {
         var limit = AIMDConcurrencyLimit<ManualClock.Instant>(
-            configuration: AIMDConfiguration(floor: 1, ceiling: 32, start: 16))
+            configuration: AIMDConfiguration(minimum: 1, maximum: 32, start: 16))
         limit.recordOverload(issuedAt: Support.at(0), now: Support.at(1))
         #expect(limit.limit == 8)
         for _ in 0..<1000 { limit.recordSuccess(inFlight: 1) }

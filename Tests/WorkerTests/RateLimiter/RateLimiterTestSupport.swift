@@ -18,7 +18,7 @@ enum RateLimiterTestSupport {
     ) -> AppleCallGateConfiguration {
         AppleCallGateConfiguration(
             label: "test", workerID: "local", rateLimits: [:], defaultRateLimit: nil,
-            concurrency: AIMDConfiguration(floor: limit, ceiling: limit, start: limit), breaker: breaker,
+            concurrency: AIMDConfiguration(minimum: limit, maximum: limit, start: limit), breaker: breaker,
             retryBudgetMaximumTokens: retryBudgetMaximumTokens, whenBreakerOpen: whenBreakerOpen)
     }
 
