@@ -54,7 +54,7 @@ public struct WorkerConfiguration: Sendable, TableConfiguration {
     public var ledgerRetryOverdue: Duration
     public var appleMaximumConcurrency: Int
     public var appleMinimumConcurrency: Int
-    // MARK: After a grant
+    // MARK: Follow-ups
     /// Call Finish Transaction once a grant is durable (``AppleFollowUps``).
     public var finishTransactions: Bool
     /// Answer each CONSUMPTION_REQUEST with Send Consumption Information (``AppleFollowUps``).
