@@ -121,6 +121,7 @@ let package = Package(
                 "CCurlShim",
                 "Decision",
                 "Messages",
+                "Operations",
                 "Receipts",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
@@ -175,7 +176,8 @@ let package = Package(
             ]
         ),
         // Recovers the App Store Server Notifications Apple failed to deliver, and builds `verify-worker reconcile`
-        // (it reads the worker's configuration and Apple clients, so it sits above Worker).
+        // (it reads the worker's configuration keys from Operations and each app's Apple clients from AppleClients,
+        // not the worker).
         .target(
             name: "Reconciler",
             dependencies: [
@@ -187,7 +189,6 @@ let package = Package(
                 "Ledger",
                 "Decision",
                 "Operations",
-                "Worker",
                 "Receipts",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),

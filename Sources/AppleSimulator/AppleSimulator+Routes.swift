@@ -12,7 +12,7 @@ extension AppleSimulator {
             let path = endpoint == .production ? "verifyReceipt" : "sandbox/verifyReceipt"
             router.post(RouterPath(path)) { request, context -> Response in
                 var request = request
-                let body = try await request.collectBody(upTo: self.configuration.maxBodyBytes)
+                let body = try await request.collectBody(upTo: self.configuration.maximumBodyBytes)
                 return await self.appleCall(
                     endpoint: path, subject: body, isVerifyReceipt: true, on: context.eventLoop
                 ) {

@@ -32,9 +32,9 @@ public struct AppleSimulatorConfiguration: Sendable {
     public var pki: SimulatorPKI?
     /// How many receipts (and, separately, exact request bodies) the verifyReceipt caches hold; each empties
     /// when full. About 11 KB per entry and cache for a subscription receipt. Default: 4096.
-    public var verifyCacheLimit: Int = 4096
+    public var maximumVerifyCacheEntries: Int = 4096
     /// The largest request body accepted (bytes). Default: 8 MiB.
-    public var maxBodyBytes: Int = 8 << 20
+    public var maximumBodyBytes: Int = 8 << 20
     /// Random numbers for fault injection. Default: the system generator.
     public var random: any SimulatorRandomSource = SystemRandomSource()
     /// The clock for dates in receipts and fault durations. Default: the system clock.
@@ -94,7 +94,7 @@ public final class AppleSimulator: Sendable {
         faults = FaultInjector(random: configuration.random, now: now)
         verifyReceipt = VerifyReceiptService(
             pki: pki, registry: registry, sharedSecret: configuration.sharedSecret, apps: configuration.apps,
-            cacheLimit: max(1, configuration.verifyCacheLimit), now: now)
+            maximumCacheEntries: max(1, configuration.maximumVerifyCacheEntries), now: now)
         serverAPI = ServerAPIService(
             pki: pki, registry: registry, appAppleId: configuration.appAppleId,
             apiPublicKey: configuration.apiPublicKey, apps: configuration.apps, now: now)

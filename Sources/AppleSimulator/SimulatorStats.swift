@@ -14,7 +14,7 @@ public final class SimulatorStats: Sendable {
         public var statuses: [String: Int]
         /// Distinct requests Apple's endpoints were asked (a verifyReceipt body, a Server API path's transaction
         /// id), however often each was asked: a job read again after a rebalance, or a call retried, asks the same
-        /// again. Counted up to ``SimulatorStats/distinctLimit``.
+        /// again. Counted up to ``SimulatorStats/maximumDistinctCounted``.
         public var distinct: Int
         /// Notification send attempts (`POST /sim/notifications/target`, docs/APPLE-SIMULATOR.md).
         public var notifications: NotificationCounts
@@ -47,7 +47,7 @@ public final class SimulatorStats: Sendable {
     }
 
     /// Distinct requests remembered at most (8 bytes each); past it `distinct` stops growing.
-    public static let distinctLimit = 4_000_000
+    public static let maximumDistinctCounted = 4_000_000
 
     private let counters = Mutex((snapshot: Snapshot(), seen: Set<Int>()))
 
@@ -58,7 +58,7 @@ public final class SimulatorStats: Sendable {
         let key = subject.hashValue
         counters.withLock { counters in
             counters.snapshot.requests[endpoint, default: 0] += 1
-            if counters.seen.count < Self.distinctLimit, counters.seen.insert(key).inserted {
+            if counters.seen.count < Self.maximumDistinctCounted, counters.seen.insert(key).inserted {
                 counters.snapshot.distinct += 1
             }
         }

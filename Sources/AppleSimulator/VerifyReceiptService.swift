@@ -88,11 +88,11 @@ final class VerifyReceiptService: Sendable {
         var families: [String: Int]
         var validUntilMs: Int64
     }
-    private let cacheLimit: Int
+    private let maximumCacheEntries: Int
 
     init(
         pki: SimulatorPKI, registry: TransactionRegistry, sharedSecret: String?, apps: [SimulatedApp] = [],
-        cacheLimit: Int, now: @escaping @Sendable () -> Date
+        maximumCacheEntries: Int, now: @escaping @Sendable () -> Date
     ) {
         var appSecrets: [String: String] = [:]
         for app in apps { appSecrets[app.bundleId] = app.sharedSecret }
@@ -100,7 +100,7 @@ final class VerifyReceiptService: Sendable {
         self.pki = pki
         self.registry = registry
         self.sharedSecret = sharedSecret
-        self.cacheLimit = cacheLimit
+        self.maximumCacheEntries = maximumCacheEntries
         self.now = now
     }
 
@@ -127,7 +127,7 @@ final class VerifyReceiptService: Sendable {
         if let entry {
             let cached = CachedAnswer(answer: answer, families: entry.families, validUntilMs: entry.validUntilMs)
             answers.withLock { answers in
-                if answers.count >= cacheLimit { answers.removeAll(keepingCapacity: true) }
+                if answers.count >= maximumCacheEntries { answers.removeAll(keepingCapacity: true) }
                 answers[answerKey] = cached
             }
         }
@@ -151,7 +151,7 @@ final class VerifyReceiptService: Sendable {
         } else {
             entry = build(receipt: receipt, excludeOld: request.excludeOldTransactions, nowMs: nowMs)
             cache.withLock { cache in
-                if cache.count >= cacheLimit { cache.removeAll(keepingCapacity: true) }
+                if cache.count >= maximumCacheEntries { cache.removeAll(keepingCapacity: true) }
                 cache[key] = entry
             }
         }

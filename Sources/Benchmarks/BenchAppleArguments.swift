@@ -40,8 +40,10 @@ package struct BenchAppleArguments: HarnessArguments {
                 + "--url, the latency to assume for the Little's-law bound."))
     package var latencyMs: String = "0,100"
 
-    @Option(help: "Most connections to one host (CURLMOPT_MAX_HOST_CONNECTIONS).")
-    package var maxHostConnections: Int = 1024
+    @Option(
+        name: .customLong("max-host-connections"), help: "Most connections to one host (CURLMOPT_MAX_HOST_CONNECTIONS)."
+    )
+    package var maximumHostConnections: Int = 1024
 
     @Option(help: "Seconds of wrk against the in-process simulator (0 ms latency) after the client runs; 0: skip.")
     package var wrkSeconds: Int = 10
@@ -153,7 +155,8 @@ package struct BenchAppleArguments: HarnessArguments {
         let engine = try ShardedCurlEngine(
             shards: shards,
             configuration: HTTPEngineConfiguration(
-                maxHostConnections: maxHostConnections, maxTotalConnections: max(maxHostConnections, 2048)))
+                maximumHostConnections: maximumHostConnections,
+                maximumTotalConnections: max(maximumHostConnections, 2048)))
         defer { engine.shutdown() }
         var logger = Logger(label: "bench-apple")
         logger.logLevel = .warning

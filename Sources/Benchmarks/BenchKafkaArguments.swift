@@ -42,7 +42,7 @@ package struct BenchKafkaArguments: HarnessArguments {
     package func run() async throws {
         let benchmark = KafkaThroughputBenchmark(
             messages: messages, messageBytes: size, brokers: brokers, partitions: partitions,
-            producer: KafkaProducerConfiguration(maxInFlightMessages: inFlight, lingerMilliseconds: lingerMs))
+            producer: KafkaProducerConfiguration(maximumInFlightMessages: inFlight, lingerMilliseconds: lingerMs))
         let result = try await benchmark.run()
         let encoder = JSONEncoder()
         encoder.keyEncodingStrategy = .convertToSnakeCase

@@ -54,7 +54,7 @@ package enum EntitlementsBenchmark {
         package var ratePerSecond: Double
         package var p50Milliseconds: Double
         package var p99Milliseconds: Double
-        package var maxMilliseconds: Double
+        package var maximumMilliseconds: Double
         package var errors: Int
 
         package enum CodingKeys: String, CodingKey {
@@ -62,7 +62,7 @@ package enum EntitlementsBenchmark {
             case ratePerSecond = "rate_per_second"
             case p50Milliseconds = "p50_ms"
             case p99Milliseconds = "p99_ms"
-            case maxMilliseconds = "max_ms"
+            case maximumMilliseconds = "max_ms"
         }
 
         package init(what: String, samples: [Double], rate: Double, errors: Int) {
@@ -76,7 +76,7 @@ package enum EntitlementsBenchmark {
             ratePerSecond = rate
             p50Milliseconds = percentile(0.50)
             p99Milliseconds = percentile(0.99)
-            maxMilliseconds = sorted.last ?? 0
+            maximumMilliseconds = sorted.last ?? 0
             self.errors = errors
         }
     }
@@ -136,8 +136,8 @@ package enum EntitlementsBenchmark {
             }
             let engine = try CurlHTTPEngine(
                 configuration: HTTPEngineConfiguration(
-                    maxHostConnections: 256, maxTotalConnections: 256, connectTimeout: .seconds(5),
-                    requestTimeout: .seconds(10), maxResponseBytes: 1 << 20, easyHandlePoolSize: 256,
+                    maximumHostConnections: 256, maximumTotalConnections: 256, connectTimeout: .seconds(5),
+                    requestTimeout: .seconds(10), maximumResponseBytes: 1 << 20, easyHandlePoolSize: 256,
                     userAgent: "verify-worker-bench"))
             defer { engine.shutdown() }
             let samples = BenchSamples()

@@ -23,7 +23,7 @@ public enum GateCostBenchmark {
     private static func gate(limit: Int) -> AppleCallGate<ContinuousClock> {
         let configuration = AppleCallGateConfiguration(
             label: "bench", rateLimits: [:], defaultRateLimit: nil,
-            concurrency: AIMDConfiguration(floor: limit, ceiling: limit, start: limit),
+            concurrency: AIMDConfiguration(minimum: limit, maximum: limit, start: limit),
             maximumQueuedWaiters: 1_000_000)
         return AppleCallGate(configuration: configuration, clock: ContinuousClock(), metrics: NoRateLimiterMetrics())
     }

@@ -69,7 +69,7 @@ public struct KafkaThroughputBenchmark: Sendable {
         try await withThrowingTaskGroup(of: Void.self) { group in
             // A window of child tasks a little larger than the in-flight bound keeps librdkafka fed
             // without creating one task per message up front.
-            let window = producerConfiguration.maxInFlightMessages + 1_000
+            let window = producerConfiguration.maximumInFlightMessages + 1_000
             for index in 0..<messages {
                 if index >= window { try await group.next() }
                 let key = Array(String(index).utf8)

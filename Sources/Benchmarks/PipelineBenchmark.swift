@@ -24,7 +24,7 @@ package struct PipelineBenchmarkOptions: Sendable {
     package var mixJobs = 20_000
     /// Simulated Apple latency of the seed-mix run, in milliseconds. Default: 100.
     package var appleLatencyMs = 100
-    /// Concurrent Apple calls per worker in run (c): the gate's floor and ceiling both, so the bound is exact. Low
+    /// Concurrent Apple calls per worker in run (c): the gate's minimum and maximum both, so the bound is exact. Low
     /// enough that Apple, not the local work, limits the run. Default: 2.
     package var appleConcurrency = 2
     /// Jobs of the paced latency run (d), submitted at half the throughput of (c). Default: 3 000.
@@ -211,7 +211,8 @@ package struct PipelineBenchmarkResult: Codable, Sendable {
 
     package struct MemoryRun: Codable, Sendable {
         package var jobs: Int
-        package var maxInFlight: Int
+        /// The in-flight limit the worker ran with (`max_in_flight`).
+        package var maximumInFlight: Int
         /// The highest `verify_jobs_in_flight` seen.
         package var peakInFlight: Int
         package var residentMiBBefore: Double
@@ -225,6 +226,14 @@ package struct PipelineBenchmarkResult: Codable, Sendable {
         package var workerResidentMiBBefore: Double?
         package var workerResidentMiBAtPeakInFlight: Double?
         package var workerPeakResidentMiB: Double?
+
+        /// The report's field names (`max_in_flight` kept for the one renamed property).
+        enum CodingKeys: String, CodingKey {
+            case jobs
+            case maximumInFlight = "maxInFlight"
+            case peakInFlight, residentMiBBefore, residentMiBAtPeakInFlight, peakResidentMiB, seconds, undecided
+            case workerProcess, workerResidentMiBBefore, workerResidentMiBAtPeakInFlight, workerPeakResidentMiB
+        }
     }
 
     package var cores: Int
@@ -484,7 +493,7 @@ package struct PipelineBenchmark: Sendable {
             let seconds = started.duration(to: .now).seconds
             let worker = sampler.memoryPeaks(worker: 0)
             return .init(
-                jobs: report.entries.count, maxInFlight: options.memoryJobs, peakInFlight: Int(worker.inFlight),
+                jobs: report.entries.count, maximumInFlight: options.memoryJobs, peakInFlight: Int(worker.inFlight),
                 residentMiBBefore: Self.mebibytes(before),
                 residentMiBAtPeakInFlight: Self.mebibytes(sampler.benchResidentAtPeakInFlight(worker: 0)),
                 peakResidentMiB: Self.mebibytes(sampler.benchPeakResident()), seconds: seconds,
@@ -499,7 +508,7 @@ package struct PipelineBenchmark: Sendable {
         let seconds = started.duration(to: .now).seconds
         let report = watched.value
         return .init(
-            jobs: report.entries.count, maxInFlight: options.memoryJobs, peakInFlight: Int(watched.peaks.inFlight),
+            jobs: report.entries.count, maximumInFlight: options.memoryJobs, peakInFlight: Int(watched.peaks.inFlight),
             residentMiBBefore: Self.mebibytes(before),
             residentMiBAtPeakInFlight: Self.mebibytes(watched.peaks.residentAtPeakInFlight),
             peakResidentMiB: Self.mebibytes(watched.peaks.resident), seconds: seconds,

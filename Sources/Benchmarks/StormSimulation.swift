@@ -31,7 +31,7 @@ public struct StormSimulation: Sendable {
         public var seed: UInt64 = 42
         /// The gate under test. Default: the production defaults.
         public var gate = AppleCallGateConfiguration(label: "simulation")
-        /// The retry policy. Default: ``RetryPolicy/init(base:cap:maxAttempts:)``.
+        /// The retry policy. Default: ``RetryPolicy/init(base:maximumBackoff:maximumAttempts:)``.
         public var retryPolicy = RetryPolicy()
 
         public init() {}
@@ -65,7 +65,7 @@ public struct StormSimulation: Sendable {
         public var succeededAfterRetry: Int
         /// Jobs ended `unverifiable` (`apple_unavailable`) because their deadline passed.
         public var unverifiableAfterDeadline: Int
-        /// Jobs ended `unverifiable` (`apple_unavailable`) after `maxAttempts` failed calls.
+        /// Jobs ended `unverifiable` (`apple_unavailable`) after `maximumAttempts` failed calls.
         public var unverifiableAttemptsExhausted: Int
         /// Jobs with no ending when the simulation ran out of events (target 0).
         public var lost: Int

@@ -99,7 +99,7 @@ extension AdversarialCorpusRun {
     /// The run `verify-worker chaos --fuzz-in-process N` makes: mutation seeds are receipts of another app minted by
     /// an in-process simulator (all three formats), analyzed with the simulator's roots trusted and the chaos
     /// catalog, as a worker of the chaos run would.
-    public static func standard(seed: UInt64, sizeLimit: Int = 2 << 20) throws -> AdversarialCorpusRun {
+    public static func standard(seed: UInt64, maximumSize: Int = 2 << 20) throws -> AdversarialCorpusRun {
         var configuration = AppleSimulatorConfiguration()
         configuration.logger.logLevel = .critical
         let simulator = try AppleSimulator(configuration: configuration)
@@ -119,7 +119,7 @@ extension AdversarialCorpusRun {
             trust: TrustStore.apple.adding(anchors: [simulator.pki.rsaRoot, simulator.pki.ecRoot]),
             isWorthVerifying: policy.isWorthVerifying(bundleID:))
         var corpus = AdversarialJobCorpus(receiptSeeds: seeds, seed: seed)
-        corpus.sizeLimit = sizeLimit
+        corpus.maximumSize = maximumSize
         return AdversarialCorpusRun(corpus: corpus, analyzer: analyzer, policy: policy)
     }
 }

@@ -65,7 +65,7 @@ public struct AdversarialJobCorpus: Sendable {
     /// Live runs lower it to keep runs short. ``AdversarialMessage/Kind/sizeLimit`` messages are never cut: they
     /// are at most one byte over the largest of ``sizeLimits``, which every harness producer carries. Default: 2 MiB
     /// (every kind whole).
-    public var sizeLimit = 2 << 20
+    public var maximumSize = 2 << 20
     /// The size limits a message meets on its way, in bytes: the worker's producer's `message.max.bytes` (its
     /// `max_produce_bytes` default, so a dead letter of such a message is cut), the worker's `max_message_bytes`
     /// default (1 MiB: larger is `oversized`), and Kafka's broker default `max.message.bytes` (1,048,588).
@@ -117,7 +117,7 @@ public struct AdversarialJobCorpus: Sendable {
         // Drawn only when some messages are to stay small: the default stream of messages is unchanged.
         heavy = heavyShare >= 1 || Double(random.next() % 1_000_000) < heavyShare * 1_000_000
         var value = make(kind, key: key)
-        if kind != .sizeLimit, value.count > sizeLimit { value.removeSubrange(sizeLimit...) }
+        if kind != .sizeLimit, value.count > maximumSize { value.removeSubrange(maximumSize...) }
         let followUp = kind == .hostileIdentifier ? Self.followUp(key: key) : nil
         return AdversarialMessage(kind: kind, key: key, value: value, followUp: followUp)
     }

@@ -49,7 +49,7 @@ package struct ChaosArguments: HarnessArguments {
         help:
             "Cut corpus messages to this many bytes (default: 200,000 in the chaos run, 900,000 with --live-fuzz, 2 MiB in-process)."
     )
-    package var fuzzSizeLimit: Int?
+    package var fuzzMaximumSize: Int?
 
     @Option(
         name: .customLong("live-fuzz"),
@@ -63,7 +63,7 @@ package struct ChaosArguments: HarnessArguments {
     package var fuzzHeavyShare: Double?
 
     @Option(name: .customLong("rss-limit-mb"), help: "With --live-fuzz: the most resident MiB a worker may reach.")
-    package var rssLimitMegabytes: Int = 1_024
+    package var maximumRSSMegabytes: Int = 1_024
 
     @Option(name: .customLong("job-deadline-s"), help: "VERIFY_JOB_DEADLINE_S of the workers.")
     package var jobDeadlineSeconds: Int = 600
@@ -170,7 +170,7 @@ package struct ChaosArguments: HarnessArguments {
 
     package func run() async throws {
         if let fuzzInProcess {
-            var run = try AdversarialCorpusRun.standard(seed: seed, sizeLimit: fuzzSizeLimit ?? (2 << 20))
+            var run = try AdversarialCorpusRun.standard(seed: seed, maximumSize: fuzzMaximumSize ?? (2 << 20))
             run.corpus.heavyShare = fuzzHeavyShare ?? 1
             let report = run.run(count: fuzzInProcess)
             let encoder = JSONEncoder()
@@ -204,7 +204,7 @@ package struct ChaosArguments: HarnessArguments {
         configuration.workDirectory = workDirectory.map { URL(fileURLWithPath: $0, isDirectory: true) }
         if long { configuration.settleTimeout = .seconds(900) }
         if let settleTimeoutSeconds { configuration.settleTimeout = .seconds(settleTimeoutSeconds) }
-        if let fuzzSizeLimit { configuration.fuzzSizeLimit = fuzzSizeLimit }
+        if let fuzzMaximumSize { configuration.fuzzMaximumSize = fuzzMaximumSize }
         configuration.jobDeadlineSeconds = jobDeadlineSeconds
         configuration.appleFaultRatio = appleFaultRatio
         if let fuzzHeavyShare { configuration.fuzzHeavyShare = fuzzHeavyShare }
@@ -212,8 +212,8 @@ package struct ChaosArguments: HarnessArguments {
             var plan = ChaosLiveFuzzPlan()
             plan.inputs = liveFuzz
             plan.heavyShare = fuzzHeavyShare ?? 0.01
-            plan.rssLimitMegabytes = rssLimitMegabytes
-            configuration.fuzzSizeLimit = fuzzSizeLimit ?? 900_000
+            plan.maximumRSSMegabytes = maximumRSSMegabytes
+            configuration.fuzzMaximumSize = fuzzMaximumSize ?? 900_000
             let report = try await ChaosRun(configuration: configuration).runLiveFuzz(plan)
             print(report.json)
             if report.violations > 0 || report.harnessErrors > 0 { throw ExitCode(1) }

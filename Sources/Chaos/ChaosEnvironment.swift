@@ -69,7 +69,7 @@ final class ChaosEnvironment: Sendable {
             simulator: minting, seed: configuration.seed, allowSandbox: configuration.allowSandbox, runID: runID)
         builder.baitURL = canary.url
         builder.ios6Refunds = configuration.ios6Refunds
-        builder.fuzzSizeLimit = configuration.fuzzSizeLimit
+        builder.fuzzMaximumSize = configuration.fuzzMaximumSize
         builder.fuzzHeavyShare = configuration.fuzzHeavyShare
         let traffic = try builder.build(jobs: configuration.jobs, fuzz: configuration.fuzz)
         let catalogFile = directory.appendingPathComponent("catalog.json")

@@ -18,7 +18,7 @@ public struct ChaosLiveFuzzReport: Sendable, Codable {
     public var largestInput = 0
     /// Inputs that may take their kind's large forms (``AdversarialJobCorpus/heavyShare``).
     public var heavyShare = 0.0
-    public var sizeLimit = 0
+    public var maximumSize = 0
     public var kinds: [String: Int] = [:]
     /// Inputs the worker's codec reads as jobs (each must end `rejected`) and as non-jobs (each a dead letter).
     public var expectedJobs = 0
@@ -32,8 +32,8 @@ public struct ChaosLiveFuzzReport: Sendable, Codable {
     public var workerCrashes = 0
     public var workerRestarts = 0
     /// The largest resident set seen per worker (`VmRSS` of /proc/PID/status, sampled every second), in MiB.
-    public var maxRSSMegabytes: [String: Int] = [:]
-    public var rssLimitMegabytes = 0
+    public var peakRSSMegabytes: [String: Int] = [:]
+    public var maximumRSSMegabytes = 0
     public var violations = 0
     public var violationExamples: [String] = []
     public var harnessErrors = 0
@@ -46,13 +46,13 @@ public struct ChaosLiveFuzzReport: Sendable, Codable {
         case inputs, bytes, kinds, outcomes, settled, workers, partitions, violations
         case largestInput = "largest_input"
         case heavyShare = "heavy_share"
-        case sizeLimit = "size_limit"
+        case maximumSize = "size_limit"
         case expectedJobs = "expected_jobs"
         case expectedDeadLetters = "expected_dead_letters"
         case workerCrashes = "worker_crashes"
         case workerRestarts = "worker_restarts"
-        case maxRSSMegabytes = "max_rss_mb"
-        case rssLimitMegabytes = "rss_limit_mb"
+        case peakRSSMegabytes = "max_rss_mb"
+        case maximumRSSMegabytes = "rss_limit_mb"
         case violationExamples = "violation_examples"
         case harnessErrors = "harness_errors"
         case harnessErrorExamples = "harness_error_examples"
@@ -75,7 +75,7 @@ public struct ChaosLiveFuzzPlan: Sendable {
     /// See ``AdversarialJobCorpus/heavyShare``. Default: 0.01.
     public var heavyShare = 0.01
     /// A worker whose resident set passes this is a violation. Default: 1,024 MiB.
-    public var rssLimitMegabytes = 1_024
+    public var maximumRSSMegabytes = 1_024
 
     public init() {}
 }
@@ -96,8 +96,8 @@ extension ChaosEnvironment {
         let clock = ContinuousClock()
         var report = ChaosLiveFuzzReport()
         report.heavyShare = plan.heavyShare
-        report.sizeLimit = configuration.fuzzSizeLimit
-        report.rssLimitMegabytes = plan.rssLimitMegabytes
+        report.maximumSize = configuration.fuzzMaximumSize
+        report.maximumRSSMegabytes = plan.maximumRSSMegabytes
         report.workers = configuration.workers
         report.workDirectory = directory.path
 
@@ -140,7 +140,7 @@ extension ChaosEnvironment {
         let deliveries = ChaosDeliveryLog()
         let watch = ChaosWorkerWatch(workers: configuration.workers)
         var corpus = AdversarialJobCorpus(receiptSeeds: seeds, seed: configuration.seed ^ 0xF022, tag: "\(runID)-fuzz")
-        corpus.sizeLimit = configuration.fuzzSizeLimit
+        corpus.maximumSize = configuration.fuzzMaximumSize
         corpus.heavyShare = plan.heavyShare
         corpus.baitURL = canary.url
 
@@ -240,11 +240,11 @@ extension ChaosEnvironment {
         report.workerCrashes = watched.crashes.count
         report.workerRestarts = watched.restarts
         violations += watched.crashes.map { "worker crashed: \($0)" }
-        for (index, kilobytes) in watched.maxRSSKilobytes.enumerated() {
-            report.maxRSSMegabytes["worker-\(index)"] = kilobytes >> 10
-            if kilobytes >> 10 > plan.rssLimitMegabytes {
+        for (index, kilobytes) in watched.peakRSSKilobytes.enumerated() {
+            report.peakRSSMegabytes["worker-\(index)"] = kilobytes >> 10
+            if kilobytes >> 10 > plan.maximumRSSMegabytes {
                 violations.append(
-                    "worker-\(index) reached \(kilobytes >> 10) MiB resident (limit \(plan.rssLimitMegabytes))")
+                    "worker-\(index) reached \(kilobytes >> 10) MiB resident (limit \(plan.maximumRSSMegabytes))")
             }
         }
         violations += serviceViolations.map(\.description)
@@ -299,7 +299,7 @@ extension ChaosEnvironment {
 /// The worker watch's findings, shared between the sampling task and the run.
 final class ChaosWorkerWatch: Sendable {
     private struct State {
-        var maxRSSKilobytes: [Int]
+        var peakRSSKilobytes: [Int]
         var crashes: [String] = []
         var restarts = 0
         var stopped = false
@@ -307,16 +307,16 @@ final class ChaosWorkerWatch: Sendable {
 
     private let state: Mutex<State>
 
-    init(workers: Int) { state = Mutex(State(maxRSSKilobytes: Array(repeating: 0, count: workers))) }
+    init(workers: Int) { state = Mutex(State(peakRSSKilobytes: Array(repeating: 0, count: workers))) }
 
     func sample(_ index: Int, kilobytes: Int) {
-        state.withLock { $0.maxRSSKilobytes[index] = max($0.maxRSSKilobytes[index], kilobytes) }
+        state.withLock { $0.peakRSSKilobytes[index] = max($0.peakRSSKilobytes[index], kilobytes) }
     }
     func crashed(_ detail: String) { state.withLock { $0.crashes.append(detail) } }
     func restarted() { state.withLock { $0.restarts += 1 } }
     func stop() { state.withLock { $0.stopped = true } }
     var isStopped: Bool { state.withLock { $0.stopped } }
-    var snapshot: (maxRSSKilobytes: [Int], crashes: [String], restarts: Int) {
-        state.withLock { ($0.maxRSSKilobytes, $0.crashes, $0.restarts) }
+    var snapshot: (peakRSSKilobytes: [Int], crashes: [String], restarts: Int) {
+        state.withLock { ($0.peakRSSKilobytes, $0.crashes, $0.restarts) }
     }
 }

@@ -59,7 +59,7 @@ public struct ChaosConfiguration: Sendable {
     /// `VERIFY_JOB_DEADLINE_S` of the workers: how long a job may wait for Apple. Default: 600 (the worker's).
     public var jobDeadlineSeconds = 600
     /// The largest corpus message submitted to the live workers. Default: 200 000 bytes.
-    public var fuzzSizeLimit = 200_000
+    public var fuzzMaximumSize = 200_000
     /// ``AdversarialJobCorpus/heavyShare`` of the run's corpus messages. Default: 1.
     public var fuzzHeavyShare = 1.0
     /// `VERIFY_DRAIN_TIMEOUT_S` of the workers. Default: 10.

@@ -105,8 +105,8 @@ public struct ChaosTrafficBuilder {
     /// `cancellation_date` as bare milliseconds, which the verifyReceipt client does not read, so such a refund is
     /// granted (docs/RELIABILITY.md, "Known gaps"). Default: false.
     public var ios6Refunds = false
-    /// The largest corpus message submitted (see ``AdversarialJobCorpus/sizeLimit``). Default: 200 000 bytes.
-    public var fuzzSizeLimit = 200_000
+    /// The largest corpus message submitted (see ``AdversarialJobCorpus/maximumSize``). Default: 200 000 bytes.
+    public var fuzzMaximumSize = 200_000
     /// ``AdversarialJobCorpus/heavyShare`` of the corpus messages. Default: 1.
     public var fuzzHeavyShare = 1.0
 
@@ -263,7 +263,7 @@ public struct ChaosTrafficBuilder {
         let seeds = generated.filter { $0.category == .otherApp }.prefix(24).map(\.job.proof.value)
         var corpus = AdversarialJobCorpus(receiptSeeds: Array(seeds), seed: seed ^ 0xF022, tag: "\(runID)-fuzz")
         // The mock broker takes messages up to 1 MB and keeps ~5 MB per partition: live fuzz stays well below.
-        corpus.sizeLimit = fuzzSizeLimit
+        corpus.maximumSize = fuzzMaximumSize
         corpus.heavyShare = fuzzHeavyShare
         corpus.baitURL = baitURL
         let codec = MessageCodec()

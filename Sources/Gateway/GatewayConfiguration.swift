@@ -22,7 +22,7 @@ public struct GatewayConfiguration: Sendable {
     public var kafkaProperties: [String: String]
     /// The largest request body accepted; larger ones get 413 before any parsing (`VERIFY_MAX_MESSAGE_BYTES`,
     /// the worker's own limit, so nothing the gateway accepts is dead-lettered for its size). Default: 1 MiB.
-    public var maxBodyBytes: Int
+    public var maximumBodyBytes: Int
     /// How long a request waits for Kafka's delivery report before it is answered 503
     /// (`VERIFY_GATEWAY_PUBLISH_TIMEOUT_MS`; also librdkafka's `message.timeout.ms`). Default: 10 000.
     public var publishTimeoutMilliseconds: Int
@@ -61,7 +61,7 @@ public struct GatewayConfiguration: Sendable {
 
     public init(
         host: String = "0.0.0.0", port: Int = 8080, brokers: String = "localhost:9092",
-        jobsTopic: String = Topics.jobs, kafkaProperties: [String: String] = [:], maxBodyBytes: Int = 1 << 20,
+        jobsTopic: String = Topics.jobs, kafkaProperties: [String: String] = [:], maximumBodyBytes: Int = 1 << 20,
         publishTimeoutMilliseconds: Int = 10_000, notificationAccountID: String = "apple-notification",
         drainTimeoutSeconds: Int = 25, operations: OperationsServerConfiguration = OperationsServerConfiguration(),
         authentication: Authentication = .tokens, tokensFile: String? = nil, trustAnchorFiles: [String] = []
@@ -71,7 +71,7 @@ public struct GatewayConfiguration: Sendable {
         self.brokers = brokers
         self.jobsTopic = jobsTopic
         self.kafkaProperties = kafkaProperties
-        self.maxBodyBytes = maxBodyBytes
+        self.maximumBodyBytes = maximumBodyBytes
         self.publishTimeoutMilliseconds = publishTimeoutMilliseconds
         self.notificationAccountID = notificationAccountID
         self.drainTimeoutSeconds = drainTimeoutSeconds
@@ -137,7 +137,7 @@ public struct GatewayConfiguration: Sendable {
         guard !brokers.isEmpty else { throw ConfigurationError(key: "brokers", problem: "must not be empty") }
         jobsTopic = try reader.string("jobs_topic")
         kafkaProperties = try reader.properties("kafka_properties")
-        maxBodyBytes = try reader.int("max_message_bytes", in: 1...(64 << 20))
+        maximumBodyBytes = try reader.int("max_message_bytes", in: 1...(64 << 20))
         publishTimeoutMilliseconds = try reader.int("gateway_publish_timeout_ms", in: 1...600_000)
         notificationAccountID = try reader.string("gateway_notification_account")
         drainTimeoutSeconds = try reader.int("drain_timeout_s", in: 0...3600)
@@ -172,7 +172,7 @@ public struct GatewayConfiguration: Sendable {
             throw ConfigurationError(key: "brokers", problem: "must not be empty")
         }
         guard !jobsTopic.isEmpty else { throw ConfigurationError(key: "jobs_topic", problem: "must not be empty") }
-        guard (1...(64 << 20)).contains(maxBodyBytes) else {
+        guard (1...(64 << 20)).contains(maximumBodyBytes) else {
             throw ConfigurationError(key: "max_message_bytes", problem: "must be 1...67108864")
         }
         guard (1...600_000).contains(publishTimeoutMilliseconds) else {
@@ -199,7 +199,7 @@ public struct GatewayConfiguration: Sendable {
         var properties = ["request.timeout.ms": String(min(30_000, publishTimeoutMilliseconds))]
         properties.merge(kafkaProperties) { _, given in given }
         return KafkaProducerConfiguration(
-            bootstrapServers: brokers, maxInFlightMessages: 10_000, lingerMilliseconds: 1,
+            bootstrapServers: brokers, maximumInFlightMessages: 10_000, lingerMilliseconds: 1,
             messageTimeoutMilliseconds: publishTimeoutMilliseconds, clientID: "verify-worker-gateway",
             properties: properties)
     }

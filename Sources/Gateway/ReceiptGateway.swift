@@ -83,7 +83,7 @@ public final class ReceiptGateway: Sendable {
         }
         let publisher = KafkaJobPublisher(
             producer: producer, topic: configuration.jobsTopic,
-            codec: MessageCodec(maximumMessageBytes: configuration.maxBodyBytes),
+            codec: MessageCodec(maximumMessageBytes: configuration.maximumBodyBytes),
             deadline: .milliseconds(configuration.publishTimeoutMilliseconds),
             maximumRecordBytes: configuration.producerMessageMaxBytes, logger: logger)
         self.init(
@@ -108,7 +108,7 @@ public final class ReceiptGateway: Sendable {
         self.brokerProbe = brokerProbe
         self.configuration = configuration
         self.intake = JobIntake(
-            codec: MessageCodec(maximumMessageBytes: configuration.maxBodyBytes),
+            codec: MessageCodec(maximumMessageBytes: configuration.maximumBodyBytes),
             notificationAccountID: configuration.notificationAccountID)
         self.publisher = publisher
         self.ownedProducer = ownedProducer
@@ -251,7 +251,7 @@ public final class ReceiptGateway: Sendable {
             guard Self.isJSON(request.headers[.contentType]) else {
                 throw GatewayError(.unsupportedMediaType, "Content-Type must be application/json")
             }
-            let limit = configuration.maxBodyBytes
+            let limit = configuration.maximumBodyBytes
             if let length = request.headers[.contentLength].flatMap({ Int($0) }), length > limit {
                 throw GatewayError(.tooLarge, "\(length) bytes, limit \(limit)")
             }

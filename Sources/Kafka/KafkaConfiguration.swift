@@ -6,7 +6,7 @@ public struct KafkaProducerConfiguration: Sendable {
     public var bootstrapServers: String
     /// Messages this process may have produced but not yet seen acknowledged. `send` suspends while
     /// the bound is reached, so memory stays bounded however fast callers produce. Default: 10 000.
-    public var maxInFlightMessages: Int
+    public var maximumInFlightMessages: Int
     /// `linger.ms`: how long librdkafka waits to fill a batch. 5 ms trades a little latency for
     /// several times the throughput of 0 with 1 KiB messages. Default: 5.
     public var lingerMilliseconds: Int
@@ -29,13 +29,13 @@ public struct KafkaProducerConfiguration: Sendable {
     public var properties: [String: String]
 
     public init(
-        bootstrapServers: String = "localhost:9092", maxInFlightMessages: Int = 10_000,
+        bootstrapServers: String = "localhost:9092", maximumInFlightMessages: Int = 10_000,
         lingerMilliseconds: Int = 5, batchSizeBytes: Int = 1_000_000, compression: String = "none",
         messageTimeoutMilliseconds: Int = 120_000, clientID: String = "verify-worker",
         messageMaxBytes: Int = 1_000_000, properties: [String: String] = [:]
     ) {
         self.bootstrapServers = bootstrapServers
-        self.maxInFlightMessages = maxInFlightMessages
+        self.maximumInFlightMessages = maximumInFlightMessages
         self.lingerMilliseconds = lingerMilliseconds
         self.batchSizeBytes = batchSizeBytes
         self.compression = compression
@@ -61,7 +61,7 @@ public struct KafkaProducerConfiguration: Sendable {
             "compression.type": compression,
             "message.timeout.ms": String(messageTimeoutMilliseconds),
             "message.max.bytes": String(messageMaxBytes),
-            "queue.buffering.max.messages": String(max(100_000, maxInFlightMessages * 2)),
+            "queue.buffering.max.messages": String(max(100_000, maximumInFlightMessages * 2)),
         ]
         result.merge(properties) { _, override in override }
         return result
@@ -87,13 +87,13 @@ public struct KafkaConsumerConfiguration: Sendable {
     /// `max.poll.interval.ms`. The poll thread stops polling only while the event buffer is full or a
     /// revoke hook runs, so this bounds how long the application may leave the stream unread.
     /// Default: 300 000.
-    public var maxPollIntervalMilliseconds: Int
+    public var maximumPollIntervalMilliseconds: Int
     /// Events (messages and rebalance notices) buffered between the poll thread and the reader.
     /// When full the poll thread waits, so nothing is buffered without bound in Swift; pause
     /// partitions to hold back work earlier. Default: 1 024.
     public var eventBufferCapacity: Int
     /// How long the revoke hook may run before the poll thread gives the partitions back anyway.
-    /// Keep it well below `maxPollIntervalMilliseconds`. Default: 10 s.
+    /// Keep it well below `maximumPollIntervalMilliseconds`. Default: 10 s.
     public var revokeDeadline: Duration
     /// `client.id`. Default: `verify-worker`.
     public var clientID: String
@@ -104,7 +104,7 @@ public struct KafkaConsumerConfiguration: Sendable {
     public init(
         bootstrapServers: String = "localhost:9092", groupID: String, autoOffsetReset: String = "earliest",
         assignmentStrategy: String = "range", sessionTimeoutMilliseconds: Int = 10_000,
-        maxPollIntervalMilliseconds: Int = 300_000, eventBufferCapacity: Int = 1_024,
+        maximumPollIntervalMilliseconds: Int = 300_000, eventBufferCapacity: Int = 1_024,
         revokeDeadline: Duration = .seconds(10), clientID: String = "verify-worker",
         properties: [String: String] = [:]
     ) {
@@ -113,7 +113,7 @@ public struct KafkaConsumerConfiguration: Sendable {
         self.autoOffsetReset = autoOffsetReset
         self.assignmentStrategy = assignmentStrategy
         self.sessionTimeoutMilliseconds = sessionTimeoutMilliseconds
-        self.maxPollIntervalMilliseconds = maxPollIntervalMilliseconds
+        self.maximumPollIntervalMilliseconds = maximumPollIntervalMilliseconds
         self.eventBufferCapacity = eventBufferCapacity
         self.revokeDeadline = revokeDeadline
         self.clientID = clientID
@@ -130,7 +130,7 @@ public struct KafkaConsumerConfiguration: Sendable {
             "auto.offset.reset": autoOffsetReset,
             "partition.assignment.strategy": assignmentStrategy,
             "session.timeout.ms": String(sessionTimeoutMilliseconds),
-            "max.poll.interval.ms": String(maxPollIntervalMilliseconds),
+            "max.poll.interval.ms": String(maximumPollIntervalMilliseconds),
         ]
         result.merge(properties) { _, override in override }
         if let strategy = result["partition.assignment.strategy"], strategy.contains("cooperative") {

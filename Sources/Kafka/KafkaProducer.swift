@@ -5,7 +5,7 @@ import Synchronization
 
 /// An idempotent Kafka producer (`enable.idempotence=true`, `acks=all`): every `send` returns once
 /// the broker acknowledged the message (or it failed for good), and at most
-/// `maxInFlightMessages` sends are outstanding; further callers suspend until a delivery report
+/// `maximumInFlightMessages` sends are outstanding; further callers suspend until a delivery report
 /// frees a place, so memory stays bounded.
 ///
 /// Delivery reports are served by a thread of the producer's own that calls `rd_kafka_poll`.
@@ -24,14 +24,14 @@ public final class KafkaProducer: Sendable {
         configuration: KafkaProducerConfiguration,
         logger: Logger = Logger(label: "kafka.producer")
     ) throws(KafkaError) {
-        guard configuration.maxInFlightMessages > 0 else {
-            throw KafkaError.configuration("maxInFlightMessages must be positive")
+        guard configuration.maximumInFlightMessages > 0 else {
+            throw KafkaError.configuration("maximumInFlightMessages must be positive")
         }
         let context = RDKafkaCallbackContext(logger: logger)
         self.client = try RDKafkaClient(
             kind: .producer, properties: configuration.librdkafkaProperties, callbackContext: context)
         self.context = context
-        self.limiter = InFlightLimiter(limit: configuration.maxInFlightMessages)
+        self.limiter = InFlightLimiter(limit: configuration.maximumInFlightMessages)
         self.logger = logger
         startPollThread()
     }
@@ -68,7 +68,7 @@ public final class KafkaProducer: Sendable {
     public var confirmationResends: Int { resends.value.load(ordering: .relaxed) }
 
     /// Produces one message and returns where it was stored once the broker acknowledged it.
-    /// Suspends first while `maxInFlightMessages` sends are outstanding.
+    /// Suspends first while `maximumInFlightMessages` sends are outstanding.
     /// - Throws: `KafkaError` (see `isRetryable`, `isFatal`) or `CancellationError` while waiting.
     ///
     /// Every verdict is sent through here and ``sendConfirmed(_:attempts:)``, each from a task of its own: their async

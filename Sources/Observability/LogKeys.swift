@@ -40,8 +40,8 @@ public enum LogKeys {
     /// A Server API error code.
     public static let appleErrorCode = "apple.error_code"
     /// A follow-up call after a grant (`finish_transaction`, `consumption_information`) and the state it ended in.
-    public static let appleCallKind = "apple.call_kind"
-    public static let appleCallState = "apple.call_state"
+    public static let followUpKind = "apple.call_kind"
+    public static let followUpState = "apple.call_state"
 
     // MARK: Kafka
     /// A set of partitions (assigned, revoked, unknown).

@@ -22,20 +22,20 @@ public struct AIMDConcurrencyLimit<Instant: InstantProtocol<Duration>>: Sendable
 
     /// How many calls may be in flight now.
     public var limit: Int {
-        max(configuration.floor, Int(exactLimit))
+        max(configuration.minimum, Int(exactLimit))
     }
 
     /// Records a successful call; `inFlight` counts the calls in flight including this one.
     public mutating func recordSuccess(inFlight: Int) {
         guard Double(inFlight) >= configuration.utilisationForIncrease * exactLimit.rounded(.down) else { return }
-        exactLimit = min(Double(configuration.ceiling), exactLimit + configuration.increasePerWindow / exactLimit)
+        exactLimit = min(Double(configuration.maximum), exactLimit + configuration.increasePerWindow / exactLimit)
     }
 
     /// Records an overload signal for a call issued at `issuedAt`. Returns whether the limit decreased.
     @discardableResult
     public mutating func recordOverload(issuedAt: Instant, now: Instant) -> Bool {
         if let last = lastDecrease, issuedAt < last { return false }
-        exactLimit = max(Double(configuration.floor), exactLimit * configuration.decreaseFactor)
+        exactLimit = max(Double(configuration.minimum), exactLimit * configuration.decreaseFactor)
         lastDecrease = now
         return true
     }
@@ -44,9 +44,9 @@ public struct AIMDConcurrencyLimit<Instant: InstantProtocol<Duration>>: Sendable
 /// The parameters of an ``AIMDConcurrencyLimit``.
 public struct AIMDConfiguration: Sendable, Hashable {
     /// The limit never drops below this. Default: 1.
-    public var floor: Int
+    public var minimum: Int
     /// The limit never grows above this. Default: 64.
-    public var ceiling: Int
+    public var maximum: Int
     /// The limit at start-up. Default: 8.
     public var start: Int
     /// The factor applied on overload. Default: 0.5 (halve).
@@ -57,12 +57,12 @@ public struct AIMDConfiguration: Sendable, Hashable {
     public var utilisationForIncrease: Double
 
     public init(
-        floor: Int = 1, ceiling: Int = 64, start: Int = 8, decreaseFactor: Double = 0.5,
+        minimum: Int = 1, maximum: Int = 64, start: Int = 8, decreaseFactor: Double = 0.5,
         increasePerWindow: Double = 1, utilisationForIncrease: Double = 0.8
     ) {
-        self.floor = max(1, floor)
-        self.ceiling = max(self.floor, ceiling)
-        self.start = min(max(start, self.floor), self.ceiling)
+        self.minimum = max(1, minimum)
+        self.maximum = max(self.minimum, maximum)
+        self.start = min(max(start, self.minimum), self.maximum)
         self.decreaseFactor = min(max(decreaseFactor, 0.01), 1)
         self.increasePerWindow = max(0, increasePerWindow)
         self.utilisationForIncrease = min(max(utilisationForIncrease, 0), 1)

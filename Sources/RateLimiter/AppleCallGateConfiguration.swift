@@ -16,18 +16,18 @@ public struct AppleCallGateConfiguration: Sendable, Hashable {
     /// This worker's id, the key of its ``ThrottleSignal``s. Default: "worker".
     public var workerID: String
     /// Request-rate limits per endpoint; an endpoint not listed here uses ``defaultRateLimit``.
-    /// Default: ``EndpointRateLimit/appleDefaults(environment:verifyReceiptCeiling:)`` for production.
+    /// Default: ``EndpointRateLimit/appleDefaults(environment:verifyReceiptRateLimit:)`` for production.
     public var rateLimits: [AppleEndpoint: EndpointRateLimit]
     /// The rate limit of endpoints missing from ``rateLimits``; `nil` means unlimited. Default: 50/s, burst 5.
     public var defaultRateLimit: EndpointRateLimit?
-    /// The adaptive concurrency limit. Default: ``AIMDConfiguration/init(floor:ceiling:start:decreaseFactor:increasePerWindow:utilisationForIncrease:)``.
+    /// The adaptive concurrency limit. Default: ``AIMDConfiguration/init(minimum:maximum:start:decreaseFactor:increasePerWindow:utilisationForIncrease:)``.
     public var concurrency: AIMDConfiguration
     /// The circuit breaker. Default: ``CircuitBreakerConfiguration/init(window:windowSlots:minimumCalls:failureRatioThreshold:coolDown:maximumCoolDown:probeCalls:)``.
     public var breaker: CircuitBreakerConfiguration
     /// The share of first attempts that may be retried. Default: 0.1.
     public var retryBudgetRatio: Double
     /// The largest burst of retries the budget allows. Default: 10.
-    public var retryBudgetMaxTokens: Double
+    public var retryBudgetMaximumTokens: Double
     /// Retries the budget allows per second whatever the traffic, so few jobs in a storm still progress.
     /// Default: 0 (retries earned by first attempts only); the worker sets 2.
     public var retryBudgetMinimumPerSecond: Double
@@ -52,7 +52,7 @@ public struct AppleCallGateConfiguration: Sendable, Hashable {
         concurrency: AIMDConfiguration = AIMDConfiguration(),
         breaker: CircuitBreakerConfiguration = CircuitBreakerConfiguration(),
         retryBudgetRatio: Double = 0.1,
-        retryBudgetMaxTokens: Double = 10,
+        retryBudgetMaximumTokens: Double = 10,
         retryBudgetMinimumPerSecond: Double = 0,
         whenBreakerOpen: OpenBreakerBehaviour = .wait,
         maximumQueuedWaiters: Int = 10_000,
@@ -68,7 +68,7 @@ public struct AppleCallGateConfiguration: Sendable, Hashable {
         self.concurrency = concurrency
         self.breaker = breaker
         self.retryBudgetRatio = retryBudgetRatio
-        self.retryBudgetMaxTokens = retryBudgetMaxTokens
+        self.retryBudgetMaximumTokens = retryBudgetMaximumTokens
         self.retryBudgetMinimumPerSecond = retryBudgetMinimumPerSecond
         self.whenBreakerOpen = whenBreakerOpen
         self.maximumQueuedWaiters = max(0, maximumQueuedWaiters)

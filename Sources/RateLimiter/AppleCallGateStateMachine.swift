@@ -75,7 +75,7 @@ package struct AppleCallGateStateMachine<Instant: InstantProtocol<Duration>, Pay
         self.concurrency = AIMDConcurrencyLimit(configuration: configuration.concurrency)
         self.breaker = CircuitBreaker(configuration: configuration.breaker, origin: now)
         self.budget = RetryBudget(
-            ratio: configuration.retryBudgetRatio, maxTokens: configuration.retryBudgetMaxTokens,
+            ratio: configuration.retryBudgetRatio, maximumTokens: configuration.retryBudgetMaximumTokens,
             minimumPerSecond: configuration.retryBudgetMinimumPerSecond)
         self.budgetEarnedAt = now
         self.cluster = ClusterThrottle(

@@ -90,9 +90,9 @@ public struct EndpointRateLimit: Sendable, Hashable {
     /// (Apple publishes none).
     public static func appleDefaults(
         environment: AppleEnvironment,
-        verifyReceiptCeiling: EndpointRateLimit = EndpointRateLimit(ratePerSecond: 50, burst: 10)
+        verifyReceiptRateLimit: EndpointRateLimit = EndpointRateLimit(ratePerSecond: 50, burst: 10)
     ) -> [AppleEndpoint: EndpointRateLimit] {
-        var limits: [AppleEndpoint: EndpointRateLimit] = [.verifyReceipt: verifyReceiptCeiling]
+        var limits: [AppleEndpoint: EndpointRateLimit] = [.verifyReceipt: verifyReceiptRateLimit]
         for endpoint in appStoreServerAPIEndpoints {
             limits[endpoint] = appStoreServerAPI(endpoint, environment: environment)
         }

@@ -1,7 +1,7 @@
 /// A token-based retry budget, as in gRPC's retry throttling and Google SRE's per-client retry budget.
 ///
-/// Every first attempt deposits `ratio` tokens (up to `maxTokens`); every retry withdraws one whole token. So over any
-/// long run, retries are at most `ratio` of first attempts, plus `maxTokens` for a short burst. When the budget is
+/// Every first attempt deposits `ratio` tokens (up to `maximumTokens`); every retry withdraws one whole token. So over any
+/// long run, retries are at most `ratio` of first attempts, plus `maximumTokens` for a short burst. When the budget is
 /// spent, a retry waits (or its job ends when its deadline passes) instead of adding load to a struggling Apple.
 ///
 /// With `minimumPerSecond` above zero the budget also earns that many tokens per second of time (Finagle's
@@ -11,25 +11,25 @@ public struct RetryBudget: Sendable, Hashable {
     /// The share of first attempts that may be retried. Default: 0.1 (10 %).
     public let ratio: Double
     /// The most tokens the budget can hold, i.e. the largest burst of retries. Default: 10.
-    public let maxTokens: Double
+    public let maximumTokens: Double
     /// Tokens earned per second of time, whatever the traffic. Default: 0 (none).
     public let minimumPerSecond: Double
     /// Tokens are counted in thousandths, so that ten deposits of 0.1 make exactly one token.
     private static let scale = 1_000
     private let depositMillis: Int
-    private let maxMillis: Int
+    private let maximumMillis: Int
     private var millis: Int
     /// Thousandths earned over time but not yet whole.
     private var carry: Double = 0
 
     /// A full budget.
-    public init(ratio: Double = 0.1, maxTokens: Double = 10, minimumPerSecond: Double = 0) {
+    public init(ratio: Double = 0.1, maximumTokens: Double = 10, minimumPerSecond: Double = 0) {
         self.minimumPerSecond = max(0, minimumPerSecond)
         self.ratio = min(max(ratio, 0), 1)
-        self.maxTokens = max(maxTokens, 1)
+        self.maximumTokens = max(maximumTokens, 1)
         self.depositMillis = Int((self.ratio * Double(Self.scale)).rounded())
-        self.maxMillis = Int((self.maxTokens * Double(Self.scale)).rounded())
-        self.millis = maxMillis
+        self.maximumMillis = Int((self.maximumTokens * Double(Self.scale)).rounded())
+        self.millis = maximumMillis
     }
 
     /// Tokens available now.
@@ -37,7 +37,7 @@ public struct RetryBudget: Sendable, Hashable {
 
     /// Records a first attempt, earning `ratio` tokens.
     public mutating func recordFirstAttempt() {
-        millis = min(maxMillis, millis + depositMillis)
+        millis = min(maximumMillis, millis + depositMillis)
     }
 
     /// Earns `minimumPerSecond` tokens per second of `elapsed` time.
@@ -47,7 +47,7 @@ public struct RetryBudget: Sendable, Hashable {
         carry += (Double(seconds) + Double(attoseconds) / 1e18) * minimumPerSecond * Double(Self.scale)
         let whole = carry.rounded(.down)
         carry -= whole
-        millis = min(maxMillis, millis + Int(min(whole, Double(maxMillis))))
+        millis = min(maximumMillis, millis + Int(min(whole, Double(maximumMillis))))
     }
 
     /// How long until time alone makes a retry possible; nil when the budget earns nothing over time.

@@ -1,6 +1,6 @@
 /// When to try an Apple call again: exponential backoff with full jitter, a per-job attempt limit, `Retry-After`.
 ///
-/// The delay before retry number `n` (the first retry is `n = 0`) is uniform in `[0, min(cap, base × 2ⁿ)]`
+/// The delay before retry number `n` (the first retry is `n = 0`) is uniform in `[0, min(maximumBackoff, base × 2ⁿ)]`
 /// ("full jitter", AWS Architecture Blog, *Exponential Backoff and Jitter*): it spreads a fleet's retries evenly
 /// instead of in synchronised waves. A `Retry-After` from Apple is a floor on the delay. The share of retries in all
 /// calls is bounded separately, by the ``RetryBudget`` that ``AppleCallGate`` applies when a retry asks to go.
@@ -8,19 +8,20 @@ public struct RetryPolicy: Sendable, Hashable {
     /// The backoff unit. Default: 200 ms.
     public var base: Duration
     /// The largest backoff before jitter. Default: 10 s.
-    public var cap: Duration
+    public var maximumBackoff: Duration
     /// The most calls one job may make, first attempt included. Default: 5.
-    public var maxAttempts: Int
+    public var maximumAttempts: Int
 
-    public init(base: Duration = .milliseconds(200), cap: Duration = .seconds(10), maxAttempts: Int = 5) {
+    public init(base: Duration = .milliseconds(200), maximumBackoff: Duration = .seconds(10), maximumAttempts: Int = 5)
+    {
         self.base = max(base, .nanoseconds(1))
-        self.cap = max(cap, self.base)
-        self.maxAttempts = max(1, maxAttempts)
+        self.maximumBackoff = max(maximumBackoff, self.base)
+        self.maximumAttempts = max(1, maximumAttempts)
     }
 
     /// Why a job stops retrying.
     public enum StopReason: String, Sendable, Hashable {
-        /// The job made `maxAttempts` calls.
+        /// The job made `maximumAttempts` calls.
         case attemptsExhausted = "attempts_exhausted"
         /// The next attempt would start after the job's deadline.
         case deadlineExceeded = "deadline_exceeded"
@@ -36,18 +37,19 @@ public struct RetryPolicy: Sendable, Hashable {
         case stop(StopReason)
     }
 
-    /// The backoff ceiling for retry number `retryIndex` (0 for the first retry): `min(cap, base × 2^retryIndex)`.
-    public func backoffCeiling(retryIndex: Int) -> Duration {
+    /// The longest backoff for retry number `retryIndex` (0 for the first retry):
+    /// `min(maximumBackoff, base × 2^retryIndex)`.
+    public func maximumDelay(retryIndex: Int) -> Duration {
         let exponent = min(max(retryIndex, 0), 62)
-        let ceiling = cap.seconds
+        let maximum = maximumBackoff.seconds
         let scaled = base.seconds * Double(UInt64(1) << UInt64(exponent))
-        return scaled >= ceiling ? cap : base * Int(1 << exponent)
+        return scaled >= maximum ? maximumBackoff : base * Int(1 << exponent)
     }
 
-    /// A full-jitter delay for retry number `retryIndex`, uniform in `[0, backoffCeiling(retryIndex)]`.
+    /// A full-jitter delay for retry number `retryIndex`, uniform in `[0, maximumDelay(retryIndex)]`.
     public func jitteredDelay(retryIndex: Int, using random: inout some RandomNumberGenerator) -> Duration {
-        let ceiling = backoffCeiling(retryIndex: retryIndex)
-        let nanoseconds = ceiling.seconds * 1e9
+        let maximum = maximumDelay(retryIndex: retryIndex)
+        let nanoseconds = maximum.seconds * 1e9
         guard nanoseconds >= 1 else { return .zero }
         return .nanoseconds(Int64(Double.random(in: 0...nanoseconds, using: &random)))
     }
@@ -61,7 +63,7 @@ public struct RetryPolicy: Sendable, Hashable {
         using random: inout some RandomNumberGenerator
     ) -> Decision {
         guard outcome.isRetryable else { return .stop(.notRetryable) }
-        guard attempt < maxAttempts else { return .stop(.attemptsExhausted) }
+        guard attempt < maximumAttempts else { return .stop(.attemptsExhausted) }
         var delay = jitteredDelay(retryIndex: attempt - 1, using: &random)
         if let retryAfter = outcome.retryAfter, retryAfter > delay {
             delay = retryAfter

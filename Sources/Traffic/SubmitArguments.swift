@@ -29,7 +29,7 @@ package struct SubmitArguments: ParsableArguments {
     @Option(help: "Share of generated traffic by category, e.g. other_app=0.79,cracker=0.093,… (default seed 000).")
     package var mix: String?
     @Option(name: .customLong("max-outstanding"), help: "Jobs awaiting their delivery report at once.")
-    package var maxOutstanding: Int = 1_000
+    package var maximumOutstanding: Int = 1_000
     @Argument(help: "JSON-lines file of jobs; - or nothing reads stdin.")
     package var file: String?
 
@@ -45,7 +45,7 @@ package struct SubmitArguments: ParsableArguments {
         }
         if let rate, !(rate > 0) { throw ValidationError("--rate must be positive") }
         if let mix, TrafficMix(parsing: mix) == nil { throw ValidationError("--mix: expected category=share,…") }
-        guard maxOutstanding > 0 else { throw ValidationError("--max-outstanding must be positive") }
+        guard maximumOutstanding > 0 else { throw ValidationError("--max-outstanding must be positive") }
     }
 }
 

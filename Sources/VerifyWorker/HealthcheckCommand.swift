@@ -27,8 +27,9 @@ struct HealthcheckCommand: AsyncParsableCommand {
         do {
             let engine = try CurlHTTPEngine(
                 configuration: HTTPEngineConfiguration(
-                    maxHostConnections: 1, maxTotalConnections: 1, connectTimeout: timeout, requestTimeout: timeout,
-                    maxResponseBytes: 1 << 20, easyHandlePoolSize: 1, userAgent: "verify-worker-healthcheck"))
+                    maximumHostConnections: 1, maximumTotalConnections: 1, connectTimeout: timeout,
+                    requestTimeout: timeout,
+                    maximumResponseBytes: 1 << 20, easyHandlePoolSize: 1, userAgent: "verify-worker-healthcheck"))
             defer { engine.shutdown() }
             let response = try await engine.execute(TransportRequest(url: url, timeout: timeout))
             assessment = HealthProbe.assessment(url: url, status: response.status, body: response.body)

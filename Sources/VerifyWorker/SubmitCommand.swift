@@ -52,7 +52,7 @@ struct SubmitCommand: AsyncParsableCommand {
         }
         let submitter = JobSubmitter(
             producer: producer, topic: arguments.topic ?? environment["VERIFY_JOBS_TOPIC"] ?? Topics.jobs,
-            maxOutstanding: arguments.maxOutstanding, rate: arguments.rate, output: GatewayOutput.line)
+            maximumOutstanding: arguments.maximumOutstanding, rate: arguments.rate, output: GatewayOutput.line)
         let signals = TerminationSignals()
         let engine = arguments.generate == nil ? nil : try CurlHTTPEngine()
         defer { engine?.shutdown() }

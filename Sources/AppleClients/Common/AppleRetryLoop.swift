@@ -1,23 +1,24 @@
 /// A simple bounded retry loop for standalone use of the clients (the worker uses its rate limiter instead).
 public struct AppleRetryPolicy: Sendable {
     /// Attempts in total, the first included. Default: 3.
-    public var maxAttempts: Int
+    public var maximumAttempts: Int
     /// The wait before the first retry; it doubles after each attempt. Default: 200 ms.
     public var initialBackoff: Duration
     /// The longest wait between attempts. Default: 10 s.
-    public var maxBackoff: Duration
+    public var maximumBackoff: Duration
     /// A `Retry-After` longer than this ends the loop with the retryable outcome. Default: 60 s.
-    public var maxRetryAfter: Duration
+    public var maximumRetryAfter: Duration
 
     /// Creates a policy; every argument has the documented default.
     public init(
-        maxAttempts: Int = 3, initialBackoff: Duration = .milliseconds(200), maxBackoff: Duration = .seconds(10),
-        maxRetryAfter: Duration = .seconds(60)
+        maximumAttempts: Int = 3, initialBackoff: Duration = .milliseconds(200),
+        maximumBackoff: Duration = .seconds(10),
+        maximumRetryAfter: Duration = .seconds(60)
     ) {
-        self.maxAttempts = maxAttempts
+        self.maximumAttempts = maximumAttempts
         self.initialBackoff = initialBackoff
-        self.maxBackoff = maxBackoff
-        self.maxRetryAfter = maxRetryAfter
+        self.maximumBackoff = maximumBackoff
+        self.maximumRetryAfter = maximumRetryAfter
     }
 
     /// Runs `operation` until it answers, fails for good or the budget is spent; waits with `sleep` between
@@ -30,10 +31,10 @@ public struct AppleRetryPolicy: Sendable {
         var attempt = 1
         while true {
             let outcome = try await operation()
-            guard case .retryable(let advice) = outcome, attempt < maxAttempts else { return outcome }
-            if let retryAfter = advice.retryAfter, retryAfter > maxRetryAfter { return outcome }
+            guard case .retryable(let advice) = outcome, attempt < maximumAttempts else { return outcome }
+            if let retryAfter = advice.retryAfter, retryAfter > maximumRetryAfter { return outcome }
             try await sleep(max(backoff, advice.retryAfter ?? .zero))
-            backoff = min(backoff * 2, maxBackoff)
+            backoff = min(backoff * 2, maximumBackoff)
             attempt += 1
         }
     }

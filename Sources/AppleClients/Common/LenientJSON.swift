@@ -12,14 +12,14 @@ enum LenientJSON: Sendable {
     case array([LenientJSON])
     case object([String: LenientJSON])
 
-    /// Parses `bytes`, or returns nil for anything that is not JSON (or nested deeper than `maxDepth`).
+    /// Parses `bytes`, or returns nil for anything that is not JSON (or nested deeper than `maximumDepth`).
     ///
     /// Members whose key `skipping` accepts are checked for well-formedness but not kept: their values are never
     /// built (no string copied, nothing allocated for them).
     static func parse(
-        _ bytes: [UInt8], maxDepth: Int = 64, skipping: (@Sendable (String) -> Bool)? = nil
+        _ bytes: [UInt8], maximumDepth: Int = 64, skipping: (@Sendable (String) -> Bool)? = nil
     ) -> LenientJSON? {
-        var parser = LenientJSONParser(bytes: bytes, maxDepth: maxDepth, skipping: skipping)
+        var parser = LenientJSONParser(bytes: bytes, maximumDepth: maximumDepth, skipping: skipping)
         return parser.parseDocument()
     }
 
@@ -105,13 +105,13 @@ enum LenientJSON: Sendable {
 /// depth limit so hostile nesting cannot exhaust the stack.
 private struct LenientJSONParser {
     let bytes: [UInt8]
-    let maxDepth: Int
+    let maximumDepth: Int
     let skipping: (@Sendable (String) -> Bool)?
     var index = 0
 
-    init(bytes: [UInt8], maxDepth: Int, skipping: (@Sendable (String) -> Bool)?) {
+    init(bytes: [UInt8], maximumDepth: Int, skipping: (@Sendable (String) -> Bool)?) {
         self.bytes = bytes
-        self.maxDepth = maxDepth
+        self.maximumDepth = maximumDepth
         self.skipping = skipping
     }
 
@@ -132,7 +132,7 @@ private struct LenientJSONParser {
 
     private mutating func parseValue(depth: Int) -> LenientJSON? {
         skipWhitespace()
-        guard index < bytes.count, depth <= maxDepth else { return nil }
+        guard index < bytes.count, depth <= maximumDepth else { return nil }
         switch bytes[index] {
         case UInt8(ascii: "{"): return parseObject(depth: depth + 1)
         case UInt8(ascii: "["): return parseArray(depth: depth + 1)

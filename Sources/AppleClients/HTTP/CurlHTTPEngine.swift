@@ -25,10 +25,10 @@ public final class CurlHTTPEngine: HTTPTransport {
             throw HTTPTransportError(code: .other, detail: "curl_multi_init failed")
         }
         _ = ccurl_multi_setopt_long(multi, CURLMOPT_PIPELINING, Int(CURLPIPE_MULTIPLEX))
-        _ = ccurl_multi_setopt_long(multi, CURLMOPT_MAX_HOST_CONNECTIONS, configuration.maxHostConnections)
-        _ = ccurl_multi_setopt_long(multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, configuration.maxTotalConnections)
+        _ = ccurl_multi_setopt_long(multi, CURLMOPT_MAX_HOST_CONNECTIONS, configuration.maximumHostConnections)
+        _ = ccurl_multi_setopt_long(multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, configuration.maximumTotalConnections)
         // The connection cache must hold every connection we allow, or idle ones are closed and reopened.
-        let cacheSize = max(configuration.maxTotalConnections, configuration.maxHostConnections, 64)
+        let cacheSize = max(configuration.maximumTotalConnections, configuration.maximumHostConnections, 64)
         _ = ccurl_multi_setopt_long(multi, CURLMOPT_MAXCONNECTS, cacheSize)
 
         let events: CurlEventSet
@@ -58,14 +58,14 @@ public final class CurlHTTPEngine: HTTPTransport {
         guard let id = shared.reserve() else {
             throw HTTPTransportError(code: .engineShutDown, detail: "the HTTP engine was shut down")
         }
-        let maxResponseBytes = configuration.maxResponseBytes
+        let maximumResponseBytes = configuration.maximumResponseBytes
         let shared = self.shared
         let raw = try await withTaskCancellationHandler {
             // Unsafe rather than checked: one allocation less per call; the driver resumes each transfer once.
             try await withUnsafeThrowingContinuation {
                 (continuation: UnsafeContinuation<CurlRawResponse, any Error>) in
                 let transfer = CurlTransfer(
-                    id: id, request: request, continuation: continuation, maxResponseBytes: maxResponseBytes)
+                    id: id, request: request, continuation: continuation, maximumResponseBytes: maximumResponseBytes)
                 switch shared.submit(id: id, transfer: ThreadHandOff(transfer)) {
                 case .accepted:
                     break

@@ -210,7 +210,7 @@ final class CurlMultiDriver {
         if transfer.exceededLimit {
             return HTTPTransportError(
                 code: .responseTooLarge, curlCode: curlCode,
-                detail: "response body exceeds \(transfer.maxResponseBytes) bytes")
+                detail: "response body exceeds \(transfer.maximumResponseBytes) bytes")
         }
         let text = easy.errorText.isEmpty ? String(cString: curl_easy_strerror(code)) : easy.errorText
         let category: HTTPTransportError.Code

@@ -10,7 +10,7 @@ final class CurlTransfer {
     /// Resumed exactly once: by the poll thread when the transfer ends (``CurlMultiDriver`` removes the transfer
     /// from its table first), or by the caller when the submission was refused.
     let continuation: UnsafeContinuation<CurlRawResponse, any Error>
-    let maxResponseBytes: Int
+    let maximumResponseBytes: Int
     var body: [UInt8] = []
     /// Raw header lines of the current response, as received.
     var headerBytes: [UInt8] = []
@@ -20,12 +20,12 @@ final class CurlTransfer {
 
     init(
         id: UInt64, request: TransportRequest, continuation: UnsafeContinuation<CurlRawResponse, any Error>,
-        maxResponseBytes: Int
+        maximumResponseBytes: Int
     ) {
         self.id = id
         self.request = request
         self.continuation = continuation
-        self.maxResponseBytes = maxResponseBytes
+        self.maximumResponseBytes = maximumResponseBytes
     }
 }
 
@@ -191,14 +191,14 @@ private func curlWriteCallback(
     guard let context else { return 0 }
     let transfer = Unmanaged<CurlTransfer>.fromOpaque(context).takeUnretainedValue()
     let length = size * count
-    guard transfer.body.count + length <= transfer.maxResponseBytes else {
+    guard transfer.body.count + length <= transfer.maximumResponseBytes else {
         transfer.exceededLimit = true
         return 0
     }
     if let data, length > 0 {
         if transfer.body.isEmpty {
             // One allocation for the whole body when its length was announced (and within the limit).
-            let announced = min(transfer.announcedLength ?? 0, transfer.maxResponseBytes)
+            let announced = min(transfer.announcedLength ?? 0, transfer.maximumResponseBytes)
             transfer.body.reserveCapacity(max(length, announced))
         }
         transfer.body.append(contentsOf: UnsafeRawBufferPointer(start: data, count: length))

@@ -5,15 +5,15 @@
 public struct HTTPEngineConfiguration: Sendable {
     /// The most connections open to one host at a time; further requests queue inside libcurl.
     /// Over HTTP/1.1 this bounds concurrency per host. 0 means no limit. Default: 1024.
-    public var maxHostConnections: Int
+    public var maximumHostConnections: Int
     /// The most connections open in total. 0 means no limit. Default: 2048.
-    public var maxTotalConnections: Int
+    public var maximumTotalConnections: Int
     /// The time limit for opening a connection, TLS handshake included. Default: 5 s.
     public var connectTimeout: Duration
     /// The time limit for a whole request, unless the request sets its own. Default: 30 s.
     public var requestTimeout: Duration
     /// The largest response body accepted; bigger transfers are aborted. Default: 8 MiB.
-    public var maxResponseBytes: Int
+    public var maximumResponseBytes: Int
     /// A PEM file of trusted root certificates, replacing the system bundle. Default: nil (system bundle).
     public var caBundlePath: String?
     /// How many finished easy handles are kept for reuse. Default: 256.
@@ -26,20 +26,20 @@ public struct HTTPEngineConfiguration: Sendable {
 
     /// Creates a configuration; every argument has the documented default.
     public init(
-        maxHostConnections: Int = 1024,
-        maxTotalConnections: Int = 2048,
+        maximumHostConnections: Int = 1024,
+        maximumTotalConnections: Int = 2048,
         connectTimeout: Duration = .seconds(5),
         requestTimeout: Duration = .seconds(30),
-        maxResponseBytes: Int = 8 << 20,
+        maximumResponseBytes: Int = 8 << 20,
         caBundlePath: String? = nil,
         easyHandlePoolSize: Int = 256,
         userAgent: String = "verify-worker"
     ) {
-        self.maxHostConnections = maxHostConnections
-        self.maxTotalConnections = maxTotalConnections
+        self.maximumHostConnections = maximumHostConnections
+        self.maximumTotalConnections = maximumTotalConnections
         self.connectTimeout = connectTimeout
         self.requestTimeout = requestTimeout
-        self.maxResponseBytes = maxResponseBytes
+        self.maximumResponseBytes = maximumResponseBytes
         self.caBundlePath = caBundlePath
         self.easyHandlePoolSize = easyHandlePoolSize
         self.userAgent = userAgent

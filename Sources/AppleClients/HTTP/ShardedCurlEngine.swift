@@ -14,8 +14,8 @@ public final class ShardedCurlEngine: HTTPTransport {
     public init(shards count: Int, configuration: HTTPEngineConfiguration = HTTPEngineConfiguration()) throws {
         let count = max(count, 1)
         var perShard = configuration
-        perShard.maxHostConnections = Self.share(configuration.maxHostConnections, of: count)
-        perShard.maxTotalConnections = Self.share(configuration.maxTotalConnections, of: count)
+        perShard.maximumHostConnections = Self.share(configuration.maximumHostConnections, of: count)
+        perShard.maximumTotalConnections = Self.share(configuration.maximumTotalConnections, of: count)
         perShard.easyHandlePoolSize = Self.share(configuration.easyHandlePoolSize, of: count)
         var made: [CurlHTTPEngine] = []
         do {

@@ -64,11 +64,11 @@ public struct AppStoreServerAPIClient: Sendable {
         }
     }
 
-    /// Every page of the history, up to ``AppStoreServerAPIConfiguration/maxHistoryPages``; a retryable failure
+    /// Every page of the history, up to ``AppStoreServerAPIConfiguration/maximumHistoryPages``; a retryable failure
     /// on any page makes the whole call retryable. The answer's `hasMore` is true if the page limit cut it short.
     public func completeTransactionHistory(transactionID: String) async throws -> AppleOutcome<TransactionHistoryPage> {
         var combined: TransactionHistoryPage?
-        for _ in 0..<max(configuration.maxHistoryPages, 1) {
+        for _ in 0..<max(configuration.maximumHistoryPages, 1) {
             let outcome = try await transactionHistory(
                 transactionID: transactionID, revision: combined?.revision, environment: combined?.answeredBy)
             guard case .answered(let page) = outcome else { return outcome }

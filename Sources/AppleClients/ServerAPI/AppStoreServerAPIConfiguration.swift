@@ -9,19 +9,19 @@ public struct AppStoreServerAPIConfiguration: Sendable {
     /// The time limit of each request. Default: 30 s.
     public var requestTimeout: Duration
     /// The most pages ``AppStoreServerAPIClient/completeTransactionHistory(transactionID:)`` reads. Default: 50.
-    public var maxHistoryPages: Int
+    public var maximumHistoryPages: Int
 
     /// Creates a configuration; every argument has the documented default.
     public init(
         productionBaseURL: String = "https://api.storekit.apple.com",
         sandboxBaseURL: String = "https://api.storekit-sandbox.apple.com",
         requestTimeout: Duration = .seconds(30),
-        maxHistoryPages: Int = 50
+        maximumHistoryPages: Int = 50
     ) {
         self.productionBaseURL = Self.trimmed(productionBaseURL)
         self.sandboxBaseURL = Self.trimmed(sandboxBaseURL)
         self.requestTimeout = requestTimeout
-        self.maxHistoryPages = maxHistoryPages
+        self.maximumHistoryPages = maximumHistoryPages
     }
 
     func baseURL(for environment: AppleEnvironment) -> String {

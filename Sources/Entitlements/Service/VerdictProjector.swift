@@ -19,9 +19,9 @@ public final class VerdictProjector: Service, Sendable {
         public var topic: String
         /// Most messages in one batch. Default: 2000.
         public var batchSize: Int
-        /// Backoff after a failed batch: first wait and ceiling. Defaults: 100 ms, 5 s.
+        /// Backoff after a failed batch: first wait and longest wait. Defaults: 100 ms, 5 s.
         public var retryInitial: Duration
-        public var retryCeiling: Duration
+        public var maximumRetryDelay: Duration
         /// On graceful shutdown, how long the batch in hand may take. Default: 25 s.
         public var drainTimeout: Duration
         /// Webhook URLs new events are queued for.
@@ -32,12 +32,12 @@ public final class VerdictProjector: Service, Sendable {
 
         public init(
             topic: String, batchSize: Int = 2000, retryInitial: Duration = .milliseconds(100),
-            retryCeiling: Duration = .seconds(5), drainTimeout: Duration = .seconds(25), webhookURLs: [String] = []
+            maximumRetryDelay: Duration = .seconds(5), drainTimeout: Duration = .seconds(25), webhookURLs: [String] = []
         ) {
             self.topic = topic
             self.batchSize = batchSize
             self.retryInitial = retryInitial
-            self.retryCeiling = retryCeiling
+            self.maximumRetryDelay = maximumRetryDelay
             self.drainTimeout = drainTimeout
             self.webhookURLs = webhookURLs
         }
@@ -155,7 +155,7 @@ public final class VerdictProjector: Service, Sendable {
     /// Takes batches from the queue and writes them, until the queue is finished.
     private func projectUntilFinished() async throws {
         while true {
-            let messages = await queue.take(upTo: configuration.batchSize)
+            let messages = await queue.take(maximumCount: configuration.batchSize)
             if messages.isEmpty { break }
             try await project(messages)
         }
@@ -219,7 +219,7 @@ public final class VerdictProjector: Service, Sendable {
                     paused = true
                 }
                 try await Task.sleep(for: delay)
-                delay = min(delay * 2, configuration.retryCeiling)
+                delay = min(delay * 2, configuration.maximumRetryDelay)
             } catch {
                 state.withLock { $0.fatal = true }
                 logger.critical("entitlements: the projection stopped", metadata: [LogKeys.error: "\(error)"])

@@ -42,12 +42,12 @@ final class VerdictQueue: Sendable {
         taker?.resume()
     }
 
-    /// Takes up to `limit` messages, waiting for at least one; empty once finished (or when the task is
+    /// Takes up to `maximumCount` messages, waiting for at least one; empty once finished (or when the task is
     /// cancelled).
-    func take(upTo limit: Int) async -> [KafkaConsumerMessage] {
+    func take(maximumCount: Int) async -> [KafkaConsumerMessage] {
         while true {
             let (batch, done) = state.withLock { state -> ([KafkaConsumerMessage], Bool) in
-                let end = min(state.messages.count, state.head + limit)
+                let end = min(state.messages.count, state.head + maximumCount)
                 let batch = Array(state.messages[state.head..<end])
                 state.head = end
                 if state.head > 1024 && state.head * 2 > state.messages.count {

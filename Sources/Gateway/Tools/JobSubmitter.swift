@@ -6,7 +6,7 @@ import Messages
 /// The logic of `verify-worker submit`: jobs in, each produced to `receipt-jobs` keyed by `account_id` and its
 /// delivery report awaited; one JSON line out per job, in the order the reports arrive.
 ///
-/// - Many sends are outstanding at once (`maxOutstanding`), but never two of one account: a job waits for the
+/// - Many sends are outstanding at once (`maximumOutstanding`), but never two of one account: a job waits for the
 ///   earlier job of its account, so each account's jobs reach Kafka in input order (the worker decides them in
 ///   that order).
 /// - `rate` paces sends (jobs per second) without drift: job i leaves no earlier than start + i / rate.
@@ -36,7 +36,7 @@ public struct JobSubmitter: Sendable {
     public let producer: KafkaProducer
     public let topic: String
     public var codec: MessageCodec
-    public var maxOutstanding: Int
+    public var maximumOutstanding: Int
     /// Jobs per second, or nil for as fast as Kafka takes them.
     public var rate: Double?
     /// Receives every output line (without its newline).
@@ -44,12 +44,12 @@ public struct JobSubmitter: Sendable {
 
     public init(
         producer: KafkaProducer, topic: String = Topics.jobs, codec: MessageCodec = MessageCodec(),
-        maxOutstanding: Int = 1_000, rate: Double? = nil, output: @escaping @Sendable (String) -> Void
+        maximumOutstanding: Int = 1_000, rate: Double? = nil, output: @escaping @Sendable (String) -> Void
     ) {
         self.producer = producer
         self.topic = topic
         self.codec = codec
-        self.maxOutstanding = max(1, maxOutstanding)
+        self.maximumOutstanding = max(1, maximumOutstanding)
         self.rate = rate
         self.output = output
     }
@@ -104,7 +104,7 @@ public struct JobSubmitter: Sendable {
                     summary.failed += 1
                     output(Self.errorLine(line: line, error: error.code.rawValue, message: error.message))
                 case .job(let line, let job, let category):
-                    while running >= maxOutstanding || outstanding[job.accountID] != nil {
+                    while running >= maximumOutstanding || outstanding[job.accountID] != nil {
                         guard let done = await group.next() else { break }
                         record(done)
                     }

@@ -1,7 +1,6 @@
 import Foundation
 import Messages
 import Operations
-import Worker
 
 /// Everything `verify-worker reconcile` is configured with: the worker's keys (the same Kafka, ledger, catalog and
 /// Server API settings as `run`, so one ConfigMap serves both) plus its own `reconcile_*` keys.

@@ -10,7 +10,6 @@ import Receipts
 import ServiceLifecycle
 import Synchronization
 import UnixSignals
-import Worker
 
 /// `verify-worker reconcile`: builds the reconciler's parts as `Service`s and runs them in one `ServiceGroup`.
 ///
@@ -45,9 +44,9 @@ public struct ReconcileRuntime: Sendable {
         started: @escaping @Sendable () -> Void = {}, signals: [UnixSignal] = [], last: [any Service] = []
     ) throws -> ServiceGroup {
         let worker = configuration.worker
-        let (catalog, trust) = try WorkerRuntime.loadDecisionInputs(worker)
+        let (catalog, trust) = try worker.loadDecisionInputs()
         let registry = MetricsBootstrap.registry()
-        let ledger = try WorkerRuntime.makeLedger(url: worker.ledgerURL, logger: logger)
+        let ledger = try Self.makeLedger(url: worker.ledgerURL, logger: logger)
         let engine = try CurlHTTPEngine(
             configuration: HTTPEngineConfiguration(
                 connectTimeout: worker.appleConnectTimeout, requestTimeout: worker.appleRequestTimeout,
@@ -146,9 +145,21 @@ public struct ReconcileRuntime: Sendable {
 
     /// The ledger rows (lease and checkpoint) the sweeps of this configuration use, one per app.
     public func reconcilerNames() throws -> [String] {
-        let (catalog, _) = try WorkerRuntime.loadDecisionInputs(configuration.worker)
+        let (catalog, _) = try configuration.worker.loadDecisionInputs()
         let credentials = try AppCredentials.load(catalog: catalog, configuration: configuration.worker)
         return try Self.sweeps(of: credentials, settings: configuration.reconciler).map(\.name)
+    }
+
+    /// The ledger `ledger_url` names; whatever fails here is the setting (a ``ConfigurationError`` naming
+    /// `ledger_url`), as for the worker.
+    static func makeLedger(url: String, logger: Logger) throws(ConfigurationError) -> any Ledger {
+        do {
+            return try LedgerFactory.make(url: url, configuration: LedgerConfiguration(), logger: logger)
+        } catch let error as LedgerError {
+            throw ConfigurationError(key: "ledger_url", problem: error.detail)
+        } catch {
+            throw ConfigurationError(key: "ledger_url", problem: "\(error)")
+        }
     }
 
     /// Migrates once the ledger answers (the reconciler's table may be newer than the workers'), retrying with

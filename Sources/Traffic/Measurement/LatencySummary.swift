@@ -4,7 +4,7 @@ public struct LatencySummary: Sendable, Codable, Equatable {
     public var p50Ms: Double
     public var p90Ms: Double
     public var p99Ms: Double
-    public var maxMs: Double
+    public var maximumMs: Double
 
     public init(_ latencies: [Duration]) {
         let sorted = latencies.map(Self.milliseconds).sorted()
@@ -12,7 +12,13 @@ public struct LatencySummary: Sendable, Codable, Equatable {
         p50Ms = Self.percentile(0.50, of: sorted)
         p90Ms = Self.percentile(0.90, of: sorted)
         p99Ms = Self.percentile(0.99, of: sorted)
-        maxMs = sorted.last ?? 0
+        maximumMs = sorted.last ?? 0
+    }
+
+    /// The report's field names (`max_ms` kept for the renamed property).
+    enum CodingKeys: String, CodingKey {
+        case count, p50Ms, p90Ms, p99Ms
+        case maximumMs = "maxMs"
     }
 
     /// The nearest-rank percentile `fraction` (0...1) of ascending `sorted` values; 0 when there are none.

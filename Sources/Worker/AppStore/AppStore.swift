@@ -1,4 +1,5 @@
 import AppleClients
+import Crypto
 import Decision
 import Foundation
 import Ledger
@@ -46,12 +47,12 @@ public struct AppStore: PurchaseStore {
         self.logger = logger
     }
 
-    /// Twice the gate's concurrency ceiling (the calls Apple may take at once, and as many jobs again waiting for a
+    /// Twice the gate's maximum concurrency (the calls Apple may take at once, and as many jobs again waiting for a
     /// permit, in the ledger or in Kafka around their calls, so the gate never lacks a caller), at least 256. Not
     /// fewer: a job whose deadline passed while it was parked still takes a runner for its ledger write and its
-    /// verdict's delivery, and with a low ceiling (4 in `bench pipeline` part e) a few runners would end thousands of
+    /// verdict's delivery, and with a low maximum (4 in `bench pipeline` part e) a few runners would end thousands of
     /// such jobs a few at a time; 256 waiting runners cost about 3 MB.
-    public var stageLimit: Int { max(256, 2 * apple.gate.configuration.concurrency.ceiling) }
+    public var stageLimit: Int { max(256, 2 * apple.gate.configuration.concurrency.maximum) }
 
     public func appIdentifier(for bundleID: String?) -> Int64? { apps.appAppleID(for: bundleID) }
 
@@ -64,16 +65,22 @@ public struct AppStore: PurchaseStore {
         return ProofReading(facts: analysis.facts, environment: analysis.environment)
     }
 
-    /// The proof normalized for verifyReceipt. Computed only for the jobs that go to Apple: normalizing scans and
-    /// decodes the whole proof, most jobs are decided without Apple, and the analyzer has already normalized once
-    /// (done twice for every job, it was about a sixth of a locally decided job's CPU in `bench pipeline`).
-    func normalized(_ text: String) -> [UInt8]? {
-        try? ReceiptInput.normalize(Array(text.utf8), maximumDecodedSize: analyzer.policy.maximumDecodedSize)
-    }
-
-    /// verifyReceipt's `receipt-data`: the normalized proof in base64.
-    func receiptData(_ text: String) -> String? {
-        normalized(text).map { Data($0).base64EncodedString() }
+    /// The receipt as verifyReceipt takes it, normalized once for everything Apple-bound (the request's check, the
+    /// coalescing key and the `receipt-data`). Made only for the jobs that go to Apple: normalizing scans and decodes
+    /// the whole proof, most jobs are decided without Apple, and the analyzer has already normalized once (done twice
+    /// for every job, it was about a sixth of a locally decided job's CPU in `bench pipeline`). Nil for a text that
+    /// is not a receipt.
+    func appleBound(_ text: String) -> AppleBoundReceipt? {
+        guard
+            let bytes = try? ReceiptInput.normalize(
+                Array(text.utf8), maximumDecodedSize: analyzer.policy.maximumDecodedSize)
+        else { return nil }
+        let encoded = Data(bytes).base64EncodedString()
+        return AppleBoundReceipt(
+            // The job's own text when it already is the canonical base64 (as a parked job's is): one copy held
+            // while the job waits for a permit, not two.
+            receiptData: encoded == text ? text : encoded,
+            coalescingKey: "receipt:" + SHA256.hash(data: bytes).map { String(format: "%02x", $0) }.joined())
     }
 
     // MARK: Asking Apple
@@ -100,7 +107,7 @@ public struct AppStore: PurchaseStore {
         /// Nothing: Apple cannot help (the evidence is the local one, marked unavailable).
         case none
         /// Asked with the shared secret of the receipt's app.
-        case verifyReceipt(String, startingAt: AppleEnvironment)
+        case verifyReceipt(AppleBoundReceipt, startingAt: AppleEnvironment)
         /// Asked of each client in turn until one app knows the transaction.
         case transactionInfo([AppStoreServerAPIClient], transactionID: String)
     }
@@ -109,8 +116,8 @@ public struct AppStore: PurchaseStore {
     func appleRequest(_ job: ReceiptJob, local: LocalEvidence) -> AppleRequest {
         switch job.proof {
         case .receipt(let text):
-            guard normalized(text) != nil, apps.app(for: local.evidence.bundleID) != nil else { return .none }
-            return .verifyReceipt(text, startingAt: local.environment == .sandbox ? .sandbox : .production)
+            guard apps.app(for: local.evidence.bundleID) != nil, let receipt = appleBound(text) else { return .none }
+            return .verifyReceipt(receipt, startingAt: local.environment == .sandbox ? .sandbox : .production)
         case .transactionID(let transactionID):
             let serverAPIs = apps.serverAPIs(for: job.bundleID)
             guard !serverAPIs.isEmpty else {
@@ -166,11 +173,11 @@ public struct AppStore: PurchaseStore {
         switch request {
         case .none:
             return local.unavailable
-        case .verifyReceipt(let text, let environment):
+        case .verifyReceipt(let receipt, let environment):
             // With the shared secret of the app the receipt names (``appleRequest`` checked there is one).
             guard let client = apps.app(for: local.evidence.bundleID)?.verifyReceipt else { return local.unavailable }
             try await waitForTurn(.sharedSecret)
-            return try await askVerifyReceipt(job, text, environment, client, local: local, deadline: deadline)
+            return try await askVerifyReceipt(job, receipt, environment, client, local: local, deadline: deadline)
         case .transactionInfo(let serverAPIs, let transactionID):
             try await waitForTurn(.serverAPIKey)
             return try await askTransactionInfo(job, serverAPIs, transactionID, local: local, deadline: deadline)
@@ -187,7 +194,8 @@ public struct AppStore: PurchaseStore {
 
     @inline(never)
     private func askVerifyReceipt(
-        _ job: ReceiptJob, _ text: String, _ environment: AppleEnvironment, _ verifyReceipt: VerifyReceiptClient,
+        _ job: ReceiptJob, _ receipt: AppleBoundReceipt, _ environment: AppleEnvironment,
+        _ verifyReceipt: VerifyReceiptClient,
         local: LocalEvidence, deadline: ContinuousClock.Instant
     ) async throws -> PurchaseEvidence {
         let result = try await apple.call(
@@ -196,9 +204,7 @@ public struct AppStore: PurchaseStore {
                 AppleCaller.verifyReceiptStatusLabel(answer.value.status.code)
             }
         ) {
-            // Made once a permit is held, not before: thousands of jobs may wait for a permit, and each would
-            // hold its receipt decoded and re-encoded. Deterministic, so it succeeds here as it did above.
-            try await verifyReceipt.verify(receiptData: receiptData(text) ?? "", startingAt: environment).boxed()
+            try await verifyReceipt.verify(receiptData: receipt.receiptData, startingAt: environment).boxed()
         }
         if case .answered(let answer) = result {
             guard answer.value.status != .sharedSecretMismatch else { throw refused(.sharedSecret, job: job) }
@@ -281,6 +287,15 @@ public struct AppStore: PurchaseStore {
             return local.unavailable
         }
     }
+}
+
+/// A receipt on its way to verifyReceipt, normalized once (``AppStore/appleBound(_:)``).
+struct AppleBoundReceipt: Sendable {
+    /// verifyReceipt's `receipt-data`: the normalized receipt in canonical base64.
+    let receiptData: String
+    /// The key jobs share an Apple answer under: the SHA-256 of the normalized receipt (two encodings of one receipt
+    /// are one key; the digest, not the receipt, goes to the ledger).
+    let coalescingKey: String
 }
 
 extension ReceiptJob.Proof {

@@ -1,4 +1,3 @@
-import Crypto
 import Decision
 import Foundation
 import Ledger
@@ -192,17 +191,15 @@ final class AppleCallCoalescer: Sendable {
 }
 
 extension AppStore {
-    /// The key jobs share an Apple answer under: the SHA-256 of the normalized receipt (two encodings of one receipt
-    /// are one key; the digest, not the receipt, goes to the ledger), or the transaction id; nil when Apple is not
-    /// asked.
+    /// The key jobs share an Apple answer under: the normalized receipt's digest (``AppleBoundReceipt``), or the
+    /// transaction id; nil when Apple is not asked.
     @inline(never)
     func coalescingKey(_ request: AppleRequest) -> String? {
         switch request {
         case .none:
             return nil
-        case .verifyReceipt(let text, _):
-            guard let bytes = normalized(text) else { return nil }
-            return "receipt:" + SHA256.hash(data: bytes).map { String(format: "%02x", $0) }.joined()
+        case .verifyReceipt(let receipt, _):
+            return receipt.coalescingKey
         case .transactionInfo(_, let transactionID):
             return "transaction:" + transactionID
         }

@@ -20,7 +20,8 @@ public struct AppleFollowUpsConfiguration: Sendable {
     /// Tag granted purchases that carry no `appAccountToken` with the owner's derived token (Set App Account Token,
     /// `set_app_account_tokens`).
     public var setAppAccountTokens: Bool
-    /// Each product's `refund_preference` and `sample_content_provided`.
+    /// The catalog a consumption answer is decided with (``ConsumptionAnswer``: each product's `refund_preference`
+    /// and `sample_content_provided`).
     public var catalog: Catalog
     /// Who claims calls in the ledger (unique per worker process).
     public var holder: String
@@ -71,7 +72,7 @@ public struct AppleFollowUpsConfiguration: Sendable {
 /// committed too): Finish Transaction for each transaction of a `granted` verdict, and one Send
 /// Consumption Information per CONSUMPTION_REQUEST notification, built from the ledger and the catalog.
 ///
-/// - Once: each call is claimed in the ledger (``AppleCallRecordStore``) before it is made; a redelivered job or
+/// - Once: each call is claimed in the ledger (``FollowUpRecordStore``) before it is made; a redelivered job or
 ///   another worker finds the record and does nothing.
 /// - In the background: ``verdictDelivered(_:job:)`` only claims (one ledger write, before the job completes) and
 ///   queues; ``run()`` makes the calls, through the call gate (per-endpoint rate limit, Retry-After, retries). The
@@ -84,17 +85,17 @@ public final class AppleFollowUps: Sendable {
     /// goes to each in turn until one is not answered 404 (Apple's answer for another app's transaction).
     private let clients: [AppStoreServerAPIClient]
     private let caller: AppleCaller
-    private let store: any AppleCallRecordStore
+    private let store: any FollowUpRecordStore
     private let ledger: any Ledger
     private let configuration: AppleFollowUpsConfiguration
     private let logger: Logger
     private let now: @Sendable () -> Date
-    private let queue: AsyncStream<AppleCallRecord.Call>
-    private let input: AsyncStream<AppleCallRecord.Call>.Continuation
+    private let queue: AsyncStream<FollowUpRecord.Call>
+    private let input: AsyncStream<FollowUpRecord.Call>.Continuation
     private let queued = Atomic<Int>(0)
 
     public init(
-        client: AppStoreServerAPIClient, caller: AppleCaller, store: any AppleCallRecordStore, ledger: any Ledger,
+        client: AppStoreServerAPIClient, caller: AppleCaller, store: any FollowUpRecordStore, ledger: any Ledger,
         configuration: AppleFollowUpsConfiguration, logger: Logger, now: @escaping @Sendable () -> Date = Date.init,
         otherApps: [AppStoreServerAPIClient] = []
     ) {
@@ -105,7 +106,7 @@ public final class AppleFollowUps: Sendable {
         self.configuration = configuration
         self.logger = logger
         self.now = now
-        (queue, input) = AsyncStream.makeStream(of: AppleCallRecord.Call.self)
+        (queue, input) = AsyncStream.makeStream(of: FollowUpRecord.Call.self)
     }
 
     /// Whether any follow-up is switched on (the worker then hands this object its delivered verdicts).
@@ -128,12 +129,12 @@ public final class AppleFollowUps: Sendable {
     }
 
     /// The calls a delivered verdict asks for, under the switched-on follow-ups.
-    private func followUpCalls(of verdict: Verdict, job: ReceiptJob) -> [AppleCallRecord.Call] {
-        var calls: [AppleCallRecord.Call] = []
+    private func followUpCalls(of verdict: Verdict, job: ReceiptJob) -> [FollowUpRecord.Call] {
+        var calls: [FollowUpRecord.Call] = []
         if configuration.finishTransactions, verdict.outcome == .granted {
             for transaction in verdict.transactions where transaction.revokedAt == nil {
                 calls.append(
-                    AppleCallRecord.Call(
+                    FollowUpRecord.Call(
                         kind: .finishTransaction, key: transaction.transactionID,
                         transactionID: transaction.transactionID, environment: verdict.environment))
             }
@@ -145,7 +146,7 @@ public final class AppleFollowUps: Sendable {
             for transaction in verdict.transactions where transaction.revokedAt == nil {
                 let original = transaction.originalTransactionID ?? transaction.transactionID
                 calls.append(
-                    AppleCallRecord.Call(
+                    FollowUpRecord.Call(
                         kind: .appAccountToken, key: original, transactionID: original,
                         environment: verdict.environment))
             }
@@ -156,7 +157,7 @@ public final class AppleFollowUps: Sendable {
             // Keyed by the job id, which the gateway derives from the notificationUUID: Apple's retries of one
             // request are one answer, a new request about the same transaction is another.
             calls.append(
-                AppleCallRecord.Call(
+                FollowUpRecord.Call(
                     kind: .consumptionInformation, key: job.jobID, transactionID: request.transactionID,
                     environment: request.environment))
         }
@@ -210,8 +211,8 @@ public final class AppleFollowUps: Sendable {
     /// lost to a PostgreSQL outage right after their grants). Returns false, the call not recorded, only when the task
     /// is cancelled first; and true, after counting and logging, for a ledger error retrying cannot fix (the worker's
     /// own next ledger write stops it).
-    func claimThenQueue(_ call: AppleCallRecord.Call) async -> Bool {
-        let claim: AppleCallClaim
+    func claimThenQueue(_ call: FollowUpRecord.Call) async -> Bool {
+        let claim: FollowUpClaim
         switch await claimRetryingOutages(call) {
         case .answered(let answer): claim = answer
         case .refused: return true
@@ -227,7 +228,7 @@ public final class AppleFollowUps: Sendable {
             count(call.kind, "deferred")
             logger.warning(
                 "apple: follow-up queue full, call left to the sweep",
-                metadata: [LogKeys.appleCallKind: "\(call.kind)", LogKeys.transactionID: "\(call.transactionID)"])
+                metadata: [LogKeys.followUpKind: "\(call.kind)", LogKeys.transactionID: "\(call.transactionID)"])
             return true
         }
         input.yield(call)
@@ -237,7 +238,7 @@ public final class AppleFollowUps: Sendable {
     /// How a claim ended (``claimRetryingOutages(_:)``).
     private enum ClaimAttempts {
         /// The ledger answered.
-        case answered(AppleCallClaim)
+        case answered(FollowUpClaim)
         /// The ledger failed in a way retrying cannot fix (counted and logged; the call is not made).
         case refused
         /// The task was cancelled before the ledger answered.
@@ -245,13 +246,13 @@ public final class AppleFollowUps: Sendable {
     }
 
     /// The ledger's answer to the claim of `call`, asked again while the ledger fails in a way that passes.
-    private func claimRetryingOutages(_ call: AppleCallRecord.Call) async -> ClaimAttempts {
+    private func claimRetryingOutages(_ call: FollowUpRecord.Call) async -> ClaimAttempts {
         var backoff = configuration.claimRetryBackoff.lowerBound
         var loggedOutage = false
         while !Task.isCancelled {
             do {
                 return .answered(
-                    try await store.claimAppleCall(
+                    try await store.claimFollowUp(
                         call, holder: configuration.holder, now: now(), lease: configuration.claimLease))
             } catch let error as LedgerError where error.isRetryable {
                 count(call.kind, "ledger_error")
@@ -260,7 +261,7 @@ public final class AppleFollowUps: Sendable {
                     logger.warning(
                         "apple: follow-up call not recorded yet (ledger); the job waits and retries",
                         metadata: [
-                            LogKeys.appleCallKind: "\(call.kind)", LogKeys.transactionID: "\(call.transactionID)",
+                            LogKeys.followUpKind: "\(call.kind)", LogKeys.transactionID: "\(call.transactionID)",
                             LogKeys.error: "\(error)",
                         ])
                 }
@@ -273,7 +274,7 @@ public final class AppleFollowUps: Sendable {
                 logger.error(
                     "apple: follow-up call not recorded (ledger)",
                     metadata: [
-                        LogKeys.appleCallKind: "\(call.kind)", LogKeys.transactionID: "\(call.transactionID)",
+                        LogKeys.followUpKind: "\(call.kind)", LogKeys.transactionID: "\(call.transactionID)",
                         LogKeys.error: "\(error)",
                     ])
                 return .refused
@@ -283,7 +284,7 @@ public final class AppleFollowUps: Sendable {
     }
 
     /// Makes a claimed call through the gate and records how it ended.
-    func make(_ call: AppleCallRecord.Call) async {
+    func make(_ call: FollowUpRecord.Call) async {
         let environment = call.environment.flatMap(AppleEnvironment.init(appleName:))
         let clients = self.clients
         let failure = Mutex<AppleClientError?>(nil)
@@ -388,36 +389,35 @@ public final class AppleFollowUps: Sendable {
     }
 
     /// The consumption answer for a transaction, from the ledger (delivered: granted and not revoked) and the
-    /// catalog (the product's refund preference and sample content).
+    /// catalog (the product's refund preference and sample content), as Decision reads them (``ConsumptionAnswer``).
     func consumptionInformation(for transactionID: String) async throws -> ConsumptionInformation {
         let snapshot = try await ledger.snapshot(jobID: "", transactionIDs: [transactionID], originalTransactionIDs: [])
-        let claim = snapshot.claim(transactionID)
-        let product = claim.flatMap { configuration.catalog.products[$0.productID] }
+        let answer = ConsumptionAnswer(claim: snapshot.claim(transactionID), catalog: configuration.catalog)
         return ConsumptionInformation(
             customerConsented: true,
             // Not granted, or taken back: the customer does not have it. The ledger cannot tell a quality issue or
             // a wrong item from other causes, so UNDELIVERED_OTHER.
-            deliveryStatus: claim != nil && claim?.revokedAt == nil ? .delivered : .undeliveredOther,
-            sampleContentProvided: product?.sampleContentProvided ?? false,
-            refundPreference: product?.refundPreference.flatMap(ConsumptionInformation.RefundPreference.init(rawValue:))
+            deliveryStatus: answer.delivered ? .delivered : .undeliveredOther,
+            sampleContentProvided: answer.sampleContentProvided,
+            refundPreference: answer.refundPreference.flatMap(ConsumptionInformation.RefundPreference.init(rawValue:))
         )
     }
 
     /// Records how a claimed call ended (counted and, unless sent, logged).
     private func settle(
-        _ call: AppleCallRecord.Call, _ state: AppleCallRecord.State, detail: String?, retryAt: Date? = nil
+        _ call: FollowUpRecord.Call, _ state: FollowUpRecord.State, detail: String?, retryAt: Date? = nil
     ) async {
         count(call.kind, state == .pending ? "retry_scheduled" : state.rawValue)
         if state != .sent {
             logger.notice(
                 "apple: follow-up call not accepted",
                 metadata: [
-                    LogKeys.appleCallKind: "\(call.kind)", LogKeys.transactionID: "\(call.transactionID)",
-                    LogKeys.appleCallState: "\(state.rawValue)", LogKeys.reason: "\(detail ?? "")",
+                    LogKeys.followUpKind: "\(call.kind)", LogKeys.transactionID: "\(call.transactionID)",
+                    LogKeys.followUpState: "\(state.rawValue)", LogKeys.reason: "\(detail ?? "")",
                 ])
         }
         do {
-            try await store.settleAppleCall(
+            try await store.settleFollowUp(
                 kind: call.kind, key: call.key, holder: configuration.holder, state: state, detail: detail,
                 retryAt: retryAt, now: now())
         } catch {
@@ -425,7 +425,7 @@ public final class AppleFollowUps: Sendable {
             logger.warning(
                 "apple: follow-up call made but its record not updated (ledger)",
                 metadata: [
-                    LogKeys.appleCallKind: "\(call.kind)", LogKeys.transactionID: "\(call.transactionID)",
+                    LogKeys.followUpKind: "\(call.kind)", LogKeys.transactionID: "\(call.transactionID)",
                     LogKeys.error: "\(error)",
                 ])
         }
@@ -445,14 +445,14 @@ public final class AppleFollowUps: Sendable {
 
     /// Claims the due calls (of every kind switched on) and makes them one after another.
     func sweep() async {
-        var kinds: [AppleCallRecord.Kind] = []
+        var kinds: [FollowUpRecord.Kind] = []
         if configuration.finishTransactions { kinds.append(.finishTransaction) }
         if configuration.consumptionAnswers { kinds.append(.consumptionInformation) }
         if configuration.setAppAccountTokens { kinds.append(.appAccountToken) }
         for kind in kinds {
-            let due: [AppleCallRecord.Call]
+            let due: [FollowUpRecord.Call]
             do {
-                due = try await store.claimDueAppleCalls(
+                due = try await store.claimDueFollowUps(
                     kind: kind, holder: configuration.holder, now: now(), lease: configuration.claimLease, limit: 100)
             } catch {
                 logger.debug("apple: follow-up sweep failed (ledger)", metadata: [LogKeys.error: "\(error)"])
@@ -465,7 +465,7 @@ public final class AppleFollowUps: Sendable {
         }
     }
 
-    private func count(_ kind: AppleCallRecord.Kind, _ result: String) {
+    private func count(_ kind: FollowUpRecord.Kind, _ result: String) {
         let label = kind == .consumptionInformation ? MetricNames.consumptionAnswers : MetricNames.finishTransactions
         Counter(label: label, dimensions: [("result", result)]).increment()
     }

@@ -111,7 +111,7 @@ enum ProofPacking {
         return bytes
     }
 
-    /// The canonical base64 of `bytes` (as verifyReceipt's `receipt-data` is made: ``JobProcessor/receiptData(_:)``).
+    /// The canonical base64 of `bytes` (as verifyReceipt's `receipt-data` is made: ``AppStore/appleBound(_:)``).
     static func text(of bytes: [UInt8]) -> String { Data(bytes).base64EncodedString() }
 
     /// The bytes `text` encodes, if `text` is canonical base64 and not empty; nil otherwise.

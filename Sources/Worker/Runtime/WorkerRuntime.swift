@@ -54,46 +54,6 @@ public struct WorkerRuntime: Sendable {
         }
     }
 
-    /// Reads the catalog and trust anchors the configuration names. Throws ``ConfigurationError`` naming the key.
-    public static func loadDecisionInputs(
-        _ configuration: WorkerConfiguration
-    ) throws(ConfigurationError) -> (
-        Catalog, TrustStore
-    ) {
-        let data: Data
-        do {
-            data = try Data(contentsOf: URL(fileURLWithPath: configuration.catalogFile))
-        } catch {
-            throw ConfigurationError(key: "catalog_file", problem: "cannot read \(configuration.catalogFile)")
-        }
-        let catalog: Catalog
-        do {
-            catalog = try Catalog.load(json: data)
-        } catch {
-            throw ConfigurationError(
-                key: "catalog_file",
-                problem: "not a catalog: \(error.description) (see docs/CONFIGURATION.md)")
-        }
-        guard !catalog.bundleIDs.isEmpty else {
-            throw ConfigurationError(key: "catalog_file", problem: "the catalog lists no bundle id")
-        }
-        // An empty product list would mean "any product": every purchase of the app, at any price, granted as
-        // whatever it claims to be. The worker grants only what the operator listed.
-        guard !catalog.products.isEmpty else {
-            throw ConfigurationError(
-                key: "catalog_file", problem: "the catalog lists no product (list each product id with its type)")
-        }
-        var trust = TrustStore.apple
-        for path in configuration.trustAnchorFiles {
-            do {
-                trust = trust.adding(anchors: try TrustStore.loadCertificates(contentsOf: URL(fileURLWithPath: path)))
-            } catch {
-                throw ConfigurationError(key: "trust_anchors", problem: "cannot read a certificate from \(path)")
-            }
-        }
-        return (catalog, trust)
-    }
-
     /// Runs until `stop` returns (or a fatal fault), then drains. Throws for a configuration the parts refuse at
     /// start (an unreadable catalog, a bad key); never for a fault while running.
     ///
@@ -146,7 +106,7 @@ public struct WorkerRuntime: Sendable {
         health: WorkerHealth, started: @escaping @Sendable () -> Void, signals: [UnixSignal] = [],
         last: [any Service] = []
     ) throws -> ServiceGroup {
-        let (catalog, trust) = try Self.loadDecisionInputs(configuration)
+        let (catalog, trust) = try configuration.loadDecisionInputs()
         // Metrics objects bind to the factory bootstrapped when they are created (the worker's counters and the
         // gate's gauges are created below, once): bootstrap before any part exists, or they stay silent.
         let registry = serveOperations ? MetricsBootstrap.registry() : nil
@@ -180,7 +140,7 @@ public struct WorkerRuntime: Sendable {
                 productionBaseURL: configuration.serverAPIProductionURL,
                 sandboxBaseURL: configuration.serverAPISandboxURL, requestTimeout: configuration.appleRequestTimeout),
             analyzer: analyzer, logger: logger)
-        let appleCaller = AppleCaller(gate: gate, retryPolicy: RetryPolicy(maxAttempts: 50), logger: logger)
+        let appleCaller = AppleCaller(gate: gate, retryPolicy: RetryPolicy(maximumAttempts: 50), logger: logger)
         let followUps = try makeFollowUps(
             serverAPIs: apps.apps.compactMap(\.serverAPI), caller: appleCaller, ledger: ledger, catalog: catalog)
         let processor = JobProcessor(
@@ -275,7 +235,7 @@ public struct WorkerRuntime: Sendable {
         do {
             producer = try KafkaProducer(
                 configuration: KafkaProducerConfiguration(
-                    bootstrapServers: configuration.brokers, maxInFlightMessages: configuration.maximumInFlight,
+                    bootstrapServers: configuration.brokers, maximumInFlightMessages: configuration.maximumInFlight,
                     clientID: configuration.workerID, messageMaxBytes: configuration.maximumProduceBytes,
                     properties: configuration.kafkaProperties),
                 logger: logger)
@@ -357,7 +317,7 @@ public struct WorkerRuntime: Sendable {
         let verifyRate = configuration.verifyReceiptRatePerSecond
         var limits = EndpointRateLimit.appleDefaults(
             environment: .production,
-            verifyReceiptCeiling: EndpointRateLimit(ratePerSecond: verifyRate, burst: max(1, Int(verifyRate / 10))))
+            verifyReceiptRateLimit: EndpointRateLimit(ratePerSecond: verifyRate, burst: max(1, Int(verifyRate / 10))))
         let apiLimit = EndpointRateLimit(
             ratePerSecond: configuration.serverAPIRatePerSecond,
             burst: max(1, Int(configuration.serverAPIRatePerSecond / 10)))
@@ -373,7 +333,7 @@ public struct WorkerRuntime: Sendable {
         return AppleCallGateConfiguration(
             label: "apple", workerID: configuration.workerID, rateLimits: limits,
             concurrency: AIMDConfiguration(
-                floor: configuration.appleMinimumConcurrency, ceiling: configuration.appleMaximumConcurrency,
+                minimum: configuration.appleMinimumConcurrency, maximum: configuration.appleMaximumConcurrency,
                 start: max(configuration.appleMinimumConcurrency, min(64, configuration.appleMaximumConcurrency))),
             retryBudgetRatio: configuration.retryBudgetRatio, retryBudgetMinimumPerSecond: 2,
             maximumQueuedWaiters: max(10_000, configuration.maximumInFlight))

@@ -152,7 +152,7 @@ struct AppleClientsHTTPEngineTests {
 
     @Test("Bodies above the limit are aborted")
     func responseSizeLimit() async throws {
-        let engine = try CurlHTTPEngine(configuration: HTTPEngineConfiguration(maxResponseBytes: 1024))
+        let engine = try CurlHTTPEngine(configuration: HTTPEngineConfiguration(maximumResponseBytes: 1024))
         try await AppleClientsFakeServer.withRunning { server, base in
             server.enqueue("/big", AppleClientsFakeServer.Reply(body: Array(repeating: 65, count: 64 * 1024)))
             server.enqueue("/small", AppleClientsFakeServer.Reply(body: Array(repeating: 65, count: 1024)))

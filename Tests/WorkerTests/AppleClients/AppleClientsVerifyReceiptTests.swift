@@ -204,7 +204,7 @@ struct AppleClientsVerifyReceiptTests {
     func retryBudget() async throws {
         try await withHarness { harness in
             let sleeps = Mutex<[Duration]>([])
-            let policy = AppleRetryPolicy(maxAttempts: 3, initialBackoff: .milliseconds(100))
+            let policy = AppleRetryPolicy(maximumAttempts: 3, initialBackoff: .milliseconds(100))
             let record: @Sendable (Duration) async throws -> Void = { duration in
                 sleeps.withLock { $0.append(duration) }
             }

@@ -111,7 +111,7 @@ struct ChaosCorpusTests {
         }
         let kinds = AdversarialMessage.Kind.allCases.count
         var corpus = AdversarialJobCorpus(seed: 12, tag: "l")
-        corpus.sizeLimit = 200_000
+        corpus.maximumSize = 200_000
         let messages = sizeLimitMessages(&corpus, count: kinds * 80)
         let sizes = Set(messages.map(\.size))
         let expected = Set(AdversarialJobCorpus.sizeLimits.flatMap { [$0 - 1, $0, $0 + 1] })

@@ -76,7 +76,7 @@ struct ChaosRunTests {
         configuration.workers = 2
         configuration.seed = 11
         configuration.partitions = 12
-        configuration.fuzzSizeLimit = 900_000
+        configuration.fuzzMaximumSize = 900_000
         configuration.settleTimeout = .seconds(60)
         var plan = ChaosLiveFuzzPlan()
         plan.inputs = 550
@@ -87,6 +87,6 @@ struct ChaosRunTests {
         #expect(report.settled == report.expectedJobs + report.expectedDeadLetters)
         #expect(report.kinds.count == AdversarialMessage.Kind.allCases.count)
         #expect(report.workerCrashes == 0)
-        #expect(report.maxRSSMegabytes.values.allSatisfy { $0 > 0 })
+        #expect(report.peakRSSMegabytes.values.allSatisfy { $0 > 0 })
     }
 }

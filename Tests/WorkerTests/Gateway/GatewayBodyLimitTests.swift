@@ -7,7 +7,7 @@ struct GatewayBodyLimitTests {
     @Test("a body without Content-Length (chunked) over the limit is 413, not 400")
     func chunkedTooLarge() async throws {
         try await GatewayTestHarness.with { configuration in
-            configuration.maxBodyBytes = 4_096
+            configuration.maximumBodyBytes = 4_096
         } _: { harness in
             let body = #"{"account_id":"a","receipt":""# + String(repeating: "A", count: 10_000) + #""}"#
             let reply = try await GatewayRawHTTP.postChunked(

@@ -25,7 +25,7 @@ struct GatewayConfigurationTableTests {
         let expected = GatewayConfiguration(tokensFile: "/run/tokens")
         #expect(defaults.host == expected.host && defaults.port == expected.port)
         #expect(defaults.brokers == expected.brokers && defaults.jobsTopic == expected.jobsTopic)
-        #expect(defaults.maxBodyBytes == expected.maxBodyBytes)
+        #expect(defaults.maximumBodyBytes == expected.maximumBodyBytes)
         #expect(defaults.publishTimeoutMilliseconds == expected.publishTimeoutMilliseconds)
         #expect(defaults.notificationAccountID == expected.notificationAccountID)
         #expect(defaults.drainTimeoutSeconds == expected.drainTimeoutSeconds)
@@ -39,7 +39,7 @@ struct GatewayConfigurationTableTests {
             "--log-level", "debug", "--log-format", "text",
         ])
         #expect(given.host == "127.0.0.1" && given.port == 0 && given.brokers == "k1:9092,k2:9092")
-        #expect(given.jobsTopic == "jobs" && given.maxBodyBytes == 2048 && given.publishTimeoutMilliseconds == 500)
+        #expect(given.jobsTopic == "jobs" && given.maximumBodyBytes == 2048 && given.publishTimeoutMilliseconds == 500)
         #expect(given.operations.host == "127.0.0.2" && given.operations.port == 9999)
         #expect(given.notificationAccountID == "notes" && given.drainTimeoutSeconds == 3)
         #expect(given.kafkaProperties == ["linger.ms": "7", "acks": "all"])

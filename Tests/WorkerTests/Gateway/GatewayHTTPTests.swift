@@ -128,7 +128,7 @@ struct GatewayHTTPTests {
     @Test("bad input gets a 4xx JSON error naming the problem, and nothing is published")
     func badInput() async throws {
         try await GatewayTestHarness.with { configuration in
-            configuration.maxBodyBytes = 4_096
+            configuration.maximumBodyBytes = 4_096
         } _: { harness in
             func expectError(_ reply: GatewayTestHarness.Reply, _ status: Int, _ code: String) {
                 #expect(reply.status == status, "\(reply.text)")

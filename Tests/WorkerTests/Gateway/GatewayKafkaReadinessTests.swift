@@ -60,7 +60,7 @@ struct GatewayKafkaReadinessTests {
                 (prefix + String(repeating: "A", count: 1_020_000 - prefix.utf8.count - suffix.utf8.count) + suffix)
                     .utf8)
             #expect(body.count == 1_020_000)
-            #expect(body.count < GatewayConfiguration().maxBodyBytes)
+            #expect(body.count < GatewayConfiguration().maximumBodyBytes)
             let reply = try await harness.post("v1/receipts", body)
             #expect(reply.status == 413, "\(reply.text)")
             #expect(reply.json["error"] as? String == "too_large", "\(reply.text)")

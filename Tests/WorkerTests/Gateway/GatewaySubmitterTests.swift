@@ -21,7 +21,7 @@ struct GatewaySubmitterTests {
         let cluster = try KafkaTest.cluster(brokers: 1, topics: ["receipt-jobs": 4])
         let producer = try KafkaTest.producer(cluster)
         let lines = Mutex<[String]>([])
-        let submitter = JobSubmitter(producer: producer, maxOutstanding: 64) { line in
+        let submitter = JobSubmitter(producer: producer, maximumOutstanding: 64) { line in
             lines.withLock { $0.append(line) }
         }
         let jobs = (0..<300).map { index in

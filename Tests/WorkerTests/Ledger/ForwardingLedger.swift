@@ -54,28 +54,28 @@ extension ForwardingLedger {
 
     // MARK: Follow-up call records
 
-    func claimAppleCall(
-        _ call: AppleCallRecord.Call, holder: String, now: Date, lease: Duration
-    ) async throws -> AppleCallClaim {
-        try await base.claimAppleCall(call, holder: holder, now: now, lease: lease)
+    func claimFollowUp(
+        _ call: FollowUpRecord.Call, holder: String, now: Date, lease: Duration
+    ) async throws -> FollowUpClaim {
+        try await base.claimFollowUp(call, holder: holder, now: now, lease: lease)
     }
 
-    func claimDueAppleCalls(
-        kind: AppleCallRecord.Kind, holder: String, now: Date, lease: Duration, limit: Int
-    ) async throws -> [AppleCallRecord.Call] {
-        try await base.claimDueAppleCalls(kind: kind, holder: holder, now: now, lease: lease, limit: limit)
+    func claimDueFollowUps(
+        kind: FollowUpRecord.Kind, holder: String, now: Date, lease: Duration, limit: Int
+    ) async throws -> [FollowUpRecord.Call] {
+        try await base.claimDueFollowUps(kind: kind, holder: holder, now: now, lease: lease, limit: limit)
     }
 
-    func settleAppleCall(
-        kind: AppleCallRecord.Kind, key: String, holder: String, state: AppleCallRecord.State, detail: String?,
+    func settleFollowUp(
+        kind: FollowUpRecord.Kind, key: String, holder: String, state: FollowUpRecord.State, detail: String?,
         retryAt: Date?, now: Date
     ) async throws {
-        try await base.settleAppleCall(
+        try await base.settleFollowUp(
             kind: kind, key: key, holder: holder, state: state, detail: detail, retryAt: retryAt, now: now)
     }
 
-    func appleCallRecord(kind: AppleCallRecord.Kind, key: String) async throws -> AppleCallRecord? {
-        try await base.appleCallRecord(kind: kind, key: key)
+    func followUpRecord(kind: FollowUpRecord.Kind, key: String) async throws -> FollowUpRecord? {
+        try await base.followUpRecord(kind: kind, key: key)
     }
 
     // MARK: The reconciler's state

@@ -22,7 +22,7 @@ struct ProcessBenchmarkPiecesTests {
         #expect(summary.p50Ms == 50)
         #expect(summary.p90Ms == 90)
         #expect(summary.p99Ms == 99)
-        #expect(summary.maxMs == 100)
+        #expect(summary.maximumMs == 100)
         #expect(LatencySummary([]).p99Ms == 0)
     }
 

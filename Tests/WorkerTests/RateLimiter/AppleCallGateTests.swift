@@ -197,7 +197,7 @@ struct RateLimiterAppleCallGateTests {
     func adaptiveLimitInGate() async throws {
         let clock = ManualClock()
         var configuration = Support.configuration(limit: 1)
-        configuration.concurrency = AIMDConfiguration(floor: 1, ceiling: 16, start: 8)
+        configuration.concurrency = AIMDConfiguration(minimum: 1, maximum: 16, start: 8)
         configuration.breaker = CircuitBreakerConfiguration(minimumCalls: 1_000)
         let gate = makeGate(configuration, clock: clock)
         var permits: [AppleCallGate<ManualClock>.Permit] = []
@@ -222,7 +222,7 @@ struct RateLimiterAppleCallGateTests {
     @Test("a retry waits while the budget is spent and goes once first attempts earn a token", .timeLimit(.minutes(2)))
     func retryBudgetInGate() async throws {
         let metrics = RateLimiterTestMetrics()
-        let gate = makeGate(Support.configuration(limit: 100, retryBudgetMaxTokens: 1), metrics: metrics)
+        let gate = makeGate(Support.configuration(limit: 100, retryBudgetMaximumTokens: 1), metrics: metrics)
         let retry = try await gate.acquire(.verifyReceipt, priority: .retry)
         gate.report(retry, .success(latency: .zero))
         #expect(gate.snapshot().retryBudgetTokens == 0)

@@ -65,7 +65,7 @@ struct RateLimiterAIMDConcurrencyLimitTests {
     @Test("halves on overload, once per congestion event")
     func halvesOnOverload() {
         var limit = AIMDConcurrencyLimit<ManualClock.Instant>(
-            configuration: AIMDConfiguration(floor: 1, ceiling: 64, start: 20))
+            configuration: AIMDConfiguration(minimum: 1, maximum: 64, start: 20))
         let firstCut = limit.recordOverload(issuedAt: Support.at(0), now: Support.at(100))
         #expect(firstCut)
         #expect(limit.limit == 10)
@@ -85,7 +85,7 @@ struct RateLimiterAIMDConcurrencyLimitTests {
     @Test("grows back under success while the limit is used, not while idle")
     func growsBackWhenUsed() {
         var limit = AIMDConcurrencyLimit<ManualClock.Instant>(
-            configuration: AIMDConfiguration(floor: 1, ceiling: 32, start: 16))
+            configuration: AIMDConfiguration(minimum: 1, maximum: 32, start: 16))
         limit.recordOverload(issuedAt: Support.at(0), now: Support.at(1))
         #expect(limit.limit == 8)
         for _ in 0..<1000 { limit.recordSuccess(inFlight: 1) }
@@ -106,22 +106,22 @@ struct RateLimiterAIMDConcurrencyLimitTests {
 struct RateLimiterRetryPolicyTests {
     @Test("full-jitter delays stay within [0, min(cap, base × 2^n)]")
     func jitterBounds() {
-        let policy = RetryPolicy(base: .milliseconds(100), cap: .seconds(3), maxAttempts: 10)
+        let policy = RetryPolicy(base: .milliseconds(100), maximumBackoff: .seconds(3), maximumAttempts: 10)
         var random = SplitMix64(seed: 1)
         for retryIndex in 0..<8 {
             let ceiling = min(Duration.seconds(3), .milliseconds(100) * (1 << retryIndex))
-            #expect(policy.backoffCeiling(retryIndex: retryIndex) == ceiling)
+            #expect(policy.maximumDelay(retryIndex: retryIndex) == ceiling)
             for _ in 0..<2_000 {
                 let delay = policy.jitteredDelay(retryIndex: retryIndex, using: &random)
                 #expect(delay >= .zero && delay <= ceiling)
             }
         }
-        #expect(policy.backoffCeiling(retryIndex: 200) == .seconds(3))
+        #expect(policy.maximumDelay(retryIndex: 200) == .seconds(3))
     }
 
     @Test("the mean full-jitter delay is half the cap")
     func jitterMean() {
-        let policy = RetryPolicy(base: .milliseconds(100), cap: .seconds(2), maxAttempts: 10)
+        let policy = RetryPolicy(base: .milliseconds(100), maximumBackoff: .seconds(2), maximumAttempts: 10)
         var random = SplitMix64(seed: 2026)
         let samples = 50_000
         var total = 0.0
@@ -136,7 +136,7 @@ struct RateLimiterRetryPolicyTests {
 
     @Test("Retry-After is a floor, attempts and deadline stop retries, answers are not retried")
     func decisions() {
-        let policy = RetryPolicy(base: .milliseconds(100), cap: .seconds(1), maxAttempts: 3)
+        let policy = RetryPolicy(base: .milliseconds(100), maximumBackoff: .seconds(1), maximumAttempts: 3)
         var random = SplitMix64(seed: 3)
         #expect(
             policy.decide(
@@ -163,7 +163,7 @@ struct RateLimiterRetryPolicyTests {
 
     @Test("a minimum rate lets retries go on with no first attempts, at that rate and no faster")
     func budgetMinimumRate() {
-        var budget = RetryBudget(ratio: 0.1, maxTokens: 2, minimumPerSecond: 4)
+        var budget = RetryBudget(ratio: 0.1, maximumTokens: 2, minimumPerSecond: 4)
         let first = budget.tryWithdrawRetry()
         let second = budget.tryWithdrawRetry()
         #expect(first && second)
@@ -179,12 +179,12 @@ struct RateLimiterRetryPolicyTests {
         // Time never fills more than the burst.
         budget.earn(over: .seconds(60))
         #expect(budget.tokens == 2)
-        #expect(RetryBudget(ratio: 0.1, maxTokens: 1).timeUntilRetry == nil)
+        #expect(RetryBudget(ratio: 0.1, maximumTokens: 1).timeUntilRetry == nil)
     }
 
     @Test("retries stop when the budget is spent and resume as first attempts earn tokens")
     func budget() {
-        var budget = RetryBudget(ratio: 0.1, maxTokens: 5)
+        var budget = RetryBudget(ratio: 0.1, maximumTokens: 5)
         var retries = 0
         while budget.tryWithdrawRetry() { retries += 1 }
         #expect(retries == 5)

@@ -94,7 +94,7 @@ struct RateLimiterClusterThrottleTests {
         let clock = ManualClock()
         let published = RateLimiterTestRecorder()
         var configuration = Support.configuration(limit: 1)
-        configuration.concurrency = AIMDConfiguration(floor: 1, ceiling: 16, start: 16)
+        configuration.concurrency = AIMDConfiguration(minimum: 1, maximum: 16, start: 16)
         configuration.breaker = CircuitBreakerConfiguration(minimumCalls: 1_000)
         let gate = AppleCallGate(
             configuration: configuration, clock: clock, metrics: RateLimiterTestMetrics(),
@@ -120,7 +120,7 @@ struct RateLimiterTwoWorkerThrottleTests {
     func stormSpreads() async throws {
         let clock = ManualClock()
         var configuration = RateLimiterTestSupport.configuration(limit: 1)
-        configuration.concurrency = AIMDConfiguration(floor: 1, ceiling: 32, start: 16)
+        configuration.concurrency = AIMDConfiguration(minimum: 1, maximum: 32, start: 16)
         configuration.breaker = CircuitBreakerConfiguration(minimumCalls: 4, coolDown: .seconds(1))
         var configurationB = configuration
         configuration.workerID = "a"

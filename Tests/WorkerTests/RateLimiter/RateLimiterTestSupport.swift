@@ -14,12 +14,12 @@ enum RateLimiterTestSupport {
     static func configuration(
         limit: Int, breaker: CircuitBreakerConfiguration = CircuitBreakerConfiguration(),
         whenBreakerOpen: AppleCallGateConfiguration.OpenBreakerBehaviour = .wait,
-        retryBudgetMaxTokens: Double = 10
+        retryBudgetMaximumTokens: Double = 10
     ) -> AppleCallGateConfiguration {
         AppleCallGateConfiguration(
             label: "test", workerID: "local", rateLimits: [:], defaultRateLimit: nil,
-            concurrency: AIMDConfiguration(floor: limit, ceiling: limit, start: limit), breaker: breaker,
-            retryBudgetMaxTokens: retryBudgetMaxTokens, whenBreakerOpen: whenBreakerOpen)
+            concurrency: AIMDConfiguration(minimum: limit, maximum: limit, start: limit), breaker: breaker,
+            retryBudgetMaximumTokens: retryBudgetMaximumTokens, whenBreakerOpen: whenBreakerOpen)
     }
 
     /// Whether `condition` holds within `limit` of wall time, looked at every millisecond or so: waits for other tasks

@@ -7,6 +7,7 @@ import Foundation
 import Ledger
 import Logging
 import Messages
+import Operations
 import Receipts
 import ServiceLifecycle
 import Testing

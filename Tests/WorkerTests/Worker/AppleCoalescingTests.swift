@@ -160,7 +160,7 @@ struct AppleCoalescingTests {
                 counting, coalescing: .init(leaseDuration: .seconds(10), wallClock: wall.now), jobDeadline: .seconds(60)
             )
             let receipt = try rig.mint()
-            let key = try #require(processor.appStore.coalescingKey(.verifyReceipt(receipt, startingAt: .production)))
+            let key = try #require(processor.appStore.appleBound(receipt)?.coalescingKey)
             // A worker took the lease and died: nobody will record an answer or release it.
             let leases = rig.ledgers[0]
             _ = try await leases.acquireVerificationLease(
@@ -181,8 +181,7 @@ struct AppleCoalescingTests {
 
             // A lease that expired long ago holds nobody back.
             let second = try rig.mint()
-            let secondKey = try #require(
-                processor.appStore.coalescingKey(.verifyReceipt(second, startingAt: .production)))
+            let secondKey = try #require(processor.appStore.appleBound(second)?.coalescingKey)
             _ = try await leases.acquireVerificationLease(
                 key: secondKey, holder: "crashed-worker", now: wall.now().addingTimeInterval(-60),
                 duration: .seconds(10))
@@ -197,7 +196,7 @@ struct AppleCoalescingTests {
         try await Rig.with(.sqlite, holdRequests: false) { rig in
             let processor = rig.processor(rig.ledgers[0], jobDeadline: .seconds(1))
             let receipt = try rig.mint()
-            let key = try #require(processor.appStore.coalescingKey(.verifyReceipt(receipt, startingAt: .production)))
+            let key = try #require(processor.appStore.appleBound(receipt)?.coalescingKey)
             let leases = rig.ledgers[0]
             _ = try await leases.acquireVerificationLease(
                 key: key, holder: "stuck-worker", now: Date(), duration: .seconds(600))
@@ -305,7 +304,7 @@ struct AppleCoalescingRig: Sendable {
                 trust: trust, isWorthVerifying: ProofPolicy(catalog: catalog).isWorthVerifying(bundleID:)),
             ledger: ledger,
             apple: AppleCaller(
-                gate: AppleCallGate(clock: ContinuousClock()), retryPolicy: RetryPolicy(maxAttempts: 1),
+                gate: AppleCallGate(clock: ContinuousClock()), retryPolicy: RetryPolicy(maximumAttempts: 1),
                 logger: logger),
             verifyReceipt: VerifyReceiptClient(
                 transport: transport, configuration: .endpoints(base: base.absoluteString), logger: logger),

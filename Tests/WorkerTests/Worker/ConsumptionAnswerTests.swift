@@ -41,9 +41,9 @@ struct ConsumptionAnswerTests {
             jobID: "notification-" + uuid, accountID: "apple-notification", proof: .notification(notification))
     }
 
-    static func record(_ harness: PipelineHarness, _ key: String) async throws -> AppleCallRecord? {
+    static func record(_ harness: PipelineHarness, _ key: String) async throws -> FollowUpRecord? {
         try await LedgerFactory.withLedger(url: harness.ledgerURL) { ledger in
-            try await ledger.appleCallRecord(kind: .consumptionInformation, key: key)
+            try await ledger.followUpRecord(kind: .consumptionInformation, key: key)
         }
     }
 

@@ -23,9 +23,9 @@ struct FinishTransactionTests {
         )
     }
 
-    static func record(_ harness: PipelineHarness, _ transactionID: String) async throws -> AppleCallRecord? {
+    static func record(_ harness: PipelineHarness, _ transactionID: String) async throws -> FollowUpRecord? {
         try await LedgerFactory.withLedger(url: harness.ledgerURL) { ledger in
-            try await ledger.appleCallRecord(
+            try await ledger.followUpRecord(
                 kind: .finishTransaction, key: transactionID)
         }
     }

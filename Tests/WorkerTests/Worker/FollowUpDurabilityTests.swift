@@ -16,7 +16,7 @@ import Testing
 @Suite("Pipeline: follow-up calls outlive their worker", .timeLimit(.minutes(2)))
 struct FollowUpDurabilityTests {
     static func followUps(
-        base: String, ledger: any Ledger, holder: String, store: (any AppleCallRecordStore)? = nil,
+        base: String, ledger: any Ledger, holder: String, store: (any FollowUpRecordStore)? = nil,
         now: @escaping @Sendable () -> Date
     ) throws -> AppleFollowUps {
         let key = try AppStoreConnectKey(
@@ -57,7 +57,7 @@ struct FollowUpDurabilityTests {
                 #expect(await dying.verdictDelivered(verdict, job: job))
                 let store = ledger
                 let recorded = try #require(
-                    try await store.appleCallRecord(kind: .finishTransaction, key: "2000000000000001"))
+                    try await store.followUpRecord(kind: .finishTransaction, key: "2000000000000001"))
                 #expect(recorded.state == .pending)
                 #expect(recorded.holder == "worker-a")
                 #expect(server.received(path: "/inApps/v1/transactions/2000000000000001/finish").isEmpty)
@@ -72,12 +72,12 @@ struct FollowUpDurabilityTests {
                     start.addingTimeInterval(301)
                 }
                 await late.sweep()
-                let after = try await store.appleCallRecord(kind: .finishTransaction, key: "2000000000000001")
+                let after = try await store.followUpRecord(kind: .finishTransaction, key: "2000000000000001")
                 #expect(
                     server.received(path: "/inApps/v1/transactions/2000000000000001/finish").count == 1,
                     "\(server.received().map(\.path)) \(String(describing: after))")
                 #expect(
-                    try await store.appleCallRecord(kind: .finishTransaction, key: "2000000000000001")?.state == .sent)
+                    try await store.followUpRecord(kind: .finishTransaction, key: "2000000000000001")?.state == .sent)
             }
         }
     }
@@ -104,7 +104,7 @@ struct FollowUpDurabilityTests {
                 let (job, verdict) = Self.grant("2000000000000002")
                 #expect(await followUps.verdictDelivered(verdict, job: job))
                 #expect(outage.claimAttempts == 4)
-                let record = try await real.appleCallRecord(kind: .finishTransaction, key: "2000000000000002")
+                let record = try await real.followUpRecord(kind: .finishTransaction, key: "2000000000000002")
                 #expect(record?.state == .pending)
                 #expect(record?.holder == "worker-a")
             }
@@ -126,7 +126,7 @@ struct FollowUpDurabilityTests {
                 for await attempts in outage.attempts where attempts >= 2 { break }
                 delivery.cancel()
                 #expect(await delivery.value == false)
-                #expect(try await real.appleCallRecord(kind: .finishTransaction, key: "2000000000000003") == nil)
+                #expect(try await real.followUpRecord(kind: .finishTransaction, key: "2000000000000003") == nil)
             }
         }
     }
@@ -134,14 +134,14 @@ struct FollowUpDurabilityTests {
 
 /// A call record store whose claims fail as a PostgreSQL outage does (`LedgerError.unavailable`) the first `failures`
 /// times, then go to the real store. Every attempt is announced on `attempts`.
-final class FailingCallRecordStore: AppleCallRecordStore {
-    private let real: any AppleCallRecordStore
+final class FailingCallRecordStore: FollowUpRecordStore {
+    private let real: any FollowUpRecordStore
     private let failures: Int
     private let count = Mutex(0)
     let attempts: AsyncStream<Int>
     private let announce: AsyncStream<Int>.Continuation
 
-    init(_ real: any AppleCallRecordStore, failures: Int) {
+    init(_ real: any FollowUpRecordStore, failures: Int) {
         self.real = real
         self.failures = failures
         (attempts, announce) = AsyncStream.makeStream(of: Int.self)
@@ -149,33 +149,33 @@ final class FailingCallRecordStore: AppleCallRecordStore {
 
     var claimAttempts: Int { count.withLock { $0 } }
 
-    func claimAppleCall(
-        _ call: AppleCallRecord.Call, holder: String, now: Date, lease: Duration
-    ) async throws -> AppleCallClaim {
+    func claimFollowUp(
+        _ call: FollowUpRecord.Call, holder: String, now: Date, lease: Duration
+    ) async throws -> FollowUpClaim {
         let attempt = count.withLock { count in
             count += 1
             return count
         }
         announce.yield(attempt)
         guard attempt > failures else { throw LedgerError(.unavailable, "the test's outage") }
-        return try await real.claimAppleCall(call, holder: holder, now: now, lease: lease)
+        return try await real.claimFollowUp(call, holder: holder, now: now, lease: lease)
     }
 
-    func claimDueAppleCalls(
-        kind: AppleCallRecord.Kind, holder: String, now: Date, lease: Duration, limit: Int
-    ) async throws -> [AppleCallRecord.Call] {
-        try await real.claimDueAppleCalls(kind: kind, holder: holder, now: now, lease: lease, limit: limit)
+    func claimDueFollowUps(
+        kind: FollowUpRecord.Kind, holder: String, now: Date, lease: Duration, limit: Int
+    ) async throws -> [FollowUpRecord.Call] {
+        try await real.claimDueFollowUps(kind: kind, holder: holder, now: now, lease: lease, limit: limit)
     }
 
-    func settleAppleCall(
-        kind: AppleCallRecord.Kind, key: String, holder: String, state: AppleCallRecord.State, detail: String?,
+    func settleFollowUp(
+        kind: FollowUpRecord.Kind, key: String, holder: String, state: FollowUpRecord.State, detail: String?,
         retryAt: Date?, now: Date
     ) async throws {
-        try await real.settleAppleCall(
+        try await real.settleFollowUp(
             kind: kind, key: key, holder: holder, state: state, detail: detail, retryAt: retryAt, now: now)
     }
 
-    func appleCallRecord(kind: AppleCallRecord.Kind, key: String) async throws -> AppleCallRecord? {
-        try await real.appleCallRecord(kind: kind, key: key)
+    func followUpRecord(kind: FollowUpRecord.Kind, key: String) async throws -> FollowUpRecord? {
+        try await real.followUpRecord(kind: kind, key: key)
     }
 }

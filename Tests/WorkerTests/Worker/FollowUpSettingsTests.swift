@@ -5,7 +5,7 @@ import RateLimiter
 import Testing
 import Worker
 
-/// The settings of the calls after a grant (configuration keys, catalog keys, rate limits).
+/// The settings of the follow-ups (configuration keys, catalog keys, rate limits).
 @Suite("Pipeline: follow-up call settings")
 struct FollowUpSettingsTests {
     static func configuration(_ environment: [String: String]) throws -> WorkerConfiguration {

@@ -27,7 +27,7 @@ struct JobProcessorTests {
                 isWorthVerifying: ProofPolicy(catalog: configuration.catalog).isWorthVerifying(bundleID:)),
             ledger: ledger,
             apple: AppleCaller(
-                gate: AppleCallGate(clock: ContinuousClock()), retryPolicy: RetryPolicy(maxAttempts: 1),
+                gate: AppleCallGate(clock: ContinuousClock()), retryPolicy: RetryPolicy(maximumAttempts: 1),
                 logger: logger),
             verifyReceipt: VerifyReceiptClient(
                 transport: engine, configuration: .endpoints(base: "http://127.0.0.1:9"), logger: logger),

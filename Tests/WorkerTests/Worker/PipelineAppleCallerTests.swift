@@ -10,10 +10,11 @@ import Testing
 /// same answers, retries and reasons as before.
 @Suite("Pipeline: Apple caller", .timeLimit(.minutes(2)))
 struct PipelineAppleCallerTests {
-    static func caller(maxAttempts: Int) -> AppleCaller {
+    static func caller(maximumAttempts: Int) -> AppleCaller {
         AppleCaller(
             gate: AppleCallGate(clock: ContinuousClock()),
-            retryPolicy: RetryPolicy(base: .milliseconds(1), cap: .milliseconds(2), maxAttempts: maxAttempts),
+            retryPolicy: RetryPolicy(
+                base: .milliseconds(1), maximumBackoff: .milliseconds(2), maximumAttempts: maximumAttempts),
             logger: Logger(label: "pipeline-apple-caller-test"))
     }
 
@@ -38,7 +39,7 @@ struct PipelineAppleCallerTests {
     @Test("an answer is returned at once, boxed")
     func answered() async throws {
         let apple = PipelineScriptedApple([.answered(AppleAnswerBox(7))])
-        let result = try await Self.caller(maxAttempts: 3).call(.verifyReceipt, deadline: Self.deadline) {
+        let result = try await Self.caller(maximumAttempts: 3).call(.verifyReceipt, deadline: Self.deadline) {
             apple.next()
         }
         guard case .answered(let box) = result else {
@@ -52,7 +53,7 @@ struct PipelineAppleCallerTests {
     @Test("retryable answers are retried until Apple answers")
     func retriedUntilAnswered() async throws {
         let apple = PipelineScriptedApple([Self.serverError, Self.serverError, .answered(AppleAnswerBox(3))])
-        let result = try await Self.caller(maxAttempts: 5).call(.verifyReceipt, deadline: Self.deadline) {
+        let result = try await Self.caller(maximumAttempts: 5).call(.verifyReceipt, deadline: Self.deadline) {
             apple.next()
         }
         guard case .answered(let box) = result else {
@@ -66,7 +67,7 @@ struct PipelineAppleCallerTests {
     @Test("when the attempts run out the reason names the policy's stop and the last problem")
     func attemptsExhausted() async throws {
         let apple = PipelineScriptedApple([Self.serverError])
-        let result = try await Self.caller(maxAttempts: 3).call(.verifyReceipt, deadline: Self.deadline) {
+        let result = try await Self.caller(maximumAttempts: 3).call(.verifyReceipt, deadline: Self.deadline) {
             apple.next()
         }
         guard case .unavailable(let reason) = result else {
@@ -82,7 +83,7 @@ struct PipelineAppleCallerTests {
         let apple = PipelineScriptedApple([
             .failed(AppleClientError(code: .malformedResponse, detail: "not JSON"))
         ])
-        let result = try await Self.caller(maxAttempts: 3).call(.verifyReceipt, deadline: Self.deadline) {
+        let result = try await Self.caller(maximumAttempts: 3).call(.verifyReceipt, deadline: Self.deadline) {
             apple.next()
         }
         guard case .unavailable(let reason) = result else {

@@ -1,3 +1,4 @@
+import AppleClients
 import Foundation
 import Operations
 import Receipts
@@ -39,8 +40,7 @@ struct RuntimeInputsTests {
                 "# simulator roots\n" + (try pki.rsaRoot.serializeAsPEM().pemString) + "\n"
                 + (try pki.ecRoot.serializeAsPEM().pemString) + "\n"
             try Data(text.utf8).write(to: bundle)
-            let (_, trust) = try WorkerRuntime.loadDecisionInputs(
-                try Self.configuration(catalog: catalog.path, anchors: [bundle.path]))
+            let (_, trust) = try Self.configuration(catalog: catalog.path, anchors: [bundle.path]).loadDecisionInputs()
             #expect(trust.anchors.count == TrustStore.apple.anchors.count + 2)
             #expect(trust.anchors.contains(pki.ecRoot))
             #expect(trust.anchors.contains(pki.rsaRoot))
@@ -53,8 +53,7 @@ struct RuntimeInputsTests {
             let keyOnly = directory.appendingPathComponent("key.pem")
             try Data("-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n".utf8).write(to: keyOnly)
             let error = #expect(throws: ConfigurationError.self) {
-                try WorkerRuntime.loadDecisionInputs(
-                    try Self.configuration(catalog: catalog.path, anchors: [keyOnly.path]))
+                try Self.configuration(catalog: catalog.path, anchors: [keyOnly.path]).loadDecisionInputs()
             }
             #expect(error?.key == "trust_anchors")
         }
@@ -75,7 +74,7 @@ struct RuntimeInputsTests {
             let catalog = directory.appendingPathComponent("catalog.json")
             try Data(json.utf8).write(to: catalog)
             let error = #expect(throws: ConfigurationError.self) {
-                try WorkerRuntime.loadDecisionInputs(try Self.configuration(catalog: catalog.path))
+                try Self.configuration(catalog: catalog.path).loadDecisionInputs()
             }
             #expect(error?.key == "catalog_file")
             #expect(error?.description.contains(expected) == true, "\(String(describing: error))")

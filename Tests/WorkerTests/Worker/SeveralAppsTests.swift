@@ -100,7 +100,7 @@ struct SeveralAppsFiles {
         _ object: [String: Any], environment: [String: String] = [:]
     ) throws -> (Catalog, AppCredentials) {
         let configuration = try Self.configuration(catalog: try writeCatalog(object), environment: environment)
-        let (catalog, _) = try WorkerRuntime.loadDecisionInputs(configuration)
+        let (catalog, _) = try configuration.loadDecisionInputs()
         return (catalog, try AppCredentials.load(catalog: catalog, configuration: configuration))
     }
 
@@ -306,7 +306,7 @@ struct SeveralAppsVerificationTests {
             let processor = JobProcessor(
                 analyzer: analyzer, ledger: ledger,
                 apple: AppleCaller(
-                    gate: AppleCallGate(clock: ContinuousClock()), retryPolicy: RetryPolicy(maxAttempts: 3),
+                    gate: AppleCallGate(clock: ContinuousClock()), retryPolicy: RetryPolicy(maximumAttempts: 3),
                     logger: logger),
                 verifyReceipt: apps.apps[0].verifyReceipt, serverAPI: apps.apps[0].serverAPI,
                 configuration: JobProcessor.Configuration(

@@ -21,7 +21,7 @@ struct ThrottleSignalExchangeTests {
             properties: ["topic.metadata.refresh.interval.ms": "500"])
 
         var configuration = RateLimiterTestSupport.configuration(limit: 1)
-        configuration.concurrency = AIMDConfiguration(floor: 1, ceiling: 32, start: 16)
+        configuration.concurrency = AIMDConfiguration(minimum: 1, maximum: 32, start: 16)
         configuration.workerID = "worker-a"
         let exchangeA = try ThrottleSignalExchange(
             producer: producerA, consumerConfiguration: consumerSettings, topic: "receipt-control",

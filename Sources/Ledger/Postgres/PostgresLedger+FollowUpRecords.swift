@@ -1,11 +1,11 @@
 import Foundation
 import PostgresNIO
 
-/// The cluster's Apple call records (docs/LEDGER.md): single statements, atomic under READ COMMITTED.
+/// The cluster's follow-up records (`apple_call_records`, docs/LEDGER.md): single statements, atomic under READ COMMITTED.
 extension PostgresLedger {
-    public func claimAppleCall(
-        _ call: AppleCallRecord.Call, holder: String, now: Date, lease: Duration
-    ) async throws -> AppleCallClaim {
+    public func claimFollowUp(
+        _ call: FollowUpRecord.Call, holder: String, now: Date, lease: Duration
+    ) async throws -> FollowUpClaim {
         let dueAt = now.adding(lease)
         let kind = call.kind.rawValue
         // A row deleted between the insert and the read is found by neither: try again (never happens today: rows
@@ -33,7 +33,7 @@ extension PostgresLedger {
             }
             guard let (inserted, stateText) = row else { continue }
             if inserted { return .claimed }
-            guard let state = AppleCallRecord.State(rawValue: stateText) else {
+            guard let state = FollowUpRecord.State(rawValue: stateText) else {
                 throw LedgerError(.corrupt, "an apple_call_records row has an unknown state")
             }
             return .exists(state)
@@ -41,9 +41,9 @@ extension PostgresLedger {
         throw LedgerError(.contention, "apple call claim: the row kept changing under four attempts")
     }
 
-    public func claimDueAppleCalls(
-        kind: AppleCallRecord.Kind, holder: String, now: Date, lease: Duration, limit: Int
-    ) async throws -> [AppleCallRecord.Call] {
+    public func claimDueFollowUps(
+        kind: FollowUpRecord.Kind, holder: String, now: Date, lease: Duration, limit: Int
+    ) async throws -> [FollowUpRecord.Call] {
         let dueAt = now.adding(lease)
         let kindText = kind.rawValue
         let rows = try await operation("claim due apple calls") { pool, logger in
@@ -64,13 +64,13 @@ extension PostgresLedger {
             }
         }
         return rows.map { key, transactionID, environment, attempts in
-            AppleCallRecord.Call(
+            FollowUpRecord.Call(
                 kind: kind, key: key, transactionID: transactionID, environment: environment, attempts: attempts)
         }
     }
 
-    public func settleAppleCall(
-        kind: AppleCallRecord.Kind, key: String, holder: String, state: AppleCallRecord.State, detail: String?,
+    public func settleFollowUp(
+        kind: FollowUpRecord.Kind, key: String, holder: String, state: FollowUpRecord.State, detail: String?,
         retryAt: Date?, now: Date
     ) async throws {
         let kindText = kind.rawValue
@@ -89,7 +89,7 @@ extension PostgresLedger {
         }
     }
 
-    public func appleCallRecord(kind: AppleCallRecord.Kind, key: String) async throws -> AppleCallRecord? {
+    public func followUpRecord(kind: FollowUpRecord.Kind, key: String) async throws -> FollowUpRecord? {
         let kindText = kind.rawValue
         let row = try await operation("read apple call") { pool, logger in
             try await pool.withConnection { connection in
@@ -104,11 +104,11 @@ extension PostgresLedger {
         guard let (transactionID, environment, stateText, holder, due, attempts, detail, created, updated) = row else {
             return nil
         }
-        guard let state = AppleCallRecord.State(rawValue: stateText) else {
+        guard let state = FollowUpRecord.State(rawValue: stateText) else {
             throw LedgerError(.corrupt, "an apple_call_records row has an unknown state")
         }
-        return AppleCallRecord(
-            call: AppleCallRecord.Call(
+        return FollowUpRecord(
+            call: FollowUpRecord.Call(
                 kind: kind, key: key, transactionID: transactionID, environment: environment, attempts: attempts),
             state: state, holder: holder, dueAt: due, detail: detail, createdAt: created, updatedAt: updated)
     }

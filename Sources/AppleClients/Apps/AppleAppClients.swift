@@ -1,6 +1,6 @@
-import AppleClients
 import Foundation
 import Logging
+import Operations
 import Receipts
 
 /// Each app's Apple clients, chosen by the bundle id the proof names: a receipt's bundle id, a

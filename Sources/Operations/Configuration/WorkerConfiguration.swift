@@ -1,9 +1,10 @@
 import Foundation
 import Messages
-import Operations
 
 /// Everything `verify-worker run` is configured with. Each property's key, default and meaning are in
 /// ``keys``, the one table that `--help`, `docs/CONFIGURATION.md` and the deployment checks are generated from.
+/// Here, beside the table type, because `verify-worker reconcile` reads the same keys (one ConfigMap serves both)
+/// without depending on the worker.
 public struct WorkerConfiguration: Sendable, TableConfiguration {
     // MARK: Kafka
     public var brokers: String
@@ -53,7 +54,7 @@ public struct WorkerConfiguration: Sendable, TableConfiguration {
     public var ledgerRetryOverdue: Duration
     public var appleMaximumConcurrency: Int
     public var appleMinimumConcurrency: Int
-    // MARK: After a grant
+    // MARK: Follow-ups
     /// Call Finish Transaction once a grant is durable (``AppleFollowUps``).
     public var finishTransactions: Bool
     /// Answer each CONSUMPTION_REQUEST with Send Consumption Information (``AppleFollowUps``).

@@ -6,18 +6,18 @@ import Testing
 @testable import Ledger
 
 /// The ledger's record of follow-up calls to Apple (schema version 5), on both backends.
-@Suite("Ledger: Apple call records", .serialized, .timeLimit(.minutes(2)))
-struct LedgerAppleCallRecordTests {
+@Suite("Ledger: follow-up records", .serialized, .timeLimit(.minutes(2)))
+struct LedgerFollowUpRecordTests {
     typealias S = LedgerTestSupport
 
     static let start = Date(timeIntervalSince1970: 1_800_000_000)
 
-    static func call(_ id: String, environment: String? = "Sandbox") -> AppleCallRecord.Call {
-        AppleCallRecord.Call(kind: .finishTransaction, key: id, transactionID: id, environment: environment)
+    static func call(_ id: String, environment: String? = "Sandbox") -> FollowUpRecord.Call {
+        FollowUpRecord.Call(kind: .finishTransaction, key: id, transactionID: id, environment: environment)
     }
 
     private func withStore(
-        _ backend: LedgerBackend, _ body: @Sendable (any AppleCallRecordStore) async throws -> Void
+        _ backend: LedgerBackend, _ body: @Sendable (any FollowUpRecordStore) async throws -> Void
     ) async throws {
         try await S.withLedger(backend) { ledger, _ in
             let store = ledger
@@ -28,10 +28,10 @@ struct LedgerAppleCallRecordTests {
     @Test("one claim per call: the second claimer, of any holder, finds the record", arguments: LedgerBackend.allCases)
     func claimOnce(backend: LedgerBackend) async throws {
         try await withStore(backend) { store in
-            let results = try await withThrowingTaskGroup(of: AppleCallClaim.self) { group in
+            let results = try await withThrowingTaskGroup(of: FollowUpClaim.self) { group in
                 for holder in 0..<8 {
                     group.addTask {
-                        try await store.claimAppleCall(
+                        try await store.claimFollowUp(
                             Self.call("t1"), holder: "w\(holder)", now: Self.start, lease: .seconds(60))
                     }
                 }
@@ -39,15 +39,15 @@ struct LedgerAppleCallRecordTests {
             }
             #expect(results.filter { $0 == .claimed }.count == 1)
             #expect(results.filter { $0 == .exists(.pending) }.count == 7)
-            let record = try #require(try await store.appleCallRecord(kind: .finishTransaction, key: "t1"))
+            let record = try #require(try await store.followUpRecord(kind: .finishTransaction, key: "t1"))
             #expect(record.state == .pending)
             #expect(record.call.environment == "Sandbox")
             #expect(record.dueAt == Self.start.addingTimeInterval(60))
             // Another kind with the same key is another call.
-            let consumption = AppleCallRecord.Call(
+            let consumption = FollowUpRecord.Call(
                 kind: .consumptionInformation, key: "t1", transactionID: "t1", environment: nil)
             #expect(
-                try await store.claimAppleCall(consumption, holder: "w0", now: Self.start, lease: .seconds(60))
+                try await store.claimFollowUp(consumption, holder: "w0", now: Self.start, lease: .seconds(60))
                     == .claimed)
         }
     }
@@ -60,44 +60,44 @@ struct LedgerAppleCallRecordTests {
             let now = Self.start
             for id in ["a", "b", "c"] {
                 #expect(
-                    try await store.claimAppleCall(Self.call(id), holder: "w1", now: now, lease: .seconds(60))
+                    try await store.claimFollowUp(Self.call(id), holder: "w1", now: now, lease: .seconds(60))
                         == .claimed)
             }
             // Another holder's settle does nothing.
-            try await store.settleAppleCall(
+            try await store.settleFollowUp(
                 kind: .finishTransaction, key: "a", holder: "w2", state: .sent, detail: nil, retryAt: nil, now: now)
-            #expect(try await store.appleCallRecord(kind: .finishTransaction, key: "a")?.state == .pending)
-            try await store.settleAppleCall(
+            #expect(try await store.followUpRecord(kind: .finishTransaction, key: "a")?.state == .pending)
+            try await store.settleFollowUp(
                 kind: .finishTransaction, key: "a", holder: "w1", state: .sent, detail: nil, retryAt: nil, now: now)
-            try await store.settleAppleCall(
+            try await store.settleFollowUp(
                 kind: .finishTransaction, key: "b", holder: "w1", state: .pending, detail: "HTTP 429",
                 retryAt: now.addingTimeInterval(30), now: now)
-            let a = try #require(try await store.appleCallRecord(kind: .finishTransaction, key: "a"))
+            let a = try #require(try await store.followUpRecord(kind: .finishTransaction, key: "a"))
             #expect(a.state == .sent && a.call.attempts == 1 && a.holder == nil)
             #expect(
-                try await store.claimAppleCall(Self.call("a"), holder: "w3", now: now, lease: .seconds(60))
+                try await store.claimFollowUp(Self.call("a"), holder: "w3", now: now, lease: .seconds(60))
                     == .exists(.sent))
 
             // Nothing due yet: b retries at +30 s, c's claim holds until +60 s.
             #expect(
-                try await store.claimDueAppleCalls(
+                try await store.claimDueFollowUps(
                     kind: .finishTransaction, holder: "w2", now: now.addingTimeInterval(10), lease: .seconds(60),
                     limit: 10
                 ).isEmpty)
             let later = now.addingTimeInterval(61)
-            async let one = store.claimDueAppleCalls(
+            async let one = store.claimDueFollowUps(
                 kind: .finishTransaction, holder: "w2", now: later, lease: .seconds(60), limit: 10)
-            async let two = store.claimDueAppleCalls(
+            async let two = store.claimDueFollowUps(
                 kind: .finishTransaction, holder: "w3", now: later, lease: .seconds(60), limit: 10)
             let (first, second) = try await (one, two)
             #expect((first + second).map(\.key).sorted() == ["b", "c"])
             let b = try #require((first + second).first { $0.key == "b" })
             #expect(b.attempts == 1)
             // The crashed holder's late settle no longer counts.
-            try await store.settleAppleCall(
+            try await store.settleFollowUp(
                 kind: .finishTransaction, key: "c", holder: "w1", state: .failed, detail: nil, retryAt: nil,
                 now: later)
-            #expect(try await store.appleCallRecord(kind: .finishTransaction, key: "c")?.state == .pending)
+            #expect(try await store.followUpRecord(kind: .finishTransaction, key: "c")?.state == .pending)
         }
     }
 

@@ -3,37 +3,37 @@ import Foundation
 /// The follow-up calls to Apple the cluster must make once and only once, and their state (table
 /// `apple_call_records`, schema version 5; docs/LEDGER.md, "Apple call records").
 ///
-/// A worker that wants to make a call first ``claimAppleCall(_:holder:now:lease:)``s it: of all workers and
+/// A worker that wants to make a call first ``claimFollowUp(_:holder:now:lease:)``s it: of all workers and
 /// redeliveries, one claims, the others are told it is taken. The claim holds for `lease`; a holder that crashes
-/// leaves the record due, and ``claimDueAppleCalls(kind:holder:now:lease:limit:)`` hands it to the next worker that
+/// leaves the record due, and ``claimDueFollowUps(kind:holder:now:lease:limit:)`` hands it to the next worker that
 /// sweeps. Every ``Ledger`` has it; every failure is a ``LedgerError``.
-public protocol AppleCallRecordStore: Sendable {
+public protocol FollowUpRecordStore: Sendable {
     /// Records the call as `pending` and claims it for `holder` until `now + lease`, unless a record exists: then
     /// returns that record's state and claims nothing.
-    func claimAppleCall(
-        _ call: AppleCallRecord.Call, holder: String, now: Date, lease: Duration
-    ) async throws -> AppleCallClaim
+    func claimFollowUp(
+        _ call: FollowUpRecord.Call, holder: String, now: Date, lease: Duration
+    ) async throws -> FollowUpClaim
 
     /// Claims up to `limit` pending records of `kind` that are due (their claim expired or their retry time came),
     /// for `holder` until `now + lease`; returns them. Atomic: two sweepers never get the same record.
-    func claimDueAppleCalls(
-        kind: AppleCallRecord.Kind, holder: String, now: Date, lease: Duration, limit: Int
-    ) async throws -> [AppleCallRecord.Call]
+    func claimDueFollowUps(
+        kind: FollowUpRecord.Kind, holder: String, now: Date, lease: Duration, limit: Int
+    ) async throws -> [FollowUpRecord.Call]
 
     /// Ends `holder`'s claim: a final state (`sent`, `notSent`, `failed`), or `pending` again, due at `retryAt`.
     /// `detail` is a short reason safe to show (an error code, never a body). Does nothing when `holder` no longer
     /// holds the claim (it expired and another worker took it).
-    func settleAppleCall(
-        kind: AppleCallRecord.Kind, key: String, holder: String, state: AppleCallRecord.State, detail: String?,
+    func settleFollowUp(
+        kind: FollowUpRecord.Kind, key: String, holder: String, state: FollowUpRecord.State, detail: String?,
         retryAt: Date?, now: Date
     ) async throws
 
     /// The record of one call, if any (operators' tools and tests).
-    func appleCallRecord(kind: AppleCallRecord.Kind, key: String) async throws -> AppleCallRecord?
+    func followUpRecord(kind: FollowUpRecord.Kind, key: String) async throws -> FollowUpRecord?
 }
 
 /// One follow-up call's record.
-public struct AppleCallRecord: Sendable, Hashable {
+public struct FollowUpRecord: Sendable, Hashable {
     /// What the call is.
     public struct Kind: RawRepresentable, Sendable, Hashable, CustomStringConvertible {
         public var rawValue: String
@@ -104,9 +104,9 @@ public struct AppleCallRecord: Sendable, Hashable {
 }
 
 /// What claiming a call found.
-public enum AppleCallClaim: Sendable, Hashable {
+public enum FollowUpClaim: Sendable, Hashable {
     /// This holder makes the call now.
     case claimed
     /// A record exists: another worker or an earlier delivery has it (pending), or it is settled.
-    case exists(AppleCallRecord.State)
+    case exists(FollowUpRecord.State)
 }

@@ -1,23 +1,23 @@
 import Foundation
 import SQLiteStorage
 
-/// The Apple call records of one node (docs/LEDGER.md): each operation is one `BEGIN IMMEDIATE` transaction, so
+/// The follow-up records (`apple_call_records`) of one node (docs/LEDGER.md): each operation is one `BEGIN IMMEDIATE` transaction, so
 /// processes sharing the file claim a call one at a time.
 extension SQLiteLedger {
     static let appleCallColumns =
         "kind, call_key, transaction_id, environment, state, holder, due_at, attempts, detail, created_at, updated_at"
 
-    public func claimAppleCall(
-        _ call: AppleCallRecord.Call, holder: String, now: Date, lease: Duration
-    ) async throws -> AppleCallClaim {
+    public func claimFollowUp(
+        _ call: FollowUpRecord.Call, holder: String, now: Date, lease: Duration
+    ) async throws -> FollowUpClaim {
         try await executor.run { connection, _ in
-            try connection.writeTransaction { () throws -> (AppleCallClaim, commit: Bool) in
+            try connection.writeTransaction { () throws -> (FollowUpClaim, commit: Bool) in
                 let existing = try connection.query(
                     "SELECT state FROM apple_call_records WHERE kind = ? AND call_key = ?",
                     [.text(call.kind.rawValue), .text(call.key)]
                 ).first?.first?.text
                 if let existing {
-                    guard let state = AppleCallRecord.State(rawValue: existing) else {
+                    guard let state = FollowUpRecord.State(rawValue: existing) else {
                         throw LedgerError(.corrupt, "an apple_call_records row has an unknown state")
                     }
                     return (.exists(state), false)
@@ -37,17 +37,17 @@ extension SQLiteLedger {
         }
     }
 
-    public func claimDueAppleCalls(
-        kind: AppleCallRecord.Kind, holder: String, now: Date, lease: Duration, limit: Int
-    ) async throws -> [AppleCallRecord.Call] {
+    public func claimDueFollowUps(
+        kind: FollowUpRecord.Kind, holder: String, now: Date, lease: Duration, limit: Int
+    ) async throws -> [FollowUpRecord.Call] {
         try await executor.run { connection, _ in
-            try connection.writeTransaction { () throws -> ([AppleCallRecord.Call], commit: Bool) in
+            try connection.writeTransaction { () throws -> ([FollowUpRecord.Call], commit: Bool) in
                 let rows = try connection.query(
                     """
                     SELECT call_key, transaction_id, environment, attempts FROM apple_call_records
                     WHERE kind = ? AND state = 'pending' AND due_at <= ? ORDER BY due_at LIMIT ?
                     """, [.text(kind.rawValue), SQLiteValue(now), .integer(Int64(max(0, limit)))])
-                var calls: [AppleCallRecord.Call] = []
+                var calls: [FollowUpRecord.Call] = []
                 for row in rows {
                     guard let key = row[0].text, let transactionID = row[1].text, let attempts = row[3].integer else {
                         throw LedgerError(.corrupt, "an apple_call_records row could not be read")
@@ -62,7 +62,7 @@ extension SQLiteLedger {
                             .text(key),
                         ])
                     calls.append(
-                        AppleCallRecord.Call(
+                        FollowUpRecord.Call(
                             kind: kind, key: key, transactionID: transactionID, environment: row[2].text,
                             attempts: Int(attempts)))
                 }
@@ -71,8 +71,8 @@ extension SQLiteLedger {
         }
     }
 
-    public func settleAppleCall(
-        kind: AppleCallRecord.Kind, key: String, holder: String, state: AppleCallRecord.State, detail: String?,
+    public func settleFollowUp(
+        kind: FollowUpRecord.Kind, key: String, holder: String, state: FollowUpRecord.State, detail: String?,
         retryAt: Date?, now: Date
     ) async throws {
         try await executor.run { connection, _ in
@@ -92,7 +92,7 @@ extension SQLiteLedger {
         }
     }
 
-    public func appleCallRecord(kind: AppleCallRecord.Kind, key: String) async throws -> AppleCallRecord? {
+    public func followUpRecord(kind: FollowUpRecord.Kind, key: String) async throws -> FollowUpRecord? {
         try await executor.run { connection, _ in
             guard
                 let row = try connection.query(
@@ -101,11 +101,11 @@ extension SQLiteLedger {
                 ).first
             else { return nil }
             guard row.count == 11, let transactionID = row[2].text,
-                let state = row[4].text.flatMap(AppleCallRecord.State.init(rawValue:)), let due = row[6].date,
+                let state = row[4].text.flatMap(FollowUpRecord.State.init(rawValue:)), let due = row[6].date,
                 let attempts = row[7].integer, let created = row[9].date, let updated = row[10].date
             else { throw LedgerError(.corrupt, "an apple_call_records row could not be read") }
-            return AppleCallRecord(
-                call: AppleCallRecord.Call(
+            return FollowUpRecord(
+                call: FollowUpRecord.Call(
                     kind: kind, key: key, transactionID: transactionID, environment: row[3].text,
                     attempts: Int(attempts)),
                 state: state, holder: row[5].text, dueAt: due, detail: row[8].text, createdAt: created,

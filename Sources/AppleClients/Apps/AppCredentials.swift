@@ -1,4 +1,3 @@
-import AppleClients
 import Foundation
 import Messages
 import Operations
