@@ -123,6 +123,9 @@ public struct AppStore: PurchaseStore {
         case .signedTransaction, .notification:
             // A JWS is verified locally or not at all: Apple cannot vouch for a chain that does not verify.
             return .none
+        case .googlePlay:
+            // Another store's purchase: Apple knows nothing of it.
+            return .none
         }
     }
 
@@ -288,7 +291,7 @@ extension ReceiptJob.Proof {
     var text: String? {
         switch self {
         case .receipt(let text), .signedTransaction(let text), .notification(let text): text
-        case .transactionID: nil
+        case .transactionID, .googlePlay: nil
         }
     }
 }
