@@ -58,11 +58,18 @@ public struct AppStore: PurchaseStore {
     // MARK: Reading the proof
 
     public func readProof(_ job: ReceiptJob) -> ProofReading {
+        // Another store's proof is none the App Store can read: rejected from the proof alone, never sent to Apple.
+        if case .googlePlay = job.proof { return ProofReading(facts: Self.anotherStoresProof) }
         // A bare transaction id: nothing to read locally (the Server API is asked unless the ledger knows the job).
         guard let text = job.proof.text else { return ProofReading(facts: nil) }
         let analysis = analyzer.analyze(Array(text.utf8))
         return ProofReading(facts: analysis.facts, environment: analysis.environment)
     }
+
+    /// The facts of a proof of another store (a Google Play purchase): unreadable as an App Store proof.
+    static let anotherStoresProof = ProofFacts(
+        kind: .unreadable(reason: "a Google Play purchase is not an App Store proof"),
+        signature: .notChecked(reason: "another store's proof"))
 
     /// The proof normalized for verifyReceipt. Computed only for the jobs that go to Apple: normalizing scans and
     /// decodes the whole proof, most jobs are decided without Apple, and the analyzer has already normalized once
