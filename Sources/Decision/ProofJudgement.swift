@@ -130,7 +130,7 @@ public struct ProofPolicy: Sendable, Hashable {
         }
         if !catalog.playProducts.isEmpty {
             let unknown = facts.productIDs.filter { catalog.playProducts[$0] == nil }
-            if unknown.count == facts.productIDs.count {
+            if !facts.productIDs.isEmpty && unknown.count == facts.productIDs.count {
                 return .unknownProduct(productIDs: Array(Set(unknown)).sorted())
             }
         }

@@ -36,6 +36,7 @@ public struct PlayPurchaseReader: Sendable {
             return facts
         }
         facts.signature = .valid
+        // Parsed only once its signature verifies: only bytes the app's key signed reach the JSON parser.
         guard let signed = SignedPurchaseData(bytes) else {
             facts.kind = .unreadable(reason: "the signed purchase data is not a JSON object")
             return facts
