@@ -95,6 +95,28 @@ struct GooglePlayMessageTests {
         #expect(MessageJSONReader.job(from: Array(json.utf8)) == nil)
     }
 
+    @Test(
+        "the fast reader returns what JSONDecoder returns for Play jobs, or leaves them to it",
+        arguments: [
+            #"{"schema":"receipt-job/v1","job_id":"j","account_id":"a","google_play":{"package_name":"p","product_id":"x","purchase_token":"t"}}"#,
+            #"{"schema":"receipt-job/v1","job_id":"j","account_id":"a","google_play":{"package_name":"p","product_id":"x","purchase_token":"t","purchase_data":null,"signature":null,"future":1}}"#,
+            #"{"schema":"receipt-job/v1","job_id":"j","account_id":"a","google_play":{"package_name":"p","product_id":"x","purchase_token":"t","extra":{"k":[1]}}}"#,
+            #"{"schema":"receipt-job/v1","job_id":"j","account_id":"a","google_play":{"package_name":"p","product_id":"x","purchase_token":"t","purchase_data":"{"a":1}","signature":"s"}}"#,
+            #"{"schema":"receipt-job/v1","job_id":"j","account_id":"a","google_play":null,"receipt":"r"}"#,
+            #"{"schema":"receipt-job/v1","job_id":"j","account_id":"a","google_play":[],"receipt":"r"}"#,
+            #"{"schema":"receipt-job/v1","job_id":"j","account_id":"a","google_play":{}}"#,
+        ])
+    func fastReaderAgrees(input: String) {
+        let bytes = Array(input.utf8)
+        let foundation = try? codec.decode(ReceiptJob.self, from: bytes)
+        let fast = MessageJSONReader.job(from: bytes)
+        if let fast { #expect(fast == foundation) }
+        if foundation == nil { #expect(fast == nil) }
+        let viaCodec = Result { () throws(MessageError) in try codec.decodeJob(bytes) }
+        let viaFoundation = Result { () throws(MessageError) in try codec.decode(ReceiptJob.self, from: bytes) }
+        #expect(String(describing: viaCodec) == String(describing: viaFoundation))
+    }
+
     @Test("a Play job is keyed by its account, like every job but a notification")
     func messageKey() {
         #expect(Self.job().messageKey == Array("acct-1".utf8))
