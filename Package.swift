@@ -113,6 +113,17 @@ let package = Package(
             ],
             resources: [.copy("TrustAnchors")]
         ),
+        // Google Play's store adapter: reads a Play purchase locally (token shape, the signed purchase data against the
+        // app's licensing key) and reports facts to Decision.
+        .target(
+            name: "GooglePlay",
+            dependencies: [
+                "Decision",
+                "Messages",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
+            ]
+        ),
         .target(
             name: "AppleClients",
             dependencies: [
@@ -400,6 +411,7 @@ let package = Package(
                 "AppleClients",
                 "AppleSimulator",
                 "PlaySimulator",
+                "GooglePlay",
                 "RateLimiter",
                 "Decision",
                 "Ledger",

@@ -145,7 +145,9 @@ private struct Evaluation {
         if evidence.authenticity == .notAuthenticated { return reject(.notAuthenticated, by: by) }
         if let actual = evidence.bundleID {
             if let expected = job.bundleID, expected != actual { return reject(.wrongBundle, by: by) }
-            if let catalog = policy.catalog, !catalog.bundleIDs.contains(actual) { return reject(.wrongBundle, by: by) }
+            if let catalog = policy.catalog, !catalog.listsApp(actual, in: evidence.store) {
+                return reject(.wrongBundle, by: by)
+            }
         }
         if let environment = evidence.environment, environment != .production, !policy.allowSandbox {
             return reject(.environmentNotAllowed, by: by)
@@ -158,7 +160,7 @@ private struct Evaluation {
         }
         transactions = Self.merged(evidence.transactions)
         if let catalog = policy.catalog {
-            let known = transactions.filter { catalog.products[$0.productID] != nil }
+            let known = transactions.filter { catalog.listsProduct($0.productID, in: evidence.store) }
             if !transactions.isEmpty && known.isEmpty { return reject(.unknownProduct, by: by) }
             transactions = known
         }
@@ -497,7 +499,7 @@ private struct Evaluation {
     func verdict(_ outcome: Verdict.Outcome, _ reason: Verdict.Reason?, by decidedBy: Verdict.DecidedBy) -> Verdict {
         Verdict(
             verdictID: verdictID, jobID: job.jobID, accountID: verdictAccount, outcome: outcome, reason: reason,
-            decidedBy: decidedBy,
+            decidedBy: decidedBy, store: job.proof.store,
             environment: evidence.environment?.rawValue, transactions: verdictTransactions(),
             appleStatus: evidence.appleStatus,
             decidedAt: now)

@@ -18,7 +18,7 @@ public enum EvidenceMapping {
         var evidence = PurchaseEvidence(
             source: .prefilter, authenticity: .unknown,
             environment: environment(facts.environment, unrecognized: facts.unrecognizedEnvironment),
-            bundleID: facts.bundleID, transactions: facts.transactions)
+            bundleID: facts.bundleID, transactions: facts.transactions, store: facts.store)
         switch judgement {
         case .malformed:
             evidence.rejection = .malformed
@@ -26,6 +26,8 @@ public enum EvidenceMapping {
             evidence.rejection = .wrongBundle
         case .unknownProduct:
             evidence.rejection = .unknownProduct
+        case .productMismatch:
+            evidence.rejection = .productMismatch
         case .environmentNotAllowed:
             evidence.rejection = .environmentNotAllowed
         case .notAuthenticated:
@@ -76,7 +78,7 @@ public enum EvidenceMapping {
     public static func evidence(from answer: StoreAnswer, local: PurchaseEvidence) -> PurchaseEvidence {
         var evidence = PurchaseEvidence(
             source: .apple, authenticity: .unknown, environment: environment(answer.environment),
-            bundleID: answer.bundleID ?? local.bundleID, appleStatus: answer.statusCode)
+            bundleID: answer.bundleID ?? local.bundleID, appleStatus: answer.statusCode, store: local.store)
         switch answer.status {
         case .authentic:
             evidence.authenticity = .authentic

@@ -30,6 +30,17 @@ public struct ProofFacts: Sendable, Hashable {
         case notChecked(reason: String)
     }
 
+    /// Something the proof's signed data names other than the job's own fields say (Google Play: the job names the
+    /// package, product and purchase token beside the signed purchase data).
+    public enum Mismatch: Sendable, Hashable {
+        /// The signed data is for another app: the package it names.
+        case app(String?)
+        /// The signed data is for another product: the product it names.
+        case product(String?)
+        /// The signed data is for another purchase token.
+        case purchaseToken
+    }
+
     /// What a signed notification in the proof states.
     public struct Notification: Sendable, Hashable {
         /// The store's notification type and subtype, as the store spells them.
@@ -49,6 +60,9 @@ public struct ProofFacts: Sendable, Hashable {
     }
 
     public var kind: Kind
+    /// The store the proof comes from; its apps and products are the catalog's for that store. Default: the App
+    /// Store.
+    public var store: Store
     public var signature: Signature
     /// The environment the proof names; nil when it names none or one the store does not have.
     public var environment: AppleEnvironment?
@@ -61,13 +75,18 @@ public struct ProofFacts: Sendable, Hashable {
     public var notification: Notification?
     /// When the proof was signed.
     public var signedDate: Date?
+    /// Where the proof's signed data disagrees with the job's own fields; empty when they agree or were not compared.
+    public var mismatches: [Mismatch]
 
     public init(
         kind: Kind, signature: Signature, environment: AppleEnvironment? = nil, unrecognizedEnvironment: String? = nil,
         bundleID: String? = nil, productIDs: [String] = [], transactions: [PurchaseTransaction] = [],
-        notification: Notification? = nil, signedDate: Date? = nil
+        notification: Notification? = nil, signedDate: Date? = nil, store: Store = .appStore,
+        mismatches: [Mismatch] = []
     ) {
         self.kind = kind
+        self.store = store
+        self.mismatches = mismatches
         self.signature = signature
         self.environment = environment
         self.unrecognizedEnvironment = unrecognizedEnvironment

@@ -9,6 +9,9 @@ public enum ProofJudgement: Sendable, Hashable {
     case wrongBundle(bundleID: String?)
     /// A receipt of this app, but for products the catalog does not sell.
     case unknownProduct(productIDs: [String])
+    /// The proof's signed data is for another product than the job names (Google Play's purchase data): the
+    /// product it names.
+    case productMismatch(productID: String?)
     /// The signature or its chain is wrong: forged or altered.
     case notAuthenticated(reason: String)
     /// The receipt's environment is not accepted by the policy (for example Sandbox in production, or Xcode); nil
@@ -25,6 +28,7 @@ public enum ProofJudgement: Sendable, Hashable {
         case .malformed: "malformed"
         case .wrongBundle: "wrong_bundle"
         case .unknownProduct: "unknown_product"
+        case .productMismatch: "product_mismatch"
         case .notAuthenticated: "not_authenticated"
         case .environmentNotAllowed: "environment_not_allowed"
         case .locallyVerified: "locally_verified"
@@ -70,6 +74,7 @@ public struct ProofPolicy: Sendable, Hashable {
     /// Judges a proof's facts; the order of the checks is the order of the cases.
     public func judge(_ facts: ProofFacts) -> ProofJudgement {
         if case .unreadable(let reason) = facts.kind { return .malformed(reason: reason) }
+        if facts.store == .googlePlay { return judgeGooglePlay(facts) }
         let isXcode = facts.environment == .xcode
         if case .invalid(let reason) = facts.signature {
             return .notAuthenticated(reason: reason)
@@ -112,5 +117,32 @@ public struct ProofPolicy: Sendable, Hashable {
         case .unreadable(let reason):
             return .malformed(reason: reason)
         }
+    }
+
+    /// Judges a Google Play purchase's facts. Its package must be one of the catalog's Play apps and its product one
+    /// of its Play products (unless it lists none), before any signature matters: another app's purchase is
+    /// rejected whatever its signature, and the store reads no signature without the app's key. A bad signature,
+    /// then signed data for another app, product or token, reject it; anything else only Google can decide:
+    /// nothing is ever granted from a purchase read locally.
+    func judgeGooglePlay(_ facts: ProofFacts) -> ProofJudgement {
+        guard let packageName = facts.bundleID, catalog.playApp(packageName: packageName) != nil else {
+            return .wrongBundle(bundleID: facts.bundleID)
+        }
+        if !catalog.playProducts.isEmpty {
+            let unknown = facts.productIDs.filter { catalog.playProducts[$0] == nil }
+            if !facts.productIDs.isEmpty && unknown.count == facts.productIDs.count {
+                return .unknownProduct(productIDs: Array(Set(unknown)).sorted())
+            }
+        }
+        if case .invalid(let reason) = facts.signature { return .notAuthenticated(reason: reason) }
+        for mismatch in facts.mismatches {
+            switch mismatch {
+            case .app(let other): return .wrongBundle(bundleID: other)
+            case .product(let other): return .productMismatch(productID: other)
+            case .purchaseToken:
+                return .notAuthenticated(reason: "the signed purchase data is for another purchase token")
+            }
+        }
+        return .needsApple(reason: "the purchase's state is held by Google Play")
     }
 }

@@ -27,6 +27,8 @@ public struct PurchaseEvidence: Sendable, Hashable {
 
     public var source: Source
     public var authenticity: Authenticity
+    /// The store of the proof: whose apps and products in the catalog the rules check. Default: the App Store.
+    public var store: Store
     /// When known; `nil` is treated as production. ``EvidenceMapping`` maps local testing to `xcode`.
     public var environment: AppleEnvironment?
     /// The bundle id the proof names, when read.
@@ -46,9 +48,10 @@ public struct PurchaseEvidence: Sendable, Hashable {
     public init(
         source: Source, authenticity: Authenticity, environment: AppleEnvironment? = nil, bundleID: String? = nil,
         transactions: [PurchaseTransaction] = [], rejection: Verdict.Reason? = nil, appleStatus: Int? = nil,
-        appleUnavailable: Bool = false, notification: SubscriptionNotification? = nil
+        appleUnavailable: Bool = false, notification: SubscriptionNotification? = nil, store: Store = .appStore
     ) {
         self.source = source
+        self.store = store
         self.authenticity = authenticity
         self.environment = environment
         self.bundleID = bundleID

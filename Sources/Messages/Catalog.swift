@@ -27,6 +27,21 @@ import Foundation
 ///     "server_api": { "key_id": "ABC123DEFG", "issuer_id": "57246542-…", "private_key_file": "/run/secrets/app.p8" } }
 /// ]
 /// ```
+///
+/// Google Play: `play_apps` names each Play app by its package name with its keys as *file references*, and
+/// `play_products` its products (product ids are the store's own, so an id may be listed in both stores). An
+/// entitlement name means the same in both stores: premium bought on either is one entitlement.
+/// ```json
+/// "play_apps": [
+///   { "package_name": "com.example.app", "licensing_key_file": "/run/secrets/play-licensing-key",
+///     "service_account_key_file": "/run/secrets/play-service-account.json" }
+/// ],
+/// "play_products": [
+///   { "id": "coins_100", "type": "consumable" },
+///   { "id": "premium_forever", "type": "non_consumable", "entitlements": ["premium"] },
+///   { "id": "pro", "type": "subscription", "base_plans": ["monthly", "yearly"], "entitlements": ["premium"] }
+/// ]
+/// ```
 public struct Catalog: Sendable, Hashable {
     /// One app of the deployment: its bundle id, its Apple id and where its secrets are (paths, never values).
     public struct App: Sendable, Hashable {
@@ -89,6 +104,51 @@ public struct Catalog: Sendable, Hashable {
         }
     }
 
+    /// One Google Play app: its package name and where its keys are (paths, never values).
+    public struct PlayApp: Sendable, Hashable {
+        public var packageName: String
+        /// `licensing_key_file`: the file holding the app's licensing key as the Play Console shows it (base64 of an
+        /// X.509 SubjectPublicKeyInfo, RSA), which signs the purchase data a client receives.
+        public var licensingKeyFile: String
+        /// `service_account_key_file`: the JSON key file of the service account that reads this app's purchases
+        /// from the Google Play Developer API.
+        public var serviceAccountKeyFile: String
+
+        public init(packageName: String, licensingKeyFile: String, serviceAccountKeyFile: String) {
+            self.packageName = packageName
+            self.licensingKeyFile = licensingKeyFile
+            self.serviceAccountKeyFile = serviceAccountKeyFile
+        }
+    }
+
+    /// One Google Play product: its product id, its type and the entitlements it grants (names shared with the App
+    /// Store's products).
+    public struct PlayProduct: Sendable, Hashable {
+        public var id: String
+        /// `consumable`, `non_consumable`, or `subscription` (``ProductType/autoRenewable``).
+        public var type: ProductType
+        /// A subscription's base plan ids (`base_plans`); empty for a one-time product.
+        public var basePlans: [String]
+        public var entitlements: [String]
+
+        /// The types a Play product may have, as `play_products` spells them.
+        public static let typeNames: [(name: String, type: ProductType)] = [
+            ("consumable", .consumable), ("non_consumable", .nonConsumable), ("subscription", .autoRenewable),
+        ]
+
+        /// The type as `play_products` spells it.
+        public var typeName: String {
+            Self.typeNames.first { $0.type == type }?.name ?? type.rawValue
+        }
+
+        public init(id: String, type: ProductType, basePlans: [String] = [], entitlements: [String]? = nil) {
+            self.id = id
+            self.type = type
+            self.basePlans = basePlans
+            self.entitlements = type == .consumable ? [] : (entitlements ?? [id])
+        }
+    }
+
     /// Bundle ids a receipt may name. Default: empty (any bundle id).
     public var bundleIDs: Set<String>
     /// Products by id. Default: empty (any product).
@@ -96,12 +156,43 @@ public struct Catalog: Sendable, Hashable {
     /// The apps of the deployment, in the file's order (`apps`). Default: empty (one app, configured by the worker's
     /// own keys: `shared_secret`, `server_api_key`, `apple_app_apple_id`).
     public var apps: [App]
+    /// The Google Play apps of the deployment, in the file's order (`play_apps`). Default: empty (a Google Play
+    /// purchase names no app this deployment sells).
+    public var playApps: [PlayApp]
+    /// Google Play products by id (`play_products`). Default: empty (any product).
+    public private(set) var playProducts: [String: PlayProduct]
 
     /// A catalog; every app's bundle id is added to `bundleIDs`.
-    public init(bundleIDs: Set<String> = [], products: [Product] = [], apps: [App] = []) {
+    public init(
+        bundleIDs: Set<String> = [], products: [Product] = [], apps: [App] = [], playApps: [PlayApp] = [],
+        playProducts: [PlayProduct] = []
+    ) {
         self.bundleIDs = bundleIDs.union(apps.map(\.bundleID))
         self.products = Dictionary(products.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
         self.apps = apps
+        self.playApps = playApps
+        self.playProducts = Dictionary(playProducts.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
+    }
+
+    /// Whether the catalog lists `app` (a bundle id, a package name) among the apps of `store`.
+    public func listsApp(_ app: String, in store: Store) -> Bool {
+        switch store {
+        case .appStore: bundleIDs.contains(app)
+        case .googlePlay: playApp(packageName: app) != nil
+        }
+    }
+
+    /// Whether the catalog lists `productID` among the products of `store`.
+    public func listsProduct(_ productID: String, in store: Store) -> Bool {
+        switch store {
+        case .appStore: products[productID] != nil
+        case .googlePlay: playProducts[productID] != nil
+        }
+    }
+
+    /// The Play app of `packageName`, or nil when the catalog lists none.
+    public func playApp(packageName: String) -> PlayApp? {
+        playApps.first { $0.packageName == packageName }
     }
 
     /// A catalog that checks nothing.
@@ -174,7 +265,110 @@ extension Catalog {
             products.append(try product(entry, at: index, problem))
         }
         let apps = reading == .verification ? try self.apps(present(object["apps"])) : []
-        return Catalog(bundleIDs: bundleIDs, products: products, apps: apps)
+        let playApps = reading == .verification ? try self.playApps(present(object["play_apps"])) : []
+        let playProducts = try self.playProducts(present(object["play_products"]))
+        return Catalog(
+            bundleIDs: bundleIDs, products: products, apps: apps, playApps: playApps, playProducts: playProducts)
+    }
+
+    /// Reads `play_apps`: names and paths only (the Google Play store reads the files), and a key that would put a
+    /// secret in the catalog itself is refused. No error repeats a value beyond a package name or a path.
+    private static func playApps(_ value: Any?) throws(CatalogError) -> [PlayApp] {
+        guard let value else { return [] }
+        guard let list = value as? [Any] else {
+            throw CatalogError("play_apps has the wrong type (a list of objects)")
+        }
+        guard !list.isEmpty else {
+            throw CatalogError("play_apps is empty (leave it out when not selling on Google Play)")
+        }
+        var apps: [PlayApp] = []
+        for (index, element) in list.enumerated() {
+            let name = "play_apps[\(index)]"
+            guard let entry = element as? [String: Any] else { throw CatalogError("\(name) has the wrong type") }
+            for inline in ["licensing_key", "service_account_key", "private_key"] where entry[inline] != nil {
+                throw CatalogError(
+                    "\(name).\(inline): the catalog names keys by file only (licensing_key_file, "
+                        + "service_account_key_file)")
+            }
+            guard let packageName = present(entry["package_name"]) as? String, Identifier.isValid(packageName) else {
+                throw CatalogError("\(name).package_name must be a string of 1 to \(Identifier.maximumBytes) bytes")
+            }
+            guard !apps.contains(where: { $0.packageName == packageName }) else {
+                throw CatalogError("\(name).package_name \(packageName) is listed twice")
+            }
+            var files: [String: String] = [:]
+            for field in ["licensing_key_file", "service_account_key_file"] {
+                guard let path = present(entry[field]) as? String, !path.isEmpty else {
+                    throw CatalogError("\(name) (\(packageName)).\(field) is missing (a file path)")
+                }
+                files[field] = path
+            }
+            apps.append(
+                PlayApp(
+                    packageName: packageName, licensingKeyFile: files["licensing_key_file"] ?? "",
+                    serviceAccountKeyFile: files["service_account_key_file"] ?? ""))
+        }
+        return apps
+    }
+
+    /// Reads `play_products`, as strictly for every reader: ids, base plans and entitlement names follow the
+    /// identifier rule, a subscription lists its base plans, a one-time product none, a consumable no entitlement.
+    private static func playProducts(_ value: Any?) throws(CatalogError) -> [PlayProduct] {
+        guard let value else { return [] }
+        guard let list = value as? [Any] else {
+            throw CatalogError("play_products has the wrong type (a list of objects)")
+        }
+        let types = PlayProduct.typeNames.map(\.name).joined(separator: ", ")
+        var products: [PlayProduct] = []
+        for (index, element) in list.enumerated() {
+            let name = "play_products[\(index)]"
+            guard let entry = element as? [String: Any] else { throw CatalogError("\(name) has the wrong type") }
+            guard let id = present(entry["id"]) as? String, Identifier.isValid(id) else {
+                throw CatalogError("\(name).id must be a string of 1 to \(Identifier.maximumBytes) bytes")
+            }
+            guard !products.contains(where: { $0.id == id }) else {
+                throw CatalogError("\(name).id \(id) is listed twice")
+            }
+            guard let typeName = present(entry["type"]) as? String,
+                let type = PlayProduct.typeNames.first(where: { $0.name == typeName })?.type
+            else { throw CatalogError("play product \(id): \"type\" must be one of \(types)") }
+            var basePlans: [String] = []
+            if let plansValue = present(entry["base_plans"]) {
+                guard let plans = (plansValue as? [Any]).flatMap({ $0 as? [String] }),
+                    plans.allSatisfy(Identifier.isValid)
+                else {
+                    throw CatalogError(
+                        "play product \(id): \"base_plans\" must be a list of strings of 1 to "
+                            + "\(Identifier.maximumBytes) bytes")
+                }
+                guard Set(plans).count == plans.count else {
+                    throw CatalogError("play product \(id): a base plan is listed twice")
+                }
+                basePlans = plans
+            }
+            if type == .autoRenewable, basePlans.isEmpty {
+                throw CatalogError("play product \(id): a subscription lists its \"base_plans\" (at least one)")
+            }
+            if type != .autoRenewable, !basePlans.isEmpty {
+                throw CatalogError("play product \(id): only a subscription has \"base_plans\"")
+            }
+            var entitlements: [String]?
+            if let namesValue = present(entry["entitlements"]) {
+                guard let names = (namesValue as? [Any]).flatMap({ $0 as? [String] }),
+                    names.allSatisfy(Identifier.isValid)
+                else {
+                    throw CatalogError(
+                        "play product \(id): \"entitlements\" must be a list of strings of 1 to "
+                            + "\(Identifier.maximumBytes) bytes")
+                }
+                if type == .consumable, !names.isEmpty {
+                    throw CatalogError("play product \(id): a consumable grants no entitlement (it is counted)")
+                }
+                entitlements = names
+            }
+            products.append(PlayProduct(id: id, type: type, basePlans: basePlans, entitlements: entitlements))
+        }
+        return products
     }
 
     /// Reads `apps`. Only names and paths are read here (the worker reads the files); a key that would put a
@@ -321,6 +515,19 @@ extension Catalog: Encodable {
         case bundleIDs = "bundle_ids"
         case products
         case apps
+        case playApps = "play_apps"
+        case playProducts = "play_products"
+    }
+
+    private enum PlayAppKeys: String, CodingKey {
+        case packageName = "package_name"
+        case licensingKeyFile = "licensing_key_file"
+        case serviceAccountKeyFile = "service_account_key_file"
+    }
+
+    private enum PlayProductKeys: String, CodingKey {
+        case id, type, entitlements
+        case basePlans = "base_plans"
     }
 
     private enum AppKeys: String, CodingKey {
@@ -358,6 +565,7 @@ extension Catalog: Encodable {
             try entry.encodeIfPresent(product.refundPreference, forKey: .refundPreference)
             try entry.encodeIfPresent(product.sampleContentProvided, forKey: .sampleContentProvided)
         }
+        try encodePlay(into: &container)
         // Only when listed, so single-app catalogs keep their bytes.
         guard !apps.isEmpty else { return }
         var appList = container.nestedUnkeyedContainer(forKey: .apps)
@@ -371,6 +579,31 @@ extension Catalog: Encodable {
                 try keyEntry.encode(key.keyID, forKey: .keyID)
                 try keyEntry.encode(key.issuerID, forKey: .issuerID)
                 try keyEntry.encode(key.privateKeyFile, forKey: .privateKeyFile)
+            }
+        }
+    }
+
+    /// `play_apps` and `play_products`, each only when listed, so catalogs without Google Play keep their bytes.
+    private func encodePlay(into container: inout KeyedEncodingContainer<CodingKeys>) throws {
+        if !playApps.isEmpty {
+            var list = container.nestedUnkeyedContainer(forKey: .playApps)
+            for app in playApps {
+                var entry = list.nestedContainer(keyedBy: PlayAppKeys.self)
+                try entry.encode(app.packageName, forKey: .packageName)
+                try entry.encode(app.licensingKeyFile, forKey: .licensingKeyFile)
+                try entry.encode(app.serviceAccountKeyFile, forKey: .serviceAccountKeyFile)
+            }
+        }
+        if !playProducts.isEmpty {
+            var list = container.nestedUnkeyedContainer(forKey: .playProducts)
+            for product in playProducts.values.sorted(by: { $0.id < $1.id }) {
+                var entry = list.nestedContainer(keyedBy: PlayProductKeys.self)
+                try entry.encode(product.id, forKey: .id)
+                try entry.encode(product.typeName, forKey: .type)
+                if !product.basePlans.isEmpty { try entry.encode(product.basePlans, forKey: .basePlans) }
+                if product.entitlements != PlayProduct(id: product.id, type: product.type).entitlements {
+                    try entry.encode(product.entitlements, forKey: .entitlements)
+                }
             }
         }
     }

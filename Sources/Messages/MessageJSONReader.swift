@@ -56,6 +56,26 @@ struct MessageJSONReader {
             }
         }
 
+        /// A Google Play purchase object of the plain shape, or nil when absent or `null`; `.some(nil)`'s opposite:
+        /// anything else (a wrong type, a required field missing) ends the fast path.
+        func optionalGooglePlayPurchase(_ key: String) -> GooglePlayPurchase?? {
+            switch self[key] {
+            case nil, .null?: return .some(nil)
+            case .object(let object)?:
+                guard let packageName = object.requiredString("package_name"),
+                    let productID = object.requiredString("product_id"),
+                    let purchaseToken = object.requiredString("purchase_token"),
+                    case .some(let purchaseData) = object.optionalString("purchase_data"),
+                    case .some(let signature) = object.optionalString("signature")
+                else { return nil }
+                return .some(
+                    GooglePlayPurchase(
+                        packageName: packageName, productID: productID, purchaseToken: purchaseToken,
+                        purchaseData: purchaseData, signature: signature))
+            default: return nil
+            }
+        }
+
         func optionalBoolean(_ key: String) -> Bool?? {
             switch self[key] {
             case nil, .null?: .some(nil)
@@ -96,11 +116,13 @@ struct MessageJSONReader {
             case .some(let receipt) = object.optionalString("receipt"),
             case .some(let signedTransaction) = object.optionalString("signed_transaction"),
             case .some(let transactionID) = object.optionalString("transaction_id"),
-            case .some(let notification) = object.optionalString("notification")
+            case .some(let notification) = object.optionalString("notification"),
+            case .some(let googlePlay) = object.optionalGooglePlayPurchase("google_play")
         else { return nil }
         let proofs: [ReceiptJob.Proof] = [
             receipt.map { .receipt($0) }, signedTransaction.map { .signedTransaction($0) },
             transactionID.map { .transactionID($0) }, notification.map { .notification($0) },
+            googlePlay.map { .googlePlay($0) },
         ].compactMap { $0 }
         guard proofs.count == 1, let proof = proofs.first else { return nil }
         let job = ReceiptJob(
@@ -117,6 +139,8 @@ struct MessageJSONReader {
             let outcome = object.requiredString("outcome").flatMap(Verdict.Outcome.init(rawValue:)),
             case .some(let reason) = object.optionalString("reason"),
             let decidedBy = object.requiredString("decided_by").flatMap(Verdict.DecidedBy.init(rawValue:)),
+            case .some(let storeName) = object.optionalString("store"),
+            let store = storeName.map(Store.init(rawValue:)) ?? .appStore,
             case .some(let environment) = object.optionalString("environment"),
             case .array(let transactionObjects)? = object["transactions"],
             case .some(let appleStatus) = object.optionalInteger("apple_status"),
@@ -134,18 +158,22 @@ struct MessageJSONReader {
                 case .some(let revokedAt) = item.optionalDate("revoked_at"),
                 case .some(let quantity) = item.optionalInteger("quantity"),
                 case .some(let inBillingRetry) = item.optionalBoolean("in_billing_retry"),
-                case .some(let graceEnd) = item.optionalDate("grace_period_expires_date")
+                case .some(let graceEnd) = item.optionalDate("grace_period_expires_date"),
+                case .some(let orderID) = item.optionalString("order_id"),
+                case .some(let purchaseToken) = item.optionalString("purchase_token")
             else { return nil }
             transactions.append(
                 Verdict.Transaction(
                     transactionID: transactionID, originalTransactionID: originalTransactionID, productID: productID,
                     purchaseDate: purchaseDate, expiresDate: expiresDate, revokedAt: revokedAt, quantity: quantity,
-                    inBillingRetry: inBillingRetry, gracePeriodExpiresDate: graceEnd))
+                    inBillingRetry: inBillingRetry, gracePeriodExpiresDate: graceEnd, orderID: orderID,
+                    purchaseToken: purchaseToken))
         }
         // The id as read, not as derived: a consumer keeps the id it was given.
         return Verdict(
             verdictID: verdictID, jobID: jobID, accountID: accountID, outcome: outcome,
-            reason: reason.map(Verdict.Reason.init(rawValue:)), decidedBy: decidedBy, environment: environment,
+            reason: reason.map(Verdict.Reason.init(rawValue:)), decidedBy: decidedBy, store: store,
+            environment: environment,
             transactions: transactions, appleStatus: appleStatus, decidedAt: decidedAt)
     }
 

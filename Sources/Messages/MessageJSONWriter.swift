@@ -9,13 +9,27 @@ import Foundation
 /// (b)). The keys here are written already sorted; `MessageCodecTests` checks the bytes against `JSONEncoder`'s.
 enum MessageJSONWriter {
     static func encode(_ job: ReceiptJob) -> [UInt8] {
-        var writer = JSONWriter(capacity: job.proof.value.utf8.count + 256)
+        var capacity = job.proof.value.utf8.count + 256
+        if case .googlePlay(let purchase) = job.proof {
+            capacity += (purchase.purchaseData?.utf8.count ?? 0) + (purchase.signature?.utf8.count ?? 0) + 128
+        }
+        var writer = JSONWriter(capacity: capacity)
         writer.beginObject()
         writer.field("account_id", job.accountID)
         writer.optionalField("app_account_token", job.appAccountToken)
         writer.optionalField("bundle_id", job.bundleID)
         writer.optionalField("device_id", job.deviceID)
         writer.optionalField("expected_product_id", job.expectedProductID)
+        if case .googlePlay(let purchase) = job.proof {
+            writer.key("google_play")
+            writer.beginObject()
+            writer.field("package_name", purchase.packageName)
+            writer.field("product_id", purchase.productID)
+            writer.optionalField("purchase_data", purchase.purchaseData)
+            writer.field("purchase_token", purchase.purchaseToken)
+            writer.optionalField("signature", purchase.signature)
+            writer.endObject()
+        }
         writer.field("job_id", job.jobID)
         if case .notification(let value) = job.proof { writer.field("notification", value) }
         if case .receipt(let value) = job.proof { writer.field("receipt", value) }
@@ -39,6 +53,7 @@ enum MessageJSONWriter {
         writer.field("outcome", verdict.outcome.rawValue)
         writer.optionalField("reason", verdict.reason?.rawValue)
         writer.field("schema", Verdict.schema)
+        writer.field("store", verdict.store.rawValue)
         writer.key("transactions")
         writer.beginArray()
         for transaction in verdict.transactions {
@@ -47,9 +62,11 @@ enum MessageJSONWriter {
             writer.field("expires_date", transaction.expiresDate.map(RFC3339.format))
             writer.optionalField("grace_period_expires_date", transaction.gracePeriodExpiresDate.map(RFC3339.format))
             if let inBillingRetry = transaction.inBillingRetry { writer.field("in_billing_retry", inBillingRetry) }
+            writer.optionalField("order_id", transaction.orderID)
             writer.field("original_transaction_id", transaction.originalTransactionID)
             writer.field("product_id", transaction.productID)
             writer.field("purchase_date", transaction.purchaseDate.map(RFC3339.format))
+            writer.optionalField("purchase_token", transaction.purchaseToken)
             if let quantity = transaction.quantity { writer.field("quantity", quantity) }
             writer.field("revoked_at", transaction.revokedAt.map(RFC3339.format))
             writer.field("transaction_id", transaction.transactionID)

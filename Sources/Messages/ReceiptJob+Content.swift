@@ -2,7 +2,7 @@ import Crypto
 
 extension ReceiptJob {
     /// SHA-256 (lower-case hex) of everything in the job that can change its verdict: the account, the expected
-    /// bundle and product, and the proof (its kind and its exact text). Not the job id, the device or
+    /// bundle and product, and the proof (its kind and its exact text; a Google Play purchase's every field). Not the job id, the device or
     /// `submitted_at`, which do not change a decision.
     ///
     /// Two deliveries of one job have the same digest; a job id reused with another proof, account or expectation
@@ -13,7 +13,16 @@ extension ReceiptJob {
         hasher.update(field: "account_id", accountID)
         hasher.update(field: "bundle_id", bundleID)
         hasher.update(field: "expected_product_id", expectedProductID)
-        hasher.update(field: proof.fieldName, proof.value)
+        if case .googlePlay(let purchase) = proof {
+            // Every field of the purchase: each can change the verdict (another app, product, token, signed data).
+            hasher.update(field: "google_play.package_name", purchase.packageName)
+            hasher.update(field: "google_play.product_id", purchase.productID)
+            hasher.update(field: "google_play.purchase_token", purchase.purchaseToken)
+            hasher.update(field: "google_play.purchase_data", purchase.purchaseData)
+            hasher.update(field: "google_play.signature", purchase.signature)
+        } else {
+            hasher.update(field: proof.fieldName, proof.value)
+        }
         // Only when present: the digests (and verdict ids) of jobs without a token stay what they were.
         if let appAccountToken { hasher.update(field: "app_account_token", appAccountToken) }
         return hexString(hasher.finalize())

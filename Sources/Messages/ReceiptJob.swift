@@ -38,6 +38,8 @@ public struct ReceiptJob: Sendable, Hashable {
         case transactionID(String)
         /// An App Store Server Notifications V2 `signedPayload` (`notification`).
         case notification(String)
+        /// A Google Play purchase (`google_play`, an object).
+        case googlePlay(GooglePlayPurchase)
 
         /// The JSON field that carries this proof.
         public var fieldName: String {
@@ -46,7 +48,14 @@ public struct ReceiptJob: Sendable, Hashable {
             case .signedTransaction: "signed_transaction"
             case .transactionID: "transaction_id"
             case .notification: "notification"
+            case .googlePlay: "google_play"
             }
+        }
+
+        /// The store the proof comes from.
+        public var store: Store {
+            if case .googlePlay = self { return .googlePlay }
+            return .appStore
         }
 
         /// Whether this is an App Store Server Notification.
@@ -55,10 +64,11 @@ public struct ReceiptJob: Sendable, Hashable {
             return false
         }
 
-        /// The proof's text, whatever its kind.
+        /// The proof's text, whatever its kind (a Google Play purchase's: its purchase token).
         public var value: String {
             switch self {
             case .receipt(let v), .signedTransaction(let v), .transactionID(let v), .notification(let v): v
+            case .googlePlay(let purchase): purchase.purchaseToken
             }
         }
     }
@@ -103,6 +113,7 @@ extension ReceiptJob: Codable {
         case signedTransaction = "signed_transaction"
         case transactionID = "transaction_id"
         case notification
+        case googlePlay = "google_play"
     }
 
     public init(from decoder: any Decoder) throws {
@@ -126,9 +137,12 @@ extension ReceiptJob: Codable {
         }
         if let v = try c.decodeIfPresent(String.self, forKey: .transactionID) { proofs.append(.transactionID(v)) }
         if let v = try c.decodeIfPresent(String.self, forKey: .notification) { proofs.append(.notification(v)) }
+        if let v = try c.decodeIfPresent(GooglePlayPurchase.self, forKey: .googlePlay) {
+            proofs.append(.googlePlay(v))
+        }
         guard proofs.count == 1, let proof = proofs.first else {
             throw MessageError(
-                .invalidValue, field: "receipt|signed_transaction|transaction_id|notification",
+                .invalidValue, field: Self.proofFields,
                 "exactly one proof is required, found \(proofs.count)")
         }
         self.proof = proof
@@ -150,8 +164,12 @@ extension ReceiptJob: Codable {
         case .signedTransaction(let v): try c.encode(v, forKey: .signedTransaction)
         case .transactionID(let v): try c.encode(v, forKey: .transactionID)
         case .notification(let v): try c.encode(v, forKey: .notification)
+        case .googlePlay(let v): try c.encode(v, forKey: .googlePlay)
         }
     }
+
+    /// The proof fields, one of which a job carries, as a refusal names them.
+    static let proofFields = "receipt|signed_transaction|transaction_id|notification|google_play"
 
     /// Checks the values the types alone cannot: identifiers are non-empty and bounded, the proof is not empty.
     public func validate() throws {
@@ -165,7 +183,9 @@ extension ReceiptJob: Codable {
         if let deviceID { try Self.checkIdentifier(deviceID, field: "device_id") }
         if let bundleID { try Self.checkIdentifier(bundleID, field: "bundle_id") }
         if let expectedProductID { try Self.checkIdentifier(expectedProductID, field: "expected_product_id") }
-        if proof.value.isEmpty {
+        if case .googlePlay(let purchase) = proof {
+            try purchase.validate()
+        } else if proof.value.isEmpty {
             throw MessageError(.invalidValue, field: proof.fieldName, "must not be empty")
         }
         if case .transactionID(let id) = proof { try Self.checkIdentifier(id, field: "transaction_id") }

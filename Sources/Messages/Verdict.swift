@@ -18,6 +18,9 @@ public struct Verdict: Sendable, Hashable {
     /// A stable machine code for every outcome but `granted`.
     public var reason: Reason?
     public var decidedBy: DecidedBy
+    /// The store of the job's proof (`store`): written on every verdict; read as `app_store` when absent, as
+    /// verdicts written before the field are all the App Store's.
+    public var store: Store
     /// `Production`, `Sandbox` or `Xcode`, when known.
     public var environment: String?
     /// Every transaction the proof held that the decision considered, in purchase order.
@@ -121,11 +124,18 @@ public struct Verdict: Sendable, Hashable {
         public var inBillingRetry: Bool?
         /// The renewal info's `gracePeriodExpiresDate`, with ``inBillingRetry``; nil when none (absent from the JSON).
         public var gracePeriodExpiresDate: Date?
+        /// Google Play's order id of the purchase (a one-time purchase's identity; a subscription's latest
+        /// successful order), when Google gave one; nil otherwise (absent from the JSON).
+        public var orderID: String?
+        /// Google Play's purchase token of a subscription (its identity across renewals); nil otherwise (absent from
+        /// the JSON).
+        public var purchaseToken: String?
 
         public init(
             transactionID: String, originalTransactionID: String? = nil, productID: String,
             purchaseDate: Date? = nil, expiresDate: Date? = nil, revokedAt: Date? = nil, quantity: Int? = nil,
-            inBillingRetry: Bool? = nil, gracePeriodExpiresDate: Date? = nil
+            inBillingRetry: Bool? = nil, gracePeriodExpiresDate: Date? = nil, orderID: String? = nil,
+            purchaseToken: String? = nil
         ) {
             self.transactionID = transactionID
             self.originalTransactionID = originalTransactionID
@@ -136,6 +146,8 @@ public struct Verdict: Sendable, Hashable {
             self.quantity = quantity
             self.inBillingRetry = inBillingRetry
             self.gracePeriodExpiresDate = gracePeriodExpiresDate
+            self.orderID = orderID
+            self.purchaseToken = purchaseToken
         }
 
         enum CodingKeys: String, CodingKey {
@@ -148,6 +160,8 @@ public struct Verdict: Sendable, Hashable {
             case quantity
             case inBillingRetry = "in_billing_retry"
             case gracePeriodExpiresDate = "grace_period_expires_date"
+            case orderID = "order_id"
+            case purchaseToken = "purchase_token"
         }
 
         public func encode(to encoder: any Encoder) throws {
@@ -162,13 +176,15 @@ public struct Verdict: Sendable, Hashable {
             try c.encodeIfPresent(quantity, forKey: .quantity)
             try c.encodeIfPresent(inBillingRetry, forKey: .inBillingRetry)
             try c.encodeIfPresent(gracePeriodExpiresDate, forKey: .gracePeriodExpiresDate)
+            try c.encodeIfPresent(orderID, forKey: .orderID)
+            try c.encodeIfPresent(purchaseToken, forKey: .purchaseToken)
         }
     }
 
     public init(
         verdictID: String, jobID: String, accountID: String, outcome: Outcome, reason: Reason? = nil,
-        decidedBy: DecidedBy, environment: String? = nil, transactions: [Transaction] = [], appleStatus: Int? = nil,
-        decidedAt: Date
+        decidedBy: DecidedBy, store: Store = .appStore, environment: String? = nil, transactions: [Transaction] = [],
+        appleStatus: Int? = nil, decidedAt: Date
     ) {
         self.verdictID = verdictID
         self.jobID = jobID
@@ -176,20 +192,21 @@ public struct Verdict: Sendable, Hashable {
         self.outcome = outcome
         self.reason = reason
         self.decidedBy = decidedBy
+        self.store = store
         self.environment = environment
         self.transactions = transactions
         self.appleStatus = appleStatus
         self.decidedAt = decidedAt
     }
 
-    /// The verdict of `job`, with its id derived from the job (``verdictID(for:)``).
+    /// The verdict of `job`, with its id derived from the job (``verdictID(for:)``) and its store the proof's.
     public init(
         job: ReceiptJob, accountID: String? = nil, outcome: Outcome, reason: Reason? = nil, decidedBy: DecidedBy,
         environment: String? = nil, transactions: [Transaction] = [], appleStatus: Int? = nil, decidedAt: Date
     ) {
         self.init(
             verdictID: Self.verdictID(for: job), jobID: job.jobID, accountID: accountID ?? job.accountID,
-            outcome: outcome, reason: reason, decidedBy: decidedBy, environment: environment,
+            outcome: outcome, reason: reason, decidedBy: decidedBy, store: job.proof.store, environment: environment,
             transactions: transactions, appleStatus: appleStatus, decidedAt: decidedAt)
     }
 
@@ -226,6 +243,7 @@ extension Verdict: Codable {
         case accountID = "account_id"
         case outcome, reason
         case decidedBy = "decided_by"
+        case store
         case environment, transactions
         case appleStatus = "apple_status"
         case decidedAt = "decided_at"
@@ -243,6 +261,7 @@ extension Verdict: Codable {
         outcome = try c.decode(Outcome.self, forKey: .outcome)
         reason = try c.decodeIfPresent(Reason.self, forKey: .reason)
         decidedBy = try c.decode(DecidedBy.self, forKey: .decidedBy)
+        store = try c.decodeIfPresent(Store.self, forKey: .store) ?? .appStore
         environment = try c.decodeIfPresent(String.self, forKey: .environment)
         transactions = try c.decode([Transaction].self, forKey: .transactions)
         appleStatus = try c.decodeIfPresent(Int.self, forKey: .appleStatus)
@@ -261,6 +280,7 @@ extension Verdict: Codable {
         try c.encode(outcome, forKey: .outcome)
         try c.encodeIfPresent(reason, forKey: .reason)
         try c.encode(decidedBy, forKey: .decidedBy)
+        try c.encode(store, forKey: .store)
         try c.encodeIfPresent(environment, forKey: .environment)
         try c.encode(transactions, forKey: .transactions)
         try c.encodeIfPresent(appleStatus, forKey: .appleStatus)

@@ -104,6 +104,7 @@ struct InspectCommand: ParsableCommand {
             object["reason"] = reason
         case .wrongBundle(let bundle): object["bundle_id"] = bundle
         case .unknownProduct(let products): object["product_ids"] = products
+        case .productMismatch(let product): object["product_id"] = product
         case .environmentNotAllowed(let environment):
             object["environment"] = environment?.rawValue ?? analysis.unrecognizedEnvironment
         case .locallyVerified: break

@@ -59,11 +59,18 @@ public struct AppStore: PurchaseStore {
     // MARK: Reading the proof
 
     public func readProof(_ job: ReceiptJob) -> ProofReading {
+        // Another store's proof is none the App Store can read: rejected from the proof alone, never sent to Apple.
+        if case .googlePlay = job.proof { return ProofReading(facts: Self.anotherStoresProof) }
         // A bare transaction id: nothing to read locally (the Server API is asked unless the ledger knows the job).
         guard let text = job.proof.text else { return ProofReading(facts: nil) }
         let analysis = analyzer.analyze(Array(text.utf8))
         return ProofReading(facts: analysis.facts, environment: analysis.environment)
     }
+
+    /// The facts of a proof of another store (a Google Play purchase): unreadable as an App Store proof.
+    static let anotherStoresProof = ProofFacts(
+        kind: .unreadable(reason: "a Google Play purchase is not an App Store proof"),
+        signature: .notChecked(reason: "another store's proof"))
 
     /// The receipt as verifyReceipt takes it, normalized once for everything Apple-bound (the request's check, the
     /// coalescing key and the `receipt-data`). Made only for the jobs that go to Apple: normalizing scans and decodes
@@ -129,6 +136,9 @@ public struct AppStore: PurchaseStore {
             return .transactionInfo(serverAPIs, transactionID: transactionID)
         case .signedTransaction, .notification:
             // A JWS is verified locally or not at all: Apple cannot vouch for a chain that does not verify.
+            return .none
+        case .googlePlay:
+            // Another store's purchase: Apple knows nothing of it.
             return .none
         }
     }
@@ -303,7 +313,7 @@ extension ReceiptJob.Proof {
     var text: String? {
         switch self {
         case .receipt(let text), .signedTransaction(let text), .notification(let text): text
-        case .transactionID: nil
+        case .transactionID, .googlePlay: nil
         }
     }
 }
