@@ -214,6 +214,7 @@ let package = Package(
                 "Kafka",
                 "Messages",
                 "Receipts",
+                "GooglePlay",
                 "AppleClients",
                 "RateLimiter",
                 "Decision",

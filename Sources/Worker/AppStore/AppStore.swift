@@ -319,14 +319,15 @@ extension ReceiptJob.Proof {
 }
 
 extension JobProcessor {
-    /// A processor whose store is the App Store: `apps` (or, without it, one app with the given clients for every
+    /// A processor whose stores are the App Store: `apps` (or, without it, one app with the given clients for every
     /// bundle id), Apple called through `apple`, jobs of one proof sharing one call (`coalescing`, its leases in
-    /// `ledger`).
+    /// `ledger`); and Google Play (`googlePlay`; by default one that knows no Play app).
     public init(
         analyzer: ReceiptAnalyzer, ledger: any Ledger, apple: AppleCaller, verifyReceipt: VerifyReceiptClient,
         serverAPI: AppStoreServerAPIClient?, configuration: Configuration, health: WorkerHealth, logger: Logger,
         configurationWatch: AppleConfigurationWatch? = nil, now: @escaping @Sendable () -> Date = Date.init,
-        coalescing: AppleCoalescingConfiguration = .init(), apps: AppleAppClients? = nil
+        coalescing: AppleCoalescingConfiguration = .init(), apps: AppleAppClients? = nil,
+        googlePlay: GooglePlayStore = GooglePlayStore()
     ) {
         let apps =
             apps
@@ -342,6 +343,8 @@ extension JobProcessor {
             coalescer: AppleCallCoalescer(
                 configuration: coalescing, leases: ledger, logger: logger),
             jobDeadline: configuration.jobDeadline, logger: logger)
-        self.init(store: store, ledger: ledger, configuration: configuration, health: health, logger: logger, now: now)
+        self.init(
+            store: PurchaseStores(appStore: store, googlePlay: googlePlay), ledger: ledger,
+            configuration: configuration, health: health, logger: logger, now: now)
     }
 }

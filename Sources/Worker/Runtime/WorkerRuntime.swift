@@ -107,6 +107,14 @@ public struct WorkerRuntime: Sendable {
         last: [any Service] = []
     ) throws -> ServiceGroup {
         let (catalog, trust) = try configuration.loadDecisionInputs()
+        if let app = catalog.playApps.first {
+            // A Play purchase the local checks let through would have nobody to ask: refused at start, not held.
+            throw ConfigurationError(
+                key: "catalog_file",
+                problem: "play_apps (\(app.packageName)): Google Play purchases are checked locally but not yet "
+                    + "verified with Google's Developer API; run without play_apps (each Play purchase is then "
+                    + "another app's, wrong_bundle)")
+        }
         // Metrics objects bind to the factory bootstrapped when they are created (the worker's counters and the
         // gate's gauges are created below, once): bootstrap before any part exists, or they stay silent.
         let registry = serveOperations ? MetricsBootstrap.registry() : nil

@@ -430,5 +430,5 @@ final class LeaseCountingLedger: ForwardingLedger {
 
 extension JobProcessor {
     /// The processor's store, which these tests build as the App Store.
-    var appStore: AppStore { store as! AppStore }
+    var appStore: AppStore { (store as! PurchaseStores).appStore as! AppStore }
 }

@@ -1,5 +1,6 @@
 import AppleClients
 import Foundation
+import Logging
 import Operations
 import Receipts
 import SwiftASN1
@@ -80,6 +81,27 @@ struct RuntimeInputsTests {
             #expect(error?.description.contains(expected) == true, "\(String(describing: error))")
             #expect(error?.description.contains("\n") == false)
             #expect(error.map { $0.description.count < 200 } == true, "\(String(describing: error))")
+        }
+    }
+
+    @Test("run refuses a catalog that names Play apps while Google is not asked, in one line naming the app")
+    func playAppsRefused() throws {
+        try Self.withDirectory { directory in
+            let catalog = directory.appendingPathComponent("catalog.json")
+            let json =
+                #"{"bundle_ids":["com.example.app"],"products":[{"id":"p","type":"consumable"}],"#
+                + #""play_apps":[{"package_name":"com.example.play","licensing_key_file":"/k","#
+                + #""service_account_key_file":"/s"}],"play_products":[{"id":"p","type":"consumable"}]}"#
+            try Data(json.utf8).write(to: catalog)
+            let runtime = WorkerRuntime(
+                configuration: try Self.configuration(catalog: catalog.path), logger: Logger(label: "play-apps"),
+                serveOperations: false)
+            let error = #expect(throws: ConfigurationError.self) {
+                _ = try runtime.serviceGroup(health: WorkerHealth(), started: {})
+            }
+            #expect(error?.key == "catalog_file")
+            #expect(error?.description.contains("com.example.play") == true, "\(String(describing: error))")
+            #expect(error?.description.contains("\n") == false)
         }
     }
 }
