@@ -261,6 +261,7 @@ let package = Package(
         .target(
             name: "Chaos",
             dependencies: [
+                "Gateway",
                 "RateLimiter",
                 "Observability",
                 "Kafka",
@@ -303,6 +304,7 @@ let package = Package(
                 "AppleClients",
                 "AppleSimulator",
                 "Entitlements",
+                "Gateway",
                 "Kafka",
                 "Messages",
                 "Observability",
