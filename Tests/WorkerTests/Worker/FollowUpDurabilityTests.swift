@@ -134,15 +134,15 @@ struct FollowUpDurabilityTests {
 
 /// A call record store whose claims fail as a PostgreSQL outage does (`LedgerError.unavailable`) the first `failures`
 /// times, then go to the real store. Every attempt is announced on `attempts`.
-final class FailingCallRecordStore: AppleCallRecordStore {
-    private let real: any AppleCallRecordStore
+final class FailingCallRecordStore: ForwardingCallRecordStore {
+    let callRecords: any AppleCallRecordStore
     private let failures: Int
     private let count = Mutex(0)
     let attempts: AsyncStream<Int>
     private let announce: AsyncStream<Int>.Continuation
 
     init(_ real: any AppleCallRecordStore, failures: Int) {
-        self.real = real
+        self.callRecords = real
         self.failures = failures
         (attempts, announce) = AsyncStream.makeStream(of: Int.self)
     }
@@ -158,24 +158,6 @@ final class FailingCallRecordStore: AppleCallRecordStore {
         }
         announce.yield(attempt)
         guard attempt > failures else { throw LedgerError(.unavailable, "the test's outage") }
-        return try await real.claimAppleCall(call, holder: holder, now: now, lease: lease)
-    }
-
-    func claimDueAppleCalls(
-        kind: AppleCallRecord.Kind, holder: String, now: Date, lease: Duration, limit: Int
-    ) async throws -> [AppleCallRecord.Call] {
-        try await real.claimDueAppleCalls(kind: kind, holder: holder, now: now, lease: lease, limit: limit)
-    }
-
-    func settleAppleCall(
-        kind: AppleCallRecord.Kind, key: String, holder: String, state: AppleCallRecord.State, detail: String?,
-        retryAt: Date?, now: Date
-    ) async throws {
-        try await real.settleAppleCall(
-            kind: kind, key: key, holder: holder, state: state, detail: detail, retryAt: retryAt, now: now)
-    }
-
-    func appleCallRecord(kind: AppleCallRecord.Kind, key: String) async throws -> AppleCallRecord? {
-        try await real.appleCallRecord(kind: kind, key: key)
+        return try await callRecords.claimAppleCall(call, holder: holder, now: now, lease: lease)
     }
 }
