@@ -17,10 +17,13 @@ public struct PostgresPool: Sendable {
     /// Connections leased so far, to tell a server that is down from a busy pool (see ``PostgresLease``).
     private let leasesGranted = LeaseCounter()
 
+    /// Reads `url` (`noun` names it in a ``PostgresURL/Problem``) and configures the pool; connects only once
+    /// ``run()`` runs.
     public init(
-        url: PostgresURL, storeName: String, connectTimeout: Duration, maximumConnections: Int,
+        url: String, noun: String, storeName: String, connectTimeout: Duration, maximumConnections: Int,
         operationTimeout: Duration, applicationName: String, logger: Logger
-    ) {
+    ) throws(PostgresURL.Problem) {
+        let url = try PostgresURL(url, noun: noun)
         self.url = url
         self.storeName = storeName
         self.connectTimeout = connectTimeout

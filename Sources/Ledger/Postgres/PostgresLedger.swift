@@ -45,17 +45,15 @@ public final class PostgresLedger: Ledger {
     }
 
     public init(url: String, configuration: LedgerConfiguration = .init(), logger: Logger) throws {
-        let parsed: PostgresURL
         do {
-            parsed = try PostgresURL(url, noun: "ledger URL")
+            pool = try PostgresPool(
+                url: url, noun: "ledger URL", storeName: "ledger", connectTimeout: configuration.connectTimeout,
+                maximumConnections: configuration.maximumConnections, operationTimeout: configuration.operationTimeout,
+                applicationName: "verify-worker", logger: logger)
         } catch {
             throw LedgerError(.invalidConfiguration, error.message)
         }
-        pool = PostgresPool(
-            url: parsed, storeName: "ledger", connectTimeout: configuration.connectTimeout,
-            maximumConnections: configuration.maximumConnections, operationTimeout: configuration.operationTimeout,
-            applicationName: "verify-worker", logger: logger)
-        self.schema = parsed.schema
+        self.schema = pool.url.schema
         self.logger = logger
     }
 

@@ -30,17 +30,15 @@ public final class PostgresEntitlementStore: EntitlementStore {
     static let migrationLockKey: Int64 = 0x7677_2D65_6E74_6974
 
     public init(url: String, settings: Settings = .init(), logger: Logger) throws {
-        let parsed: PostgresURL
         do {
-            parsed = try PostgresURL(url, noun: "store URL")
+            pool = try PostgresPool(
+                url: url, noun: "store URL", storeName: "entitlement store", connectTimeout: settings.connectTimeout,
+                maximumConnections: settings.maximumConnections, operationTimeout: settings.operationTimeout,
+                applicationName: "verify-worker-entitlements", logger: logger)
         } catch {
             throw EntitlementStoreError(.invalidConfiguration, error.message)
         }
-        pool = PostgresPool(
-            url: parsed, storeName: "entitlement store", connectTimeout: settings.connectTimeout,
-            maximumConnections: settings.maximumConnections, operationTimeout: settings.operationTimeout,
-            applicationName: "verify-worker-entitlements", logger: logger)
-        self.schema = parsed.schema
+        self.schema = pool.url.schema
         self.logger = logger
     }
 
