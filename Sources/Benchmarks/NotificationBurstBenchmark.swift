@@ -402,10 +402,8 @@ package enum NotificationBurstBenchmark {
                         record.sent.withLock { $0[index] = began }
                         let status: String
                         do {
-                            let response = try await engine.execute(
-                                TransportRequest(
-                                    method: .post, url: url, headers: [("Content-Type", "application/json")],
-                                    body: notifications[index].body, timeout: .seconds(30)))
+                            let response = try await engine.postJSON(
+                                url, body: notifications[index].body, timeout: .seconds(30))
                             status = String(response.status)
                         } catch {
                             status = "transport_error"
