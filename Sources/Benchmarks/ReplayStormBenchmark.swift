@@ -98,13 +98,6 @@ package struct ReplayStormResult: Codable, Sendable {
     package var loadAverage1m: Double?
     package var race: Scenario?
     package var storm: Scenario?
-
-    package init(cores: Int, appleLatencyMs: Int, ledger: String, workersInProcess: Bool) {
-        self.cores = cores
-        self.appleLatencyMs = appleLatencyMs
-        self.ledger = ledger
-        self.workersInProcess = workersInProcess
-    }
 }
 
 /// Runs the scenarios of `bench replay-storm` through ``DemoRun``.
