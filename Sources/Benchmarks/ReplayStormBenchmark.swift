@@ -105,11 +105,6 @@ package struct ReplayStormBenchmark: Sendable {
     package let settings: ReplayStormSettings
     package let progress: @Sendable (String) -> Void
 
-    package init(settings: ReplayStormSettings, progress: @escaping @Sendable (String) -> Void) {
-        self.settings = settings
-        self.progress = progress
-    }
-
     package func race() async throws -> ReplayStormResult.Scenario {
         let receipts = settings.receipts
         let accounts = settings.accountsPerReceipt
