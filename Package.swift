@@ -67,13 +67,15 @@ let package = Package(
         .target(name: "SQLiteStorage", dependencies: ["CSQLite"]),
         // The one table of log keys and metric names every target uses (no dependencies).
         .target(name: "Observability"),
-        // Racing an operation against its deadlines: the ledger's and the entitlement store's PostgreSQL operations,
-        // the gateway's wait for Kafka (no dependencies).
+        // Racing an operation against its deadlines: the PostgreSQL operations of the ledger and the entitlement store
+        // (through PostgresSettings' pool), the gateway's wait for Kafka (no dependencies).
         .target(name: "Deadlines"),
-        // One reading of a `postgres://` URL (sslmode, sslrootcert, schema) for the ledger and the entitlement store.
+        // One reading of a `postgres://` URL (sslmode, sslrootcert, schema), one pool with its operations' deadlines and
+        // one reading of PostgreSQL's errors for the ledger and the entitlement store.
         .target(
             name: "PostgresSettings",
             dependencies: [
+                "Deadlines",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -176,7 +178,6 @@ let package = Package(
         .target(
             name: "Ledger",
             dependencies: [
-                "Deadlines",
                 "SQLiteStorage",
                 "Observability",
                 "Decision",
@@ -265,7 +266,6 @@ let package = Package(
         .target(
             name: "Entitlements",
             dependencies: [
-                "Deadlines",
                 "PostgresSettings",
                 "SQLiteStorage",
                 "Observability",
@@ -287,6 +287,7 @@ let package = Package(
         .target(
             name: "Chaos",
             dependencies: [
+                "Gateway",
                 "RateLimiter",
                 "Observability",
                 "Kafka",
@@ -329,6 +330,7 @@ let package = Package(
                 "AppleClients",
                 "AppleSimulator",
                 "Entitlements",
+                "Gateway",
                 "Kafka",
                 "Messages",
                 "Observability",

@@ -128,9 +128,7 @@ package struct BenchAppleArguments: HarnessArguments {
             let exit = await child.stop()
             if exit != .exited(0) { output.simulatorExit = exit.map { "\($0)" } ?? "still running after SIGKILL" }
         }
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
-        print(String(decoding: try encoder.encode(output), as: UTF8.self))
+        try printJSON(output)
     }
 
     /// wrk against the simulator at `base` (0 ms of added latency), unless skipped or not installed.

@@ -86,8 +86,6 @@ package struct BenchEntitlementsArguments: HarnessArguments {
                 rate: target, seconds: visibilitySeconds, directory: directory, logger: logger)
         }
 
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
-        print(String(decoding: try encoder.encode(report), as: UTF8.self))
+        try printJSON(report)
     }
 }

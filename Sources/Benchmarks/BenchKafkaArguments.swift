@@ -44,9 +44,6 @@ package struct BenchKafkaArguments: HarnessArguments {
             messages: messages, messageBytes: size, brokers: brokers, partitions: partitions,
             producer: KafkaProducerConfiguration(maximumInFlightMessages: inFlight, lingerMilliseconds: lingerMs))
         let result = try await benchmark.run()
-        let encoder = JSONEncoder()
-        encoder.keyEncodingStrategy = .convertToSnakeCase
-        encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
-        FileHandle.standardOutput.write(try encoder.encode(result) + Data("\n".utf8))
+        try printJSON(result, snakeCaseKeys: true)
     }
 }

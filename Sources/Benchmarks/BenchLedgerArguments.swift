@@ -30,8 +30,6 @@ package struct BenchLedgerArguments: HarnessArguments {
     package func run() async throws {
         let report = try await LedgerBenchmark.runSuite(
             postgresURL: postgresURL, sqlitePath: sqlitePath, claims: claims)
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
-        print(String(decoding: try encoder.encode(report), as: UTF8.self))
+        try printJSON(report)
     }
 }

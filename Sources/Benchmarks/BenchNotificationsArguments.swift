@@ -50,9 +50,6 @@ package struct BenchNotificationsArguments: HarnessArguments {
         let result = try await NotificationBurstBenchmark.run(options) { line in
             FileHandle.standardError.write(Data((line + "\n").utf8))
         }
-        let encoder = JSONEncoder()
-        encoder.keyEncodingStrategy = .convertToSnakeCase
-        encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
-        FileHandle.standardOutput.write(try encoder.encode(result) + Data("\n".utf8))
+        try printJSON(result, snakeCaseKeys: true)
     }
 }

@@ -92,9 +92,6 @@ package struct BenchPipelineArguments: HarnessArguments {
         let result = try await PipelineBenchmark(options: options) { line in
             FileHandle.standardError.write(Data("bench pipeline: \(line)\n".utf8))
         }.run()
-        let encoder = JSONEncoder()
-        encoder.keyEncodingStrategy = .convertToSnakeCase
-        encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
-        FileHandle.standardOutput.write(try encoder.encode(result) + Data("\n".utf8))
+        try printJSON(result, snakeCaseKeys: true)
     }
 }

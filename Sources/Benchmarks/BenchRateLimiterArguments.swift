@@ -49,9 +49,7 @@ package struct BenchRateLimiterArguments: HarnessArguments {
                 stormFailureRatio: parameters.stormFailureRatio,
                 jobDeadlineSeconds: parameters.jobDeadline.milliseconds / 1000, jobsPerSecond: jobsPerSecond,
                 seed: seed, report: storm))
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
-        print(String(decoding: try encoder.encode(output), as: UTF8.self))
+        try printJSON(output)
     }
 }
 

@@ -19,8 +19,6 @@ package struct BenchReconcileArguments: HarnessArguments {
     package func run() async throws {
         let result = try await ReconcileBenchmark.run(
             notifications: notifications, requestsPerSecond: requestsPerSecond)
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
-        print(String(decoding: try encoder.encode(result), as: UTF8.self))
+        try printJSON(result)
     }
 }

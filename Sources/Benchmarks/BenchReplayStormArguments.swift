@@ -94,9 +94,6 @@ package struct BenchReplayStormArguments: HarnessArguments {
         if selected.contains("a") { result.race = try await bench.race() }
         if selected.contains("b") { result.storm = try await bench.storm() }
         result.loadAverage1m = PipelineBenchmark.loadAverage()
-        let encoder = JSONEncoder()
-        encoder.keyEncodingStrategy = .convertToSnakeCase
-        encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
-        FileHandle.standardOutput.write(try encoder.encode(result) + Data("\n".utf8))
+        try printJSON(result, snakeCaseKeys: true)
     }
 }

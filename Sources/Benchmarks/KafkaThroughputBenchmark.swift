@@ -5,25 +5,13 @@ import Kafka
 /// throughput (idempotent, acks=all, every delivery awaited) and consume-and-commit throughput (a
 /// group member reading everything and committing explicit offsets), in one run.
 public struct KafkaThroughputBenchmark: Sendable {
-    public var messages: Int
-    public var messageBytes: Int
-    public var brokers: Int
-    public var partitions: Int
+    public var messages = 100_000
+    public var messageBytes = 1024
+    public var brokers = 3
+    public var partitions = 32
     /// Commit the consumed offsets (asynchronously) every this many messages; the last commit is synchronous.
-    public var commitEvery: Int
-    public var producer: KafkaProducerConfiguration
-
-    public init(
-        messages: Int = 100_000, messageBytes: Int = 1024, brokers: Int = 3, partitions: Int = 32,
-        commitEvery: Int = 1_000, producer: KafkaProducerConfiguration = KafkaProducerConfiguration()
-    ) {
-        self.messages = messages
-        self.messageBytes = messageBytes
-        self.brokers = brokers
-        self.partitions = partitions
-        self.commitEvery = commitEvery
-        self.producer = producer
-    }
+    public var commitEvery = 1_000
+    public var producer = KafkaProducerConfiguration()
 
     /// The figures of one run, encoded with snake_case keys.
     public struct Result: Codable, Sendable {

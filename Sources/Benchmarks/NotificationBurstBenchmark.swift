@@ -298,23 +298,13 @@ package enum NotificationBurstBenchmark {
                     proof: .signedTransaction(minted.receipt), bundleID: DemoApp.bundleID, submittedAt: Date()))
         }
         let codec = MessageCodec()
-        let next = Counter()
         let allJobs = jobs
-        try await withThrowingTaskGroup(of: Void.self) { sends in
-            // Delivery reports come back in batches: a few sends in flight keep the setup short.
-            for _ in 0..<32 {
-                sends.addTask {
-                    while true {
-                        let index = next.take()
-                        guard index < allJobs.count else { return }
-                        let job = allJobs[index]
-                        _ = try await producer.send(
-                            KafkaProducerRecord(
-                                topic: Topics.jobs, key: job.messageKey, value: codec.encode(job)))
-                    }
-                }
-            }
-            try await sends.waitForAll()
+        // Each grant a chain of its own (one job per account). Delivery reports come back in batches: 32 sends in
+        // flight keep the setup short.
+        try await JobSubmitter(producer: producer).submit(
+            chains: allJobs.indices.map { [$0] }, spread: JobSubmitter.Spread(lanes: 32, chunk: 1)
+        ) { index in
+            (allJobs[index].messageKey, codec.encode(allJobs[index]))
         }
         await producer.shutdown()
         let grants = Set(jobs.map(\.jobID))
@@ -412,10 +402,8 @@ package enum NotificationBurstBenchmark {
                         record.sent.withLock { $0[index] = began }
                         let status: String
                         do {
-                            let response = try await engine.execute(
-                                TransportRequest(
-                                    method: .post, url: url, headers: [("Content-Type", "application/json")],
-                                    body: notifications[index].body, timeout: .seconds(30)))
+                            let response = try await engine.postJSON(
+                                url, body: notifications[index].body, timeout: .seconds(30))
                             status = String(response.status)
                         } catch {
                             status = "transport_error"

@@ -264,11 +264,6 @@ package struct PipelineBenchmark: Sendable {
     package var options: PipelineBenchmarkOptions
     package var progress: @Sendable (String) -> Void
 
-    package init(options: PipelineBenchmarkOptions, progress: @escaping @Sendable (String) -> Void) {
-        self.options = options
-        self.progress = progress
-    }
-
     package func run() async throws -> PipelineBenchmarkResult {
         // Before any worker starts: the gauges this benchmark watches are read back from the registry.
         let registry = MetricsBootstrap.registry()

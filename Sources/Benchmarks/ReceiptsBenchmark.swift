@@ -20,19 +20,6 @@ package struct ReceiptsBenchmark: Sendable {
     /// Instead of benchmarking, run this many mutated inputs through the analyzer.
     package var fuzz: Int?
 
-    package init(
-        fixtures: URL, seconds: Double, python: String, peersScript: String, runsPeers: Bool, onlyCases: [String],
-        fuzz: Int?
-    ) {
-        self.fixtures = fixtures
-        self.seconds = seconds
-        self.python = python
-        self.peersScript = peersScript
-        self.runsPeers = runsPeers
-        self.onlyCases = onlyCases
-        self.fuzz = fuzz
-    }
-
     /// Measures every case (or the selected ones) and the peers; returns the report as JSON text.
     package func run() async throws -> String {
         var cases = try ReceiptBenchCase.all(in: fixtures)

@@ -98,24 +98,12 @@ package struct ReplayStormResult: Codable, Sendable {
     package var loadAverage1m: Double?
     package var race: Scenario?
     package var storm: Scenario?
-
-    package init(cores: Int, appleLatencyMs: Int, ledger: String, workersInProcess: Bool) {
-        self.cores = cores
-        self.appleLatencyMs = appleLatencyMs
-        self.ledger = ledger
-        self.workersInProcess = workersInProcess
-    }
 }
 
 /// Runs the scenarios of `bench replay-storm` through ``DemoRun``.
 package struct ReplayStormBenchmark: Sendable {
     package let settings: ReplayStormSettings
     package let progress: @Sendable (String) -> Void
-
-    package init(settings: ReplayStormSettings, progress: @escaping @Sendable (String) -> Void) {
-        self.settings = settings
-        self.progress = progress
-    }
 
     package func race() async throws -> ReplayStormResult.Scenario {
         let receipts = settings.receipts

@@ -2,6 +2,7 @@ import AppleSimulator
 import Decision
 import Entitlements
 import Foundation
+import Gateway
 import Kafka
 import Ledger
 import Logging
@@ -1070,6 +1071,9 @@ struct ChaosSubmitter: Sendable {
     /// deleted meanwhile is reported by the retention check.
     let stallTimeout: Duration
     let stalls = ChaosCounter()
+    /// Sends of a message whose delivery stays unproven: a frontend sends again after `deliveryUnproven`, a bounded
+    /// number of times.
+    static let attempts = 10
 
     /// The messages cut into `count` consecutive ranges.
     func slices(_ count: Int) -> [Range<Int>] {
@@ -1083,7 +1087,8 @@ struct ChaosSubmitter: Sendable {
     func submit(_ range: Range<Int>) async throws {
         let (traffic, identities, tally, deliveries, stalls) = (traffic, identities, tally, deliveries, stalls)
         let (windowBytes, stallTimeout) = (windowBytes, stallTimeout)
-        try await TrafficSubmitter(producer: producer, spread: .windowed).submit(chains: traffic.chains(range)) {
+        let submitter = JobSubmitter(producer: producer, attempts: Self.attempts)
+        try await submitter.submit(chains: traffic.chains(range), spread: .windowed) {
             index in
             let message = traffic.messages[index]
             let identity = identities[index]

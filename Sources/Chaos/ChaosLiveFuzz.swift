@@ -1,5 +1,6 @@
 import AppleSimulator
 import Foundation
+import Gateway
 import Kafka
 import Logging
 import Messages
@@ -136,7 +137,7 @@ extension ChaosEnvironment {
             configuration: KafkaProducerConfiguration(
                 bootstrapServers: bootstrap, clientID: "\(runID)-fuzzer", messageMaxBytes: Self.frontendMessageMaxBytes),
             logger: quietLogger)
-        let submitter = TrafficSubmitter(producer: producer, spread: .windowed)
+        let submitter = JobSubmitter(producer: producer, attempts: ChaosSubmitter.attempts)
         let deliveries = ChaosDeliveryLog()
         let watch = ChaosWorkerWatch(workers: configuration.workers)
         var corpus = AdversarialJobCorpus(receiptSeeds: seeds, seed: configuration.seed ^ 0xF022, tag: "\(runID)-fuzz")
@@ -161,7 +162,7 @@ extension ChaosEnvironment {
                         report.kinds[message.kind.rawValue, default: 0] += 1
                         // The message, then its follow-up on the same key: sent one after the other, so that the
                         // follow-up is behind it in its partition and its lane.
-                        var records: [(record: KafkaProducerRecord, jobID: String?, bytes: Int)] = []
+                        var records: [(value: [UInt8], jobID: String?, bytes: Int)] = []
                         for value in [message.value] + (message.followUp.map { [$0] } ?? []) {
                             let jobID: String? =
                                 switch AdversarialJobCorpus.classify(value, codec: codec) {
@@ -177,12 +178,11 @@ extension ChaosEnvironment {
                             _ = await tally.waitForRoom(
                                 limit: max(0, window - bytes), within: configuration.settleTimeout)
                             tally.submitting(jobID: jobID, deadLetterKey: message.key, bytes: bytes, expect: true)
-                            records.append(
-                                (KafkaProducerRecord(topic: Topics.jobs, key: key, value: value), jobID, bytes))
+                            records.append((value, jobID, bytes))
                         }
                         sends.addTask {
-                            for (record, jobID, bytes) in records {
-                                let delivered = try await submitter.send(record)
+                            for (value, jobID, bytes) in records {
+                                let delivered = try await submitter.send(key: key, value: value)
                                 deliveries.delivered(
                                     ChaosDeliveryLog.Entry(
                                         jobID: jobID, deadLetterKey: message.key,

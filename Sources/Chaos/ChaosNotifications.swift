@@ -216,24 +216,13 @@ public struct ChaosLifecycleEvent: Sendable, Hashable {
     /// The `/sim/…` route.
     public var route: String
     /// `transaction_id` or `original_transaction_id`.
-    public var key: String
+    public var key = "transaction_id"
     public var transactionID: String
     /// Extra JSON members, e.g. `"days": 7`.
-    public var extra: String
+    public var extra = ""
     /// The event is about the subscription's latest transaction, known only once the run's renewals are made: the
     /// run names it in the body instead of ``transactionID`` (the subscription's chosen transaction).
-    public var latestOfSubscription: Bool
-
-    public init(
-        route: String, key: String = "transaction_id", transactionID: String, extra: String = "",
-        latestOfSubscription: Bool = false
-    ) {
-        self.route = route
-        self.key = key
-        self.transactionID = transactionID
-        self.extra = extra
-        self.latestOfSubscription = latestOfSubscription
-    }
+    public var latestOfSubscription = false
 
     var body: String { body(naming: transactionID) }
 

@@ -2,6 +2,7 @@ import AppleClients
 import Foundation
 import Messages
 import Synchronization
+import Traffic
 
 #if canImport(Glibc)
     import Glibc
@@ -18,6 +19,11 @@ enum ChaosHTTP {
     private static func execute(_ request: TransportRequest) async -> TransportResponse? {
         guard let engine = try? engine.get() else { return nil }
         return try? await engine.execute(request)
+    }
+
+    private static func postJSON(_ url: String, json: String) async -> TransportResponse? {
+        guard let engine = try? engine.get() else { return nil }
+        return try? await engine.postJSON(url, body: Array(json.utf8), timeout: .seconds(5))
     }
 
     /// The status code of a GET, or nil when nothing answered.
@@ -40,20 +46,12 @@ enum ChaosHTTP {
     /// POSTs a JSON body; true on a 2xx answer.
     @discardableResult
     static func post(_ url: String, json: String) async -> Bool {
-        let response = await execute(
-            TransportRequest(
-                method: .post, url: url, headers: [("Content-Type", "application/json")], body: Array(json.utf8),
-                timeout: .seconds(5)))
-        return response.map { (200..<300).contains($0.status) } ?? false
+        await postJSON(url, json: json).map { (200..<300).contains($0.status) } ?? false
     }
 
     /// POSTs a JSON body; the status and the JSON object answered, or nil when nothing answered.
     static func postForAnswer(_ url: String, json: String) async -> (status: Int, object: [String: Any])? {
-        let response = await execute(
-            TransportRequest(
-                method: .post, url: url, headers: [("Content-Type", "application/json")], body: Array(json.utf8),
-                timeout: .seconds(5)))
-        return response.map {
+        await postJSON(url, json: json).map {
             ($0.status, ((try? JSONSerialization.jsonObject(with: Data($0.body))) as? [String: Any]) ?? [:])
         }
     }

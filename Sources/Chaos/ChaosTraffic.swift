@@ -110,13 +110,6 @@ public struct ChaosTrafficBuilder {
     /// ``AdversarialJobCorpus/heavyShare`` of the corpus messages. Default: 1.
     public var fuzzHeavyShare = 1.0
 
-    public init(simulator: AppleSimulator, seed: UInt64, allowSandbox: Bool, runID: String) {
-        self.simulator = simulator
-        self.seed = seed
-        self.allowSandbox = allowSandbox
-        self.runID = runID
-    }
-
     /// `jobs` seed-mix jobs, then about 5% more adversarial ones, malformed messages and `fuzz` corpus messages, all
     /// shuffled in bursts so that faults meet every kind.
     public func build(jobs: Int, fuzz: Int) throws -> ChaosTraffic {

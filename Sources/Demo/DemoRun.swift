@@ -1,6 +1,7 @@
 import AppleClients
 import AppleSimulator
 import Foundation
+import Gateway
 import Kafka
 import Logging
 import Messages
@@ -469,7 +470,7 @@ package struct DemoRun: Sendable {
         let started = clock.now
         let rate = options.submitRatePerSecond
         // Each job a chain of its own: the demo's accounts have one job each in flight, and the burst must not wait.
-        try await TrafficSubmitter(producer: producer, spread: .burst).submit(chains: batch.indices.map { [$0] }) {
+        try await JobSubmitter(producer: producer).submit(chains: batch.indices.map { [$0] }, spread: .burst) {
             index in
             if let rate, rate > 0 {
                 try await clock.sleep(until: started.advanced(by: .seconds(Double(index) / rate)))

@@ -2,6 +2,7 @@ import Decision
 import Foundation
 import Messages
 import PostgresNIO
+import PostgresSettings
 import SQLiteStorage
 
 extension SQLiteLedger {

@@ -40,18 +40,8 @@ public struct MessageCodec: Sendable {
         guard bytes.count <= maximumMessageBytes else {
             throw MessageError(.oversized, "\(bytes.count) bytes, limit \(maximumMessageBytes)")
         }
-        let decoder = JSONDecoder()
-        decoder.dateDecodingStrategy = .custom { decoder in
-            let container = try decoder.singleValueContainer()
-            let text = try container.decode(String.self)
-            guard let date = RFC3339.parse(text) else {
-                throw DecodingError.dataCorruptedError(
-                    in: container, debugDescription: "not an RFC 3339 date-time")
-            }
-            return date
-        }
         do {
-            return try decoder.decode(T.self, from: Data(bytes))
+            return try RFC3339.jsonDecoder().decode(T.self, from: Data(bytes))
         } catch let error as MessageError {
             throw error
         } catch let error as DecodingError {
@@ -62,12 +52,7 @@ public struct MessageCodec: Sendable {
     }
 
     static func encodeValue(_ value: some Encodable) -> [UInt8] {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        encoder.dateEncodingStrategy = .custom { date, encoder in
-            var container = encoder.singleValueContainer()
-            try container.encode(RFC3339.format(date))
-        }
+        let encoder = RFC3339.jsonEncoder()
         // Encoding these value types cannot fail: every field is a string, number, bool, date or array of them.
         return (try? Array(encoder.encode(value))) ?? []
     }

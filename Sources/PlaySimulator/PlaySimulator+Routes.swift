@@ -10,7 +10,7 @@ extension PlaySimulator {
 
         // Google's routes: counted, subject to faults, bearer tokens checked.
         router.post("token") { request, _ -> Response in
-            let body = try await Self.bytes(of: request, upTo: self.configuration.maxBodyBytes)
+            let body = try await Self.bytes(of: request, upTo: self.configuration.maximumBodyBytes)
             return await self.googleCall(.token, authorization: nil, packageName: "") {
                 let (status, object) = self.oauth.tokenAnswer(formBody: body)
                 return PlayReply(status, PlayAPIAnswers.json(object))
@@ -45,7 +45,7 @@ extension PlaySimulator {
                 case ("subscriptions", "acknowledge"): route = .subscriptionsAcknowledge
                 default: return Self.response(PlayReply.notFoundRoute)
                 }
-                let body = try await Self.bytes(of: request, upTo: self.configuration.maxBodyBytes)
+                let body = try await Self.bytes(of: request, upTo: self.configuration.maximumBodyBytes)
                 return await self.googleCall(
                     route, authorization: request.headers[.authorization], packageName: package
                 ) {

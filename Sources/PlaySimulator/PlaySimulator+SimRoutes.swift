@@ -94,7 +94,7 @@ extension PlaySimulator {
     ) {
         router.post(RouterPath(path)) { request, _ -> Response in
             self.stats.record(request: path)
-            let body = try await Self.bytes(of: request, upTo: self.configuration.maxBodyBytes)
+            let body = try await Self.bytes(of: request, upTo: self.configuration.maximumBodyBytes)
             guard
                 let object = (try? JSONSerialization.jsonObject(with: Data(body.isEmpty ? Array("{}".utf8) : body)))
                     as? [String: Any]

@@ -22,7 +22,7 @@ public struct PlaySimulatorConfiguration: Sendable {
     /// Random numbers for fault ratios. Default: the system generator.
     public var random: any PlayRandomSource = PlaySystemRandom()
     /// The largest request body accepted (bytes). Default: 1 MiB.
-    public var maxBodyBytes: Int = 1 << 20
+    public var maximumBodyBytes: Int = 1 << 20
     /// The logger. Default: label `play-sim`, level `notice`.
     public var logger: Logger = {
         var logger = Logger(label: "play-sim")

@@ -148,8 +148,25 @@ public struct PostgresURL: Sendable {
     }
 
     /// postgres-nio's client configuration for this URL (pool and startup options are the caller's).
-    public func clientConfiguration() -> PostgresClient.Configuration {
-        PostgresClient.Configuration(
+    /// The pool's configuration of a store: at most `maximumConnections`, none kept idle, `connectTimeout` per
+    /// connection attempt, and the server told to end a statement or a lock wait at `operationTimeout` (the store's
+    /// own deadline ends the call at the same time) and to use the URL's schema.
+    public func clientConfiguration(
+        connectTimeout: Duration, maximumConnections: Int, operationTimeout: Duration, applicationName: String
+    ) -> PostgresClient.Configuration {
+        var configuration = PostgresClient.Configuration(
             host: host, port: port, username: user, password: password, database: database, tls: tls)
+        configuration.options.connectTimeout = connectTimeout
+        configuration.options.maximumConnections = max(1, maximumConnections)
+        configuration.options.minimumConnections = 0
+        let milliseconds =
+            operationTimeout.components.seconds * 1000 + operationTimeout.components.attoseconds / 1_000_000_000_000_000
+        configuration.options.additionalStartupParameters = [
+            ("statement_timeout", "\(max(1, milliseconds))"),
+            ("lock_timeout", "\(max(1, milliseconds))"),
+            ("application_name", applicationName),
+        ]
+        if let schema { configuration.options.additionalStartupParameters.append(("search_path", schema)) }
+        return configuration
     }
 }

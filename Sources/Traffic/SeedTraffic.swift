@@ -86,11 +86,6 @@ public struct TrafficReceipt: Sendable, Hashable {
     /// Base64 for app and transaction receipts, the compact JWS for signed transactions.
     public var receipt: String
     public var transactionID: String
-
-    public init(receipt: String, transactionID: String) {
-        self.receipt = receipt
-        self.transactionID = transactionID
-    }
 }
 
 /// Where generated traffic gets genuine receipts: the in-process ``AppleSimulator`` or a simulator reached over

@@ -64,10 +64,7 @@ extension SubmitArguments {
             throw ValidationError("--catalog-file must name a bundle id and at least one product")
         }
         let minter = RemoteSimulatorMinter(baseURL: simulator) { url, body in
-            let response = try await engine.execute(
-                TransportRequest(
-                    method: .post, url: url, headers: [("Content-Type", "application/json")], body: body,
-                    timeout: .seconds(30)))
+            let response = try await engine.postJSON(url, body: body, timeout: .seconds(30))
             return (response.status, response.body)
         }
         return SeedTrafficPlan(

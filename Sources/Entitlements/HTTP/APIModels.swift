@@ -260,14 +260,4 @@ enum APIModels {
         var error: String
         var message: String
     }
-
-    static func encoder() -> JSONEncoder {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        encoder.dateEncodingStrategy = .custom { date, encoder in
-            var container = encoder.singleValueContainer()
-            try container.encode(RFC3339.format(date))
-        }
-        return encoder
-    }
 }

@@ -280,7 +280,7 @@ public final class EntitlementAPI: Service, Sendable {
         return decoded
     }
 
-    static let encoder = APIModels.encoder()
+    static let encoder = RFC3339.jsonEncoder()
 
     static func json(_ status: HTTPResponse.Status, _ body: any Encodable) -> Response {
         let bytes = (try? encoder.encode(body)) ?? Data("{}".utf8)

@@ -161,17 +161,8 @@ struct ProjectionKeys {
 /// them).
 enum StoredJSON {
     static func decode<T: Decodable>(_ type: T.Type, _ text: String) throws -> T {
-        let decoder = JSONDecoder()
-        decoder.dateDecodingStrategy = .custom { decoder in
-            let container = try decoder.singleValueContainer()
-            let text = try container.decode(String.self)
-            guard let date = RFC3339.parse(text) else {
-                throw DecodingError.dataCorruptedError(in: container, debugDescription: "not an RFC 3339 date-time")
-            }
-            return date
-        }
         do {
-            return try decoder.decode(T.self, from: Data(text.utf8))
+            return try RFC3339.jsonDecoder().decode(T.self, from: Data(text.utf8))
         } catch {
             throw EntitlementStoreError(.corrupt, "a stored \(T.self) could not be read back")
         }

@@ -1,5 +1,6 @@
 import Foundation
 import PostgresNIO
+import PostgresSettings
 
 /// The cluster's follow-up records (`apple_call_records`, docs/LEDGER.md): single statements, atomic under READ COMMITTED.
 extension PostgresLedger {

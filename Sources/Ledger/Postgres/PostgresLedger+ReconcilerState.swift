@@ -1,5 +1,6 @@
 import Foundation
 import PostgresNIO
+import PostgresSettings
 
 /// The reconciler's lease and checkpoint (docs/LEDGER.md): single statements, atomic under READ COMMITTED.
 extension PostgresLedger {

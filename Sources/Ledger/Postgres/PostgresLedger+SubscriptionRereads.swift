@@ -1,5 +1,6 @@
 import Foundation
 import PostgresNIO
+import PostgresSettings
 
 /// The reconciler's list of subscriptions to re-read, and its record of re-reads (docs/LEDGER.md).
 extension PostgresLedger {

@@ -1,6 +1,7 @@
 import Decision
 import Foundation
 import PostgresNIO
+import PostgresSettings
 
 /// The cluster's verification leases (docs/LEDGER.md): single statements, atomic under READ COMMITTED, one round
 /// trip each in the common case.

@@ -1,4 +1,3 @@
-import Deadlines
 import Decision
 import Foundation
 import Logging
@@ -18,20 +17,15 @@ import Synchronization
 /// Every operation has a deadline (``LedgerConfiguration/operationTimeout``, and `statement_timeout` on the
 /// server); a database that is down gives ``LedgerError/Code/unavailable`` within the connect timeout.
 public final class PostgresLedger: Ledger {
-    private let client: PostgresClient
+    private let pool: PostgresPool
     private let logger: Logger
-    private let configuration: LedgerConfiguration
     private let codec = MessageCodec()
     /// The database named by the URL, for logs (never the password).
-    public let target: String
+    public var target: String { pool.target }
     /// The schema holding the tables (`schema=` in the URL); `nil` means the user's default search path.
     public let schema: String?
-    /// The URL as read, for the certificate check at migration.
-    private let url: PostgresURL
     /// Tests only: SQL to run on the transaction's own connection at a labelled point of `apply`
     /// (`verdict`, `claim`), to make the database go away mid-transaction.
-    /// Connections leased so far, to tell a server that is down from a busy pool (see ``PostgresLease``).
-    private let leasesGranted = LeaseCounter()
     private let faultHook = Mutex<(@Sendable (String) -> String?)?>(nil)
 
     /// Key of the advisory lock that serializes migrations across workers ("vw-ledgr" in ASCII).
@@ -51,45 +45,25 @@ public final class PostgresLedger: Ledger {
     }
 
     public init(url: String, configuration: LedgerConfiguration = .init(), logger: Logger) throws {
-        let parsed: PostgresURL
         do {
-            parsed = try PostgresURL(url, noun: "ledger URL")
+            pool = try PostgresPool(
+                url: url, noun: "ledger URL", storeName: "ledger", connectTimeout: configuration.connectTimeout,
+                maximumConnections: configuration.maximumConnections, operationTimeout: configuration.operationTimeout,
+                applicationName: "verify-worker", logger: logger)
         } catch {
             throw LedgerError(.invalidConfiguration, error.message)
         }
-        var config = parsed.clientConfiguration()
-        config.options.connectTimeout = configuration.connectTimeout
-        config.options.maximumConnections = max(1, configuration.maximumConnections)
-        config.options.minimumConnections = 0
-        let milliseconds =
-            configuration.operationTimeout.components.seconds * 1000
-            + configuration.operationTimeout.components.attoseconds / 1_000_000_000_000_000
-        let schema = parsed.schema
-        self.schema = schema
-        config.options.additionalStartupParameters = [
-            ("statement_timeout", "\(max(1, milliseconds))"),
-            ("lock_timeout", "\(max(1, milliseconds))"),
-            ("application_name", "verify-worker"),
-        ]
-        if let schema { config.options.additionalStartupParameters.append(("search_path", schema)) }
-        self.configuration = configuration
+        self.schema = pool.url.schema
         self.logger = logger
-        self.target = parsed.target
-        self.url = parsed
-        client = PostgresClient(configuration: config, backgroundLogger: logger)
     }
 
     public func run() async throws {
-        await client.run()
+        await pool.run()
     }
 
     public func migrate() async throws {
-        // A certificate TLS refuses is a setting to fix, not a server that is down: said once, not retried.
-        if let refusal = await url.certificateRefusal(connectTimeout: configuration.connectTimeout, logger: logger) {
-            throw LedgerError(
-                .invalidConfiguration,
-                "PostgreSQL at \(target): TLS refused the server's certificate (sslmode=\(url.sslMode)"
-                    + "\(url.rootCertificatePath.map { ", sslrootcert=\($0)" } ?? "")): \(refusal)")
+        if let refusal = await pool.certificateRefusal(logger: logger) {
+            throw LedgerError(.invalidConfiguration, refusal)
         }
         let schema = self.schema
         let applied = try await operation("migrate") { pool, logger in
@@ -351,70 +325,34 @@ public final class PostgresLedger: Ledger {
         }
     }
 
-    /// Runs one ledger operation with its deadlines, turning every failure into a ``LedgerError``:
-    /// no connection within ``LedgerConfiguration/connectTimeout`` while no other operation got one either (the
-    /// server is down or unreachable: the pool keeps retrying in the background and would hold the request for up
-    /// to a minute) gives
-    /// ``LedgerError/Code/unavailable``; the whole operation taking longer than
-    /// ``LedgerConfiguration/operationTimeout`` gives ``LedgerError/Code/timeout``.
+    /// Runs one ledger operation with its deadlines (``PostgresPool/operation(_:failure:_:)``: no connection within
+    /// ``LedgerConfiguration/connectTimeout`` gives ``LedgerError/Code/unavailable``, the whole operation taking longer
+    /// than ``LedgerConfiguration/operationTimeout`` ``LedgerError/Code/timeout``), every failure a ``LedgerError``.
     func operation<T: Sendable>(
         _ what: String, _ body: @escaping @Sendable (PostgresLease, Logger) async throws -> T
     ) async throws -> T {
-        let lease = PostgresLease(client: client, granted: leasesGranted)
         let logger = self.logger
-        let target = self.target
-        let connectTimeout = configuration.connectTimeout
-        do {
-            let operationTimeout = configuration.operationTimeout
-            return try await withDeadline(
-                operationTimeout,
-                onTimeout: { LedgerError(.timeout, "ledger \(what) took longer than \(operationTimeout)") },
-                connect: (
-                    connectTimeout, { !lease.starved },
-                    {
-                        LedgerError(
-                            .unavailable,
-                            "PostgreSQL \(what): no connection to \(target) within \(connectTimeout) "
-                                + "(server down or unreachable)")
-                    }
-                )
-            ) {
-                try await body(lease, logger)
-            }
-        } catch let error as LedgerError {
-            throw error
-        } catch let error as CancellationError {
-            throw error
-        } catch {
-            throw Self.ledgerError(error, what)
+        return try await pool.operation(what, failure: { Self.ledgerError($0, what) }) { lease in
+            try await body(lease, logger)
         }
     }
 
     static func ledgerError(_ error: any Error, _ what: String) -> LedgerError {
-        if let error = error as? PSQLError {
-            let state = error.serverInfo?[.sqlState]
-            let message = error.serverInfo?[.message] ?? "\(error.code)"
-            let code: LedgerError.Code
-            switch (error.code, state) {
-            case (.server, "57014"?): code = .timeout  // statement_timeout
-            case (.server, "55P03"?), (.server, "40001"?), (.server, "40P01"?): code = .busy
-            case (.server, let s?) where s.hasPrefix("57P") || s.hasPrefix("08") || s.hasPrefix("53"):
-                code = .unavailable
-            case (.server, "23505"?): code = .contention  // unique_violation: a race with another writer
-            // Data exceptions (class 22: an encoding such as NUL in text, a value out of range), integrity
-            // constraints (23) and program limits (54): the same values are refused again, whenever asked.
-            case (.server, let s?) where s.hasPrefix("22") || s.hasPrefix("23") || s.hasPrefix("54"):
-                code = .refused
-            case (.server, _): code = .database
-            default: code = .unavailable  // connection errors, closed connections, SSL, authentication
-            }
-            return LedgerError(code, "PostgreSQL \(what) failed: \(message)\(state.map { " (SQLSTATE \($0))" } ?? "")")
+        if let failure = PostgresFailure(error, what) {
+            let code: LedgerError.Code =
+                switch failure.kind {
+                case .timeout: .timeout
+                case .busy: .busy
+                case .uniqueViolation: .contention  // a race with another writer
+                case .refused: .refused
+                case .unavailable: .unavailable
+                case .corrupt: .corrupt
+                case .database: .database
+                }
+            return LedgerError(code, failure.detail)
         }
         if let error = error as? PostgresTransactionError {
             return ledgerError(error.beginError ?? error.closureError ?? error.commitError ?? error, what)
-        }
-        if error is PostgresDecodingError {
-            return LedgerError(.corrupt, "PostgreSQL \(what): a row could not be decoded")
         }
         if let error = error as? LedgerError { return error }
         let text = String(describing: error)
@@ -457,38 +395,4 @@ extension AsyncSequence {
         for try await element in self { elements.append(element) }
         return elements
     }
-}
-
-/// One operation's access to the pool. It records whether the operation got a connection, and counts the
-/// connections every operation of the ledger got (`granted`), so that an operation still waiting at the connect
-/// timeout can tell a server that is down (nobody got one since it started) from a pool that is only busy.
-final class PostgresLease: Sendable {
-    let client: PostgresClient
-    let granted: LeaseCounter
-    let grantedAtStart: Int
-    let connected = Atomic<Bool>(false)
-
-    init(client: PostgresClient, granted: LeaseCounter) {
-        self.client = client
-        self.granted = granted
-        self.grantedAtStart = granted.value.load(ordering: .acquiring)
-    }
-
-    /// True when the operation is stuck: it has no connection and nobody got one since it started.
-    var starved: Bool {
-        !connected.load(ordering: .acquiring) && granted.value.load(ordering: .acquiring) == grantedAtStart
-    }
-
-    func withConnection<R>(_ body: (PostgresConnection) async throws -> R) async throws -> R {
-        try await client.withConnection { connection in
-            connected.store(true, ordering: .releasing)
-            _ = granted.value.wrappingAdd(1, ordering: .releasing)
-            return try await body(connection)
-        }
-    }
-}
-
-/// How many connections a ledger's operations have leased (wrapping), see ``PostgresLease``.
-final class LeaseCounter: Sendable {
-    let value = Atomic<Int>(0)
 }

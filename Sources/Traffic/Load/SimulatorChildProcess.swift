@@ -1,5 +1,6 @@
 import AppleClients
 import Foundation
+
 /// The Apple simulator in a process of its own (`verify-worker apple-sim --port 0`), so that a benchmark of the
 /// client is not charged for the simulator's work (its handlers, its sleeping requests) in the same runtime.
 public struct SimulatorChildProcess: Sendable {
@@ -77,10 +78,7 @@ public struct SimulatorControl: Sendable {
     }
 
     private func post(_ path: String, body: [UInt8]) async throws -> [UInt8] {
-        let response = try await transport.execute(
-            TransportRequest(
-                method: .post, url: baseURL + "/" + path, headers: [("Content-Type", "application/json")],
-                body: body, timeout: .seconds(30)))
+        let response = try await transport.postJSON(baseURL + "/" + path, body: body, timeout: .seconds(30))
         guard response.status == 200 else {
             throw Failure(description: "/\(path) answered HTTP \(response.status)")
         }

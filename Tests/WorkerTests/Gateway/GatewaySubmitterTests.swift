@@ -52,6 +52,44 @@ struct GatewaySubmitterTests {
             #expect(order.count == 300 / accounts)
         }
     }
+
+    /// The harness's entry: chains of prepared messages over lanes and chunks smaller than the input, so chains of
+    /// several chunks and lanes run side by side.
+    @Test(
+        "40 chains of 5 prepared messages over 3 lanes of 7: each chain lands in order, each reported with its offset")
+    func chainsInOrder() async throws {
+        let cluster = try KafkaTest.cluster(brokers: 1, topics: ["receipt-jobs": 4])
+        let producer = try KafkaTest.producer(cluster)
+        let chains = (0..<40).map { chain in (0..<5).map { chain * 5 + $0 } }
+        let reports = Mutex<[Int: KafkaDeliveryReport]>([:])
+        try await JobSubmitter(producer: producer).submit(chains: chains, spread: .init(lanes: 3, chunk: 7)) {
+            index in
+            (Array("chain-\(index / 5)".utf8), Array("\(index)".utf8))
+        } delivered: { index, report in
+            reports.withLock { $0[index] = report }
+        }
+        let delivered = reports.withLock { $0 }
+        #expect(delivered.count == 200)
+        #expect(delivered.values.filter { !$0.hasOffset }.isEmpty)
+        let stored = try await KafkaTest.storedCount(producer, topic: "receipt-jobs", partitions: 4)
+        await producer.shutdown()
+        #expect(stored == 200)
+
+        let consumer = try KafkaTest.consumer(cluster.bootstrapServers, group: KafkaTest.uniqueGroup("submit-chains"))
+        try consumer.subscribe(topics: ["receipt-jobs"])
+        let messages = try await KafkaTest.collect(consumer.events, messages: stored)
+        await consumer.close()
+        var byChain: [String: [Int]] = [:]
+        for message in messages {
+            let index = Int(String(decoding: try #require(message.value), as: UTF8.self)) ?? -1
+            byChain[String(decoding: try #require(message.key), as: UTF8.self), default: []].append(index)
+        }
+        #expect(byChain.count == 40)
+        for (chain, order) in byChain {
+            #expect(order == order.sorted(), "\(chain) out of order")
+            #expect(order.count == 5)
+        }
+    }
 }
 
 /// A fixed list of items as an async sequence.

@@ -5,11 +5,13 @@ import Foundation
 
 /// A test double of a ledger that changes one or two operations and hands every other one to the real ledger it
 /// wraps: a conforming type implements only what it changes (its own implementation wins over these).
-protocol ForwardingLedger: Ledger {
+protocol ForwardingLedger: Ledger, ForwardingCallRecordStore {
     var base: any Ledger { get }
 }
 
 extension ForwardingLedger {
+    var callRecords: any FollowUpRecordStore { base }
+
     func run() async throws { try await base.run() }
     func migrate() async throws { try await base.migrate() }
     func schemaVersions() async throws -> [Int] { try await base.schemaVersions() }
@@ -50,32 +52,6 @@ extension ForwardingLedger {
 
     func removeExpiredVerificationLeases(before now: Date) async throws -> Int {
         try await base.removeExpiredVerificationLeases(before: now)
-    }
-
-    // MARK: Follow-up call records
-
-    func claimFollowUp(
-        _ call: FollowUpRecord.Call, holder: String, now: Date, lease: Duration
-    ) async throws -> FollowUpClaim {
-        try await base.claimFollowUp(call, holder: holder, now: now, lease: lease)
-    }
-
-    func claimDueFollowUps(
-        kind: FollowUpRecord.Kind, holder: String, now: Date, lease: Duration, limit: Int
-    ) async throws -> [FollowUpRecord.Call] {
-        try await base.claimDueFollowUps(kind: kind, holder: holder, now: now, lease: lease, limit: limit)
-    }
-
-    func settleFollowUp(
-        kind: FollowUpRecord.Kind, key: String, holder: String, state: FollowUpRecord.State, detail: String?,
-        retryAt: Date?, now: Date
-    ) async throws {
-        try await base.settleFollowUp(
-            kind: kind, key: key, holder: holder, state: state, detail: detail, retryAt: retryAt, now: now)
-    }
-
-    func followUpRecord(kind: FollowUpRecord.Kind, key: String) async throws -> FollowUpRecord? {
-        try await base.followUpRecord(kind: kind, key: key)
     }
 
     // MARK: The reconciler's state

@@ -55,6 +55,23 @@ struct HarnessSeparationTests {
         }
     }
 
+    /// The product's `JobSubmitter` is the one way a harness puts jobs on `receipt-jobs`: a harness file that
+    /// proves a delivery itself or builds a record for the jobs topic is a second submitter coming back.
+    @Test("the harness submits jobs only through the product's JobSubmitter")
+    func harnessSubmitsThroughJobSubmitter() throws {
+        let ownRecord = try NSRegularExpression(pattern: #"KafkaProducerRecord\(\s*topic:\s*Topics\.jobs\b"#)
+        var offenders: [String] = []
+        for target in Self.harnessTargets.sorted() {
+            for (path, text) in try TestEnvironment.swiftFiles(under: "Sources/\(target)") {
+                let range = NSRange(text.startIndex..., in: text)
+                if text.contains("sendConfirmed(") || ownRecord.firstMatch(in: text, range: range) != nil {
+                    offenders.append(path)
+                }
+            }
+        }
+        #expect(offenders.isEmpty, "harness files that submit jobs themselves: \(offenders.sorted())")
+    }
+
     @Test("no test imports the executable: tests import libraries, and run the built binary as a child")
     func testsImportNoExecutable() throws {
         var offenders: [String] = []

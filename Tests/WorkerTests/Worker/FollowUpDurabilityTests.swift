@@ -134,15 +134,15 @@ struct FollowUpDurabilityTests {
 
 /// A call record store whose claims fail as a PostgreSQL outage does (`LedgerError.unavailable`) the first `failures`
 /// times, then go to the real store. Every attempt is announced on `attempts`.
-final class FailingCallRecordStore: FollowUpRecordStore {
-    private let real: any FollowUpRecordStore
+final class FailingCallRecordStore: ForwardingCallRecordStore {
+    let callRecords: any FollowUpRecordStore
     private let failures: Int
     private let count = Mutex(0)
     let attempts: AsyncStream<Int>
     private let announce: AsyncStream<Int>.Continuation
 
     init(_ real: any FollowUpRecordStore, failures: Int) {
-        self.real = real
+        self.callRecords = real
         self.failures = failures
         (attempts, announce) = AsyncStream.makeStream(of: Int.self)
     }
@@ -158,24 +158,6 @@ final class FailingCallRecordStore: FollowUpRecordStore {
         }
         announce.yield(attempt)
         guard attempt > failures else { throw LedgerError(.unavailable, "the test's outage") }
-        return try await real.claimFollowUp(call, holder: holder, now: now, lease: lease)
-    }
-
-    func claimDueFollowUps(
-        kind: FollowUpRecord.Kind, holder: String, now: Date, lease: Duration, limit: Int
-    ) async throws -> [FollowUpRecord.Call] {
-        try await real.claimDueFollowUps(kind: kind, holder: holder, now: now, lease: lease, limit: limit)
-    }
-
-    func settleFollowUp(
-        kind: FollowUpRecord.Kind, key: String, holder: String, state: FollowUpRecord.State, detail: String?,
-        retryAt: Date?, now: Date
-    ) async throws {
-        try await real.settleFollowUp(
-            kind: kind, key: key, holder: holder, state: state, detail: detail, retryAt: retryAt, now: now)
-    }
-
-    func followUpRecord(kind: FollowUpRecord.Kind, key: String) async throws -> FollowUpRecord? {
-        try await real.followUpRecord(kind: kind, key: key)
+        return try await callRecords.claimFollowUp(call, holder: holder, now: now, lease: lease)
     }
 }

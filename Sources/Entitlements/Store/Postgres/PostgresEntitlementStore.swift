@@ -1,4 +1,3 @@
-import Deadlines
 import Foundation
 import Logging
 import Messages
@@ -6,7 +5,6 @@ import Observability
 import PostgresNIO
 import PostgresSettings
 import SQLiteStorage
-import Synchronization
 
 /// The entitlement store for a cluster of entitlement services
 /// (`postgres://user[:password]@host[:port]/db[?sslmode=MODE][&sslrootcert=PATH][&schema=NAME]`, read by
@@ -23,53 +21,32 @@ public final class PostgresEntitlementStore: EntitlementStore {
         public init() {}
     }
 
-    private let client: PostgresClient
+    private let pool: PostgresPool
     private let logger: Logger
-    private let settings: Settings
-    private let granted = AtomicCounter()
-    public let target: String
+    public var target: String { pool.target }
     public let schema: String?
-    /// The URL as read, for the certificate check at migration.
-    private let url: PostgresURL
 
     /// Key of the advisory lock that serializes migrations ("vw-entit" in ASCII).
     static let migrationLockKey: Int64 = 0x7677_2D65_6E74_6974
 
     public init(url: String, settings: Settings = .init(), logger: Logger) throws {
-        let parsed: PostgresURL
         do {
-            parsed = try PostgresURL(url, noun: "store URL")
+            pool = try PostgresPool(
+                url: url, noun: "store URL", storeName: "entitlement store", connectTimeout: settings.connectTimeout,
+                maximumConnections: settings.maximumConnections, operationTimeout: settings.operationTimeout,
+                applicationName: "verify-worker-entitlements", logger: logger)
         } catch {
             throw EntitlementStoreError(.invalidConfiguration, error.message)
         }
-        let schema = parsed.schema
-        var config = parsed.clientConfiguration()
-        config.options.connectTimeout = settings.connectTimeout
-        config.options.maximumConnections = max(1, settings.maximumConnections)
-        config.options.minimumConnections = 0
-        let milliseconds = max(1, settings.operationTimeout.nanoseconds / 1_000_000)
-        config.options.additionalStartupParameters = [
-            ("statement_timeout", "\(milliseconds)"), ("lock_timeout", "\(milliseconds)"),
-            ("application_name", "verify-worker-entitlements"),
-        ]
-        if let schema { config.options.additionalStartupParameters.append(("search_path", schema)) }
-        self.schema = schema
-        self.settings = settings
+        self.schema = pool.url.schema
         self.logger = logger
-        self.target = parsed.target
-        self.url = parsed
-        client = PostgresClient(configuration: config, backgroundLogger: logger)
     }
 
-    public func run() async throws { await client.run() }
+    public func run() async throws { await pool.run() }
 
     public func migrate() async throws {
-        // A certificate TLS refuses is a setting to fix, not a server that is down: said once, not retried.
-        if let refusal = await url.certificateRefusal(connectTimeout: settings.connectTimeout, logger: logger) {
-            throw EntitlementStoreError(
-                .invalidConfiguration,
-                "PostgreSQL at \(target): TLS refused the server's certificate (sslmode=\(url.sslMode)"
-                    + "\(url.rootCertificatePath.map { ", sslrootcert=\($0)" } ?? "")): \(refusal)")
+        if let refusal = await pool.certificateRefusal(logger: logger) {
+            throw EntitlementStoreError(.invalidConfiguration, refusal)
         }
         let schema = self.schema
         let applied = try await operation("migrate") { connection, logger in
@@ -536,80 +513,26 @@ public final class PostgresEntitlementStore: EntitlementStore {
     private func operation<T: Sendable>(
         _ what: String, _ body: @escaping @Sendable (PostgresConnection, Logger) async throws -> T
     ) async throws -> T {
-        let client = self.client
         let logger = self.logger
-        let target = self.target
-        let connectTimeout = settings.connectTimeout
-        // Connections leased by any operation so far: one still waiting at the connect timeout while nobody got a
-        // connection means the server is down, not that the pool is busy.
-        let granted = self.granted
-        let grantedAtStart = granted.value.load(ordering: .acquiring)
-        let connected = AtomicFlag()
-        do {
-            let operationTimeout = settings.operationTimeout
-            return try await withDeadline(
-                operationTimeout,
-                onTimeout: {
-                    EntitlementStoreError(.timeout, "entitlement store \(what) took longer than \(operationTimeout)")
-                },
-                connect: (
-                    connectTimeout,
-                    {
-                        connected.value.load(ordering: .acquiring)
-                            || granted.value.load(ordering: .acquiring) != grantedAtStart
-                    },
-                    {
-                        EntitlementStoreError(
-                            .unavailable,
-                            "PostgreSQL \(what): no connection to \(target) within \(connectTimeout) (server down or unreachable)"
-                        )
-                    }
-                )
-            ) {
-                try await client.withConnection { connection in
-                    connected.value.store(true, ordering: .releasing)
-                    granted.value.wrappingAdd(1, ordering: .releasing)
-                    return try await body(connection, logger)
-                }
-            }
-        } catch let error as EntitlementStoreError {
-            throw error
-        } catch let error as CancellationError {
-            throw error
-        } catch {
-            throw Self.storeError(error, what)
+        return try await pool.operation(what, failure: { Self.storeError($0, what) }) { lease in
+            try await lease.withConnection { connection in try await body(connection, logger) }
         }
     }
 
     static func storeError(_ error: any Error, _ what: String) -> EntitlementStoreError {
-        if let error = error as? PSQLError {
-            let state = error.serverInfo?[.sqlState]
-            let message = error.serverInfo?[.message] ?? "\(error.code)"
-            let code: EntitlementStoreError.Code
-            switch (error.code, state) {
-            case (.server, "57014"?): code = .timeout
-            case (.server, "55P03"?), (.server, "40001"?), (.server, "40P01"?), (.server, "23505"?): code = .busy
-            case (.server, let s?) where s.hasPrefix("57P") || s.hasPrefix("08") || s.hasPrefix("53"):
-                code = .unavailable
-            case (.server, _): code = .database
-            default: code = .unavailable
-            }
-            return EntitlementStoreError(
-                code, "PostgreSQL \(what) failed: \(message)\(state.map { " (SQLSTATE \($0))" } ?? "")")
-        }
-        if error is PostgresDecodingError {
-            return EntitlementStoreError(.corrupt, "PostgreSQL \(what): a row could not be decoded")
+        if let failure = PostgresFailure(error, what) {
+            // The projection retries a batch on any of these, so a lost race is one more busy moment and a refusal
+            // of the values one more database error.
+            let code: EntitlementStoreError.Code =
+                switch failure.kind {
+                case .timeout: .timeout
+                case .busy, .uniqueViolation: .busy
+                case .refused, .database: .database
+                case .unavailable: .unavailable
+                case .corrupt: .corrupt
+                }
+            return EntitlementStoreError(code, failure.detail)
         }
         return EntitlementStoreError(.unavailable, "PostgreSQL \(what) failed: \(String(describing: error))")
     }
-}
-
-/// A shared atomic counter (connections leased).
-final class AtomicCounter: Sendable {
-    let value = Atomic<Int>(0)
-}
-
-/// A shared atomic flag (an operation got its connection).
-final class AtomicFlag: Sendable {
-    let value = Atomic<Bool>(false)
 }
