@@ -143,6 +143,7 @@ let package = Package(
         .target(
             name: "AppleSimulator",
             dependencies: [
+                "Operations",
                 "Messages",
                 "AppleClients",
                 .product(name: "Crypto", package: "swift-crypto"),
@@ -159,6 +160,7 @@ let package = Package(
         .target(
             name: "PlaySimulator",
             dependencies: [
+                "Operations",
                 "Messages",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "_CryptoExtras", package: "swift-crypto"),

@@ -3,6 +3,7 @@ import Foundation
 import Hummingbird
 import Logging
 import Messages
+import Operations
 import Synchronization
 
 /// How an `AppleSimulator` runs. Each key has a flag of `verify-worker apple-sim`.
@@ -79,7 +80,7 @@ public final class AppleSimulator: Sendable {
     let verifyReceipt: VerifyReceiptService
     let serverAPI: ServerAPIService
     let notifications: NotificationDispatcher
-    private let readiness = Readiness()
+    private let readiness = PortReadiness()
 
     public init(configuration: AppleSimulatorConfiguration = .init()) throws {
         self.configuration = configuration
@@ -212,52 +213,6 @@ public final class AppleSimulator: Sendable {
             }
     }
 }
-
-/// Hands the bound port to whoever awaits readiness.
-final class Readiness: Sendable {
-    private enum State {
-        case waiting([CheckedContinuation<Int, any Error>])
-        case ready(Int)
-        case failed(any Error)
-    }
-
-    private let state = Mutex(State.waiting([]))
-
-    func ready(port: Int) {
-        let waiters = state.withLock { state -> [CheckedContinuation<Int, any Error>] in
-            guard case .waiting(let waiters) = state else { return [] }
-            state = .ready(port)
-            return waiters
-        }
-        for waiter in waiters { waiter.resume(returning: port) }
-    }
-
-    func fail(_ error: any Error) {
-        let waiters = state.withLock { state -> [CheckedContinuation<Int, any Error>] in
-            guard case .waiting(let waiters) = state else { return [] }
-            state = .failed(error)
-            return waiters
-        }
-        for waiter in waiters { waiter.resume(throwing: error) }
-    }
-
-    func wait() async throws -> Int {
-        try await withCheckedThrowingContinuation { continuation in
-            let immediate = state.withLock { state -> Result<Int, any Error>? in
-                switch state {
-                case .waiting(var waiters):
-                    waiters.append(continuation)
-                    state = .waiting(waiters)
-                    return nil
-                case .ready(let port): return .success(port)
-                case .failed(let error): return .failure(error)
-                }
-            }
-            if let immediate { continuation.resume(with: immediate) }
-        }
-    }
-}
-
 /// One app the simulator acts as Apple for, with its own credentials (``AppleSimulatorConfiguration/apps``).
 public struct SimulatedApp: Sendable {
     public var bundleId: String

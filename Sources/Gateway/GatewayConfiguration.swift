@@ -224,15 +224,11 @@ public struct GatewayConfiguration: Sendable {
 
     /// Apple's roots plus the certificates of ``trustAnchorFiles`` (a PEM file may hold several).
     public func loadTrustStore() throws(ConfigurationError) -> TrustStore {
-        var trust = TrustStore.apple
-        for path in trustAnchorFiles {
-            do {
-                trust = trust.adding(anchors: try TrustStore.loadCertificates(contentsOf: URL(fileURLWithPath: path)))
-            } catch {
-                throw ConfigurationError(key: "trust_anchors", problem: "cannot read a certificate from \(path)")
-            }
+        do {
+            return try TrustStore.apple(addingAnchorsFrom: trustAnchorFiles)
+        } catch {
+            throw ConfigurationError(key: "trust_anchors", problem: "cannot read a certificate from \(error.path)")
         }
-        return trust
     }
 }
 

@@ -1,6 +1,7 @@
 import Foundation
 import Hummingbird
 import Logging
+import Operations
 import Synchronization
 import _CryptoExtras
 
@@ -48,7 +49,7 @@ public final class PlaySimulator: Sendable {
     let oauth: PlayOAuthService
     let faults: PlayFaultInjector
     let licensingKeys: PlayLicensingKeys
-    private let readiness = PlayReadiness()
+    private let readiness = PortReadiness()
 
     public init(configuration: PlaySimulatorConfiguration = .init()) {
         self.configuration = configuration
@@ -175,57 +176,5 @@ public final class PlaySimulator: Sendable {
     /// The simulator's truth about a purchase (`GET /sim/purchases/{token}`).
     public func truth(_ token: String) -> [String: Any]? {
         registry.purchase(token).map { PlayAPIAnswers.truth($0, now: clock.now()) }
-    }
-}
-
-/// Hands the bound port to whoever awaits readiness.
-final class PlayReadiness: Sendable {
-    private enum State {
-        case waiting([CheckedContinuation<Int, any Error>])
-        case ready(Int)
-        case failed(any Error)
-    }
-
-    private let state = Mutex(State.waiting([]))
-
-    var port: Int? {
-        state.withLock { state in
-            if case .ready(let port) = state { return port }
-            return nil
-        }
-    }
-
-    func ready(port: Int) {
-        let waiters = state.withLock { state -> [CheckedContinuation<Int, any Error>] in
-            guard case .waiting(let waiters) = state else { return [] }
-            state = .ready(port)
-            return waiters
-        }
-        for waiter in waiters { waiter.resume(returning: port) }
-    }
-
-    func fail(_ error: any Error) {
-        let waiters = state.withLock { state -> [CheckedContinuation<Int, any Error>] in
-            guard case .waiting(let waiters) = state else { return [] }
-            state = .failed(error)
-            return waiters
-        }
-        for waiter in waiters { waiter.resume(throwing: error) }
-    }
-
-    func wait() async throws -> Int {
-        try await withCheckedThrowingContinuation { continuation in
-            let immediate = state.withLock { state -> Result<Int, any Error>? in
-                switch state {
-                case .waiting(var waiters):
-                    waiters.append(continuation)
-                    state = .waiting(waiters)
-                    return nil
-                case .ready(let port): return .success(port)
-                case .failed(let error): return .failure(error)
-                }
-            }
-            if let immediate { continuation.resume(with: immediate) }
-        }
     }
 }

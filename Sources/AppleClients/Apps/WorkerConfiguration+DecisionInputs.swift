@@ -30,13 +30,11 @@ extension WorkerConfiguration {
             throw ConfigurationError(
                 key: "catalog_file", problem: "the catalog lists no product (list each product id with its type)")
         }
-        var trust = TrustStore.apple
-        for path in trustAnchorFiles {
-            do {
-                trust = trust.adding(anchors: try TrustStore.loadCertificates(contentsOf: URL(fileURLWithPath: path)))
-            } catch {
-                throw ConfigurationError(key: "trust_anchors", problem: "cannot read a certificate from \(path)")
-            }
+        let trust: TrustStore
+        do {
+            trust = try TrustStore.apple(addingAnchorsFrom: trustAnchorFiles)
+        } catch {
+            throw ConfigurationError(key: "trust_anchors", problem: "cannot read a certificate from \(error.path)")
         }
         return (catalog, trust)
     }

@@ -34,6 +34,19 @@ public struct TrustStore: Sendable {
         TrustStore(anchors: anchors + more)
     }
 
+    /// Apple's roots plus the certificates of each of `anchorFiles` (a PEM file may hold several).
+    /// - Throws: the path of the first file that holds no certificate that can be read.
+    public static func apple(addingAnchorsFrom anchorFiles: [String]) throws(UnreadableAnchorFile) -> TrustStore {
+        var trust = TrustStore.apple
+        for path in anchorFiles {
+            guard let certificates = try? loadCertificates(contentsOf: URL(fileURLWithPath: path)) else {
+                throw UnreadableAnchorFile(path: path)
+            }
+            trust = trust.adding(anchors: certificates)
+        }
+        return trust
+    }
+
     /// Reads a certificate file: DER (one certificate) or PEM with one or more `CERTIFICATE` blocks, as a CA
     /// bundle holds them (every TLS tool accepts bundles; other PEM blocks are skipped).
     /// - Throws: when a block does not parse, or the file holds no certificate.
@@ -53,4 +66,9 @@ public struct TrustStore: Sendable {
     public struct NoCertificate: Error, CustomStringConvertible {
         public var description: String { "no certificate in the file" }
     }
+}
+
+/// A trust-anchor file that holds no certificate that can be read.
+public struct UnreadableAnchorFile: Error, Sendable {
+    public var path: String
 }
