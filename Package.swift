@@ -113,12 +113,20 @@ let package = Package(
             ],
             resources: [.copy("TrustAnchors")]
         ),
+        // The libcurl HTTP engine both stores' clients call through (the only importer of CCurl): transport, errors,
+        // TLS always verified.
+        .target(
+            name: "StoreHTTP",
+            dependencies: [
+                "CCurl",
+                "CCurlShim",
+            ]
+        ),
         .target(
             name: "AppleClients",
             dependencies: [
                 "Observability",
-                "CCurl",
-                "CCurlShim",
+                "StoreHTTP",
                 "Decision",
                 "Messages",
                 "Receipts",
@@ -131,6 +139,7 @@ let package = Package(
             dependencies: [
                 "Messages",
                 "AppleClients",
+                "StoreHTTP",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "_CryptoExtras", package: "swift-crypto"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
@@ -170,6 +179,7 @@ let package = Package(
                 "Kafka",
                 "Messages",
                 "AppleClients",
+                "StoreHTTP",
                 "RateLimiter",
                 "Ledger",
                 "Decision",
@@ -190,6 +200,7 @@ let package = Package(
                 "Messages",
                 "Receipts",
                 "AppleClients",
+                "StoreHTTP",
                 "RateLimiter",
                 "Decision",
                 "Ledger",
@@ -271,6 +282,7 @@ let package = Package(
                 "Ledger",
                 "AppleSimulator",
                 "AppleClients",
+                "StoreHTTP",
                 "Traffic",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
@@ -285,6 +297,7 @@ let package = Package(
             name: "Traffic",
             dependencies: [
                 "AppleClients",
+                "StoreHTTP",
                 "AppleSimulator",
                 "Kafka",
                 "Messages",
@@ -301,6 +314,7 @@ let package = Package(
             name: "Demo",
             dependencies: [
                 "AppleClients",
+                "StoreHTTP",
                 "AppleSimulator",
                 "Entitlements",
                 "Kafka",
@@ -321,6 +335,7 @@ let package = Package(
             dependencies: [
                 "Decision",
                 "AppleClients",
+                "StoreHTTP",
                 "AppleSimulator",
                 "Demo",
                 "Entitlements",
@@ -354,6 +369,7 @@ let package = Package(
                 "Messages",
                 "Receipts",
                 "AppleClients",
+                "StoreHTTP",
                 "AppleSimulator",
                 "Ledger",
                 "Worker",
@@ -383,6 +399,7 @@ let package = Package(
                 "Messages",
                 "Receipts",
                 "AppleClients",
+                "StoreHTTP",
                 "AppleSimulator",
                 "RateLimiter",
                 "Decision",

@@ -4,6 +4,7 @@ import Logging
 import Metrics
 import Observability
 import RateLimiter
+import StoreHTTP
 
 /// Calls Apple on a job's behalf through the worker's ``AppleCallGate``: waits for a permit, reports how the call
 /// went (so the gate's limits adapt), and retries temporary failures with full-jitter backoff until the job's

@@ -10,6 +10,7 @@ import Operations
 import Prometheus
 import RateLimiter
 import Receipts
+import StoreHTTP
 import Testing
 import Worker
 

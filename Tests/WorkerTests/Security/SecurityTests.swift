@@ -9,6 +9,7 @@ import Logging
 import Messages
 import Receipts
 import ServiceLifecycle
+import StoreHTTP
 import Testing
 import Traffic
 import Worker
