@@ -134,6 +134,18 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        // The Google Play Developer API: the service account's OAuth tokens, the purchase reads, acknowledge and
+        // consume, through the call gate.
+        .target(
+            name: "GooglePlayClients",
+            dependencies: [
+                "RateLimiter",
+                "StoreHTTP",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
         .target(
             name: "AppleSimulator",
             dependencies: [
@@ -392,6 +404,7 @@ let package = Package(
         .testTarget(
             name: "WorkerTests",
             dependencies: [
+                "GooglePlayClients",
                 "Deadlines",
                 "SQLiteStorage",
                 "Observability",
