@@ -139,6 +139,7 @@ let package = Package(
         .target(
             name: "GooglePlayClients",
             dependencies: [
+                "Observability",
                 "RateLimiter",
                 "StoreHTTP",
                 .product(name: "Crypto", package: "swift-crypto"),

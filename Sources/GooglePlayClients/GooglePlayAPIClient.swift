@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import Observability
 import RateLimiter
 import StoreHTTP
 import Synchronization
@@ -29,7 +30,7 @@ public struct GooglePlayAPIConfiguration: Sendable, Hashable {
 /// cached access token (refreshed once and the call repeated once when the API answers 401).
 ///
 /// Every outcome is a ``GooglePlayOutcome``; nothing throws, nothing crashes on a body, and no token, access token or
-/// key reaches a log line (a purchase token is logged as its first 8 characters and its length).
+/// key reaches a log line.
 public final class GooglePlayAPIClient<C: GateClock>: Sendable where C.Instant: Sendable {
     private let configuration: GooglePlayAPIConfiguration
     private let transport: any HTTPTransport
@@ -67,7 +68,7 @@ public final class GooglePlayAPIClient<C: GateClock>: Sendable where C.Instant: 
         await call(
             .playSubscriptionRead, method: .get,
             path: "applications/\(Self.segment(packageName))/purchases/subscriptionsv2/tokens/\(Self.segment(token))",
-            token: token, deadline: deadline, decode: Self.decodeJSON)
+            deadline: deadline, decode: Self.decodeJSON)
     }
 
     /// `purchases.productsv2.getproductpurchasev2`: a one-time purchase's state by its purchase token.
@@ -77,7 +78,7 @@ public final class GooglePlayAPIClient<C: GateClock>: Sendable where C.Instant: 
         await call(
             .playProductRead, method: .get,
             path: "applications/\(Self.segment(packageName))/purchases/productsv2/tokens/\(Self.segment(token))",
-            token: token, deadline: deadline, decode: Self.decodeJSON)
+            deadline: deadline, decode: Self.decodeJSON)
     }
 
     /// `purchases.products.acknowledge`: within three days of a one-time purchase, or Google refunds it.
@@ -88,7 +89,7 @@ public final class GooglePlayAPIClient<C: GateClock>: Sendable where C.Instant: 
             .playProductAcknowledge, method: .post,
             path: "applications/\(Self.segment(packageName))/purchases/products/\(Self.segment(productID))/tokens/"
                 + "\(Self.segment(token)):acknowledge",
-            body: Array("{}".utf8), token: token, deadline: deadline, decode: Self.accepted)
+            body: Array("{}".utf8), deadline: deadline, decode: Self.accepted)
     }
 
     /// `purchases.subscriptions.acknowledge`: within three days of a subscription purchase, or Google refunds it.
@@ -99,7 +100,7 @@ public final class GooglePlayAPIClient<C: GateClock>: Sendable where C.Instant: 
             .playSubscriptionAcknowledge, method: .post,
             path: "applications/\(Self.segment(packageName))/purchases/subscriptions/\(Self.segment(subscriptionID))"
                 + "/tokens/\(Self.segment(token)):acknowledge",
-            body: Array("{}".utf8), token: token, deadline: deadline, decode: Self.accepted)
+            body: Array("{}".utf8), deadline: deadline, decode: Self.accepted)
     }
 
     /// `purchases.products.consume`: a consumable after its grant, so the customer can buy it again.
@@ -110,14 +111,14 @@ public final class GooglePlayAPIClient<C: GateClock>: Sendable where C.Instant: 
             .playProductConsume, method: .post,
             path: "applications/\(Self.segment(packageName))/purchases/products/\(Self.segment(productID))/tokens/"
                 + "\(Self.segment(token)):consume",
-            token: token, deadline: deadline, decode: Self.accepted)
+            deadline: deadline, decode: Self.accepted)
     }
 
     // MARK: One call, its retries and its token
 
     private func call<Answer: Sendable>(
         _ endpoint: StoreEndpoint, method: TransportRequest.Method, path: String, body: [UInt8]? = nil,
-        token purchaseToken: String, deadline: C.Instant?,
+        deadline: C.Instant?,
         decode: @Sendable (TransportResponse) -> GooglePlayOutcome<Answer>
     ) async -> GooglePlayOutcome<Answer> {
         let url = configuration.baseURL + "/androidpublisher/v3/" + path
@@ -188,10 +189,7 @@ public final class GooglePlayAPIClient<C: GateClock>: Sendable where C.Instant: 
             guard case .retry(let delay) = decision else { return outcome }
             logger.debug(
                 "google play: retrying",
-                metadata: [
-                    "verify.endpoint": "\(endpoint.name)", "verify.attempt": "\(attempt)",
-                    "verify.purchase_token": "\(Self.redacted(purchaseToken))",
-                ])
+                metadata: [LogKeys.endpoint: "\(endpoint.name)", LogKeys.attempt: "\(attempt)"])
             do {
                 try await clock.sleep(for: delay)
             } catch {
@@ -265,11 +263,6 @@ public final class GooglePlayAPIClient<C: GateClock>: Sendable where C.Instant: 
     /// A path segment with everything but RFC 3986's unreserved characters percent-encoded.
     static func segment(_ text: String) -> String {
         text.addingPercentEncoding(withAllowedCharacters: googlePlayUnreserved) ?? ""
-    }
-
-    /// A purchase token as logs may show it: its first 8 characters and its length.
-    static func redacted(_ token: String) -> String {
-        "\(token.prefix(8))…(\(token.utf8.count))"
     }
 }
 
