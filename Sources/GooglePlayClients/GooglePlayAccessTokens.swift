@@ -1,4 +1,5 @@
 import Foundation
+import RateLimiter
 import StoreHTTP
 
 /// The service account's access token: exchanged at the token URL for a signed assertion, cached, and exchanged
@@ -22,18 +23,34 @@ public actor GooglePlayAccessTokens {
     private let transport: any HTTPTransport
     private let now: @Sendable () -> Date
     private let refreshMargin: Duration
+    private let admission: Admission?
     private var cached: (token: String, expires: Date)?
     private var exchange: Task<Result, Never>?
     /// Exchanges made so far (tests and metrics).
     public private(set) var exchanges = 0
 
+    /// Asks leave to make one exchange: a function to report how it ended, or nil when leave is refused.
+    public typealias Admission = @Sendable () async -> (@Sendable (CallOutcome) -> Void)?
+
+    /// Exchanges through `gate`'s `token` endpoint (``StoreEndpoint/playToken``), so a refresh loop or a token
+    /// endpoint in trouble meets the same rate, breaker and `Retry-After` as the API calls.
+    public static func admission<C: GateClock>(through gate: AppleCallGate<C>) -> Admission where C.Instant: Sendable {
+        {
+            guard let permit = try? await gate.acquire(.playToken) else { return nil }
+            return { outcome in gate.report(permit, outcome) }
+        }
+    }
+
     /// - Parameters:
     ///   - now: the wall clock, injected so tests move time. Default: the system clock.
     ///   - refreshMargin: how long before expiry a token is replaced. Default: 5 minutes.
+    ///   - admission: leave for each exchange, e.g. ``admission(through:)``. Default: none asked.
     public init(
         account: GooglePlayServiceAccount, tokenURL: String, transport: any HTTPTransport,
-        now: @escaping @Sendable () -> Date = { Date() }, refreshMargin: Duration = .seconds(300)
+        now: @escaping @Sendable () -> Date = { Date() }, refreshMargin: Duration = .seconds(300),
+        admission: Admission? = nil
     ) {
+        self.admission = admission
         self.account = account
         self.tokenURL = tokenURL
         self.transport = transport
@@ -65,6 +82,32 @@ public actor GooglePlayAccessTokens {
     }
 
     private func exchangeAssertion() async -> Result {
+        guard let admission else { return await exchangeAssertion(report: { _ in }) }
+        guard let report = await admission() else {
+            return .unavailable(GooglePlayRetryAdvice(reason: .gate("token endpoint")))
+        }
+        return await exchangeAssertion(report: report)
+    }
+
+    private func exchangeAssertion(report: @Sendable (CallOutcome) -> Void) async -> Result {
+        let started = ContinuousClock.now
+        let result = await exchangeAssertionUngated()
+        switch result {
+        case .token, .refused, .failed:
+            report(.success(latency: started.duration(to: .now)))
+        case .unavailable(let advice):
+            if case .httpStatus(let status) = advice.reason, status == 429 || status == 503 {
+                report(.throttled(retryAfter: advice.retryAfter))
+            } else if advice.reason == .transport(.timeout) {
+                report(.timeout)
+            } else {
+                report(.failure)
+            }
+        }
+        return result
+    }
+
+    private func exchangeAssertionUngated() async -> Result {
         exchanges += 1
         let issuedAt = now()
         let assertion: String

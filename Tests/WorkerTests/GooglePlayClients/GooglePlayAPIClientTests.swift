@@ -37,9 +37,10 @@ private final class PlayHarness: Sendable {
             clientEmail: "verifier@example.iam.gserviceaccount.com", privateKeyID: "key-1",
             privateKeyPEM: Self.key.pemRepresentation)
         let wall = self.wall
-        tokens = GooglePlayAccessTokens(
-            account: account, tokenURL: baseURL + "/token", transport: engine, now: { wall.now })
         gate = AppleCallGate(configuration: gateConfiguration, clock: clock, metrics: NoRateLimiterMetrics())
+        tokens = GooglePlayAccessTokens(
+            account: account, tokenURL: baseURL + "/token", transport: engine, now: { wall.now },
+            admission: GooglePlayAccessTokens.admission(through: gate))
         client = GooglePlayAPIClient(
             configuration: GooglePlayAPIConfiguration(
                 baseURL: baseURL, tokenURL: baseURL + "/token", requestTimeout: requestTimeout),
@@ -208,6 +209,26 @@ struct GooglePlayAPIClientTests {
                 #expect(refusal.description.contains("BEGIN") == false && refusal.description.contains("\n") == false)
             }
             #expect(server.received().allSatisfy { $0.path == "/token" })
+        }
+    }
+
+    @Test(
+        "the token exchange goes through the gate: the token endpoint's 429 holds the store's calls",
+        .timeLimit(.minutes(2)))
+    func tokenExchangeThroughGate() async throws {
+        try await AppleClientsFakeServer.withRunning { server, base in
+            let play = try Harness(server: server, baseURL: base)
+            server.enqueue("/token", .json(#"{"error":"rate_limited"}"#, status: 429, headers: ["Retry-After": "30"]))
+            let outcome = await play.driving {
+                await play.client.subscription(packageName: Harness.package, token: Harness.token)
+            }
+            guard case .retryable(let advice) = outcome else {
+                Issue.record("expected retryable, got \(outcome)")
+                return
+            }
+            #expect(advice.reason == .httpStatus(429) && advice.retryAfter == .seconds(30))
+            #expect(play.gate.snapshot().isHeld, "the token endpoint's Retry-After holds Google Play's gate")
+            #expect(server.received(path: subscriptionPath).isEmpty)
         }
     }
 
