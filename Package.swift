@@ -126,17 +126,38 @@ let package = Package(
                 .product(name: "_CryptoExtras", package: "swift-crypto"),
             ]
         ),
+        // The libcurl HTTP engine both stores' clients call through (the only importer of CCurl): transport, errors,
+        // TLS always verified.
+        .target(
+            name: "StoreHTTP",
+            dependencies: [
+                "CCurl",
+                "CCurlShim",
+            ]
+        ),
         .target(
             name: "AppleClients",
             dependencies: [
                 "Observability",
-                "CCurl",
-                "CCurlShim",
+                "StoreHTTP",
                 "Decision",
                 "Messages",
                 "Operations",
                 "Receipts",
                 .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        // The Google Play Developer API: the service account's OAuth tokens, the purchase reads, acknowledge and
+        // consume, through the call gate.
+        .target(
+            name: "GooglePlayClients",
+            dependencies: [
+                "Observability",
+                "RateLimiter",
+                "StoreHTTP",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
@@ -146,6 +167,7 @@ let package = Package(
                 "Operations",
                 "Messages",
                 "AppleClients",
+                "StoreHTTP",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "_CryptoExtras", package: "swift-crypto"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
@@ -199,6 +221,7 @@ let package = Package(
                 "Kafka",
                 "Messages",
                 "AppleClients",
+                "StoreHTTP",
                 "RateLimiter",
                 "Ledger",
                 "Decision",
@@ -219,6 +242,7 @@ let package = Package(
                 "Receipts",
                 "GooglePlay",
                 "AppleClients",
+                "StoreHTTP",
                 "RateLimiter",
                 "Decision",
                 "Ledger",
@@ -300,6 +324,7 @@ let package = Package(
                 "Ledger",
                 "AppleSimulator",
                 "AppleClients",
+                "StoreHTTP",
                 "Traffic",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
@@ -314,6 +339,7 @@ let package = Package(
             name: "Traffic",
             dependencies: [
                 "AppleClients",
+                "StoreHTTP",
                 "AppleSimulator",
                 "Kafka",
                 "Messages",
@@ -330,6 +356,7 @@ let package = Package(
             name: "Demo",
             dependencies: [
                 "AppleClients",
+                "StoreHTTP",
                 "AppleSimulator",
                 "Entitlements",
                 "Gateway",
@@ -351,6 +378,7 @@ let package = Package(
             dependencies: [
                 "Decision",
                 "AppleClients",
+                "StoreHTTP",
                 "AppleSimulator",
                 "Demo",
                 "Entitlements",
@@ -384,6 +412,7 @@ let package = Package(
                 "Messages",
                 "Receipts",
                 "AppleClients",
+                "StoreHTTP",
                 "AppleSimulator",
                 "PlaySimulator",
                 "Ledger",
@@ -407,6 +436,7 @@ let package = Package(
         .testTarget(
             name: "WorkerTests",
             dependencies: [
+                "GooglePlayClients",
                 "Deadlines",
                 "SQLiteStorage",
                 "Observability",
@@ -414,6 +444,7 @@ let package = Package(
                 "Messages",
                 "Receipts",
                 "AppleClients",
+                "StoreHTTP",
                 "AppleSimulator",
                 "PlaySimulator",
                 "GooglePlay",

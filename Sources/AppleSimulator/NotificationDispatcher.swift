@@ -1,6 +1,7 @@
 import AppleClients
 import Foundation
 import Messages
+import StoreHTTP
 import Synchronization
 
 /// The outcome of one notification send attempt, spelled as Apple's `sendAttemptResult`.

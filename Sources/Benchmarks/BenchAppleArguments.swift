@@ -5,6 +5,7 @@ import Foundation
 import Logging
 import Messages
 import Operations
+import StoreHTTP
 import Traffic
 
 /// `verify-worker bench apple`: verifyReceipt calls per second and latency with many concurrent requests, next to

@@ -7,6 +7,7 @@ import Kafka
 import Logging
 import Messages
 import Operations
+import StoreHTTP
 import Synchronization
 import Traffic
 import Worker

@@ -9,6 +9,7 @@ import Messages
 import RateLimiter
 import Receipts
 import Reconciler
+import StoreHTTP
 import Synchronization
 import Traffic
 

@@ -1,6 +1,7 @@
 import AppleClients
 import Foundation
 import Messages
+import StoreHTTP
 import Synchronization
 import Traffic
 

@@ -6,6 +6,7 @@ import Logging
 import Messages
 import Operations
 import ServiceLifecycle
+import StoreHTTP
 
 /// The demo's entitlement service: `verify-worker entitlements`' service, in process, over the demo's cluster and a
 /// SQLite store in a temporary directory, one more part of the demo's service group. It reads the run's verdicts as

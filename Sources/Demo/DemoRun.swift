@@ -10,6 +10,7 @@ import Operations
 import RateLimiter
 import Receipts
 import ServiceLifecycle
+import StoreHTTP
 import Synchronization
 import Traffic
 import Worker

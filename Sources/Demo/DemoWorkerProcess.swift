@@ -1,6 +1,7 @@
 import AppleClients
 import Foundation
 import Operations
+import StoreHTTP
 import Traffic
 import Worker
 

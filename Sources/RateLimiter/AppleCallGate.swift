@@ -38,7 +38,8 @@ public final class AppleCallGate<C: GateClock>: Sendable where C.Instant: Sendab
         self.clock = clock
         self.metrics = metrics ?? SwiftMetricsRateLimiterMetrics(gateLabel: configuration.label)
         self.publish = publish
-        self.state = Mutex(StateMachine(configuration: configuration, now: clock.now))
+        self.state = Mutex(
+            StateMachine(configuration: configuration, now: clock.now, unixMilliseconds: clock.unixMillisecondsNow))
     }
 
     /// Waits for permission to call `endpoint`.
@@ -49,7 +50,7 @@ public final class AppleCallGate<C: GateClock>: Sendable where C.Instant: Sendab
     ///     the task is cancelled.
     /// - Throws: ``AppleCallGateError`` or `CancellationError`.
     public func acquire(
-        _ endpoint: AppleEndpoint, priority: CallPriority = .firstAttempt, deadline: C.Instant? = nil
+        _ endpoint: StoreEndpoint, priority: CallPriority = .firstAttempt, deadline: C.Instant? = nil
     ) async throws -> Permit {
         let now = clock.now
         let immediate = state.withLock {

@@ -17,7 +17,7 @@ public struct AppleCallGateConfiguration: Sendable, Hashable {
     public var workerID: String
     /// Request-rate limits per endpoint; an endpoint not listed here uses ``defaultRateLimit``.
     /// Default: ``EndpointRateLimit/appleDefaults(environment:verifyReceiptRateLimit:)`` for production.
-    public var rateLimits: [AppleEndpoint: EndpointRateLimit]
+    public var rateLimits: [StoreEndpoint: EndpointRateLimit]
     /// The rate limit of endpoints missing from ``rateLimits``; `nil` means unlimited. Default: 50/s, burst 5.
     public var defaultRateLimit: EndpointRateLimit?
     /// The adaptive concurrency limit. Default: ``AIMDConfiguration/init(minimum:maximum:start:decreaseFactor:increasePerWindow:utilisationForIncrease:)``.
@@ -43,11 +43,14 @@ public struct AppleCallGateConfiguration: Sendable, Hashable {
     public var maximumRemoteSignalLifetime: Duration
     /// Whether another worker's open breaker holds this worker's calls too. Default: true.
     public var followRemoteOpenBreaker: Bool
+    /// Calls allowed per window for sets of endpoints (a store's quotas). Default: none (Apple publishes rates, not
+    /// quotas); Google Play's gate takes ``QuotaBudget/googlePlayDefaults(daily:perMinute:)``.
+    public var quotaBudgets: [QuotaBudget]
 
     public init(
         label: String = "apple",
         workerID: String = "worker",
-        rateLimits: [AppleEndpoint: EndpointRateLimit] = EndpointRateLimit.appleDefaults(environment: .production),
+        rateLimits: [StoreEndpoint: EndpointRateLimit] = EndpointRateLimit.appleDefaults(environment: .production),
         defaultRateLimit: EndpointRateLimit? = EndpointRateLimit(ratePerSecond: 50, burst: 5),
         concurrency: AIMDConfiguration = AIMDConfiguration(),
         breaker: CircuitBreakerConfiguration = CircuitBreakerConfiguration(),
@@ -59,7 +62,8 @@ public struct AppleCallGateConfiguration: Sendable, Hashable {
         maximumRetryAfter: Duration = .seconds(60),
         publishPolicy: ThrottlePublishPolicy = ThrottlePublishPolicy(),
         maximumRemoteSignalLifetime: Duration = .seconds(30),
-        followRemoteOpenBreaker: Bool = true
+        followRemoteOpenBreaker: Bool = true,
+        quotaBudgets: [QuotaBudget] = []
     ) {
         self.label = label
         self.workerID = workerID
@@ -76,6 +80,21 @@ public struct AppleCallGateConfiguration: Sendable, Hashable {
         self.publishPolicy = publishPolicy
         self.maximumRemoteSignalLifetime = maximumRemoteSignalLifetime
         self.followRemoteOpenBreaker = followRemoteOpenBreaker
+        self.quotaBudgets = quotaBudgets
+    }
+
+    /// A gate for Google Play's Developer API, labelled `google_play` in metrics: Google's per-endpoint limits
+    /// (``EndpointRateLimit/googlePlayDefaults(minuteQuota:)``), its daily and per-minute quota budgets, and every
+    /// other setting at its default. Each store has its own gate, so one store's `Retry-After` or open breaker never
+    /// holds the other's calls.
+    public static func googlePlay(
+        workerID: String = "worker", dailyQuota: Int = QuotaBudget.googlePlayDailyQuota,
+        minuteQuota: Int = QuotaBudget.googlePlayMinuteQuota
+    ) -> AppleCallGateConfiguration {
+        AppleCallGateConfiguration(
+            label: "google_play", workerID: workerID,
+            rateLimits: EndpointRateLimit.googlePlayDefaults(minuteQuota: minuteQuota),
+            quotaBudgets: QuotaBudget.googlePlayDefaults(daily: dailyQuota, perMinute: minuteQuota))
     }
 }
 
@@ -85,7 +104,7 @@ public struct CallPermit<Instant: InstantProtocol<Duration>>: Sendable, Hashable
     /// Unique within its gate.
     public let id: UInt64
     /// The endpoint it may call.
-    public let endpoint: AppleEndpoint
+    public let endpoint: StoreEndpoint
     /// The queue it came from.
     public let priority: CallPriority
     /// When it was granted; overload reports of calls granted before the last decrease are one congestion event.

@@ -10,6 +10,8 @@ public struct AppleCallGateError: Error, Sendable, Hashable, CustomStringConvert
         case queueFull = "queue_full"
         /// The gate was shut down.
         case shutDown = "shut_down"
+        /// The endpoint's quota budget is spent and renews only after the caller's deadline.
+        case quotaExhausted = "quota_exhausted"
     }
 
     /// What happened.
@@ -44,6 +46,7 @@ public struct AppleCallGateError: Error, Sendable, Hashable, CustomStringConvert
             case .circuitOpen: "Apple's circuit breaker is open; try again after the cool-down"
             case .queueFull: "too many calls wait for Apple; try again later"
             case .shutDown: "the Apple call gate is shutting down"
+            case .quotaExhausted: "the store's quota budget is spent until after the job's deadline"
             }
         return "AppleCallGateError.\(code.rawValue): \(what) (\(file):\(line))"
     }

@@ -7,7 +7,7 @@ package struct AppleCallGateStateMachine<Instant: InstantProtocol<Duration>, Pay
     package typealias Permit = CallPermit<Instant>
 
     struct Waiter {
-        var endpoint: AppleEndpoint
+        var endpoint: StoreEndpoint
         var priority: CallPriority
         var deadline: Instant?
         var payload: Payload
@@ -51,7 +51,7 @@ package struct AppleCallGateStateMachine<Instant: InstantProtocol<Duration>, Pay
     /// When the budget last earned its time-based tokens.
     private var budgetEarnedAt: Instant
     private var cluster: ClusterThrottle<Instant>
-    private var buckets: [AppleEndpoint: TokenBucket<Instant>] = [:]
+    private var buckets: [StoreEndpoint: TokenBucket<Instant>] = [:]
     private var localHoldUntil: Instant?
     /// The cluster's constraint, recomputed only when a signal arrives or expires (it is read on every call).
     private var remote = RemoteConstraint<Instant>.none
@@ -60,7 +60,7 @@ package struct AppleCallGateStateMachine<Instant: InstantProtocol<Duration>, Pay
     private var waiters: [UInt64: Waiter] = [:]
     private var queues: [[UInt64]] = Array(repeating: [], count: CallPriority.allCases.count)
     private var heads: [Int] = Array(repeating: 0, count: CallPriority.allCases.count)
-    private var queuedByEndpoint: [[AppleEndpoint: Int]] = Array(repeating: [:], count: CallPriority.allCases.count)
+    private var queuedByEndpoint: [[StoreEndpoint: Int]] = Array(repeating: [:], count: CallPriority.allCases.count)
     private var earliestWaiterDeadline: Instant?
     private var nextID: UInt64 = 0
     private var inFlightPermits: Set<UInt64> = []
@@ -70,8 +70,25 @@ package struct AppleCallGateStateMachine<Instant: InstantProtocol<Duration>, Pay
     private var lastPublished: ThrottleSignal?
     private var lastPublishedAt: Instant?
 
-    package init(configuration: AppleCallGateConfiguration, now: Instant) {
+    /// The indices in `configuration.quotaBudgets` of the budgets that count each endpoint's calls.
+    private let budgetsByEndpoint: [StoreEndpoint: [Int]]
+    /// Each budget's current window, by index; a window that has ended is replaced when next read.
+    private var quotaUsage: [Int: QuotaUsage] = [:]
+    /// The instant and the wall time this machine started at: quota windows are cut on the wall clock (Google's
+    /// minutes and Pacific days) and waited for on the gate's clock.
+    private let origin: Instant
+    private let originUnixMilliseconds: Int64
+
+    /// A machine starting at `now`, which is `unixMilliseconds` on the wall clock (only quota windows read it).
+    package init(configuration: AppleCallGateConfiguration, now: Instant, unixMilliseconds: Int64 = 0) {
         self.configuration = configuration
+        var budgetsByEndpoint: [StoreEndpoint: [Int]] = [:]
+        for (index, budget) in configuration.quotaBudgets.enumerated() {
+            for endpoint in budget.endpoints { budgetsByEndpoint[endpoint, default: []].append(index) }
+        }
+        self.budgetsByEndpoint = budgetsByEndpoint
+        self.origin = now
+        self.originUnixMilliseconds = unixMilliseconds
         self.concurrency = AIMDConcurrencyLimit(configuration: configuration.concurrency)
         self.breaker = CircuitBreaker(configuration: configuration.breaker, origin: now)
         self.budget = RetryBudget(
@@ -131,7 +148,7 @@ package struct AppleCallGateStateMachine<Instant: InstantProtocol<Duration>, Pay
 
     /// Grants at once when nobody of equal or higher priority waits and every limit allows it.
     mutating func acquireImmediately(
-        endpoint: AppleEndpoint, priority: CallPriority, deadline: Instant?, now: Instant
+        endpoint: StoreEndpoint, priority: CallPriority, deadline: Instant?, now: Instant
     ) -> ImmediateResult {
         if isShutDown { return .rejected(AppleCallGateError(.shutDown)) }
         if let deadline, deadline <= now { return .rejected(AppleCallGateError(.deadlineExceeded)) }
@@ -139,10 +156,14 @@ package struct AppleCallGateStateMachine<Instant: InstantProtocol<Duration>, Pay
         if configuration.whenBreakerOpen == .failFast, breaker.admission == .refuse, breaker.state == .open {
             return .rejected(AppleCallGateError(.circuitOpen))
         }
+        let quotaRenews = quotaSpentUntil(endpoint: endpoint, now: now)
+        if let quotaRenews, let deadline, quotaRenews >= deadline {
+            return .rejected(AppleCallGateError(.quotaExhausted))
+        }
         if (0...priority.rawValue).contains(where: { queuedByEndpoint[$0].isEmpty == false }) {
             return .mustWait
         }
-        guard admissible(priority: priority, now: now) else { return .mustWait }
+        guard admissible(priority: priority, now: now), quotaRenews == nil else { return .mustWait }
         guard takeToken(endpoint: endpoint, now: now) else { return .mustWait }
         if priority == .retry {
             guard budget.tryWithdrawRetry() else { return .mustWait }
@@ -162,7 +183,7 @@ package struct AppleCallGateStateMachine<Instant: InstantProtocol<Duration>, Pay
 
     /// Queues a waiter under an id from ``reserveWaiterID()``, then dispatches (which may grant it at once).
     package mutating func enqueue(
-        id: UInt64, endpoint: AppleEndpoint, priority: CallPriority, deadline: Instant?, payload: Payload, now: Instant
+        id: UInt64, endpoint: StoreEndpoint, priority: CallPriority, deadline: Instant?, payload: Payload, now: Instant
     ) -> Actions {
         var actions = Actions()
         if isShutDown {
@@ -171,6 +192,10 @@ package struct AppleCallGateStateMachine<Instant: InstantProtocol<Duration>, Pay
         }
         if waiters.count >= configuration.maximumQueuedWaiters {
             actions.failures.append((payload, AppleCallGateError(.queueFull)))
+            return actions
+        }
+        if let renews = quotaSpentUntil(endpoint: endpoint, now: now), let deadline, renews >= deadline {
+            actions.failures.append((payload, AppleCallGateError(.quotaExhausted)))
             return actions
         }
         var waiter = Waiter(endpoint: endpoint, priority: priority, deadline: deadline, payload: payload)
@@ -313,7 +338,7 @@ package struct AppleCallGateStateMachine<Instant: InstantProtocol<Duration>, Pay
         return true
     }
 
-    private mutating func takeToken(endpoint: AppleEndpoint, now: Instant) -> Bool {
+    private mutating func takeToken(endpoint: StoreEndpoint, now: Instant) -> Bool {
         if let bucket = buckets[endpoint] {
             var copy = bucket
             let taken = copy.tryAcquire(now: now)
@@ -327,15 +352,51 @@ package struct AppleCallGateStateMachine<Instant: InstantProtocol<Duration>, Pay
         return taken
     }
 
-    private func earliestToken(endpoint: AppleEndpoint, now: Instant) -> Instant {
+    private func earliestToken(endpoint: StoreEndpoint, now: Instant) -> Instant {
         buckets[endpoint]?.earliestAdmission(now: now) ?? now
     }
 
-    private mutating func issuePermit(endpoint: AppleEndpoint, priority: CallPriority, now: Instant) -> Permit {
+    private func unixMilliseconds(at instant: Instant) -> Int64 {
+        originUnixMilliseconds + origin.duration(to: instant).wholeMilliseconds
+    }
+
+    /// When every spent budget counting `endpoint` renews, or nil when none is spent.
+    private mutating func quotaSpentUntil(endpoint: StoreEndpoint, now: Instant) -> Instant? {
+        guard let indices = budgetsByEndpoint[endpoint] else { return nil }
+        var renews: Int64?
+        for index in indices {
+            let usage = currentUsage(index, now: now)
+            if usage.used >= configuration.quotaBudgets[index].limit {
+                renews = max(renews ?? usage.windowEnd, usage.windowEnd)
+            }
+        }
+        return renews.map { origin.advanced(by: .milliseconds($0 - originUnixMilliseconds)) }
+    }
+
+    /// Budget `index`'s window at `now`, a fresh one if the last has ended.
+    private mutating func currentUsage(_ index: Int, now: Instant) -> QuotaUsage {
+        let wall = unixMilliseconds(at: now)
+        if let usage = quotaUsage[index], wall < usage.windowEnd { return usage }
+        let usage = QuotaUsage(windowEnd: configuration.quotaBudgets[index].window(containing: wall).end, used: 0)
+        quotaUsage[index] = usage
+        return usage
+    }
+
+    private mutating func spendQuota(endpoint: StoreEndpoint, now: Instant) {
+        guard let indices = budgetsByEndpoint[endpoint] else { return }
+        for index in indices {
+            var usage = currentUsage(index, now: now)
+            usage.used += 1
+            quotaUsage[index] = usage
+        }
+    }
+
+    private mutating func issuePermit(endpoint: StoreEndpoint, priority: CallPriority, now: Instant) -> Permit {
         nextID += 1
         let isProbe = breaker.admission == .probe
         if isProbe { breaker.recordProbeIssued() }
         if priority == .firstAttempt { budget.recordFirstAttempt() }
+        spendQuota(endpoint: endpoint, now: now)
         inFlightPermits.insert(nextID)
         return Permit(id: nextID, endpoint: endpoint, priority: priority, issuedAt: now, isProbe: isProbe)
     }
@@ -423,7 +484,7 @@ package struct AppleCallGateStateMachine<Instant: InstantProtocol<Duration>, Pay
     }
 
     private mutating func grantWaiters(now: Instant, actions: inout Actions, wakeCandidates: inout [Instant]) {
-        var blockedEndpoints: Set<AppleEndpoint> = []
+        var blockedEndpoints: Set<StoreEndpoint> = []
         for priority in CallPriority.allCases {
             let index = priority.rawValue
             trimQueue(index)
@@ -438,6 +499,16 @@ package struct AppleCallGateStateMachine<Instant: InstantProtocol<Duration>, Pay
                 let id = queues[index][position]
                 position += 1
                 guard var waiter = waiters[id], blockedEndpoints.contains(waiter.endpoint) == false else { continue }
+                if let renews = quotaSpentUntil(endpoint: waiter.endpoint, now: now) {
+                    if let deadline = waiter.deadline, renews >= deadline {
+                        _ = removeWaiter(id: id)
+                        actions.failures.append((waiter.payload, AppleCallGateError(.quotaExhausted)))
+                    } else {
+                        blockedEndpoints.insert(waiter.endpoint)
+                        wakeCandidates.append(renews)
+                    }
+                    continue
+                }
                 if priority == .retry, budget.canRetry == false {
                     // Retries wait for first attempts to earn tokens, or for time to (a minimum rate).
                     if let wait = budget.timeUntilRetry { wakeCandidates.append(now.advanced(by: wait)) }

@@ -1,4 +1,4 @@
-import AppleClients
+import StoreHTTP
 
 extension HTTPTransport {
     /// POSTs a JSON body (`Content-Type: application/json`): how the harness drives the services it started (the

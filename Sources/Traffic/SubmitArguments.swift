@@ -2,6 +2,7 @@ import AppleClients
 import ArgumentParser
 import Foundation
 import Messages
+import StoreHTTP
 
 /// The options of `verify-worker submit` (the command in the executable wires them to a producer): jobs from JSON
 /// lines, or seed-000 traffic generated at a running simulator (the compose file's load generator).

@@ -7,6 +7,7 @@ import Logging
 import Messages
 import Observability
 import Operations
+import StoreHTTP
 import Worker
 
 /// `verify-worker entitlements`: the reference entitlement service (projection, API, console). Wiring only; the

@@ -2,6 +2,7 @@ import AppleClients
 import ArgumentParser
 import Foundation
 import Gateway
+import StoreHTTP
 
 /// `verify-worker healthcheck`: the container's HEALTHCHECK (the runtime image has no curl binary).
 struct HealthcheckCommand: AsyncParsableCommand {

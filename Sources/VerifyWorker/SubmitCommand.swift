@@ -8,6 +8,7 @@ import Logging
 import Messages
 import Operations
 import Receipts
+import StoreHTTP
 import Traffic
 
 /// `verify-worker submit`: jobs from JSON lines (or generated seed-000 traffic) produced to `receipt-jobs`.

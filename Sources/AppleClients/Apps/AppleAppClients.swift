@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import Operations
 import Receipts
+import StoreHTTP
 
 /// Each app's Apple clients, chosen by the bundle id the proof names: a receipt's bundle id, a
 /// transaction's or notification's `bundleId`, or a bare transaction id job's `bundle_id`. Each app's verifyReceipt

@@ -1,6 +1,7 @@
 import Logging
 import Messages
 import Observability
+import StoreHTTP
 
 /// A transport failure on the way to Apple, already classified: retry later (with advice) or give up.
 struct AppleTransportFailure: Error {

@@ -1,4 +1,5 @@
 import Messages
+import StoreHTTP
 
 /// The result of one logical call to Apple (environment hops included): a final answer, advice to retry
 /// later, or a failure that retrying cannot fix.

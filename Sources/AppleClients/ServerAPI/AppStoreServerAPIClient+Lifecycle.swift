@@ -1,5 +1,6 @@
 import Foundation
 import Messages
+import StoreHTTP
 
 /// The endpoints a server that owns entitlements needs after a grant. Calls about a transaction fall back from
 /// production to sandbox as ``AppStoreServerAPIClient/transactionInfo(transactionID:)`` does, unless `environment`

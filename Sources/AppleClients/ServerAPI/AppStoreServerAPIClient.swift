@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import Messages
 import Observability
+import StoreHTTP
 
 /// The App Store Server API: Get Transaction Info, Get Transaction History v2 and Get All Subscription Statuses
 /// here; the endpoints a server that owns entitlements needs after a grant in `AppStoreServerAPIClient+Lifecycle`.

@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import Messages
 import Observability
+import StoreHTTP
 
 /// Apple's legacy `verifyReceipt` endpoint: one logical verification per call, environment hop included.
 ///

@@ -70,6 +70,14 @@ public struct WorkerConfiguration: Sendable, TableConfiguration {
 
     public var verifyReceiptRatePerSecond: Double
     public var serverAPIRatePerSecond: Double
+    /// The Google Play Developer API's base URL (`google_play_api_url`).
+    public var googlePlayAPIURL: String
+    /// Google's OAuth 2.0 token URL (`google_play_token_url`).
+    public var googlePlayTokenURL: String
+    /// Google Play Developer API calls per Pacific day this worker may make (`google_play_daily_quota`).
+    public var googlePlayDailyQuota: Int
+    /// Developer API calls per minute per quota bucket this worker may make (`google_play_minute_quota`).
+    public var googlePlayMinuteQuota: Int
     public var retryBudgetRatio: Double
     /// Jobs with the same proof at once share one Apple answer (``AppleCoalescingConfiguration``).
     public var coalesceAppleCalls: Bool
@@ -172,6 +180,20 @@ public struct WorkerConfiguration: Sendable, TableConfiguration {
             "App Store Server API lookups (transaction info, history, statuses) per second (Apple's production "
                 + "limit); the other endpoints get Apple's limit scaled by server_api_rate / 50."),
         .init("retry_budget_ratio", default: "0.1", "Retries allowed as a share of first attempts."),
+        .init(
+            "google_play_api_url", default: "https://androidpublisher.googleapis.com",
+            "Base URL of the Google Play Developer API (https://, or http:// to loopback for a local simulator)."),
+        .init(
+            "google_play_token_url", default: "https://oauth2.googleapis.com/token",
+            "Google's OAuth 2.0 token URL, where the service account's signed assertion buys an access token."),
+        .init(
+            "google_play_daily_quota", default: "200000",
+            "Google Play Developer API calls per day (ending at midnight Pacific time) this worker may make: "
+                + "Google's default quota per project; with several workers, give each its share."),
+        .init(
+            "google_play_minute_quota", default: "3000",
+            "Google Play Developer API calls per minute per quota bucket (Subscriptions, One-time Purchases) this "
+                + "worker may make: Google's default per bucket; with several workers, give each its share."),
         .init(
             "coalesce_apple_calls", default: "true",
             "Jobs carrying the same receipt or transaction id at once share one Apple call (in the worker, and "
@@ -324,6 +346,17 @@ public struct WorkerConfiguration: Sendable, TableConfiguration {
         }
         verifyReceiptRatePerSecond = try reader.double("verify_receipt_rate", in: 0.1...1_000_000)
         serverAPIRatePerSecond = try reader.double("server_api_rate", in: 0.1...100_000)
+        googlePlayAPIURL = try reader.url("google_play_api_url")
+        googlePlayTokenURL = try reader.url("google_play_token_url")
+        for (name, value) in [
+            ("google_play_api_url", googlePlayAPIURL), ("google_play_token_url", googlePlayTokenURL),
+        ] where !Self.isSafeAppleURL(value) {
+            // Every call carries an access token, every token request a signed assertion.
+            throw ConfigurationError(
+                key: name, problem: "must be https://, or http:// to a loopback host (a local simulator)")
+        }
+        googlePlayDailyQuota = try reader.int("google_play_daily_quota", in: 1...1_000_000_000)
+        googlePlayMinuteQuota = try reader.int("google_play_minute_quota", in: 1...10_000_000)
         retryBudgetRatio = try reader.double("retry_budget_ratio", in: 0...1)
         coalesceAppleCalls = try reader.bool("coalesce_apple_calls")
         verificationLease = .milliseconds(try reader.int("verification_lease_ms", in: 0...600_000))

@@ -8,6 +8,7 @@ import Observability
 import Operations
 import Receipts
 import ServiceLifecycle
+import StoreHTTP
 import Synchronization
 import UnixSignals
 

@@ -1,6 +1,6 @@
 import AppleClients
 import Foundation
-
+import StoreHTTP
 /// The Apple simulator in a process of its own (`verify-worker apple-sim --port 0`), so that a benchmark of the
 /// client is not charged for the simulator's work (its handlers, its sleeping requests) in the same runtime.
 public struct SimulatorChildProcess: Sendable {

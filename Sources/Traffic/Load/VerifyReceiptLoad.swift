@@ -1,5 +1,6 @@
 import AppleClients
 import Foundation
+import StoreHTTP
 import Synchronization
 
 /// A closed-loop load test of ``VerifyReceiptClient``: `concurrency` callers each send one verification after

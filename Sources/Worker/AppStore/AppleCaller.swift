@@ -4,6 +4,7 @@ import Logging
 import Metrics
 import Observability
 import RateLimiter
+import StoreHTTP
 
 /// Calls Apple on a job's behalf through the worker's ``AppleCallGate``: waits for a permit, reports how the call
 /// went (so the gate's limits adapt), and retries temporary failures with full-jitter backoff until the job's
@@ -36,7 +37,7 @@ public struct AppleCaller: Sendable {
     /// and callers pass a small `Answer` (a class such as ``AppleAnswerBox``): the frame holds a slot per value of
     /// type `Answer`.
     public func call<Answer: Sendable>(
-        _ endpoint: AppleEndpoint, deadline: ContinuousClock.Instant,
+        _ endpoint: StoreEndpoint, deadline: ContinuousClock.Instant,
         status: (Answer) -> String = { _ in "ok" },
         _ call: () async throws -> AppleOutcome<Answer>
     ) async throws -> Result<Answer> {
@@ -90,14 +91,14 @@ public struct AppleCaller: Sendable {
     }
 
     @inline(never)
-    private func recordLatency(_ endpoint: AppleEndpoint, _ latency: Duration) {
+    private func recordLatency(_ endpoint: StoreEndpoint, _ latency: Duration) {
         Timer(label: MetricNames.appleLatency, dimensions: [("endpoint", endpoint.name)])
             .recordNanoseconds(latency.nanosecondsClamped)
     }
 
     @inline(never)
     private func reportAnswered(
-        _ permit: AppleCallGate<ContinuousClock>.Permit, endpoint: AppleEndpoint, latency: Duration, status: String
+        _ permit: AppleCallGate<ContinuousClock>.Permit, endpoint: StoreEndpoint, latency: Duration, status: String
     ) {
         recordLatency(endpoint, latency)
         gate.report(permit, .success(latency: latency))
@@ -108,7 +109,7 @@ public struct AppleCaller: Sendable {
     /// Reports a call that failed for good; returns the reason.
     @inline(never)
     private func reportFailed(
-        _ permit: AppleCallGate<ContinuousClock>.Permit, endpoint: AppleEndpoint, latency: Duration,
+        _ permit: AppleCallGate<ContinuousClock>.Permit, endpoint: StoreEndpoint, latency: Duration,
         _ error: AppleClientError
     ) -> String {
         recordLatency(endpoint, latency)
@@ -121,7 +122,7 @@ public struct AppleCaller: Sendable {
     /// Reports a retryable answer and decides whether to retry.
     @inline(never)
     private func reportRetryable(
-        _ permit: AppleCallGate<ContinuousClock>.Permit, endpoint: AppleEndpoint, latency: Duration,
+        _ permit: AppleCallGate<ContinuousClock>.Permit, endpoint: StoreEndpoint, latency: Duration,
         _ advice: AppleRetryAdvice, attempt: Int, deadline: ContinuousClock.Instant
     ) -> RetryStep {
         recordLatency(endpoint, latency)

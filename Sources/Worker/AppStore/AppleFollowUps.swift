@@ -288,7 +288,7 @@ public final class AppleFollowUps: Sendable {
         let environment = call.environment.flatMap(AppleEnvironment.init(appleName:))
         let clients = self.clients
         let failure = Mutex<AppleClientError?>(nil)
-        let endpoint: AppleEndpoint
+        let endpoint: StoreEndpoint
         let send: @Sendable () async throws -> AppleOutcome<ServerAPIAcknowledgement>
         switch call.kind {
         case .consumptionInformation:

@@ -10,6 +10,7 @@ import Operations
 import RateLimiter
 import Receipts
 import ServiceLifecycle
+import StoreHTTP
 import Synchronization
 import UnixSignals
 
@@ -329,7 +330,7 @@ public struct WorkerRuntime: Sendable {
         let apiLimit = EndpointRateLimit(
             ratePerSecond: configuration.serverAPIRatePerSecond,
             burst: max(1, Int(configuration.serverAPIRatePerSecond / 10)))
-        let lookups: Set<AppleEndpoint> = [.transactionInfo, .transactionHistory, .subscriptionStatuses]
+        let lookups: Set<StoreEndpoint> = [.transactionInfo, .transactionHistory, .subscriptionStatuses]
         for endpoint in lookups { limits[endpoint] = apiLimit }
         // The other endpoints keep Apple's ratio to the lookups' 50/s (Set App Account Token 20, refunds 10…).
         let scale = configuration.serverAPIRatePerSecond / 50

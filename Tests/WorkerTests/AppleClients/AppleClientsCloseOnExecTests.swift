@@ -3,6 +3,7 @@ import Glibc
 import Testing
 
 @testable import AppleClients
+@testable import StoreHTTP
 
 @Suite("Apple clients: curl sockets are close-on-exec")
 struct AppleClientsCloseOnExecTests {

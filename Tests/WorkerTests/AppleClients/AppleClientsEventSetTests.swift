@@ -3,6 +3,7 @@ import Glibc
 import Testing
 
 @testable import AppleClients
+@testable import StoreHTTP
 
 @Suite("Apple clients: curl event set (parked idle sockets)")
 struct AppleClientsEventSetTests {

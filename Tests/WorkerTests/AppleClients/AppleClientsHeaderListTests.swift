@@ -2,6 +2,7 @@ import Foundation
 import Testing
 
 @testable import AppleClients
+@testable import StoreHTTP
 
 @Suite("Apple clients: curl header lists", .serialized, .timeLimit(.minutes(2)))
 struct AppleClientsHeaderListTests {

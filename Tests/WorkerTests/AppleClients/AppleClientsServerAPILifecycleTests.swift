@@ -4,6 +4,7 @@ import Messages
 import Testing
 
 @testable import AppleClients
+@testable import StoreHTTP
 
 /// The endpoints after a grant against the scripted fake server: request shape (method, path,
 /// body, bearer token), answer parsing, 429 with Retry-After, the 4040010 sandbox fallback, malformed answers.

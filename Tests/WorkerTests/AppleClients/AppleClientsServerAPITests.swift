@@ -6,6 +6,7 @@ import Testing
 import Traffic
 
 @testable import AppleClients
+@testable import StoreHTTP
 
 /// A stand-in for the Receipts verifier: accepts `header.payload.signature` unless the signature is `forged`,
 /// and returns the payload. (The real chain check lives in Receipts and is tested there.)

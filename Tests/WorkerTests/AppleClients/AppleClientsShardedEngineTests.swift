@@ -2,6 +2,7 @@ import Foundation
 import Testing
 
 @testable import AppleClients
+@testable import StoreHTTP
 
 @Suite("Apple clients: sharded curl engine", .serialized, .timeLimit(.minutes(2)))
 struct AppleClientsShardedEngineTests {

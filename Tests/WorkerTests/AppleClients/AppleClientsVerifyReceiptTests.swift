@@ -2,6 +2,7 @@ import AppleClients
 import Foundation
 import Logging
 import Messages
+import StoreHTTP
 import Synchronization
 import Testing
 

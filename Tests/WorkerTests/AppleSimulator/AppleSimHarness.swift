@@ -3,6 +3,7 @@ import AppleSimulator
 import Crypto
 import Foundation
 import Logging
+import StoreHTTP
 import Testing
 
 /// An in-process simulator on a free port, and a small JSON client for it.

@@ -4,6 +4,7 @@ import Foundation
 import Logging
 import Messages
 import Operations
+import StoreHTTP
 import Testing
 
 /// An entitlement API on a free port over a SQLite store holding the given verdicts, and a client for it.

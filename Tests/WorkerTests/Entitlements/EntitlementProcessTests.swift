@@ -5,6 +5,7 @@ import Kafka
 import Logging
 import Messages
 import Operations
+import StoreHTTP
 import Testing
 import Traffic
 

@@ -6,6 +6,7 @@ import Messages
 import Observability
 import Operations
 import Reconciler
+import StoreHTTP
 import Testing
 
 @testable import AppleSimulator

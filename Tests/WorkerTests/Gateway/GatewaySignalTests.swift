@@ -3,6 +3,7 @@ import Foundation
 import Kafka
 import Messages
 import Observability
+import StoreHTTP
 import Testing
 import Traffic
 

@@ -6,6 +6,7 @@ import Foundation
 import Logging
 import Messages
 import Receipts
+import StoreHTTP
 import Testing
 
 /// The Apple pieces together: the libcurl clients talk to the simulator, whose receipts and signed payloads the

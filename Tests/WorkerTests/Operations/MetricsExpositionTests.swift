@@ -10,6 +10,7 @@ import Operations
 import Prometheus
 import RateLimiter
 import Receipts
+import StoreHTTP
 import Testing
 import Worker
 
@@ -145,7 +146,7 @@ struct AppleCallStatusLabelTests {
     @Test("a Server API 401 (the worker's key refused) is counted as http_401, not ok")
     func serverAPIRefusal() async throws {
         _ = MetricsBootstrap.registry()
-        let before = Self.calls(endpoint: AppleEndpoint.transactionInfo.name, status: AppleCaller.keyRefusedLabel)
+        let before = Self.calls(endpoint: StoreEndpoint.transactionInfo.name, status: AppleCaller.keyRefusedLabel)
         let refusing = SecuritySpyTransport { _ in TransportResponse(status: 401, headers: [], body: []) }
         let key = try AppStoreConnectKey(
             keyID: "KEY123", issuerID: "issuer-uuid", bundleID: "com.example.verifyworker",
@@ -172,7 +173,7 @@ struct AppleCallStatusLabelTests {
             let task = Task { _ = try await processor.decide(job, recordedAt: Date()) }
             defer { task.cancel() }
             try await PipelineHarness.poll("the 401 counted", timeout: .seconds(30)) {
-                Self.calls(endpoint: AppleEndpoint.transactionInfo.name, status: AppleCaller.keyRefusedLabel) > before
+                Self.calls(endpoint: StoreEndpoint.transactionInfo.name, status: AppleCaller.keyRefusedLabel) > before
             }
             #expect(refusing.requested.count >= 1)
         }

@@ -2,6 +2,7 @@ import AppleClients
 import Logging
 import Metrics
 import Operations
+import StoreHTTP
 import Synchronization
 import Testing
 

@@ -1,4 +1,4 @@
-import AppleClients
+import StoreHTTP
 import Crypto
 import Foundation
 import Logging

@@ -1,6 +1,7 @@
 import AppleClients
 import Foundation
 import Logging
+import StoreHTTP
 import Synchronization
 import Traffic
 

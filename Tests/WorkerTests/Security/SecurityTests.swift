@@ -10,6 +10,7 @@ import Messages
 import Operations
 import Receipts
 import ServiceLifecycle
+import StoreHTTP
 import Testing
 import Traffic
 import Worker

@@ -8,7 +8,7 @@ struct HarnessSeparationTests {
     /// The targets that ship: what a worker, the gateway or the entitlement service runs.
     static let productTargets: Set<String> = [
         "Observability", "Deadlines", "Messages", "Kafka", "Receipts", "AppleClients", "RateLimiter", "Ledger",
-        "Decision",
+        "Decision", "StoreHTTP", "GooglePlayClients",
         "Worker", "Operations", "Gateway", "Entitlements",
     ]
     /// The targets that only measure, generate or simulate.

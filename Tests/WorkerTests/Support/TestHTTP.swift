@@ -1,5 +1,6 @@
 import AppleClients
 import Foundation
+import StoreHTTP
 
 /// The test run's small HTTP calls (simulator endpoints, a child's `/metrics`), through the project's own curl
 /// engine rather than URLSession: on Linux URLSession watches curl's sockets with dispatch sources, and a socket

@@ -9,6 +9,7 @@ import Messages
 import Operations
 import RateLimiter
 import Receipts
+import StoreHTTP
 import Synchronization
 import Testing
 

@@ -16,7 +16,7 @@ struct AppleConfigurationFaultTests {
     func wrongSharedSecret() async throws {
         // Bootstrapped before the worker creates its counters, which bind to the factory in force then.
         _ = MetricsBootstrap.registry()
-        let refusedBefore = AppleCallStatusLabelTests.calls(endpoint: AppleEndpoint.verifyReceipt.name, status: "21004")
+        let refusedBefore = AppleCallStatusLabelTests.calls(endpoint: StoreEndpoint.verifyReceipt.name, status: "21004")
         try await PipelineHarness.with(simulatorSharedSecret: "the-right-secret") { harness in
             try harness.startWorker(0, environment: ["VERIFY_SHARED_SECRET": "a-wrong-secret"])
             try await harness.waitUntilAssigned()
@@ -31,7 +31,7 @@ struct AppleConfigurationFaultTests {
             }
             // Counted as what Apple answered, not as `ok`.
             try await PipelineHarness.poll("verify_apple_calls_total{status=\"21004\"}") {
-                AppleCallStatusLabelTests.calls(endpoint: AppleEndpoint.verifyReceipt.name, status: "21004")
+                AppleCallStatusLabelTests.calls(endpoint: StoreEndpoint.verifyReceipt.name, status: "21004")
                     > refusedBefore
             }
             let health = try #require(harness.health(0))

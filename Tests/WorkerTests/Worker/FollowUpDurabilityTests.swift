@@ -4,6 +4,7 @@ import Foundation
 import Ledger
 import Messages
 import RateLimiter
+import StoreHTTP
 import Synchronization
 import Testing
 

@@ -62,7 +62,7 @@ struct FollowUpSettingsTests {
 
     @Test("each Server API endpoint has Apple's documented limit, a tenth of it in the sandbox")
     func rateLimits() {
-        let expected: [(AppleEndpoint, Double)] = [
+        let expected: [(StoreEndpoint, Double)] = [
             (.transactionInfo, 50), (.notificationHistory, 50), (.consumptionInformation, 50),
             (.finishTransaction, 50), (.appTransactionInfo, 50), (.appAccountToken, 20), (.refundHistory, 10),
             (.testNotification, 1), (.testNotificationStatus, 1),

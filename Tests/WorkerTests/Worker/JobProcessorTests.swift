@@ -6,6 +6,7 @@ import Logging
 import Messages
 import RateLimiter
 import Receipts
+import StoreHTTP
 import Testing
 import Worker
 

@@ -8,6 +8,7 @@ import Messages
 import RateLimiter
 import Receipts
 import SQLiteStorage
+import StoreHTTP
 import Synchronization
 import Testing
 import Worker

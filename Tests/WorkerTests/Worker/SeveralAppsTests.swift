@@ -9,6 +9,7 @@ import Operations
 import RateLimiter
 import Receipts
 import Reconciler
+import StoreHTTP
 import Testing
 import Worker
 

@@ -1,0 +1,271 @@
+import Foundation
+import Logging
+import Observability
+import RateLimiter
+import StoreHTTP
+import Synchronization
+
+/// Where the Developer API client sends its calls.
+public struct GooglePlayAPIConfiguration: Sendable, Hashable {
+    /// The Developer API's base URL. Default: `https://androidpublisher.googleapis.com`.
+    public var baseURL: String
+    /// The OAuth 2.0 token URL. Default: `https://oauth2.googleapis.com/token`.
+    public var tokenURL: String
+    /// The time limit of one call. Default: 10 s.
+    public var requestTimeout: Duration
+
+    public init(
+        baseURL: String = "https://androidpublisher.googleapis.com",
+        tokenURL: String = "https://oauth2.googleapis.com/token", requestTimeout: Duration = .seconds(10)
+    ) {
+        self.baseURL = baseURL.hasSuffix("/") ? String(baseURL.dropLast()) : baseURL
+        self.tokenURL = tokenURL
+        self.requestTimeout = requestTimeout
+    }
+}
+
+/// The Google Play Developer API: the purchase reads, acknowledge and consume, each call through the store's call
+/// gate (its endpoint's rate, the quota budgets, AIMD, the breaker, `Retry-After` holds), retried on 429, 5xx and
+/// transport failures within the retry policy and the caller's deadline, and authorised by the service account's
+/// cached access token (refreshed once and the call repeated once when the API answers 401).
+///
+/// Every outcome is a ``GooglePlayOutcome``; nothing throws, nothing crashes on a body, and no token, access token or
+/// key reaches a log line.
+public final class GooglePlayAPIClient<C: GateClock>: Sendable where C.Instant: Sendable {
+    private let configuration: GooglePlayAPIConfiguration
+    private let transport: any HTTPTransport
+    private let tokens: GooglePlayAccessTokens
+    private let gate: AppleCallGate<C>
+    private let clock: C
+    private let retryPolicy: RetryPolicy
+    private let random: Mutex<SplitMix64>
+    private let logger: Logger
+
+    /// - Parameters:
+    ///   - gate: Google Play's gate (``AppleCallGateConfiguration/googlePlay(workerID:dailyQuota:minuteQuota:)``).
+    ///   - clock: the gate's clock, which the client also sleeps on between retries.
+    public init(
+        configuration: GooglePlayAPIConfiguration = GooglePlayAPIConfiguration(), transport: any HTTPTransport,
+        tokens: GooglePlayAccessTokens, gate: AppleCallGate<C>, clock: C, retryPolicy: RetryPolicy = RetryPolicy(),
+        randomSeed: UInt64? = nil, logger: Logger = Logger(label: "verify.google-play")
+    ) {
+        self.configuration = configuration
+        self.transport = transport
+        self.tokens = tokens
+        self.gate = gate
+        self.clock = clock
+        self.retryPolicy = retryPolicy
+        self.random = Mutex(randomSeed.map { SplitMix64(seed: $0) } ?? SplitMix64())
+        self.logger = logger
+    }
+
+    // MARK: The calls
+
+    /// `purchases.subscriptionsv2.get`: a subscription's state by its purchase token.
+    public func subscription(
+        packageName: String, token: String, deadline: C.Instant? = nil
+    ) async -> GooglePlayOutcome<GooglePlaySubscriptionPurchase> {
+        await call(
+            .playSubscriptionRead, method: .get,
+            path: "applications/\(Self.segment(packageName))/purchases/subscriptionsv2/tokens/\(Self.segment(token))",
+            deadline: deadline, decode: Self.decodeJSON)
+    }
+
+    /// `purchases.productsv2.getproductpurchasev2`: a one-time purchase's state by its purchase token.
+    public func product(
+        packageName: String, token: String, deadline: C.Instant? = nil
+    ) async -> GooglePlayOutcome<GooglePlayProductPurchase> {
+        await call(
+            .playProductRead, method: .get,
+            path: "applications/\(Self.segment(packageName))/purchases/productsv2/tokens/\(Self.segment(token))",
+            deadline: deadline, decode: Self.decodeJSON)
+    }
+
+    /// `purchases.products.acknowledge`: within three days of a one-time purchase, or Google refunds it.
+    public func acknowledgeProduct(
+        packageName: String, productID: String, token: String, deadline: C.Instant? = nil
+    ) async -> GooglePlayOutcome<GooglePlayAccepted> {
+        await call(
+            .playProductAcknowledge, method: .post,
+            path: "applications/\(Self.segment(packageName))/purchases/products/\(Self.segment(productID))/tokens/"
+                + "\(Self.segment(token)):acknowledge",
+            body: Array("{}".utf8), deadline: deadline, decode: Self.accepted)
+    }
+
+    /// `purchases.subscriptions.acknowledge`: within three days of a subscription purchase, or Google refunds it.
+    public func acknowledgeSubscription(
+        packageName: String, subscriptionID: String, token: String, deadline: C.Instant? = nil
+    ) async -> GooglePlayOutcome<GooglePlayAccepted> {
+        await call(
+            .playSubscriptionAcknowledge, method: .post,
+            path: "applications/\(Self.segment(packageName))/purchases/subscriptions/\(Self.segment(subscriptionID))"
+                + "/tokens/\(Self.segment(token)):acknowledge",
+            body: Array("{}".utf8), deadline: deadline, decode: Self.accepted)
+    }
+
+    /// `purchases.products.consume`: a consumable after its grant, so the customer can buy it again.
+    public func consumeProduct(
+        packageName: String, productID: String, token: String, deadline: C.Instant? = nil
+    ) async -> GooglePlayOutcome<GooglePlayAccepted> {
+        await call(
+            .playProductConsume, method: .post,
+            path: "applications/\(Self.segment(packageName))/purchases/products/\(Self.segment(productID))/tokens/"
+                + "\(Self.segment(token)):consume",
+            deadline: deadline, decode: Self.accepted)
+    }
+
+    // MARK: One call, its retries and its token
+
+    private func call<Answer: Sendable>(
+        _ endpoint: StoreEndpoint, method: TransportRequest.Method, path: String, body: [UInt8]? = nil,
+        deadline: C.Instant?,
+        decode: @Sendable (TransportResponse) -> GooglePlayOutcome<Answer>
+    ) async -> GooglePlayOutcome<Answer> {
+        let url = configuration.baseURL + "/androidpublisher/v3/" + path
+        var attempt = 1
+        var priority = CallPriority.firstAttempt
+        var refreshedAfter401 = false
+        var accessToken: String
+        switch await tokens.token() {
+        case .token(let token): accessToken = token
+        case .refused(let error): return .configurationRefused(error)
+        case .unavailable(let advice): return .retryable(advice)
+        case .failed(let error): return .failed(error)
+        }
+        while true {
+            let permit: AppleCallGate<C>.Permit
+            do {
+                permit = try await gate.acquire(endpoint, priority: priority, deadline: deadline)
+            } catch let error as AppleCallGateError {
+                return .retryable(GooglePlayRetryAdvice(reason: .gate(error.code.rawValue)))
+            } catch {
+                return .retryable(GooglePlayRetryAdvice(reason: .transport(.cancelled)))
+            }
+            var headers: [(name: String, value: String)] = [
+                ("Authorization", "Bearer \(accessToken)"), ("Accept", "application/json"),
+            ]
+            if body != nil { headers.append(("Content-Type", "application/json")) }
+            let request = TransportRequest(
+                method: method, url: url, headers: headers, body: body, timeout: configuration.requestTimeout)
+            let started = clock.now
+            let outcome: GooglePlayOutcome<Answer>
+            let gateOutcome: CallOutcome
+            do {
+                let response = try await transport.execute(request)
+                let latency = started.duration(to: clock.now)
+                if response.status == 401 {
+                    gate.report(permit, .success(latency: latency))
+                    guard refreshedAfter401 == false else {
+                        return .configurationRefused(
+                            Self.apiError(response, code: .accessDenied, detail: "\(endpoint): access token refused"))
+                    }
+                    refreshedAfter401 = true
+                    switch await tokens.replace(accessToken) {
+                    case .token(let token): accessToken = token
+                    case .refused(let error): return .configurationRefused(error)
+                    case .unavailable(let advice): return .retryable(advice)
+                    case .failed(let error): return .failed(error)
+                    }
+                    continue
+                }
+                (outcome, gateOutcome) = Self.classify(response, latency: latency, endpoint: endpoint, decode: decode)
+            } catch let error as HTTPTransportError {
+                outcome =
+                    error.isRetryable
+                    ? .retryable(GooglePlayRetryAdvice(reason: .transport(error.code)))
+                    : .failed(GooglePlayAPIError(code: .transport, detail: "\(endpoint): \(error.code)"))
+                gateOutcome = error.code == .timeout ? .timeout : .failure
+            } catch {
+                gate.report(permit, .notSent)
+                return .retryable(GooglePlayRetryAdvice(reason: .transport(.cancelled)))
+            }
+            gate.report(permit, gateOutcome)
+            guard case .retryable = outcome else { return outcome }
+            let remaining = deadline.map { clock.now.duration(to: $0) }
+            let decision = random.withLock {
+                retryPolicy.decide(
+                    attempt: attempt, outcome: gateOutcome, remainingUntilDeadline: remaining, using: &$0)
+            }
+            guard case .retry(let delay) = decision else { return outcome }
+            logger.debug(
+                "google play: retrying",
+                metadata: [LogKeys.endpoint: "\(endpoint.name)", LogKeys.attempt: "\(attempt)"])
+            do {
+                try await clock.sleep(for: delay)
+            } catch {
+                return outcome
+            }
+            attempt += 1
+            priority = .retry
+        }
+    }
+
+    /// Every status's outcome, and how the gate counts it: Google's answers (200, 400, 403, 404, 410) are successes
+    /// of the call; 429 and 503 are overload; other 5xx are failures.
+    static func classify<Answer>(
+        _ response: TransportResponse, latency: Duration, endpoint: StoreEndpoint,
+        decode: (TransportResponse) -> GooglePlayOutcome<Answer>
+    ) -> (GooglePlayOutcome<Answer>, CallOutcome) {
+        let answered = CallOutcome.success(latency: latency)
+        switch response.status {
+        case 200...299:
+            return (decode(response), answered)
+        case 404, 410:
+            return (.purchaseNotFound(status: response.status), answered)
+        case 400:
+            return (.rejected(apiError(response, code: .badRequest, detail: "\(endpoint)")), answered)
+        case 403:
+            return (
+                .configurationRefused(
+                    apiError(response, code: .accessDenied, detail: "\(endpoint): permission denied")),
+                answered
+            )
+        case 429, 500...599:
+            let retryAfter = GooglePlayRetryAfter.parse(response.header("Retry-After"), now: Date())
+            let advice = GooglePlayRetryAdvice(reason: .httpStatus(response.status), retryAfter: retryAfter)
+            let overload = response.status == 429 || response.status == 503
+            return (.retryable(advice), overload ? .throttled(retryAfter: retryAfter) : .failure)
+        default:
+            return (.failed(apiError(response, code: .unexpectedStatus, detail: "\(endpoint)")), answered)
+        }
+    }
+
+    /// Google's error envelope `{"error":{"code":…,"message":…,"status":…}}` read into an error; its message is
+    /// Google's text about the request, which names no credential.
+    static func apiError(
+        _ response: TransportResponse, code: GooglePlayAPIError.Code, detail: String
+    ) -> GooglePlayAPIError {
+        let object = try? JSONSerialization.jsonObject(with: Data(response.body)) as? [String: Any]
+        let envelope = object?["error"] as? [String: Any]
+        var text = detail
+        if let message = envelope?["message"] as? String { text += ": " + String(message.prefix(200)) }
+        return GooglePlayAPIError(
+            code: code, httpStatus: response.status, googleStatus: envelope?["status"] as? String, detail: text)
+    }
+
+    @Sendable static func decodeJSON<Answer: Decodable & Sendable>(
+        _ response: TransportResponse
+    ) -> GooglePlayOutcome<Answer> {
+        do {
+            return .answered(try JSONDecoder().decode(Answer.self, from: Data(response.body)))
+        } catch {
+            return .failed(
+                GooglePlayAPIError(
+                    code: .malformedResponse, httpStatus: response.status,
+                    detail: "the answer is not a \(Answer.self)"))
+        }
+    }
+
+    @Sendable static func accepted(_ response: TransportResponse) -> GooglePlayOutcome<GooglePlayAccepted> {
+        .answered(GooglePlayAccepted())
+    }
+
+    /// A path segment with everything but RFC 3986's unreserved characters percent-encoded.
+    static func segment(_ text: String) -> String {
+        text.addingPercentEncoding(withAllowedCharacters: googlePlayUnreserved) ?? ""
+    }
+}
+
+/// RFC 3986's unreserved characters: a path segment keeps these and percent-encodes the rest.
+private let googlePlayUnreserved = CharacterSet(
+    charactersIn: "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
