@@ -27,7 +27,8 @@ private final class PlayHarness: Sendable {
     init(
         server: AppleClientsFakeServer, baseURL: String,
         gateConfiguration: AppleCallGateConfiguration = .googlePlay(),
-        retryPolicy: RetryPolicy = RetryPolicy(base: .milliseconds(100), maximumBackoff: .seconds(1), maximumAttempts: 3),
+        retryPolicy: RetryPolicy = RetryPolicy(
+            base: .milliseconds(100), maximumBackoff: .seconds(1), maximumAttempts: 3),
         requestTimeout: Duration = .seconds(10)
     ) throws {
         self.server = server

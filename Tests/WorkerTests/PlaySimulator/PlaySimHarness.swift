@@ -1,9 +1,9 @@
-import StoreHTTP
 import Crypto
 import Foundation
 import Logging
 import Messages
 import PlaySimulator
+import StoreHTTP
 import Testing
 import _CryptoExtras
 
