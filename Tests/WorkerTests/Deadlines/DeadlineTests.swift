@@ -11,11 +11,17 @@ struct DeadlineTests {
         private let released = Mutex<CheckedContinuation<Void, Never>?>(nil)
         private let isStarted = Mutex(false)
         let ended = AsyncStream<Bool>.makeStream()
+        /// Told when the task running ``run()`` is cancelled.
+        let cancelled = AsyncStream<Void>.makeStream()
 
         func run() async -> Int {
-            await withCheckedContinuation { continuation in
-                released.withLock { $0 = continuation }
-                isStarted.withLock { $0 = true }
+            await withTaskCancellationHandler {
+                await withCheckedContinuation { continuation in
+                    released.withLock { $0 = continuation }
+                    isStarted.withLock { $0 = true }
+                }
+            } onCancel: {
+                cancelled.continuation.yield(())
             }
             ended.continuation.yield(Task.isCancelled)
             return 7
@@ -64,6 +70,9 @@ struct DeadlineTests {
         await #expect(throws: Late.self) {
             try await withDeadline(.milliseconds(20), onTimeout: { Late() }) { await held.run() }
         }
+        // The timeout answers the caller first and cancels the operation right after: awaited, not assumed.
+        var cancelled = held.cancelled.stream.makeAsyncIterator()
+        _ = await cancelled.next()
         while !held.started { await Task.yield() }
         held.release()
         var ended = held.ended.stream.makeAsyncIterator()

@@ -1,18 +1,24 @@
 import Decision
 import Foundation
 import Ledger
+import Logging
 import Messages
 import Testing
 import Worker
 
-/// Until the job flow has a Google Play store, the App Store is handed Play purchases too: it reads one as no proof
-/// of its own, so the job is rejected from the proof alone, never granted, never sent to Apple, never a crash.
+/// The job flow hands a Play purchase to Google Play, never to the App Store; a Play purchase given to the App Store
+/// directly is read as no proof of its own: rejected from the proof alone, never granted, never sent to Apple.
 @Suite("App Store: another store's proof", .timeLimit(.minutes(2)))
 struct AppStoreOtherStoreProofTests {
     @Test(
         "a Google Play job given to the App Store is rejected malformed by the prefilter, without Apple or the ledger")
     func playProofRejected() async throws {
-        try await JobProcessorTests.withProcessor { processor, ledger in
+        try await JobProcessorTests.withProcessor { routed, ledger in
+            // The App Store alone behind the boundary, as if the flow had handed it the job.
+            let stores = try #require(routed.store as? PurchaseStores)
+            let processor = JobProcessor(
+                store: stores.appStore, ledger: ledger, configuration: routed.configuration, health: WorkerHealth(),
+                logger: Logger(label: "other-store"))
             let purchases = [
                 GooglePlayPurchase(
                     packageName: "com.example.verifyworker", productID: "com.example.coins", purchaseToken: "tok.en-1"),
