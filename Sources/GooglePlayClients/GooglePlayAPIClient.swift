@@ -221,7 +221,7 @@ public final class GooglePlayAPIClient<C: GateClock>: Sendable where C.Instant: 
                 answered
             )
         case 429, 500...599:
-            let retryAfter = GooglePlayRetryAfter.parse(response.header("Retry-After"), now: Date())
+            let retryAfter = RetryAfter.fromHTTPHeader(response.header("Retry-After"), now: Date())
             let advice = GooglePlayRetryAdvice(reason: .httpStatus(response.status), retryAfter: retryAfter)
             let overload = response.status == 429 || response.status == 503
             return (.retryable(advice), overload ? .throttled(retryAfter: retryAfter) : .failure)

@@ -152,26 +152,12 @@ public actor GooglePlayAccessTokens {
             return .unavailable(
                 GooglePlayRetryAdvice(
                     reason: .httpStatus(response.status),
-                    retryAfter: GooglePlayRetryAfter.parse(response.header("Retry-After"), now: now())))
+                    retryAfter: RetryAfter.fromHTTPHeader(response.header("Retry-After"), now: now())))
         default:
             return .failed(
                 GooglePlayAPIError(
                     code: .unexpectedStatus, httpStatus: response.status, detail: "token endpoint"))
         }
-    }
-}
-
-/// Reads Google's `Retry-After` (RFC 9110: seconds, or an HTTP date).
-enum GooglePlayRetryAfter {
-    static func parse(_ header: String?, now: Date) -> Duration? {
-        guard let header = header?.trimmingCharacters(in: .whitespaces), header.isEmpty == false else { return nil }
-        if let seconds = Int64(header) { return .seconds(max(seconds, 0)) }
-        let formatter = DateFormatter()
-        formatter.locale = Locale(identifier: "en_US_POSIX")
-        formatter.timeZone = TimeZone(identifier: "GMT")
-        formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss zzz"
-        guard let date = formatter.date(from: header) else { return nil }
-        return .milliseconds(max(Int64(date.timeIntervalSince(now) * 1000), 0))
     }
 }
 

@@ -105,6 +105,21 @@ public enum LedgerFactory {
         throw LedgerError(.invalidConfiguration, "ledger URL must start with postgres:// or sqlite:")
     }
 
+    /// The ledger `url` names, for a command starting: making one only reads its URL and opens a SQLite file (a
+    /// PostgreSQL ledger connects later), so whatever fails here is the setting, which `settingError` turns into the
+    /// command's own error from one line of reason.
+    public static func make<SettingError: Error>(
+        url: String, logger: Logger, settingError: (String) -> SettingError
+    ) throws(SettingError) -> any Ledger {
+        do {
+            return try make(url: url, configuration: LedgerConfiguration(), logger: logger)
+        } catch let error as LedgerError {
+            throw settingError(error.detail)
+        } catch {
+            throw settingError("\(error)")
+        }
+    }
+
     /// Runs `body` with a running, migrated ledger, then stops it (for tools, tests and benchmarks).
     public static func withLedger<T: Sendable>(
         url: String, configuration: LedgerConfiguration = .init(), logger: Logger = Logger(label: "verify.ledger"),

@@ -47,7 +47,9 @@ public struct ReconcileRuntime: Sendable {
         let worker = configuration.worker
         let (catalog, trust) = try worker.loadDecisionInputs()
         let registry = MetricsBootstrap.registry()
-        let ledger = try Self.makeLedger(url: worker.ledgerURL, logger: logger)
+        let ledger = try LedgerFactory.make(url: worker.ledgerURL, logger: logger) {
+            ConfigurationError(key: "ledger_url", problem: $0)
+        }
         let engine = try CurlHTTPEngine(
             configuration: HTTPEngineConfiguration(
                 connectTimeout: worker.appleConnectTimeout, requestTimeout: worker.appleRequestTimeout,
@@ -149,18 +151,6 @@ public struct ReconcileRuntime: Sendable {
         let (catalog, _) = try configuration.worker.loadDecisionInputs()
         let credentials = try AppCredentials.load(catalog: catalog, configuration: configuration.worker)
         return try Self.sweeps(of: credentials, settings: configuration.reconciler).map(\.name)
-    }
-
-    /// The ledger `ledger_url` names; whatever fails here is the setting (a ``ConfigurationError`` naming
-    /// `ledger_url`), as for the worker.
-    static func makeLedger(url: String, logger: Logger) throws(ConfigurationError) -> any Ledger {
-        do {
-            return try LedgerFactory.make(url: url, configuration: LedgerConfiguration(), logger: logger)
-        } catch let error as LedgerError {
-            throw ConfigurationError(key: "ledger_url", problem: error.detail)
-        } catch {
-            throw ConfigurationError(key: "ledger_url", problem: "\(error)")
-        }
     }
 
     /// Migrates once the ledger answers (the reconciler's table may be newer than the workers'), retrying with

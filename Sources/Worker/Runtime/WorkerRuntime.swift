@@ -43,18 +43,6 @@ public struct WorkerRuntime: Sendable {
         if serveOperations { _ = MetricsBootstrap.registry() }
     }
 
-    /// The ledger `ledger_url` names. Making one only reads its URL and opens a SQLite file (a PostgreSQL ledger
-    /// connects later), so whatever fails here is the setting: a ``ConfigurationError`` naming `ledger_url`.
-    public static func makeLedger(url: String, logger: Logger) throws(ConfigurationError) -> any Ledger {
-        do {
-            return try LedgerFactory.make(url: url, configuration: LedgerConfiguration(), logger: logger)
-        } catch let error as LedgerError {
-            throw ConfigurationError(key: "ledger_url", problem: error.detail)
-        } catch {
-            throw ConfigurationError(key: "ledger_url", problem: "\(error)")
-        }
-    }
-
     /// Runs until `stop` returns (or a fatal fault), then drains. Throws for a configuration the parts refuse at
     /// start (an unreadable catalog, a bad key); never for a fault while running.
     ///
@@ -119,7 +107,9 @@ public struct WorkerRuntime: Sendable {
         // Metrics objects bind to the factory bootstrapped when they are created (the worker's counters and the
         // gate's gauges are created below, once): bootstrap before any part exists, or they stay silent.
         let registry = serveOperations ? MetricsBootstrap.registry() : nil
-        let ledger = try Self.makeLedger(url: configuration.ledgerURL, logger: logger)
+        let ledger = try LedgerFactory.make(url: configuration.ledgerURL, logger: logger) {
+            ConfigurationError(key: "ledger_url", problem: $0)
+        }
         let engine = try CurlHTTPEngine(
             configuration: HTTPEngineConfiguration(
                 connectTimeout: configuration.appleConnectTimeout, requestTimeout: configuration.appleRequestTimeout,
