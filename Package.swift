@@ -153,6 +153,8 @@ let package = Package(
         .target(
             name: "GooglePlayClients",
             dependencies: [
+                "Decision",
+                "Messages",
                 "Observability",
                 "RateLimiter",
                 "StoreHTTP",
@@ -241,6 +243,7 @@ let package = Package(
                 "Messages",
                 "Receipts",
                 "GooglePlay",
+                "GooglePlayClients",
                 "AppleClients",
                 "StoreHTTP",
                 "RateLimiter",

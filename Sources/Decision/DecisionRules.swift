@@ -51,11 +51,16 @@ public enum DecisionRules {
         var evaluation = Evaluation(input: input)
         if let decision = evaluation.run() { return .decided(decision) }
         if input.evidence.appleUnavailable {
-            return .decided(LedgerDecision(verdict: evaluation.verdict(.unverifiable, .appleUnavailable, by: .apple)))
+            let store = input.evidence.store
+            return .decided(
+                LedgerDecision(verdict: evaluation.verdict(.unverifiable, store.unavailableReason, by: store.decidedBy))
+            )
         }
         if input.evidence.source == .apple {
             // Apple answered without authenticating or rejecting: treat as Apple's rejection, never loop.
-            return .decided(LedgerDecision(verdict: evaluation.verdict(.rejected, .appleRejected, by: .apple)))
+            let store = input.evidence.store
+            return .decided(
+                LedgerDecision(verdict: evaluation.verdict(.rejected, store.rejectedReason, by: store.decidedBy)))
         }
         return .needsApple
     }
@@ -85,12 +90,39 @@ extension DecisionRules {
     }
 }
 
-extension PurchaseEvidence.Source {
-    var decidedBy: Verdict.DecidedBy {
-        switch self {
+extension PurchaseEvidence {
+    /// The stage the evidence comes from, as a verdict names it (the store's answer by the store's name).
+    public var decidedBy: Verdict.DecidedBy {
+        switch source {
         case .prefilter: .prefilter
         case .signature: .signature
-        case .apple: .apple
+        case .apple: store.decidedBy
+        }
+    }
+}
+
+extension Store {
+    /// A verdict decided on this store's answer.
+    var decidedBy: Verdict.DecidedBy {
+        switch self {
+        case .appStore: .apple
+        case .googlePlay: .googlePlay
+        }
+    }
+
+    /// The reason of a job this store could not be asked about before its deadline.
+    var unavailableReason: Verdict.Reason {
+        switch self {
+        case .appStore: .appleUnavailable
+        case .googlePlay: .googlePlayUnavailable
+        }
+    }
+
+    /// The reason of a request this store refused.
+    public var rejectedReason: Verdict.Reason {
+        switch self {
+        case .appStore: .appleRejected
+        case .googlePlay: .googlePlayRejected
         }
     }
 }
@@ -140,7 +172,11 @@ private struct Evaluation {
     }
 
     mutating func run() -> LedgerDecision? {
-        let by = evidence.source.decidedBy
+        let by = evidence.decidedBy
+        if evidence.rejection == .purchasePending {
+            // Not paid yet: nothing to claim, and nothing final to say about the purchase.
+            return LedgerDecision(verdict: verdict(.unverifiable, .purchasePending, by: by))
+        }
         if let reason = evidence.rejection { return reject(reason, by: by) }
         if evidence.authenticity == .notAuthenticated { return reject(.notAuthenticated, by: by) }
         if let actual = evidence.bundleID {
@@ -166,16 +202,18 @@ private struct Evaluation {
         }
         if transactions.isEmpty {
             if authentic, evidence.notification != nil { return recordTransactionless() }
-            return authentic ? reject(.noTransaction, by: by) : nil
+            return authentic ? reject(.noTransaction, by: by) : decidePurchaseTokenFromLedger()
         }
         // The product rule comes before every ownership rule: a proof without the product the job expects is never
         // `already_granted` for it. Read locally but not yet authenticated, a receipt may lack only what Apple adds
         // to its answer: a subscription's later transactions (renewals, upgrades in `latest_receipt_info`). For any
         // other product (or one the catalog does not sell) Apple answers with the receipt's own purchases, so the
         // proof already shows the answer.
-        if let expected = job.expectedProductID, !transactions.contains(where: { $0.productID == expected }) {
+        if let expected = job.expectedProductID ?? job.proof.googlePlayProductID,
+            !transactions.contains(where: { $0.productID == expected })
+        {
             if authentic { return reject(.productMismatch, by: by) }
-            if let catalog = policy.catalog, catalog.products[expected]?.type != .autoRenewable {
+            if let catalog = policy.catalog, catalog.productType(of: expected, in: evidence.store) != .autoRenewable {
                 return reject(.productMismatch, by: by)
             }
             return nil
@@ -261,6 +299,13 @@ private struct Evaluation {
         let ledgerActive = TransactionClaim.subscriptionIsActive(ledgerClaims, at: now)
         let unclaimed = group.filter { snapshot.claim($0.transactionID) == nil }
 
+        // An upgrade, a downgrade or a resubscription (Google Play's `linkedPurchaseToken`) carries the replaced
+        // subscription's entitlement to its owner only: for another account the new subscription is a replay.
+        if owner == nil, authentic, let linkedOwner = linkedOwner(of: group), linkedOwner != job.accountID {
+            standings.append(.replayed)
+            return
+        }
+
         if let owner, owner != job.accountID {
             if ledgerActive {
                 // Another account holds a current period: a replay, whatever the evidence says.
@@ -334,6 +379,41 @@ private struct Evaluation {
         }
     }
 
+    /// The owner of the subscription `group` replaced (``PurchaseTransaction/linkedSubscriptionKey``), if the
+    /// ledger knows it.
+    func linkedOwner(of group: [PurchaseTransaction]) -> String? {
+        for key in Set(group.compactMap(\.linkedSubscriptionKey)).sorted() {
+            if let owner = Self.owner(of: snapshot.claims(ofSubscription: key)) { return owner }
+        }
+        return nil
+    }
+
+    // MARK: A Google Play purchase the ledger knows
+
+    /// A Google Play purchase read locally names its token, not its order: the ledger decides a token whose claims
+    /// still entitle (the owner's repeat: `already_granted`; another account's: `replayed`), as it decides an App
+    /// Store subscription it knows, without asking Google. Anything else (a token the ledger does not know, or whose
+    /// entitlement ended) needs Google's answer.
+    mutating func decidePurchaseTokenFromLedger() -> LedgerDecision? {
+        guard case .googlePlay(let purchase) = job.proof else { return nil }
+        let claims = snapshot.claims(ofSubscription: purchase.purchaseToken)
+        guard let owner = Self.owner(of: claims), TransactionClaim.subscriptionIsActive(claims, at: now),
+            claims.contains(where: { $0.productID == purchase.productID })
+        else { return nil }
+        transactions = claims.sorted { $0.periodOrder < $1.periodOrder }.map { claim in
+            PurchaseTransaction(
+                transactionID: claim.transactionID, originalTransactionID: claim.originalTransactionID,
+                productID: claim.productID, productType: claim.productType, purchaseDate: claim.purchaseDate,
+                expiresDate: claim.expiresDate, revokedAt: claim.revokedAt,
+                gracePeriodExpiresDate: claim.gracePeriodExpiresDate,
+                orderID: claim.transactionID == purchase.purchaseToken
+                    ? nil : claim.transactionID.split(separator: "#").first.map(String.init),
+                purchaseToken: purchase.purchaseToken)
+        }
+        standings = [owner == job.accountID ? .alreadyOwned : .replayed]
+        return conclude()
+    }
+
     // MARK: App Store Server Notifications V2
 
     mutating func decideNotification(_ notification: SubscriptionNotification) -> LedgerDecision? {
@@ -347,7 +427,7 @@ private struct Evaluation {
             ledgerClaims.append(existing)
         }
         guard let owner = Self.owner(of: ledgerClaims) else {
-            return reject(.unclaimed, by: evidence.source.decidedBy)
+            return reject(.unclaimed, by: evidence.decidedBy)
         }
         verdictAccount = owner
         if let signed = notification.signedDate, let newest = ledgerClaims.compactMap(\.notificationSignedAt).max(),
@@ -462,7 +542,7 @@ private struct Evaluation {
     /// A notification that concerns no transaction (`TEST`, `RENEWAL_EXTENSION` / `SUMMARY`,
     /// `EXTERNAL_PURCHASE_TOKEN`, `RESCIND_CONSENT`): recorded with its verdict, the ledger's claims unchanged.
     func recordTransactionless() -> LedgerDecision {
-        reject(.notificationRecorded, by: evidence.source.decidedBy)
+        reject(.notificationRecorded, by: evidence.decidedBy)
     }
 
     mutating func appendExtension(_ transaction: PurchaseTransaction, claim: TransactionClaim) {
@@ -479,7 +559,7 @@ private struct Evaluation {
 
     func conclude() -> LedgerDecision {
         let best = standings.max() ?? .expired
-        let source = evidence.source.decidedBy
+        let source = evidence.decidedBy
         let verdict: Verdict
         switch best {
         case .granted: verdict = self.verdict(.granted, nil, by: source)
@@ -539,14 +619,15 @@ private struct Evaluation {
             transactionID: transaction.transactionID, originalTransactionID: transaction.originalTransactionID,
             productID: transaction.productID, purchaseDate: transaction.purchaseDate,
             expiresDate: Self.latest(entitlementEnd(transaction), claim?.entitlementEnd),
-            revokedAt: transaction.revokedAt ?? (reinstated ? nil : claim?.revokedAt), quantity: transaction.quantity)
+            revokedAt: transaction.revokedAt ?? (reinstated ? nil : claim?.revokedAt), quantity: transaction.quantity,
+            orderID: transaction.orderID, purchaseToken: transaction.purchaseToken)
     }
 
     // MARK: Helpers
 
     func productType(of transaction: PurchaseTransaction) -> ProductType {
         if let type = transaction.productType { return type }
-        if let type = policy.catalog?.productType(of: transaction.productID) { return type }
+        if let type = policy.catalog?.productType(of: transaction.productID, in: evidence.store) { return type }
         return transaction.expiresDate == nil ? .nonConsumable : .autoRenewable
     }
 

@@ -78,7 +78,9 @@ public enum EvidenceMapping {
     public static func evidence(from answer: StoreAnswer, local: PurchaseEvidence) -> PurchaseEvidence {
         var evidence = PurchaseEvidence(
             source: .apple, authenticity: .unknown, environment: environment(answer.environment),
-            bundleID: answer.bundleID ?? local.bundleID, appleStatus: answer.statusCode, store: local.store)
+            bundleID: answer.bundleID ?? local.bundleID,
+            // `apple_status` is Apple's alone: a Google Play verdict carries no status.
+            appleStatus: local.store == .appStore ? answer.statusCode : nil, store: local.store)
         switch answer.status {
         case .authentic:
             evidence.authenticity = .authentic
@@ -90,9 +92,13 @@ public enum EvidenceMapping {
         case .refusedRequest:
             evidence = local
             evidence.appleUnavailable = true
-            evidence.appleStatus = answer.statusCode
+            evidence.appleStatus = local.store == .appStore ? answer.statusCode : nil
         case .rejected:
-            evidence.rejection = .appleRejected
+            evidence.rejection = local.store.rejectedReason
+        case .notFound:
+            evidence.rejection = .purchaseNotFound
+        case .pending:
+            evidence.rejection = .purchasePending
         }
         return evidence
     }

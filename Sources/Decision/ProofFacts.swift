@@ -114,6 +114,10 @@ public struct StoreAnswer: Sendable, Hashable {
         case refusedRequest
         /// Any other refusal.
         case rejected
+        /// The store knows no such purchase (Google Play's 404 or 410 for the token).
+        case notFound
+        /// The purchase awaits payment (Google Play's `PENDING`): the store vouches for nothing yet.
+        case pending
     }
 
     public var status: Status

@@ -11,7 +11,8 @@ public struct PurchaseEvidence: Sendable, Hashable {
         case prefilter
         /// Local signature verification (JWS chain, PKCS#7 signature).
         case signature
-        /// Apple's answer (verifyReceipt or the App Store Server API).
+        /// The store's answer: Apple's (verifyReceipt or the App Store Server API) or Google Play's (the Developer
+        /// API); ``PurchaseEvidence/store`` says which.
         case apple
     }
 
@@ -83,15 +84,27 @@ public struct PurchaseTransaction: Sendable, Hashable {
     /// `signedRenewalInfo`, verifyReceipt's `pending_renewal_info`): only then does a verdict state them.
     public var hasRenewalInfo: Bool
     public var quantity: Int?
-    /// The `appAccountToken` the app set when it bought (lower case), when the proof or Apple shows one.
+    /// The account the app tagged the purchase with when it bought (lower case), when the proof or the store shows
+    /// one: the App Store's `appAccountToken`, Google Play's `obfuscatedExternalAccountId`.
     public var appAccountToken: String?
+    /// The subscription this one replaced (Google Play's `linkedPurchaseToken`: an upgrade, a downgrade or a
+    /// resubscription): its key (``subscriptionKey``) in the ledger. Its owner alone may take this subscription.
+    public var linkedSubscriptionKey: String?
+    /// Google Play's order id, when Google gave one (the verdict's `order_id`).
+    public var orderID: String?
+    /// Google Play's purchase token (the verdict's `purchase_token`).
+    public var purchaseToken: String?
 
     public init(
         transactionID: String, originalTransactionID: String? = nil, productID: String,
         productType: ProductType? = nil, purchaseDate: Date? = nil, expiresDate: Date? = nil,
         revokedAt: Date? = nil, gracePeriodExpiresDate: Date? = nil, isInBillingRetry: Bool = false,
-        hasRenewalInfo: Bool = false, quantity: Int? = nil, appAccountToken: String? = nil
+        hasRenewalInfo: Bool = false, quantity: Int? = nil, appAccountToken: String? = nil,
+        linkedSubscriptionKey: String? = nil, orderID: String? = nil, purchaseToken: String? = nil
     ) {
+        self.linkedSubscriptionKey = linkedSubscriptionKey
+        self.orderID = orderID
+        self.purchaseToken = purchaseToken
         self.transactionID = transactionID
         self.originalTransactionID = originalTransactionID
         self.productID = productID

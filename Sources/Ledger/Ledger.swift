@@ -48,7 +48,12 @@ extension Ledger {
     /// The snapshot a job's evidence needs: the job's prior verdict and the claims of its transactions.
     public func snapshot(for job: ReceiptJob, evidence: PurchaseEvidence) async throws -> LedgerSnapshot {
         let ids = Array(Set(evidence.transactions.map(\.transactionID))).sorted()
-        let originals = Array(Set(evidence.transactions.map(\.subscriptionKey))).sorted()
+        // The subscriptions of the transactions, those they replaced (Google Play's linked tokens), and a Google Play
+        // purchase's own token (its claims, when the ledger knows it, decide a repeat or a replay without Google).
+        var keys = Set(evidence.transactions.map(\.subscriptionKey))
+        keys.formUnion(evidence.transactions.compactMap(\.linkedSubscriptionKey))
+        if case .googlePlay(let purchase) = job.proof { keys.insert(purchase.purchaseToken) }
+        let originals = Array(keys).sorted()
         return try await snapshot(jobID: job.jobID, transactionIDs: ids, originalTransactionIDs: originals)
     }
 

@@ -201,6 +201,14 @@ public struct Catalog: Sendable, Hashable {
     /// The type of a product, or nil when the catalog does not sell it.
     public func productType(of productID: String) -> ProductType? { products[productID]?.type }
 
+    /// The type of a product of `store`, or nil when the catalog does not sell it there.
+    public func productType(of productID: String, in store: Store) -> ProductType? {
+        switch store {
+        case .appStore: products[productID]?.type
+        case .googlePlay: playProducts[productID]?.type
+        }
+    }
+
     /// The type of a product. A product the catalog does not list (the worker's catalog may have changed since
     /// the verdict) is judged by its transaction: with an expiry it is treated as an auto-renewable subscription,
     /// without one as a non-consumable. A consumable cannot be recognised that way; list it.

@@ -58,6 +58,13 @@ public struct ReceiptJob: Sendable, Hashable {
             return .appStore
         }
 
+        /// The product a Google Play purchase names (its `product_id`); nil for the App Store's proofs. Google's
+        /// answer must show it, as a receipt must show a job's `expected_product_id`.
+        public var googlePlayProductID: String? {
+            if case .googlePlay(let purchase) = self { return purchase.productID }
+            return nil
+        }
+
         /// Whether this is an App Store Server Notification.
         public var isNotification: Bool {
             if case .notification = self { return true }

@@ -51,6 +51,8 @@ public struct Verdict: Sendable, Hashable {
         case ledger
         /// Apple's answer.
         case apple
+        /// Google Play's answer (the Developer API).
+        case googlePlay = "google_play"
     }
 
     /// A stable machine code for a non-grant. Open-ended: new codes may appear in later versions, so consumers
@@ -108,6 +110,16 @@ public struct Verdict: Sendable, Hashable {
         /// A notification about no transaction (`TEST`, a `SUMMARY`, an external purchase token, a rescinded
         /// consent): recorded, nothing in the ledger changes.
         public static let notificationRecorded = Reason("notification_recorded")
+        /// Google Play could not be asked before the job's deadline (the App Store's is ``appleUnavailable``).
+        public static let googlePlayUnavailable = Reason("google_play_unavailable")
+        /// Google Play refused the request about the purchase (HTTP 400: a token or product it does not accept).
+        public static let googlePlayRejected = Reason("google_play_rejected")
+        /// Google Play knows no such purchase for the package: the token never existed there (404: forged, or
+        /// another app's) or no longer exists (410).
+        public static let purchaseNotFound = Reason("purchase_not_found")
+        /// The purchase awaits payment (Google Play's `PENDING`): not granted yet, nothing claimed; the reason of an
+        /// `unverifiable` verdict. The app submits the purchase again, under a new `job_id`, once it is paid.
+        public static let purchasePending = Reason("purchase_pending")
     }
 
     /// One transaction as the decision saw it.

@@ -48,7 +48,7 @@ public enum MetricNames {
     /// Counter, label `reason`: messages sent to the dead-letter topic.
     public static let deadLetters = "verify_dead_letters_total"
     /// Counter, label `setting` (`shared_secret`, `server_api_key`): calls Apple refused because of this worker's own
-    /// configuration (verifyReceipt 21004, Server API 401). Their jobs stay undecided; see `AppleConfigurationWatch`.
+    /// configuration (verifyReceipt 21004, Server API 401). Their jobs stay undecided; see `StoreConfigurationWatch`.
     public static let appleConfigurationFaults = "verify_apple_configuration_faults_total"
     /// Counter: dead letters sent with their value cut (`dlq.truncated`) because the whole did not fit in one record
     /// (`max_produce_bytes`, or a broker that refused it as too large); counted per form sent.

@@ -13,7 +13,7 @@ import Receipts
 /// notifications locally (``ReceiptAnalyzer``), and asks Apple (verifyReceipt, or the Server API for a bare
 /// transaction id) through the call gate (``AppleCaller``), one call per proof across the cluster
 /// (``AppleCallCoalescer``), holding jobs back while Apple refuses this worker's own configuration
-/// (``AppleConfigurationWatch``).
+/// (``StoreConfigurationWatch``).
 ///
 /// Thousands of jobs may wait for Apple at once. In a worker they wait parked as data, and only the store stage's
 /// runners wait here as tasks, in the chain ``verify(_:local:deadline:)`` → ``ask(_:local:deadline:)`` → a call
@@ -26,7 +26,7 @@ public struct AppStore: PurchaseStore {
     /// Each app's verifyReceipt and Server API clients (one app unless the catalog lists several).
     let apps: AppleAppClients
     /// Holds back jobs while Apple refuses this worker's own configuration (21004, Server API 401).
-    public let configurationWatch: AppleConfigurationWatch
+    public let configurationWatch: StoreConfigurationWatch
     /// Jobs with the same proof share one Apple answer, within the worker and across the cluster.
     let coalescer: AppleCallCoalescer
     /// How long a job may wait for Apple, counted again from each attempt after a configuration fault was fixed.
@@ -35,7 +35,7 @@ public struct AppStore: PurchaseStore {
 
     init(
         analyzer: ReceiptAnalyzer, apple: AppleCaller, apps: AppleAppClients,
-        configurationWatch: AppleConfigurationWatch, coalescer: AppleCallCoalescer, jobDeadline: Duration,
+        configurationWatch: StoreConfigurationWatch, coalescer: AppleCallCoalescer, jobDeadline: Duration,
         logger: Logger
     ) {
         self.analyzer = analyzer
@@ -166,13 +166,13 @@ public struct AppStore: PurchaseStore {
     /// What asking Apple gave: evidence, or a refusal of the worker's own configuration.
     enum AppleStep {
         case evidence(PurchaseEvidence)
-        case refused(AppleConfigurationFault)
+        case refused(StoreConfigurationFault)
     }
 
     /// Thrown out of a coalesced call when Apple refused the worker's configuration: the single flight then hands the
     /// lead to a waiting job (which waits for the setting in turn), and the lease is released, never answered.
     struct AppleConfigurationRefusal: Error {
-        var fault: AppleConfigurationFault
+        var fault: StoreConfigurationFault
     }
 
     /// Calls Apple for this job (no other job of the cluster is asking about its proof).
@@ -194,10 +194,10 @@ public struct AppStore: PurchaseStore {
         }
     }
 
-    /// Waits while Apple refuses the setting `fault` names (``AppleConfigurationWatch/waitForTurn(_:)``); a held job
+    /// Waits while Apple refuses the setting `fault` names (``StoreConfigurationWatch/waitForTurn(_:)``); a held job
     /// steps aside from the worker's store stage meanwhile, so it keeps no other job from Apple.
     @inline(never)
-    private func waitForTurn(_ fault: AppleConfigurationFault) async throws {
+    private func waitForTurn(_ fault: StoreConfigurationFault) async throws {
         guard configurationWatch.isStanding(fault) else { return }
         try await JobStageSlot.whileWaitingElsewhere { try await configurationWatch.waitForTurn(fault) }
     }
@@ -227,7 +227,7 @@ public struct AppStore: PurchaseStore {
 
     /// A call Apple refused because of this worker's configuration: counted, and the job waits undecided.
     @inline(never)
-    private func refused(_ fault: AppleConfigurationFault, job: ReceiptJob) -> AppleConfigurationRefusal {
+    private func refused(_ fault: StoreConfigurationFault, job: ReceiptJob) -> AppleConfigurationRefusal {
         configurationWatch.refused(fault)
         logger.debug(
             "apple: refused the worker's configuration, the job waits undecided",
@@ -325,7 +325,7 @@ extension JobProcessor {
     public init(
         analyzer: ReceiptAnalyzer, ledger: any Ledger, apple: AppleCaller, verifyReceipt: VerifyReceiptClient,
         serverAPI: AppStoreServerAPIClient?, configuration: Configuration, health: WorkerHealth, logger: Logger,
-        configurationWatch: AppleConfigurationWatch? = nil, now: @escaping @Sendable () -> Date = Date.init,
+        configurationWatch: StoreConfigurationWatch? = nil, now: @escaping @Sendable () -> Date = Date.init,
         coalescing: AppleCoalescingConfiguration = .init(), apps: AppleAppClients? = nil,
         googlePlay: GooglePlayStore = GooglePlayStore()
     ) {
@@ -339,7 +339,7 @@ extension JobProcessor {
                 ], servesEveryBundleID: true)
         let store = AppStore(
             analyzer: analyzer, apple: apple, apps: apps,
-            configurationWatch: configurationWatch ?? AppleConfigurationWatch(health: health, logger: logger),
+            configurationWatch: configurationWatch ?? StoreConfigurationWatch(health: health, logger: logger),
             coalescer: AppleCallCoalescer(
                 configuration: coalescing, leases: ledger, logger: logger),
             jobDeadline: configuration.jobDeadline, logger: logger)

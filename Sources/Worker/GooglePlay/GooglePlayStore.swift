@@ -1,20 +1,53 @@
 import Decision
 import Foundation
 import GooglePlay
+import GooglePlayClients
+import Logging
 import Messages
+import Observability
+import RateLimiter
 
 /// Google Play behind the store boundary (``PurchaseStore``): a purchase is read locally by ``PlayPurchaseReader``
 /// (the token's shape; the signed purchase data's signature against the app's licensing key and what it names), so
-/// a forgery, another app's purchase or a malformed token is decided without a call to Google.
+/// a forgery, another app's purchase or a malformed token is decided without a call to Google; the rest is read from
+/// Google's Developer API (``GooglePlayAPIClient``: `subscriptionsv2.get` for a subscription, `productsv2` for a
+/// one-time product), whose answer becomes facts (``GooglePlaySubscriptionPurchase/storeAnswer(packageName:token:now:)``)
+/// for the decision rules.
 ///
-/// Asking Google (the Developer API) is not part of this store yet: a purchase the local checks let through has no
-/// one to ask, so ``verify(_:local:deadline:)`` reports the store unavailable, and `run` refuses a catalog that names
-/// Play apps (``WorkerRuntime``) until it is. Without Play apps every Play purchase is another app's (`wrong_bundle`).
+/// While Google refuses an app's service account, its jobs wait undecided and uncommitted, `/readyz` names the fault
+/// and one job probes every 30 s (``StoreConfigurationWatch``), as with a wrong App Store secret.
 public struct GooglePlayStore: PurchaseStore {
     public let reader: PlayPurchaseReader
+    /// Each Play app's Developer API client, by package name.
+    let clients: [String: any GooglePlayPurchaseReads]
+    /// The Play products sold as subscriptions: read with `subscriptionsv2.get`; every other with `productsv2`.
+    let subscriptionProducts: Set<String>
+    /// Holds back jobs while Google refuses a service account.
+    public let configurationWatch: StoreConfigurationWatch?
+    /// How long a job may wait for Google, counted again from each attempt after a configuration fault was fixed.
+    let jobDeadline: Duration
+    let logger: Logger
+    let now: @Sendable () -> Date
+    public let stageLimit: Int
 
-    public init(reader: PlayPurchaseReader = PlayPurchaseReader(licensingKeys: [:])) {
+    /// A Google Play that reads purchases locally only (`clients` empty): a purchase the local checks let through is
+    /// decided `unverifiable` / `google_play_unavailable` (tests, and deployments without Play apps, whose every Play
+    /// purchase is another app's).
+    public init(
+        reader: PlayPurchaseReader = PlayPurchaseReader(licensingKeys: [:]),
+        clients: [String: any GooglePlayPurchaseReads] = [:], subscriptionProducts: Set<String> = [],
+        configurationWatch: StoreConfigurationWatch? = nil, jobDeadline: Duration = .seconds(600),
+        stageLimit: Int = 256, logger: Logger = Logger(label: "verify.google-play"),
+        now: @escaping @Sendable () -> Date = Date.init
+    ) {
         self.reader = reader
+        self.clients = clients
+        self.subscriptionProducts = subscriptionProducts
+        self.configurationWatch = configurationWatch
+        self.jobDeadline = jobDeadline
+        self.stageLimit = stageLimit
+        self.logger = logger
+        self.now = now
     }
 
     public func readProof(_ job: ReceiptJob) -> ProofReading {
@@ -29,14 +62,105 @@ public struct GooglePlayStore: PurchaseStore {
         kind: .unreadable(reason: "an App Store proof is not a Google Play purchase"),
         signature: .notChecked(reason: "another store's proof"), store: .googlePlay)
 
-    public func verify(
-        _ job: ReceiptJob, local: LocalEvidence, deadline: ContinuousClock.Instant
-    ) async throws -> PurchaseEvidence {
-        local.unavailable
-    }
-
     /// Google Play names apps by package name only.
     public func appIdentifier(for bundleID: String?) -> Int64? { nil }
 
-    public var stageLimit: Int { 1 }
+    // MARK: Asking Google
+
+    /// Reads the purchase from Google; while Google refuses the app's service account, waits (undecided) and reads
+    /// again. The job's deadline counts from each attempt: a wait for an operator is not Google being unavailable.
+    public func verify(
+        _ job: ReceiptJob, local: LocalEvidence, deadline firstDeadline: ContinuousClock.Instant
+    ) async throws -> PurchaseEvidence {
+        guard case .googlePlay(let purchase) = job.proof, let client = clients[purchase.packageName] else {
+            return local.unavailable
+        }
+        var deadline = firstDeadline
+        while true {
+            try await waitForTurn()
+            let read = await self.read(purchase, client: client, deadline: deadline)
+            // A cancelled call ends as a retryable one: the worker is draining, and the job stays undecided.
+            try Task.checkCancellation()
+            switch read {
+            case .answer(let answer):
+                configurationWatch?.accepted(.googlePlayServiceAccount)
+                return EvidenceMapping.evidence(from: answer, local: local.evidence)
+            case .refused(let error):
+                configurationWatch?.refused(.googlePlayServiceAccount)
+                logger.debug(
+                    "google play: refused the app's service account, the job waits undecided",
+                    metadata: [LogKeys.jobID: "\(job.jobID)", LogKeys.error: "\(error)"])
+                guard configurationWatch != nil else { return local.unavailable }
+                deadline = ContinuousClock.now.advanced(by: jobDeadline)
+            case .unavailable(let reason):
+                logger.notice(
+                    "google play: the purchase could not be read for the job",
+                    metadata: [LogKeys.jobID: "\(job.jobID)", LogKeys.error: "\(reason)"])
+                return local.unavailable
+            }
+        }
+    }
+
+    /// What one read gave.
+    enum Read {
+        /// Google's facts about the purchase (its state, or that it knows none).
+        case answer(StoreAnswer)
+        /// Google refused the app's service account.
+        case refused(GooglePlayAPIError)
+        /// Google could not be asked before the deadline, or answered what cannot be read.
+        case unavailable(String)
+    }
+
+    /// Reads `purchase` with the call its product's type needs.
+    func read(
+        _ purchase: GooglePlayPurchase, client: any GooglePlayPurchaseReads, deadline: ContinuousClock.Instant
+    ) async -> Read {
+        let at = now()
+        if subscriptionProducts.contains(purchase.productID) {
+            let outcome = await client.subscription(
+                packageName: purchase.packageName, token: purchase.purchaseToken, deadline: deadline)
+            return Self.read(outcome) {
+                $0.storeAnswer(packageName: purchase.packageName, token: purchase.purchaseToken, now: at)
+            }
+        }
+        let outcome = await client.product(
+            packageName: purchase.packageName, token: purchase.purchaseToken, deadline: deadline)
+        return Self.read(outcome) {
+            $0.storeAnswer(packageName: purchase.packageName, token: purchase.purchaseToken, now: at)
+        }
+    }
+
+    /// Every outcome of a read as a ``Read``: Google's 404 and 410 are its word that no such purchase exists, its
+    /// 400 a refusal of the request about the purchase; both are answers, decided by the rules.
+    static func read<Answer>(_ outcome: GooglePlayOutcome<Answer>, facts: (Answer) -> StoreAnswer) -> Read {
+        switch outcome {
+        case .answered(let answer): .answer(facts(answer))
+        case .purchaseNotFound(let status): .answer(StoreAnswer(status: .notFound, statusCode: status))
+        case .rejected(let error): .answer(StoreAnswer(status: .rejected, statusCode: error.httpStatus ?? 400))
+        case .configurationRefused(let error): .refused(error)
+        case .retryable(let advice): .unavailable(advice.description)
+        case .failed(let error): .unavailable(error.description)
+        }
+    }
+
+    /// Waits while Google refuses the service account; a held job steps aside from the worker's store stage.
+    private func waitForTurn() async throws {
+        guard let configurationWatch, configurationWatch.isStanding(.googlePlayServiceAccount) else { return }
+        try await JobStageSlot.whileWaitingElsewhere {
+            try await configurationWatch.waitForTurn(.googlePlayServiceAccount)
+        }
+    }
 }
+
+/// The two purchase reads of the Developer API, as ``GooglePlayStore`` makes them (``GooglePlayAPIClient``; tests
+/// give scripted ones).
+public protocol GooglePlayPurchaseReads: Sendable {
+    func subscription(
+        packageName: String, token: String, deadline: ContinuousClock.Instant?
+    ) async -> GooglePlayOutcome<GooglePlaySubscriptionPurchase>
+    func product(
+        packageName: String, token: String, deadline: ContinuousClock.Instant?
+    ) async -> GooglePlayOutcome<GooglePlayProductPurchase>
+}
+
+extension GooglePlayAPIClient: GooglePlayPurchaseReads where C == ContinuousClock {}

@@ -12,7 +12,7 @@ public final class WorkerHealth: Sendable {
         var lastLedgerFailureLog: ContinuousClock.Instant?
         var draining = false
         var assignedPartitions = 0
-        /// Readiness reasons of Apple configuration faults standing now (`AppleConfigurationWatch`).
+        /// Readiness reasons of Apple configuration faults standing now (`StoreConfigurationWatch`).
         var appleConfigurationFaults: Set<String> = []
         var allBrokersDown = false
         /// Outputs (verdicts, dead letters) not proven delivered within the delivery timeout, still being retried.

@@ -96,14 +96,6 @@ public struct WorkerRuntime: Sendable {
         last: [any Service] = []
     ) throws -> ServiceGroup {
         let (catalog, trust) = try configuration.loadDecisionInputs()
-        if let app = catalog.playApps.first {
-            // A Play purchase the local checks let through would have nobody to ask: refused at start, not held.
-            throw ConfigurationError(
-                key: "catalog_file",
-                problem: "play_apps (\(app.packageName)): Google Play purchases are checked locally but not yet "
-                    + "verified with Google's Developer API; run without play_apps (each Play purchase is then "
-                    + "another app's, wrong_bundle)")
-        }
         // Metrics objects bind to the factory bootstrapped when they are created (the worker's counters and the
         // gate's gauges are created below, once): bootstrap before any part exists, or they stay silent.
         let registry = serveOperations ? MetricsBootstrap.registry() : nil
@@ -151,7 +143,7 @@ public struct WorkerRuntime: Sendable {
             coalescing: AppleCoalescingConfiguration(
                 enabled: configuration.coalesceAppleCalls, leaseDuration: configuration.verificationLease,
                 holder: AppleCoalescingConfiguration.uniqueHolder(prefix: configuration.workerID)),
-            apps: apps)
+            apps: apps, googlePlay: try makeGooglePlayStore(catalog: catalog, transport: engine, health: health))
         let fatal = OneShot<String>()
         let listening = OneShot<Bool>()
         let migrated = OneShot<Void>()

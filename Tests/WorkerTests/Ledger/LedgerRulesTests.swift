@@ -144,7 +144,7 @@ struct LedgerRulesTests {
         let decision = try #require(F.decision(F.decide(F.job(), evidence)), "\(name)")
         #expect(decision.verdict.outcome == .rejected)
         #expect(decision.verdict.reason == reason)
-        #expect(decision.verdict.decidedBy == source.decidedBy)
+        #expect(decision.verdict.decidedBy == evidence.decidedBy)
         #expect(decision.writes.isEmpty)
     }
 

@@ -11,7 +11,7 @@ import Worker
 /// Apple's refusals of the worker's own configuration (verifyReceipt 21004: wrong shared secret; Server API 401:
 /// wrong key) are the worker's fault, not an answer about the purchase: no verdict is drawn from them.
 @Suite("Pipeline: Apple refuses the worker's configuration", .serialized, .timeLimit(.minutes(3)))
-struct AppleConfigurationFaultTests {
+struct StoreConfigurationFaultTests {
     @Test("a wrong shared secret keeps paid purchases undecided and the worker unready; the right one grants them")
     func wrongSharedSecret() async throws {
         // Bootstrapped before the worker creates its counters, which bind to the factory in force then.
@@ -58,7 +58,7 @@ struct AppleConfigurationFaultTests {
         let health = WorkerHealth()
         var logger = Logger(label: "watch")
         logger.logLevel = .critical
-        let watch = AppleConfigurationWatch(
+        let watch = StoreConfigurationWatch(
             health: health, logger: logger, probeInterval: .milliseconds(50), pollInterval: .milliseconds(5))
         // No fault: no wait.
         try await watch.waitForTurn(.sharedSecret)
