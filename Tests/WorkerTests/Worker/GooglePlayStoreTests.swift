@@ -105,6 +105,8 @@ struct GooglePlayStoreTests {
                 recordedAt: Date(timeIntervalSince1970: 1_790_000_000))
             #expect(decided.askedStore)
             #expect(decided.verdict.outcome == .unverifiable)
+            #expect(decided.verdict.reason == .googlePlayUnavailable)
+            #expect(decided.verdict.decidedBy == .googlePlay)
             #expect(decided.verdict.store == .googlePlay)
         }
     }

@@ -6,6 +6,7 @@ import Receipts
 import SwiftASN1
 import Testing
 import Worker
+import _CryptoExtras
 
 @testable import AppleSimulator
 
@@ -84,24 +85,51 @@ struct RuntimeInputsTests {
         }
     }
 
-    @Test("run refuses a catalog that names Play apps while Google is not asked, in one line naming the app")
-    func playAppsRefused() throws {
+    @Test(
+        "run reads every Play app's keys at start: a file missing or holding no key is refused in one line naming the app and the file, never its content"
+    )
+    func playAppKeys() throws {
         try Self.withDirectory { directory in
-            let catalog = directory.appendingPathComponent("catalog.json")
-            let json =
-                #"{"bundle_ids":["com.example.app"],"products":[{"id":"p","type":"consumable"}],"#
-                + #""play_apps":[{"package_name":"com.example.play","licensing_key_file":"/k","#
-                + #""service_account_key_file":"/s"}],"play_products":[{"id":"p","type":"consumable"}]}"#
-            try Data(json.utf8).write(to: catalog)
-            let runtime = WorkerRuntime(
-                configuration: try Self.configuration(catalog: catalog.path), logger: Logger(label: "play-apps"),
-                serveOperations: false)
-            let error = #expect(throws: ConfigurationError.self) {
+            let licensing = GooglePlayReadingTests.fixturePath("licensing-key.base64")
+            let account = directory.appendingPathComponent("sa.json")
+            let pem = try _RSA.Signing.PrivateKey(keySize: .bits2048).pemRepresentation
+            let accountJSON: [String: String] = [
+                "type": "service_account", "client_email": "reader@example.iam.gserviceaccount.com",
+                "private_key_id": "k1", "private_key": pem, "token_uri": "https://oauth2.googleapis.com/token",
+            ]
+            try JSONSerialization.data(withJSONObject: accountJSON).write(to: account)
+            let secretText = directory.appendingPathComponent("secret.txt")
+            try Data("SECRET-CONTENT-42".utf8).write(to: secretText)
+            func serviceGroup(licensingKey: String, serviceAccount: String) throws {
+                let catalog = directory.appendingPathComponent("catalog.json")
+                let json =
+                    #"{"bundle_ids":["com.example.app"],"products":[{"id":"p","type":"consumable"}],"#
+                    + #""play_apps":[{"package_name":"com.example.play","licensing_key_file":"\#(licensingKey)","#
+                    + #""service_account_key_file":"\#(serviceAccount)"}],"#
+                    + #""play_products":[{"id":"p","type":"consumable"}]}"#
+                try Data(json.utf8).write(to: catalog)
+                let runtime = WorkerRuntime(
+                    configuration: try Self.configuration(catalog: catalog.path), logger: Logger(label: "play-apps"),
+                    serveOperations: false)
                 _ = try runtime.serviceGroup(health: WorkerHealth(), started: {})
             }
-            #expect(error?.key == "catalog_file")
-            #expect(error?.description.contains("com.example.play") == true, "\(String(describing: error))")
-            #expect(error?.description.contains("\n") == false)
+            try serviceGroup(licensingKey: licensing, serviceAccount: account.path)
+            let refused: [(licensing: String, account: String, expected: String)] = [
+                ("/nonexistent/key", account.path, "licensing_key_file: cannot read /nonexistent/key"),
+                (secretText.path, account.path, "licensing_key_file: \(secretText.path) is not a licensing key"),
+                (licensing, "/nonexistent/sa.json", "the service-account file /nonexistent/sa.json cannot be read"),
+                (licensing, secretText.path, "service_account_key_file:"),
+            ]
+            for (licensingKey, serviceAccount, expected) in refused {
+                let error = #expect(throws: ConfigurationError.self) {
+                    try serviceGroup(licensingKey: licensingKey, serviceAccount: serviceAccount)
+                }
+                #expect(error?.key == "catalog_file")
+                #expect(error?.description.contains("com.example.play") == true, "\(String(describing: error))")
+                #expect(error?.description.contains(expected) == true, "\(String(describing: error))")
+                #expect(error?.description.contains("SECRET-CONTENT") == false)
+                #expect(error?.description.contains("\n") == false)
+            }
         }
     }
 }
