@@ -241,6 +241,7 @@ let package = Package(
                 "Messages",
                 "Receipts",
                 "GooglePlay",
+                "GooglePlayClients",
                 "AppleClients",
                 "StoreHTTP",
                 "RateLimiter",
