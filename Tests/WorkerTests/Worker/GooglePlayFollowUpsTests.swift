@@ -357,6 +357,37 @@ struct GooglePlayFollowUpsTests {
         }
     }
 
+    @Test(
+        "the worker loop's one closure hands a Play job's verdict to Google Play's follow-ups only, others to Apple's")
+    func routedByStore() async throws {
+        try await LedgerTestSupport.withLedger(.sqlite) { ledger, _ in
+            let calls = ScriptedPlayCalls()
+            let play = Self.followUps(ledger, calls, holder: "worker-a", now: TestNow(Self.start))
+            // Finish Transaction on: Apple's part claims a call for each granted transaction it is handed.
+            let apple = try FollowUpDurabilityTests.followUps(
+                base: "http://127.0.0.1:9", ledger: ledger, holder: "worker-a", now: { Self.start })
+            let afterDelivery = try #require(VerdictFollowUps.afterDelivery(appStore: apple, googlePlay: play))
+            let unlock = Self.job("unlock-1", product: "com.example.app.unlock", token: "token-unlock")
+            let appStore = ReceiptJob(jobID: "apple-1", accountID: "acct", proof: .transactionID("2000000000000001"))
+            let appStoreVerdict = Verdict(
+                job: appStore, outcome: .granted, decidedBy: .apple,
+                transactions: [.init(transactionID: "2000000000000001", productID: "com.example.premium")],
+                decidedAt: Self.start)
+            #expect(await afterDelivery(Self.verdict(unlock), unlock))
+            #expect(await afterDelivery(appStoreVerdict, appStore))
+            let acknowledge = try await ledger.followUpRecord(kind: .playAcknowledge, key: "token-unlock")
+            #expect(acknowledge?.state == .pending)
+            let finish = try await ledger.followUpRecord(kind: .finishTransaction, key: "2000000000000001")
+            #expect(finish?.state == .pending)
+            // Apple's part never saw the Play grant: no Finish Transaction for Google's order id.
+            let playFinish = try await ledger.followUpRecord(kind: .finishTransaction, key: "GPA.1234-5678-9012-34567")
+            #expect(playFinish == nil)
+            #expect(try await ledger.followUpRecord(kind: .playAcknowledge, key: "2000000000000001") == nil)
+            await Self.drain(play)
+            #expect(calls.made.map(\.token) == ["token-unlock"])
+        }
+    }
+
     @Test("a record's call reads back as written; a record of another shape is not a call")
     func recordRoundTrip() {
         for action in [GooglePlayFollowUpTarget.Action.consume, .acknowledgeProduct, .acknowledgeSubscription] {
