@@ -30,6 +30,10 @@ public protocol FollowUpRecordStore: Sendable {
 
     /// The record of one call, if any (operators' tools and tests).
     func followUpRecord(kind: FollowUpRecord.Kind, key: String) async throws -> FollowUpRecord?
+
+    /// When the oldest `pending` record of `kinds` was created, or nil when none is pending: how long a call the
+    /// cluster owes has waited, whichever worker holds it and across restarts.
+    func oldestPendingFollowUp(kinds: [FollowUpRecord.Kind]) async throws -> Date?
 }
 
 /// One follow-up call's record.
@@ -46,6 +50,13 @@ public struct FollowUpRecord: Sendable, Hashable {
         /// Set App Account Token on a granted subscription or purchase that carried none, keyed by its original
         /// transaction id.
         public static let appAccountToken = Kind(rawValue: "app_account_token")
+        /// Google Play's acknowledge of a granted purchase (one-time or subscription), keyed by its purchase token:
+        /// a subscription's renewals keep the token and need none. `transactionID` holds the token and `environment`
+        /// the purchase's place in the Developer API (`GooglePlayFollowUpTarget` in the worker).
+        public static let playAcknowledge = Kind(rawValue: "play_acknowledge")
+        /// Google Play's consume of a granted consumable (which acknowledges it too), keyed and stored as
+        /// ``playAcknowledge``.
+        public static let playConsume = Kind(rawValue: "play_consume")
 
         public var description: String { rawValue }
     }

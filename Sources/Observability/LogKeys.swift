@@ -42,6 +42,9 @@ public enum LogKeys {
     /// A follow-up call after a grant (`finish_transaction`, `consumption_information`) and the state it ended in.
     public static let followUpKind = "apple.call_kind"
     public static let followUpState = "apple.call_state"
+    /// A Google Play purchase's app and product (its purchase token is never logged).
+    public static let playPackageName = "play.package_name"
+    public static let playProductID = "play.product_id"
 
     // MARK: Kafka
     /// A set of partitions (assigned, revoked, unknown).

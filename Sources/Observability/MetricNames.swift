@@ -63,6 +63,12 @@ public enum MetricNames {
     public static let consumptionAnswers = "verify_consumption_answers_total"
     /// Gauge: follow-up calls (Finish Transaction, consumption answers) queued in this worker, not yet claimed.
     public static let followUpsQueued = "verify_finish_followups_queued"
+    /// Counter, labels `call` (`acknowledge`, `consume`), `result` (`sent`, `failed`, `retry_scheduled`,
+    /// `already_recorded`, `ledger_error`, `deferred`): Google Play acknowledges and consumes after grants.
+    public static let googlePlayAcknowledgements = "verify_google_play_acknowledgements_total"
+    /// Gauge: seconds since the oldest Google Play grant whose acknowledge (or consume) Google has not accepted yet
+    /// was recorded, from the ledger (the whole cluster's); 0 when none. Google refunds after three days.
+    public static let googlePlayOldestUnacknowledged = "verify_google_play_oldest_unacknowledged_seconds"
 
     // MARK: The Apple call gates (`RateLimiter`); each carries the label `gate`
     /// Gauge: the effective concurrency limit (local AIMD limit, lowered by remote signals).
@@ -230,6 +236,12 @@ public enum MetricNames {
         .init(
             followUpsQueued, .gauge, [], .worker,
             "Follow-up calls (Finish Transaction, consumption answers) queued in this worker, not yet claimed."),
+        .init(
+            googlePlayAcknowledgements, .counter, ["call", "result"], .worker,
+            "Google Play acknowledges and consumes after grants, by call and result."),
+        .init(
+            googlePlayOldestUnacknowledged, .gauge, [], .worker,
+            "Seconds since the oldest Google Play grant not yet acknowledged by Google was recorded (0 when none)."),
 
         // The Apple call gates of the worker.
         .init(

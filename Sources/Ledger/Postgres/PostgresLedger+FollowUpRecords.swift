@@ -113,4 +113,19 @@ extension PostgresLedger {
                 kind: kind, key: key, transactionID: transactionID, environment: environment, attempts: attempts),
             state: state, holder: holder, dueAt: due, detail: detail, createdAt: created, updatedAt: updated)
     }
+
+    public func oldestPendingFollowUp(kinds: [FollowUpRecord.Kind]) async throws -> Date? {
+        guard !kinds.isEmpty else { return nil }
+        let kindTexts = kinds.map(\.rawValue)
+        return try await operation("oldest pending apple call") { pool, logger in
+            try await pool.withConnection { connection in
+                try await connection.query(
+                    """
+                    SELECT MIN(created_at) FROM apple_call_records
+                    WHERE state = 'pending' AND kind = ANY(\(kindTexts))
+                    """, logger: logger
+                ).decode(Date?.self).collected().first ?? nil
+            }
+        }
+    }
 }

@@ -112,4 +112,15 @@ extension SQLiteLedger {
                 updatedAt: updated)
         }
     }
+
+    public func oldestPendingFollowUp(kinds: [FollowUpRecord.Kind]) async throws -> Date? {
+        guard !kinds.isEmpty else { return nil }
+        let marks = Array(repeating: "?", count: kinds.count).joined(separator: ", ")
+        return try await executor.run { connection, _ in
+            try connection.query(
+                "SELECT MIN(created_at) FROM apple_call_records WHERE state = 'pending' AND kind IN (\(marks))",
+                kinds.map { .text($0.rawValue) }
+            ).first?.first?.date
+        }
+    }
 }

@@ -61,9 +61,10 @@ public struct WorkerConfiguration: Sendable, TableConfiguration {
     public var consumptionAnswers: Bool
     /// The operator's policy on the customer's consent to share consumption data: without it no answer is sent.
     public var consumptionCustomerConsented: Bool
-    /// How long a claim on a follow-up call holds (``AppleFollowUpsConfiguration/claimLease``).
+    /// How long a claim on a follow-up call holds (``AppleFollowUpsConfiguration/claimLease``, Google Play's too).
     public var followUpClaimLease: Duration = .seconds(300)
-    /// How often the ledger is swept for due follow-up calls (``AppleFollowUpsConfiguration/sweepInterval``).
+    /// How often the ledger is swept for due follow-up calls (``AppleFollowUpsConfiguration/sweepInterval``, Google
+    /// Play's too).
     public var followUpSweepInterval: Duration = .seconds(30)
     /// Set App Account Token on new grants made without a token (`set_app_account_tokens`).
     public var setAppAccountTokens: Bool
@@ -223,12 +224,13 @@ public struct WorkerConfiguration: Sendable, TableConfiguration {
                 + "original transaction, in the background. Needs server_api_key."),
         .init(
             "follow_up_claim_lease_s", default: "300",
-            "How long a worker's claim on a follow-up call (finish, consumption answer, account token) holds: a worker "
-                + "that died with claimed calls leaves them to another worker's sweep once this has passed."),
+            "How long a worker's claim on a follow-up call (finish, consumption answer, account token, Google Play "
+                + "acknowledge or consume) holds: a worker that died with claimed calls leaves them to another "
+                + "worker's sweep once this has passed."),
         .init(
             "follow_up_sweep_interval_s", default: "30",
             "How often each worker sweeps the ledger for follow-up calls that are due (put back, or left by a worker "
-                + "that died)."),
+                + "that died), and reads the age of the oldest Google Play purchase not yet acknowledged."),
         .init("drain_timeout_s", default: "25", "On SIGTERM, how long in-flight jobs may take before release."),
         .init(
             "delivery_timeout_s", default: "120",

@@ -32,4 +32,8 @@ extension ForwardingCallRecordStore {
     func followUpRecord(kind: FollowUpRecord.Kind, key: String) async throws -> FollowUpRecord? {
         try await callRecords.followUpRecord(kind: kind, key: key)
     }
+
+    func oldestPendingFollowUp(kinds: [FollowUpRecord.Kind]) async throws -> Date? {
+        try await callRecords.oldestPendingFollowUp(kinds: kinds)
+    }
 }

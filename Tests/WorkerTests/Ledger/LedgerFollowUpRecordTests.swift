@@ -101,6 +101,38 @@ struct LedgerFollowUpRecordTests {
         }
     }
 
+    @Test(
+        "the oldest pending record of the kinds asked: settled ones and other kinds do not count",
+        arguments: LedgerBackend.allCases)
+    func oldestPending(backend: LedgerBackend) async throws {
+        try await withStore(backend) { store in
+            let kinds: [FollowUpRecord.Kind] = [.playAcknowledge, .playConsume]
+            #expect(try await store.oldestPendingFollowUp(kinds: kinds) == nil)
+            func play(_ token: String, _ kind: FollowUpRecord.Kind) -> FollowUpRecord.Call {
+                FollowUpRecord.Call(
+                    kind: kind, key: token, transactionID: token, environment: "com.example.app/products/coins")
+            }
+            // An older Finish Transaction, an acknowledge settled as sent, then two pending Play calls.
+            _ = try await store.claimFollowUp(Self.call("t1"), holder: "w1", now: Self.start, lease: .seconds(60))
+            let settled = Self.start.addingTimeInterval(10)
+            _ = try await store.claimFollowUp(
+                play("token-a", .playAcknowledge), holder: "w1", now: settled, lease: .seconds(60))
+            try await store.settleFollowUp(
+                kind: .playAcknowledge, key: "token-a", holder: "w1", state: .sent, detail: nil, retryAt: nil,
+                now: settled)
+            let oldest = Self.start.addingTimeInterval(20)
+            _ = try await store.claimFollowUp(
+                play("token-b", .playConsume), holder: "w1", now: oldest, lease: .seconds(60))
+            _ = try await store.claimFollowUp(
+                play("token-c", .playAcknowledge), holder: "w2", now: oldest.addingTimeInterval(5),
+                lease: .seconds(60))
+            #expect(try await store.oldestPendingFollowUp(kinds: kinds) == oldest)
+            #expect(try await store.oldestPendingFollowUp(kinds: [.playAcknowledge]) == oldest.addingTimeInterval(5))
+            #expect(try await store.oldestPendingFollowUp(kinds: [.finishTransaction]) == Self.start)
+            #expect(try await store.oldestPendingFollowUp(kinds: []) == nil)
+        }
+    }
+
     @Test("migrations apply a version missing below the newest one (branches merged in another order)")
     func migrationGap() async throws {
         let url = try S.freshURL(.sqlite)

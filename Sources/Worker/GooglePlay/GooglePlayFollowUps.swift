@@ -1,0 +1,454 @@
+import Foundation
+import GooglePlayClients
+import Ledger
+import Logging
+import Messages
+import Metrics
+import Observability
+import Synchronization
+
+/// The Developer API calls that follow a Google Play grant, made for the purchase's own app (its package name picks
+/// the service account). Each call retries through Google Play's call gate until `deadline`; every answer is a
+/// ``GooglePlayOutcome``, and Google's answer to a repeat (already acknowledged, already consumed) is `answered`.
+public protocol GooglePlayPurchaseCalls: Sendable {
+    /// `purchases.subscriptions.acknowledge` when `subscription`, else `purchases.products.acknowledge`.
+    func acknowledge(
+        packageName: String, productID: String, token: String, subscription: Bool, deadline: ContinuousClock.Instant
+    ) async -> GooglePlayOutcome<GooglePlayAccepted>
+
+    /// `purchases.products.consume`: a consumable, which this acknowledges too.
+    func consume(
+        packageName: String, productID: String, token: String, deadline: ContinuousClock.Instant
+    ) async -> GooglePlayOutcome<GooglePlayAccepted>
+}
+
+/// One Google Play purchase to acknowledge or consume, as its follow-up record stores it, so that any worker can make
+/// the call from the record alone: the key and `transaction_id` hold the purchase token, `environment` the
+/// purchase's place in the Developer API, `{package name}/{products|subscriptions}/{product id}` (neither a package
+/// name nor a product id has a `/`).
+public struct GooglePlayFollowUpTarget: Sendable, Hashable {
+    /// What is done with the purchase.
+    public enum Action: Sendable, Hashable {
+        /// `purchases.products.acknowledge`: a non-consumable one-time product.
+        case acknowledgeProduct
+        /// `purchases.subscriptions.acknowledge`: a subscription (once per purchase token; renewals keep it).
+        case acknowledgeSubscription
+        /// `purchases.products.consume`: a consumable. Consuming acknowledges too (Play Billing's documentation:
+        /// "Consumables are already implicitly acknowledged by calls to consumeAsync"; the Play simulator does the
+        /// same), so a consumable gets this call alone.
+        case consume
+    }
+
+    public var packageName: String
+    public var productID: String
+    public var token: String
+    public var action: Action
+
+    public init(packageName: String, productID: String, token: String, action: Action) {
+        self.packageName = packageName
+        self.productID = productID
+        self.token = token
+        self.action = action
+    }
+
+    /// The call for a granted purchase. The type comes from the catalog's `play_products`; a product it does not
+    /// list (a catalog without `play_products` accepts any) is a subscription when the verdict carries a purchase
+    /// token (Google's identity of a subscription), else acknowledged as a one-time product: acknowledging keeps a
+    /// consumable from being refunded, where consuming a non-consumable would take it from its owner.
+    init(purchase: GooglePlayPurchase, verdict: Verdict, catalog: Catalog) {
+        let action: Action =
+            switch catalog.playProducts[purchase.productID]?.type {
+            case .consumable?: .consume
+            case .autoRenewable?: .acknowledgeSubscription
+            case .nonConsumable?, .nonRenewing?: .acknowledgeProduct
+            case nil:
+                verdict.transactions.contains { $0.purchaseToken != nil }
+                    ? .acknowledgeSubscription : .acknowledgeProduct
+            }
+        self.init(
+            packageName: purchase.packageName, productID: purchase.productID, token: purchase.purchaseToken,
+            action: action)
+    }
+
+    /// Reads a record's call back; nil when it is not a Google Play call or its place cannot be read.
+    public init?(call: FollowUpRecord.Call) {
+        let place = (call.environment ?? "").split(separator: "/", omittingEmptySubsequences: false)
+        guard place.count == 3, !place[0].isEmpty, !place[2].isEmpty, !call.key.isEmpty else { return nil }
+        switch (call.kind, place[1]) {
+        case (.playConsume, "products"): action = .consume
+        case (.playAcknowledge, "products"): action = .acknowledgeProduct
+        case (.playAcknowledge, "subscriptions"): action = .acknowledgeSubscription
+        default: return nil
+        }
+        packageName = String(place[0])
+        productID = String(place[2])
+        token = call.key
+    }
+
+    /// The record's kind: one acknowledge or one consume per purchase token.
+    public var kind: FollowUpRecord.Kind { action == .consume ? .playConsume : .playAcknowledge }
+
+    /// The call as its record stores it.
+    public var call: FollowUpRecord.Call {
+        let collection = action == .acknowledgeSubscription ? "subscriptions" : "products"
+        return FollowUpRecord.Call(
+            kind: kind, key: token, transactionID: token, environment: "\(packageName)/\(collection)/\(productID)")
+    }
+
+    /// The metric label of the call (`acknowledge`, `consume`).
+    var label: String { action == .consume ? "consume" : "acknowledge" }
+}
+
+/// Settings of ``GooglePlayFollowUps``. There is no off switch: Google refunds a purchase nobody acknowledged within
+/// three days.
+public struct GooglePlayFollowUpsConfiguration: Sendable {
+    /// Which products are consumables and subscriptions (`play_products`).
+    public var catalog: Catalog
+    /// Who claims calls in the ledger (unique per worker process).
+    public var holder: String
+    /// How long one call may keep retrying through the gate before it is put back for a later sweep.
+    public var callDeadline: Duration
+    /// How long a claim holds before another worker may take the call over (its holder crashed).
+    public var claimLease: Duration
+    /// When a call put back is due again (at least; later when Google's `Retry-After` says so).
+    public var retryDelay: Duration
+    /// How often the ledger is swept for calls that are due (and the oldest unacknowledged purchase measured).
+    public var sweepInterval: Duration
+    /// Calls made at once by this worker (the gate limits the rate; this bounds the tasks).
+    public var maximumConcurrentCalls: Int
+    /// Calls queued in memory at most; beyond, a claimed call is left to the sweep.
+    public var maximumQueued: Int
+    /// The first and the longest wait between two attempts at a claim the ledger could not record.
+    public var claimRetryBackoff: ClosedRange<Duration>
+
+    public init(
+        catalog: Catalog, holder: String, callDeadline: Duration = .seconds(60), claimLease: Duration = .seconds(300),
+        retryDelay: Duration = .seconds(60), sweepInterval: Duration = .seconds(30), maximumConcurrentCalls: Int = 16,
+        maximumQueued: Int = 100_000, claimRetryBackoff: ClosedRange<Duration> = .milliseconds(100) ... .seconds(5)
+    ) {
+        self.catalog = catalog
+        self.holder = holder
+        self.callDeadline = callDeadline
+        self.claimLease = claimLease
+        self.retryDelay = retryDelay
+        self.sweepInterval = sweepInterval
+        self.maximumConcurrentCalls = maximumConcurrentCalls
+        self.maximumQueued = maximumQueued
+        self.claimRetryBackoff = claimRetryBackoff
+    }
+}
+
+/// The Developer API calls that follow a durable Google Play grant, once its verdict's delivery report came back (so
+/// its ledger write is committed too): acknowledge the purchase (a subscription once per purchase token), or consume
+/// it when the catalog lists it as a consumable. Google refunds a purchase not acknowledged within three days.
+///
+/// - Once: each call is claimed in the ledger (``FollowUpRecordStore``, kinds `play_acknowledge` and
+///   `play_consume`, keyed by the purchase token) before it is made; a redelivered job or another worker finds the
+///   record and does nothing.
+/// - In the background: ``verdictDelivered(_:job:)`` only claims and queues; ``run()`` makes the calls.
+/// - Retried until Google accepts: a call still failing at its deadline, refused for this deployment's credentials
+///   or failing for a cause that is not the purchase's stays `pending` and is taken by a later sweep of any worker,
+///   with no attempt limit. Only Google's word about the purchase ends it as `failed`: 404 or 410 (no such purchase)
+///   and 400 (refused: refunded, pending, of another product).
+/// - Measured: ``refreshOldestUnacknowledged()`` (after each sweep) sets
+///   `verify_google_play_oldest_unacknowledged_seconds` from the ledger, so every worker reports the cluster's figure.
+public final class GooglePlayFollowUps: Sendable {
+    private let calls: any GooglePlayPurchaseCalls
+    private let store: any FollowUpRecordStore
+    private let configuration: GooglePlayFollowUpsConfiguration
+    private let logger: Logger
+    private let now: @Sendable () -> Date
+    private let queue: AsyncStream<GooglePlayFollowUpTarget>
+    private let input: AsyncStream<GooglePlayFollowUpTarget>.Continuation
+    private let queued = Atomic<Int>(0)
+
+    public init(
+        calls: any GooglePlayPurchaseCalls, store: any FollowUpRecordStore,
+        configuration: GooglePlayFollowUpsConfiguration, logger: Logger,
+        now: @escaping @Sendable () -> Date = Date.init
+    ) {
+        self.calls = calls
+        self.store = store
+        self.configuration = configuration
+        self.logger = logger
+        self.now = now
+        (queue, input) = AsyncStream.makeStream(of: GooglePlayFollowUpTarget.self)
+    }
+
+    /// The follow-ups of a worker, on the follow-up settings it already has (`followup_claim_lease_s`,
+    /// `followup_sweep_interval_s`). Run ``run()`` as a background service listed before the worker loop (stopped
+    /// after its drain), and hand ``verdictDelivered(_:job:)`` to the loop (``VerdictFollowUps``).
+    public static func make(
+        ledger: any Ledger, catalog: Catalog, calls: any GooglePlayPurchaseCalls, holder: String,
+        claimLease: Duration, sweepInterval: Duration, logger: Logger
+    ) -> GooglePlayFollowUps {
+        GooglePlayFollowUps(
+            calls: calls, store: ledger,
+            configuration: GooglePlayFollowUpsConfiguration(
+                catalog: catalog, holder: holder, claimLease: claimLease, sweepInterval: sweepInterval),
+            logger: logger)
+    }
+
+    /// A verdict's delivery report came back: claims the purchase's acknowledge or consume in the ledger and queues
+    /// it. Only a Google Play job's verdict that grants (`granted`, or `already_granted`: the account holds the
+    /// purchase, and a grant made before this call existed is acknowledged then) asks for a call. Never throws; waits
+    /// only while the ledger cannot record the claim (retried until it answers).
+    ///
+    /// - Returns: whether the call is recorded, so that the job may complete. False only when the task was cancelled
+    ///   (a revoke or a drain) before the claim was recorded: the job then stays uncommitted and its next owner
+    ///   claims the call.
+    public func verdictDelivered(_ verdict: Verdict, job: ReceiptJob) async -> Bool {
+        guard let target = Self.target(of: verdict, job: job, catalog: configuration.catalog) else { return true }
+        return await claimThenQueue(target)
+    }
+
+    /// The call a delivered verdict asks for, if any.
+    static func target(of verdict: Verdict, job: ReceiptJob, catalog: Catalog) -> GooglePlayFollowUpTarget? {
+        guard case .googlePlay(let purchase) = job.proof, verdict.store == .googlePlay,
+            verdict.outcome == .granted || verdict.outcome == .alreadyGranted
+        else { return nil }
+        return GooglePlayFollowUpTarget(purchase: purchase, verdict: verdict, catalog: catalog)
+    }
+
+    /// Makes the queued calls and sweeps the ledger for due ones, until cancelled or ``finish()``ed.
+    public func run() async {
+        await withDiscardingTaskGroup { group in
+            group.addTask { await self.sweepPeriodically() }
+            await withTaskGroup(of: Void.self) { running in
+                var count = 0
+                for await target in queue {
+                    queued.subtract(1, ordering: .relaxed)
+                    if count >= max(1, configuration.maximumConcurrentCalls) {
+                        await running.next()
+                        count -= 1
+                    }
+                    running.addTask { await self.make(target) }
+                    count += 1
+                }
+            }
+            group.cancelAll()
+        }
+    }
+
+    /// Stops taking new calls (the queue ends; ``run()`` returns once the queued calls are made).
+    public func finish() { input.finish() }
+
+    // MARK: - Claims
+
+    /// Claims the call on the job's own path (the job completes only after this, so a worker that dies before the
+    /// call leaves a claimed record for the sweep, or a job delivered again), then queues it.
+    func claimThenQueue(_ target: GooglePlayFollowUpTarget) async -> Bool {
+        var backoff = configuration.claimRetryBackoff.lowerBound
+        var loggedOutage = false
+        while !Task.isCancelled {
+            let claim: FollowUpClaim
+            do {
+                claim = try await store.claimFollowUp(
+                    target.call, holder: configuration.holder, now: now(), lease: configuration.claimLease)
+            } catch let error as LedgerError where error.isRetryable {
+                count(target, "ledger_error")
+                if !loggedOutage {
+                    loggedOutage = true
+                    logger.warning(
+                        "google play: acknowledge not recorded yet (ledger); the job waits and retries",
+                        metadata: metadata(target, [LogKeys.error: "\(error)"]))
+                }
+                do { try await Task.sleep(for: backoff) } catch { return false }
+                backoff = min(backoff * 2, configuration.claimRetryBackoff.upperBound)
+                continue
+            } catch {
+                if Task.isCancelled || error is CancellationError { return false }
+                // A refusal retrying cannot fix (a schema error): the worker's own next ledger write stops it.
+                count(target, "ledger_error")
+                logger.error(
+                    "google play: acknowledge not recorded (ledger)",
+                    metadata: metadata(target, [LogKeys.error: "\(error)"]))
+                return true
+            }
+            guard case .claimed = claim else {
+                count(target, "already_recorded")
+                return true
+            }
+            guard queued.add(1, ordering: .relaxed).newValue <= configuration.maximumQueued else {
+                // Recorded and claimed: the sweep makes it once the claim's lease has passed.
+                queued.subtract(1, ordering: .relaxed)
+                count(target, "deferred")
+                logger.warning("google play: follow-up queue full, call left to the sweep", metadata: metadata(target))
+                return true
+            }
+            input.yield(target)
+            return true
+        }
+        return false
+    }
+
+    // MARK: - Calls
+
+    /// Makes one claimed call and records how it ended.
+    func make(_ target: GooglePlayFollowUpTarget) async {
+        let deadline = ContinuousClock.now.advanced(by: configuration.callDeadline)
+        let outcome =
+            switch target.action {
+            case .consume:
+                await calls.consume(
+                    packageName: target.packageName, productID: target.productID, token: target.token,
+                    deadline: deadline)
+            case .acknowledgeProduct, .acknowledgeSubscription:
+                await calls.acknowledge(
+                    packageName: target.packageName, productID: target.productID, token: target.token,
+                    subscription: target.action == .acknowledgeSubscription, deadline: deadline)
+            }
+        // Cancelled (shutdown): the claim expires and a later sweep makes the call.
+        guard !Task.isCancelled else { return }
+        switch outcome {
+        case .answered:
+            await settle(target, .sent, detail: nil)
+        case .purchaseNotFound(let status):
+            await settle(target, .failed, detail: "no such purchase (HTTP \(status))")
+        case .rejected(let error):
+            await settle(target, .failed, detail: Self.detail(of: error))
+        case .configurationRefused(let error):
+            // This deployment's service account, not the purchase: fixing the configuration lets it through.
+            await putBack(target, detail: Self.detail(of: error), after: nil)
+        case .retryable(let advice):
+            await putBack(target, detail: advice.description, after: advice.retryAfter)
+        case .failed(let error):
+            // Not Google's word about the purchase (TLS, an unexpected answer): acknowledging stays owed.
+            await putBack(target, detail: Self.detail(of: error), after: nil)
+        }
+    }
+
+    /// Records the call as `pending` again, due after the retry delay or Google's `Retry-After`, whichever is later.
+    private func putBack(_ target: GooglePlayFollowUpTarget, detail: String, after retryAfter: Duration?) async {
+        let delay = max(configuration.retryDelay, retryAfter ?? .zero).components
+        let retryAt = now().addingTimeInterval(Double(delay.seconds) + Double(delay.attoseconds) / 1e18)
+        await settle(target, .pending, detail: detail, retryAt: retryAt)
+    }
+
+    /// Records how a claimed call ended (counted and, unless accepted, logged).
+    private func settle(
+        _ target: GooglePlayFollowUpTarget, _ state: FollowUpRecord.State, detail: String?, retryAt: Date? = nil
+    ) async {
+        count(target, state == .pending ? "retry_scheduled" : state.rawValue)
+        if state != .sent {
+            logger.notice(
+                "google play: acknowledge or consume not accepted",
+                metadata: metadata(
+                    target, [LogKeys.followUpState: "\(state.rawValue)", LogKeys.reason: "\(detail ?? "")"]))
+        }
+        do {
+            try await store.settleFollowUp(
+                kind: target.kind, key: target.token, holder: configuration.holder, state: state, detail: detail,
+                retryAt: retryAt, now: now())
+        } catch {
+            // The claim expires and a sweep makes the call again: Google takes a repeat as accepted.
+            logger.warning(
+                "google play: call made but its record not updated (ledger)",
+                metadata: metadata(target, [LogKeys.error: "\(error)"]))
+        }
+    }
+
+    // MARK: - Sweeps
+
+    /// Sweeps the ledger every `sweepInterval`.
+    private func sweepPeriodically() async {
+        while !Task.isCancelled {
+            do {
+                try await Task.sleep(for: configuration.sweepInterval)
+            } catch {
+                return
+            }
+            await sweep()
+        }
+    }
+
+    /// Claims the due calls (put back, or left by a holder whose lease passed) and makes them one after another,
+    /// then measures the oldest purchase still owed a call.
+    public func sweep() async {
+        for kind in [FollowUpRecord.Kind.playAcknowledge, .playConsume] {
+            let due: [FollowUpRecord.Call]
+            do {
+                due = try await store.claimDueFollowUps(
+                    kind: kind, holder: configuration.holder, now: now(), lease: configuration.claimLease, limit: 100)
+            } catch {
+                logger.debug("google play: follow-up sweep failed (ledger)", metadata: [LogKeys.error: "\(error)"])
+                break
+            }
+            for call in due {
+                guard !Task.isCancelled else { return }
+                guard let target = GooglePlayFollowUpTarget(call: call) else {
+                    // Written by this code only; a row it cannot read is kept and shown, never called blindly.
+                    logger.error(
+                        "google play: follow-up record unreadable, marked failed",
+                        metadata: [LogKeys.followUpKind: "\(call.kind)"])
+                    try? await store.settleFollowUp(
+                        kind: call.kind, key: call.key, holder: configuration.holder, state: .failed,
+                        detail: "unreadable record", retryAt: nil, now: now())
+                    continue
+                }
+                await make(target)
+            }
+        }
+        await refreshOldestUnacknowledged()
+    }
+
+    /// Sets `verify_google_play_oldest_unacknowledged_seconds`: the age of the oldest pending acknowledge or consume
+    /// in the ledger (0 when none). Returns it, or nil when the ledger did not answer (the gauge keeps its value).
+    @discardableResult
+    public func refreshOldestUnacknowledged() async -> Double? {
+        let oldest: Date?
+        do {
+            oldest = try await store.oldestPendingFollowUp(kinds: [.playAcknowledge, .playConsume])
+        } catch {
+            logger.debug("google play: oldest acknowledge not read (ledger)", metadata: [LogKeys.error: "\(error)"])
+            return nil
+        }
+        let age = oldest.map { max(0, now().timeIntervalSince($0)) } ?? 0
+        Gauge(label: MetricNames.googlePlayOldestUnacknowledged).record(age)
+        return age
+    }
+
+    // MARK: - Reporting
+
+    private func count(_ target: GooglePlayFollowUpTarget, _ result: String) {
+        Counter(
+            label: MetricNames.googlePlayAcknowledgements, dimensions: [("call", target.label), ("result", result)]
+        )
+        .increment()
+    }
+
+    /// The package and product: never the purchase token.
+    private func metadata(_ target: GooglePlayFollowUpTarget, _ extra: Logger.Metadata = [:]) -> Logger.Metadata {
+        var metadata: Logger.Metadata = [
+            LogKeys.followUpKind: "\(target.kind)", LogKeys.playPackageName: "\(target.packageName)",
+            LogKeys.playProductID: "\(target.productID)",
+        ]
+        metadata.merge(extra) { _, new in new }
+        return metadata
+    }
+
+    /// A failure's code and status, safe to store and show (Google's error status, never a body or a token).
+    static func detail(of error: GooglePlayAPIError) -> String {
+        var text = error.code.rawValue
+        if let status = error.httpStatus { text += " (HTTP \(status))" }
+        if let status = error.googleStatus { text += " (\(status))" }
+        return text
+    }
+}
+
+/// The follow-ups of the worker's delivered verdicts, in one `afterDelivery` for the worker loop.
+public enum VerdictFollowUps {
+    /// One closure for the worker loop's `afterDelivery`: a Google Play job's verdict goes to `googlePlay`, any other
+    /// to `appStore` (when switched on). The job may complete only when its part recorded its calls.
+    public static func afterDelivery(
+        appStore: AppleFollowUps?, googlePlay: GooglePlayFollowUps?
+    ) -> (@Sendable (Verdict, ReceiptJob) async -> Bool)? {
+        guard appStore != nil || googlePlay != nil else { return nil }
+        return { verdict, job in
+            if case .googlePlay = job.proof {
+                return await googlePlay?.verdictDelivered(verdict, job: job) ?? true
+            }
+            return await appStore?.verdictDelivered(verdict, job: job) ?? true
+        }
+    }
+}
