@@ -451,4 +451,18 @@ public enum VerdictFollowUps {
             return await appStore?.verdictDelivered(verdict, job: job) ?? true
         }
     }
+
+    /// Which verdicts the closure of ``afterDelivery(appStore:googlePlay:)`` needs to be told of: a Google Play job's
+    /// grant (``GooglePlayFollowUps`` acts on no other verdict), and every App Store verdict while the App Store's
+    /// follow-ups are on. The rest are delivered without a task waiting for the report.
+    public static func followsUp(
+        appStore: AppleFollowUps?, googlePlay: GooglePlayFollowUps?
+    ) -> @Sendable (Verdict, ReceiptJob) -> Bool {
+        let appStoreOn = appStore != nil
+        let googlePlayOn = googlePlay != nil
+        return { verdict, job in
+            guard case .googlePlay = job.proof else { return appStoreOn }
+            return googlePlayOn && (verdict.outcome == .granted || verdict.outcome == .alreadyGranted)
+        }
+    }
 }

@@ -27,21 +27,24 @@ public struct GooglePlayAPISettings: Sendable {
     }
 }
 
-extension GooglePlayStore {
-    /// Google Play for the catalog's Play apps: every app's licensing key (local checks) and service account (its
-    /// Developer API client) read now, and one call gate for Google (its per-endpoint limits and this worker's share
-    /// of the daily and per-minute quotas). A file that cannot be read, or holds no key, is a
+/// Each Play app's Developer API client, by package name, as `run` builds them from the catalog: every app's service
+/// account read at start, and one call gate for Google (its per-endpoint limits and this worker's share of the daily
+/// and per-minute quotas) in front of all of them. The purchase reads of ``GooglePlayStore`` and the acknowledgements
+/// of ``GooglePlayFollowUps`` go through them.
+public struct GooglePlayAppClients: GooglePlayPurchaseCalls {
+    public let clients: [String: GooglePlayAPIClient<ContinuousClock>]
+    public let gate: AppleCallGate<ContinuousClock>
+
+    /// Reads every Play app's service account. A file that cannot be read, or holds no key, is a
     /// ``PlayConfigurationError`` naming the app and the file, never the file's content.
     public static func load(
-        catalog: Catalog, settings: GooglePlayAPISettings, transport: any HTTPTransport,
-        configurationWatch: StoreConfigurationWatch, jobDeadline: Duration, logger: Logger
-    ) throws(PlayConfigurationError) -> GooglePlayStore {
-        let keys = try PlayLicensingKeys.load(catalog)
+        catalog: Catalog, settings: GooglePlayAPISettings, transport: any HTTPTransport, logger: Logger
+    ) throws(PlayConfigurationError) -> GooglePlayAppClients {
         let gate = AppleCallGate(
             configuration: .googlePlay(
                 workerID: settings.workerID, dailyQuota: settings.dailyQuota, minuteQuota: settings.minuteQuota),
             clock: ContinuousClock())
-        var clients: [String: any GooglePlayPurchaseReads] = [:]
+        var clients: [String: GooglePlayAPIClient<ContinuousClock>] = [:]
         for (index, app) in catalog.playApps.enumerated() {
             let account: GooglePlayServiceAccount
             do {
@@ -57,10 +60,49 @@ extension GooglePlayStore {
                 configuration: settings.api, transport: transport, tokens: tokens, gate: gate,
                 clock: ContinuousClock(), retryPolicy: RetryPolicy(maximumAttempts: 50), logger: logger)
         }
-        return GooglePlayStore(
-            reader: PlayPurchaseReader(licensingKeys: keys), clients: clients,
+        return GooglePlayAppClients(clients: clients, gate: gate)
+    }
+
+    public func acknowledge(
+        packageName: String, productID: String, token: String, subscription: Bool, deadline: ContinuousClock.Instant
+    ) async -> GooglePlayOutcome<GooglePlayAccepted> {
+        guard let client = clients[packageName] else { return Self.noClient(packageName) }
+        return subscription
+            ? await client.acknowledgeSubscription(
+                packageName: packageName, subscriptionID: productID, token: token, deadline: deadline)
+            : await client.acknowledgeProduct(
+                packageName: packageName, productID: productID, token: token, deadline: deadline)
+    }
+
+    public func consume(
+        packageName: String, productID: String, token: String, deadline: ContinuousClock.Instant
+    ) async -> GooglePlayOutcome<GooglePlayAccepted> {
+        guard let client = clients[packageName] else { return Self.noClient(packageName) }
+        return await client.consumeProduct(
+            packageName: packageName, productID: productID, token: token, deadline: deadline)
+    }
+
+    /// A call for an app this worker has no service account for (the catalog changed since the grant): put back
+    /// for a worker that has one, never failed.
+    static func noClient<Answer>(_ packageName: String) -> GooglePlayOutcome<Answer> {
+        .configurationRefused(
+            GooglePlayAPIError(code: .accessDenied, detail: "no service account for \(packageName) in the catalog"))
+    }
+}
+
+extension GooglePlayStore {
+    /// Google Play for the catalog's Play apps: every app's licensing key (local checks) read now, and `clients` to
+    /// read what the local checks let through. A licensing key file that cannot be read, or holds no key, is a
+    /// ``PlayConfigurationError`` naming the app and the file, never the file's content.
+    public static func load(
+        catalog: Catalog, clients: GooglePlayAppClients, configurationWatch: StoreConfigurationWatch,
+        jobDeadline: Duration, logger: Logger
+    ) throws(PlayConfigurationError) -> GooglePlayStore {
+        GooglePlayStore(
+            reader: PlayPurchaseReader(licensingKeys: try PlayLicensingKeys.load(catalog)),
+            clients: clients.clients.mapValues { $0 as any GooglePlayPurchaseReads },
             subscriptionProducts: Set(catalog.playProducts.values.filter { $0.type == .autoRenewable }.map(\.id)),
             configurationWatch: configurationWatch, jobDeadline: jobDeadline,
-            stageLimit: max(256, 2 * gate.configuration.concurrency.maximum), logger: logger)
+            stageLimit: max(256, 2 * clients.gate.configuration.concurrency.maximum), logger: logger)
     }
 }

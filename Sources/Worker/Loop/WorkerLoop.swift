@@ -73,6 +73,9 @@ public final class WorkerLoop: Sendable {
     private let onFatal: @Sendable (String) -> Void
     /// Told of each verdict proven delivered (``AppleFollowUps``); nil: nobody is.
     private let afterDelivery: (@Sendable (Verdict, ReceiptJob) async -> Bool)?
+    /// Which verdicts ``afterDelivery`` is told of; nil: every one. The others take the delivery without a waiting
+    /// task.
+    private let followsUp: (@Sendable (Verdict, ReceiptJob) -> Bool)?
     private let metrics = WorkerMetrics()
     private let deliveries = OutputDeliveries()
     private let clock = ContinuousClock()
@@ -96,11 +99,13 @@ public final class WorkerLoop: Sendable {
     ///     before), and awaited before the job completes (its offset may be committed only after): a follow-up
     ///     records its Apple call here, one ledger write, never the call itself. It returns false when it could not
     ///     finish its part before the job was cancelled (a revoke or a drain): the job then stays uncommitted.
+    ///   - followsUp: which verdicts `afterDelivery` needs (nil: every one).
     public init(
         consumerConfiguration: KafkaConsumerConfiguration, producer: KafkaProducer, decider: any JobStepping,
         configuration: Configuration = Configuration(), health: WorkerHealth = WorkerHealth(), logger: Logger,
         onFatal: @escaping @Sendable (String) -> Void = { _ in },
-        afterDelivery: (@Sendable (Verdict, ReceiptJob) async -> Bool)? = nil
+        afterDelivery: (@Sendable (Verdict, ReceiptJob) async -> Bool)? = nil,
+        followsUp: (@Sendable (Verdict, ReceiptJob) -> Bool)? = nil
     ) throws {
         let scheduler = WorkerScheduler(maximumInFlight: configuration.maximumInFlight)
         // The hook needs the consumer it is given to: set right after creation, before `subscribe`.
@@ -129,6 +134,7 @@ public final class WorkerLoop: Sendable {
         self.logger = logger
         self.onFatal = onFatal
         self.afterDelivery = afterDelivery
+        self.followsUp = followsUp
         try consumer.subscribe(topics: [configuration.topics.jobs])
     }
 
@@ -457,7 +463,8 @@ public final class WorkerLoop: Sendable {
     /// The step of a decided job: its verdict's record, and the verdict kept for ``afterDelivery`` if it is set.
     @inline(never)
     private func decidedStep(_ verdict: Verdict, job: ReceiptJob, message: KafkaConsumerMessage) -> Step {
-        .record(record(of: verdict, job: job, message: message), afterDelivery == nil ? nil : AppleAnswerBox(verdict))
+        let kept = afterDelivery != nil && followsUp?(verdict, job) != false
+        return .record(record(of: verdict, job: job, message: message), kept ? AppleAnswerBox(verdict) : nil)
     }
 
     /// A job that could not be decided: refused by the ledger (its dead letter), cancelled (nothing to do), or a fatal

@@ -5,13 +5,14 @@ import Operations
 import StoreHTTP
 
 extension WorkerRuntime {
-    /// Google Play as `run` uses it (``GooglePlayStore/load(catalog:settings:transport:configurationWatch:jobDeadline:logger:)``);
-    /// a Play app's key file that cannot be used stops the command as a `catalog_file` setting.
-    func makeGooglePlayStore(
+    /// Google Play as `run` uses it: the apps' clients (``GooglePlayAppClients``) and the store that reads purchases
+    /// with them (``GooglePlayStore``). A Play app's key file that cannot be used stops the command as a
+    /// `catalog_file` setting.
+    func makeGooglePlay(
         catalog: Catalog, transport: any HTTPTransport, health: WorkerHealth
-    ) throws -> GooglePlayStore {
+    ) throws -> (store: GooglePlayStore, clients: GooglePlayAppClients) {
         do {
-            return try GooglePlayStore.load(
+            let clients = try GooglePlayAppClients.load(
                 catalog: catalog,
                 settings: GooglePlayAPISettings(
                     api: GooglePlayAPIConfiguration(
@@ -19,8 +20,12 @@ extension WorkerRuntime {
                         requestTimeout: configuration.appleRequestTimeout),
                     dailyQuota: configuration.googlePlayDailyQuota, minuteQuota: configuration.googlePlayMinuteQuota,
                     workerID: configuration.workerID),
-                transport: transport, configurationWatch: StoreConfigurationWatch(health: health, logger: logger),
+                transport: transport, logger: logger)
+            let store = try GooglePlayStore.load(
+                catalog: catalog, clients: clients,
+                configurationWatch: StoreConfigurationWatch(health: health, logger: logger),
                 jobDeadline: configuration.jobDeadline, logger: logger)
+            return (store, clients)
         } catch {
             throw ConfigurationError(key: "catalog_file", problem: error.description)
         }

@@ -132,6 +132,7 @@ public struct WorkerRuntime: Sendable {
                 sandboxBaseURL: configuration.serverAPISandboxURL, requestTimeout: configuration.appleRequestTimeout),
             analyzer: analyzer, logger: logger)
         let appleCaller = AppleCaller(gate: gate, retryPolicy: RetryPolicy(maximumAttempts: 50), logger: logger)
+        let googlePlay = try makeGooglePlay(catalog: catalog, transport: engine, health: health)
         let followUps = try makeFollowUps(
             serverAPIs: apps.apps.compactMap(\.serverAPI), caller: appleCaller, ledger: ledger, catalog: catalog)
         let processor = JobProcessor(
@@ -143,7 +144,7 @@ public struct WorkerRuntime: Sendable {
             coalescing: AppleCoalescingConfiguration(
                 enabled: configuration.coalesceAppleCalls, leaseDuration: configuration.verificationLease,
                 holder: AppleCoalescingConfiguration.uniqueHolder(prefix: configuration.workerID)),
-            apps: apps, googlePlay: try makeGooglePlayStore(catalog: catalog, transport: engine, health: health))
+            apps: apps, googlePlay: googlePlay.store)
         let fatal = OneShot<String>()
         let listening = OneShot<Bool>()
         let migrated = OneShot<Void>()
@@ -187,8 +188,23 @@ public struct WorkerRuntime: Sendable {
                 work: { await producer.watchBrokers(logger: logger) { allDown in health.brokers(allDown: allDown) } },
                 after: listening),
         ]
-        let afterDelivery: (@Sendable (Verdict, ReceiptJob) async -> Bool)? =
-            if let followUps { { verdict, job in await followUps.verdictDelivered(verdict, job: job) } } else { nil }
+        // Google Play's purchases are acknowledged (or consumed) after their grant: Google refunds one left three days.
+        let playFollowUps: GooglePlayFollowUps? =
+            catalog.playApps.isEmpty
+            ? nil
+            : GooglePlayFollowUps.make(
+                ledger: ledger, catalog: catalog, calls: googlePlay.clients,
+                holder: AppleCoalescingConfiguration.uniqueHolder(prefix: configuration.workerID),
+                claimLease: configuration.followUpClaimLease, sweepInterval: configuration.followUpSweepInterval,
+                logger: logger)
+        let afterDelivery = VerdictFollowUps.afterDelivery(appStore: followUps, googlePlay: playFollowUps)
+        let followsUp = VerdictFollowUps.followsUp(appStore: followUps, googlePlay: playFollowUps)
+        if let playFollowUps {
+            // Before the pipeline in the list, so stopped after its drain: the last grants' calls are recorded.
+            services.append(
+                BackgroundService(
+                    name: "google-play-follow-ups", work: { await playFollowUps.run() }, after: listening))
+        }
         if let followUps {
             // Before the pipeline in the list, so stopped after its drain: the last verdicts' calls are queued.
             services.append(
@@ -208,7 +224,7 @@ public struct WorkerRuntime: Sendable {
                             maximumProduceBytes: configuration.maximumProduceBytes,
                             deliveryTimeout: configuration.deliveryTimeout),
                         health: health, logger: logger, onFatal: { fatal.resolve($0) },
-                        afterDelivery: afterDelivery)
+                        afterDelivery: afterDelivery, followsUp: followsUp)
                 },
                 listening: listening, migrated: migrated, fatal: fatal, started: started,
                 drainTimeout: configuration.drainTimeout, logger: logger)

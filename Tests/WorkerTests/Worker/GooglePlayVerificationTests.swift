@@ -86,12 +86,13 @@ struct GooglePlayVerificationTests {
         defer { engine.shutdown() }
         let logger = Logger(label: "google-play-verification-test")
         let health = WorkerHealth()
-        let googlePlay = try GooglePlayStore.load(
+        let clients = try GooglePlayAppClients.load(
             catalog: catalog,
             settings: GooglePlayAPISettings(
-                api: GooglePlayAPIConfiguration(
-                    baseURL: "http://127.0.0.1:\(port)", tokenURL: simulator.tokenURI)),
-            transport: engine,
+                api: GooglePlayAPIConfiguration(baseURL: "http://127.0.0.1:\(port)", tokenURL: simulator.tokenURI)),
+            transport: engine, logger: logger)
+        let googlePlay = try GooglePlayStore.load(
+            catalog: catalog, clients: clients,
             configurationWatch: StoreConfigurationWatch(
                 health: health, logger: logger, probeInterval: .seconds(30), pollInterval: .milliseconds(20)),
             jobDeadline: jobDeadline, logger: logger)
