@@ -236,8 +236,8 @@ public final class EntitlementAPI: Service, Sendable {
             entries: page.map { entry in
                 let explanation: String? =
                     switch entry.kind {
-                    case .verdict: ReasonText.explain(outcome: entry.outcome, reason: entry.reason)
-                    case .event: entry.event.map { ReasonText.explain(event: $0.kind) }
+                    case .verdict: ReasonText.explain(outcome: entry.outcome, reason: entry.reason, store: entry.store)
+                    case .event: entry.event.map { ReasonText.explain(event: $0.kind, store: $0.store) }
                     case .ignored: entry.problem.map(ReasonText.explain(problem:))
                     }
                 return APIModels.Entry(entry: entry, explanation: explanation)

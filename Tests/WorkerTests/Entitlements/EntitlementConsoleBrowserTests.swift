@@ -200,7 +200,10 @@ extension EntitlementConsoleBrowserTests {
             #expect(lookup.entitlements.first?.last == "Google Play")
             let stores = Dictionary(uniqueKeysWithValues: lookup.transactions.map { ($0[0], $0.last ?? "") })
             #expect(stores == ["2000000701": "App Store", "GPA.1200-3400-5600-78901": "Google Play"])
-            #expect(lookup.timeline.contains { $0.contains("Granted") && $0.contains("Google Play") })
+            #expect(
+                lookup.timeline.contains {
+                    $0.contains("Granted") && $0.contains("Google Play · decided by google_play")
+                })
             #expect(lookup.timeline.contains { $0.contains("Granted") && $0.contains("App Store") })
             #expect(!lookup.timeline.contains { $0.contains("token-not-shown") })
             let byOrder = try #require(page.lookups.last)

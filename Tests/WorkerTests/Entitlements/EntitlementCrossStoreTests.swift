@@ -280,6 +280,15 @@ struct EntitlementCrossStoreAPITests {
         F.verdict(
             "i2", account: "acct-x", .granted, decided: 40,
             transactions: [F.transaction("2000000002", product: "gems_50", purchased: 40)]),
+        F.verdict(
+            "p3", account: "acct-y", .granted, decided: 50,
+            transactions: [F.transaction("GPA.9-3", product: "premium_forever", purchased: 50, orderID: "GPA.9-3")],
+            store: .googlePlay),
+        F.verdict(
+            "p4", account: "acct-y", .rejected, reason: .revoked, decided: 60,
+            transactions: [
+                F.transaction("GPA.9-3", product: "premium_forever", purchased: 50, revoked: 55, orderID: "GPA.9-3")
+            ], store: .googlePlay),
     ]
 
     @Test("transactions, entitlements and consumables each name their store; the purchase token is not shown")
@@ -319,6 +328,19 @@ struct EntitlementCrossStoreAPITests {
             #expect(entries.first { $0["job_id"] as? String == "p1" }?["store"] as? String == "google_play")
             #expect(entries.first { $0["job_id"] as? String == "i1" }?["store"] as? String == "app_store")
             #expect(!history.text.contains("tok-9-1"))
+        }
+    }
+
+    @Test("a Google Play refund is explained as Google Play's, in the verdict and in its event")
+    func playWordsInHistory() async throws {
+        try await EntitlementAPIHarness.with(verdicts: Self.verdicts, now: F.at(10 * Self.day)) { h in
+            let entries = try await h.get("/v1/accounts/acct-y/history").json["entries"] as? [[String: Any]] ?? []
+            let explanations = entries.compactMap { $0["explanation"] as? String }
+            #expect(
+                explanations.contains("Google Play refunded, voided or revoked the purchase. Its entitlement ends."))
+            #expect(
+                explanations.contains("Google Play refunded or revoked the purchase: the entitlement it gave ends."))
+            #expect(!explanations.contains { $0.contains("Apple") })
         }
     }
 }

@@ -39,13 +39,14 @@ enum EntitlementFixtures {
 
     static func verdict(
         _ job: String, account: String, _ outcome: Verdict.Outcome, reason: Verdict.Reason? = nil,
-        decided: Double, transactions: [Verdict.Transaction] = [], by: Verdict.DecidedBy = .apple,
+        decided: Double, transactions: [Verdict.Transaction] = [], by: Verdict.DecidedBy? = nil,
         store: Store = .appStore
     ) -> Verdict {
         Verdict(
             verdictID: Verdict.legacyVerdictID(jobID: job), jobID: job, accountID: account, outcome: outcome,
             reason: reason ?? (outcome == .granted ? nil : .malformed),
-            decidedBy: by, store: store, environment: "Production", transactions: transactions, decidedAt: at(decided))
+            decidedBy: by ?? (store == .googlePlay ? .googlePlay : .apple), store: store, environment: "Production",
+            transactions: transactions, decidedAt: at(decided))
     }
 
     /// Applies verdicts in order to a fresh state, returning the state and each result.
