@@ -99,8 +99,9 @@ enum APIModels {
         var productID: String
         var productType: String
         var store: String
-        /// Google Play's order id; the purchase token is not shown (it reads the purchase from Google).
+        /// Google Play's order id and purchase token (a Google Play subscription's original transaction id too).
         var orderID: String?
+        var purchaseToken: String?
         var state: String
         var entitlements: [String]
         var environment: String?
@@ -122,6 +123,7 @@ enum APIModels {
             productType = t.productType.rawValue
             store = t.store.rawValue
             orderID = t.orderID
+            purchaseToken = t.purchaseToken
             state = t.state(at: instant)
             entitlements = t.entitlements(in: catalog)
             environment = t.environment
@@ -144,6 +146,7 @@ enum APIModels {
             case productType = "product_type"
             case store
             case orderID = "order_id"
+            case purchaseToken = "purchase_token"
             case state, entitlements, environment
             case purchaseDate = "purchase_date"
             case expiresDate = "expires_date"
@@ -165,6 +168,7 @@ enum APIModels {
             try c.encode(productType, forKey: .productType)
             try c.encode(store, forKey: .store)
             try c.encode(orderID, forKey: .orderID)
+            try c.encode(purchaseToken, forKey: .purchaseToken)
             try c.encode(state, forKey: .state)
             try c.encode(entitlements, forKey: .entitlements)
             try c.encode(environment, forKey: .environment)
