@@ -98,6 +98,27 @@ struct EntitlementCrossStoreTests {
         #expect(F.entitlements(of: "a2", in: reverse, at: F.at(31 * day))["premium"]?.active == false)
     }
 
+    @Test("the clock's sweep sees no expiration while the other store's purchase still grants the entitlement")
+    func sweepAcrossStores() {
+        let (state, _) = F.project([
+            F.verdict(
+                "i1", account: "a1", .granted, decided: 10,
+                transactions: [F.transaction("2000000001", expires: 30 * day)]),
+            F.verdict(
+                "p1", account: "a1", .granted, decided: 20,
+                transactions: [Self.playSubscription("GPA.10-1", expires: 60 * day)], store: .googlePlay),
+        ])
+        let transactions = state.transactions(ofAccount: "a1")
+        #expect(
+            ExpirationSweep.events(
+                account: "a1", transactions: transactions, catalog: F.catalog, window: F.at(29 * day)...F.at(31 * day)
+            ).isEmpty)
+        let end = ExpirationSweep.events(
+            account: "a1", transactions: transactions, catalog: F.catalog, window: F.at(59 * day)...F.at(61 * day))
+        #expect(end.map(\.kind) == [.expiration])
+        #expect(end.first?.store == .googlePlay)
+    }
+
     @Test("a refund on one store ends only what that store's transactions gave")
     func refundOnOneStore() {
         let (state, _) = F.project([
