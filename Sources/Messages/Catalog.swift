@@ -209,18 +209,25 @@ public struct Catalog: Sendable, Hashable {
         }
     }
 
-    /// The type of a product. A product the catalog does not list (the worker's catalog may have changed since
-    /// the verdict) is judged by its transaction: with an expiry it is treated as an auto-renewable subscription,
-    /// without one as a non-consumable. A consumable cannot be recognised that way; list it.
-    public func type(of productID: String, expiresDate: Date?) -> ProductType {
-        if let product = products[productID] { return product.type }
+    /// The type of a product of `store`. A product the catalog does not list for that store (the worker's catalog
+    /// may have changed since the verdict) is judged by its transaction: with an expiry it is treated as an
+    /// auto-renewable subscription, without one as a non-consumable. A consumable cannot be recognised that way;
+    /// list it. Only `store`'s list is read: product ids are each store's own, so one id may mean two products.
+    public func type(of productID: String, expiresDate: Date?, in store: Store = .appStore) -> ProductType {
+        if let listed = productType(of: productID, in: store) { return listed }
         return expiresDate == nil ? .nonConsumable : .autoRenewable
     }
 
-    /// The entitlements a product grants (none for a consumable; the product's own id when not listed).
-    public func entitlements(of productID: String, type: ProductType) -> [String] {
+    /// The entitlements a product of `store` grants (none for a consumable; the product's own id when that store's
+    /// list does not name it).
+    public func entitlements(of productID: String, type: ProductType, in store: Store = .appStore) -> [String] {
         if type == .consumable { return [] }
-        return products[productID]?.entitlements ?? [productID]
+        let listed: [String]? =
+            switch store {
+            case .appStore: products[productID]?.entitlements
+            case .googlePlay: playProducts[productID]?.entitlements
+            }
+        return listed ?? [productID]
     }
 }
 

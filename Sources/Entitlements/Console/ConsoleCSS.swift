@@ -66,6 +66,10 @@ enum ConsoleCSS {
         .bad { color: var(--bad); background: var(--bad-bg); }
         .off { color: var(--off); background: var(--off-bg); }
         .info { color: var(--info); background: var(--info-bg); }
+        .store { font-weight: 500; border: 1px solid currentColor; background: transparent; }
+        .store-app_store { color: #1f2937; }
+        .store-google_play { color: #0b6b3a; }
+        .store-other { color: var(--off); }
         .timeline { list-style: none; margin: 0; padding: 0; }
         .timeline > li { display: grid; grid-template-columns: 150px 140px minmax(0, 1fr); gap: 14px; padding: 10px 4px;
           border-bottom: 1px solid var(--line); }

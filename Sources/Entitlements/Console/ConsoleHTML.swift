@@ -34,7 +34,7 @@ enum ConsoleHTML {
           <section id="app" hidden>
             <form id="search" class="search" autocomplete="off">
               <label for="query" class="visually-hidden">Account, transaction or original transaction id</label>
-              <input id="query" name="query" placeholder="Account id, transaction id or original transaction id" required spellcheck="false">
+              <input id="query" name="query" placeholder="Account id, transaction id or original transaction id (either store)" required spellcheck="false">
               <button type="submit" class="primary">Look up</button>
             </form>
             <p id="status" class="status" role="status"></p>
@@ -57,19 +57,19 @@ enum ConsoleHTML {
                 <section class="card">
                   <h2>Entitlements now</h2>
                   <table id="entitlements"><thead><tr>
-                    <th>Entitlement</th><th>Status</th><th>Product</th><th>Expires</th><th>Original transaction</th><th>Env.</th>
+                    <th>Entitlement</th><th>Status</th><th>Product</th><th>Expires</th><th>Original transaction</th><th>Env.</th><th>Store</th>
                   </tr></thead><tbody></tbody></table>
                   <p class="muted small" id="no-entitlements" hidden>No entitlement: nothing granting one has been read for this account.</p>
                   <div id="consumables-block" hidden>
                     <h3>Consumables bought</h3>
-                    <table id="consumables"><thead><tr><th>Product</th><th>Units</th></tr></thead><tbody></tbody></table>
+                    <table id="consumables"><thead><tr><th>Product</th><th>Units</th><th>Store</th></tr></thead><tbody></tbody></table>
                   </div>
                 </section>
 
                 <section class="card">
                   <h2>Transactions</h2>
                   <table id="transactions"><thead><tr>
-                    <th>Transaction</th><th>Product</th><th>State</th><th>Purchased</th><th>Expires</th><th>Refunded</th>
+                    <th>Transaction</th><th>Product</th><th>State</th><th>Purchased</th><th>Expires</th><th>Refunded</th><th>Store</th>
                   </tr></thead><tbody></tbody></table>
                   <p class="muted small" id="no-transactions" hidden>No transaction recorded for this account.</p>
                 </section>

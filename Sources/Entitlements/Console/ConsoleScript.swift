@@ -30,6 +30,12 @@ enum ConsoleScript {
               pad(d.getUTCHours()) + ':' + pad(d.getUTCMinutes()) + ' UTC';
           }
           function day(iso) { return iso ? when(iso).slice(0, 10) : '—'; }
+          const storeNames = { app_store: 'App Store', google_play: 'Google Play' };
+          function storeName(store) { return storeNames[store || 'app_store'] || String(store); }
+          function storeBadge(store) {
+            const known = storeNames[store || 'app_store'] ? (store || 'app_store') : 'other';
+            return badge(storeName(store), 'store store-' + known);
+          }
           function setStatus(text, isError) {
             const status = $('status');
             status.textContent = text || '';
@@ -137,6 +143,7 @@ enum ConsoleScript {
               cell(row, e.expires_at ? when(e.expires_at) : 'never');
               cell(row, e.original_transaction_id, 'mono');
               cell(row, e.environment);
+              cell(row, storeBadge(e.store));
               tbody.appendChild(row);
             }
             $('entitlements').hidden = body.entitlements.length === 0;
@@ -147,6 +154,7 @@ enum ConsoleScript {
               const row = el('tr');
               cell(row, c.product_id, 'mono');
               cell(row, c.count);
+              cell(row, storeBadge(c.store));
               ctbody.appendChild(row);
             }
             $('consumables-block').hidden = body.consumables.length === 0;
@@ -162,6 +170,7 @@ enum ConsoleScript {
               if (t.original_transaction_id !== t.transaction_id) {
                 id.appendChild(el('div', 'muted small', 'of ' + t.original_transaction_id));
               }
+              if (t.order_id && t.order_id !== t.transaction_id) id.appendChild(el('div', 'muted small', 'order ' + t.order_id));
               cell(row, t.product_id, 'mono');
               const [label, kind] = stateBadges[t.state] || [t.state, 'off'];
               const stateCell = cell(row, badge(t.in_grace_period ? 'Grace period' : label, t.in_grace_period ? 'warn' : kind));
@@ -169,6 +178,7 @@ enum ConsoleScript {
               cell(row, when(t.purchase_date));
               cell(row, t.expires_date ? when(t.expires_date) : '—');
               cell(row, t.revoked_at ? when(t.revoked_at) : '—');
+              cell(row, storeBadge(t.store));
               tbody.appendChild(row);
             }
             $('transactions').hidden = transactions.length === 0;
@@ -211,7 +221,7 @@ enum ConsoleScript {
                 if (entry.reason) kindCell.appendChild(el('div', 'meta mono', entry.reason));
                 body.appendChild(el('div', 'what', entry.explanation));
                 const products = (entry.transactions || []).map((t) => t.product_id + ' ' + t.transaction_id).join(', ');
-                let meta = 'verdict ' + entry.verdict_id + ' · decided by ' + entry.decided_by;
+                let meta = 'verdict ' + entry.verdict_id + ' · ' + storeName(entry.store) + ' · decided by ' + entry.decided_by;
                 if (products) meta += ' · ' + products;
                 body.appendChild(el('div', 'meta mono', meta));
                 if (entry.effect === 'stale') body.appendChild(el('div', 'meta', 'Read after a newer verdict: it changed nothing.'));

@@ -34,6 +34,8 @@ enum APIModels {
         var inGracePeriod: Bool
         var inBillingRetry: Bool
         var originalTransactionID: String
+        /// The store of the purchase that speaks for the entitlement.
+        var store: String
         var environment: String?
         var updatedAt: Date
 
@@ -47,6 +49,7 @@ enum APIModels {
             inGracePeriod = summary.inGracePeriod(at: instant)
             inBillingRetry = transaction.inBillingRetry
             originalTransactionID = transaction.originalTransactionID
+            store = transaction.store.rawValue
             environment = transaction.environment
             updatedAt = summary.updatedAt
         }
@@ -59,7 +62,7 @@ enum APIModels {
             case inGracePeriod = "in_grace_period"
             case inBillingRetry = "in_billing_retry"
             case originalTransactionID = "original_transaction_id"
-            case environment
+            case store, environment
             case updatedAt = "updated_at"
         }
 
@@ -73,6 +76,7 @@ enum APIModels {
             try c.encode(inGracePeriod, forKey: .inGracePeriod)
             try c.encode(inBillingRetry, forKey: .inBillingRetry)
             try c.encode(originalTransactionID, forKey: .originalTransactionID)
+            try c.encode(store, forKey: .store)
             try c.encode(environment, forKey: .environment)
             try c.encode(updatedAt, forKey: .updatedAt)
         }
@@ -81,9 +85,10 @@ enum APIModels {
     struct Consumable: Encodable {
         var productID: String
         var count: Int
+        var store: String
         enum CodingKeys: String, CodingKey {
             case productID = "product_id"
-            case count
+            case count, store
         }
     }
 
@@ -93,6 +98,10 @@ enum APIModels {
         var accountID: String
         var productID: String
         var productType: String
+        var store: String
+        /// Google Play's order id and purchase token (a Google Play subscription's original transaction id too).
+        var orderID: String?
+        var purchaseToken: String?
         var state: String
         var entitlements: [String]
         var environment: String?
@@ -112,8 +121,11 @@ enum APIModels {
             accountID = t.accountID
             productID = t.productID
             productType = t.productType.rawValue
+            store = t.store.rawValue
+            orderID = t.orderID
+            purchaseToken = t.purchaseToken
             state = t.state(at: instant)
-            entitlements = catalog.entitlements(of: t.productID, type: t.productType)
+            entitlements = t.entitlements(in: catalog)
             environment = t.environment
             purchaseDate = t.purchaseDate
             expiresDate = t.expiresDate
@@ -132,6 +144,9 @@ enum APIModels {
             case accountID = "account_id"
             case productID = "product_id"
             case productType = "product_type"
+            case store
+            case orderID = "order_id"
+            case purchaseToken = "purchase_token"
             case state, entitlements, environment
             case purchaseDate = "purchase_date"
             case expiresDate = "expires_date"
@@ -151,6 +166,9 @@ enum APIModels {
             try c.encode(accountID, forKey: .accountID)
             try c.encode(productID, forKey: .productID)
             try c.encode(productType, forKey: .productType)
+            try c.encode(store, forKey: .store)
+            try c.encode(orderID, forKey: .orderID)
+            try c.encode(purchaseToken, forKey: .purchaseToken)
             try c.encode(state, forKey: .state)
             try c.encode(entitlements, forKey: .entitlements)
             try c.encode(environment, forKey: .environment)

@@ -196,7 +196,7 @@ public final class EntitlementAPI: Service, Sendable {
             accountID: account, asOf: try await store.progress().asOf,
             entitlements: summaries.map { APIModels.Entitlement($0, at: instant) },
             consumables: record.consumables.filter { $0.value > 0 }.sorted { $0.key < $1.key }.map {
-                APIModels.Consumable(productID: $0.key, count: $0.value)
+                APIModels.Consumable(productID: $0.key.productID, count: $0.value, store: $0.key.store.rawValue)
             })
     }
 
@@ -236,8 +236,8 @@ public final class EntitlementAPI: Service, Sendable {
             entries: page.map { entry in
                 let explanation: String? =
                     switch entry.kind {
-                    case .verdict: ReasonText.explain(outcome: entry.outcome, reason: entry.reason)
-                    case .event: entry.event.map { ReasonText.explain(event: $0.kind) }
+                    case .verdict: ReasonText.explain(outcome: entry.outcome, reason: entry.reason, store: entry.store)
+                    case .event: entry.event.map { ReasonText.explain(event: $0.kind, store: $0.store) }
                     case .ignored: entry.problem.map(ReasonText.explain(problem:))
                     }
                 return APIModels.Entry(entry: entry, explanation: explanation)

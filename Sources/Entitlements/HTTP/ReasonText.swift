@@ -1,19 +1,44 @@
+import Messages
+
 /// Each verdict outcome, reason code and lifecycle event in words, for support staff (the console and the history
-/// API). A code this build does not know is said to be one: the contract lets the list grow.
+/// API). A code this build does not know is said to be one: the contract lets the list grow. Words that name the
+/// store name the verdict's (or the event's transaction's) store: the App Store's when none is given.
 public enum ReasonText {
-    public static func explain(outcome: String?, reason: String?) -> String? {
+    public static func explain(outcome: String?, reason: String?, store: Store? = nil) -> String? {
         if let reason {
-            return reasons[reason]
+            return (store == .googlePlay ? playReasons[reason] : nil) ?? reasons[reason]
                 ?? "Rejected for a reason this service does not know (\(reason)); nothing was granted."
         }
         switch outcome {
         case "granted": return "A new, authentic purchase: granted to this account."
         case "already_granted": return "This account already owns the purchase: nothing new to grant."
         case "rejected": return "Not a valid purchase for this account."
-        case "unverifiable": return "Apple could not be reached in time; nothing was decided or granted."
+        case "unverifiable": return "\(name(of: store)) could not be reached in time; nothing was decided or granted."
         default: return nil
         }
     }
+
+    /// Who answers for `store`, in the sentences.
+    static func name(of store: Store?) -> String { store == .googlePlay ? "Google Play" : "Apple" }
+
+    /// The codes whose words differ for a Google Play verdict, and the codes only Google Play verdicts carry.
+    public static let playReasons: [String: String] = [
+        "malformed": "The proof is not a Google Play purchase (garbage or unreadable). Nothing was granted.",
+        "wrong_bundle": "The purchase belongs to another app. Nothing was granted.",
+        "not_authenticated":
+            "The purchase's signature is invalid, or Google Play said it is not authentic. Nothing was granted.",
+        "revoked": "Google Play refunded, voided or revoked the purchase. Its entitlement ends.",
+        "no_transaction": "The purchase is not of a product this app sells. Nothing was granted.",
+        "product_mismatch":
+            "The purchase is not of the product the app asked for, or its signed data names another. Nothing was "
+            + "granted.",
+        "google_play_unavailable":
+            "Google Play could not be reached before the deadline; nothing was decided. The customer may retry.",
+        "google_play_rejected": "Google Play refused the request about this purchase. Nothing was granted.",
+        "purchase_not_found":
+            "Google Play knows no such purchase for this app (forged, another app's, or gone). Nothing was granted.",
+        "purchase_pending": "The purchase awaits payment: nothing is granted until it is paid and sent again.",
+    ]
 
     public static let reasons: [String: String] = [
         "malformed": "The proof is not a receipt at all (garbage, cracker-made or unreadable). Nothing was granted.",
@@ -36,18 +61,19 @@ public enum ReasonText {
         "unclaimed": "An App Store notification about a subscription no account owns. Nothing was changed.",
     ]
 
-    public static func explain(event: LifecycleEvent.Kind) -> String {
-        switch event {
+    public static func explain(event: LifecycleEvent.Kind, store: Store = .appStore) -> String {
+        let who = name(of: store)
+        return switch event {
         case .initialPurchase: "The entitlement started with a first purchase."
         case .renewal: "The subscription renewed for a new period."
         case .expiration: "The entitlement ended: its period is over."
-        case .billingIssue: "Apple could not charge the renewal (billing retry)."
+        case .billingIssue: "\(who) could not charge the renewal (billing retry)."
         case .gracePeriodEntered: "Billing retry with a grace period: the entitlement stays active until it ends."
-        case .refund: "Apple refunded or revoked the purchase: the entitlement it gave ends."
+        case .refund: "\(who) refunded or revoked the purchase: the entitlement it gave ends."
         case .refundReversed: "A refund was reversed: the purchase counts again."
         case .transfer: "The subscription moved between accounts (a current period bought on another account)."
         case .productChange: "The subscription changed product (upgrade, downgrade or crossgrade)."
-        case .renewalExtended: "Apple extended the renewal date: the current period lasts longer, at no charge."
+        case .renewalExtended: "\(who) extended the renewal date: the current period lasts longer, at no charge."
         }
     }
 

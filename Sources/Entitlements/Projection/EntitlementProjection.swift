@@ -95,6 +95,8 @@ public enum EntitlementProjection {
         guard state.appliedIDs.insert(verdict.verdictID).inserted else { return .duplicate }
         let account = verdict.accountID
         let decidedAt = verdict.decidedAt
+        // A verdict speaks for its own store's transactions only; its products are that store's catalog list.
+        let store = verdict.store
         state.appliedVerdicts.append(
             AppliedMessage(
                 id: verdict.verdictID, accountID: account, outcome: verdict.outcome.rawValue, decidedAt: decidedAt))
@@ -111,7 +113,7 @@ public enum EntitlementProjection {
             for transaction in listed {
                 if let owner = state.transactions[transaction.transactionID]?.accountID { involved.insert(owner) }
                 for other in state.transactions(
-                    ofOriginal: transaction.originalTransactionID ?? transaction.transactionID)
+                    ofOriginal: transaction.originalTransactionID ?? transaction.transactionID, in: store)
                 {
                     involved.insert(other.accountID)
                 }
@@ -134,7 +136,7 @@ public enum EntitlementProjection {
             let moves = movableSubscriptions(verdict, state: state, catalog: catalog)
             for item in listed {
                 let original = item.originalTransactionID ?? item.transactionID
-                let type = catalog.type(of: item.productID, expiresDate: item.expiresDate)
+                let type = catalog.type(of: item.productID, expiresDate: item.expiresDate, in: store)
                 guard var current = state.transactions[item.transactionID] else {
                     guard mode != .updateOwned else {
                         notes.append(
@@ -147,16 +149,19 @@ public enum EntitlementProjection {
                         productID: item.productID, productType: type, environment: verdict.environment,
                         purchaseDate: item.purchaseDate, expiresDate: item.expiresDate, revokedAt: item.revokedAt,
                         quantity: max(1, item.quantity ?? 1), ownerSince: decidedAt, decidedAt: decidedAt,
-                        verdictID: verdict.verdictID, updatedAt: recordedAt)
+                        verdictID: verdict.verdictID, updatedAt: recordedAt, store: store, orderID: item.orderID,
+                        purchaseToken: item.purchaseToken)
                     if type == .autoRenewable { Self.readRenewal(item, into: &added, at: decidedAt) }
-                    let previous = state.transactions(ofOriginal: original).filter { $0.accountID == account }.max {
+                    let previous = state.transactions(ofOriginal: original, in: store).filter {
+                        $0.accountID == account
+                    }.max {
                         ($0.purchaseDate ?? .distantPast, $0.transactionID) < (
                             $1.purchaseDate ?? .distantPast, $1.transactionID
                         )
                     }
                     // A new period of a subscription ends its billing retry.
                     if type == .autoRenewable, added.revokedAt == nil {
-                        for var sibling in state.transactions(ofOriginal: original)
+                        for var sibling in state.transactions(ofOriginal: original, in: store)
                         where sibling.accountID == account && (sibling.inBillingRetry || sibling.inGracePeriod) {
                             sibling.inBillingRetry = false
                             sibling.inGracePeriod = false
@@ -167,7 +172,7 @@ public enum EntitlementProjection {
                     state.store(added)
                     if type == .consumable, added.revokedAt == nil {
                         state.consumableDeltas[
-                            ConsumableKey(accountID: account, productID: item.productID), default: 0] +=
+                            ConsumableKey(accountID: account, productID: item.productID, store: store), default: 0] +=
                             added.quantity
                     }
                     changes.append(.added(added, previous: previous, history: mode == .record))
@@ -178,13 +183,20 @@ public enum EntitlementProjection {
                     changed = true
                     continue
                 }
+                guard current.store == store else {
+                    // Transaction ids are each store's own: the same id from the other store is another purchase,
+                    // and the one recorded first keeps the id.
+                    notes.append(
+                        "\(item.transactionID): a transaction of \(current.store.rawValue) has this id, unchanged")
+                    continue
+                }
                 if current.accountID != account {
                     guard mode == .grant, moves.contains(original), decidedAt > current.ownerSince else {
                         notes.append("\(item.transactionID): owned by another account, unchanged")
                         continue
                     }
                     let from = current.accountID
-                    for var moved in state.transactions(ofOriginal: original) where moved.accountID == from {
+                    for var moved in state.transactions(ofOriginal: original, in: store) where moved.accountID == from {
                         moved.accountID = account
                         moved.ownerSince = decidedAt
                         moved.inBillingRetry = false
@@ -209,6 +221,8 @@ public enum EntitlementProjection {
                 updated.purchaseDate = item.purchaseDate ?? current.purchaseDate
                 updated.expiresDate = item.expiresDate
                 updated.revokedAt = item.revokedAt
+                updated.orderID = item.orderID ?? current.orderID
+                updated.purchaseToken = item.purchaseToken ?? current.purchaseToken
                 updated.decidedAt = decidedAt
                 updated.verdictID = verdict.verdictID
                 var extended = false
@@ -227,7 +241,8 @@ public enum EntitlementProjection {
                     updated.productID != current.productID || updated.environment != current.environment
                     || updated.purchaseDate != current.purchaseDate || updated.expiresDate != current.expiresDate
                     || updated.revokedAt != current.revokedAt || updated.inGracePeriod != current.inGracePeriod
-                    || updated.inBillingRetry != current.inBillingRetry
+                    || updated.inBillingRetry != current.inBillingRetry || updated.orderID != current.orderID
+                    || updated.purchaseToken != current.purchaseToken
                 if stateChanged {
                     updated.updatedAt = recordedAt
                     changed = true
@@ -239,7 +254,9 @@ public enum EntitlementProjection {
                     notes.append("\(item.transactionID): revoked")
                     if type == .consumable {
                         state.consumableDeltas[
-                            ConsumableKey(accountID: updated.accountID, productID: updated.productID), default: 0] -=
+                            ConsumableKey(
+                                accountID: updated.accountID, productID: updated.productID, store: updated.store),
+                            default: 0] -=
                             updated.quantity
                     }
                 } else if current.revokedAt != nil, updated.revokedAt == nil {
@@ -247,7 +264,9 @@ public enum EntitlementProjection {
                     notes.append("\(item.transactionID): revocation reversed")
                     if type == .consumable {
                         state.consumableDeltas[
-                            ConsumableKey(accountID: updated.accountID, productID: updated.productID), default: 0] +=
+                            ConsumableKey(
+                                accountID: updated.accountID, productID: updated.productID, store: updated.store),
+                            default: 0] +=
                             updated.quantity
                     }
                 } else if updated.inBillingRetry,
@@ -279,7 +298,7 @@ public enum EntitlementProjection {
             HistoryEntry(
                 accountID: account, kind: .verdict, recordedAt: recordedAt, occurredAt: decidedAt,
                 verdictID: verdict.verdictID, jobID: verdict.jobID, outcome: verdict.outcome.rawValue,
-                reason: verdict.reason?.rawValue, decidedBy: verdict.decidedBy.rawValue,
+                reason: verdict.reason?.rawValue, decidedBy: verdict.decidedBy.rawValue, store: verdict.store,
                 environment: verdict.environment,
                 effect: result == .applied ? .applied : result == .stale ? .stale : .noChange,
                 transactions: verdict.transactions, notes: notes))
@@ -320,12 +339,14 @@ public enum EntitlementProjection {
         var movable: Set<String> = []
         for item in verdict.transactions {
             let original = item.originalTransactionID ?? item.transactionID
-            guard catalog.type(of: item.productID, expiresDate: item.expiresDate) == .autoRenewable,
+            guard catalog.type(of: item.productID, expiresDate: item.expiresDate, in: verdict.store) == .autoRenewable,
                 item.revokedAt == nil, (item.expiresDate ?? .distantFuture) > verdict.decidedAt
             else { continue }
             let owner = state.transactions[item.transactionID]?.accountID
             guard owner == nil || owner == verdict.accountID else { continue }
-            if state.transactions(ofOriginal: original).contains(where: { $0.accountID != verdict.accountID }) {
+            if state.transactions(ofOriginal: original, in: verdict.store).contains(where: {
+                $0.accountID != verdict.accountID
+            }) {
                 movable.insert(original)
             }
         }
@@ -372,7 +393,7 @@ public enum EntitlementProjection {
                 guard transaction.accountID == account, !history, transaction.grants(at: decidedAt),
                     !groupsMoved.contains(transaction.originalTransactionID)
                 else { continue }
-                for entitlement in catalog.entitlements(of: transaction.productID, type: transaction.productType) {
+                for entitlement in transaction.entitlements(in: catalog) {
                     // An earlier period of the same subscription held by this account makes it a renewal, or a
                     // product change (an upgrade or downgrade keeps the original transaction id).
                     if let previous {
@@ -385,30 +406,30 @@ public enum EntitlementProjection {
                 }
             case .revoked(let transaction):
                 guard transaction.accountID == account else { continue }
-                for entitlement in catalog.entitlements(of: transaction.productID, type: transaction.productType) {
+                for entitlement in transaction.entitlements(in: catalog) {
                     emit(.refund, entitlement, transaction)
                 }
             case .unrevoked(let transaction):
                 guard transaction.accountID == account else { continue }
-                for entitlement in catalog.entitlements(of: transaction.productID, type: transaction.productType) {
+                for entitlement in transaction.entitlements(in: catalog) {
                     emit(.refundReversed, entitlement, transaction)
                 }
             case .billingRetry(let transaction, let grace):
                 guard transaction.accountID == account else { continue }
-                for entitlement in catalog.entitlements(of: transaction.productID, type: transaction.productType) {
+                for entitlement in transaction.entitlements(in: catalog) {
                     emit(.billingIssue, entitlement, transaction)
                     if grace { emit(.gracePeriodEntered, entitlement, transaction) }
                 }
             case .extended(let transaction):
                 guard transaction.accountID == account else { continue }
-                for entitlement in catalog.entitlements(of: transaction.productID, type: transaction.productType) {
+                for entitlement in transaction.entitlements(in: catalog) {
                     emit(.renewalExtended, entitlement, transaction)
                 }
             case .moved(let transaction, let from):
                 guard account == from || account == transaction.accountID,
                     movedGroups.insert("\(account)|\(transaction.originalTransactionID)").inserted
                 else { continue }
-                for entitlement in catalog.entitlements(of: transaction.productID, type: transaction.productType) {
+                for entitlement in transaction.entitlements(in: catalog) {
                     let summary = (account == from ? before : after)[entitlement]
                     emit(
                         .transfer, entitlement, summary?.representative ?? transaction, from: from,

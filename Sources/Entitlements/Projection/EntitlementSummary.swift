@@ -20,7 +20,7 @@ public struct EntitlementSummary: Sendable, Hashable {
     ) -> [EntitlementSummary] {
         var grouped: [String: [ProjectedTransaction]] = [:]
         for transaction in transactions where transaction.productType != .consumable {
-            for entitlement in catalog.entitlements(of: transaction.productID, type: transaction.productType) {
+            for entitlement in transaction.entitlements(in: catalog) {
                 grouped[entitlement, default: []].append(transaction)
             }
         }

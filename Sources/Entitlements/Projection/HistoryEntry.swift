@@ -38,11 +38,13 @@ public struct HistoryEntry: Sendable, Hashable, Codable {
     public var outcome: String?
     public var reason: String?
     public var decidedBy: String?
+    /// A verdict's `store` (absent from entries recorded before the field: the App Store's).
+    public var store: Store?
     public var environment: String?
     public var effect: Effect?
     /// Why a message was ignored, as a code and a sentence (never a value of the message).
     public var problem: String?
-    /// The verdict's transactions (ids, product, dates; the contract carries nothing more sensitive).
+    /// The verdict's transactions (ids, product, dates, Google Play's order id; a purchase token is not kept here).
     public var transactions: [Verdict.Transaction]
     /// What this verdict did, transaction by transaction, in words ("granted 2000000123", "kept: owned by another").
     public var notes: [String]
@@ -51,7 +53,7 @@ public struct HistoryEntry: Sendable, Hashable, Codable {
     public init(
         accountID: String, kind: Kind, recordedAt: Date, occurredAt: Date? = nil, verdictID: String? = nil,
         jobID: String? = nil, outcome: String? = nil, reason: String? = nil, decidedBy: String? = nil,
-        environment: String? = nil, effect: Effect? = nil, problem: String? = nil,
+        store: Store? = nil, environment: String? = nil, effect: Effect? = nil, problem: String? = nil,
         transactions: [Verdict.Transaction] = [], notes: [String] = [], event: LifecycleEvent? = nil
     ) {
         self.sequence = 0
@@ -64,6 +66,7 @@ public struct HistoryEntry: Sendable, Hashable, Codable {
         self.outcome = outcome
         self.reason = reason
         self.decidedBy = decidedBy
+        self.store = store
         self.environment = environment
         self.effect = effect
         self.problem = problem
@@ -82,6 +85,7 @@ public struct HistoryEntry: Sendable, Hashable, Codable {
         case jobID = "job_id"
         case outcome, reason
         case decidedBy = "decided_by"
+        case store
         case environment, effect, problem, transactions, notes, event
     }
 }

@@ -32,6 +32,8 @@ public struct LifecycleEvent: Sendable, Hashable, Codable {
     public var productID: String
     public var transactionID: String
     public var originalTransactionID: String
+    /// The store of ``transactionID`` (`store`); read as `app_store` from events stored before the field.
+    public var store: Store
     public var expiresAt: Date?
     /// When the change happened: the `decided_at` of the verdict that made it (or the expiry, for an expiration
     /// seen by the clock).
@@ -52,6 +54,7 @@ public struct LifecycleEvent: Sendable, Hashable, Codable {
         self.productID = transaction.productID
         self.transactionID = transaction.transactionID
         self.originalTransactionID = transaction.originalTransactionID
+        self.store = transaction.store
         self.expiresAt = transaction.expiresDate
         self.occurredAt = occurredAt
         self.verdictID = verdictID
@@ -77,6 +80,7 @@ public struct LifecycleEvent: Sendable, Hashable, Codable {
         case productID = "product_id"
         case transactionID = "transaction_id"
         case originalTransactionID = "original_transaction_id"
+        case store
         case expiresAt = "expires_at"
         case occurredAt = "occurred_at"
         case verdictID = "verdict_id"
@@ -94,6 +98,7 @@ public struct LifecycleEvent: Sendable, Hashable, Codable {
         productID = try c.decode(String.self, forKey: .productID)
         transactionID = try c.decode(String.self, forKey: .transactionID)
         originalTransactionID = try c.decode(String.self, forKey: .originalTransactionID)
+        store = try c.decodeIfPresent(Store.self, forKey: .store) ?? .appStore
         expiresAt = try c.decodeIfPresent(Date.self, forKey: .expiresAt)
         occurredAt = try c.decode(Date.self, forKey: .occurredAt)
         verdictID = try c.decodeIfPresent(String.self, forKey: .verdictID)
@@ -112,6 +117,7 @@ public struct LifecycleEvent: Sendable, Hashable, Codable {
         try c.encode(productID, forKey: .productID)
         try c.encode(transactionID, forKey: .transactionID)
         try c.encode(originalTransactionID, forKey: .originalTransactionID)
+        try c.encode(store, forKey: .store)
         try c.encode(expiresAt, forKey: .expiresAt)
         try c.encode(occurredAt, forKey: .occurredAt)
         try c.encode(verdictID, forKey: .verdictID)

@@ -4,7 +4,8 @@ import Messages
 /// One transaction as the projection keeps it: who owns it now, and its state as of the newest verdict applied.
 ///
 /// There is one row per transaction id, like the worker's ledger: a subscription moved to another account changes
-/// its rows' ``accountID``; the old owner keeps the move in its history.
+/// its rows' ``accountID``; the old owner keeps the move in its history. An account holds transactions of both stores;
+/// each keeps its ``store``, whose catalog list names its product.
 public struct ProjectedTransaction: Sendable, Hashable, Codable {
     public var transactionID: String
     /// The subscription it belongs to; its own id when the verdict gave none.
@@ -32,12 +33,19 @@ public struct ProjectedTransaction: Sendable, Hashable, Codable {
     public var verdictID: String
     /// When the projection last wrote it.
     public var updatedAt: Date
+    /// The store it was bought in: the `store` of the verdict that first named it.
+    public var store: Store
+    /// Google Play's order id (`order_id`), when the verdict gave one.
+    public var orderID: String?
+    /// Google Play's purchase token of a subscription (`purchase_token`), when the verdict gave one.
+    public var purchaseToken: String?
 
     public init(
         transactionID: String, originalTransactionID: String, accountID: String, productID: String,
         productType: ProductType, environment: String? = nil, purchaseDate: Date? = nil,
         expiresDate: Date? = nil, revokedAt: Date? = nil, quantity: Int = 1, inBillingRetry: Bool = false,
-        inGracePeriod: Bool = false, ownerSince: Date, decidedAt: Date, verdictID: String, updatedAt: Date
+        inGracePeriod: Bool = false, ownerSince: Date, decidedAt: Date, verdictID: String, updatedAt: Date,
+        store: Store = .appStore, orderID: String? = nil, purchaseToken: String? = nil
     ) {
         self.transactionID = transactionID
         self.originalTransactionID = originalTransactionID
@@ -55,6 +63,14 @@ public struct ProjectedTransaction: Sendable, Hashable, Codable {
         self.decidedAt = decidedAt
         self.verdictID = verdictID
         self.updatedAt = updatedAt
+        self.store = store
+        self.orderID = orderID
+        self.purchaseToken = purchaseToken
+    }
+
+    /// The entitlements it grants, as its own store's catalog list names its product.
+    public func entitlements(in catalog: Catalog) -> [String] {
+        catalog.entitlements(of: productID, type: productType, in: store)
     }
 
     /// Whether it grants its entitlements at `instant`: not revoked, and a subscription not past its expiry (grace

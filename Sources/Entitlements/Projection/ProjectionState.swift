@@ -1,4 +1,5 @@
 import Foundation
+import Messages
 
 /// The part of the projection a batch of verdicts works on, loaded by the store before and written back after:
 /// the transactions the verdicts name (by id and by subscription), every non-consumable transaction of the accounts
@@ -51,6 +52,11 @@ public struct ProjectionState: Sendable {
         (byOriginal[originalID] ?? []).compactMap { transactions[$0] }
     }
 
+    /// The subscription's transactions in `store`, whoever owns them: original ids are each store's own.
+    public func transactions(ofOriginal originalID: String, in store: Store) -> [ProjectedTransaction] {
+        transactions(ofOriginal: originalID).filter { $0.store == store }
+    }
+
     private mutating func index(_ transaction: ProjectedTransaction) {
         byAccount[transaction.accountID, default: []].insert(transaction.transactionID)
         byOriginal[transaction.originalTransactionID, default: []].insert(transaction.transactionID)
@@ -62,13 +68,15 @@ public struct ProjectionState: Sendable {
     }
 }
 
-/// An account's purchases of one consumable.
+/// An account's purchases of one consumable of one store (a product id may name two products, one per store).
 public struct ConsumableKey: Sendable, Hashable {
     public var accountID: String
     public var productID: String
-    public init(accountID: String, productID: String) {
+    public var store: Store
+    public init(accountID: String, productID: String, store: Store = .appStore) {
         self.accountID = accountID
         self.productID = productID
+        self.store = store
     }
 }
 

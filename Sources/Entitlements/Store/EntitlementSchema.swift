@@ -68,6 +68,26 @@ enum EntitlementSchema {
             statements: [
                 "CREATE INDEX ent_transactions_expires ON ent_transactions (expires_date) WHERE revoked_at IS NULL"
             ]),
+        // Rows written before both stores were projected are all the App Store's. SQLite cannot change a primary
+        // key in place, so the consumables table is copied into one keyed by store too.
+        SchemaMigration(
+            version: 3, name: "stores",
+            statements: [
+                "ALTER TABLE ent_transactions ADD COLUMN store TEXT NOT NULL DEFAULT 'app_store'",
+                "ALTER TABLE ent_transactions ADD COLUMN order_id TEXT",
+                "ALTER TABLE ent_transactions ADD COLUMN purchase_token TEXT",
+                """
+                CREATE TABLE ent_consumables_by_store (
+                    account_id TEXT NOT NULL, store TEXT NOT NULL, product_id TEXT NOT NULL, units INTEGER NOT NULL,
+                    PRIMARY KEY (account_id, store, product_id)) WITHOUT ROWID
+                """,
+                """
+                INSERT INTO ent_consumables_by_store (account_id, store, product_id, units)
+                SELECT account_id, 'app_store', product_id, units FROM ent_consumables
+                """,
+                "DROP TABLE ent_consumables",
+                "ALTER TABLE ent_consumables_by_store RENAME TO ent_consumables",
+            ]),
     ]
 
     static let postgres: [SchemaMigration] = [
@@ -132,6 +152,17 @@ enum EntitlementSchema {
             statements: [
                 "CREATE INDEX ent_transactions_expires ON ent_transactions (expires_date) WHERE revoked_at IS NULL"
             ]),
+        // Rows written before both stores were projected are all the App Store's.
+        SchemaMigration(
+            version: 3, name: "stores",
+            statements: [
+                "ALTER TABLE ent_transactions ADD COLUMN store text NOT NULL DEFAULT 'app_store'",
+                "ALTER TABLE ent_transactions ADD COLUMN order_id text",
+                "ALTER TABLE ent_transactions ADD COLUMN purchase_token text",
+                "ALTER TABLE ent_consumables ADD COLUMN store text NOT NULL DEFAULT 'app_store'",
+                "ALTER TABLE ent_consumables DROP CONSTRAINT ent_consumables_pkey",
+                "ALTER TABLE ent_consumables ADD PRIMARY KEY (account_id, store, product_id)",
+            ]),
     ]
 }
 
@@ -145,7 +176,8 @@ extension EntitlementSchema {
             expires_date = excluded.expires_date, revoked_at = excluded.revoked_at,
             quantity = excluded.quantity, in_billing_retry = excluded.in_billing_retry,
             in_grace_period = excluded.in_grace_period, owner_since = excluded.owner_since,
-            decided_at = excluded.decided_at, verdict_id = excluded.verdict_id, updated_at = excluded.updated_at
+            decided_at = excluded.decided_at, verdict_id = excluded.verdict_id, updated_at = excluded.updated_at,
+            store = excluded.store, order_id = excluded.order_id, purchase_token = excluded.purchase_token
         """
 
     /// The migrations of `all` after version `current`; a database newer than this build is refused.

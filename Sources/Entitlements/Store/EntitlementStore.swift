@@ -97,18 +97,33 @@ public struct AccountRecord: Sendable, Hashable {
     /// The newest `decided_at` among its verdicts.
     public var lastDecidedAt: Date
     public var transactions: [ProjectedTransaction]
-    /// Units bought per consumable product.
-    public var consumables: [String: Int]
+    /// Units bought per consumable product, of each store.
+    public var consumables: [ConsumableProduct: Int]
 
     public init(
         accountID: String, firstSeen: Date, lastDecidedAt: Date, transactions: [ProjectedTransaction],
-        consumables: [String: Int]
+        consumables: [ConsumableProduct: Int]
     ) {
         self.accountID = accountID
         self.firstSeen = firstSeen
         self.lastDecidedAt = lastDecidedAt
         self.transactions = transactions
         self.consumables = consumables
+    }
+}
+
+/// A consumable product of one store (product ids are each store's own).
+public struct ConsumableProduct: Sendable, Hashable, Comparable {
+    public var store: Store
+    public var productID: String
+
+    public init(store: Store = .appStore, productID: String) {
+        self.store = store
+        self.productID = productID
+    }
+
+    public static func < (a: Self, b: Self) -> Bool {
+        (a.productID, a.store.rawValue) < (b.productID, b.store.rawValue)
     }
 }
 

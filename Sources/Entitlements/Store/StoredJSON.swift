@@ -24,6 +24,7 @@ extension LifecycleEvent {
         writer.field("product_id", productID)
         writer.field("transaction_id", transactionID)
         writer.field("original_transaction_id", originalTransactionID)
+        writer.field("store", store.rawValue)
         writer.field("expires_at", expiresAt)
         writer.field("occurred_at", occurredAt)
         writer.field("verdict_id", verdictID)
@@ -48,6 +49,7 @@ extension HistoryEntry {
         writer.optionalField("outcome", outcome)
         writer.optionalField("reason", reason)
         writer.optionalField("decided_by", decidedBy)
+        writer.optionalField("store", store?.rawValue)
         writer.optionalField("environment", environment)
         writer.optionalField("effect", effect?.rawValue)
         writer.optionalField("problem", problem)
@@ -62,6 +64,7 @@ extension HistoryEntry {
             writer.field("expires_date", transaction.expiresDate)
             writer.field("revoked_at", transaction.revokedAt)
             if let quantity = transaction.quantity { writer.field("quantity", quantity) }
+            writer.optionalField("order_id", transaction.orderID)
             writer.endObject()
         }
         writer.endArray()

@@ -55,8 +55,9 @@ struct EntitlementAPITests {
             #expect(
                 Set(premium.keys) == [
                     "id", "active", "product_id", "expires_at", "will_renew", "in_grace_period", "in_billing_retry",
-                    "original_transaction_id", "environment", "updated_at",
+                    "original_transaction_id", "store", "environment", "updated_at",
                 ])
+            #expect(premium["store"] as? String == "app_store")
             let noAds = list.first { $0["id"] as? String == "no.ads" } ?? [:]
             #expect(noAds["active"] as? Bool == false)
             let consumables = json["consumables"] as? [[String: Any]] ?? []
@@ -317,7 +318,7 @@ struct EntitlementSchemaTests {
     func responses() async throws {
         let day = F.day
         let verdicts =
-            EntitlementAPITests.verdicts + [
+            EntitlementAPITests.verdicts + EntitlementCrossStoreAPITests.verdicts + [
                 F.verdict(
                     "r1", account: "acct-1", .granted, decided: 29 * day,
                     transactions: [F.transaction("t2", original: "t1", purchased: 29 * day, expires: 60 * day)]),
@@ -334,15 +335,24 @@ struct EntitlementSchemaTests {
             let checks: [(String, [String])] = [
                 (
                     "entitlements-account.v1.schema.json",
-                    ["/v1/accounts/acct-1/entitlements", "/v1/accounts/acct-2/entitlements"]
+                    [
+                        "/v1/accounts/acct-1/entitlements", "/v1/accounts/acct-2/entitlements",
+                        "/v1/accounts/acct-x/entitlements",
+                    ]
                 ),
                 (
                     "entitlements-history.v1.schema.json",
-                    ["/v1/accounts/acct-1/history", "/v1/accounts/acct-1/history?limit=1"]
+                    [
+                        "/v1/accounts/acct-1/history", "/v1/accounts/acct-1/history?limit=1",
+                        "/v1/accounts/acct-x/history",
+                    ]
                 ),
                 (
                     "entitlements-transaction.v1.schema.json",
-                    ["/v1/transactions/t2", "/v1/accounts/acct-1/transactions"]
+                    [
+                        "/v1/transactions/t2", "/v1/accounts/acct-1/transactions",
+                        "/v1/accounts/acct-x/transactions",
+                    ]
                 ),
                 ("entitlements-error.v1.schema.json", ["/v1/accounts/nobody/entitlements", "/v1/transactions/x%00"]),
             ]

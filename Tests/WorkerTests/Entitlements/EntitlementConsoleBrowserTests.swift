@@ -128,6 +128,13 @@ struct EntitlementConsoleBrowserTests {
                 "apple-notification-refund", account: account, .rejected, reason: .revoked, decided: 9 * day,
                 transactions: [F.transaction("2000000533", product: "no.ads", purchased: 2 * day, revoked: 9 * day)]),
             F.verdict(
+                "android-1", account: account, .granted, decided: 12 * day,
+                transactions: [
+                    F.transaction(
+                        "GPA.3312-8841-2290-51763", product: "gems_50", purchased: 12 * day, quantity: 5,
+                        orderID: "GPA.3312-8841-2290-51763")
+                ], store: .googlePlay),
+            F.verdict(
                 "apple-notification-renew", account: account, .granted, decided: 30 * day,
                 transactions: [
                     F.transaction(
@@ -146,9 +153,10 @@ struct EntitlementConsoleBrowserTests {
             #expect(lookup.summary.contains("premium is active until"))
             #expect(lookup.summary.contains("no.ads is not active: the purchase was refunded"))
             #expect(lookup.pills.contains { $0.hasPrefix("no.ads · Refunded") })
-            #expect(lookup.consumables == [["coins.100", "3"]])
+            #expect(lookup.consumables == [["coins.100", "3", "App Store"], ["gems_50", "5", "Google Play"]])
             #expect(lookup.transactions.contains { $0.first?.hasPrefix("2000001207") == true && $0[2] == "Active" })
             #expect(lookup.transactions.contains { $0.first == "2000000533" && $0[2] == "Refunded" })
+            #expect(lookup.transactions.contains { $0.first == "GPA.3312-8841-2290-51763" && $0.last == "Google Play" })
             #expect(lookup.timeline.first?.contains("Renewal") == true)
             #expect(lookup.timeline.contains { $0.contains("Refund") && $0.contains("refunded or revoked") })
             #expect(lookup.timeline.contains { $0.contains("malformed") && $0.contains("not a receipt") })
@@ -157,6 +165,53 @@ struct EntitlementConsoleBrowserTests {
             if ProcessInfo.processInfo.environment["VERIFY_UPDATE_SCREENSHOT"] == "1" {
                 try png.write(to: TestEnvironment.packageRoot.appendingPathComponent("docs/entitlements-console.png"))
             }
+        }
+    }
+}
+
+extension EntitlementConsoleBrowserTests {
+    @Test("one account across stores: an App Store and a Google Play purchase, each labelled with its store")
+    func accountAcrossStores() async throws {
+        let day = F.day
+        let account = "acct-both-stores"
+        let verdicts = [
+            F.verdict(
+                "ios-1", account: account, .granted, decided: 1 * day,
+                transactions: [
+                    F.transaction("2000000701", product: "pro.monthly", purchased: 1 * day, expires: 8 * day)
+                ]),
+            F.verdict(
+                "android-1", account: account, .granted, decided: 3 * day,
+                transactions: [
+                    F.transaction(
+                        "GPA.1200-3400-5600-78901", product: "premium_forever", original: "play-token-1",
+                        purchased: 3 * day, orderID: "GPA.1200-3400-5600-78901", purchaseToken: "play-token-1")
+                ], store: .googlePlay),
+        ]
+        try await EntitlementAPIHarness.with(verdicts: verdicts, now: F.at(10 * day)) { h in
+            let page = try await Self.browse(
+                url: "http://127.0.0.1:\(h.port)/console", token: EntitlementAPIHarness.token,
+                queries: [account, "GPA.1200-3400-5600-78901"])
+            let lookup = try #require(page.lookups.first)
+            #expect(lookup.found && lookup.account == account)
+            // The App Store subscription ended on day 8; premium stands on the Google Play purchase.
+            #expect(lookup.summary.contains("premium is active (does not expire)"))
+            #expect(lookup.entitlements.first?.prefix(3) == ["premium", "Active", "premium_forever"])
+            #expect(lookup.entitlements.first?.last == "Google Play")
+            #expect(lookup.transactions.count == 2)
+            #expect(lookup.transactions.contains { $0[0] == "2000000701" && $0.last == "App Store" })
+            #expect(
+                lookup.transactions.contains {
+                    $0[0] == "GPA.1200-3400-5600-78901of play-token-1" && $0.last == "Google Play"
+                })
+            #expect(
+                lookup.timeline.contains {
+                    $0.contains("Granted") && $0.contains("Google Play · decided by google_play")
+                })
+            #expect(lookup.timeline.contains { $0.contains("Granted") && $0.contains("App Store") })
+            let byOrder = try #require(page.lookups.last)
+            #expect(byOrder.account == account)
+            #expect(byOrder.note.contains("belongs to this account"))
         }
     }
 }

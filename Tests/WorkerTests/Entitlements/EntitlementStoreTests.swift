@@ -1,8 +1,12 @@
-import Entitlements
 import Foundation
 import Logging
 import Messages
+import PostgresNIO
+import PostgresSettings
+import SQLiteStorage
 import Testing
+
+@testable import Entitlements
 
 /// The two store backends, through one shared suite: batches applied once, all or nothing, and read back.
 @Suite("Entitlement stores", .timeLimit(.minutes(3)))
@@ -15,18 +19,39 @@ struct EntitlementStoreTests {
         var testDescription: String { rawValue }
     }
 
+    /// A store of `backend`, migrated (twice) to this build's schema; with `upTo`, only to that version, and `body`
+    /// gets a way to run SQL on it (rows as an older build wrote them).
     static func withStore<T>(_ backend: Backend, _ body: (any EntitlementStore) async throws -> T) async throws -> T {
+        try await withStore(backend, upTo: nil) { store, _ in try await body(store) }
+    }
+
+    static func withStore<T>(
+        _ backend: Backend, upTo version: Int?,
+        _ body: (any EntitlementStore, _ execute: @Sendable ([String]) async throws -> Void) async throws -> T
+    ) async throws -> T {
         var logger = Logger(label: "entitlements-store-test")
         logger.logLevel = .critical
         let tag = UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased().prefix(12)
         let store: any EntitlementStore
         var directory: URL?
+        let execute: @Sendable ([String]) async throws -> Void
+        var pool: PostgresPool?
         switch backend {
         case .sqlite:
             let dir = FileManager.default.temporaryDirectory.appendingPathComponent("entitlements-\(tag)")
             try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
             directory = dir
-            store = try SQLiteEntitlementStore(path: dir.appendingPathComponent("e.sqlite").path, logger: logger)
+            let path = dir.appendingPathComponent("e.sqlite").path
+            let sqlite = try SQLiteEntitlementStore(path: path, logger: logger)
+            store = sqlite
+            execute = { statements in
+                let executor = try SQLiteExecutor<EntitlementStoreError>(
+                    path: path, busyTimeout: .seconds(5), setup: [], label: "entitlements-test-sql")
+                try await executor.run { connection in
+                    for statement in statements { try connection.execute(statement) }
+                }
+                await executor.close()
+            }
         case .postgres:
             let base = try TestEnvironment.service(
                 "VERIFY_TEST_POSTGRES_URL",
@@ -37,17 +62,38 @@ struct EntitlementStoreTests {
             var settings = PostgresEntitlementStore.Settings()
             settings.operationTimeout = .seconds(100)  // as the ledger tests' `patient`: a hang guard
             settings.connectTimeout = .seconds(20)
-            store = try PostgresEntitlementStore(
-                url: base + (base.contains("?") ? "&" : "?") + "schema=e_\(tag)", settings: settings, logger: logger)
+            let url = base + (base.contains("?") ? "&" : "?") + "schema=e_\(tag)"
+            store = try PostgresEntitlementStore(url: url, settings: settings, logger: logger)
+            let sqlPool = try PostgresPool(
+                url: url, noun: "test URL", storeName: "entitlements test", connectTimeout: .seconds(20),
+                maximumConnections: 1, operationTimeout: .seconds(100), applicationName: "entitlements-test",
+                logger: logger)
+            pool = sqlPool
+            let sqlLogger = logger
+            execute = { statements in
+                try await sqlPool.operation("test SQL", failure: { $0 }) { lease in
+                    try await lease.withConnection { connection in
+                        for statement in statements {
+                            try await connection.query(PostgresQuery(unsafeSQL: statement), logger: sqlLogger)
+                        }
+                    }
+                }
+            }
         }
         let runner = Task { try await store.run() }
+        let poolRunner = Task { await pool?.run() }
         defer {
             runner.cancel()
+            poolRunner.cancel()
             if let directory { try? FileManager.default.removeItem(at: directory) }
         }
-        try await store.migrate()
-        try await store.migrate()
-        return try await body(store)
+        switch store {
+        case let sqlite as SQLiteEntitlementStore: try await sqlite.migrate(upTo: version)
+        case let postgres as PostgresEntitlementStore: try await postgres.migrate(upTo: version)
+        default: try await store.migrate()
+        }
+        if version == nil { try await store.migrate() }
+        return try await body(store, execute)
     }
 
     static func batch(_ verdicts: [Verdict], offset: Int64, webhooks: [String] = []) -> ProjectionBatch {
@@ -83,7 +129,7 @@ struct EntitlementStoreTests {
             #expect(again.results == [.duplicate, .duplicate])
             #expect(again.events.isEmpty)
             let account = try #require(try await store.account("a1"))
-            #expect(account.consumables == ["coins.100": 2])
+            #expect(account.consumables == [ConsumableProduct(store: .appStore, productID: "coins.100"): 2])
             #expect(Set(account.transactions.map(\.transactionID)) == ["t1", "c1"])
             #expect(try await store.history(of: "a1", before: nil, limit: 50).count == 3)
             #expect(try await store.account("nobody") == nil)
@@ -214,6 +260,107 @@ struct EntitlementStoreTests {
             #expect(second.results == [.duplicate])
             #expect(try await store.history(of: "a1", before: nil, limit: 10).map(\.kind) == [.ignored])
             #expect(try await store.account("a1")?.transactions.isEmpty == true)
+        }
+    }
+
+    @Test(
+        "each transaction keeps its store, order id and purchase token; consumables are counted per store",
+        arguments: Backend.allCases)
+    func stores(_ backend: Backend) async throws {
+        try await Self.withStore(backend) { store in
+            let play = F.verdict(
+                "p1", account: "a1", .granted, decided: 40,
+                transactions: [
+                    F.transaction(
+                        "GPA.7-1", product: "premium_sub", original: "tok-7", expires: 30 * Self.day,
+                        orderID: "GPA.7-1", purchaseToken: "tok-7")
+                ], store: .googlePlay)
+            let gems = F.verdict(
+                "p2", account: "a1", .granted, decided: 50,
+                transactions: [F.transaction("GPA.7-2", product: "gems_50", quantity: 3, orderID: "GPA.7-2")],
+                store: .googlePlay)
+            let appStoreGems = F.verdict(
+                "i3", account: "a1", .granted, decided: 60,
+                transactions: [F.transaction("2000000007", product: "gems_50", quantity: 1)])
+            _ = try await store.project(
+                Self.batch([Self.grant, Self.coins, play, gems, appStoreGems], offset: 5), catalog: F.catalog,
+                recordedAt: F.at(100))
+            let account = try #require(try await store.account("a1"))
+            let byID = Dictionary(uniqueKeysWithValues: account.transactions.map { ($0.transactionID, $0) })
+            #expect(byID["t1"]?.store == .appStore)
+            #expect(byID["t1"]?.orderID == nil)
+            #expect(byID["GPA.7-1"]?.store == .googlePlay)
+            #expect(byID["GPA.7-1"]?.orderID == "GPA.7-1")
+            #expect(byID["GPA.7-1"]?.purchaseToken == "tok-7")
+            #expect(
+                account.consumables == [
+                    ConsumableProduct(store: .appStore, productID: "coins.100"): 2,
+                    ConsumableProduct(store: .googlePlay, productID: "gems_50"): 3,
+                    ConsumableProduct(store: .appStore, productID: "gems_50"): 1,
+                ])
+            #expect(try await store.transactions(matching: "tok-7").map(\.transactionID) == ["GPA.7-1"])
+            let history = try await store.history(of: "a1", before: nil, limit: 50)
+            #expect(history.first { $0.kind == .verdict && $0.verdictID == play.verdictID }?.store == .googlePlay)
+            #expect(history.first { $0.kind == .verdict && $0.verdictID == Self.grant.verdictID }?.store == .appStore)
+            let events = try await store.unpublishedEvents(limit: 10)
+            #expect(events.map(\.store) == [.appStore])
+        }
+    }
+
+    @Test(
+        "a store of the previous schema is upgraded: its rows are the App Store's, next to new Google Play ones",
+        arguments: Backend.allCases)
+    func upgradeFromOneStore(_ backend: Backend) async throws {
+        try await Self.withStore(backend, upTo: 2) { store, execute in
+            let instant: String
+            let no: String
+            switch backend {
+            case .sqlite:
+                instant = String(Int64(F.at(10).timeIntervalSince1970 * 1000))
+                no = "0"
+            case .postgres:
+                instant = "'\(RFC3339.format(F.at(10)))'::timestamptz"
+                no = "false"
+            }
+            try await execute([
+                """
+                INSERT INTO ent_accounts (account_id, first_seen, last_decided_at, updated_at)
+                VALUES ('old', \(instant), \(instant), \(instant))
+                """,
+                """
+                INSERT INTO ent_transactions (
+                    transaction_id, original_transaction_id, account_id, product_id, product_type, environment,
+                    purchase_date, expires_date, revoked_at, quantity, in_billing_retry, in_grace_period, owner_since,
+                    decided_at, verdict_id, updated_at)
+                VALUES ('2000000001', '2000000001', 'old', 'lifetime', 'non_consumable', 'Production', \(instant),
+                    NULL, NULL, 1, \(no), \(no), \(instant), \(instant), 'v-old', \(instant))
+                """,
+                "INSERT INTO ent_consumables (account_id, product_id, units) VALUES ('old', 'coins.100', 4)",
+            ])
+            switch store {
+            case let sqlite as SQLiteEntitlementStore: try await sqlite.migrate()
+            case let postgres as PostgresEntitlementStore: try await postgres.migrate()
+            default: Issue.record("unknown backend")
+            }
+            let before = try #require(try await store.account("old"))
+            #expect(before.transactions.map(\.store) == [.appStore])
+            #expect(before.transactions.first?.orderID == nil)
+            #expect(before.consumables == [ConsumableProduct(store: .appStore, productID: "coins.100"): 4])
+            let play = F.verdict(
+                "p1", account: "old", .granted, decided: 40,
+                transactions: [
+                    F.transaction("GPA.8-1", product: "gems_50", quantity: 2, orderID: "GPA.8-1"),
+                    F.transaction("GPA.8-2", product: "premium_forever", orderID: "GPA.8-2"),
+                ], store: .googlePlay)
+            let result = try await store.project(
+                Self.batch([play], offset: 1), catalog: F.catalog, recordedAt: F.at(100))
+            #expect(result.results == [.applied])
+            let after = try #require(try await store.account("old"))
+            #expect(Set(after.transactions.map(\.store)) == [.appStore, .googlePlay])
+            #expect(after.consumables[ConsumableProduct(store: .googlePlay, productID: "gems_50")] == 2)
+            let summaries = EntitlementSummary.summarize(after.transactions, catalog: F.catalog, at: F.at(200))
+            #expect(summaries.map(\.entitlementID) == ["premium"])
+            #expect(summaries.first?.active == true)
         }
     }
 }

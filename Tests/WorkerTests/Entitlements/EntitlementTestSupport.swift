@@ -10,34 +10,43 @@ enum EntitlementFixtures {
 
     static let day: Double = 86_400
 
-    static let catalog = Catalog(products: [
-        .init(id: "pro.monthly", type: .autoRenewable, entitlements: ["premium"]),
-        .init(id: "pro.yearly", type: .autoRenewable, entitlements: ["premium"]),
-        .init(id: "lifetime", type: .nonConsumable, entitlements: ["premium"]),
-        .init(id: "no.ads", type: .nonConsumable),
-        .init(id: "coins.100", type: .consumable),
-        .init(id: "season.pass", type: .nonRenewing, entitlements: ["season"]),
-    ])
+    static let catalog = Catalog(
+        products: [
+            .init(id: "pro.monthly", type: .autoRenewable, entitlements: ["premium"]),
+            .init(id: "pro.yearly", type: .autoRenewable, entitlements: ["premium"]),
+            .init(id: "lifetime", type: .nonConsumable, entitlements: ["premium"]),
+            .init(id: "no.ads", type: .nonConsumable),
+            .init(id: "coins.100", type: .consumable),
+            .init(id: "gems_50", type: .consumable),
+            .init(id: "season.pass", type: .nonRenewing, entitlements: ["season"]),
+        ],
+        playProducts: [
+            .init(id: "premium_sub", type: .autoRenewable, basePlans: ["monthly"], entitlements: ["premium"]),
+            .init(id: "premium_forever", type: .nonConsumable, entitlements: ["premium"]),
+            .init(id: "gems_50", type: .consumable),
+        ])
 
     static func transaction(
         _ id: String, product: String = "pro.monthly", original: String? = nil, purchased: Double = 0,
         expires: Double? = nil, revoked: Double? = nil, quantity: Int? = nil, billingRetry: Bool? = nil,
-        grace: Double? = nil
+        grace: Double? = nil, orderID: String? = nil, purchaseToken: String? = nil
     ) -> Verdict.Transaction {
         Verdict.Transaction(
             transactionID: id, originalTransactionID: original ?? id, productID: product, purchaseDate: at(purchased),
             expiresDate: expires.map(at), revokedAt: revoked.map(at), quantity: quantity, inBillingRetry: billingRetry,
-            gracePeriodExpiresDate: grace.map(at))
+            gracePeriodExpiresDate: grace.map(at), orderID: orderID, purchaseToken: purchaseToken)
     }
 
     static func verdict(
         _ job: String, account: String, _ outcome: Verdict.Outcome, reason: Verdict.Reason? = nil,
-        decided: Double, transactions: [Verdict.Transaction] = [], by: Verdict.DecidedBy = .apple
+        decided: Double, transactions: [Verdict.Transaction] = [], by: Verdict.DecidedBy? = nil,
+        store: Store = .appStore
     ) -> Verdict {
         Verdict(
             verdictID: Verdict.legacyVerdictID(jobID: job), jobID: job, accountID: account, outcome: outcome,
             reason: reason ?? (outcome == .granted ? nil : .malformed),
-            decidedBy: by, environment: "Production", transactions: transactions, decidedAt: at(decided))
+            decidedBy: by ?? (store == .googlePlay ? .googlePlay : .apple), store: store, environment: "Production",
+            transactions: transactions, decidedAt: at(decided))
     }
 
     /// Applies verdicts in order to a fresh state, returning the state and each result.

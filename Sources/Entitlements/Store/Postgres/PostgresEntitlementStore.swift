@@ -44,7 +44,10 @@ public final class PostgresEntitlementStore: EntitlementStore {
 
     public func run() async throws { await pool.run() }
 
-    public func migrate() async throws {
+    public func migrate() async throws { try await migrate(upTo: nil) }
+
+    /// Applies the migrations up to `version` (all when nil): a store at an older version, for the upgrade's tests.
+    func migrate(upTo version: Int?) async throws {
         if let refusal = await pool.certificateRefusal(logger: logger) {
             throw EntitlementStoreError(.invalidConfiguration, refusal)
         }
@@ -68,6 +71,7 @@ public final class PostgresEntitlementStore: EntitlementStore {
                     current = version
                 }
                 let pending = try EntitlementSchema.pending(EntitlementSchema.postgres, after: current)
+                    .filter { $0.version <= version ?? Int.max }
                 for migration in pending {
                     for statement in migration.statements {
                         try await connection.query(PostgresQuery(unsafeSQL: statement), logger: logger)
@@ -190,6 +194,9 @@ public final class PostgresEntitlementStore: EntitlementStore {
                 writer.field("decided_at", t.decidedAt)
                 writer.field("verdict_id", t.verdictID)
                 writer.field("updated_at", t.updatedAt)
+                writer.field("store", t.store.rawValue)
+                writer.field("order_id", t.orderID)
+                writer.field("purchase_token", t.purchaseToken)
             }
             try await connection.query(
                 """
@@ -198,7 +205,8 @@ public final class PostgresEntitlementStore: EntitlementStore {
                     transaction_id text, original_transaction_id text, account_id text, product_id text,
                     product_type text, environment text, purchase_date timestamptz, expires_date timestamptz,
                     revoked_at timestamptz, quantity integer, in_billing_retry boolean, in_grace_period boolean,
-                    owner_since timestamptz, decided_at timestamptz, verdict_id text, updated_at timestamptz)
+                    owner_since timestamptz, decided_at timestamptz, verdict_id text, updated_at timestamptz,
+                    store text, order_id text, purchase_token text)
                 \(unescaped: EntitlementSchema.transactionUpsert)
                 """, logger: logger)
         }
@@ -206,15 +214,17 @@ public final class PostgresEntitlementStore: EntitlementStore {
         if !deltas.isEmpty {
             let rows = Self.rows(deltas) { delta, writer in
                 writer.field("account_id", delta.key.accountID)
+                writer.field("store", delta.key.store.rawValue)
                 writer.field("product_id", delta.key.productID)
                 writer.field("units", delta.value)
             }
             try await connection.query(
                 """
-                INSERT INTO ent_consumables (account_id, product_id, units)
-                SELECT account_id, product_id, units
-                FROM jsonb_to_recordset(\(rows)::jsonb) AS x(account_id text, product_id text, units bigint)
-                ON CONFLICT (account_id, product_id) DO UPDATE SET units = ent_consumables.units + excluded.units
+                INSERT INTO ent_consumables (account_id, store, product_id, units)
+                SELECT account_id, store, product_id, units
+                FROM jsonb_to_recordset(\(rows)::jsonb)
+                    AS x(account_id text, store text, product_id text, units bigint)
+                ON CONFLICT (account_id, store, product_id) DO UPDATE SET units = ent_consumables.units + excluded.units
                 """, logger: logger)
         }
         var accounts: [String: Date?] = state.accountsSeen.mapValues { Optional($0) }
@@ -320,11 +330,14 @@ public final class PostgresEntitlementStore: EntitlementStore {
             {
                 transactions.append(try Self.transaction(row.makeRandomAccess()))
             }
-            var consumables: [String: Int] = [:]
-            for try await (product, units) in try await connection.query(
-                "SELECT product_id, units FROM ent_consumables WHERE account_id = \(accountID)", logger: logger
-            ).decode((String, Int64).self) {
-                consumables[product] = Int(units)
+            var consumables: [ConsumableProduct: Int] = [:]
+            for try await (storeName, product, units) in try await connection.query(
+                "SELECT store, product_id, units FROM ent_consumables WHERE account_id = \(accountID)", logger: logger
+            ).decode((String, String, Int64).self) {
+                guard let store = Store(rawValue: storeName) else {
+                    throw EntitlementStoreError(.corrupt, "an ent_consumables row has an unknown store")
+                }
+                consumables[ConsumableProduct(store: store, productID: product)] = Int(units)
             }
             return AccountRecord(
                 accountID: accountID, firstSeen: header.0, lastDecidedAt: header.1 ?? header.0,
@@ -482,6 +495,9 @@ public final class PostgresEntitlementStore: EntitlementStore {
         guard let type = ProductType(rawValue: try cells[4].decode(String.self)) else {
             throw EntitlementStoreError(.corrupt, "an ent_transactions row has an unknown product_type")
         }
+        guard let store = Store(rawValue: try cells[16].decode(String.self)) else {
+            throw EntitlementStoreError(.corrupt, "an ent_transactions row has an unknown store")
+        }
         return ProjectedTransaction(
             transactionID: try cells[0].decode(String.self), originalTransactionID: try cells[1].decode(String.self),
             accountID: try cells[2].decode(String.self), productID: try cells[3].decode(String.self), productType: type,
@@ -490,7 +506,8 @@ public final class PostgresEntitlementStore: EntitlementStore {
             quantity: try cells[9].decode(Int.self), inBillingRetry: try cells[10].decode(Bool.self),
             inGracePeriod: try cells[11].decode(Bool.self), ownerSince: try cells[12].decode(Date.self),
             decidedAt: try cells[13].decode(Date.self), verdictID: try cells[14].decode(String.self),
-            updatedAt: try cells[15].decode(Date.self))
+            updatedAt: try cells[15].decode(Date.self), store: store, orderID: try cells[17].decode(String?.self),
+            purchaseToken: try cells[18].decode(String?.self))
     }
 
     /// BEGIN … COMMIT, or ROLLBACK when `body` throws.

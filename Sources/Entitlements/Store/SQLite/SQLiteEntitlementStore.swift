@@ -48,7 +48,10 @@ public final class SQLiteEntitlementStore: EntitlementStore {
         await checkpointer.close()
     }
 
-    public func migrate() async throws {
+    public func migrate() async throws { try await migrate(upTo: nil) }
+
+    /// Applies the migrations up to `version` (all when nil): a store at an older version, for the upgrade's tests.
+    func migrate(upTo version: Int?) async throws {
         let applied = try await writer.run { connection in
             try connection.inWriteTransaction { () throws -> [Int] in
                 try connection.execute(
@@ -60,6 +63,7 @@ public final class SQLiteEntitlementStore: EntitlementStore {
                     try connection.query("SELECT COALESCE(MAX(version), 0) FROM ent_migrations").first?.first?.integer
                     ?? 0
                 let pending = try EntitlementSchema.pending(EntitlementSchema.sqlite, after: Int(current))
+                    .filter { $0.version <= version ?? Int.max }
                 for migration in pending {
                     for statement in migration.statements { try connection.execute(statement) }
                     try connection.query(
@@ -158,7 +162,8 @@ public final class SQLiteEntitlementStore: EntitlementStore {
             guard let t = state.transactions[id] else { continue }
             try connection.query(
                 """
-                INSERT INTO ent_transactions (\(columns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                INSERT INTO ent_transactions (\(columns))
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 \(EntitlementSchema.transactionUpsert)
                 """,
                 [
@@ -168,15 +173,16 @@ public final class SQLiteEntitlementStore: EntitlementStore {
                     SQLiteValue(t.inBillingRetry),
                     SQLiteValue(t.inGracePeriod), SQLiteValue(t.ownerSince), SQLiteValue(t.decidedAt),
                     .text(t.verdictID),
-                    SQLiteValue(t.updatedAt),
+                    SQLiteValue(t.updatedAt), .text(t.store.rawValue), SQLiteValue(t.orderID),
+                    SQLiteValue(t.purchaseToken),
                 ])
         }
         for (key, delta) in state.consumableDeltas where delta != 0 {
             try connection.query(
                 """
-                INSERT INTO ent_consumables (account_id, product_id, units) VALUES (?, ?, ?)
-                ON CONFLICT (account_id, product_id) DO UPDATE SET units = units + excluded.units
-                """, [.text(key.accountID), .text(key.productID), SQLiteValue(delta)])
+                INSERT INTO ent_consumables (account_id, store, product_id, units) VALUES (?, ?, ?, ?)
+                ON CONFLICT (account_id, store, product_id) DO UPDATE SET units = units + excluded.units
+                """, [.text(key.accountID), .text(key.store.rawValue), .text(key.productID), SQLiteValue(delta)])
         }
         var accounts = state.accountsSeen.mapValues { Optional($0) }
         for entry in state.history where accounts[entry.accountID] == nil { accounts[entry.accountID] = .some(nil) }
@@ -250,11 +256,14 @@ public final class SQLiteEntitlementStore: EntitlementStore {
             let transactions = try connection.query(
                 "SELECT \(Self.columns) FROM ent_transactions WHERE account_id = ?", [.text(accountID)]
             ).map(Self.transaction)
-            var consumables: [String: Int] = [:]
+            var consumables: [ConsumableProduct: Int] = [:]
             for row in try connection.query(
-                "SELECT product_id, units FROM ent_consumables WHERE account_id = ?", [.text(accountID)])
+                "SELECT store, product_id, units FROM ent_consumables WHERE account_id = ?", [.text(accountID)])
             {
-                if let product = row[0].text { consumables[product] = Int(row[1].integer ?? 0) }
+                guard let store = row[0].text.flatMap(Store.init(rawValue:)), let product = row[1].text else {
+                    throw EntitlementStoreError(.corrupt, "an ent_consumables row could not be read")
+                }
+                consumables[ConsumableProduct(store: store, productID: product)] = Int(row[2].integer ?? 0)
             }
             return AccountRecord(
                 accountID: accountID, firstSeen: row[0].date ?? Date(timeIntervalSince1970: 0),
@@ -397,20 +406,20 @@ public final class SQLiteEntitlementStore: EntitlementStore {
     static let columns = """
         transaction_id, original_transaction_id, account_id, product_id, product_type, environment, purchase_date, \
         expires_date, revoked_at, quantity, in_billing_retry, in_grace_period, owner_since, decided_at, verdict_id, \
-        updated_at
+        updated_at, store, order_id, purchase_token
         """
 
     static func transaction(_ row: [SQLiteValue]) throws -> ProjectedTransaction {
-        guard row.count == 16, let id = row[0].text, let original = row[1].text, let account = row[2].text,
+        guard row.count == 19, let id = row[0].text, let original = row[1].text, let account = row[2].text,
             let product = row[3].text, let type = row[4].text.flatMap(ProductType.init(rawValue:)),
             let ownerSince = row[12].date, let decidedAt = row[13].date, let verdictID = row[14].text,
-            let updatedAt = row[15].date
+            let updatedAt = row[15].date, let store = row[16].text.flatMap(Store.init(rawValue:))
         else { throw EntitlementStoreError(.corrupt, "an ent_transactions row could not be read") }
         return ProjectedTransaction(
             transactionID: id, originalTransactionID: original, accountID: account, productID: product,
             productType: type, environment: row[5].text, purchaseDate: row[6].date, expiresDate: row[7].date,
             revokedAt: row[8].date, quantity: Int(row[9].integer ?? 1), inBillingRetry: row[10].bool,
             inGracePeriod: row[11].bool, ownerSince: ownerSince, decidedAt: decidedAt, verdictID: verdictID,
-            updatedAt: updatedAt)
+            updatedAt: updatedAt, store: store, orderID: row[17].text, purchaseToken: row[18].text)
     }
 }
