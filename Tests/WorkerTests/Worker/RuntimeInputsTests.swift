@@ -14,7 +14,9 @@ import _CryptoExtras
 @Suite("Worker start-up inputs")
 struct RuntimeInputsTests {
     static func configuration(catalog: String, anchors: [String] = []) throws -> WorkerConfiguration {
-        var environment = ["VERIFY_CATALOG_FILE": catalog]
+        // The ledger beside the catalog: a start-up that gets as far as opening it never writes into the tree.
+        let ledger = URL(fileURLWithPath: catalog).deletingLastPathComponent().appendingPathComponent("ledger.sqlite")
+        var environment = ["VERIFY_CATALOG_FILE": catalog, "VERIFY_LEDGER_URL": "sqlite:\(ledger.path)"]
         if !anchors.isEmpty { environment["VERIFY_TRUST_ANCHORS"] = anchors.joined(separator: ",") }
         var sources = ConfigurationSources()
         sources.addEnvironment(environment)
