@@ -13,7 +13,7 @@ import Traffic
 #endif
 
 /// What `verify-worker chaos --live-fuzz N` saw: N adversarial inputs through live `verify-worker run` processes.
-public struct ChaosLiveFuzzReport: Sendable, Codable {
+public struct ChaosLiveFuzzReport: Sendable, Codable, ChaosPrintedReport {
     public var inputs = 0
     public var bytes = 0
     public var largestInput = 0
@@ -60,12 +60,6 @@ public struct ChaosLiveFuzzReport: Sendable, Codable {
         case elapsedSeconds = "elapsed_s"
         case inputsPerSecond = "inputs_per_s"
         case workDirectory = "work_directory"
-    }
-
-    public var json: String {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
-        return (try? encoder.encode(self)).map { String(decoding: $0, as: UTF8.self) } ?? "{}"
     }
 }
 
