@@ -14,11 +14,7 @@ struct AppleSimCommand: AsyncParsableCommand {
             """
     )
 
-    @Option(help: "Port to listen on (0 picks a free one).")
-    var port: Int = 0
-
-    @Option(help: "Interface to listen on.")
-    var host: String = "127.0.0.1"
+    @OptionGroup var listen: SimulatorListenOptions
 
     @Option(name: .customLong("state-dir"), help: "Directory where keys, certificates and mints persist.")
     var stateDir: String?
@@ -57,8 +53,8 @@ struct AppleSimCommand: AsyncParsableCommand {
         }
         var configuration = AppleSimulatorConfiguration()
         configuration.notificationTimeScale = notificationTimeScale
-        configuration.host = host
-        configuration.port = port
+        configuration.host = listen.host
+        configuration.port = listen.port
         configuration.stateDirectory = stateDir.map { URL(fileURLWithPath: $0, isDirectory: true) }
         configuration.appAppleId = appAppleId
         if let sharedSecretFile {
@@ -93,6 +89,6 @@ struct AppleSimCommand: AsyncParsableCommand {
                 throw ValidationError("--notification-url must be an http or https URL")
             }
         }
-        try await simulator.serveUntilSignalled(command: "apple-sim", host: host)
+        try await simulator.serveUntilSignalled(command: "apple-sim", host: listen.host)
     }
 }

@@ -14,11 +14,7 @@ struct PlaySimCommand: AsyncParsableCommand {
             """
     )
 
-    @Option(help: "Port to listen on (0 picks a free one).")
-    var port: Int = 0
-
-    @Option(help: "Interface to listen on.")
-    var host: String = "127.0.0.1"
+    @OptionGroup var listen: SimulatorListenOptions
 
     @Option(
         name: .customLong("time-scale"),
@@ -43,13 +39,13 @@ struct PlaySimCommand: AsyncParsableCommand {
             throw ValidationError("--access-token-lifetime must be 1 to 31536000 seconds")
         }
         var configuration = PlaySimulatorConfiguration()
-        configuration.host = host
-        configuration.port = port
+        configuration.host = listen.host
+        configuration.port = listen.port
         configuration.clock = PlaySimulatorClock(scale: timeScale)
         configuration.accessTokenLifetime = accessTokenLifetime
         let simulator = PlaySimulator(configuration: configuration)
         let serviceAccountFile = serviceAccountFile
-        try await simulator.serveUntilSignalled(command: "play-sim", host: host) {
+        try await simulator.serveUntilSignalled(command: "play-sim", host: listen.host) {
             // Written before the line is printed, so a parent that reads the line finds the file.
             if let serviceAccountFile {
                 try simulator.issueServiceAccount().writeKeyFile(to: URL(fileURLWithPath: serviceAccountFile))

@@ -1,9 +1,19 @@
 import AppleSimulator
+import ArgumentParser
 import Foundation
 import Logging
 import PlaySimulator
 import ServiceLifecycle
 import UnixSignals
+
+/// Where `verify-worker apple-sim` and `play-sim` listen.
+struct SimulatorListenOptions: ParsableArguments {
+    @Option(help: "Port to listen on (0 picks a free one).")
+    var port: Int = 0
+
+    @Option(help: "Interface to listen on.")
+    var host: String = "127.0.0.1"
+}
 
 /// A simulator that `verify-worker apple-sim` and `play-sim` serve: a `Service` that tells the port it listens on.
 protocol ServedSimulator: Service {
