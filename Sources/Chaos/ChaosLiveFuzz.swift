@@ -111,26 +111,20 @@ extension ChaosEnvironment {
             guard let job = try? codec.decodeJob(message.value), otherApps.contains(job.jobID) else { return nil }
             return job.proof.value
         }
-        let catalogFile = directory.appendingPathComponent("catalog.json")
-        try JSONEncoder().encode(ChaosApp.catalog).write(to: catalogFile)
 
         // 2. The cluster.
         let partitions = configuration.partitions ?? 24
         partitionCount.withLock { $0 = partitions }
         report.partitions = partitions
         let window = configuration.flowWindowBytes ?? partitions * Self.windowBytesPerPartition
-        let (bootstrap, _) = try await startCluster(simulatorState, catalogFile: catalogFile)
+        let (bootstrap, _) = try await startCluster(simulatorState)
 
         // 3. Submit with a window, read back, watch the workers.
         let started = clock.now
         let tally = ChaosTally(expectedJobs: [], expectedDeadLetters: [], keepsRecords: false)
         let offsets = ChaosOffsetTracker()
-        let reader = try TrafficReader.chaos(
-            bootstrap: bootstrap, groupID: "\(runID)-reader", tally: tally, offsets: offsets, logger: quietLogger)
-        let producer = try KafkaProducer(
-            configuration: KafkaProducerConfiguration(
-                bootstrapServers: bootstrap, clientID: "\(runID)-fuzzer", messageMaxBytes: Self.frontendMessageMaxBytes),
-            logger: quietLogger)
+        let (reader, producer) = try readerAndProducer(
+            bootstrap: bootstrap, tally: tally, offsets: offsets, producerRole: "fuzzer")
         let submitter = JobSubmitter(producer: producer, attempts: ChaosSubmitter.attempts)
         let deliveries = ChaosDeliveryLog()
         let watch = ChaosWorkerWatch(workers: configuration.workers)
