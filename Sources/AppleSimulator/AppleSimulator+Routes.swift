@@ -42,15 +42,9 @@ extension AppleSimulator {
                     return await self.appleCall(
                         endpoint: name, subject: id, isVerifyReceipt: false, on: context.eventLoop
                     ) {
-                        if let rejection = self.serverAPI.rejectUnauthorized(request.headers[.authorization]) {
-                            return (rejection.httpStatus, ByteBuffer(bytes: rejection.body), rejection.statusLabel)
+                        let reply = self.serverAPI.authorized(id, authorization: request.headers[.authorization]) {
+                            handler(id, request)
                         }
-                        if let rejection = self.serverAPI.rejectOtherApp(
-                            id, authorization: request.headers[.authorization])
-                        {
-                            return (rejection.httpStatus, ByteBuffer(bytes: rejection.body), rejection.statusLabel)
-                        }
-                        let reply = handler(id, request)
                         return (reply.httpStatus, ByteBuffer(bytes: reply.body), reply.statusLabel)
                     }
                 }
