@@ -328,6 +328,7 @@ let package = Package(
                 "AppleSimulator",
                 "AppleClients",
                 "StoreHTTP",
+                "Operations",
                 "Traffic",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),

@@ -84,15 +84,9 @@ extension AppleSimulator {
                         endpoint: statName, subject: id.isEmpty ? String(decoding: body, as: UTF8.self) : id,
                         isVerifyReceipt: false, on: context.eventLoop
                     ) {
-                        if let rejection = self.serverAPI.rejectUnauthorized(request.headers[.authorization]) {
-                            return (rejection.httpStatus, ByteBuffer(bytes: rejection.body), rejection.statusLabel)
+                        let reply = self.serverAPI.authorized(id, authorization: request.headers[.authorization]) {
+                            handler(id, request, body, environment)
                         }
-                        if let rejection = self.serverAPI.rejectOtherApp(
-                            id, authorization: request.headers[.authorization])
-                        {
-                            return (rejection.httpStatus, ByteBuffer(bytes: rejection.body), rejection.statusLabel)
-                        }
-                        let reply = handler(id, request, body, environment)
                         return (reply.httpStatus, ByteBuffer(bytes: reply.body), reply.statusLabel)
                     }
                 }

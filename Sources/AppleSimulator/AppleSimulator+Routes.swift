@@ -2,6 +2,7 @@ import Foundation
 import Hummingbird
 import Messages
 import NIOCore
+import Operations
 
 extension AppleSimulator {
     func makeRouter() -> Router<SimulatorRequestContext> {
@@ -42,15 +43,9 @@ extension AppleSimulator {
                     return await self.appleCall(
                         endpoint: name, subject: id, isVerifyReceipt: false, on: context.eventLoop
                     ) {
-                        if let rejection = self.serverAPI.rejectUnauthorized(request.headers[.authorization]) {
-                            return (rejection.httpStatus, ByteBuffer(bytes: rejection.body), rejection.statusLabel)
+                        let reply = self.serverAPI.authorized(id, authorization: request.headers[.authorization]) {
+                            handler(id, request)
                         }
-                        if let rejection = self.serverAPI.rejectOtherApp(
-                            id, authorization: request.headers[.authorization])
-                        {
-                            return (rejection.httpStatus, ByteBuffer(bytes: rejection.body), rejection.statusLabel)
-                        }
-                        let reply = handler(id, request)
                         return (reply.httpStatus, ByteBuffer(bytes: reply.body), reply.statusLabel)
                     }
                 }
@@ -119,15 +114,7 @@ extension AppleSimulator {
             self.faults.set(plan)
             return Self.response(200, self.faultsJSON())
         }
-        router.get("sim/stats") { _, _ -> Response in
-            let encoder = JSONEncoder()
-            encoder.outputFormatting = .sortedKeys
-            return Self.response(200, Array(try encoder.encode(self.stats.snapshot())))
-        }
-        router.post("sim/stats/reset") { _, _ -> Response in
-            self.stats.reset()
-            return Self.response(200, Array("{}".utf8))
-        }
+        router.addSimulatorStatsRoutes(snapshot: stats.snapshot, reset: stats.reset) { Self.response($0, $1) }
         return router
     }
 

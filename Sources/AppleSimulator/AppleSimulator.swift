@@ -111,22 +111,16 @@ public final class AppleSimulator: Sendable {
 
     /// Serves until the task is cancelled.
     public func run() async throws {
-        try await withReadiness { try await makeApplication().run() }
+        try await readiness.serve(
+            stoppedEarly: AppleSimulatorError(.server, "the simulator stopped before it listened")
+        ) {
+            try await makeApplication().run()
+        }
     }
 
     /// The bound port, once the server listens. Throws if it failed to start.
     public func waitUntilReady() async throws -> Int {
         try await readiness.wait()
-    }
-
-    private func withReadiness(_ body: () async throws -> Void) async throws {
-        do {
-            try await body()
-            readiness.fail(AppleSimulatorError(.server, "the simulator stopped before it listened"))
-        } catch {
-            readiness.fail(error)
-            throw error
-        }
     }
 
     private func makeApplication() -> some ApplicationProtocol {

@@ -88,6 +88,12 @@ final class ServerAPIService: Sendable {
         return nil
     }
 
+    /// `answer()` to a Server API request about transaction `id`, unless its token is refused
+    /// (``rejectUnauthorized(_:)``) or belongs to another app than the transaction (``rejectOtherApp(_:authorization:)``).
+    func authorized(_ id: String, authorization: String?, _ answer: () -> Reply) -> Reply {
+        rejectUnauthorized(authorization) ?? rejectOtherApp(id, authorization: authorization) ?? answer()
+    }
+
     /// With listed apps: Apple's 404 4040010 when an accepted token's app is not the app of transaction `id`
     /// (an app's key sees only its own transactions). Nil when the request may proceed.
     func rejectOtherApp(_ id: String, authorization: String?) -> Reply? {

@@ -173,9 +173,7 @@ package struct ChaosArguments: HarnessArguments {
             var run = try AdversarialCorpusRun.standard(seed: seed, maximumSize: fuzzMaximumSize ?? (2 << 20))
             run.corpus.heavyShare = fuzzHeavyShare ?? 1
             let report = run.run(count: fuzzInProcess)
-            let encoder = JSONEncoder()
-            encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
-            print(String(decoding: try encoder.encode(report), as: UTF8.self))
+            try printJSON(report)
             if report.locallyVerified > 0 { throw ExitCode(1) }
             return
         }

@@ -73,8 +73,6 @@ final class ChaosEnvironment: Sendable {
         builder.fuzzMaximumSize = configuration.fuzzMaximumSize
         builder.fuzzHeavyShare = configuration.fuzzHeavyShare
         let traffic = try builder.build(jobs: configuration.jobs, fuzz: configuration.fuzz)
-        let catalogFile = directory.appendingPathComponent("catalog.json")
-        try JSONEncoder().encode(ChaosApp.catalog).write(to: catalogFile)
 
         // 2. Services. Topics get enough partitions that the planned volume stays far below the mock broker's
         // 5 MiB per partition (see ``ChaosHarnessError``), and the submitter keeps a window of unsettled bytes.
@@ -89,7 +87,7 @@ final class ChaosEnvironment: Sendable {
                 LogKeys.chaosMessages: "\(traffic.messages.count)", LogKeys.chaosPlannedMB: "\(plannedBytes >> 20)",
                 LogKeys.chaosPartitions: "\(partitions)", LogKeys.chaosWindowKB: "\(window >> 10)",
             ])
-        let (bootstrap, ledgerURL) = try await startCluster(simulatorState, catalogFile: catalogFile)
+        let (bootstrap, ledgerURL) = try await startCluster(simulatorState)
 
         // 3. Read verdicts and dead letters; submit; inject faults meanwhile.
         var retention: ChaosRetentionCheck.Outcome = ([], ([], []))
@@ -98,13 +96,8 @@ final class ChaosEnvironment: Sendable {
         let tally = ChaosTally(
             expectedJobs: Set(traffic.jobs.map(\.jobID)), expectedDeadLetters: traffic.malformedKeys)
         let offsets = ChaosOffsetTracker()
-        let reader = try TrafficReader.chaos(
-            bootstrap: bootstrap, groupID: "\(runID)-reader", tally: tally, offsets: offsets, logger: quietLogger)
-        let producer = try KafkaProducer(
-            configuration: KafkaProducerConfiguration(
-                bootstrapServers: bootstrap, clientID: "\(runID)-frontend",
-                messageMaxBytes: Self.frontendMessageMaxBytes),
-            logger: quietLogger)
+        let (reader, producer) = try readerAndProducer(
+            bootstrap: bootstrap, tally: tally, offsets: offsets, producerRole: "frontend")
         let expectedSettled = traffic.jobs.count + traffic.malformedKeys.count
         let settledBySubmission = Self.settledCounts(traffic)
         let deliveries = ChaosDeliveryLog()
@@ -272,6 +265,21 @@ final class ChaosEnvironment: Sendable {
     /// Lines in which a worker's librdkafka reset a fetch position because the broker no longer held the offset
     /// (`Offset out of range`): the broker deleted what a worker had not read yet (not necessarily unsettled: a
     /// redelivery of settled jobs after a restart ends the same way).
+    /// The run's reader of verdicts and dead letters (group `<run>-reader`), and the producer that submits its
+    /// messages (client `<run>-<producerRole>`, with the frontend's message size limit).
+    func readerAndProducer(
+        bootstrap: String, tally: ChaosTally, offsets: ChaosOffsetTracker, producerRole: String
+    ) throws -> (TrafficReader, KafkaProducer) {
+        let reader = try TrafficReader.chaos(
+            bootstrap: bootstrap, groupID: "\(runID)-reader", tally: tally, offsets: offsets, logger: quietLogger)
+        let producer = try KafkaProducer(
+            configuration: KafkaProducerConfiguration(
+                bootstrapServers: bootstrap, clientID: "\(runID)-\(producerRole)",
+                messageMaxBytes: Self.frontendMessageMaxBytes),
+            logger: quietLogger)
+        return (reader, producer)
+    }
+
     private func workerOffsetResets() -> Int {
         (0..<configuration.workers).reduce(0) { total, index in
             let text = (try? String(contentsOf: workerLog(index), encoding: .utf8)) ?? ""
@@ -279,11 +287,12 @@ final class ChaosEnvironment: Sendable {
         }
     }
 
-    /// Starts the dev broker, the simulator process on `simulatorState`, the ledger and every worker, and waits until
-    /// each worker is ready. Returns the bootstrap servers and the ledger's URL.
-    func startCluster(
-        _ simulatorState: ChaosSimulatorState, catalogFile: URL
-    ) async throws -> (bootstrap: String, ledgerURL: String) {
+    /// Writes the workers' catalog (``ChaosApp/catalog``), starts the dev broker, the simulator process on
+    /// `simulatorState`, the ledger and every worker, and waits until each worker is ready. Returns the bootstrap
+    /// servers and the ledger's URL.
+    func startCluster(_ simulatorState: ChaosSimulatorState) async throws -> (bootstrap: String, ledgerURL: String) {
+        let catalogFile = directory.appendingPathComponent("catalog.json")
+        try JSONEncoder().encode(ChaosApp.catalog).write(to: catalogFile)
         let bootstrap = try await startBroker()
         let simulatorURL = try await startSimulator(
             stateDirectory: simulatorState.stateDirectory, secretFile: simulatorState.secretFile)

@@ -13,7 +13,7 @@ import Traffic
 #endif
 
 /// What `verify-worker chaos --live-fuzz N` saw: N adversarial inputs through live `verify-worker run` processes.
-public struct ChaosLiveFuzzReport: Sendable, Codable {
+public struct ChaosLiveFuzzReport: Sendable, Codable, ChaosPrintedReport {
     public var inputs = 0
     public var bytes = 0
     public var largestInput = 0
@@ -60,12 +60,6 @@ public struct ChaosLiveFuzzReport: Sendable, Codable {
         case elapsedSeconds = "elapsed_s"
         case inputsPerSecond = "inputs_per_s"
         case workDirectory = "work_directory"
-    }
-
-    public var json: String {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
-        return (try? encoder.encode(self)).map { String(decoding: $0, as: UTF8.self) } ?? "{}"
     }
 }
 
@@ -117,26 +111,20 @@ extension ChaosEnvironment {
             guard let job = try? codec.decodeJob(message.value), otherApps.contains(job.jobID) else { return nil }
             return job.proof.value
         }
-        let catalogFile = directory.appendingPathComponent("catalog.json")
-        try JSONEncoder().encode(ChaosApp.catalog).write(to: catalogFile)
 
         // 2. The cluster.
         let partitions = configuration.partitions ?? 24
         partitionCount.withLock { $0 = partitions }
         report.partitions = partitions
         let window = configuration.flowWindowBytes ?? partitions * Self.windowBytesPerPartition
-        let (bootstrap, _) = try await startCluster(simulatorState, catalogFile: catalogFile)
+        let (bootstrap, _) = try await startCluster(simulatorState)
 
         // 3. Submit with a window, read back, watch the workers.
         let started = clock.now
         let tally = ChaosTally(expectedJobs: [], expectedDeadLetters: [], keepsRecords: false)
         let offsets = ChaosOffsetTracker()
-        let reader = try TrafficReader.chaos(
-            bootstrap: bootstrap, groupID: "\(runID)-reader", tally: tally, offsets: offsets, logger: quietLogger)
-        let producer = try KafkaProducer(
-            configuration: KafkaProducerConfiguration(
-                bootstrapServers: bootstrap, clientID: "\(runID)-fuzzer", messageMaxBytes: Self.frontendMessageMaxBytes),
-            logger: quietLogger)
+        let (reader, producer) = try readerAndProducer(
+            bootstrap: bootstrap, tally: tally, offsets: offsets, producerRole: "fuzzer")
         let submitter = JobSubmitter(producer: producer, attempts: ChaosSubmitter.attempts)
         let deliveries = ChaosDeliveryLog()
         let watch = ChaosWorkerWatch(workers: configuration.workers)

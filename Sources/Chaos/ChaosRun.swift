@@ -114,7 +114,7 @@ public struct ChaosFaultRecord: Sendable, Codable, Hashable {
 }
 
 /// The JSON summary a run prints.
-public struct ChaosReport: Sendable, Codable {
+public struct ChaosReport: Sendable, Codable, ChaosPrintedReport {
     public var jobs: Int
     public var messages: Int
     public var malformed: Int
@@ -179,12 +179,6 @@ public struct ChaosReport: Sendable, Codable {
         case trimmedPartitions = "trimmed_partitions"
         case workerOffsetResets = "worker_offset_resets"
         case notifications
-    }
-
-    public var json: String {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
-        return (try? encoder.encode(self)).map { String(decoding: $0, as: UTF8.self) } ?? "{}"
     }
 }
 

@@ -1,6 +1,7 @@
 import AppleClients
 import Foundation
 import Messages
+import Operations
 import StoreHTTP
 import Synchronization
 import Traffic
@@ -58,25 +59,10 @@ enum ChaosHTTP {
     }
 }
 
-/// A free TCP port on loopback, chosen by the kernel (bind to port 0, read it back, close).
+/// A free TCP port on loopback (``FreeLocalPort``), or a random high one when none could be picked: a child that
+/// cannot bind it then fails its start like any other.
 func chaosFreePort() -> Int {
-    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-    guard fd >= 0 else { return Int.random(in: 20_000...40_000) }
-    defer { close(fd) }
-    var address = sockaddr_in()
-    address.sin_family = sa_family_t(AF_INET)
-    address.sin_port = 0
-    address.sin_addr.s_addr = inet_addr("127.0.0.1")
-    let bound = withUnsafePointer(to: &address) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-    }
-    guard bound == 0 else { return Int.random(in: 20_000...40_000) }
-    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-    let named = withUnsafeMutablePointer(to: &address) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
-    }
-    guard named == 0 else { return Int.random(in: 20_000...40_000) }
-    return Int(UInt16(bigEndian: address.sin_port))
+    (try? FreeLocalPort.pick()) ?? Int.random(in: 20_000...40_000)
 }
 
 /// Every verdict and dead letter read back, shared by the reader task and the fault schedule (which waits on it to
@@ -273,25 +259,12 @@ final class ChaosCanary: Sendable {
     init() throws {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw ChaosError("canary: socket() failed") }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = 0
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-            }
-        }
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let named = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
-        }
-        guard bound == 0, named == 0, listen(fd, 16) == 0 else {
+        guard let port = FreeLocalPort.bindLoopback(fd), listen(fd, 16) == 0 else {
             Glibc.close(fd)
             throw ChaosError("canary: cannot listen on loopback")
         }
         descriptor = fd
-        port = Int(UInt16(bigEndian: address.sin_port))
+        self.port = port
         let thread = Thread { [connections] in
             while true {
                 let client = accept(fd, nil, nil)

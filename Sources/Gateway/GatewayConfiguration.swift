@@ -89,11 +89,9 @@ public struct GatewayConfiguration: Sendable {
         .init(
             "gateway_port", default: "8080", flag: "port",
             "HTTP port of POST /v1/receipts and POST /apple/notifications (0 picks a free one)."),
-        .init("brokers", default: "localhost:9092", "Kafka bootstrap servers, comma-separated host:port."),
+        .brokers,
         .init("jobs_topic", default: Topics.jobs, "Topic the jobs are published to."),
-        .init(
-            "kafka_properties", default: "",
-            "Extra librdkafka properties, `name=value` separated by `;` (e.g. security.protocol=SSL)."),
+        .kafkaProperties,
         .init(
             "max_message_bytes", default: "1048576",
             "Largest request body; larger ones get 413 before any parsing (the worker's own limit)."),
@@ -120,8 +118,8 @@ public struct GatewayConfiguration: Sendable {
                 + "always in)."),
         .init("metrics_host", default: "0.0.0.0", "Interface of the operations port."),
         .init("metrics_port", default: "9464", "Port of /healthz, /readyz and /metrics."),
-        .init("log_level", default: "info", "trace, debug, info, notice, warning, error or critical."),
-        .init("log_format", default: "json", "json (one object per line) or text."),
+        .logLevel,
+        .logFormat,
         EnvironmentVariables.ignoreKey,
     ]
 

@@ -31,12 +31,7 @@ public struct JobIntake: Sendable {
     /// as `receipt-job/v1`), `job_id` (a new UUID; a frontend that retries should send its own, so that the
     /// retry is the same job downstream) and `submitted_at` (now).
     public func job(fromFrontendJSON body: [UInt8]) throws(GatewayError) -> ReceiptJob {
-        guard body.count <= codec.maximumMessageBytes else {
-            throw GatewayError(.tooLarge, "\(body.count) bytes, limit \(codec.maximumMessageBytes)")
-        }
-        guard let object = (try? JSONSerialization.jsonObject(with: Data(body))) as? [String: Any] else {
-            throw GatewayError(.notJSON, "the body must be a JSON object in UTF-8")
-        }
+        let object = try jsonObject(body)
         var additions: [String: String] = [:]
         if object["schema"] == nil || object["schema"] is NSNull { additions["schema"] = ReceiptJob.schema }
         if object["job_id"] == nil || object["job_id"] is NSNull { additions["job_id"] = makeJobID() }
@@ -52,6 +47,18 @@ public struct JobIntake: Sendable {
         // read again after a rebalance is decided at the same time as the first time.
         if job.submittedAt == nil { job.submittedAt = now() }
         return job
+    }
+
+    /// A request body as a JSON object: refused `tooLarge` past the worker's message limit (before any parsing), and
+    /// `notJSON` when it is not an object in UTF-8.
+    private func jsonObject(_ body: [UInt8]) throws(GatewayError) -> [String: Any] {
+        guard body.count <= codec.maximumMessageBytes else {
+            throw GatewayError(.tooLarge, "\(body.count) bytes, limit \(codec.maximumMessageBytes)")
+        }
+        guard let object = (try? JSONSerialization.jsonObject(with: Data(body))) as? [String: Any] else {
+            throw GatewayError(.notJSON, "the body must be a JSON object in UTF-8")
+        }
+        return object
     }
 
     /// A frontend may not use the identifiers of notification jobs: a job id squatted before Apple's notification
@@ -77,12 +84,7 @@ public struct JobIntake: Sendable {
     /// signed payload. The payload is read without verifying its signature (the worker verifies it) and only for
     /// its `notificationUUID`: the `job_id` is derived from it, so Apple's retries of one notification are one job.
     public func job(fromNotificationJSON body: [UInt8]) throws(GatewayError) -> ReceiptJob {
-        guard body.count <= codec.maximumMessageBytes else {
-            throw GatewayError(.tooLarge, "\(body.count) bytes, limit \(codec.maximumMessageBytes)")
-        }
-        guard let object = (try? JSONSerialization.jsonObject(with: Data(body))) as? [String: Any] else {
-            throw GatewayError(.notJSON, "the body must be a JSON object in UTF-8")
-        }
+        let object = try jsonObject(body)
         guard let raw = object["signedPayload"], !(raw is NSNull) else {
             throw GatewayError(.missingField, field: "signedPayload", "signedPayload: required")
         }

@@ -115,7 +115,9 @@ public final class KafkaProducer: Sendable {
             let report = try await send(record)
             sent += 1
             if report.hasOffset { return report }
-            try unconfirmed(record, report: report, sent: sent, attempts: attempts)
+            let last = sent >= max(attempts, 1)
+            let error = unproven(report, sent: sent, last: last)
+            if last { throw error }
         }
     }
 
@@ -140,23 +142,28 @@ public final class KafkaProducer: Sendable {
         return false
     }
 
-    /// The answer to an acknowledgement of a ``sendConfirmedLater(_:confirmed:)`` without an offset: counted as a
-    /// resend to come, logged, and the error its sender gets.
+    /// The answer to an acknowledgement without an offset, at the `sent`th send of a message: counted as a resend,
+    /// logged, and the retryable `deliveryUnproven` error its sender gets. `last`: no send follows (the last of
+    /// ``sendConfirmed(_:attempts:)``'s attempts); otherwise the message goes out again, from
+    /// ``sendConfirmed(_:attempts:)`` or from the caller of ``sendConfirmedLater(_:confirmed:)``.
     @inline(never)
-    fileprivate func unproven(_ report: KafkaDeliveryReport) -> KafkaError {
+    fileprivate func unproven(_ report: KafkaDeliveryReport, sent: Int, last: Bool) -> KafkaError {
+        // Counted whether this producer sends again or its caller does after `deliveryUnproven`: either way the
+        // message goes out once more because of this acknowledgement.
         resends.value.add(1, ordering: .relaxed)
-        logger.notice(
-            "kafka: acknowledged without an offset (implicitly); sending again",
-            metadata: [
-                LogKeys.topic: "\(report.topicPartition.topic)",
-                LogKeys.partition: "\(report.topicPartition.partition)",
-                LogKeys.kafkaSends: "1",
-            ])
+        let metadata: Logger.Metadata = [
+            LogKeys.topic: "\(report.topicPartition.topic)", LogKeys.partition: "\(report.topicPartition.partition)",
+            LogKeys.kafkaSends: "\(sent)",
+        ]
+        if last {
+            logger.warning("kafka: acknowledged without an offset at every send; not proven stored", metadata: metadata)
+        } else {
+            logger.notice("kafka: acknowledged without an offset (implicitly); sending again", metadata: metadata)
+        }
+        let times = last ? " \(sent) times" : ""
         return KafkaError(
             code: .deliveryUnproven,
-            message:
-                "\(report.topicPartition.topic)[\(report.topicPartition.partition)]: acknowledged without an offset; "
-                + "not proven stored",
+            message: "\(report.topicPartition): acknowledged without an offset\(times); not proven stored",
             isRetryable: true)
     }
 
@@ -187,30 +194,6 @@ public final class KafkaProducer: Sendable {
             limiter.release()
             continuation.resume(throwing: error)
         }
-    }
-
-    /// An acknowledgement of `record` without an offset after `sent` sends: counted, and logged as a send to come, or
-    /// thrown as `deliveryUnproven` after the last of `attempts`.
-    @inline(never)
-    private func unconfirmed(
-        _ record: KafkaProducerRecord, report: KafkaDeliveryReport, sent: Int, attempts: Int
-    ) throws {
-        // Counted whether this call sends again or its caller does after `deliveryUnproven`: either way the
-        // message goes out once more because of this acknowledgement.
-        resends.value.add(1, ordering: .relaxed)
-        let metadata: Logger.Metadata = [
-            LogKeys.topic: "\(record.topic)", LogKeys.partition: "\(report.topicPartition.partition)",
-            LogKeys.kafkaSends: "\(sent)",
-        ]
-        guard sent < max(attempts, 1) else {
-            logger.warning("kafka: acknowledged without an offset at every send; not proven stored", metadata: metadata)
-            throw KafkaError(
-                code: .deliveryUnproven,
-                message: "\(record.topic)[\(report.topicPartition.partition)]: acknowledged without an offset "
-                    + "\(sent) times; not proven stored",
-                isRetryable: true)
-        }
-        logger.notice("kafka: acknowledged without an offset (implicitly); sending again", metadata: metadata)
     }
 
     /// The client's fatal error, once librdkafka raised one; the producer is then unusable.
@@ -301,7 +284,8 @@ final class DeliveryPromise: Sendable {
             }
         case .confirming(let confirmed, let producer):
             switch outcome {
-            case .success(let report) where !report.hasOffset: confirmed(.failure(producer.unproven(report)))
+            case .success(let report) where !report.hasOffset:
+                confirmed(.failure(producer.unproven(report, sent: 1, last: false)))
             default: confirmed(outcome)
             }
         }

@@ -14,6 +14,15 @@ public enum FreeLocalPort {
         let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard descriptor >= 0 else { throw FreeLocalPortError("socket() failed: errno \(errno)") }
         defer { close(descriptor) }
+        guard let port = bindLoopback(descriptor) else {
+            throw FreeLocalPortError("bind() to a free port failed: errno \(errno)")
+        }
+        return port
+    }
+
+    /// Binds `descriptor`, an IPv4 stream socket, to 127.0.0.1 on a port the kernel picks, and returns that port;
+    /// nil, with `errno` set, when the bind or reading the port back failed.
+    public static func bindLoopback(_ descriptor: Int32) -> Int? {
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_port = 0
@@ -24,8 +33,7 @@ public enum FreeLocalPort {
                 bind(descriptor, socketAddress, length) == 0 && getsockname(descriptor, socketAddress, &length) == 0
             }
         }
-        guard bound else { throw FreeLocalPortError("bind() to a free port failed: errno \(errno)") }
-        return Int(UInt16(bigEndian: address.sin_port))
+        return bound ? Int(UInt16(bigEndian: address.sin_port)) : nil
     }
 }
 

@@ -38,6 +38,20 @@ public final class PortReadiness: Sendable {
         for waiter in waiters { waiter.resume(throwing: error) }
     }
 
+    /// Runs `server`, which calls ``ready(port:)`` once it listens and serves until cancelled, and fails the waiters
+    /// if it ends without having listened: with its error, or with `stoppedEarly` when it returned.
+    public func serve(
+        stoppedEarly: @autoclosure () -> any Error, _ server: () async throws -> Void
+    ) async throws {
+        do {
+            try await server()
+            fail(stoppedEarly())
+        } catch {
+            fail(error)
+            throw error
+        }
+    }
+
     public func wait() async throws -> Int {
         try await withCheckedThrowingContinuation { continuation in
             let immediate = state.withLock { state -> Result<Int, any Error>? in

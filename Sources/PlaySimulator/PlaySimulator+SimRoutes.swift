@@ -1,6 +1,7 @@
 import Foundation
 import Hummingbird
 import Messages
+import Operations
 
 /// The simulator's own `/sim/*` routes: minting and the events of a purchase's life, service accounts, licensing
 /// keys, the clock, faults, truth and counts. Never subject to faults; errors are `{"error": "…"}`.
@@ -76,14 +77,8 @@ extension PlaySimulator {
             }
             return Self.response(PlayReply(200, PlayAPIAnswers.json(self.faults.report())))
         }
-        router.get("sim/stats") { _, _ -> Response in
-            let encoder = JSONEncoder()
-            encoder.outputFormatting = .sortedKeys
-            return Self.response(PlayReply(200, Array(try encoder.encode(self.stats.snapshot()))))
-        }
-        router.post("sim/stats/reset") { _, _ -> Response in
-            self.stats.reset()
-            return Self.response(PlayReply(200, Array("{}".utf8)))
+        router.addSimulatorStatsRoutes(snapshot: stats.snapshot, reset: stats.reset) {
+            Self.response(PlayReply($0, $1))
         }
     }
 

@@ -73,12 +73,9 @@ public final class PlaySimulator: Sendable {
                 address: .hostname(configuration.host, port: configuration.port), serverName: nil, backlog: 256),
             onServerRunning: { channel in readiness.ready(port: channel.localAddress?.port ?? 0) },
             logger: configuration.logger)
-        do {
+        try await readiness.serve(stoppedEarly: PlaySimulatorError(.server, "the simulator stopped before it listened"))
+        {
             try await application.run()
-            readiness.fail(PlaySimulatorError(.server, "the simulator stopped before it listened"))
-        } catch {
-            readiness.fail(error)
-            throw error
         }
     }
 

@@ -1,10 +1,7 @@
 import AppleSimulator
 import ArgumentParser
 import Foundation
-import Logging
 import Messages
-import ServiceLifecycle
-import UnixSignals
 
 /// `verify-worker apple-sim`: runs the Apple simulator until SIGTERM or SIGINT.
 struct AppleSimCommand: AsyncParsableCommand {
@@ -17,11 +14,7 @@ struct AppleSimCommand: AsyncParsableCommand {
             """
     )
 
-    @Option(help: "Port to listen on (0 picks a free one).")
-    var port: Int = 0
-
-    @Option(help: "Interface to listen on.")
-    var host: String = "127.0.0.1"
+    @OptionGroup var listen: SimulatorListenOptions
 
     @Option(name: .customLong("state-dir"), help: "Directory where keys, certificates and mints persist.")
     var stateDir: String?
@@ -60,8 +53,8 @@ struct AppleSimCommand: AsyncParsableCommand {
         }
         var configuration = AppleSimulatorConfiguration()
         configuration.notificationTimeScale = notificationTimeScale
-        configuration.host = host
-        configuration.port = port
+        configuration.host = listen.host
+        configuration.port = listen.port
         configuration.stateDirectory = stateDir.map { URL(fileURLWithPath: $0, isDirectory: true) }
         configuration.appAppleId = appAppleId
         if let sharedSecretFile {
@@ -96,26 +89,6 @@ struct AppleSimCommand: AsyncParsableCommand {
                 throw ValidationError("--notification-url must be an http or https URL")
             }
         }
-        let host = host
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask {
-                // One service in one group: SIGTERM or SIGINT stops it gracefully (the command exits 0).
-                try await ServiceGroup(
-                    configuration: ServiceGroupConfiguration(
-                        services: [.init(service: simulator, serviceName: "AppleSimulator")],
-                        gracefulShutdownSignals: [.sigterm, .sigint],
-                        logger: Logger(label: "verify-worker.apple-sim"))
-                ).run()
-            }
-            group.addTask {
-                let port = try await simulator.waitUntilReady()
-                // Unbuffered, so a parent reading the pipe sees the line at once.
-                FileHandle.standardOutput.write(Data("listening=http://\(host):\(port)\n".utf8))
-            }
-            try await group.waitForAll()
-        }
+        try await simulator.serveUntilSignalled(command: "apple-sim", host: listen.host)
     }
 }
-
-/// The simulator's HTTP server runs as long as its task, and stops gracefully with its group.
-extension AppleSimulator: Service {}

@@ -1,9 +1,6 @@
 import ArgumentParser
 import Foundation
-import Logging
 import PlaySimulator
-import ServiceLifecycle
-import UnixSignals
 
 /// `verify-worker play-sim`: runs the Google Play simulator until SIGTERM or SIGINT.
 struct PlaySimCommand: AsyncParsableCommand {
@@ -17,11 +14,7 @@ struct PlaySimCommand: AsyncParsableCommand {
             """
     )
 
-    @Option(help: "Port to listen on (0 picks a free one).")
-    var port: Int = 0
-
-    @Option(help: "Interface to listen on.")
-    var host: String = "127.0.0.1"
+    @OptionGroup var listen: SimulatorListenOptions
 
     @Option(
         name: .customLong("time-scale"),
@@ -46,35 +39,17 @@ struct PlaySimCommand: AsyncParsableCommand {
             throw ValidationError("--access-token-lifetime must be 1 to 31536000 seconds")
         }
         var configuration = PlaySimulatorConfiguration()
-        configuration.host = host
-        configuration.port = port
+        configuration.host = listen.host
+        configuration.port = listen.port
         configuration.clock = PlaySimulatorClock(scale: timeScale)
         configuration.accessTokenLifetime = accessTokenLifetime
         let simulator = PlaySimulator(configuration: configuration)
-        let host = host
         let serviceAccountFile = serviceAccountFile
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask {
-                // One service in one group: SIGTERM or SIGINT stops it gracefully (the command exits 0).
-                try await ServiceGroup(
-                    configuration: ServiceGroupConfiguration(
-                        services: [.init(service: simulator, serviceName: "PlaySimulator")],
-                        gracefulShutdownSignals: [.sigterm, .sigint],
-                        logger: Logger(label: "verify-worker.play-sim"))
-                ).run()
+        try await simulator.serveUntilSignalled(command: "play-sim", host: listen.host) {
+            // Written before the line is printed, so a parent that reads the line finds the file.
+            if let serviceAccountFile {
+                try simulator.issueServiceAccount().writeKeyFile(to: URL(fileURLWithPath: serviceAccountFile))
             }
-            group.addTask {
-                let port = try await simulator.waitUntilReady()
-                if let serviceAccountFile {
-                    try simulator.issueServiceAccount().writeKeyFile(to: URL(fileURLWithPath: serviceAccountFile))
-                }
-                // Unbuffered, so a parent reading the pipe sees the line at once (after the key file is written).
-                FileHandle.standardOutput.write(Data("listening=http://\(host):\(port)\n".utf8))
-            }
-            try await group.waitForAll()
         }
     }
 }
-
-/// The simulator's HTTP server runs as long as its task, and stops gracefully with its group.
-extension PlaySimulator: Service {}

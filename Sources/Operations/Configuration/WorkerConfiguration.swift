@@ -96,15 +96,13 @@ public struct WorkerConfiguration: Sendable, TableConfiguration {
 
     /// Every key, with its default and meaning. Order is the order `--help` shows them in.
     public static let keys: [ConfigurationKey] = [
-        .init("brokers", default: "localhost:9092", "Kafka bootstrap servers, comma-separated host:port."),
+        .brokers,
         .init("group_id", default: "verify-workers", "Consumer group of the workers; one group per deployment."),
         .init("jobs_topic", default: "receipt-jobs", "Topic the jobs are consumed from."),
         .init("verdicts_topic", default: "receipt-verdicts", "Topic verdicts are published to."),
         .init("dead_letter_topic", default: "receipt-jobs-dlq", "Topic for messages that are not valid jobs."),
         .init("control_topic", default: "receipt-control", "Compacted topic for throttle signals between workers."),
-        .init(
-            "kafka_properties", default: "",
-            "Extra librdkafka properties, `name=value` separated by `;` (e.g. security.protocol=SSL)."),
+        .kafkaProperties,
         .init(
             "kafka_prefetch_kbytes", default: "8192",
             "Most KiB of messages the consumer prefetches ahead of the worker (librdkafka queued.max.messages.kbytes, "
@@ -238,8 +236,8 @@ public struct WorkerConfiguration: Sendable, TableConfiguration {
                 + "output_undeliverable; its job stays uncommitted and delivery goes on."),
         .init("metrics_port", default: "9464", "Port of /metrics, /healthz and /readyz."),
         .init("metrics_host", default: "0.0.0.0", "Address the metrics port binds to."),
-        .init("log_level", default: "info", "trace, debug, info, notice, warning, error or critical."),
-        .init("log_format", default: "json", "json (one object per line) or text."),
+        .logLevel,
+        .logFormat,
         EnvironmentVariables.ignoreKey,
     ]
 

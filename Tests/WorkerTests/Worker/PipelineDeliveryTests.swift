@@ -45,93 +45,30 @@ struct PipelineDeliveryTests {
         "an output acknowledged without an offset (a held-back request, a later one stored) is sent again: none lost",
         .timeLimit(.minutes(2)))
     func implicitAcknowledgementIsSentAgain() async throws {
-        let setup = try PipelineSingleWorkerSetup(name: "implicit")
-        let topics = setup.topics
-        let frontend = try setup.producer()
-        // One message per produce request, sent at once: the request held back carries exactly one dead letter.
-        let output = try setup.producer(properties: ["batch.num.messages": "1", "linger.ms": "0"])
-        let worker = try setup.worker(producer: output, logger: Self.quietLogger)
-        let run = Task { try await worker.run() }
-        func submit(_ index: Int) async throws {
-            _ = try await frontend.send(
-                KafkaProducerRecord(
-                    topic: topics.jobs, key: Array("account-\(index)".utf8), value: Array("not a job \(index)".utf8)))
+        let held = try await Self.runWithOneOutputHeldBack(
+            name: "implicit", decider: PipelineDeadLetterOnlyDecider(), outputs: \.deadLetters
+        ) { topic, index in
+            KafkaProducerRecord(
+                topic: topic, key: Array("account-\(index)".utf8), value: Array("not a job \(index)".utf8))
         }
-        try await submit(0)
-        try await PipelineHarness.poll("the first dead letter", timeout: .seconds(30)) {
-            try await output.watermarks(topic: topics.deadLetters, partition: 0).high == 1
-        }
-        // Two more messages of different accounts, read together once the partition is resumed: their dead letters
-        // go out at once, the first request is held back and answered REQUEST_TIMED_OUT after 1.5 s, the second is
-        // stored: librdkafka 2.0.2 then acknowledges the first without an offset, and the broker never stored it.
-        let partition = KafkaTopicPartition(topic: topics.jobs, partition: 0)
-        try worker.consumer.pause([partition])
-        try await submit(1)
-        try await submit(2)
-        try setup.cluster.pushBrokerRequestError(
-            broker: 1, .produce, .requestTimedOut, responseDelay: .milliseconds(1_500))
-        try worker.consumer.resume([partition])
-
-        try await PipelineHarness.poll("every job committed", timeout: .seconds(30)) {
-            try await setup.committedOffset() == 3
-        }
-        let letters = try await Self.storedDeadLetters(setup, using: frontend)
-        #expect(Set(Self.sourceOffsets(letters)) == [0, 1, 2], "no message may lose its dead letter")
-        #expect(output.confirmationResends == 1, "the held dead letter was acknowledged without an offset once")
-        await worker.drain(timeout: .seconds(5))
-        try await run.value
-        await frontend.shutdown()
-        await output.shutdown()
+        #expect(Set(Self.sourceOffsets(held.outputs)) == [0, 1, 2], "no message may lose its dead letter")
+        #expect(held.resends == 1, "the held dead letter was acknowledged without an offset once")
     }
 
     @Test(
         "a verdict handed over without a waiting task and acknowledged without an offset is sent again: none lost",
         .timeLimit(.minutes(2)))
     func implicitAcknowledgementOfAVerdictIsSentAgain() async throws {
-        let setup = try PipelineSingleWorkerSetup(name: "implicit-verdict")
-        let topics = setup.topics
-        let frontend = try setup.producer()
-        // One message per produce request, sent at once: the request held back carries exactly one verdict.
-        let output = try setup.producer(properties: ["batch.num.messages": "1", "linger.ms": "0"])
-        let worker = try setup.worker(
-            producer: output, decider: PipelineProofDecider(), logger: Self.quietLogger)
-        let run = Task { try await worker.run() }
-        func submit(_ index: Int) async throws {
+        let held = try await Self.runWithOneOutputHeldBack(
+            name: "implicit-verdict", decider: PipelineProofDecider(), outputs: \.verdicts
+        ) { topic, index in
             let job = ReceiptJob(
                 jobID: "job-\(index)", accountID: "account-\(index)", proof: .transactionID("\(index)"))
-            _ = try await frontend.send(
-                KafkaProducerRecord(
-                    topic: topics.jobs, key: Array(job.accountID.utf8), value: MessageCodec().encode(job)))
+            return KafkaProducerRecord(topic: topic, key: Array(job.accountID.utf8), value: MessageCodec().encode(job))
         }
-        try await submit(0)
-        try await PipelineHarness.poll("the first verdict", timeout: .seconds(30)) {
-            try await output.watermarks(topic: topics.verdicts, partition: 0).high == 1
-        }
-        // As for dead letters above: two verdicts go out at once, the first request is held back and answered
-        // REQUEST_TIMED_OUT after 1.5 s, the second is stored, and the first is acknowledged without an offset.
-        let partition = KafkaTopicPartition(topic: topics.jobs, partition: 0)
-        try worker.consumer.pause([partition])
-        try await submit(1)
-        try await submit(2)
-        try setup.cluster.pushBrokerRequestError(
-            broker: 1, .produce, .requestTimedOut, responseDelay: .milliseconds(1_500))
-        try worker.consumer.resume([partition])
-
-        try await PipelineHarness.poll("every job committed", timeout: .seconds(30)) {
-            try await setup.committedOffset() == 3
-        }
-        let count = try await KafkaTest.storedCount(frontend, topic: topics.verdicts, partitions: 1)
-        let reader = try KafkaTest.consumer(setup.cluster.bootstrapServers, group: KafkaTest.uniqueGroup("verdicts"))
-        try reader.subscribe(topics: [topics.verdicts])
-        let verdicts = try await KafkaTest.collect(reader.events, messages: count)
-            .map { try MessageCodec().decodeVerdict($0.value ?? []).jobID }
-        await reader.close()
+        let verdicts = try held.outputs.map { try MessageCodec().decodeVerdict($0.value ?? []).jobID }
         #expect(Set(verdicts) == ["job-0", "job-1", "job-2"], "no job may lose its verdict")
-        #expect(output.confirmationResends == 1, "the held verdict was acknowledged without an offset once")
-        await worker.drain(timeout: .seconds(5))
-        try await run.value
-        await frontend.shutdown()
-        await output.shutdown()
+        #expect(held.resends == 1, "the held verdict was acknowledged without an offset once")
     }
 
     @Test(
@@ -176,18 +113,67 @@ extension PipelineDeliveryTests {
         return logger
     }
 
+    /// Runs one worker, deciding with `decider`, over three jobs made by `job(topic, index)`, and holds back one of
+    /// its outputs so that it is acknowledged without an offset; returns every output stored in the (one-partition)
+    /// topic `outputs` names, and the output producer's ``KafkaProducer/confirmationResends``.
+    ///
+    /// Job 0's output is stored first. Jobs 1 and 2, of different accounts, are then read together once the paused
+    /// partition is resumed: their outputs go out at once, one per produce request; the first request is held back
+    /// and answered REQUEST_TIMED_OUT after 1.5 s, the second is stored: librdkafka 2.0.2 then acknowledges the
+    /// first without an offset, and the broker never stored it.
+    static func runWithOneOutputHeldBack(
+        name: String, decider: any JobStepping, outputs: KeyPath<WorkerTopics, String>,
+        job: (_ topic: String, _ index: Int) -> KafkaProducerRecord
+    ) async throws -> (outputs: [KafkaConsumerMessage], resends: Int) {
+        let setup = try PipelineSingleWorkerSetup(name: name)
+        let topics = setup.topics
+        let outputTopic = topics[keyPath: outputs]
+        let frontend = try setup.producer()
+        // One message per produce request, sent at once: the request held back carries exactly one output.
+        let output = try setup.producer(properties: ["batch.num.messages": "1", "linger.ms": "0"])
+        let worker = try setup.worker(producer: output, decider: decider, logger: Self.quietLogger)
+        let run = Task { try await worker.run() }
+        _ = try await frontend.send(job(topics.jobs, 0))
+        try await PipelineHarness.poll("the first output", timeout: .seconds(30)) {
+            try await output.watermarks(topic: outputTopic, partition: 0).high == 1
+        }
+        let partition = KafkaTopicPartition(topic: topics.jobs, partition: 0)
+        try worker.consumer.pause([partition])
+        _ = try await frontend.send(job(topics.jobs, 1))
+        _ = try await frontend.send(job(topics.jobs, 2))
+        try setup.cluster.pushBrokerRequestError(
+            broker: 1, .produce, .requestTimedOut, responseDelay: .milliseconds(1_500))
+        try worker.consumer.resume([partition])
+
+        try await PipelineHarness.poll("every job committed", timeout: .seconds(30)) {
+            try await setup.committedOffset() == 3
+        }
+        let stored = try await Self.stored(outputs, of: setup, using: frontend)
+        await worker.drain(timeout: .seconds(5))
+        try await run.value
+        await frontend.shutdown()
+        await output.shutdown()
+        return (stored, output.confirmationResends)
+    }
+
+    /// The messages stored in a (one-partition) topic of `setup`, as many as its high watermark says.
+    static func stored(
+        _ topic: KeyPath<WorkerTopics, String>, of setup: PipelineSingleWorkerSetup, using producer: KafkaProducer
+    ) async throws -> [KafkaConsumerMessage] {
+        let name = setup.topics[keyPath: topic]
+        let count = try await KafkaTest.storedCount(producer, topic: name, partitions: 1)
+        let reader = try KafkaTest.consumer(setup.cluster.bootstrapServers, group: KafkaTest.uniqueGroup("stored"))
+        try reader.subscribe(topics: [name])
+        let messages = try await KafkaTest.collect(reader.events, messages: count)
+        await reader.close()
+        return messages
+    }
+
     /// The dead letters stored in the (one-partition) dead-letter topic, as many as its high watermark says.
     static func storedDeadLetters(
         _ setup: PipelineSingleWorkerSetup, using producer: KafkaProducer
-    ) async throws
-        -> [KafkaConsumerMessage]
-    {
-        let count = try await KafkaTest.storedCount(producer, topic: setup.topics.deadLetters, partitions: 1)
-        let reader = try KafkaTest.consumer(setup.cluster.bootstrapServers, group: KafkaTest.uniqueGroup("dlq-read"))
-        try reader.subscribe(topics: [setup.topics.deadLetters])
-        let letters = try await KafkaTest.collect(reader.events, messages: count)
-        await reader.close()
-        return letters
+    ) async throws -> [KafkaConsumerMessage] {
+        try await stored(\.deadLetters, of: setup, using: producer)
     }
 
     /// The source offsets the dead letters name.
