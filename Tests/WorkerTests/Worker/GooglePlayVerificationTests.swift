@@ -303,7 +303,7 @@ struct GooglePlayVerificationTests {
 }
 
 /// Google's other answers, scripted: what the simulator does not produce on a read.
-@Suite("Google Play: Google's refusals, scripted", .timeLimit(.minutes(1)))
+@Suite("Google Play: Google's refusals, scripted", .timeLimit(.minutes(2)))
 struct GooglePlayScriptedAnswerTests {
     struct Scripted: GooglePlayPurchaseReads {
         let product: GooglePlayOutcome<GooglePlayProductPurchase>
