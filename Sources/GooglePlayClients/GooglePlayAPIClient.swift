@@ -85,33 +85,57 @@ public final class GooglePlayAPIClient<C: GateClock>: Sendable where C.Instant: 
     public func acknowledgeProduct(
         packageName: String, productID: String, token: String, deadline: C.Instant? = nil
     ) async -> GooglePlayOutcome<GooglePlayAccepted> {
-        await call(
+        let outcome = await call(
             .playProductAcknowledge, method: .post,
             path: "applications/\(Self.segment(packageName))/purchases/products/\(Self.segment(productID))/tokens/"
                 + "\(Self.segment(token)):acknowledge",
             body: Array("{}".utf8), deadline: deadline, decode: Self.accepted)
+        return await doneAlready(outcome) {
+            await product(packageName: packageName, token: token, deadline: deadline).answer?.acknowledgementState
+                == Self.acknowledged
+        }
     }
 
     /// `purchases.subscriptions.acknowledge`: within three days of a subscription purchase, or Google refunds it.
     public func acknowledgeSubscription(
         packageName: String, subscriptionID: String, token: String, deadline: C.Instant? = nil
     ) async -> GooglePlayOutcome<GooglePlayAccepted> {
-        await call(
+        let outcome = await call(
             .playSubscriptionAcknowledge, method: .post,
             path: "applications/\(Self.segment(packageName))/purchases/subscriptions/\(Self.segment(subscriptionID))"
                 + "/tokens/\(Self.segment(token)):acknowledge",
             body: Array("{}".utf8), deadline: deadline, decode: Self.accepted)
+        return await doneAlready(outcome) {
+            await subscription(packageName: packageName, token: token, deadline: deadline).answer?.acknowledgementState
+                == Self.acknowledged
+        }
     }
 
     /// `purchases.products.consume`: a consumable after its grant, so the customer can buy it again.
     public func consumeProduct(
         packageName: String, productID: String, token: String, deadline: C.Instant? = nil
     ) async -> GooglePlayOutcome<GooglePlayAccepted> {
-        await call(
+        let outcome = await call(
             .playProductConsume, method: .post,
             path: "applications/\(Self.segment(packageName))/purchases/products/\(Self.segment(productID))/tokens/"
                 + "\(Self.segment(token)):consume",
             deadline: deadline, decode: Self.accepted)
+        return await doneAlready(outcome) {
+            await product(packageName: packageName, token: token, deadline: deadline).answer?.productLineItems
+                .contains { $0.consumptionState == "CONSUMPTION_STATE_CONSUMED" } == true
+        }
+    }
+
+    static var acknowledged: String { "ACKNOWLEDGEMENT_STATE_ACKNOWLEDGED" }
+
+    /// Google answers 400 (`invalidPurchaseState`) to an acknowledge or consume of a purchase already acknowledged or
+    /// consumed, as a repeat after a crash between the call and its record is: the purchase is read back once, and
+    /// found done, the call counts as accepted. Any other outcome stands.
+    private func doneAlready(
+        _ outcome: GooglePlayOutcome<GooglePlayAccepted>, isDone: () async -> Bool
+    ) async -> GooglePlayOutcome<GooglePlayAccepted> {
+        guard case .rejected = outcome, await isDone() else { return outcome }
+        return .answered(GooglePlayAccepted())
     }
 
     // MARK: One call, its retries and its token

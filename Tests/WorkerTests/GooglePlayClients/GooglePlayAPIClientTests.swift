@@ -233,6 +233,39 @@ struct GooglePlayAPIClientTests {
         }
     }
 
+    @Test(
+        "an acknowledge or consume answered 400 counts as accepted only when the purchase reads as done",
+        .timeLimit(.minutes(2)))
+    func repeatedAcknowledge() async throws {
+        try await AppleClientsFakeServer.withRunning { server, base in
+            let play = try Harness(server: server, baseURL: base)
+            server.setFallback("/token", Harness.tokenReply())
+            let invalidState = AppleClientsFakeServer.Reply.json(
+                #"{"error":{"code":400,"message":"The purchase is not in a valid state","status":"INVALID_ARGUMENT"}}"#,
+                status: 400)
+            let ackProduct = Harness.apiPrefix + "/products/coins_100/tokens/\(Harness.token):acknowledge"
+            let consume = Harness.apiPrefix + "/products/coins_100/tokens/\(Harness.token):consume"
+            server.setFallback(ackProduct, invalidState)
+            server.setFallback(consume, invalidState)
+            // productJSON reads as acknowledged and not consumed.
+            server.setFallback(productPath, .json(Harness.productJSON))
+            let acknowledged = await play.driving {
+                await play.client.acknowledgeProduct(
+                    packageName: Harness.package, productID: "coins_100", token: Harness.token)
+            }
+            #expect(acknowledged.answer != nil, "already acknowledged: accepted")
+            let consumed = await play.driving {
+                await play.client.consumeProduct(
+                    packageName: Harness.package, productID: "coins_100", token: Harness.token)
+            }
+            guard case .rejected = consumed else {
+                Issue.record("not consumed yet: the 400 stands, got \(consumed)")
+                return
+            }
+            #expect(server.received(path: productPath).count == 2, "one read back after each 400")
+        }
+    }
+
     @Test("each call's method, path, body and Authorization follow the API reference", .timeLimit(.minutes(2)))
     func eachCallsRequest() async throws {
         try await AppleClientsFakeServer.withRunning { server, base in
