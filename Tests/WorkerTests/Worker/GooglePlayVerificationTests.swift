@@ -58,9 +58,11 @@ struct GooglePlayVerificationTests {
 
     static func withHarness(
         allowSandbox: Bool = false, accountPackages: Set<String> = [], jobDeadline: Duration = .seconds(20),
-        _ body: @Sendable (Harness) async throws -> Void
+        clock: PlaySimulatorClock = PlaySimulatorClock(), _ body: @Sendable (Harness) async throws -> Void
     ) async throws {
-        let simulator = PlaySimulator()
+        var simulatorConfiguration = PlaySimulatorConfiguration()
+        simulatorConfiguration.clock = clock
+        let simulator = PlaySimulator(configuration: simulatorConfiguration)
         let task = Task { try await simulator.run() }
         defer { task.cancel() }
         let port = try await simulator.waitUntilReady()
@@ -167,6 +169,27 @@ struct GooglePlayVerificationTests {
             let coinsGranted = try await play.decide("c-1", coins)
             #expect(coinsGranted.outcome == .granted)
             #expect(coinsGranted.transactions.first?.quantity == 3)
+        }
+    }
+
+    @Test("a subscription its user cancelled entitles until its expiry; once expired (or on hold) it is expired")
+    func cancelledAndExpiredSubscriptions() async throws {
+        let clock = PlaySimulatorClock.manual(start: Date())
+        try await Self.withHarness(clock: clock) { play in
+            let (cancelled, _) = try play.mint(Self.gold, .autoRenewable, signed: false) { $0.periodSeconds = 3_600 }
+            _ = try play.simulator.cancelSubscription(purchaseToken: cancelled.purchaseToken)
+            let stillOn = try await play.decide("cancelled", cancelled)
+            #expect(stillOn.outcome == .granted, "SUBSCRIPTION_STATE_CANCELED: access until expiryTime")
+
+            let (lapsed, _) = try play.mint(Self.gold, .autoRenewable, signed: false) { $0.periodSeconds = 60 }
+            _ = try play.simulator.cancelSubscription(purchaseToken: lapsed.purchaseToken)
+            clock.advance(by: 120)
+            let expired = try await play.decide("lapsed", lapsed)
+            #expect(expired.outcome == .rejected)
+            #expect(expired.reason == .expired)
+            #expect(expired.decidedBy == .googlePlay)
+            let ended = try #require(expired.transactions.first?.expiresDate)
+            #expect(ended <= Date(), "a state that does not entitle never reads as current")
         }
     }
 
