@@ -29,6 +29,8 @@ public struct GooglePlayStore: PurchaseStore {
     let logger: Logger
     let now: @Sendable () -> Date
     public let stageLimit: Int
+    /// Jobs asking about one purchase at once share one read.
+    let readFlights = GooglePlayReadFlights<Read>()
 
     /// A Google Play that reads purchases locally only (`clients` empty): a purchase the local checks let through is
     /// decided `unverifiable` / `google_play_unavailable` (tests, and deployments without Play apps, whose every Play
@@ -78,7 +80,11 @@ public struct GooglePlayStore: PurchaseStore {
         var deadline = firstDeadline
         while true {
             try await waitForTurn()
-            let read = await self.read(purchase, client: client, deadline: deadline)
+            let read = try await readFlights.value(
+                for: [purchase.packageName, purchase.productID, purchase.purchaseToken].joined(separator: "\n")
+            ) { [self, deadline] in
+                await self.read(purchase, client: client, deadline: deadline)
+            }
             // A cancelled call ends as a retryable one: the worker is draining, and the job stays undecided.
             try Task.checkCancellation()
             switch read {
@@ -102,7 +108,7 @@ public struct GooglePlayStore: PurchaseStore {
     }
 
     /// What one read gave.
-    enum Read {
+    enum Read: Sendable {
         /// Google's facts about the purchase (its state, or that it knows none).
         case answer(StoreAnswer)
         /// Google refused the app's service account.
