@@ -361,6 +361,7 @@ let package = Package(
                 "AppleClients",
                 "StoreHTTP",
                 "AppleSimulator",
+                "PlaySimulator",
                 "Entitlements",
                 "Gateway",
                 "Kafka",
