@@ -38,6 +38,18 @@ extension DemoReport {
         }
     }
 
+    /// `label count` pairs, the largest first.
+    private static func counts(_ verdicts: [String: Int]) -> String {
+        verdicts.sorted { ($0.value, $1.key) > ($1.value, $0.key) }.map { "\($0.key) \($0.value)" }
+            .joined(separator: ", ")
+    }
+
+    /// One store's jobs without a verdict and jobs with more than one.
+    package func missingAndDuplicated(store: Store) -> (missing: Int, duplicated: Int) {
+        let jobs = entries.filter { $0.generated.job.proof.store == store }
+        return (jobs.filter { $0.verdicts.isEmpty }.count, jobs.filter { $0.verdicts.count > 1 }.count)
+    }
+
     /// Jobs without a verdict and jobs with more than one.
     package var missingAndDuplicated: (missing: Int, duplicated: Int) {
         (entries.filter { $0.verdicts.isEmpty }.count, entries.filter { $0.verdicts.count > 1 }.count)
@@ -59,29 +71,37 @@ extension DemoReport {
         let hasPlay = perStore[.googlePlay, default: 0] > 0
         var lines: [String] = []
         // Apple-only runs keep their single table; with Play traffic each store gets its own.
-        let sections: [(title: String?, prefix: String, names: [String: String])] =
+        let sections: [(store: Store?, prefix: String, names: [String: String])] =
             hasPlay
             ? [
-                ("App Store (\(perStore[.appStore, default: 0]) jobs)", "", [:]),
+                (.appStore, "", [:]),
                 (
-                    "Google Play (\(perStore[.googlePlay, default: 0]) jobs)", Self.playRowPrefix,
+                    .googlePlay, Self.playRowPrefix,
                     ["other_app": "other app's purchase", "forged": "forged signature"]
                 ),
             ]
             : [(nil, "", [:])]
         for (index, section) in sections.enumerated() {
-            if let title = section.title {
+            if let store = section.store {
                 if index > 0 { lines.append("") }
-                lines.append(title)
+                let (missing, duplicated) = missingAndDuplicated(store: store)
+                lines.append(
+                    "\(store == .appStore ? "App Store" : "Google Play") (\(perStore[store, default: 0]) jobs;"
+                        + " every job exactly one verdict = \(missing == 0 && duplicated == 0))")
             }
             lines.append(pad("category", 24) + pad("jobs", 8, right: true) + "  verdicts")
             for name in order {
                 let row = section.prefix + name
                 guard let jobs = jobsPerRow[row] else { continue }
-                let verdicts = (rows[row] ?? [:]).sorted { $0.value > $1.value }.map { "\($0.key) \($0.value)" }
                 lines.append(
                     pad(section.names[name] ?? name, 24) + pad("\(jobs)", 8, right: true) + "  "
-                        + verdicts.joined(separator: ", "))
+                        + Self.counts(rows[row] ?? [:]))
+            }
+            if let store = section.store {
+                let all = rows.filter { $0.key.hasPrefix(Self.playRowPrefix) == (store == .googlePlay) }.values
+                    .reduce(into: [String: Int]()) { total, row in total.merge(row, uniquingKeysWith: +) }
+                lines.append(
+                    pad("all", 24) + pad("\(perStore[store, default: 0])", 8, right: true) + "  " + Self.counts(all))
             }
         }
         let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) * 1e-18

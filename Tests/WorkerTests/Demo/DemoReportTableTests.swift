@@ -67,10 +67,18 @@ struct DemoReportTableTests {
     @Test("the table has an App Store section and a Google Play section, with Google calls per genuine purchase")
     func table() throws {
         let lines = try Self.report().table().split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
-        let apple = try #require(lines.firstIndex(of: "App Store (2 jobs)"))
-        let play = try #require(lines.firstIndex(of: "Google Play (5 jobs)"))
+        let apple = try #require(lines.firstIndex(of: "App Store (2 jobs; every job exactly one verdict = true)"))
+        let play = try #require(lines.firstIndex(of: "Google Play (5 jobs; every job exactly one verdict = true)"))
         #expect(apple < play)
+        #expect(
+            lines[apple..<play].contains { $0.hasPrefix("all") && $0.hasSuffix("granted 1, rejected/wrong_bundle 1") })
         let playRows = lines[play...]
+        #expect(
+            playRows.contains {
+                $0.hasPrefix("all")
+                    && $0.hasSuffix(
+                        "rejected/wrong_bundle 2, granted 1, rejected/not_authenticated 1, rejected/replayed 1")
+            })
         #expect(playRows.contains { $0.hasPrefix("other app's purchase") && $0.hasSuffix("rejected/wrong_bundle 2") })
         #expect(playRows.contains { $0.hasPrefix("forged signature") && $0.hasSuffix("rejected/not_authenticated 1") })
         #expect(playRows.contains { $0.hasPrefix("repeat (other account)") && $0.hasSuffix("rejected/replayed 1") })
