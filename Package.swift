@@ -362,6 +362,7 @@ let package = Package(
                 "AppleClients",
                 "StoreHTTP",
                 "AppleSimulator",
+                "PlaySimulator",
                 "Entitlements",
                 "Gateway",
                 "Kafka",

@@ -9,11 +9,15 @@ import Traffic
 package struct DemoArguments: HarnessArguments {
     package static let commandConfiguration = CommandConfiguration(
         commandName: "demo",
-        abstract: "Runs workers, a mock Kafka cluster and a simulated Apple in one process on seed-000-shaped traffic.",
+        abstract:
+            "Runs workers, a mock Kafka cluster, a simulated Apple and a simulated Google Play in one process on seed-000-shaped traffic.",
         discussion: """
             Produces receipt jobs (other apps' receipts, cracker receipts, repeats, forgeries and genuine purchases \
-            in the three receipt formats, sandbox and production), decides them with W workers, and prints per \
-            traffic category the verdicts, Apple calls versus jobs, throughput and submit-to-verdict latency. \
+            in the three receipt formats, sandbox and production) and Google Play purchases (other apps' purchases, \
+            patched apps' forged signatures, replays and genuine one-time, consumable and subscription purchases, \
+            minted by the Play simulator), decides them with W workers, and prints per store and traffic category \
+            the verdicts, Apple calls versus jobs, Google calls per genuine purchase, whether every granted Play \
+            purchase was acknowledged, throughput and submit-to-verdict latency. \
             The workers are the real ones (`verify-worker run`'s runtime) with a SQLite ledger in a temporary \
             directory. At the end the entitlement service (`verify-worker entitlements`' service, in process) reads \
             every verdict and the demo shows a few accounts' entitlements from its API; with --serve it keeps \
@@ -26,6 +30,14 @@ package struct DemoArguments: HarnessArguments {
 
     @Option(help: "Traffic mix: category=share pairs (other_app, cracker, repeat, forged, genuine).")
     package var mix: String = "other_app=0.79,cracker=0.093,repeat=0.01,forged=0.007,genuine=0.1"
+
+    @Option(
+        name: .customLong("play-share"),
+        help: "Share of jobs that are Google Play purchases, 0...1 (their mix: other_app, forged, repeat, genuine).")
+    package var playShare: Double = 0.4
+
+    @Option(name: .customLong("play-mix"), help: "Google Play traffic mix: category=share pairs.")
+    package var playMix: String = "other_app=0.3,forged=0.45,repeat=0.05,genuine=0.2"
 
     @Option(name: .customLong("apple-latency-ms"), help: "Latency added to every simulated Apple answer.")
     package var appleLatencyMs: Double = 0
@@ -69,6 +81,10 @@ package struct DemoArguments: HarnessArguments {
             throw ValidationError(
                 "--mix must look like other_app=0.79,cracker=0.093,repeat=0.01,forged=0.007,genuine=0.1")
         }
+        guard (0...1).contains(playShare), TrafficMix(parsing: playMix) != nil else {
+            throw ValidationError(
+                "--play-share must be within 0...1 and --play-mix look like other_app=0.3,forged=0.45,…")
+        }
         guard (0...1).contains(apple21005), appleLatencyMs >= 0 else {
             throw ValidationError("--apple-21005 must be within 0...1 and --apple-latency-ms not negative")
         }
@@ -79,6 +95,8 @@ package struct DemoArguments: HarnessArguments {
         var options = DemoOptions()
         options.jobs = jobs
         options.mix = TrafficMix(parsing: mix) ?? .seed000
+        options.playShare = playShare
+        options.playMix = TrafficMix(parsing: playMix) ?? .android
         options.appleLatencyMs = appleLatencyMs
         options.apple21005Ratio = apple21005
         options.workers = workers
@@ -86,7 +104,9 @@ package struct DemoArguments: HarnessArguments {
         options.appleDeadline = .seconds(appleDeadlineSeconds)
         options.ledgerURL = ledgerURL
         options.progressInterval = isTerminal ? .milliseconds(200) : .seconds(1)
-        print("demo: \(jobs) jobs, mix \(options.mix), \(workers) workers, \(partitions) partitions")
+        print(
+            "demo: \(jobs) jobs (Google Play \(Int(playShare * 100))%), App Store mix \(options.mix), Play mix"
+                + " \(options.playMix), \(workers) workers, \(partitions) partitions")
         var logger = Logger(label: "demo")
         logger.logLevel = Logger.Level(rawValue: logLevel) ?? .warning
         let entitlements = DemoEntitlements(port: consolePort, host: consoleHost)
@@ -120,5 +140,6 @@ package struct DemoArguments: HarnessArguments {
             }
         }
         if report.missingAndDuplicated.missing > 0 { throw ExitCode.failure }
+        if let play = report.playCalls, play.followedUp < play.granted { throw ExitCode.failure }
     }
 }

@@ -5,9 +5,24 @@ import Traffic
 
 extension DemoReport {
     /// The row a job is counted in: its traffic category, repeats split by who sends them again.
+    /// Google Play jobs' rows start with ``playRowPrefix``.
     package static func row(of generated: GeneratedJob) -> String {
-        guard generated.category == .repeated else { return generated.category.rawValue }
-        return generated.isReplayByAnotherAccount ? "repeat (other account)" : "repeat (same account)"
+        let prefix = generated.job.proof.store == .googlePlay ? playRowPrefix : ""
+        guard generated.category == .repeated else { return prefix + generated.category.rawValue }
+        return prefix + (generated.isReplayByAnotherAccount ? "repeat (other account)" : "repeat (same account)")
+    }
+
+    package static let playRowPrefix = "play "
+
+    /// The purchase token of a Google Play job.
+    package static func playToken(of generated: GeneratedJob) -> String? {
+        if case .googlePlay(let purchase) = generated.job.proof { return purchase.purchaseToken }
+        return nil
+    }
+
+    /// Jobs per store.
+    package var jobsPerStore: [Store: Int] {
+        entries.reduce(into: [:]) { $0[$1.generated.job.proof.store, default: 0] += 1 }
     }
 
     /// `outcome` or `outcome/reason`.
@@ -21,6 +36,18 @@ extension DemoReport {
             guard let verdict = entry.verdicts.first else { return }
             table[Self.row(of: entry.generated), default: [:]][Self.label(of: verdict), default: 0] += 1
         }
+    }
+
+    /// `label count` pairs, the largest first.
+    private static func counts(_ verdicts: [String: Int]) -> String {
+        verdicts.sorted { ($0.value, $1.key) > ($1.value, $0.key) }.map { "\($0.key) \($0.value)" }
+            .joined(separator: ", ")
+    }
+
+    /// One store's jobs without a verdict and jobs with more than one.
+    package func missingAndDuplicated(store: Store) -> (missing: Int, duplicated: Int) {
+        let jobs = entries.filter { $0.generated.job.proof.store == store }
+        return (jobs.filter { $0.verdicts.isEmpty }.count, jobs.filter { $0.verdicts.count > 1 }.count)
     }
 
     /// Jobs without a verdict and jobs with more than one.
@@ -40,25 +67,56 @@ extension DemoReport {
         let rows = verdictsByRow
         let jobsPerRow = entries.reduce(into: [String: Int]()) { $0[Self.row(of: $1.generated), default: 0] += 1 }
         let order = ["other_app", "cracker", "repeat (same account)", "repeat (other account)", "forged", "genuine"]
-        var lines = [pad("category", 24) + pad("jobs", 8, right: true) + "  verdicts"]
-        for row in order where jobsPerRow[row] != nil {
-            let verdicts = (rows[row] ?? [:]).sorted { $0.value > $1.value }.map { "\($0.key) \($0.value)" }
-            lines.append(
-                pad(row, 24) + pad("\(jobsPerRow[row] ?? 0)", 8, right: true) + "  "
-                    + verdicts.joined(separator: ", "))
+        let perStore = jobsPerStore
+        let hasPlay = perStore[.googlePlay, default: 0] > 0
+        var lines: [String] = []
+        // Apple-only runs keep their single table; with Play traffic each store gets its own.
+        let sections: [(store: Store?, prefix: String, names: [String: String])] =
+            hasPlay
+            ? [
+                (.appStore, "", [:]),
+                (
+                    .googlePlay, Self.playRowPrefix,
+                    ["other_app": "other app's purchase", "forged": "forged signature"]
+                ),
+            ]
+            : [(nil, "", [:])]
+        for (index, section) in sections.enumerated() {
+            if let store = section.store {
+                if index > 0 { lines.append("") }
+                let (missing, duplicated) = missingAndDuplicated(store: store)
+                lines.append(
+                    "\(store == .appStore ? "App Store" : "Google Play") (\(perStore[store, default: 0]) jobs;"
+                        + " every job exactly one verdict = \(missing == 0 && duplicated == 0))")
+            }
+            lines.append(pad("category", 24) + pad("jobs", 8, right: true) + "  verdicts")
+            for name in order {
+                let row = section.prefix + name
+                guard let jobs = jobsPerRow[row] else { continue }
+                lines.append(
+                    pad(section.names[name] ?? name, 24) + pad("\(jobs)", 8, right: true) + "  "
+                        + Self.counts(rows[row] ?? [:]))
+            }
+            if let store = section.store {
+                let all = rows.filter { $0.key.hasPrefix(Self.playRowPrefix) == (store == .googlePlay) }.values
+                    .reduce(into: [String: Int]()) { total, row in total.merge(row, uniquingKeysWith: +) }
+                lines.append(
+                    pad("all", 24) + pad("\(perStore[store, default: 0])", 8, right: true) + "  " + Self.counts(all))
+            }
         }
         let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) * 1e-18
         let (missing, duplicated) = missingAndDuplicated
         let endpoints = appleStats.requests.filter { !$0.key.hasPrefix("sim/") }.sorted { $0.key < $1.key }
             .map { "\($0.key) \($0.value)" }.joined(separator: ", ")
         let throttled = appleStats.statuses["21005"] ?? 0
+        let appStoreJobs = perStore[.appStore, default: 0]
         lines += [
             "",
             "jobs: \(entries.count), verdicts: every job exactly one = \(missing == 0 && duplicated == 0)"
                 + " (missing \(missing), more than one \(duplicated))",
             String(
-                format: "Apple calls: %d for %d jobs (%.1f%%)", appleCalls, entries.count,
-                entries.isEmpty ? 0 : 100 * Double(appleCalls) / Double(entries.count))
+                format: "Apple calls: %d for %d App Store jobs (%.1f%%)", appleCalls, appStoreJobs,
+                appStoreJobs == 0 ? 0 : 100 * Double(appleCalls) / Double(appStoreJobs))
                 + " [\(endpoints)]; 21005 answers: \(throttled)",
             String(
                 format: "throughput: %.0f jobs/s (%.2f s, %d workers, %d partitions)",
@@ -66,7 +124,23 @@ extension DemoReport {
             "latency submit to verdict: p50 \(Self.milliseconds(latencyPercentile(0.5)))"
                 + ", p99 \(Self.milliseconds(latencyPercentile(0.99)))",
         ]
+        if let play = playCalls {
+            lines.insert(contentsOf: Self.playLines(play), at: lines.count - 2)
+        }
         return lines.joined(separator: "\n")
+    }
+
+    /// Google calls per genuine purchase and for junk, and the acknowledgements the workers made after granting.
+    package static func playLines(_ play: DemoPlayCalls) -> [String] {
+        [
+            String(
+                format: "Google calls per genuine purchase: %.2f reads, %.2f acknowledge/consume"
+                    + " (%d purchases); calls for junk: %d; OAuth token requests: %d",
+                play.readsPerGenuine, play.followUpsPerGenuine, play.genuinePurchases, play.otherCalls,
+                play.tokenRequests),
+            "Play grants acknowledged or consumed at Google by the end: \(play.followedUp) of \(play.granted)"
+                + " (all = \(play.followedUp == play.granted))",
+        ]
     }
 
     private func pad(_ text: String, _ width: Int, right: Bool = false) -> String {

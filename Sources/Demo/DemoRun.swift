@@ -7,6 +7,7 @@ import Logging
 import Messages
 import Observability
 import Operations
+import PlaySimulator
 import RateLimiter
 import Receipts
 import ServiceLifecycle
@@ -41,6 +42,11 @@ package struct DemoOptions: Sendable {
     package var repeatsLast = true
     /// Traffic seed. Default: 42.
     package var seed: UInt64 = 42
+    /// Share of jobs that are Google Play purchases, decided against a Play simulator run beside the Apple one
+    /// (`verify-worker demo` sets 0.4). Default: 0 (App Store traffic only).
+    package var playShare: Double = 0
+    /// The Google Play traffic mix. Default: ``TrafficMix/android``.
+    package var playMix = TrafficMix.android
     /// How often `onProgress` is called; nil for never. Default: 1 s.
     package var progressInterval: Duration? = .seconds(1)
     /// Worker configuration keys (as in `verify-worker run --help`) set over the demo's own, e.g.
@@ -138,6 +144,8 @@ package struct DemoReport: Sendable {
     /// Worker children only: each one's exit status after the run's SIGTERM (0: drained and closed cleanly; nil:
     /// killed after the grace and still not gone).
     package var workerExits: [Int32?] = []
+    /// With Google Play traffic: Google calls counted by the Play simulator, and the acknowledgements. Default: nil.
+    package var playCalls: DemoPlayCalls?
 
     /// Requests to Apple's verification endpoints (the simulator's own `sim/*` endpoints excluded).
     package var appleCalls: Int { appleStats.requests.filter { !$0.key.hasPrefix("sim/") }.values.reduce(0, +) }
@@ -174,10 +182,21 @@ package struct DemoRun: Sendable {
         var generator = SeedTrafficGenerator(
             simulator: simulator, bundleID: DemoApp.bundleID, productIDs: DemoApp.catalog.products.keys.sorted(),
             mix: options.mix, seed: options.seed)
-        let generated = try options.scenario.map { try $0(simulator) } ?? generator.generate(count: options.jobs)
+        let playJobs = options.scenario == nil ? Int((Double(options.jobs) * options.playShare).rounded()) : 0
+        let play: PlaySimulator? = playJobs > 0 ? Self.playSimulator() : nil
+        var generated =
+            try options.scenario.map { try $0(simulator) } ?? generator.generate(count: options.jobs - playJobs)
+        if let play {
+            var playGenerator = PlayTrafficGenerator(
+                minter: play, packageName: DemoApp.playPackage, products: DemoApp.playTrafficProducts,
+                mix: options.playMix, seed: options.seed)
+            generated = PlayTrafficGenerator.interleave(
+                appStore: generated, play: try playGenerator.generate(count: playJobs), seed: options.seed)
+            play.stats.reset()
+        }
         simulator.stats.reset()
 
-        let directory = try DemoFiles(simulator: simulator)
+        let directory = try DemoFiles(simulator: simulator, play: play)
         defer { directory.remove() }
         let bootstrap = cluster.bootstrapServers
         let health = (0..<options.workers).map { _ in WorkerHealth() }
@@ -199,8 +218,9 @@ package struct DemoRun: Sendable {
                     TaskService { [options, logger] in
                         guard await begin.wait() != nil else { return }
                         let port = try await simulator.waitUntilReady()
+                        let playPort = try await play?.waitUntilReady()
                         let configuration = try Self.workerConfiguration(
-                            index: index, bootstrap: bootstrap, port: port, files: directory,
+                            index: index, bootstrap: bootstrap, port: port, playPort: playPort, files: directory,
                             ledgerURL: options.ledgerURL, jobDeadline: options.appleDeadline,
                             extra: options.workerSettings)
                         let runtime = WorkerRuntime(
@@ -214,16 +234,23 @@ package struct DemoRun: Sendable {
         // One group for the run's in-process parts: the simulator, the verdict reader, the entitlement service, the
         // workers. A group stops its services in reverse order: the workers drain first, while the simulator still
         // answers them.
+        let playServices: [any Service] = play.map { play in [TaskService { try await play.run() }] } ?? []
         let services: [any Service] =
-            [SimulatorService(simulator), collector] + (entitlements?.services ?? []) + workers
+            [SimulatorService(simulator)] + playServices + [collector] + (entitlements?.services ?? []) + workers
         return try await HarnessServices.run(services, logger: logger) {
             let port = try await simulator.waitUntilReady()
             simulator.setFaults(faultPlan())
+            var playPort: Int?
+            if let play {
+                playPort = try await play.waitUntilReady()
+                // The key file names the token URL, so it is written once the simulator has its port.
+                try directory.writePlayServiceAccount(play)
+            }
             let report = try await runPipeline(
                 DemoStage(
-                    bootstrap: bootstrap, simulator: simulator, port: port, generated: generated,
-                    directory: directory, health: health, begin: begin, stop: stop, tally: tally,
-                    collector: collector),
+                    bootstrap: bootstrap, simulator: simulator, port: port, play: play, playPort: playPort,
+                    generated: generated, directory: directory, health: health, begin: begin, stop: stop,
+                    tally: tally, collector: collector),
                 watch: watch, onProgress: onProgress)
             if let afterDecided = options.afterDecided {
                 let running = try await entitlements?.ready(bootstrap: bootstrap)
@@ -239,6 +266,8 @@ package struct DemoRun: Sendable {
         var bootstrap: String
         var simulator: AppleSimulator
         var port: Int
+        var play: PlaySimulator?
+        var playPort: Int?
         var generated: [GeneratedJob]
         var directory: DemoFiles
         var health: [WorkerHealth]
@@ -247,6 +276,13 @@ package struct DemoRun: Sendable {
         var stop: OneShot<Void>
         var tally: DemoTally
         var collector: TrafficReader
+    }
+
+    /// The Play simulator of a run with Google Play traffic, quiet as the Apple one.
+    private static func playSimulator() -> PlaySimulator {
+        var configuration = PlaySimulatorConfiguration()
+        configuration.logger.logLevel = .critical
+        return PlaySimulator(configuration: configuration)
     }
 
     private func faultPlan() -> FaultPlan {
@@ -277,7 +313,7 @@ package struct DemoRun: Sendable {
                 do {
                     for index in 0..<options.workers {
                         let settings = Self.workerSettings(
-                            index: index, bootstrap: bootstrap, port: port, files: directory,
+                            index: index, bootstrap: bootstrap, port: port, playPort: stage.playPort, files: directory,
                             ledgerURL: options.ledgerURL, jobDeadline: options.appleDeadline,
                             extra: options.workerSettings)
                         // Checked here, so a bad setting fails with its key rather than as a child that exits.
@@ -342,10 +378,17 @@ package struct DemoRun: Sendable {
                 }
                 let elapsed = started.duration(to: .now)
                 if let watch, !processes.isEmpty { await watch.decided(processes) }
-                let workerExits = await shutDown()
                 var report = tally.report(
                     appleStats: simulator.stats.snapshot(), started: started, elapsed: elapsed,
                     workers: options.workers, partitions: options.partitions)
+                if let play = stage.play {
+                    // The workers acknowledge after the grant, in the background: they must still run meanwhile.
+                    let all = try await DemoPlayCalls.awaitFollowUps(
+                        report.entries, simulator: play, limit: .seconds(30))
+                    if !all { logger.warning("demo: some granted Play purchases were not acknowledged within 30 s") }
+                    report.playCalls = DemoPlayCalls.count(report.entries, simulator: play)
+                }
+                let workerExits = await shutDown()
                 report.produced = produced
                 report.workerExits = workerExits
                 // The workers return once drained; the progress reporter only ends by cancellation.
@@ -367,12 +410,12 @@ package struct DemoRun: Sendable {
 
     /// The configuration `verify-worker run` would read, pointing at the in-process cluster, simulator and ledger.
     package static func workerConfiguration(
-        index: Int, bootstrap: String, port: Int, files: DemoFiles, ledgerURL: String? = nil,
+        index: Int, bootstrap: String, port: Int, playPort: Int? = nil, files: DemoFiles, ledgerURL: String? = nil,
         jobDeadline: Duration = .seconds(30), extra: [String: String] = [:], environment: [String: String] = [:]
     ) throws -> WorkerConfiguration {
         try configuration(
             workerSettings(
-                index: index, bootstrap: bootstrap, port: port, files: files, ledgerURL: ledgerURL,
+                index: index, bootstrap: bootstrap, port: port, playPort: playPort, files: files, ledgerURL: ledgerURL,
                 jobDeadline: jobDeadline, extra: extra),
             environment: environment)
     }
@@ -386,10 +429,10 @@ package struct DemoRun: Sendable {
         return try WorkerConfiguration(sources)
     }
 
-    /// The worker's configuration keys and values (`extra` over the demo's own).
+    /// The worker's configuration keys and values (`extra` over the demo's own); `playPort`: the Play simulator's.
     package static func workerSettings(
-        index: Int, bootstrap: String, port: Int, files: DemoFiles, ledgerURL: String?, jobDeadline: Duration,
-        extra: [String: String]
+        index: Int, bootstrap: String, port: Int, playPort: Int? = nil, files: DemoFiles, ledgerURL: String?,
+        jobDeadline: Duration, extra: [String: String]
     ) -> [String: String] {
         var flags = [
             "brokers": bootstrap,
@@ -406,6 +449,10 @@ package struct DemoRun: Sendable {
             "drain_timeout_s": "5",
             "kafka_properties": DemoRun.mockFetchProperties,
         ]
+        if let playPort {
+            flags["google_play_api_url"] = "http://127.0.0.1:\(playPort)"
+            flags["google_play_token_url"] = "http://127.0.0.1:\(playPort)/token"
+        }
         flags.merge(extra) { _, new in new }
         return flags
     }
@@ -715,13 +762,28 @@ package struct DemoFiles: Sendable {
     package let catalog: URL
     package let anchors: [URL]
     package let ledger: URL
+    /// With a Play simulator: the Play app's licensing key and its service account's key file (written by
+    /// ``writePlayServiceAccount(_:)``, once the simulator listens).
+    package let playLicensingKey: URL?
+    package let playServiceAccount: URL?
 
-    package init(simulator: AppleSimulator) throws {
+    package init(simulator: AppleSimulator, play: PlaySimulator? = nil) throws {
         directory = FileManager.default.temporaryDirectory.appendingPathComponent(
             "verify-worker-demo-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         catalog = directory.appendingPathComponent("catalog.json")
-        try JSONEncoder().encode(DemoApp.catalog).write(to: catalog)
+        if let play {
+            let keyFile = directory.appendingPathComponent("play-licensing-key.txt")
+            try Data(try play.licensingKey(packageName: DemoApp.playPackage).utf8).write(to: keyFile)
+            (playLicensingKey, playServiceAccount) = (
+                keyFile, directory.appendingPathComponent("play-service-account.json")
+            )
+        } else {
+            (playLicensingKey, playServiceAccount) = (nil, nil)
+        }
+        try JSONEncoder().encode(
+            DemoApp.catalog(licensingKeyFile: playLicensingKey, serviceAccountKeyFile: playServiceAccount)
+        ).write(to: catalog)
         let pem = try simulator.pki.rootsPEM()
         let marker = "-----END CERTIFICATE-----"
         var anchors: [URL] = []
@@ -733,6 +795,12 @@ package struct DemoFiles: Sendable {
         }
         self.anchors = anchors
         ledger = directory.appendingPathComponent("ledger.sqlite")
+    }
+
+    /// Issues the Play app's service account at `play` (listening) and writes its key file.
+    package func writePlayServiceAccount(_ play: PlaySimulator) throws {
+        guard let playServiceAccount else { return }
+        try play.issueServiceAccount(packages: [DemoApp.playPackage]).writeKeyFile(to: playServiceAccount)
     }
 
     package func remove() { try? FileManager.default.removeItem(at: directory) }

@@ -35,6 +35,7 @@ struct BenchCommand: AsyncParsableCommand {
             HarnessCommand<BenchEntitlementsArguments>.self,
             HarnessCommand<BenchReconcileArguments>.self,
             HarnessCommand<BenchNotificationsArguments>.self,
+            HarnessCommand<BenchPlayArguments>.self,
         ]
     )
 }

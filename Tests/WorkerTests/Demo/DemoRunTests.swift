@@ -11,8 +11,11 @@ struct DemoRunTests {
         .otherApp: 0.4, .cracker: 0.15, .repeated: 0.12, .forged: 0.08, .genuine: 0.25,
     ])
 
+    /// Google Play's kinds, with enough repeats that both accounts' repeats occur.
+    static let playMix = TrafficMix(shares: [.otherApp: 0.3, .forged: 0.25, .repeated: 0.15, .genuine: 0.3])
+
     @Test(
-        "every category gets its verdict, each job exactly one decision, and Apple sees only receipts it must check",
+        "every category of both stores gets its verdict, each job exactly one decision, Apple sees only receipts it must check, Google is read once and acknowledged once per genuine purchase",
         .timeLimit(.minutes(2)), arguments: LedgerBackend.allCases)
     func seedMixVerdicts(backend: LedgerBackend) async throws {
         let ledgerURL = try LedgerTestSupport.freshURL(backend)
@@ -23,9 +26,12 @@ struct DemoRunTests {
         options.mix = Self.mix
         options.repeatsLast = true
         options.progressInterval = nil
+        options.playShare = 0.4
+        options.playMix = Self.playMix
         let report = try await DemoRun(options: options).run()
 
         #expect(report.entries.count == 300)
+        #expect(report.jobsPerStore == [.appStore: 180, .googlePlay: 120])
         // Exactly one decision per job. A job read again after a rebalance (two workers on a loaded machine; seen
         // in full-suite runs) is decided again and its verdict published again, as at-least-once delivery allows:
         // with the same verdict id, outcome and reason, which is what consumers de-duplicate on.
@@ -40,8 +46,12 @@ struct DemoRunTests {
             "other_app": "rejected/wrong_bundle", "cracker": "rejected/malformed",
             "forged": "rejected/not_authenticated", "genuine": "granted",
             "repeat (other account)": "rejected/replayed", "repeat (same account)": "already_granted/already_owned",
+            "play other_app": "rejected/wrong_bundle", "play forged": "rejected/not_authenticated",
+            "play genuine": "granted", "play repeat (other account)": "rejected/replayed",
+            "play repeat (same account)": "already_granted/already_owned",
         ]
         let rows = report.verdictsByRow
+        #expect(Set(rows.keys) == Set(expected.keys))
         for (row, label) in expected {
             #expect(rows[row].map { Array($0.keys) } == [label], "\(row): \(rows[row] ?? [:])")
         }
@@ -50,12 +60,27 @@ struct DemoRunTests {
         // else. Asked about, not called once for: a job read again after a rebalance (two workers, a loaded machine)
         // asks again, as at-least-once delivery allows.
         let receiptBased = report.entries.filter {
-            $0.generated.category == .genuine && $0.generated.format != .signedTransaction
+            $0.generated.job.proof.store == .appStore && $0.generated.category == .genuine
+                && $0.generated.format != .signedTransaction
         }
         #expect(report.appleStats.distinct == receiptBased.count, "\(report.appleStats)")
         #expect(report.appleCalls >= receiptBased.count, "\(report.appleStats.requests)")
         #expect(report.appleStats.statuses["21007", default: 0] + report.appleStats.statuses["21008", default: 0] == 0)
         #expect(receiptBased.count > 0)
+
+        // Google is read about every genuine Play purchase (again only when a job is read again), never about junk
+        // or a repeat, and every grant is acknowledged or consumed before the demo ends.
+        let play = try #require(report.playCalls)
+        let genuinePlay = report.entries.filter {
+            $0.generated.job.proof.store == .googlePlay && $0.generated.category == .genuine
+        }
+        #expect(play.genuinePurchases == genuinePlay.count)
+        #expect(play.genuinePurchases > 0)
+        #expect(play.genuineReads >= play.genuinePurchases)
+        #expect(play.genuineFollowUps == play.genuinePurchases, "one acknowledge or consume per genuine purchase")
+        #expect(play.otherCalls == 0, "no Google call for junk")
+        #expect(play.granted == play.genuinePurchases)
+        #expect(play.followedUp == play.granted)
     }
 
     @Test(
