@@ -29,6 +29,13 @@ package struct BenchPlayArguments: HarnessArguments {
     @Option(help: "Partitions of every topic.")
     package var partitions = 8
 
+    @Option(
+        help: """
+            Each worker's google_play_minute_quota (default: Google's 3,000 a minute per bucket, which bounds a \
+            worker's reads to 50/s per bucket); raise it to measure the path rather than the quota.
+            """)
+    package var googlePlayMinuteQuota: Int?
+
     @Flag(inversion: .prefixedNo, help: "Also run the App Store path, for ratios.")
     package var appStore = true
 
@@ -36,10 +43,15 @@ package struct BenchPlayArguments: HarnessArguments {
 
     package func validate() throws {
         guard jobs > 0, workers > 0, partitions > 0 else { throw ValidationError("counts must be positive") }
+        if let googlePlayMinuteQuota, !(1...10_000_000).contains(googlePlayMinuteQuota) {
+            throw ValidationError("--google-play-minute-quota must be 1 to 10000000")
+        }
     }
 
     package func run() async throws {
-        let bench = PlayBenchmark(jobs: jobs, workers: workers, partitions: partitions) { line in
+        let bench = PlayBenchmark(
+            jobs: jobs, workers: workers, partitions: partitions, minuteQuota: googlePlayMinuteQuota
+        ) { line in
             FileHandle.standardError.write(Data("bench play: \(line)\n".utf8))
         }
         try printJSON(try await bench.run(appStore: appStore), snakeCaseKeys: true)

@@ -9,8 +9,14 @@ package struct PlayBenchmark: Sendable {
     package var workers: Int
     package var partitions: Int
     package var log: @Sendable (String) -> Void
+    /// Each worker's `google_play_minute_quota`; nil: the default (Google's 3,000 a minute per bucket), which bounds a
+    /// worker's reads to 50 a second per bucket.
+    package var minuteQuota: Int?
 
-    package init(jobs: Int, workers: Int, partitions: Int, log: @escaping @Sendable (String) -> Void) {
+    package init(
+        jobs: Int, workers: Int, partitions: Int, minuteQuota: Int? = nil, log: @escaping @Sendable (String) -> Void
+    ) {
+        self.minuteQuota = minuteQuota
         self.jobs = jobs
         self.workers = workers
         self.partitions = partitions
@@ -86,6 +92,7 @@ package struct PlayBenchmark: Sendable {
         options.partitions = partitions
         options.progressInterval = nil
         options.playShare = playShare
+        if let minuteQuota { options.workerSettings["google_play_minute_quota"] = String(minuteQuota) }
         if playShare > 0 { options.playMix = mix } else { options.mix = mix }
         let report = try await DemoRun(options: options).run()
         let seconds = Double(report.elapsed.components.seconds) + Double(report.elapsed.components.attoseconds) * 1e-18
