@@ -149,14 +149,30 @@ public final class GooglePlayAPIClient<C: GateClock>: Sendable where C.Instant: 
         var attempt = 1
         var priority = CallPriority.firstAttempt
         var refreshedAfter401 = false
-        var accessToken: String
-        switch await tokens.token() {
-        case .token(let token): accessToken = token
-        case .refused(let error): return .configurationRefused(error)
-        case .unavailable(let advice): return .retryable(advice)
-        case .failed(let error): return .failed(error)
-        }
+        // The token to send; nil: one is needed (first, or after the API refused the cached one).
+        var currentToken: String?
+        // The token the API refused, to be replaced.
+        var refused: String?
         while true {
+            if currentToken == nil {
+                let result: GooglePlayAccessTokens.Result
+                if let refused { result = await tokens.replace(refused) } else { result = await tokens.token() }
+                switch result {
+                case .token(let token):
+                    currentToken = token
+                    refused = nil
+                case .refused(let error): return .configurationRefused(error)
+                case .failed(let error): return .failed(error)
+                case .unavailable(let advice):
+                    // The token endpoint is down or throttled: retried within the deadline like the API's own 5xx.
+                    let outcome = GooglePlayOutcome<Answer>.retryable(advice)
+                    guard await waitToRetry(attempt: attempt, after: advice, deadline: deadline) else { return outcome }
+                    attempt += 1
+                    priority = .retry
+                    continue
+                }
+            }
+            guard let accessToken = currentToken else { continue }
             let permit: AppleCallGate<C>.Permit
             do {
                 permit = try await gate.acquire(endpoint, priority: priority, deadline: deadline)
@@ -184,12 +200,8 @@ public final class GooglePlayAPIClient<C: GateClock>: Sendable where C.Instant: 
                             Self.apiError(response, code: .accessDenied, detail: "\(endpoint): access token refused"))
                     }
                     refreshedAfter401 = true
-                    switch await tokens.replace(accessToken) {
-                    case .token(let token): accessToken = token
-                    case .refused(let error): return .configurationRefused(error)
-                    case .unavailable(let advice): return .retryable(advice)
-                    case .failed(let error): return .failed(error)
-                    }
+                    refused = accessToken
+                    currentToken = nil
                     continue
                 }
                 (outcome, gateOutcome) = Self.classify(response, latency: latency, endpoint: endpoint, decode: decode)
@@ -222,6 +234,23 @@ public final class GooglePlayAPIClient<C: GateClock>: Sendable where C.Instant: 
             attempt += 1
             priority = .retry
         }
+    }
+
+    /// Sleeps the retry policy's delay before another attempt after `advice` (its `Retry-After` at least); false when
+    /// the policy or the deadline says to stop.
+    private func waitToRetry(attempt: Int, after advice: GooglePlayRetryAdvice, deadline: C.Instant?) async -> Bool {
+        let remaining = deadline.map { clock.now.duration(to: $0) }
+        let outcome: CallOutcome = advice.retryAfter.map { .throttled(retryAfter: $0) } ?? .failure
+        let decision = random.withLock {
+            retryPolicy.decide(attempt: attempt, outcome: outcome, remainingUntilDeadline: remaining, using: &$0)
+        }
+        guard case .retry(let delay) = decision else { return false }
+        do {
+            try await clock.sleep(for: delay)
+        } catch {
+            return false
+        }
+        return true
     }
 
     /// Every status's outcome, and how the gate counts it: Google's answers (200, 400, 403, 404, 410) are successes

@@ -214,55 +214,42 @@ struct GooglePlayAPIClientTests {
     }
 
     @Test(
-        "the token exchange goes through the gate: the token endpoint's 429 holds the store's calls",
+        "the token exchange goes through the gate: the token endpoint's 429 holds the store's calls, and the call waits its Retry-After and goes on",
         .timeLimit(.minutes(2)))
     func tokenExchangeThroughGate() async throws {
         try await AppleClientsFakeServer.withRunning { server, base in
             let play = try Harness(server: server, baseURL: base)
             server.enqueue("/token", .json(#"{"error":"rate_limited"}"#, status: 429, headers: ["Retry-After": "30"]))
+            server.setFallback("/token", Harness.tokenReply())
+            server.setFallback(subscriptionPath, .json(Harness.subscriptionJSON))
+            let started = play.clock.now
             let outcome = await play.driving {
                 await play.client.subscription(packageName: Harness.package, token: Harness.token)
             }
-            guard case .retryable(let advice) = outcome else {
-                Issue.record("expected retryable, got \(outcome)")
-                return
-            }
-            #expect(advice.reason == .httpStatus(429) && advice.retryAfter == .seconds(30))
-            #expect(play.gate.snapshot().isHeld, "the token endpoint's Retry-After holds Google Play's gate")
-            #expect(server.received(path: subscriptionPath).isEmpty)
+            #expect(outcome.answer != nil, "\(outcome)")
+            #expect(started.duration(to: play.clock.now) >= .seconds(30), "the token endpoint's Retry-After held it")
+            #expect(server.received(path: "/token").count == 2)
+            #expect(server.received(path: subscriptionPath).count == 1)
         }
     }
 
     @Test(
-        "an acknowledge or consume answered 400 counts as accepted only when the purchase reads as done",
+        "a token endpoint that stays down ends the call retryable at its deadline, never a refusal",
         .timeLimit(.minutes(2)))
-    func repeatedAcknowledge() async throws {
+    func tokenEndpointDown() async throws {
         try await AppleClientsFakeServer.withRunning { server, base in
             let play = try Harness(server: server, baseURL: base)
-            server.setFallback("/token", Harness.tokenReply())
-            let invalidState = AppleClientsFakeServer.Reply.json(
-                #"{"error":{"code":400,"message":"The purchase is not in a valid state","status":"INVALID_ARGUMENT"}}"#,
-                status: 400)
-            let ackProduct = Harness.apiPrefix + "/products/coins_100/tokens/\(Harness.token):acknowledge"
-            let consume = Harness.apiPrefix + "/products/coins_100/tokens/\(Harness.token):consume"
-            server.setFallback(ackProduct, invalidState)
-            server.setFallback(consume, invalidState)
-            // productJSON reads as acknowledged and not consumed.
-            server.setFallback(productPath, .json(Harness.productJSON))
-            let acknowledged = await play.driving {
-                await play.client.acknowledgeProduct(
-                    packageName: Harness.package, productID: "coins_100", token: Harness.token)
+            server.setFallback("/token", .json(#"{"error":"unavailable"}"#, status: 503))
+            let deadline = play.clock.now.advanced(by: .seconds(5))
+            let outcome = await play.driving {
+                await play.client.subscription(packageName: Harness.package, token: Harness.token, deadline: deadline)
             }
-            #expect(acknowledged.answer != nil, "already acknowledged: accepted")
-            let consumed = await play.driving {
-                await play.client.consumeProduct(
-                    packageName: Harness.package, productID: "coins_100", token: Harness.token)
-            }
-            guard case .rejected = consumed else {
-                Issue.record("not consumed yet: the 400 stands, got \(consumed)")
+            guard case .retryable = outcome else {
+                Issue.record("expected retryable, got \(outcome)")
                 return
             }
-            #expect(server.received(path: productPath).count == 2, "one read back after each 400")
+            #expect(server.received(path: "/token").count >= 2, "retried within the deadline")
+            #expect(server.received(path: subscriptionPath).isEmpty)
         }
     }
 
