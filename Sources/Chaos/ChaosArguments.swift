@@ -24,6 +24,11 @@ package struct ChaosArguments: HarnessArguments {
     @Option(help: "Seed-mix jobs (short default; --long means 100,000).")
     package var jobs: Int?
 
+    @Option(
+        name: .customLong("play-share"),
+        help: "Share of the seed-mix jobs that are Google Play purchases, in a Play simulator (0: no Google Play).")
+    package var playShare: Double = 1.0 / 3
+
     @Flag(help: "Long mode: 100,000 jobs unless --jobs is given.")
     package var long = false
 
@@ -152,6 +157,7 @@ package struct ChaosArguments: HarnessArguments {
         guard (notificationTransactions ?? 1) >= 0 else {
             throw ValidationError("--notification-transactions must not be negative")
         }
+        guard (0...1).contains(playShare) else { throw ValidationError("--play-share must be 0...1") }
         guard faultHoldSeconds > 0 else { throw ValidationError("--fault-hold-s must be positive") }
         guard (fuzzHeavyShare ?? 0) >= 0, (fuzzHeavyShare ?? 0) <= 1 else {
             throw ValidationError("--fuzz-heavy-share must be 0...1")
@@ -182,6 +188,7 @@ package struct ChaosArguments: HarnessArguments {
         var configuration = ChaosConfiguration(binary: RunningExecutable.url, logger: logger)
         configuration.jobs = jobs ?? (long ? 100_000 : 2_000)
         configuration.workers = workers
+        configuration.playShare = playShare
         configuration.seed = seed
         configuration.duration = duration.map { .seconds($0) }
         configuration.fuzz = fuzz

@@ -21,10 +21,12 @@ public struct ChaosEntitlementTruth: Sendable {
     public init(
         jobs: [ChaosSubmittedJob], claims: [String: ChaosClaim], verdicts: [Verdict], catalog: Catalog
     ) {
-        var products: [String: (product: String, quantity: Int)] = [:]
+        var products: [String: (product: String, quantity: Int, store: Store)] = [:]
         for verdict in verdicts {
             for transaction in verdict.transactions {
-                products[transaction.transactionID] = (transaction.productID, max(1, transaction.quantity ?? 1))
+                products[transaction.transactionID] = (
+                    transaction.productID, max(1, transaction.quantity ?? 1), verdict.store
+                )
             }
         }
         for job in jobs where Identifier.isValid(job.accountID) {
@@ -32,16 +34,31 @@ public struct ChaosEntitlementTruth: Sendable {
         }
         let grantable = Set(jobs.compactMap(\.grantableTransactionID))
         for transactionID in grantable.sorted() {
-            guard let claim = claims[transactionID], let (product, quantity) = products[transactionID] else { continue }
-            let type = catalog.type(of: product, expiresDate: nil)
+            guard let claim = claims[transactionID], let (product, quantity, store) = products[transactionID] else {
+                continue
+            }
+            let type = Self.type(of: product, in: store, catalog: catalog)
             var account = accounts[claim.accountID] ?? Account()
             if type == .consumable {
                 account.consumables[product, default: 0] += quantity
             } else {
-                account.active.formUnion(catalog.entitlements(of: product, type: type))
+                account.active.formUnion(Self.entitlements(of: product, type: type, in: store, catalog: catalog))
             }
             accounts[claim.accountID] = account
         }
+    }
+
+    /// The product's type in the verdict's store's list (product ids are each store's own); unlisted, as the
+    /// catalog judges a product without an expiry.
+    static func type(of product: String, in store: Store, catalog: Catalog) -> ProductType {
+        catalog.productType(of: product, in: store) ?? catalog.type(of: product, expiresDate: nil)
+    }
+
+    /// The entitlements the product grants in the verdict's store's list (the product's own id when unlisted).
+    static func entitlements(of product: String, type: ProductType, in store: Store, catalog: Catalog) -> [String] {
+        guard store == .googlePlay else { return catalog.entitlements(of: product, type: type) }
+        if type == .consumable { return [] }
+        return catalog.playProducts[product]?.entitlements ?? [product]
     }
 
     /// The differences between the API's answer for `account` and the truth, in words (empty: it agrees).

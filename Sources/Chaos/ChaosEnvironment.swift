@@ -32,6 +32,7 @@ final class ChaosEnvironment: Sendable {
     private struct Services {
         var broker: ChildProcess?
         var simulator: ChildProcess?
+        var playSimulator: ChildProcess?
         var workers: [ChildProcess?] = []
         var metricsPorts: [Int] = []
         var entitlements: ChildProcess?
@@ -72,7 +73,23 @@ final class ChaosEnvironment: Sendable {
         builder.ios6Refunds = configuration.ios6Refunds
         builder.fuzzMaximumSize = configuration.fuzzMaximumSize
         builder.fuzzHeavyShare = configuration.fuzzHeavyShare
-        let traffic = try builder.build(jobs: configuration.jobs, fuzz: configuration.fuzz)
+        let playJobs = Int(Double(configuration.jobs) * min(1, max(0, configuration.playShare)))
+        var traffic = try builder.build(jobs: max(1, configuration.jobs - playJobs), fuzz: configuration.fuzz)
+        var catalog = ChaosApp.catalog
+        var playPurchases: [ChaosPlayPurchase] = []
+        if playJobs > 0 {
+            // The Play simulator keeps its purchases in memory: it starts first, and the traffic is minted in it.
+            let play = try await startPlaySimulator()
+            playPurchases = try await ChaosPlayTrafficBuilder(simulator: play, runID: runID)
+                .build(jobs: playJobs, into: &traffic)
+            traffic.shuffleBursts(seed: configuration.seed ^ 0x9_1A7)
+            let licensingKeyFile = directory.appendingPathComponent("play-licensing-key")
+            try Data(try await play.licensingKey(packageName: ChaosPlayApp.packageName).utf8).write(
+                to: licensingKeyFile)
+            catalog = ChaosPlayApp.catalog(
+                licensingKeyFile: licensingKeyFile, serviceAccountKeyFile: playServiceAccountFile)
+        }
+        let playJobIDs = Set(traffic.jobs.filter { $0.category.hasPrefix("play_") }.map(\.jobID))
 
         // 2. Services. Topics get enough partitions that the planned volume stays far below the mock broker's
         // 5 MiB per partition (see ``ChaosHarnessError``), and the submitter keeps a window of unsettled bytes.
@@ -87,7 +104,7 @@ final class ChaosEnvironment: Sendable {
                 LogKeys.chaosMessages: "\(traffic.messages.count)", LogKeys.chaosPlannedMB: "\(plannedBytes >> 20)",
                 LogKeys.chaosPartitions: "\(partitions)", LogKeys.chaosWindowKB: "\(window >> 10)",
             ])
-        let (bootstrap, ledgerURL) = try await startCluster(simulatorState)
+        let (bootstrap, ledgerURL) = try await startCluster(simulatorState, catalog: catalog)
 
         // 3. Read verdicts and dead letters; submit; inject faults meanwhile.
         var retention: ChaosRetentionCheck.Outcome = ([], ([], []))
@@ -138,6 +155,14 @@ final class ChaosEnvironment: Sendable {
                     ])
             }
             let settledInTime = await tally.waitUntilSettled(expectedSettled, within: configuration.settleTimeout)
+            if let play = playSimulator, !playPurchases.isEmpty {
+                // Acknowledgements follow a grant (and a crash's sweep takes a lease to expire): the workers stay up
+                // until every granted Play purchase has had its call.
+                let checker = ChaosPlayChecker(
+                    jobs: traffic.jobs.filter { playJobIDs.contains($0.jobID) }, purchases: playPurchases)
+                await waitForPlayFollowUps(
+                    play, tokens: checker.grantedTokens(tally.snapshot.verdicts), within: configuration.settleTimeout)
+            }
             if settledInTime {
                 let stalled = await uncommittedPartitions(
                     bootstrap: bootstrap, producer: producer, partitions: partitions)
@@ -145,8 +170,9 @@ final class ChaosEnvironment: Sendable {
             }
             // Not only after a clean settle: the family reads the ledger and the simulator, not the harness's reader.
             if configuration.notifications {
+                // Apple's lifecycle events are for App Store purchases only.
                 notifications = await runNotificationPhase(
-                    verdicts: tally.snapshot.verdicts, ledgerURL: ledgerURL,
+                    verdicts: tally.snapshot.verdicts.filter { $0.store == .appStore }, ledgerURL: ledgerURL,
                     stateDirectory: simulatorState.stateDirectory)
             }
             logger.info(
@@ -221,14 +247,27 @@ final class ChaosEnvironment: Sendable {
             verdicts: snapshot.verdicts, deadLetters: snapshot.deadLetters, ledger: ledgerView)
         if configuration.entitlements {
             let truth = ChaosEntitlementTruth(
-                jobs: traffic.jobs, claims: ledgerView.claims, verdicts: snapshot.verdicts,
-                catalog: Self.entitlementCatalog)
+                jobs: traffic.jobs, claims: ledgerView.claims, verdicts: snapshot.verdicts, catalog: catalog)
             let entitlementViolations = await checkEntitlements(
                 truth, skipping: notifications?.touchedAccounts ?? [])
             services.withLock { $0.violations += entitlementViolations }
         }
+        var playReport: ChaosPlayReport?
+        var playViolations: [ChaosViolation] = []
+        if let play = playSimulator, !playPurchases.isEmpty {
+            let checker = ChaosPlayChecker(
+                jobs: traffic.jobs.filter {
+                    playJobIDs.contains($0.jobID) && !retention.deleted.jobs.contains($0.jobID)
+                },
+                purchases: playPurchases)
+            let truths = await play.truths(tokens: playPurchases.map(\.token))
+            var (playFound, report) = checker.check(verdicts: snapshot.verdicts, truths: truths)
+            (report.requests, report.faultsInjected) = await play.stats()
+            playReport = report
+            playViolations = playFound
+        }
         let (faults, runViolations) = services.withLock { ($0.faults, $0.violations) }
-        var violations = runViolations + found + (notifications?.violations ?? [])
+        var violations = runViolations + found + playViolations + (notifications?.violations ?? [])
         if canary.hits > 0 {
             violations.append(.unexpectedAppleEndpoint("the URL bait listener (\(canary.hits) connections)"))
         }
@@ -238,7 +277,9 @@ final class ChaosEnvironment: Sendable {
         }
         let keyLines = (try? String(contentsOf: serverAPIKeyFile, encoding: .utf8))?.split(separator: "\n")
             .filter { !$0.hasPrefix("-----") }.map(String.init)
-        for finding in ChaosLogAudit.audit(directory: directory, secrets: [sharedSecret] + (keyLines ?? [])) {
+        for finding in ChaosLogAudit.audit(
+            directory: directory, secrets: [sharedSecret] + (keyLines ?? []) + playServiceAccountKeyLines)
+        {
             violations.append(.leakInLog(finding.description))
         }
         var kinds: [String: Int] = [:]
@@ -259,7 +300,8 @@ final class ChaosEnvironment: Sendable {
             harnessErrorKinds: harnessErrors.reduce(into: [:]) { $0[$1.kind.rawValue, default: 0] += 1 },
             harnessErrorExamples: harnessErrors.prefix(25).map(\.description), plannedMegabytes: plannedBytes >> 20,
             windowKilobytes: window >> 10, largestJobPartitionKilobytes: deliveries.largestPartitionBytes >> 10,
-            trimmedPartitions: trimmed, workerOffsetResets: workerOffsetResets(), notifications: notifications?.report)
+            trimmedPartitions: trimmed, workerOffsetResets: workerOffsetResets(), notifications: notifications?.report,
+            play: playReport)
     }
 
     /// Lines in which a worker's librdkafka reset a fetch position because the broker no longer held the offset
@@ -290,9 +332,11 @@ final class ChaosEnvironment: Sendable {
     /// Writes the workers' catalog (``ChaosApp/catalog``), starts the dev broker, the simulator process on
     /// `simulatorState`, the ledger and every worker, and waits until each worker is ready. Returns the bootstrap
     /// servers and the ledger's URL.
-    func startCluster(_ simulatorState: ChaosSimulatorState) async throws -> (bootstrap: String, ledgerURL: String) {
+    func startCluster(
+        _ simulatorState: ChaosSimulatorState, catalog: Catalog = ChaosApp.catalog
+    ) async throws -> (bootstrap: String, ledgerURL: String) {
         let catalogFile = directory.appendingPathComponent("catalog.json")
-        try JSONEncoder().encode(ChaosApp.catalog).write(to: catalogFile)
+        try JSONEncoder().encode(catalog).write(to: catalogFile)
         let bootstrap = try await startBroker()
         let simulatorURL = try await startSimulator(
             stateDirectory: simulatorState.stateDirectory, secretFile: simulatorState.secretFile)
@@ -517,6 +561,57 @@ final class ChaosEnvironment: Sendable {
         return String(line.dropFirst("listening=".count))
     }
 
+    /// Where the Play simulator writes the service-account key file the workers read.
+    var playServiceAccountFile: URL { directory.appendingPathComponent("play-service-account.json") }
+
+    /// The Play simulator's HTTP API, once it was started.
+    var playSimulator: ChaosPlaySimulator? {
+        services.withLock { $0.playSimulator }?.lines.first { $0.hasPrefix("listening=") }
+            .map { ChaosPlaySimulator(base: String($0.dropFirst("listening=".count))) }
+    }
+
+    /// Starts the Play simulator process (its clock at real time: no purchase nears Google's three days to be
+    /// acknowledged), which writes the service-account key file the workers read.
+    func startPlaySimulator() async throws -> ChaosPlaySimulator {
+        let simulator = try ChildProcess(
+            name: "play-sim", executable: configuration.binary.path,
+            arguments: ["play-sim", "--port", "0", "--service-account-file", playServiceAccountFile.path],
+            logFile: log("play-sim"), readsLines: true, exitsWithParent: true)
+        services.withLock { $0.playSimulator = simulator }
+        guard await simulator.waitForLine(timeout: .seconds(120), where: { $0.hasPrefix("listening=") }) != nil,
+            let play = playSimulator
+        else {
+            throw ChaosError("play-sim did not print listening= within 120 s (log: \(log("play-sim").path))")
+        }
+        return play
+    }
+
+    /// The lines of the Play service account's private key (the log audit looks for them).
+    var playServiceAccountKeyLines: [String] {
+        guard let data = try? Data(contentsOf: playServiceAccountFile),
+            let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any],
+            let key = object["private_key"] as? String
+        else { return [] }
+        return key.split(separator: "\n").filter { !$0.hasPrefix("-----") && !$0.isEmpty }.map(String.init)
+    }
+
+    /// Waits, at most `limit`, until every purchase of `tokens` had its acknowledge or consume call.
+    func waitForPlayFollowUps(_ play: ChaosPlaySimulator, tokens: Set<String>, within limit: Duration) async {
+        let deadline = clock.now.advanced(by: limit)
+        var waiting = tokens
+        while !waiting.isEmpty, clock.now < deadline {
+            let truths = await play.truths(tokens: waiting.sorted())
+            waiting = waiting.filter { token in
+                guard let truth = truths[token] else { return true }
+                return truth.acknowledgeCalls + truth.consumeCalls == 0
+            }
+            if waiting.isEmpty { break }
+            try? await Task.sleep(for: .milliseconds(500))
+        }
+        logger.info(
+            "chaos: Google Play follow-ups", metadata: [LogKeys.chaosSettled: "\(tokens.count - waiting.count)"])
+    }
+
     func startLedger() async throws -> String {
         if let url = configuration.ledgerURL { return url }
         guard let script = postgresScript else {
@@ -602,6 +697,13 @@ final class ChaosEnvironment: Sendable {
                 "VERIFY_FOLLOW_UP_CLAIM_LEASE_S": "15", "VERIFY_FOLLOW_UP_SWEEP_INTERVAL_S": "2",
             ]) { _, new in new }
         }
+        if let play = playSimulator {
+            environment.merge([
+                "VERIFY_GOOGLE_PLAY_API_URL": play.base, "VERIFY_GOOGLE_PLAY_TOKEN_URL": "\(play.base)/token",
+                // A killed worker's claimed acknowledgements are taken over within the run.
+                "VERIFY_FOLLOW_UP_CLAIM_LEASE_S": "15", "VERIFY_FOLLOW_UP_SWEEP_INTERVAL_S": "2",
+            ]) { _, new in new }
+        }
         if let properties = configuration.workerKafkaProperties { environment["VERIFY_KAFKA_PROPERTIES"] = properties }
         return environment
     }
@@ -666,9 +768,6 @@ final class ChaosEnvironment: Sendable {
     // MARK: Entitlement service
 
     static let entitlementsToken = "chaos-entitlements-token-0123456789"
-
-    /// The run's catalog as the entitlement service reads it (each product grants an entitlement named after it).
-    static var entitlementCatalog: Catalog { ChaosApp.catalog }
 
     private let entitlementsEnvironment = Mutex<[String: String]>([:])
 
@@ -810,11 +909,18 @@ final class ChaosEnvironment: Sendable {
         case apple503 = "apple_503"
         case appleTimeouts = "apple_timeouts"
         case killEntitlements = "kill_entitlements"
+        /// Google Play storms through the Play simulator's fault plans: every API call throttled (429 with
+        /// Retry-After), failing with 500 and 503, or access tokens expiring while the token endpoint is down.
+        case play429 = "play_429"
+        case play5xx = "play_5xx"
+        case playTokenEndpointDown = "play_token_endpoint_down"
         /// A worker restarted with a wrong shared secret beside healthy ones, then restarted right: no purchase may
         /// be recorded as a non-grant because of the worker's own configuration.
         case wrongSharedSecret = "wrong_shared_secret"
 
         var description: String { rawValue }
+
+        var isPlay: Bool { self == .play429 || self == .play5xx || self == .playTokenEndpointDown }
     }
 
     /// Every fault once, in a seeded order; with a duration, cycles until it has passed (estimated per step).
@@ -824,6 +930,7 @@ final class ChaosEnvironment: Sendable {
         let kinds = Fault.allCases.filter {
             (configuration.onlyFaults?.contains($0.rawValue) ?? true)
                 && ($0 != .killEntitlements || configuration.entitlements)
+                && (!$0.isPlay || configuration.playShare > 0)
         }
         guard !kinds.isEmpty else { return [] }
         var schedule = kinds.shuffled(using: &random)
@@ -929,6 +1036,16 @@ final class ChaosEnvironment: Sendable {
                 }
             } else {
                 detail = "skipped: the ledger was given with --ledger-url"
+            }
+        case .play429, .play5xx, .playTokenEndpointDown:
+            let seconds = Int(Self.seconds(hold).rounded(.up))
+            if let play = playSimulator, let plan = ChaosPlaySimulator.faultPlan(fault, seconds: seconds) {
+                target = "google_play"
+                if !(await play.setFaults(plan)) { detail = "POST /sim/faults refused the plan" }
+                try? await Task.sleep(for: hold)
+                await play.setFaults("{}")
+            } else {
+                detail = "skipped: no Play simulator"
             }
         case .apple21005, .apple503, .appleTimeouts:
             let ratio = min(1, max(0, configuration.appleFaultRatio))
@@ -1055,6 +1172,7 @@ final class ChaosEnvironment: Sendable {
             entitlements.signal(SIGKILL)
         }
         await simulator?.stop()
+        await services.withLock({ $0.playSimulator })?.stop()
         await broker?.stop()
         if let postgres, let script = postgresScript { _ = try? await runScript(script, ["stop"], state: postgres) }
     }

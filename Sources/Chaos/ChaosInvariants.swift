@@ -78,6 +78,14 @@ public enum ChaosViolation: Sendable, Hashable, CustomStringConvertible {
     case grantedToSeveralAccounts(transactionID: String, accounts: [String])
     /// One transaction granted by more than one job (of the same account): an entitlement given twice.
     case grantedTwice(transactionID: String, jobs: [String])
+    /// One Google Play purchase (a subscription's token, a one-time purchase's order id) granted to more than one
+    /// account or by more than one job.
+    case playGrantedTwice(purchase: String, detail: String)
+    /// A Google Play purchase granted and not acknowledged (or consumed) exactly once, or acknowledged without a
+    /// grant.
+    case playAcknowledgements(purchase: String, detail: String)
+    /// A Google Play purchase the simulator refunded (nobody acknowledged it within three days).
+    case playRefunded(purchase: String, state: String)
     /// A grant for something that is not an authentic, grantable purchase.
     case inauthenticGranted(jobID: String, transactionID: String?, category: String)
     /// An authentic purchase that no job got granted; `outcomes` are the verdicts its jobs got.
@@ -132,6 +140,10 @@ public enum ChaosViolation: Sendable, Hashable, CustomStringConvertible {
             "transaction \(tx) granted to \(accounts.count) accounts: \(accounts.joined(separator: ", "))"
         case .grantedTwice(let tx, let jobs):
             "transaction \(tx) granted by \(jobs.count) jobs: \(jobs.joined(separator: ", "))"
+        case .playGrantedTwice(let purchase, let detail): "Google Play purchase \(purchase) granted \(detail)"
+        case .playAcknowledgements(let purchase, let detail): "Google Play purchase \(purchase): \(detail)"
+        case .playRefunded(let purchase, let state):
+            "Google Play purchase \(purchase) refunded by Google Play (\(state)): never acknowledged in time"
         case .inauthenticGranted(let job, let tx, let category):
             "job \(job) (\(category)): granted \(tx ?? "nothing") but is not an authentic purchase"
         case .authenticNotGranted(let tx, let outcomes):
@@ -167,6 +179,9 @@ public enum ChaosViolation: Sendable, Hashable, CustomStringConvertible {
         case .wrongAccount: "wrong_account"
         case .grantedToSeveralAccounts: "granted_to_several_accounts"
         case .grantedTwice: "granted_twice"
+        case .playGrantedTwice: "play_granted_twice"
+        case .playAcknowledgements: "play_acknowledgements"
+        case .playRefunded: "play_refunded"
         case .inauthenticGranted: "inauthentic_granted"
         case .authenticNotGranted: "authentic_not_granted"
         case .notRejected: "not_rejected"

@@ -16,6 +16,9 @@ public struct ChaosConfiguration: Sendable {
     public var binary: URL
     /// Seed-mix jobs to submit (adversarial cases and malformed messages come on top). Default: 2 000.
     public var jobs = 2_000
+    /// Share of ``jobs`` that are Google Play jobs, minted in a Play simulator started beside Apple's (0: no Google
+    /// Play, no Play simulator). Default: a third.
+    public var playShare = 1.0 / 3
     /// Adversarial corpus messages to submit through the live workers. Default: 0.
     public var fuzz = 0
     /// Worker processes in the group. Default: 3.
@@ -93,7 +96,8 @@ public struct ChaosConfiguration: Sendable {
 /// One fault the schedule injected.
 public struct ChaosFaultRecord: Sendable, Codable, Hashable {
     /// `kill_worker`, `sigterm_worker`, `broker_down`, `broker_errors`, `postgres_outage`, `apple_21005`,
-    /// `apple_503`, `apple_timeouts`, and the notification family's `kill_gateway`, `kill_reconciler`.
+    /// `apple_503`, `apple_timeouts`, `play_429`, `play_5xx`, `play_token_endpoint_down`, and the notification
+    /// family's `kill_gateway`, `kill_reconciler`.
     public var kind: String
     /// What it hit (a worker index, a broker id), when it applies.
     public var target: String?
@@ -155,6 +159,8 @@ public struct ChaosReport: Sendable, Codable, ChaosPrintedReport {
     public var workerOffsetResets: Int
     /// The notification family's figures (nil when it did not run).
     public var notifications: ChaosNotificationReport?
+    /// The Google Play figures (nil without Google Play traffic).
+    public var play: ChaosPlayReport?
 
     enum CodingKeys: String, CodingKey {
         case jobs, messages, malformed, fuzz, cases, workers, partitions, seed, outcomes, faults, violations
@@ -179,6 +185,7 @@ public struct ChaosReport: Sendable, Codable, ChaosPrintedReport {
         case trimmedPartitions = "trimmed_partitions"
         case workerOffsetResets = "worker_offset_resets"
         case notifications
+        case play
     }
 }
 

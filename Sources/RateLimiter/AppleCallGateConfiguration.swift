@@ -86,14 +86,16 @@ public struct AppleCallGateConfiguration: Sendable, Hashable {
     /// A gate for Google Play's Developer API, labelled `google_play` in metrics: Google's per-endpoint limits
     /// (``EndpointRateLimit/googlePlayDefaults(minuteQuota:)``), its daily and per-minute quota budgets, and every
     /// other setting at its default. Each store has its own gate, so one store's `Retry-After` or open breaker never
-    /// holds the other's calls.
+    /// holds the other's calls. Its retry budget earns two retries a second without traffic, as the Apple gate's:
+    /// otherwise the retries a 5xx storm queued wait for first attempts that may never come (the last Play jobs of a
+    /// burst waited for their deadline).
     public static func googlePlay(
         workerID: String = "worker", dailyQuota: Int = QuotaBudget.googlePlayDailyQuota,
         minuteQuota: Int = QuotaBudget.googlePlayMinuteQuota
     ) -> AppleCallGateConfiguration {
         AppleCallGateConfiguration(
             label: "google_play", workerID: workerID,
-            rateLimits: EndpointRateLimit.googlePlayDefaults(minuteQuota: minuteQuota),
+            rateLimits: EndpointRateLimit.googlePlayDefaults(minuteQuota: minuteQuota), retryBudgetMinimumPerSecond: 2,
             quotaBudgets: QuotaBudget.googlePlayDefaults(daily: dailyQuota, perMinute: minuteQuota))
     }
 }

@@ -245,4 +245,32 @@ struct ChaosEntitlementTruthTests {
         #expect(truth.differences(account: "a1", active: [], consumables: ["coins": 2]) != nil)
         #expect(truth.differences(account: "a1", active: ["premium"], consumables: ["coins": 1]) != nil)
     }
+
+    @Test(
+        "a Google Play grant is looked up in the Play products: a Play-only consumable is counted, a Play product's entitlements are its own"
+    )
+    func playProducts() {
+        let catalog = Catalog(
+            products: [.init(id: "gems", type: .nonConsumable)],
+            playProducts: [
+                .init(id: "gems", type: .consumable),
+                .init(id: "pro", type: .autoRenewable, basePlans: ["monthly"], entitlements: ["premium"]),
+            ])
+        let jobs = [
+            ChaosSubmittedJob(jobID: "j1", accountID: "a1", grantableTransactionID: "GPA.1", category: "play"),
+            ChaosSubmittedJob(jobID: "j2", accountID: "a1", grantableTransactionID: "GPA.2", category: "play"),
+        ]
+        let verdicts = [("j1", "GPA.1", "gems"), ("j2", "GPA.2", "pro")].map { job, order, product in
+            Verdict(
+                verdictID: Verdict.legacyVerdictID(jobID: job), jobID: job, accountID: "a1", outcome: .granted,
+                decidedBy: .googlePlay, store: .googlePlay,
+                transactions: [.init(transactionID: order, productID: product, quantity: 3)], decidedAt: Date())
+        }
+        let claims = [
+            "GPA.1": ChaosClaim(transactionID: "GPA.1", accountID: "a1", grantedJobID: "j1"),
+            "GPA.2": ChaosClaim(transactionID: "GPA.2", accountID: "a1", grantedJobID: "j2"),
+        ]
+        let truth = ChaosEntitlementTruth(jobs: jobs, claims: claims, verdicts: verdicts, catalog: catalog)
+        #expect(truth.differences(account: "a1", active: ["premium"], consumables: ["gems": 3]) == nil)
+    }
 }

@@ -48,8 +48,14 @@ struct ChaosRunTests {
         #expect(report.violations == 0, "\(report.violationExamples.joined(separator: "\n")) (\(report.workDirectory))")
         // Every fault once, the entitlement service's SIGKILL included; its API then agrees with the run's truth
         // about every account (entitlement_mismatch violations otherwise). The notification family adds the SIGKILLs
-        // of the gateway, the reconciler and a worker.
-        #expect(report.faultsInjected == 13)
+        // of the gateway, the reconciler and a worker; the Google Play storms are three more.
+        #expect(report.faultsInjected == 16)
+        // A third of the jobs were Google Play's: none lost, every granted purchase acknowledged or consumed once
+        // (play_acknowledgements violations otherwise).
+        let play = try #require(report.play)
+        #expect(play.lost == 0)
+        #expect(play.purchasesGranted > 0)
+        #expect(play.acknowledgedOnce + play.consumedOnce == play.purchasesGranted)
         // The notification family ran: lifecycle events under dropped, duplicated and delayed notifications, and the
         // ledger agreed with Apple's truth (notification_drift, consumption_answers, finish_calls and
         // reconcile_budget violations otherwise).

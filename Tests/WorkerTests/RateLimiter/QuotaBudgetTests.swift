@@ -106,6 +106,22 @@ struct RateLimiterQuotaBudgetTests {
         #expect(StoreEndpoint("token") != StoreEndpoint.playToken)
     }
 
+    @Test(
+        "Google Play's retry budget earns retries without traffic: the retries a 5xx storm queued go on once no first attempt comes"
+    )
+    func googlePlayRetriesWithoutTraffic() {
+        let configuration = AppleCallGateConfiguration.googlePlay()
+        #expect(configuration.retryBudgetMinimumPerSecond == 2)
+        var budget = RetryBudget(
+            ratio: configuration.retryBudgetRatio, maximumTokens: configuration.retryBudgetMaximumTokens,
+            minimumPerSecond: configuration.retryBudgetMinimumPerSecond)
+        while budget.tryWithdrawRetry() {}
+        #expect(budget.timeUntilRetry == .milliseconds(500))
+        budget.earn(over: .milliseconds(500))
+        let retried = budget.tryWithdrawRetry()
+        #expect(retried)
+    }
+
     @Test("the daily window is Google's day, ending at midnight Pacific time in winter and in summer")
     func pacificDay() {
         let daily = QuotaBudget(name: "day", limit: 1, period: .pacificDay, endpoints: [])
