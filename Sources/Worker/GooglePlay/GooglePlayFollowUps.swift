@@ -298,11 +298,17 @@ public final class GooglePlayFollowUps: Sendable {
                     packageName: target.packageName, productID: target.productID, token: target.token,
                     subscription: target.action == .acknowledgeSubscription, deadline: deadline)
             }
-        // Cancelled (shutdown): the claim expires and a later sweep makes the call.
+        if case .answered = outcome {
+            // Google took the call: recorded even while the worker stops (in a task of its own, which the shutdown
+            // does not cancel), or a sweep would make it a second time.
+            await Task { await self.settle(target, .sent, detail: nil) }.value
+            return
+        }
+        // Cancelled (shutdown) before Google took it: the claim expires and a later sweep makes the call.
         guard !Task.isCancelled else { return }
         switch outcome {
         case .answered:
-            await settle(target, .sent, detail: nil)
+            break
         case .purchaseNotFound(let status):
             await settle(target, .failed, detail: "no such purchase (HTTP \(status))")
         case .rejected(let error):
@@ -336,15 +342,27 @@ public final class GooglePlayFollowUps: Sendable {
                 metadata: metadata(
                     target, [LogKeys.followUpState: "\(state.rawValue)", LogKeys.reason: "\(detail ?? "")"]))
         }
-        do {
-            try await store.settleFollowUp(
-                kind: target.kind, key: target.token, holder: configuration.holder, state: state, detail: detail,
-                retryAt: retryAt, now: now())
-        } catch {
-            // The claim expires and a sweep makes the call again: Google takes a repeat as accepted.
-            logger.warning(
-                "google play: call made but its record not updated (ledger)",
-                metadata: metadata(target, [LogKeys.error: "\(error)"]))
+        // Retried while the ledger is out, for as long as the claim holds (after that another worker may take the
+        // call over anyway): a record left claimed makes a second call.
+        let clock = ContinuousClock()
+        let giveUp = clock.now.advanced(by: configuration.claimLease)
+        var backoff = configuration.claimRetryBackoff.lowerBound
+        while true {
+            do {
+                try await store.settleFollowUp(
+                    kind: target.kind, key: target.token, holder: configuration.holder, state: state, detail: detail,
+                    retryAt: retryAt, now: now())
+                return
+            } catch let error as LedgerError where error.isRetryable && clock.now.advanced(by: backoff) < giveUp {
+                try? await clock.sleep(for: backoff)
+                backoff = min(backoff * 2, configuration.claimRetryBackoff.upperBound)
+            } catch {
+                // The claim expires and a sweep makes the call again: Google takes a repeat as accepted.
+                logger.warning(
+                    "google play: call made but its record not updated (ledger)",
+                    metadata: metadata(target, [LogKeys.error: "\(error)"]))
+                return
+            }
         }
     }
 

@@ -165,6 +165,37 @@ struct GooglePlayFollowUpsTests {
         }
     }
 
+    /// Google takes the call, and the worker is told to stop as the answer comes back.
+    final class StoppedAsAnswered: GooglePlayPurchaseCalls {
+        func acknowledge(
+            packageName: String, productID: String, token: String, subscription: Bool,
+            deadline: ContinuousClock.Instant
+        ) async -> GooglePlayOutcome<GooglePlayAccepted> {
+            withUnsafeCurrentTask { $0?.cancel() }
+            return .answered(GooglePlayAccepted())
+        }
+
+        func consume(
+            packageName: String, productID: String, token: String, deadline: ContinuousClock.Instant
+        ) async -> GooglePlayOutcome<GooglePlayAccepted> {
+            await acknowledge(
+                packageName: packageName, productID: productID, token: token, subscription: false,
+                deadline: deadline)
+        }
+    }
+
+    @Test("a call Google took is recorded sent even when the worker stops as its answer comes: no second call")
+    func acceptedWhileStopping() async throws {
+        try await LedgerTestSupport.withLedger(.sqlite) { ledger, _ in
+            let followUps = Self.followUps(ledger, StoppedAsAnswered(), holder: "worker-a", now: TestNow(Self.start))
+            let unlock = Self.job("unlock-1", product: "com.example.app.unlock", token: "token-unlock")
+            #expect(await followUps.verdictDelivered(Self.verdict(unlock), job: unlock))
+            await Self.drain(followUps)
+            let record = try await ledger.followUpRecord(kind: .playAcknowledge, key: "token-unlock")
+            #expect(record?.state == .sent)
+        }
+    }
+
     @Test("a consumable is consumed, which acknowledges it: no separate acknowledge")
     func consumable() async throws {
         try await LedgerTestSupport.withLedger(.sqlite) { ledger, _ in
