@@ -166,7 +166,10 @@ public final class GooglePlayAPIClient<C: GateClock>: Sendable where C.Instant: 
                 case .unavailable(let advice):
                     // The token endpoint is down or throttled: retried within the deadline like the API's own 5xx.
                     let outcome = GooglePlayOutcome<Answer>.retryable(advice)
-                    guard await waitToRetry(attempt: attempt, after: advice, deadline: deadline) else { return outcome }
+                    // Counted as the token endpoint's own overload or failure, as its admission reported it.
+                    let tokenOutcome: CallOutcome = advice.retryAfter.map { .throttled(retryAfter: $0) } ?? .failure
+                    guard await waitToRetry(.playToken, attempt: attempt, after: tokenOutcome, deadline: deadline)
+                    else { return outcome }
                     attempt += 1
                     priority = .retry
                     continue
@@ -217,18 +220,7 @@ public final class GooglePlayAPIClient<C: GateClock>: Sendable where C.Instant: 
             }
             gate.report(permit, gateOutcome)
             guard case .retryable = outcome else { return outcome }
-            let remaining = deadline.map { clock.now.duration(to: $0) }
-            let decision = random.withLock {
-                retryPolicy.decide(
-                    attempt: attempt, outcome: gateOutcome, remainingUntilDeadline: remaining, using: &$0)
-            }
-            guard case .retry(let delay) = decision else { return outcome }
-            logger.debug(
-                "google play: retrying",
-                metadata: [LogKeys.endpoint: "\(endpoint.name)", LogKeys.attempt: "\(attempt)"])
-            do {
-                try await clock.sleep(for: delay)
-            } catch {
+            guard await waitToRetry(endpoint, attempt: attempt, after: gateOutcome, deadline: deadline) else {
                 return outcome
             }
             attempt += 1
@@ -236,15 +228,18 @@ public final class GooglePlayAPIClient<C: GateClock>: Sendable where C.Instant: 
         }
     }
 
-    /// Sleeps the retry policy's delay before another attempt after `advice` (its `Retry-After` at least); false when
-    /// the policy or the deadline says to stop.
-    private func waitToRetry(attempt: Int, after advice: GooglePlayRetryAdvice, deadline: C.Instant?) async -> Bool {
+    /// Sleeps the retry policy's delay before another attempt after a failed one (its `Retry-After` at least); false
+    /// when the policy or the deadline says to stop.
+    private func waitToRetry(
+        _ endpoint: StoreEndpoint, attempt: Int, after outcome: CallOutcome, deadline: C.Instant?
+    ) async -> Bool {
         let remaining = deadline.map { clock.now.duration(to: $0) }
-        let outcome: CallOutcome = advice.retryAfter.map { .throttled(retryAfter: $0) } ?? .failure
         let decision = random.withLock {
             retryPolicy.decide(attempt: attempt, outcome: outcome, remainingUntilDeadline: remaining, using: &$0)
         }
         guard case .retry(let delay) = decision else { return false }
+        logger.debug(
+            "google play: retrying", metadata: [LogKeys.endpoint: "\(endpoint.name)", LogKeys.attempt: "\(attempt)"])
         do {
             try await clock.sleep(for: delay)
         } catch {
