@@ -47,12 +47,8 @@ public struct AppStore: PurchaseStore {
         self.logger = logger
     }
 
-    /// Twice the gate's maximum concurrency (the calls Apple may take at once, and as many jobs again waiting for a
-    /// permit, in the ledger or in Kafka around their calls, so the gate never lacks a caller), at least 256. Not
-    /// fewer: a job whose deadline passed while it was parked still takes a runner for its ledger write and its
-    /// verdict's delivery, and with a low maximum (4 in `bench pipeline` part e) a few runners would end thousands of
-    /// such jobs a few at a time; 256 waiting runners cost about 3 MB.
-    public var stageLimit: Int { max(256, 2 * apple.gate.configuration.concurrency.maximum) }
+    /// The store stage's runners for Apple's gate (``AppleCallGate/storeStageLimit``).
+    public var stageLimit: Int { apple.gate.storeStageLimit }
 
     public func appIdentifier(for bundleID: String?) -> Int64? { apps.appAppleID(for: bundleID) }
 

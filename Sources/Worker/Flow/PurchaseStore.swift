@@ -1,6 +1,7 @@
 import Decision
 import Foundation
 import Messages
+import RateLimiter
 
 /// What the job flow needs from a store: read a proof locally, and verify with the store what the proof and the
 /// ledger did not decide. A store reports facts (``PurchaseEvidence``) and never decides: the flow hands them to
@@ -43,4 +44,14 @@ public struct ProofReading: Sendable {
         self.facts = facts
         self.environment = environment
     }
+}
+
+extension AppleCallGate {
+    /// How many jobs a worker lets take the store step of a store called through this gate: twice the gate's maximum
+    /// concurrency (the calls the store may take at once, and as many jobs again waiting for a permit, in the ledger
+    /// or in Kafka around their calls, so the gate never lacks a caller), at least 256. Not fewer: a job whose
+    /// deadline passed while it was parked still takes a runner for its ledger write and its verdict's delivery, and
+    /// with a low maximum (4 in `bench pipeline` part e) a few runners would end thousands of such jobs a few at a
+    /// time; 256 waiting runners cost about 3 MB.
+    public var storeStageLimit: Int { max(256, 2 * configuration.concurrency.maximum) }
 }

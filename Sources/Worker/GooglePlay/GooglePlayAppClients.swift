@@ -103,6 +103,6 @@ extension GooglePlayStore {
             clients: clients.clients.mapValues { $0 as any GooglePlayPurchaseReads },
             subscriptionProducts: Set(catalog.playProducts.values.filter { $0.type == .autoRenewable }.map(\.id)),
             configurationWatch: configurationWatch, jobDeadline: jobDeadline,
-            stageLimit: max(256, 2 * clients.gate.configuration.concurrency.maximum), logger: logger)
+            stageLimit: clients.gate.storeStageLimit, logger: logger)
     }
 }
