@@ -69,6 +69,12 @@ public enum MetricNames {
     /// Gauge: seconds since the oldest Google Play grant whose acknowledge (or consume) Google has not accepted yet
     /// was recorded, from the ledger (the whole cluster's); 0 when none. Google refunds after three days.
     public static let googlePlayOldestUnacknowledged = "verify_google_play_oldest_unacknowledged_seconds"
+    /// Counter, `result` (as ``googlePlayAcknowledgements``): answers to Google Play's pending refund reviews
+    /// (`orders.reviewrefund`).
+    public static let googlePlayRefundReviews = "verify_google_play_refund_reviews_total"
+    /// Gauge: seconds since the oldest pending refund review Google has no answer to yet was recorded, from the
+    /// ledger; 0 when none. Google waits 24 hours for an answer.
+    public static let googlePlayOldestRefundReview = "verify_google_play_oldest_refund_review_seconds"
 
     // MARK: The Apple call gates (`RateLimiter`); each carries the label `gate`
     /// Gauge: the effective concurrency limit (local AIMD limit, lowered by remote signals).
@@ -242,6 +248,12 @@ public enum MetricNames {
         .init(
             googlePlayOldestUnacknowledged, .gauge, [], .worker,
             "Seconds since the oldest Google Play grant not yet acknowledged by Google was recorded (0 when none)."),
+        .init(
+            googlePlayRefundReviews, .counter, ["result"], .worker,
+            "Answers to Google Play's pending refund reviews (orders.reviewrefund), by result."),
+        .init(
+            googlePlayOldestRefundReview, .gauge, [], .worker,
+            "Seconds since the oldest Google Play refund review not yet answered was recorded (0 when none)."),
 
         // The Apple call gates of the worker.
         .init(
