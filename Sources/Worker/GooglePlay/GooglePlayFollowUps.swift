@@ -86,7 +86,10 @@ public struct GooglePlayFollowUpTarget: Sendable, Hashable {
     /// Reads a record's call back; nil when it is not a Google Play call or its place cannot be read.
     public init?(call: FollowUpRecord.Call) {
         let place = (call.environment ?? "").split(separator: "/", omittingEmptySubsequences: false)
-        guard place.count == 3, !place[0].isEmpty, !place[2].isEmpty, !call.key.isEmpty else { return nil }
+        // A review's product may be unknown (the ledger never saw the order); every other call names one.
+        guard place.count == 3, !place[0].isEmpty, !place[2].isEmpty || call.kind == .playRefundReview,
+            !call.key.isEmpty
+        else { return nil }
         orderID = nil
         switch (call.kind, place[1]) {
         case (.playConsume, "products"): action = .consume
@@ -244,8 +247,36 @@ public final class GooglePlayFollowUps: Sendable {
     ///   (a revoke or a drain) before the claim was recorded: the job then stays uncommitted and its next owner
     ///   claims the call.
     public func verdictDelivered(_ verdict: Verdict, job: ReceiptJob) async -> Bool {
+        if let review = Self.refundReview(of: verdict, job: job) {
+            return await refundReviewRequested(
+                packageName: review.packageName, productID: verdict.transactions.first?.productID ?? "",
+                orderID: review.orderID, pendingRefundToken: review.pendingRefundToken)
+        }
         guard let target = Self.target(of: verdict, job: job, catalog: configuration.catalog) else { return true }
         return await claimThenQueue(target)
+    }
+
+    /// The pending refund review a notification job's verdict carries, when the verdict shows the notification was
+    /// read against the ledger (as an App Store consumption request must be to be answered: ``isApplied(_:)``).
+    static func refundReview(
+        of verdict: Verdict, job: ReceiptJob
+    ) -> (packageName: String, orderID: String, pendingRefundToken: String)? {
+        guard case .googlePlayNotification(let notification) = job.proof, isApplied(verdict),
+            let text = notification.notification,
+            case .pendingRefundReview(let review)? = try? DeveloperNotification.parse(text).kind
+        else { return nil }
+        return (notification.packageName, review.orderID, review.pendingRefundToken)
+    }
+
+    /// Whether a notification's verdict shows it was read against the ledger: granted or already granted, or
+    /// rejected for a state of the purchase (no owner, revoked, expired). A notification refused for itself (another
+    /// app's, malformed) and `unverifiable` are never answered.
+    static func isApplied(_ verdict: Verdict) -> Bool {
+        switch verdict.outcome {
+        case .granted, .alreadyGranted: true
+        case .rejected: [Verdict.Reason.unclaimed, .revoked, .expired].contains { $0 == verdict.reason }
+        case .unverifiable: false
+        }
     }
 
     /// Google asks for an answer to a pending refund review of `orderID` (its notification's verdict was delivered):
@@ -289,6 +320,9 @@ public final class GooglePlayFollowUps: Sendable {
             group.cancelAll()
         }
     }
+
+    /// Whether pending refund reviews are answered (`consumption_answers`).
+    public var answersRefundReviews: Bool { configuration.answersRefundReviews }
 
     /// Stops taking new calls (the queue ends; ``run()`` returns once the queued calls are made).
     public func finish() { input.finish() }
@@ -575,7 +609,7 @@ public enum VerdictFollowUps {
     ) -> (@Sendable (Verdict, ReceiptJob) async -> Bool)? {
         guard appStore != nil || googlePlay != nil else { return nil }
         return { verdict, job in
-            if case .googlePlay = job.proof {
+            if job.proof.store == .googlePlay {
                 return await googlePlay?.verdictDelivered(verdict, job: job) ?? true
             }
             return await appStore?.verdictDelivered(verdict, job: job) ?? true
@@ -590,8 +624,12 @@ public enum VerdictFollowUps {
     ) -> @Sendable (Verdict, ReceiptJob) -> Bool {
         let appStoreOn = appStore != nil
         let googlePlayOn = googlePlay != nil
+        let reviewsOn = googlePlay?.answersRefundReviews ?? false
         return { verdict, job in
-            guard case .googlePlay = job.proof else { return appStoreOn }
+            guard job.proof.store == .googlePlay else { return appStoreOn }
+            if case .googlePlayNotification = job.proof {
+                return reviewsOn && GooglePlayFollowUps.refundReview(of: verdict, job: job) != nil
+            }
             return googlePlayOn && (verdict.outcome == .granted || verdict.outcome == .alreadyGranted)
         }
     }

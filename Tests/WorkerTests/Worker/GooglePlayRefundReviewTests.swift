@@ -194,4 +194,49 @@ struct GooglePlayRefundReviewTests {
             #expect(calls.made.filter { $0.token == "review-3" }.count == 2)
         }
     }
+    static func reviewJob(messageID: String, order: String, review: String) -> ReceiptJob {
+        let notification = """
+            {"version":"1.0","packageName":"\(package)","eventTimeMillis":"1800000000000",
+            "pendingRefundReviewNotification":{"purchaseToken":"token-x","orderId":"\(order)",
+            "pendingRefundToken":"\(review)"}}
+            """
+        return GooglePlayNotificationJob.job(
+            packageName: package, purchaseToken: "token-x", notification: notification, messageID: messageID,
+            submittedAt: start)
+    }
+
+    @Test("a review notification's verdict asks for its answer once it was read against the ledger; else nothing")
+    func fromNotificationVerdicts() async throws {
+        try await LedgerTestSupport.withLedger(.sqlite) { ledger, _ in
+            let calls = ScriptedPlayCalls()
+            let followUps = Self.followUps(ledger, calls, holder: "w", now: TestNow(Self.start))
+            let followsUp = VerdictFollowUps.followsUp(appStore: nil, googlePlay: followUps)
+            let afterDelivery = try #require(VerdictFollowUps.afterDelivery(appStore: nil, googlePlay: followUps))
+            let job = Self.reviewJob(messageID: "100", order: "GPA.20", review: "review-20")
+            let redelivered = Self.reviewJob(messageID: "101", order: "GPA.20", review: "review-20")
+            let applied = Verdict(
+                job: job, outcome: .alreadyGranted, decidedBy: .googlePlay,
+                transactions: [.init(transactionID: "GPA.20", productID: "com.example.app.unlock", orderID: "GPA.20")],
+                decidedAt: Self.start)
+            let unverifiable = Verdict(
+                job: job, outcome: .unverifiable, reason: .googlePlayUnavailable, decidedBy: .googlePlay,
+                decidedAt: Self.start)
+            #expect(followsUp(applied, job))
+            #expect(!followsUp(unverifiable, job))
+            #expect(await afterDelivery(unverifiable, job))
+            #expect(await afterDelivery(applied, job))
+            #expect(await afterDelivery(applied, redelivered))
+            // A Play notification of another kind asks for nothing.
+            let renewal = GooglePlayNotificationJob.job(
+                packageName: Self.package, purchaseToken: "token-x",
+                notification: #"{"packageName":"com.example.app","subscriptionNotification":"#
+                    + #"{"version":"1.0","notificationType":2,"purchaseToken":"token-x"}}"#,
+                messageID: "102", submittedAt: Self.start)
+            #expect(!followsUp(applied, renewal))
+            await GooglePlayFollowUpsTests.drain(followUps)
+            #expect(calls.made.map(\.token) == ["review-20"])
+            let record = try await ledger.followUpRecord(kind: .playRefundReview, key: "review-20")
+            #expect(record?.call.environment == "com.example.app/orders/com.example.app.unlock")
+        }
+    }
 }
