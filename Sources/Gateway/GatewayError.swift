@@ -32,7 +32,8 @@ public struct GatewayError: Error, Sendable, Hashable, CustomStringConvertible {
         public static let keysUnavailable = Code(rawValue: "keys_unavailable")
         /// A notification whose signature or certificate chain does not verify against the trust anchors (403).
         public static let untrustedSignature = Code(rawValue: "untrusted_signature")
-        /// A frontend's job with a `job_id` of the notification namespace (starting with `apple-notification-`, 400).
+        /// A frontend's job with a `job_id` of the notification namespace (starting with `apple-notification-`, or a
+        /// Google Play notification job's prefix, 400).
         /// Only verified notifications may use them; the notifications' `account_id` is refused as `invalid_value`.
         public static let reservedID = Code(rawValue: "reserved_id")
         /// Kafka did not acknowledge in time, or failed for a reason that may pass (503: retry with the same

@@ -151,13 +151,14 @@ public final class PubSubKeySet: Sendable {
         var fetched = false
         var expiresAt = Date.distantPast
         var lastUnknownKeyFetch = Date.distantPast
+        /// A fetch for an expired set is under way: other requests use the set they have meanwhile, so an expiry
+        /// makes one fetch, not one per request in flight.
+        var refreshing = false
     }
 
     private let source: Source
     private let now: @Sendable () -> Date
     private let state = Mutex(State())
-    /// How many times the set was fetched from its URL (for tests and the log).
-    private let fetchCount = Atomic<Int>(0)
 
     public init(source: Source, now: @escaping @Sendable () -> Date = Date.init) {
         self.source = source
@@ -171,9 +172,6 @@ public final class PubSubKeySet: Sendable {
         }
     }
 
-    /// How many fetches of the URL were made.
-    public var fetches: Int { fetchCount.load(ordering: .relaxed) }
-
     /// The key `id`, fetching the set again when its age has passed, or when `id` is unknown and no such fetch was
     /// made within the last minute. nil when the set does not hold it.
     func key(id: String) async throws -> _RSA.Signing.PublicKey? {
@@ -181,17 +179,20 @@ public final class PubSubKeySet: Sendable {
         let at = now()
         enum Action { case use(_RSA.Signing.PublicKey?), fetch }
         let action: Action = state.withLock { state in
+            if state.fetched, at >= state.expiresAt, state.refreshing { return .use(state.keys[id]) }
             if state.fetched, at < state.expiresAt {
                 if let key = state.keys[id] { return .use(key) }
                 guard at.timeIntervalSince(state.lastUnknownKeyFetch) >= Self.seconds(Self.unknownKeyInterval) else {
                     return .use(nil)
                 }
                 state.lastUnknownKeyFetch = at
+            } else if state.fetched {
+                state.refreshing = true
             }
             return .fetch
         }
         if case .use(let key) = action { return key }
-        fetchCount.add(1, ordering: .relaxed)
+        defer { state.withLock { $0.refreshing = false } }
         do {
             let answer = try await fetch(url)
             guard answer.status == 200 else {

@@ -336,7 +336,9 @@ public final class ReceiptGateway: Sendable {
                     metadata: [LogKeys.httpRoute: "\(route)", LogKeys.error: "\(error.code)"])
                 stopIfKafkaFailedForGood()
             } else {
-                logger.notice(
+                // Debug, as the other routes' refusals: a flood of forged pushes must not flood the log (the
+                // metrics count them).
+                logger.debug(
                     "google play push refused",
                     metadata: [
                         LogKeys.httpRoute: "\(route)", LogKeys.error: "\(error.code)",
