@@ -185,6 +185,45 @@ struct GatewayPubSubTokenTests {
         try await verifier.verify(authorization: try k2())
     }
 
+    /// A key set URL whose fetches after the first wait until the test releases them, and say when they start.
+    final class HeldKeyServer: Sendable {
+        let body: [UInt8]
+        let count = Atomic<Int>(0)
+        let started = AsyncStream<Int>.makeStream()
+        let release = AsyncStream<Void>.makeStream()
+        init(_ body: [UInt8]) { self.body = body }
+        func fetch(_ url: String) async throws -> (status: Int, cacheControl: String?, body: [UInt8]) {
+            let number = count.add(1, ordering: .relaxed).newValue
+            started.continuation.yield(number)
+            if number > 1 {
+                var iterator = release.stream.makeAsyncIterator()
+                _ = await iterator.next()
+            }
+            return (200, "max-age=300", body)
+        }
+    }
+
+    @Test("an expired set is fetched once however many requests arrive meanwhile; they use the set they have")
+    func oneFetchPerExpiry() async throws {
+        let clock = PubSubTestDate(Self.start)
+        let server = HeldKeyServer(try PubSubTestSigner.jwks(["k1"]))
+        let keys = PubSubKeySet(source: .url("https://keys.example/certs", fetch: server.fetch), now: { clock.now })
+        let verifier = try Self.verifier(clock: clock, keys: keys)
+        var started = server.started.stream.makeAsyncIterator()
+        try await verifier.verify(authorization: try PubSubTestSigner.authorization(now: clock.now))
+        #expect(await started.next() == 1)
+        clock.advance(300)
+        let authorization = try PubSubTestSigner.authorization(now: clock.now)
+        let refreshing = Task { try await verifier.verify(authorization: authorization) }
+        #expect(await started.next() == 2)
+        // While that fetch is held, other requests pass with the keys known, without a fetch of their own.
+        for _ in 0..<3 { try await verifier.verify(authorization: authorization) }
+        #expect(server.count.load(ordering: .relaxed) == 2)
+        server.release.continuation.yield()
+        try await refreshing.value
+        #expect(server.count.load(ordering: .relaxed) == 2)
+    }
+
     @Test("a set never read is 'unavailable', not a refusal of the token")
     func neverRead() async throws {
         let server = KeyServer([], cacheControl: nil)
