@@ -109,6 +109,11 @@ public enum MetricNames {
     public static let gatewayPublished = "verify_gateway_jobs_published_total"
     /// Counter `{route, error}`: requests refused or failed, by error code (`missing_field`, `kafka_unavailable`…).
     public static let gatewayErrors = "verify_gateway_errors_total"
+    /// Counter `{outcome}`: Google Play Pub/Sub pushes answered, by outcome (`accepted`: published; `discarded`:
+    /// acknowledged with nothing published; `refused`: not authenticated; `failed`: not published, Pub/Sub retries).
+    public static let gatewayPushes = "verify_gateway_pubsub_pushes_total"
+    /// Counter `{reason}`: Google Play pushes acknowledged but never published, permanently bad (`data_not_base64`…).
+    public static let gatewayNotificationsDiscarded = "verify_gateway_notifications_discarded_total"
 
     // MARK: The entitlement service (`verify-worker entitlements`)
     /// Counter, `result` = applied, no_change, stale, duplicate, ignored: messages of the verdicts topic projected.
@@ -283,6 +288,12 @@ public enum MetricNames {
             "Seconds from a request's arrival to its answer, publish included."),
         .init(gatewayPublished, .counter, ["route"], .gateway, "Jobs Kafka acknowledged."),
         .init(gatewayErrors, .counter, ["route", "error"], .gateway, "Requests refused or failed, by error code."),
+        .init(
+            gatewayPushes, .counter, ["outcome"], .gateway,
+            "Google Play Pub/Sub pushes answered: accepted, discarded, refused (401) or failed (5xx)."),
+        .init(
+            gatewayNotificationsDiscarded, .counter, ["reason"], .gateway,
+            "Google Play pushes acknowledged without a job (permanently bad), by reason."),
 
         // The entitlement service.
         .init(
