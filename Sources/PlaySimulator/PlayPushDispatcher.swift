@@ -69,6 +69,10 @@ public struct PlayPushConfiguration: Sendable {
     public var signingKey: _RSA.Signing.PrivateKey?
     /// The key the `wrong_key` fault signs with (never published); nil: a fresh one at first use. Default: nil.
     public var strangerKey: _RSA.Signing.PrivateKey?
+    /// Dates the OIDC token's `iat` and `exp` by the system clock instead of the simulator's
+    /// (`--push-token-system-clock`): a receiver that checks tokens against its own clock needs this when the
+    /// simulator's clock runs faster than real time. Default: false.
+    public var tokenDatesFromSystemClock = false
     /// Sends the pushes. Default: curl.
     public var transport: any PlayPushTransport = PlayCurlPushTransport()
     /// Real time between two delivery rounds of the serving loop; the loop runs unless the clock is manual (tests
@@ -321,7 +325,8 @@ final class PlayPushDispatcher: Sendable {
                 var tokens: [(String, PlayPushFaultKind?)] = []
                 for _ in 0..<copies {
                     let bad = record.badToken ?? draw(&state) { $0.isTokenFault }.first?.fault
-                    tokens.append((oidcToken(&state, now: now, bad: bad), bad))
+                    let tokenNow = state.configuration.tokenDatesFromSystemClock ? Date() : now
+                    tokens.append((oidcToken(&state, now: tokenNow, bad: bad), bad))
                 }
                 sends.append(
                     Send(

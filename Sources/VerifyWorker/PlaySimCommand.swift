@@ -63,6 +63,13 @@ struct PlaySimCommand: AsyncParsableCommand {
         help: "Seconds (of the simulator's clock) an unacknowledged push is redelivered; Pub/Sub's is 604800.")
     var pushRetention: Double = 604_800
 
+    @Flag(
+        name: .customLong("push-token-system-clock"),
+        help:
+            "Dates the pushes' OIDC tokens by the system clock, not the simulator's (for receivers under --time-scale)."
+    )
+    var pushTokenSystemClock = false
+
     @Option(name: .customLong("jwks-max-age"), help: "max-age (seconds) of GET /oauth2/v3/certs' Cache-Control.")
     var jwksMaxAge = 3600
 
@@ -96,6 +103,7 @@ struct PlaySimCommand: AsyncParsableCommand {
         configuration.push.jitter = pushJitter
         configuration.push.retention = pushRetention
         configuration.push.jwksMaxAge = jwksMaxAge
+        configuration.push.tokenDatesFromSystemClock = pushTokenSystemClock
         let simulator = PlaySimulator(configuration: configuration)
         let serviceAccountFile = serviceAccountFile
         try await simulator.serveUntilSignalled(command: "play-sim", host: listen.host) {

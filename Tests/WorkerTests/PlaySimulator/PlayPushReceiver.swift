@@ -32,8 +32,12 @@ final class PlayPushReceiver: Sendable {
 
     private let plan: Mutex<[Int]>
     private let requests = Mutex<[Received]>([])
+    private let arrival = AsyncStream<Received>.makeStream()
 
     private init(_ plan: [Int]) { self.plan = Mutex(plan) }
+
+    /// Each request as it arrives (one consumer).
+    var arrivals: AsyncStream<Received> { arrival.stream }
 
     var received: [Received] { requests.withLock { $0 } }
 
@@ -52,6 +56,7 @@ final class PlayPushReceiver: Sendable {
                 authorization: request.headers[.authorization],
                 body: buffer.getBytes(at: buffer.readerIndex, length: buffer.readableBytes) ?? [])
             receiver.requests.withLock { $0.append(received) }
+            receiver.arrival.continuation.yield(received)
             let status = receiver.plan.withLock { $0.count > 1 ? $0.removeFirst() : $0.first ?? 204 }
             return Response(status: HTTPResponse.Status(code: status))
         }
