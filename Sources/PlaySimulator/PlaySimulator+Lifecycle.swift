@@ -218,7 +218,9 @@ extension PlaySimulator {
             if purchase.isSubscription { subscription(.revoked) }
             if refunds || !purchase.isSubscription {
                 notifications.append(
-                    void(purchase, now: now, source: byDeveloper ? 1 : 2, reason: 0, quantity: voidedQuantity))
+                    void(
+                        purchase, orderId: purchase.latestOrderId ?? "", now: now, source: byDeveloper ? 1 : 2,
+                        reason: 0, quantity: voidedQuantity))
             }
         case .chargeback:
             let purchase = try registry.update(purchaseToken) { (purchase) throws(PlaySimulatorError) in
@@ -257,7 +259,8 @@ extension PlaySimulator {
                     purchase.voidedAt = now
                 }
                 if purchase.isSubscription { subscription(.revoked) }
-                notifications.append(void(purchase, now: now, source: 2, reason: 7, quantity: nil))
+                notifications.append(
+                    void(purchase, orderId: review.orderId, now: now, source: 2, reason: 7, quantity: nil))
             }
             result = .init(purchase: purchase, review: reviews.review(orderId: review.orderId))
         case .upgrade, .downgrade:
@@ -320,11 +323,10 @@ extension PlaySimulator {
         return result
     }
 
-    /// Records the voiding of the purchase's latest order and returns the notification Google sends for it.
+    /// Records the voiding of one of the purchase's orders and returns the notification Google sends for it.
     private func void(
-        _ purchase: PlayPurchase, now: Date, source: Int, reason: Int, quantity: Int?
+        _ purchase: PlayPurchase, orderId: String, now: Date, source: Int, reason: Int, quantity: Int?
     ) -> PlayDeveloperNotification.Content {
-        let orderId = purchase.latestOrderId ?? ""
         voided.add { key in
             PlayVoidedPurchase(
                 key: key, packageName: purchase.packageName, purchaseToken: purchase.purchaseToken, orderId: orderId,

@@ -37,9 +37,13 @@ final class PlayRefundReviews: Sendable {
     private let reviews = Mutex<[String: PlayRefundReview]>([:])
     private let order = Mutex<[String]>([])
 
+    /// Adds a review; a new review of an order whose earlier one was decided takes its place.
     func add(_ review: PlayRefundReview) {
-        reviews.withLock { $0[review.orderId] = review }
-        order.withLock { $0.append(review.orderId) }
+        let isNew = reviews.withLock { rows in
+            defer { rows[review.orderId] = review }
+            return rows[review.orderId] == nil
+        }
+        if isNew { order.withLock { $0.append(review.orderId) } }
     }
 
     func review(orderId: String) -> PlayRefundReview? { reviews.withLock { $0[orderId] } }

@@ -131,6 +131,27 @@ struct PlaySimulatorVoidedTests {
         }
     }
 
+    @Test("an approved chargeback voids the reviewed order (reason 7), even after the subscription renewed")
+    func chargebackVoidsReviewedOrder() async throws {
+        try await PlaySimHarness.with({ $0.accessTokenLifetime = 31_536_000 }) { sim in
+            let bearer = try await sim.accessToken()
+            let minted = try await sim.subscribe()
+            let token = try #require(minted["purchase_token"] as? String)
+            let review = try #require(try await sim.lifecycle(token, "chargeback")["review"] as? [String: Any])
+            #expect(review["order_id"] as? String == minted["order_id"] as? String)
+            sim.advance(days: 29)
+            try await sim.lifecycle(token, "renew")
+            try await sim.lifecycle(token, "chargeback_resolve")
+            let record = try #require(
+                (try await sim.get(Self.path + "?type=1", bearer: bearer).json["voidedPurchases"] as? [[String: Any]])?
+                    .first)
+            #expect(record["orderId"] as? String == minted["order_id"] as? String)
+            #expect(record["voidedReason"] as? Int == 7)
+            #expect(record["voidedSource"] as? Int == 2)
+            #expect(try await sim.truth(token)["state"] as? String == "revoked")
+        }
+    }
+
     @Test("quantity-based partial refunds are listed only with includeQuantityBasedPartialRefund=true")
     func partialRefunds() async throws {
         try await PlaySimHarness.with({ $0.accessTokenLifetime = 31_536_000 }) { sim in
