@@ -112,6 +112,20 @@ struct PlaySimulatorPushTests {
         }
     }
 
+    @Test("no answer (nothing listens at the endpoint) is a failed attempt, retried after the backoff")
+    func noAnswer() async throws {
+        // Port 9 (discard) has no listener here: the connection is refused at once.
+        try await PlaySimHarness.with({ $0.push.endpoint = "http://127.0.0.1:9/push" }) { sim in
+            try sim.simulator.sendTestNotification(packageName: PlaySimHarness.package)
+            #expect(await sim.simulator.deliverDue() == 1)
+            sim.clock.advance(by: 10)
+            #expect(await sim.simulator.deliverDue() == 1)
+            let record = try #require(sim.simulator.pushRecords().first)
+            #expect(record.attempts.map(\.status) == [nil, nil])
+            #expect(!record.acknowledged)
+        }
+    }
+
     @Test("drop: never sent, counted dropped, and the purchase still changes")
     func drop() async throws {
         try await PlaySimHarness.withPushes { sim, receiver in
