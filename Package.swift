@@ -186,6 +186,7 @@ let package = Package(
             dependencies: [
                 "Operations",
                 "Messages",
+                "StoreHTTP",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "_CryptoExtras", package: "swift-crypto"),
                 .product(name: "Hummingbird", package: "hummingbird"),
