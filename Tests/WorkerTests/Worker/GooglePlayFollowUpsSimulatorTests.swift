@@ -116,4 +116,65 @@ struct GooglePlayFollowUpsSimulatorTests {
             #expect(try await sim.truth(forgotten)["state"] as? String == "refunded")
         }
     }
+    @Test(
+        "a refund review answered once through the real client: the simulator records one answer, a repeat is refused")
+    func refundReviewAnswered() async throws {
+        try await PlaySimHarness.with { sim in
+            let engine = try CurlHTTPEngine()
+            defer { engine.shutdown() }
+            let account = try GooglePlayServiceAccount(json: sim.account.keyFileJSON())
+            let gate = AppleCallGate(
+                configuration: .googlePlay(), clock: ContinuousClock(), metrics: NoRateLimiterMetrics())
+            let clock = sim.clock
+            let tokens = GooglePlayAccessTokens(
+                account: account, tokenURL: sim.account.tokenURI, transport: engine, now: { clock.now() },
+                admission: GooglePlayAccessTokens.admission(through: gate))
+            let client = GooglePlayAPIClient(
+                configuration: GooglePlayAPIConfiguration(baseURL: sim.base, tokenURL: sim.account.tokenURI),
+                transport: engine, tokens: tokens, gate: gate, clock: ContinuousClock())
+            let minted = try await sim.mint(product: "com.example.app.unlock", type: "non_consumable")
+            let token = try #require(minted["purchase_token"] as? String)
+            let opened = try await sim.post("/sim/lifecycle", ["purchase_token": token, "event": "chargeback"])
+            let review = try #require(opened.json["review"] as? [String: Any], "\(opened.status)")
+            let orderID = try #require(review["order_id"] as? String)
+            let pendingRefundToken = try #require(review["pending_refund_token"] as? String)
+
+            try await LedgerTestSupport.withLedger(.sqlite) { ledger, _ in
+                let catalog = Catalog(playProducts: [
+                    .init(id: "com.example.app.unlock", type: .nonConsumable, refundPreference: "DECLINE")
+                ])
+                let followUps = GooglePlayFollowUps(
+                    calls: ClientCalls(client: client), store: ledger,
+                    configuration: GooglePlayFollowUpsConfiguration(
+                        catalog: catalog, holder: "worker-a", answersRefundReviews: true,
+                        sweepInterval: .seconds(3600)),
+                    logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() }))
+                for _ in 0..<2 {
+                    #expect(
+                        await followUps.refundReviewRequested(
+                            packageName: PlaySimHarness.package, productID: "com.example.app.unlock",
+                            orderID: orderID, pendingRefundToken: pendingRefundToken))
+                }
+                await GooglePlayFollowUpsTests.drain(followUps)
+                let record = try await ledger.followUpRecord(kind: .playRefundReview, key: pendingRefundToken)
+                #expect(record?.state == .sent, "\(record?.detail ?? "no record")")
+            }
+            let reviews = try await sim.get("/sim/reviews").json["reviews"] as? [[String: Any]] ?? []
+            let answers = reviews.first?["answers"] as? [[String: Any]] ?? []
+            #expect(answers.count == 1)
+            let body = answers.first?["body"] as? [String: Any]
+            // The ledger holds no claim on the order here: the customer has nothing, so the refund is approved.
+            #expect(body?["refundPreference"] as? String == "APPROVE")
+            #expect(body?["pendingRefundToken"] as? String == pendingRefundToken)
+            // Google takes one answer per review: the client reports a second as refused.
+            let again = await client.reviewRefund(
+                packageName: PlaySimHarness.package, orderID: orderID,
+                review: GooglePlayRefundReview(
+                    pendingRefundToken: pendingRefundToken, sampleContentProvided: false, refundPreference: "NEUTRAL"))
+            guard case .rejected = again else {
+                Issue.record("a second answer: \(again)")
+                return
+            }
+        }
+    }
 }
