@@ -22,10 +22,9 @@ struct PlayNotificationRulesTests {
     static let policy = DecisionPolicy(allowSandbox: false, now: F.now, catalog: catalog)
 
     /// A notification job: its account is the reserved one, never the owner's.
-    static func job(_ id: String = "google-play-notification-1", token: String = token) -> ReceiptJob {
-        ReceiptJob(
-            jobID: id, accountID: "google-play-notification",
-            proof: .googlePlay(GooglePlayPurchase(packageName: package, productID: monthly, purchaseToken: token)))
+    static func job(_ id: String = "1", token: String = token) -> ReceiptJob {
+        GooglePlayNotificationJob.job(
+            packageName: package, purchaseToken: token, notification: nil, messageID: id, submittedAt: F.now)
     }
 
     /// A period of the subscription `token` as Google answers it.
