@@ -358,6 +358,28 @@ struct GooglePlayNotificationTests {
         }
     }
 
+    @Test("a notification's grant is acknowledged as Google Play's (once per token), never as an App Store follow-up")
+    func notificationGrantIsAcknowledged() async throws {
+        try await Self.withHarness(.sqlite) { play in
+            play.google.set(
+                "tok-p",
+                #"{"productLineItem":[{"productId":"premium_unlock"}],"purchaseStateContext":{"purchaseState":"PENDING"}}"#
+            )
+            _ = try await play.verify("pending", account: "acct-P", product: Self.premium, token: "tok-p")
+            play.google.set("tok-p", Self.product("PURCHASED", order: "GPA.9"))
+            let job = GooglePlayNotificationJob.job(
+                packageName: Self.package, purchaseToken: "tok-p",
+                notification: Self.oneTimeNotification(1, token: "tok-p"),
+                messageID: "m-ack", submittedAt: Date())
+            let granted = try await play.decide(job)
+            #expect(granted.outcome == .granted)
+            let target = try #require(GooglePlayFollowUps.target(of: granted, job: job, catalog: Self.catalog))
+            #expect(target.token == "tok-p" && target.productID == Self.premium && target.action == .acknowledgeProduct)
+            let routed = VerdictFollowUps.followsUp(appStore: nil, googlePlay: nil)
+            #expect(!routed(granted, job), "no App Store follow-up for a Google Play notification")
+        }
+    }
+
     // MARK: Bad input
 
     @Test("a notification that is not JSON, another package's, an unknown package, an unknown token: each a verdict")
