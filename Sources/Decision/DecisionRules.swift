@@ -446,6 +446,7 @@ private struct Evaluation {
         }
         guard let owner else { return reject(.unclaimed, by: evidence.decidedBy) }
         verdictAccount = owner
+        var endedReplacements: [String] = []
         if let readAt = notification.readAt, let newest = claims.compactMap(\.notificationSignedAt).max(),
             readAt < newest
         {
@@ -458,6 +459,7 @@ private struct Evaluation {
             let replaced = snapshot.claims(ofSubscription: key)
             if replaced.contains(where: { ($0.entitlementEnd ?? .distantFuture) > now && $0.revokedAt == nil }) {
                 writes.append(.endSubscription(originalTransactionID: key, at: now))
+                endedReplacements.append(key)
             }
         }
         var newlyActive = false
@@ -512,6 +514,17 @@ private struct Evaluation {
                 purchased: lhs.purchaseDate, ends: entitlementEnd(lhs), transactionID: lhs.transactionID)
                 < SubscriptionPeriod.order(
                     purchased: rhs.purchaseDate, ends: entitlementEnd(rhs), transactionID: rhs.transactionID)
+        }
+        // The verdict also states the replaced subscription's latest period as ended, so that its consumers (the
+        // entitlement projection) end it too.
+        for key in endedReplacements {
+            guard let claim = TransactionClaim.latest(of: snapshot.claims(ofSubscription: key)) else { continue }
+            transactions.append(
+                PurchaseTransaction(
+                    transactionID: claim.transactionID, originalTransactionID: claim.originalTransactionID,
+                    productID: claim.productID, productType: claim.productType, purchaseDate: claim.purchaseDate,
+                    expiresDate: now, orderID: claim.transactionID == key ? nil : claim.transactionID,
+                    purchaseToken: key))
         }
         if let latest, isActive(latest) {
             standings = [newlyActive ? .granted : .alreadyOwned]

@@ -112,6 +112,27 @@ struct EntitlementCrossStoreTests {
             ])
     }
 
+    @Test("a Google Play upgrade's verdict ends the replaced token's period and keeps the entitlement with its owner")
+    func playUpgrade() throws {
+        let old = F.transaction(
+            "GPA.1", product: "premium_sub", original: "tok-old", purchased: 0, expires: 30 * F.day, orderID: "GPA.1",
+            purchaseToken: "tok-old")
+        let new = F.transaction(
+            "GPA.2", product: "premium_sub", original: "tok-new", purchased: 10 * F.day, expires: 40 * F.day,
+            orderID: "GPA.2", purchaseToken: "tok-new")
+        var ended = old
+        ended.expiresDate = F.at(10 * F.day)
+        let (state, _) = F.project([
+            F.verdict("buy", account: "a1", .granted, decided: 10, transactions: [old], store: .googlePlay),
+            F.verdict(
+                "n-upgrade", account: "a1", .granted, decided: 10 * F.day, transactions: [new, ended],
+                store: .googlePlay),
+        ])
+        #expect(state.transactions["GPA.1"]?.state(at: F.at(11 * F.day)) == "expired")
+        let premium = try #require(F.entitlements(of: "a1", in: state, at: F.at(11 * F.day))["premium"])
+        #expect(premium.active && premium.representative.transactionID == "GPA.2")
+    }
+
     @Test("premium bought on iPhone is active on Android and the reverse: one entitlement over both stores")
     func unionAcrossStores() {
         let iPhoneFirst = [

@@ -176,6 +176,9 @@ struct PlayNotificationRulesTests {
             return
         }
         #expect(claim.accountID == "acct-A" && claim.originalTransactionID == "tok-new")
+        // The verdict states the replaced period ended, for its consumers.
+        let replaced = try #require(decision.verdict.transactions.first { $0.purchaseToken == Self.token })
+        #expect(replaced.transactionID == "GPA.1" && replaced.expiresDate == F.now)
     }
 
     @Test("one-time PURCHASED of a pending purchase: granted to the account that sent it, nothing else claims")
