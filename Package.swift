@@ -186,6 +186,7 @@ let package = Package(
             dependencies: [
                 "Operations",
                 "Messages",
+                "StoreHTTP",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "_CryptoExtras", package: "swift-crypto"),
                 .product(name: "Hummingbird", package: "hummingbird"),
@@ -285,6 +286,9 @@ let package = Package(
                 "Messages",
                 "Receipts",
                 "Operations",
+                "StoreHTTP",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),

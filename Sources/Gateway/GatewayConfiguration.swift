@@ -4,6 +4,7 @@ import Logging
 import Messages
 import Operations
 import Receipts
+import StoreHTTP
 
 /// How `verify-worker gateway` runs. Each property is read through the gateway's key table
 /// (``GatewayConfiguration/keys``): a flag, a `VERIFY_…` variable or a config-file line; flags win over the
@@ -46,6 +47,28 @@ public struct GatewayConfiguration: Sendable {
     /// Extra trust anchors for notifications' signatures, DER or PEM files (`VERIFY_TRUST_ANCHORS`, the worker's
     /// key: the gateway trusts exactly what the workers trust); Apple's roots are always in. Default: none.
     public var trustAnchorFiles: [String]
+    /// The `aud` of the OIDC token of the Google Play Pub/Sub push subscription (`VERIFY_GATEWAY_PUBSUB_AUDIENCE`);
+    /// with ``pubSubServiceAccount`` and a JWK set source it enables `POST /google-play/notifications`. Default: none.
+    public var pubSubAudience: String?
+    /// The email of the service account the push subscription authenticates as
+    /// (`VERIFY_GATEWAY_PUBSUB_SERVICE_ACCOUNT`). Default: none.
+    public var pubSubServiceAccount: String?
+    /// The URL of the JWK set of Google's token keys (`VERIFY_GATEWAY_PUBSUB_JWKS_URL`, Google's is
+    /// `https://www.googleapis.com/oauth2/v3/certs`); fetched over TLS, kept for its `max-age`. Default: none.
+    public var pubSubJWKSURL: String?
+    /// A file holding the JWK set instead of a URL (`VERIFY_GATEWAY_PUBSUB_JWKS_FILE`), read at start. Default: none.
+    public var pubSubJWKSFile: String?
+    /// The push subscription the envelope must name (`VERIFY_GATEWAY_PUBSUB_SUBSCRIPTION`,
+    /// `projects/…/subscriptions/…`); any when unset. Default: none.
+    public var pubSubSubscription: String?
+    /// How far a token's `exp` may be passed and its `iat` lie ahead (`VERIFY_GATEWAY_PUBSUB_CLOCK_SKEW_S`). Default: 60.
+    public var pubSubClockSkewSeconds: Int = 60
+    /// The `account_id` of Google Play notification jobs (`VERIFY_GATEWAY_GOOGLE_PLAY_NOTIFICATION_ACCOUNT`). Default:
+    /// `google-play-notification`.
+    public var googlePlayNotificationAccountID: String = GooglePlayNotificationJob.defaultAccountID
+    /// The Play apps' package names; a notification for another is acknowledged and discarded
+    /// (`VERIFY_GATEWAY_GOOGLE_PLAY_PACKAGES`, comma-separated). Default: empty (every package is published).
+    public var googlePlayPackages: [String] = []
     /// The command's log level (`VERIFY_LOG_LEVEL`: trace … critical). Default: `info`.
     public var logLevel = "info"
     /// The command's log format (`VERIFY_LOG_FORMAT`: json or text). Default: `json`.
@@ -116,6 +139,34 @@ public struct GatewayConfiguration: Sendable {
             "trust_anchors", default: "",
             "Extra trust anchors for notifications' signatures, DER or PEM files, comma-separated (Apple's roots are "
                 + "always in)."),
+        .init(
+            "gateway_pubsub_audience", flag: "pubsub-audience",
+            "The aud of the Google Play Pub/Sub push subscription's OIDC token; with gateway_pubsub_service_account "
+                + "and a JWK set it enables POST /google-play/notifications (404 otherwise)."),
+        .init(
+            "gateway_pubsub_service_account", flag: "pubsub-service-account",
+            "The email of the service account the push subscription authenticates as (email_verified must be true)."),
+        .init(
+            "gateway_pubsub_jwks_url", flag: "pubsub-jwks-url",
+            "URL of the JWK set of Google's token keys (https://www.googleapis.com/oauth2/v3/certs), fetched over "
+                + "TLS, kept for its max-age, fetched again for an unknown kid at most once a minute."),
+        .init(
+            "gateway_pubsub_jwks_file", flag: "pubsub-jwks-file",
+            "A file holding that JWK set instead of the URL, read at start."),
+        .init(
+            "gateway_pubsub_subscription", flag: "pubsub-subscription",
+            "The push subscription (projects/…/subscriptions/…) the envelope must name; any when unset."),
+        .init(
+            "gateway_pubsub_clock_skew_s", default: "60", flag: "pubsub-clock-skew-s",
+            "How far a push token's exp may be passed and its iat lie ahead, in seconds."),
+        .init(
+            "gateway_google_play_notification_account", default: GooglePlayNotificationJob.defaultAccountID,
+            flag: "google-play-notification-account",
+            "The account_id of Google Play notification jobs (their Kafka key: account/purchaseToken)."),
+        .init(
+            "gateway_google_play_packages", default: "", flag: "google-play-packages",
+            "The Play apps' package names, comma-separated; a notification for another is acknowledged and "
+                + "discarded (empty: every package is published)."),
         .init("metrics_host", default: "0.0.0.0", "Interface of the operations port."),
         .init("metrics_port", default: "9464", "Port of /healthz, /readyz and /metrics."),
         .logLevel,
@@ -145,6 +196,14 @@ public struct GatewayConfiguration: Sendable {
         authentication = Authentication(rawValue: auth) ?? .tokens
         tokensFile = reader.given("gateway_tokens_file").flatMap { $0.isEmpty ? nil : $0 }
         trustAnchorFiles = reader.list("trust_anchors")
+        pubSubAudience = reader.given("gateway_pubsub_audience")
+        pubSubServiceAccount = reader.given("gateway_pubsub_service_account")
+        pubSubJWKSURL = reader.given("gateway_pubsub_jwks_url").flatMap { $0.isEmpty ? nil : $0 }
+        pubSubJWKSFile = reader.given("gateway_pubsub_jwks_file").flatMap { $0.isEmpty ? nil : $0 }
+        pubSubSubscription = reader.given("gateway_pubsub_subscription").flatMap { $0.isEmpty ? nil : $0 }
+        pubSubClockSkewSeconds = try reader.int("gateway_pubsub_clock_skew_s", in: 0...3600)
+        googlePlayNotificationAccountID = try reader.string("gateway_google_play_notification_account")
+        googlePlayPackages = reader.list("gateway_google_play_packages")
         try validate()
         (logLevel, logFormat) = try Self.logSettings(sources)
     }
@@ -183,11 +242,82 @@ public struct GatewayConfiguration: Sendable {
         guard (0...3600).contains(drainTimeoutSeconds) else {
             throw ConfigurationError(key: "drain_timeout_s", problem: "must be 0...3600")
         }
+        try validatePubSub()
         if authentication == .tokens, (tokensFile ?? "").isEmpty {
             throw ConfigurationError(
                 key: "gateway_tokens_file",
                 problem: "required (set VERIFY_GATEWAY_TOKENS_FILE, or VERIFY_GATEWAY_AUTH=disabled for development)")
         }
+    }
+
+    /// Whether `POST /google-play/notifications` is served: an audience, a service account and a JWK set source.
+    public var googlePlayNotificationsEnabled: Bool {
+        pubSubAudience != nil && pubSubServiceAccount != nil && (pubSubJWKSURL != nil || pubSubJWKSFile != nil)
+    }
+
+    /// The Pub/Sub settings come all together or not at all; each wrong one is named.
+    private func validatePubSub() throws(ConfigurationError) {
+        guard (0...3600).contains(pubSubClockSkewSeconds) else {
+            throw ConfigurationError(key: "gateway_pubsub_clock_skew_s", problem: "must be 0...3600")
+        }
+        let account = googlePlayNotificationAccountID
+        guard !account.isEmpty, account.utf8.count <= ReceiptJob.maximumIdentifierLength else {
+            throw ConfigurationError(key: "gateway_google_play_notification_account", problem: "must be 1 to 256 bytes")
+        }
+        let given = [pubSubAudience, pubSubServiceAccount, pubSubJWKSURL, pubSubJWKSFile, pubSubSubscription]
+        guard given.contains(where: { $0 != nil }) else { return }
+        guard let audience = pubSubAudience, !audience.isEmpty else {
+            throw ConfigurationError(
+                key: "gateway_pubsub_audience", problem: "required, not empty, with the other gateway_pubsub_ keys")
+        }
+        guard let serviceAccount = pubSubServiceAccount, !serviceAccount.isEmpty else {
+            throw ConfigurationError(
+                key: "gateway_pubsub_service_account",
+                problem: "required, not empty, with the other gateway_pubsub_ keys")
+        }
+        switch (pubSubJWKSURL, pubSubJWKSFile) {
+        case (nil, nil):
+            throw ConfigurationError(
+                key: "gateway_pubsub_jwks_url", problem: "required (or gateway_pubsub_jwks_file) with the audience")
+        case (_?, _?):
+            throw ConfigurationError(
+                key: "gateway_pubsub_jwks_file", problem: "give the JWK set's URL or a file, not both")
+        case (let url?, nil):
+            let lowered = url.lowercased()
+            guard lowered.hasPrefix("https://") || lowered.hasPrefix("http://"), URL(string: url)?.host != nil else {
+                throw ConfigurationError(key: "gateway_pubsub_jwks_url", problem: "must be an http(s) URL")
+            }
+        case (nil, _?):
+            break
+        }
+    }
+
+    /// The key set of push tokens: the file's keys (read now), or the URL's, fetched through `transport`.
+    public func loadPubSubKeySet(
+        transport: (any HTTPTransport)?, now: @escaping @Sendable () -> Date = Date.init
+    ) throws(ConfigurationError) -> PubSubKeySet? {
+        guard googlePlayNotificationsEnabled else { return nil }
+        if let file = pubSubJWKSFile {
+            guard let bytes = FileManager.default.contents(atPath: file) else {
+                throw ConfigurationError(key: "gateway_pubsub_jwks_file", problem: "cannot read \(file)")
+            }
+            do {
+                return PubSubKeySet(source: .keys(try PubSubKeySet.parse(Array(bytes))), now: now)
+            } catch {
+                throw ConfigurationError(key: "gateway_pubsub_jwks_file", problem: "\(file): \(error)")
+            }
+        }
+        guard let url = pubSubJWKSURL, let transport else {
+            throw ConfigurationError(key: "gateway_pubsub_jwks_url", problem: "no HTTP client to fetch it")
+        }
+        return PubSubKeySet(
+            source: .url(
+                url,
+                fetch: { url in
+                    let response = try await transport.execute(
+                        TransportRequest(url: url, headers: [("Accept", "application/json")], timeout: .seconds(10)))
+                    return (response.status, response.header("Cache-Control"), response.body)
+                }), now: now)
     }
 
     /// The producer: idempotent with `acks=all` (the Kafka layer's defaults), and a message timeout equal to the

@@ -26,9 +26,14 @@ public struct GatewayError: Error, Sendable, Hashable, CustomStringConvertible {
         public static let unsupportedSchema = Code(rawValue: MessageError.Code.unsupportedSchema.rawValue)
         /// `POST /v1/receipts` without an accepted bearer token (401, with `WWW-Authenticate: Bearer`).
         public static let unauthorized = Code(rawValue: "unauthorized")
+        /// A Pub/Sub push whose OIDC token fails a check (401): the message names the check, never the token.
+        public static let unauthenticated = Code(rawValue: "unauthenticated")
+        /// Google's signing keys for push tokens could not be read (503: Pub/Sub delivers the push again).
+        public static let keysUnavailable = Code(rawValue: "keys_unavailable")
         /// A notification whose signature or certificate chain does not verify against the trust anchors (403).
         public static let untrustedSignature = Code(rawValue: "untrusted_signature")
-        /// A frontend's job with a `job_id` of the notification namespace (starting with `apple-notification-`, 400).
+        /// A frontend's job with a `job_id` of the notification namespace (starting with `apple-notification-`, or a
+        /// Google Play notification job's prefix, 400).
         /// Only verified notifications may use them; the notifications' `account_id` is refused as `invalid_value`.
         public static let reservedID = Code(rawValue: "reserved_id")
         /// Kafka did not acknowledge in time, or failed for a reason that may pass (503: retry with the same
@@ -69,12 +74,12 @@ public struct GatewayError: Error, Sendable, Hashable, CustomStringConvertible {
     /// The HTTP status this error is answered with.
     public var httpStatus: Int {
         switch code {
-        case .unauthorized: 401
+        case .unauthorized, .unauthenticated: 401
         case .untrustedSignature: 403
         case .tooLarge: 413
         case .unsupportedMediaType: 415
         case .kafkaRefused: 500
-        case .kafkaUnavailable, .shuttingDown: 503
+        case .kafkaUnavailable, .shuttingDown, .keysUnavailable: 503
         default: 400
         }
     }

@@ -21,6 +21,14 @@ public enum GatewayMetrics {
             .increment()
     }
 
+    static func recordPush(outcome: String) {
+        Counter(label: MetricNames.gatewayPushes, dimensions: [("outcome", outcome)]).increment()
+    }
+
+    static func recordDiscarded(reason: String) {
+        Counter(label: MetricNames.gatewayNotificationsDiscarded, dimensions: [("reason", reason)]).increment()
+    }
+
     private static func nanoseconds(_ duration: Duration) -> Int64 {
         let (seconds, attoseconds) = duration.components
         return seconds * 1_000_000_000 + attoseconds / 1_000_000_000

@@ -15,6 +15,12 @@ public struct JobIntake: Sendable {
 
     /// Prefix of the `job_id` of a notification job, followed by the notification's `notificationUUID`.
     public static let notificationJobIDPrefix = NotificationJob.jobIDPrefix
+    /// Prefixes of the `job_id`s of Google Play notification jobs (a Pub/Sub message, a voided order, a re-read): a
+    /// frontend's job squatting one would hand that notification its recorded verdict.
+    public static let googlePlayJobIDPrefixes = [
+        GooglePlayNotificationJob.jobIDPrefix, GooglePlayNotificationJob.voidedJobIDPrefix,
+        GooglePlayNotificationJob.rereadJobIDPrefix,
+    ]
 
     public init(
         codec: MessageCodec = MessageCodec(), notificationAccountID: String = NotificationJob.defaultAccountID,
@@ -71,6 +77,18 @@ public struct JobIntake: Sendable {
             throw GatewayError(
                 .reservedID, field: "job_id",
                 "job_id: the prefix \(Self.notificationJobIDPrefix) is reserved for App Store Server Notifications")
+        }
+        let jobID = job.jobID.lowercased()
+        for prefix in Self.googlePlayJobIDPrefixes where jobID.hasPrefix(prefix) {
+            throw GatewayError(
+                .reservedID, field: "job_id",
+                "job_id: the prefix \(prefix) is reserved for Google Play notification jobs")
+        }
+        if ReceiptJob.isLane(job.accountID.lowercased(), of: GooglePlayNotificationJob.defaultAccountID) {
+            throw GatewayError(
+                .invalidValue, field: "account_id",
+                "account_id: \(GooglePlayNotificationJob.defaultAccountID) and its lanes are reserved for Google Play "
+                    + "notification jobs")
         }
         if ReceiptJob.isLane(job.accountID.lowercased(), of: notificationAccountID.lowercased()) {
             throw GatewayError(

@@ -6,6 +6,7 @@ import Messages
 import Observability
 import Operations
 import ServiceLifecycle
+import StoreHTTP
 import Synchronization
 import UnixSignals
 
@@ -19,6 +20,12 @@ import UnixSignals
 ///   Apple sends none; its signature and chain are verified instead), answered `200` after the delivery report
 ///   and `5xx` otherwise, so that Apple retries. The job id comes from the notification's `notificationUUID`, so
 ///   a retry is the same job.
+/// - `POST /google-play/notifications` (only when the Pub/Sub settings are given; 404 otherwise): a Cloud Pub/Sub
+///   push of a Google Play Real-time developer notification, authenticated by the push subscription's OIDC token
+///   (``PubSubTokenVerifier``; 401 `unauthenticated` naming the failed check), answered `200 {"job_id"}` after the
+///   delivery report and `503` otherwise, so that Pub/Sub delivers again; the job id comes from the `messageId`, so
+///   a redelivery is the same job. A push that can never make a job is acknowledged `200 {"discarded": reason}` and
+///   counted, never published (``GooglePlayPushIntake``).
 ///
 /// Errors are `{"error": code, "message": …}` with 400 (bad JSON or fields), 401 (no accepted token), 403
 /// (untrusted signature), 413 (too large for the body limit or for a Kafka record), 415 (not JSON), 500 (Kafka refused
@@ -44,6 +51,11 @@ public final class ReceiptGateway: Sendable {
     /// The accepted bearer tokens of `/v1/receipts`; nil when authentication is disabled.
     private let tokens: BearerTokens?
     private let notificationCheck: NotificationSignatureCheck
+    /// Google Play's Pub/Sub pushes: the token check (nil when the route is off) and the envelope's reading.
+    private let pushVerifier: PubSubTokenVerifier?
+    private let pushIntake: GooglePlayPushIntake
+    /// The HTTP client that fetches Google's token keys, when the gateway made one (shut down with the gateway).
+    private let keysEngine: CurlHTTPEngine?
     /// Asks the brokers once a second, for readiness (nil for a publisher of the caller's).
     private let brokerProbe: (@Sendable () async -> Void)?
 
@@ -51,19 +63,51 @@ public final class ReceiptGateway: Sendable {
     enum Route {
         static let receipts = "receipts"
         static let notifications = "notifications"
+        static let googlePlayNotifications = "google_play_notifications"
     }
 
     /// A gateway over a publisher of the caller's (tests, other transports). Reads the tokens file and the trust
     /// anchors the configuration names.
+    ///
+    /// `now` is the clock of push tokens' `exp`/`iat` and of the key set's age; `keyTransport` fetches a JWK set URL
+    /// (default: a libcurl client of the gateway's own).
     public convenience init(
         configuration: GatewayConfiguration, publisher: any JobPublishing, logger: Logger,
-        readiness: @escaping @Sendable () -> Readiness = { .ready }
+        readiness: @escaping @Sendable () -> Readiness = { .ready }, keyTransport: (any HTTPTransport)? = nil,
+        now: @escaping @Sendable () -> Date = Date.init
     ) throws(ConfigurationError) {
         try configuration.validate()
+        let (verifier, engine) = try Self.pushVerifier(configuration, transport: keyTransport, now: now)
         self.init(
             configuration: configuration, publisher: publisher, ownedProducer: nil, logger: logger,
             readiness: readiness, fatalError: { nil }, tokens: try configuration.loadTokens(logger: logger),
-            notificationCheck: NotificationSignatureCheck(trust: try configuration.loadTrustStore()), brokerProbe: nil)
+            notificationCheck: NotificationSignatureCheck(trust: try configuration.loadTrustStore()), brokerProbe: nil,
+            pushVerifier: verifier, keysEngine: engine, now: now)
+    }
+
+    /// The push token check the configuration asks for, and the HTTP client made for its key set URL, if any.
+    private static func pushVerifier(
+        _ configuration: GatewayConfiguration, transport: (any HTTPTransport)?, now: @escaping @Sendable () -> Date
+    ) throws(ConfigurationError) -> (PubSubTokenVerifier?, CurlHTTPEngine?) {
+        guard configuration.googlePlayNotificationsEnabled else { return (nil, nil) }
+        var engine: CurlHTTPEngine?
+        var transport = transport
+        if transport == nil, configuration.pubSubJWKSURL != nil {
+            do {
+                // TLS peer and host verification are always on in this client.
+                engine = try CurlHTTPEngine(configuration: HTTPEngineConfiguration(maximumHostConnections: 2))
+            } catch {
+                throw ConfigurationError(key: "gateway_pubsub_jwks_url", problem: "cannot start an HTTP client")
+            }
+            transport = engine
+        }
+        guard let keys = try configuration.loadPubSubKeySet(transport: transport, now: now),
+            let audience = configuration.pubSubAudience, let serviceAccount = configuration.pubSubServiceAccount
+        else { return (nil, engine) }
+        let verifier = PubSubTokenVerifier(
+            keys: keys, audience: audience, serviceAccount: serviceAccount,
+            clockSkew: .seconds(configuration.pubSubClockSkewSeconds), now: now)
+        return (verifier, engine)
     }
 
     /// A gateway with its own idempotent producer to `configuration.brokers`, flushed and closed when `run` ends.
@@ -73,6 +117,7 @@ public final class ReceiptGateway: Sendable {
         try configuration.validate()
         let tokens = try configuration.loadTokens(logger: logger)
         let trust = try configuration.loadTrustStore()
+        let (verifier, engine) = try Self.pushVerifier(configuration, transport: nil, now: Date.init)
         let producer: KafkaProducer
         do {
             producer = try KafkaProducer(
@@ -93,15 +138,21 @@ public final class ReceiptGateway: Sendable {
                 return Readiness(isReady: state.isReady, reasons: state.reasons)
             }, fatalError: { producer.fatalError }, tokens: tokens,
             notificationCheck: NotificationSignatureCheck(trust: trust),
-            brokerProbe: { await publisher.watchKafka() })
+            brokerProbe: { await publisher.watchKafka() }, pushVerifier: verifier, keysEngine: engine, now: Date.init)
     }
 
     private init(
         configuration: GatewayConfiguration, publisher: any JobPublishing, ownedProducer: KafkaProducer?,
         logger: Logger, readiness: @escaping @Sendable () -> Readiness,
         fatalError: @escaping @Sendable () -> (any Error)?, tokens: BearerTokens?,
-        notificationCheck: NotificationSignatureCheck, brokerProbe: (@Sendable () async -> Void)?
+        notificationCheck: NotificationSignatureCheck, brokerProbe: (@Sendable () async -> Void)?,
+        pushVerifier: PubSubTokenVerifier?, keysEngine: CurlHTTPEngine?, now: @escaping @Sendable () -> Date
     ) {
+        self.pushVerifier = pushVerifier
+        self.keysEngine = keysEngine
+        self.pushIntake = GooglePlayPushIntake(
+            accountID: configuration.googlePlayNotificationAccountID, packages: Set(configuration.googlePlayPackages),
+            subscription: configuration.pubSubSubscription, maximumBytes: configuration.maximumBodyBytes, now: now)
         self.producerFatalError = fatalError
         self.tokens = tokens
         self.notificationCheck = notificationCheck
@@ -183,6 +234,7 @@ public final class ReceiptGateway: Sendable {
         if let producer = ownedProducer {
             await producer.shutdown(timeout: .seconds(configuration.drainTimeoutSeconds))
         }
+        keysEngine?.shutdown()
         if let failure = failure as? ConfigurationError { throw failure }
         if let failure, !(failure is CancellationError), neverListened {
             // The server ended without ever listening: its port is taken or cannot be bound.
@@ -203,8 +255,9 @@ public final class ReceiptGateway: Sendable {
     private func makeRouter() -> Router<BasicRequestContext> {
         let router = Router()
         // Another method on these paths gets 405 with Allow, another path 404, both with a JSON error.
-        router.add(
-            middleware: RouteFallbackMiddleware(methods: ["v1/receipts": [.post], "apple/notifications": [.post]]))
+        var methods: [String: [HTTPRequest.Method]] = ["v1/receipts": [.post], "apple/notifications": [.post]]
+        if pushVerifier != nil { methods["google-play/notifications"] = [.post] }
+        router.add(middleware: RouteFallbackMiddleware(methods: methods))
         router.post("v1/receipts") { request, _ in
             await self.handle(request, route: Route.receipts, requiresToken: true) {
                 (intake: JobIntake, body: [UInt8]) throws(GatewayError) -> ReceiptJob in
@@ -227,7 +280,102 @@ public final class ReceiptGateway: Sendable {
                 (200, GatewayJSON.encode(["job_id": job.jobID]))
             }
         }
+        if let pushVerifier {
+            router.post("google-play/notifications") { request, _ in
+                await self.handleGooglePlayPush(request, verifier: pushVerifier)
+            }
+        }
         return router
+    }
+
+    /// One Pub/Sub push: the token first (a push without a valid one costs no body read and publishes nothing), then
+    /// the envelope: a job published and acknowledged after its delivery report, or a push that can never make a job
+    /// acknowledged and counted. No content-type check: a push is judged by its body, and a refusal Pub/Sub cannot
+    /// fix would only make it deliver the same push for days.
+    private func handleGooglePlayPush(_ request: Request, verifier: PubSubTokenVerifier) async -> Response {
+        let start = ContinuousClock.now
+        let route = Route.googlePlayNotifications
+        var request = request
+        do throws(GatewayError) {
+            do {
+                try await verifier.verify(authorization: request.headers[.authorization])
+            } catch let failure as PubSubTokenVerifier.Failure {
+                throw GatewayError(.unauthenticated, field: "authorization", failure.rawValue)
+            } catch {
+                throw GatewayError(.keysUnavailable, "Google's token keys could not be read")
+            }
+            let body: [UInt8]
+            do throws(GatewayError) {
+                body = try await Self.readBody(&request, limit: configuration.maximumBodyBytes)
+            } catch  where error.code == .tooLarge {
+                return discarded(.tooLarge, route: route, since: start)
+            }
+            switch try pushIntake.outcome(of: body) {
+            case .discard(let reason):
+                return discarded(reason, route: route, since: start)
+            case .job(let job):
+                let report = try await publisher.publish(job)
+                GatewayMetrics.recordPublished(route: route)
+                GatewayMetrics.recordPush(outcome: "accepted")
+                logger.debug(
+                    "google play notification published",
+                    metadata: [
+                        LogKeys.jobID: "\(job.jobID)", LogKeys.partition: "\(report.topicPartition.partition)",
+                        LogKeys.offset: "\(report.offset)",
+                    ])
+                GatewayMetrics.recordAnswer(route: route, status: 200, since: start)
+                return Self.json(200, GatewayJSON.encode(["job_id": job.jobID]))
+            }
+        } catch {
+            GatewayMetrics.recordError(route: route, error)
+            GatewayMetrics.recordAnswer(route: route, status: error.httpStatus, since: start)
+            GatewayMetrics.recordPush(outcome: error.httpStatus == 401 ? "refused" : "failed")
+            if error.httpStatus >= 500 {
+                logger.warning(
+                    "google play push not accepted",
+                    metadata: [LogKeys.httpRoute: "\(route)", LogKeys.error: "\(error.code)"])
+                stopIfKafkaFailedForGood()
+            } else {
+                // Debug, as the other routes' refusals: a flood of forged pushes must not flood the log (the
+                // metrics count them).
+                logger.debug(
+                    "google play push refused",
+                    metadata: [
+                        LogKeys.httpRoute: "\(route)", LogKeys.error: "\(error.code)",
+                        LogKeys.reason: "\(error.message)",
+                    ])
+            }
+            var response = Self.json(error.httpStatus, error.jsonBody)
+            if error.httpStatus == 401 { response.headers[.wwwAuthenticate] = "Bearer" }
+            return response
+        }
+    }
+
+    /// A push acknowledged without a job: counted by reason and logged without its content.
+    private func discarded(
+        _ reason: GooglePlayPushIntake.Discard, route: String, since start: ContinuousClock.Instant
+    ) -> Response {
+        GatewayMetrics.recordDiscarded(reason: reason.rawValue)
+        GatewayMetrics.recordPush(outcome: "discarded")
+        GatewayMetrics.recordAnswer(route: route, status: 200, since: start)
+        logger.notice("google play push discarded", metadata: [LogKeys.reason: "\(reason.rawValue)"])
+        return Self.json(200, GatewayJSON.encode(["discarded": reason.rawValue]))
+    }
+
+    /// The request's body, up to `limit` bytes (`tooLarge` past it, with or without `Content-Length`).
+    private static func readBody(_ request: inout Request, limit: Int) async throws(GatewayError) -> [UInt8] {
+        if let length = request.headers[.contentLength].flatMap({ Int($0) }), length > limit {
+            throw GatewayError(.tooLarge, "\(length) bytes, limit \(limit)")
+        }
+        do {
+            let buffer = try await request.collectBody(upTo: limit)
+            return buffer.getBytes(at: buffer.readerIndex, length: buffer.readableBytes) ?? []
+        } catch let error as any HTTPResponseError where error.status == .contentTooLarge {
+            // A chunked body has no Content-Length: Hummingbird stops reading at the limit (NIOTooManyBytesError).
+            throw GatewayError(.tooLarge, "the body is larger than \(limit) bytes")
+        } catch {
+            throw GatewayError(.notJSON, "the body could not be read")
+        }
     }
 
     /// One request: content type, size, job, publish, answer. Everything that goes wrong becomes a JSON error.
@@ -251,20 +399,7 @@ public final class ReceiptGateway: Sendable {
             guard Self.isJSON(request.headers[.contentType]) else {
                 throw GatewayError(.unsupportedMediaType, "Content-Type must be application/json")
             }
-            let limit = configuration.maximumBodyBytes
-            if let length = request.headers[.contentLength].flatMap({ Int($0) }), length > limit {
-                throw GatewayError(.tooLarge, "\(length) bytes, limit \(limit)")
-            }
-            let body: [UInt8]
-            do {
-                let buffer = try await request.collectBody(upTo: limit)
-                body = buffer.getBytes(at: buffer.readerIndex, length: buffer.readableBytes) ?? []
-            } catch let error as any HTTPResponseError where error.status == .contentTooLarge {
-                // A chunked body has no Content-Length: Hummingbird stops reading at the limit (NIOTooManyBytesError).
-                throw GatewayError(.tooLarge, "the body is larger than \(limit) bytes")
-            } catch {
-                throw GatewayError(.notJSON, "the body could not be read")
-            }
+            let body = try await Self.readBody(&request, limit: configuration.maximumBodyBytes)
             let job = try makeJob(intake, body)
             let report = try await publisher.publish(job)
             GatewayMetrics.recordPublished(route: route)

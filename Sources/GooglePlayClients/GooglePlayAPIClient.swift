@@ -126,6 +126,25 @@ public final class GooglePlayAPIClient<C: GateClock>: Sendable where C.Instant: 
         }
     }
 
+    /// `orders.reviewrefund`: the developer's answer to a pending refund review of `orderID`, within Google's 24
+    /// hours. Google takes one answer per review and refuses a second (400).
+    public func reviewRefund(
+        packageName: String, orderID: String, review: GooglePlayRefundReview, deadline: C.Instant? = nil
+    ) async -> GooglePlayOutcome<GooglePlayAccepted> {
+        let body: [UInt8]
+        do {
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.sortedKeys]
+            body = Array(try encoder.encode(review))
+        } catch {
+            return .failed(GooglePlayAPIError(code: .malformedResponse, detail: "review not encodable"))
+        }
+        return await call(
+            .playOrderReviewRefund, method: .post,
+            path: "applications/\(Self.segment(packageName))/orders/\(Self.segment(orderID)):reviewrefund",
+            body: body, deadline: deadline, decode: Self.accepted)
+    }
+
     static var acknowledged: String { "ACKNOWLEDGEMENT_STATE_ACKNOWLEDGED" }
 
     /// Google answers 400 (`invalidPurchaseState`) to an acknowledge or consume of a purchase already acknowledged or

@@ -137,3 +137,32 @@ public struct GooglePlayProductPurchase: Sendable, Hashable, Decodable {
 public struct GooglePlayAccepted: Sendable, Hashable {
     public init() {}
 }
+
+/// The answer to a pending refund review (`orders.reviewrefund`'s `OrdersReviewRefundRequest`): what the developer
+/// prefers and what it knows of the purchase's use. Google reviews a refund once, so one answer per review.
+public struct GooglePlayRefundReview: Sendable, Hashable, Encodable {
+    /// The review's token, from the pending refund review notification (`pendingRefundToken`).
+    public var pendingRefundToken: String
+    /// Whether a free sample, trial or description was given before the purchase (`sampleContentProvided`).
+    public var sampleContentProvided: Bool
+    /// `DECLINE`, `APPROVE` or `NEUTRAL` (`refundPreference`).
+    public var refundPreference: String
+    /// How much of the purchase the customer used, in thousandths of a percent, 0 to 100,000
+    /// (`consumptionPercentageMilliunits`); nil sends none.
+    public var consumptionPercentageMilliunits: Int?
+
+    /// The largest `consumptionPercentageMilliunits` Google accepts (100 %).
+    public static let fullConsumption = 100_000
+
+    public init(
+        pendingRefundToken: String, sampleContentProvided: Bool, refundPreference: String,
+        consumptionPercentageMilliunits: Int? = nil
+    ) {
+        self.pendingRefundToken = pendingRefundToken
+        self.sampleContentProvided = sampleContentProvided
+        self.refundPreference = refundPreference
+        self.consumptionPercentageMilliunits = consumptionPercentageMilliunits.map {
+            min(max($0, 0), Self.fullConsumption)
+        }
+    }
+}

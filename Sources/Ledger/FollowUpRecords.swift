@@ -57,6 +57,10 @@ public struct FollowUpRecord: Sendable, Hashable {
         /// Google Play's consume of a granted consumable (which acknowledges it too), keyed and stored as
         /// ``playAcknowledge``.
         public static let playConsume = Kind(rawValue: "play_consume")
+        /// Google Play's answer to a pending refund review (`orders.reviewrefund`), keyed by the review's
+        /// `pendingRefundToken` (Google takes one answer per review); `transactionID` holds the order id and
+        /// `environment` `{package name}/orders/{product id}`.
+        public static let playRefundReview = Kind(rawValue: "play_refund_review")
 
         public var description: String { rawValue }
     }

@@ -130,6 +130,15 @@ public struct Catalog: Sendable, Hashable {
         /// A subscription's base plan ids (`base_plans`); empty for a one-time product.
         public var basePlans: [String]
         public var entitlements: [String]
+        /// What to tell Google when it reviews a refund of this product (`refund_preference`: `DECLINE`, `APPROVE`
+        /// or `NEUTRAL`, Google's `refundPreference`); nil: `NEUTRAL`.
+        public var refundPreference: String?
+        /// Whether a free sample, trial or description of the content was given before the purchase
+        /// (`sample_content_provided`; nil: false).
+        public var sampleContentProvided: Bool?
+
+        /// The values `refund_preference` may take for a Play product (Google's `refundPreference`).
+        public static let refundPreferences = ["DECLINE", "APPROVE", "NEUTRAL"]
 
         /// The types a Play product may have, as `play_products` spells them.
         public static let typeNames: [(name: String, type: ProductType)] = [
@@ -141,11 +150,16 @@ public struct Catalog: Sendable, Hashable {
             Self.typeNames.first { $0.type == type }?.name ?? type.rawValue
         }
 
-        public init(id: String, type: ProductType, basePlans: [String] = [], entitlements: [String]? = nil) {
+        public init(
+            id: String, type: ProductType, basePlans: [String] = [], entitlements: [String]? = nil,
+            refundPreference: String? = nil, sampleContentProvided: Bool? = nil
+        ) {
             self.id = id
             self.type = type
             self.basePlans = basePlans
             self.entitlements = type == .consumable ? [] : (entitlements ?? [id])
+            self.refundPreference = refundPreference
+            self.sampleContentProvided = sampleContentProvided
         }
     }
 
@@ -381,7 +395,28 @@ extension Catalog {
                 }
                 entitlements = names
             }
-            products.append(PlayProduct(id: id, type: type, basePlans: basePlans, entitlements: entitlements))
+            // The refund review's answer: refused when malformed, never ignored, since a wrong answer to Google
+            // cannot be taken back.
+            var refundPreference: String?
+            if let value = present(entry["refund_preference"]) {
+                guard let text = value as? String, PlayProduct.refundPreferences.contains(text) else {
+                    throw CatalogError(
+                        "play product \(id): \"refund_preference\" must be one of "
+                            + PlayProduct.refundPreferences.joined(separator: ", "))
+                }
+                refundPreference = text
+            }
+            var sampleContentProvided: Bool?
+            if let value = present(entry["sample_content_provided"]) {
+                guard let flag = value as? Bool else {
+                    throw CatalogError("play product \(id): \"sample_content_provided\" must be true or false")
+                }
+                sampleContentProvided = flag
+            }
+            products.append(
+                PlayProduct(
+                    id: id, type: type, basePlans: basePlans, entitlements: entitlements,
+                    refundPreference: refundPreference, sampleContentProvided: sampleContentProvided))
         }
         return products
     }
@@ -543,6 +578,8 @@ extension Catalog: Encodable {
     private enum PlayProductKeys: String, CodingKey {
         case id, type, entitlements
         case basePlans = "base_plans"
+        case refundPreference = "refund_preference"
+        case sampleContentProvided = "sample_content_provided"
     }
 
     private enum AppKeys: String, CodingKey {
@@ -619,6 +656,8 @@ extension Catalog: Encodable {
                 if product.entitlements != PlayProduct(id: product.id, type: product.type).entitlements {
                     try entry.encode(product.entitlements, forKey: .entitlements)
                 }
+                try entry.encodeIfPresent(product.refundPreference, forKey: .refundPreference)
+                try entry.encodeIfPresent(product.sampleContentProvided, forKey: .sampleContentProvided)
             }
         }
     }

@@ -69,6 +69,12 @@ public enum MetricNames {
     /// Gauge: seconds since the oldest Google Play grant whose acknowledge (or consume) Google has not accepted yet
     /// was recorded, from the ledger (the whole cluster's); 0 when none. Google refunds after three days.
     public static let googlePlayOldestUnacknowledged = "verify_google_play_oldest_unacknowledged_seconds"
+    /// Counter, `result` (as ``googlePlayAcknowledgements``): answers to Google Play's pending refund reviews
+    /// (`orders.reviewrefund`).
+    public static let googlePlayRefundReviews = "verify_google_play_refund_reviews_total"
+    /// Gauge: seconds since the oldest pending refund review Google has no answer to yet was recorded, from the
+    /// ledger; 0 when none. Google waits 24 hours for an answer.
+    public static let googlePlayOldestRefundReview = "verify_google_play_oldest_refund_review_seconds"
 
     // MARK: The Apple call gates (`RateLimiter`); each carries the label `gate`
     /// Gauge: the effective concurrency limit (local AIMD limit, lowered by remote signals).
@@ -103,6 +109,11 @@ public enum MetricNames {
     public static let gatewayPublished = "verify_gateway_jobs_published_total"
     /// Counter `{route, error}`: requests refused or failed, by error code (`missing_field`, `kafka_unavailable`…).
     public static let gatewayErrors = "verify_gateway_errors_total"
+    /// Counter `{outcome}`: Google Play Pub/Sub pushes answered, by outcome (`accepted`: published; `discarded`:
+    /// acknowledged with nothing published; `refused`: not authenticated; `failed`: not published, Pub/Sub retries).
+    public static let gatewayPushes = "verify_gateway_pubsub_pushes_total"
+    /// Counter `{reason}`: Google Play pushes acknowledged but never published, permanently bad (`data_not_base64`…).
+    public static let gatewayNotificationsDiscarded = "verify_gateway_notifications_discarded_total"
 
     // MARK: The entitlement service (`verify-worker entitlements`)
     /// Counter, `result` = applied, no_change, stale, duplicate, ignored: messages of the verdicts topic projected.
@@ -242,6 +253,12 @@ public enum MetricNames {
         .init(
             googlePlayOldestUnacknowledged, .gauge, [], .worker,
             "Seconds since the oldest Google Play grant not yet acknowledged by Google was recorded (0 when none)."),
+        .init(
+            googlePlayRefundReviews, .counter, ["result"], .worker,
+            "Answers to Google Play's pending refund reviews (orders.reviewrefund), by result."),
+        .init(
+            googlePlayOldestRefundReview, .gauge, [], .worker,
+            "Seconds since the oldest Google Play refund review not yet answered was recorded (0 when none)."),
 
         // The Apple call gates of the worker.
         .init(
@@ -271,6 +288,12 @@ public enum MetricNames {
             "Seconds from a request's arrival to its answer, publish included."),
         .init(gatewayPublished, .counter, ["route"], .gateway, "Jobs Kafka acknowledged."),
         .init(gatewayErrors, .counter, ["route", "error"], .gateway, "Requests refused or failed, by error code."),
+        .init(
+            gatewayPushes, .counter, ["outcome"], .gateway,
+            "Google Play Pub/Sub pushes answered: accepted, discarded, refused (401) or failed (5xx)."),
+        .init(
+            gatewayNotificationsDiscarded, .counter, ["reason"], .gateway,
+            "Google Play pushes acknowledged without a job (permanently bad), by reason."),
 
         // The entitlement service.
         .init(

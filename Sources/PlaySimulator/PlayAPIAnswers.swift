@@ -87,7 +87,7 @@ enum PlayAPIAnswers {
         }
         var offer: [String: Any] = [
             "quantity": purchase.quantity,
-            "refundableQuantity": state == .purchased ? purchase.quantity : 0,
+            "refundableQuantity": state == .purchased ? purchase.quantity - purchase.refundedQuantity : 0,
             "consumptionState": purchase.consumedAt == nil
                 ? "CONSUMPTION_STATE_YET_TO_BE_CONSUMED" : "CONSUMPTION_STATE_CONSUMED",
         ]
@@ -130,6 +130,15 @@ enum PlayAPIAnswers {
         case .replaced:
             subscriptionState = "SUBSCRIPTION_STATE_EXPIRED"
             canceledContext = ["replacementCancellation": [String: Any]()]
+        case .revoked:
+            subscriptionState = "SUBSCRIPTION_STATE_EXPIRED"
+            canceledContext =
+                purchase.revokedByDeveloper
+                ? ["developerInitiatedCancellation": [String: Any]()]
+                : ["systemInitiatedCancellation": [String: Any]()]
+        case .inGracePeriod: subscriptionState = "SUBSCRIPTION_STATE_IN_GRACE_PERIOD"
+        case .onHold: subscriptionState = "SUBSCRIPTION_STATE_ON_HOLD"
+        case .paused: subscriptionState = "SUBSCRIPTION_STATE_PAUSED"
         }
         var item: [String: Any] = [
             "productId": purchase.productId,
@@ -137,7 +146,9 @@ enum PlayAPIAnswers {
         ]
         if let expiry = effectiveExpiry(purchase, now: now) {
             item["expiryTime"] = RFC3339.format(expiry)
-            item["autoRenewingPlan"] = ["autoRenewEnabled": state == .active]
+            // Auto-renew stays on while Google still tries to charge (grace period, hold) and while paused.
+            let renewing: Set<PlayPurchaseState> = [.active, .inGracePeriod, .onHold, .paused]
+            item["autoRenewingPlan"] = ["autoRenewEnabled": renewing.contains(state)]
         }
         if let latest = purchase.latestOrderId { item["latestSuccessfulOrderId"] = latest }
         var object: [String: Any] = [
@@ -150,6 +161,9 @@ enum PlayAPIAnswers {
         if let completed = purchase.completedAt { object["startTime"] = RFC3339.format(completed) }
         if let linked = purchase.linkedPurchaseToken { object["linkedPurchaseToken"] = linked }
         if let canceledContext { object["canceledStateContext"] = canceledContext }
+        if state == .paused, let resume = purchase.autoResumeTime {
+            object["pausedStateContext"] = ["autoResumeTime": RFC3339.format(resume)]
+        }
         var identifiers: [String: Any] = [:]
         if let account = purchase.obfuscatedAccountId { identifiers["obfuscatedExternalAccountId"] = account }
         if let profile = purchase.obfuscatedProfileId { identifiers["obfuscatedExternalProfileId"] = profile }
@@ -163,6 +177,8 @@ enum PlayAPIAnswers {
         guard var expiry = purchase.expiryTime else { return nil }
         if let refunded = purchase.refundedAt(now: now) { expiry = min(expiry, refunded) }
         if let replaced = purchase.replacedAt { expiry = min(expiry, replaced) }
+        if let revoked = purchase.revokedAt { expiry = min(expiry, revoked) }
+        if let voided = purchase.voidedAt { expiry = min(expiry, voided) }
         return expiry
     }
 
@@ -210,9 +226,27 @@ enum PlayAPIAnswers {
             ("obfuscated_account_id", purchase.obfuscatedAccountId),
             ("obfuscated_profile_id", purchase.obfuscatedProfileId),
             ("developer_payload", purchase.developerPayload),
+            ("voided_at_ms", purchase.voidedAt?.epochMilliseconds),
+            ("grace_period_end_ms", purchase.gracePeriodEnd?.epochMilliseconds),
+            (
+                "on_hold_since_ms",
+                purchase.state(now: now) == .onHold
+                    ? (purchase.onHoldSince ?? purchase.gracePeriodEnd)?.epochMilliseconds : nil
+            ),
+            ("paused_at_ms", purchase.pausedAt?.epochMilliseconds),
+            ("auto_resume_time_ms", purchase.autoResumeTime?.epochMilliseconds),
+            ("revoked_at_ms", purchase.revokedAt?.epochMilliseconds),
         ]
         for (key, value) in optional { if let value { object[key] = value } }
         if purchase.isSubscription { object["auto_renew_enabled"] = purchase.autoRenewEnabled }
+        object["voided"] = purchase.voidedAt != nil
+        object["refunded_quantity"] = purchase.refundedQuantity
+        object["entitled"] = purchase.isEntitled(now: now)
+        object["google_state"] =
+            purchase.isSubscription
+            ? subscriptionPurchaseV2(purchase, now: now)["subscriptionState"] as? String ?? ""
+            : (productPurchaseV2(purchase, now: now)["purchaseStateContext"] as? [String: Any])?["purchaseState"]
+                as? String ?? ""
         return object
     }
 

@@ -20,6 +20,8 @@ public enum PlayRoute: String, Sendable, CaseIterable, Codable {
     case productsAcknowledge = "purchases.products.acknowledge"
     case productsConsume = "purchases.products.consume"
     case subscriptionsAcknowledge = "purchases.subscriptions.acknowledge"
+    case voidedPurchasesList = "purchases.voidedpurchases.list"
+    case ordersReviewRefund = "orders.reviewrefund"
 }
 
 /// What a fault does to a request it hits.

@@ -44,6 +44,23 @@ public struct PlayPurchase: Sendable {
     /// The subscription that replaced this one, and when.
     public var replacedByToken: String?
     public var replacedAt: Date?
+    // What happened after the purchase (docs/PLAY-SIMULATOR.md, "The life of a purchase").
+    /// A subscription whose renewal payment failed: access continues until this date (Google's grace period), then
+    /// the subscription reads as on hold from it.
+    public var gracePeriodEnd: Date?
+    /// A subscription on account hold since this date: no access until it recovers.
+    public var onHoldSince: Date?
+    /// A paused subscription: paused since `pausedAt`, resuming by itself at `autoResumeTime`.
+    public var pausedAt: Date?
+    public var autoResumeTime: Date?
+    /// When access was taken away at once (revoke, or a refund or chargeback of a subscription).
+    public var revokedAt: Date?
+    /// Revoked by the developer (`developerInitiatedCancellation`) rather than by Google (a refund, a chargeback).
+    public var revokedByDeveloper = false
+    /// When the whole purchase was voided (refund, revoke with refund, chargeback); nil if it was not.
+    public var voidedAt: Date?
+    /// Units of a one-time purchase refunded by quantity-based partial refunds (a full refund voids all).
+    public var refundedQuantity = 0
     // Calls, for the truth.
     public var reads = 0
     public var acknowledgeCalls = 0
@@ -72,11 +89,25 @@ public struct PlayPurchase: Sendable {
     public func state(now: Date) -> PlayPurchaseState {
         if pendingCancelledAt != nil { return .pendingCanceled }
         if completedAt == nil { return .pending }
+        if voidedAt != nil, !isSubscription { return .refunded }
         if refundedAt(now: now) != nil { return .refunded }
         guard isSubscription else { return .purchased }
         if replacedByToken != nil { return .replaced }
+        if revokedAt != nil { return .revoked }
+        if pausedAt != nil { return .paused }
+        if onHoldSince != nil { return .onHold }
+        if let gracePeriodEnd { return now < gracePeriodEnd ? .inGracePeriod : .onHold }
         if let expiryTime, now >= expiryTime { return .expired }
         return userCanceledAt != nil ? .canceled : .active
+    }
+
+    /// Whether the buyer has what they paid for as of `now` (Google grants access in the grace period, not on hold
+    /// or paused).
+    public func isEntitled(now: Date) -> Bool {
+        switch state(now: now) {
+        case .purchased, .active, .canceled, .inGracePeriod: return true
+        default: return false
+        }
     }
 }
 
@@ -98,4 +129,12 @@ public enum PlayPurchaseState: String, Sendable {
     case expired
     /// A subscription replaced by another (upgrade, downgrade).
     case replaced
+    /// A subscription whose renewal payment failed, still giving access (`SUBSCRIPTION_STATE_IN_GRACE_PERIOD`).
+    case inGracePeriod = "in_grace_period"
+    /// A subscription on account hold: the payment still failed after the grace period; no access.
+    case onHold = "on_hold"
+    /// A subscription the user paused; no access until it resumes.
+    case paused
+    /// A subscription whose access was taken away at once (revoked, refunded, charged back).
+    case revoked
 }

@@ -132,7 +132,7 @@ extension PlaySimulator {
             purchase!.acknowledgeCalls += 1
             if purchase!.acknowledgedAt != nil { return .noContent }
             switch purchase!.state(now: now) {
-            case .purchased, .active, .canceled: break
+            case .purchased, .active, .canceled, .inGracePeriod, .onHold, .paused: break
             default: return .invalidState
             }
             purchase!.acknowledgedAt = now

@@ -60,6 +60,36 @@ extension PlaySimulator {
             }
         }
 
+        router.get(RouterPath(Self.apiPrefix + "voidedpurchases")) { request, context -> Response in
+            let package = Self.parameter(context, "packageName")
+            var query: [String: String] = [:]
+            for (name, value) in request.uri.queryParameters { query[String(name)] = String(value) }
+            return await self.googleCall(
+                .voidedPurchasesList, authorization: request.headers[.authorization], packageName: package
+            ) { self.listVoidedPurchases(packageName: package, query: query) }
+        }
+        // `{orderId}:reviewrefund` is one path segment; order ids hold dots, so the method follows the last colon.
+        router.post("androidpublisher/v3/applications/:packageName/orders/:orderAndMethod") {
+            request, context -> Response in
+            let package = Self.parameter(context, "packageName")
+            let segment = Self.parameter(context, "orderAndMethod")
+            guard let colon = segment.lastIndex(of: ":"), segment[segment.index(after: colon)...] == "reviewrefund"
+            else { return Self.response(PlayReply.notFoundRoute) }
+            let orderId = String(segment[..<colon])
+            let body = try await Self.bytes(of: request, upTo: self.configuration.maximumBodyBytes)
+            return await self.googleCall(
+                .ordersReviewRefund, authorization: request.headers[.authorization], packageName: package
+            ) { self.reviewRefund(packageName: package, orderId: orderId, body: body) }
+        }
+        // Google's public keys for the OIDC tokens of the pushes; not an API route (no token, no faults).
+        router.get("oauth2/v3/certs") { _, _ -> Response in
+            self.stats.record(request: "oauth2/v3/certs")
+            let (body, maxAge) = self.pushes.jwks()
+            var response = Self.response(PlayReply(200, PlayAPIAnswers.json(body)))
+            response.headers[.cacheControl] = "public, max-age=\(maxAge)"
+            return response
+        }
+
         addSimulatorRoutes(to: router)
         return router
     }

@@ -8,7 +8,7 @@ import Operations
 extension PlaySimulator {
     func addSimulatorRoutes(to router: Router<BasicRequestContext>) {
         simPost(router, "sim/mint") { object in
-            let minted = try self.mint(try Self.mintRequest(object))
+            let minted = try self.mint(try Self.mintRequest(object), push: try Self.pushOptions(object["push"]))
             return Self.mintAnswer(minted.purchase, minted.signed)
         }
         simPost(router, "sim/renew") { object in
@@ -77,13 +77,14 @@ extension PlaySimulator {
             }
             return Self.response(PlayReply(200, PlayAPIAnswers.json(self.faults.report())))
         }
+        addLifecycleRoutes(to: router)
         router.addSimulatorStatsRoutes(snapshot: stats.snapshot, reset: stats.reset) {
             Self.response(PlayReply($0, $1))
         }
     }
 
     /// A `POST /sim/…` route taking a JSON object and answering one, counted under its path.
-    private func simPost(
+    func simPost(
         _ router: Router<BasicRequestContext>, _ path: String,
         _ handle: @escaping @Sendable ([String: Any]) throws -> [String: Any]
     ) {

@@ -22,6 +22,9 @@ public struct PlaySimulatorConfiguration: Sendable {
     public var licensingKeys: [String: _RSA.Signing.PrivateKey] = [:]
     /// Random numbers for fault ratios. Default: the system generator.
     public var random: any PlayRandomSource = PlaySystemRandom()
+    /// Real-time developer notifications: the push endpoint, subscription, OIDC token and retry policy.
+    /// Default: no endpoint (nothing is pushed).
+    public var push = PlayPushConfiguration()
     /// The largest request body accepted (bytes). Default: 1 MiB.
     public var maximumBodyBytes: Int = 1 << 20
     /// The logger. Default: label `play-sim`, level `notice`.
@@ -49,6 +52,9 @@ public final class PlaySimulator: Sendable {
     let oauth: PlayOAuthService
     let faults: PlayFaultInjector
     let licensingKeys: PlayLicensingKeys
+    let pushes: PlayPushDispatcher
+    let voided = PlayVoidedPurchases()
+    let reviews = PlayRefundReviews()
     private let readiness = PortReadiness()
 
     public init(configuration: PlaySimulatorConfiguration = .init()) {
@@ -60,6 +66,8 @@ public final class PlaySimulator: Sendable {
             accessTokenLifetime: lifetime.isFinite ? min(max(1, lifetime), 31_536_000) : 3599)
         faults = PlayFaultInjector(random: configuration.random, clock: configuration.clock)
         licensingKeys = PlayLicensingKeys(preset: configuration.licensingKeys)
+        pushes = PlayPushDispatcher(
+            configuration: configuration.push, clock: configuration.clock, random: configuration.random)
     }
 
     // MARK: Running
@@ -75,7 +83,20 @@ public final class PlaySimulator: Sendable {
             logger: configuration.logger)
         try await readiness.serve(stoppedEarly: PlaySimulatorError(.server, "the simulator stopped before it listened"))
         {
-            try await application.run()
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { try await application.run() }
+                // Pushes are delivered on a task of their own; on a manual clock the test calls `deliverDue()`.
+                if !self.clock.isManual {
+                    group.addTask {
+                        while !Task.isCancelled {
+                            await self.pushes.deliverDue()
+                            try await Task.sleep(for: self.pushes.configuration.deliveryInterval)
+                        }
+                    }
+                }
+                try await group.next()
+                group.cancelAll()
+            }
         }
     }
 
@@ -107,61 +128,44 @@ public final class PlaySimulator: Sendable {
         return try licensingKeys.publicKeyBase64(for: packageName)
     }
 
-    /// Mints a purchase, and returns it with the purchase data Play Billing would hand the app.
-    public func mint(_ request: PlayMintRequest) throws -> (purchase: PlayPurchase, signed: PlaySignedPurchase) {
-        let purchase = try registry.mint(request, now: clock.now())
-        return (purchase, try PlayAPIAnswers.sign(purchase, keys: licensingKeys))
+    /// Mints a purchase, and returns it with the purchase data Play Billing would hand the app; a completed one is
+    /// announced (`SUBSCRIPTION_PURCHASED`, `ONE_TIME_PRODUCT_PURCHASED`).
+    public func mint(
+        _ request: PlayMintRequest, push: PlayPushOptions = .init()
+    ) throws -> (purchase: PlayPurchase, signed: PlaySignedPurchase) {
+        let now = clock.now()
+        let purchase = try registry.mint(request, now: now)
+        let signed = try PlayAPIAnswers.sign(purchase, keys: licensingKeys)
+        if purchase.completedAt != nil {
+            pushes.publish(
+                PlayDeveloperNotification(
+                    packageName: purchase.packageName, eventTime: now, content: Self.purchasedNotification(purchase)),
+                options: push)
+        }
+        return (purchase, signed)
     }
 
     /// Renews a subscription: same token, the next order id (`<orderId>..n`), the period extended from the later of
     /// its end and now.
     public func renew(purchaseToken: String) throws -> PlayPurchase {
-        let now = clock.now()
-        return try registry.update(purchaseToken) { (purchase) throws(PlaySimulatorError) in
-            guard purchase.isSubscription else {
-                throw PlaySimulatorError(.conflict, "only a subscription renews")
-            }
-            switch purchase.state(now: now) {
-            case .active, .expired: break
-            default:
-                throw PlaySimulatorError(
-                    .conflict, "a \(purchase.state(now: now).rawValue) subscription does not renew")
-            }
-            let from = max(purchase.expiryTime ?? now, now)
-            purchase.expiryTime = from.addingTimeInterval(purchase.periodSeconds)
-            purchase.renewals += 1
-            purchase.autoRenewEnabled = true
-            purchase.userCanceledAt = nil
-        }
+        try lifecycle(purchaseToken, .renew).purchase
     }
 
     /// The user turns auto-renew off: the subscription stays until its period's end (`SUBSCRIPTION_STATE_CANCELED`).
     public func cancelSubscription(purchaseToken: String) throws -> PlayPurchase {
-        let now = clock.now()
-        return try registry.update(purchaseToken) { (purchase) throws(PlaySimulatorError) in
-            guard purchase.isSubscription, purchase.state(now: now) == .active else {
-                throw PlaySimulatorError(.conflict, "only an active subscription is cancelled")
-            }
-            purchase.userCanceledAt = now
-            purchase.autoRenewEnabled = false
-        }
+        try lifecycle(purchaseToken, .cancel).purchase
     }
 
     /// A pending purchase's payment arrives: it gets its order id now, and its three days to be acknowledged start.
     public func completePending(purchaseToken: String) throws -> (purchase: PlayPurchase, signed: PlaySignedPurchase) {
-        let purchase = try registry.completePending(purchaseToken, now: clock.now())
-        return (purchase, try PlayAPIAnswers.sign(purchase, keys: licensingKeys))
+        let result = try lifecycle(purchaseToken, .pendingComplete)
+        guard let signed = result.signed else { throw PlaySimulatorError(.server, "the purchase was not signed") }
+        return (result.purchase, signed)
     }
 
     /// A pending purchase's payment never arrives.
     public func cancelPending(purchaseToken: String) throws -> PlayPurchase {
-        let now = clock.now()
-        return try registry.update(purchaseToken) { (purchase) throws(PlaySimulatorError) in
-            guard purchase.completedAt == nil, purchase.pendingCancelledAt == nil else {
-                throw PlaySimulatorError(.conflict, "the purchase is not pending")
-            }
-            purchase.pendingCancelledAt = now
-        }
+        try lifecycle(purchaseToken, .pendingCancel).purchase
     }
 
     /// Replaces the fault plan.

@@ -10,9 +10,16 @@ public final class PlaySimulatorClock: Sendable {
     private let origin: Date
     private let scale: Double
     private let offset = Mutex<TimeInterval>(0)
+    /// A clock that moves only by `advance(by:)`: nothing the simulator schedules runs by itself on it.
+    public let isManual: Bool
 
     /// The system clock sped up `scale` times (1: real time; at most 1,000,000; not a positive number: 1) from now on.
-    public init(scale: Double = 1, base: @escaping @Sendable () -> Date = { Date() }) {
+    public convenience init(scale: Double = 1, base: @escaping @Sendable () -> Date = { Date() }) {
+        self.init(scale: scale, base: base, isManual: false)
+    }
+
+    private init(scale: Double, base: @escaping @Sendable () -> Date, isManual: Bool) {
+        self.isManual = isManual
         self.base = base
         self.origin = base()
         // At most a million times real speed, so that every date stays writable for decades of real time.
@@ -21,7 +28,7 @@ public final class PlaySimulatorClock: Sendable {
 
     /// A clock that stands still at `start` and moves only by `advance(by:)`: what tests use.
     public static func manual(start: Date = Date(timeIntervalSince1970: 1_800_000_000)) -> PlaySimulatorClock {
-        PlaySimulatorClock(base: { start })
+        PlaySimulatorClock(scale: 1, base: { start }, isManual: true)
     }
 
     public func now() -> Date {

@@ -9,6 +9,18 @@ public final class PlaySimulatorStats: Sendable {
         public var requests: [String: Int] = [:]
         public var statuses: [String: [String: Int]] = [:]
         public var faults: [String: Int] = [:]
+        /// The Voided Purchases API's pages answered and the records they held.
+        public var voidedPurchases = VoidedPurchaseCounts()
+
+        enum CodingKeys: String, CodingKey {
+            case requests, statuses, faults
+            case voidedPurchases = "voided_purchases"
+        }
+    }
+
+    public struct VoidedPurchaseCounts: Codable, Sendable, Equatable {
+        public var pages = 0
+        public var records = 0
     }
 
     private let counters = Mutex(Snapshot())
@@ -25,6 +37,13 @@ public final class PlaySimulatorStats: Sendable {
 
     func record(fault: PlayFaultKind) {
         counters.withLock { $0.faults[fault.rawValue, default: 0] += 1 }
+    }
+
+    func record(voidedPage records: Int) {
+        counters.withLock {
+            $0.voidedPurchases.pages += 1
+            $0.voidedPurchases.records += records
+        }
     }
 
     public func snapshot() -> Snapshot { counters.withLock { $0 } }

@@ -42,7 +42,8 @@ public struct QuotaBudget: Sendable, Hashable {
 
     /// Google Play's budgets: one daily over every Developer API call, one per minute for the Subscriptions bucket
     /// (subscription read and acknowledge) and one per minute for the One-time Purchases bucket (product read,
-    /// acknowledge and consume). The token endpoint is outside the Developer API's quota.
+    /// acknowledge and consume). An order's refund review answer counts against the daily quota only (it belongs to
+    /// neither bucket). The token endpoint is outside the Developer API's quota.
     public static func googlePlayDefaults(
         daily: Int = googlePlayDailyQuota, perMinute: Int = googlePlayMinuteQuota
     ) -> [QuotaBudget] {
@@ -50,7 +51,8 @@ public struct QuotaBudget: Sendable, Hashable {
         let oneTime: Set<StoreEndpoint> = [.playProductRead, .playProductAcknowledge, .playProductConsume]
         return [
             QuotaBudget(
-                name: "google_play_daily", limit: daily, period: .pacificDay, endpoints: subscriptions.union(oneTime)),
+                name: "google_play_daily", limit: daily, period: .pacificDay,
+                endpoints: subscriptions.union(oneTime).union([.playOrderReviewRefund])),
             QuotaBudget(
                 name: "google_play_subscriptions_minute", limit: perMinute, period: .minute, endpoints: subscriptions),
             QuotaBudget(

@@ -55,6 +55,8 @@ public struct StoreEndpoint: Sendable, Hashable, CustomStringConvertible {
     public static let playProductAcknowledge = StoreEndpoint("product_acknowledge", store: .googlePlay)
     /// Google Play Developer API, `purchases.products.consume` (quota bucket: One-time Purchases).
     public static let playProductConsume = StoreEndpoint("product_consume", store: .googlePlay)
+    /// `orders.reviewrefund`: the answer to a pending refund review.
+    public static let playOrderReviewRefund = StoreEndpoint("order_review_refund", store: .googlePlay)
     /// Google's OAuth 2.0 token endpoint, where the service account's signed assertion buys an access token (not a
     /// Developer API call: outside its quota).
     public static let playToken = StoreEndpoint("token", store: .googlePlay)
@@ -62,7 +64,7 @@ public struct StoreEndpoint: Sendable, Hashable, CustomStringConvertible {
     /// Every Google Play endpoint the client knows.
     public static let googlePlayEndpoints: [StoreEndpoint] = [
         .playSubscriptionRead, .playProductRead, .playSubscriptionAcknowledge, .playProductAcknowledge,
-        .playProductConsume, .playToken,
+        .playProductConsume, .playOrderReviewRefund, .playToken,
     ]
 }
 

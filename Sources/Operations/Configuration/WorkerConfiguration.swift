@@ -79,6 +79,8 @@ public struct WorkerConfiguration: Sendable, TableConfiguration {
     public var googlePlayDailyQuota: Int
     /// Developer API calls per minute per quota bucket this worker may make (`google_play_minute_quota`).
     public var googlePlayMinuteQuota: Int
+    /// Answer each Google Play pending refund review (`google_play_refund_review_answers`).
+    public var googlePlayRefundReviewAnswers: Bool
     public var retryBudgetRatio: Double
     /// Jobs with the same proof at once share one Apple answer (``AppleCoalescingConfiguration``).
     public var coalesceAppleCalls: Bool
@@ -193,6 +195,11 @@ public struct WorkerConfiguration: Sendable, TableConfiguration {
             "google_play_minute_quota", default: "3000",
             "Google Play Developer API calls per minute per quota bucket (Subscriptions, One-time Purchases) this "
                 + "worker may make: Google's default per bucket; with several workers, give each its share."),
+        .init(
+            "google_play_refund_review_answers", default: "false",
+            "Answer each Google Play pending refund review notification with one orders.reviewrefund call, within "
+                + "Google's 24 hours, built from the ledger (delivered or not, the share of a subscription period "
+                + "used) and play_products (refund_preference, sample_content_provided). Needs play_apps."),
         .init(
             "coalesce_apple_calls", default: "true",
             "Jobs carrying the same receipt or transaction id at once share one Apple call (in the worker, and "
@@ -357,6 +364,7 @@ public struct WorkerConfiguration: Sendable, TableConfiguration {
         }
         googlePlayDailyQuota = try reader.int("google_play_daily_quota", in: 1...1_000_000_000)
         googlePlayMinuteQuota = try reader.int("google_play_minute_quota", in: 1...10_000_000)
+        googlePlayRefundReviewAnswers = try reader.bool("google_play_refund_review_answers")
         retryBudgetRatio = try reader.double("retry_budget_ratio", in: 0...1)
         coalesceAppleCalls = try reader.bool("coalesce_apple_calls")
         verificationLease = .milliseconds(try reader.int("verification_lease_ms", in: 0...600_000))

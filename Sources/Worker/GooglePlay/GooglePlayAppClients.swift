@@ -83,6 +83,13 @@ public struct GooglePlayAppClients: GooglePlayPurchaseCalls {
             packageName: packageName, productID: productID, token: token, deadline: deadline)
     }
 
+    public func reviewRefund(
+        packageName: String, orderID: String, review: GooglePlayRefundReview, deadline: ContinuousClock.Instant
+    ) async -> GooglePlayOutcome<GooglePlayAccepted> {
+        guard let client = clients[packageName] else { return Self.noClient(packageName) }
+        return await client.reviewRefund(packageName: packageName, orderID: orderID, review: review, deadline: deadline)
+    }
+
     /// A call for an app this worker has no service account for (the catalog changed since the grant): put back
     /// for a worker that has one, never failed.
     static func noClient<Answer>(_ packageName: String) -> GooglePlayOutcome<Answer> {

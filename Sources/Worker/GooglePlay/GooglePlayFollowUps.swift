@@ -1,3 +1,4 @@
+import Decision
 import Foundation
 import GooglePlayClients
 import Ledger
@@ -20,12 +21,18 @@ public protocol GooglePlayPurchaseCalls: Sendable {
     func consume(
         packageName: String, productID: String, token: String, deadline: ContinuousClock.Instant
     ) async -> GooglePlayOutcome<GooglePlayAccepted>
+
+    /// `orders.reviewrefund`: the answer to a pending refund review of `orderID`.
+    func reviewRefund(
+        packageName: String, orderID: String, review: GooglePlayRefundReview, deadline: ContinuousClock.Instant
+    ) async -> GooglePlayOutcome<GooglePlayAccepted>
 }
 
-/// One Google Play purchase to acknowledge or consume, as its follow-up record stores it, so that any worker can make
-/// the call from the record alone: the key and `transaction_id` hold the purchase token, `environment` the
-/// purchase's place in the Developer API, `{package name}/{products|subscriptions}/{product id}` (neither a package
-/// name nor a product id has a `/`).
+/// One Google Play call that follows a verdict, as its follow-up record stores it, so that any worker can make the
+/// call from the record alone. An acknowledge or consume: the key and `transaction_id` hold the purchase token,
+/// `environment` the purchase's place in the Developer API, `{package name}/{products|subscriptions}/{product id}`
+/// (neither a package name nor a product id has a `/`). A refund review's answer: the key holds the review's
+/// `pendingRefundToken`, `transaction_id` the order id, `environment` `{package name}/orders/{product id}`.
 public struct GooglePlayFollowUpTarget: Sendable, Hashable {
     /// What is done with the purchase.
     public enum Action: Sendable, Hashable {
@@ -37,18 +44,24 @@ public struct GooglePlayFollowUpTarget: Sendable, Hashable {
         /// "Consumables are already implicitly acknowledged by calls to consumeAsync"; the Play simulator does the
         /// same), so a consumable gets this call alone.
         case consume
+        /// `orders.reviewrefund`: the answer to a pending refund review of an order.
+        case reviewRefund
     }
 
     public var packageName: String
     public var productID: String
+    /// The record's key: the purchase token, or a refund review's `pendingRefundToken`.
     public var token: String
     public var action: Action
+    /// The order a refund review is about (nil for the other calls).
+    public var orderID: String?
 
-    public init(packageName: String, productID: String, token: String, action: Action) {
+    public init(packageName: String, productID: String, token: String, action: Action, orderID: String? = nil) {
         self.packageName = packageName
         self.productID = productID
         self.token = token
         self.action = action
+        self.orderID = orderID
     }
 
     /// The call for a granted purchase. The type comes from the catalog's `play_products`; a product it does not
@@ -73,11 +86,19 @@ public struct GooglePlayFollowUpTarget: Sendable, Hashable {
     /// Reads a record's call back; nil when it is not a Google Play call or its place cannot be read.
     public init?(call: FollowUpRecord.Call) {
         let place = (call.environment ?? "").split(separator: "/", omittingEmptySubsequences: false)
-        guard place.count == 3, !place[0].isEmpty, !place[2].isEmpty, !call.key.isEmpty else { return nil }
+        // A review's product may be unknown (the ledger never saw the order); every other call names one.
+        guard place.count == 3, !place[0].isEmpty, !place[2].isEmpty || call.kind == .playRefundReview,
+            !call.key.isEmpty
+        else { return nil }
+        orderID = nil
         switch (call.kind, place[1]) {
         case (.playConsume, "products"): action = .consume
         case (.playAcknowledge, "products"): action = .acknowledgeProduct
         case (.playAcknowledge, "subscriptions"): action = .acknowledgeSubscription
+        case (.playRefundReview, "orders"):
+            guard !call.transactionID.isEmpty else { return nil }
+            action = .reviewRefund
+            orderID = call.transactionID
         default: return nil
         }
         packageName = String(place[0])
@@ -85,25 +106,46 @@ public struct GooglePlayFollowUpTarget: Sendable, Hashable {
         token = call.key
     }
 
-    /// The record's kind: one acknowledge or one consume per purchase token.
-    public var kind: FollowUpRecord.Kind { action == .consume ? .playConsume : .playAcknowledge }
+    /// The record's kind: one acknowledge or one consume per purchase token, one answer per refund review.
+    public var kind: FollowUpRecord.Kind {
+        switch action {
+        case .consume: .playConsume
+        case .acknowledgeProduct, .acknowledgeSubscription: .playAcknowledge
+        case .reviewRefund: .playRefundReview
+        }
+    }
 
     /// The call as its record stores it.
     public var call: FollowUpRecord.Call {
-        let collection = action == .acknowledgeSubscription ? "subscriptions" : "products"
+        let collection =
+            switch action {
+            case .acknowledgeSubscription: "subscriptions"
+            case .acknowledgeProduct, .consume: "products"
+            case .reviewRefund: "orders"
+            }
         return FollowUpRecord.Call(
-            kind: kind, key: token, transactionID: token, environment: "\(packageName)/\(collection)/\(productID)")
+            kind: kind, key: token, transactionID: orderID ?? token,
+            environment: "\(packageName)/\(collection)/\(productID)")
     }
 
-    /// The metric label of the call (`acknowledge`, `consume`).
-    var label: String { action == .consume ? "consume" : "acknowledge" }
+    /// The metric label of the call (`acknowledge`, `consume`, `review_refund`).
+    var label: String {
+        switch action {
+        case .consume: "consume"
+        case .acknowledgeProduct, .acknowledgeSubscription: "acknowledge"
+        case .reviewRefund: "review_refund"
+        }
+    }
 }
 
-/// Settings of ``GooglePlayFollowUps``. There is no off switch: Google refunds a purchase nobody acknowledged within
-/// three days.
+/// Settings of ``GooglePlayFollowUps``. Acknowledging has no off switch: Google refunds a purchase nobody
+/// acknowledged within three days.
 public struct GooglePlayFollowUpsConfiguration: Sendable {
-    /// Which products are consumables and subscriptions (`play_products`).
+    /// Which products are consumables and subscriptions (`play_products`), and their refund review answers.
     public var catalog: Catalog
+    /// Answer each pending refund review with `orders.reviewrefund` (`consumption_answers`, the switch that answers
+    /// Apple's consumption requests).
+    public var answersRefundReviews: Bool
     /// Who claims calls in the ledger (unique per worker process).
     public var holder: String
     /// How long one call may keep retrying through the gate before it is put back for a later sweep.
@@ -122,12 +164,14 @@ public struct GooglePlayFollowUpsConfiguration: Sendable {
     public var claimRetryBackoff: ClosedRange<Duration>
 
     public init(
-        catalog: Catalog, holder: String, callDeadline: Duration = .seconds(60), claimLease: Duration = .seconds(300),
+        catalog: Catalog, holder: String, answersRefundReviews: Bool = false, callDeadline: Duration = .seconds(60),
+        claimLease: Duration = .seconds(300),
         retryDelay: Duration = .seconds(60), sweepInterval: Duration = .seconds(30), maximumConcurrentCalls: Int = 16,
         maximumQueued: Int = 100_000, claimRetryBackoff: ClosedRange<Duration> = .milliseconds(100) ... .seconds(5)
     ) {
         self.catalog = catalog
         self.holder = holder
+        self.answersRefundReviews = answersRefundReviews
         self.callDeadline = callDeadline
         self.claimLease = claimLease
         self.retryDelay = retryDelay
@@ -155,6 +199,9 @@ public struct GooglePlayFollowUpsConfiguration: Sendable {
 public final class GooglePlayFollowUps: Sendable {
     private let calls: any GooglePlayPurchaseCalls
     private let store: any FollowUpRecordStore
+    /// Where a refund review's answer reads the order's claim (nil: reviews are answered as for an order nobody was
+    /// granted).
+    private let ledger: (any Ledger)?
     private let configuration: GooglePlayFollowUpsConfiguration
     private let logger: Logger
     private let now: @Sendable () -> Date
@@ -165,10 +212,11 @@ public final class GooglePlayFollowUps: Sendable {
     public init(
         calls: any GooglePlayPurchaseCalls, store: any FollowUpRecordStore,
         configuration: GooglePlayFollowUpsConfiguration, logger: Logger,
-        now: @escaping @Sendable () -> Date = Date.init
+        now: @escaping @Sendable () -> Date = Date.init, ledger: (any Ledger)? = nil
     ) {
         self.calls = calls
         self.store = store
+        self.ledger = ledger ?? (store as? any Ledger)
         self.configuration = configuration
         self.logger = logger
         self.now = now
@@ -180,13 +228,14 @@ public final class GooglePlayFollowUps: Sendable {
     /// after its drain), and hand ``verdictDelivered(_:job:)`` to the loop (``VerdictFollowUps``).
     public static func make(
         ledger: any Ledger, catalog: Catalog, calls: any GooglePlayPurchaseCalls, holder: String,
-        claimLease: Duration, sweepInterval: Duration, logger: Logger
+        answersRefundReviews: Bool = false, claimLease: Duration, sweepInterval: Duration, logger: Logger
     ) -> GooglePlayFollowUps {
         GooglePlayFollowUps(
             calls: calls, store: ledger,
             configuration: GooglePlayFollowUpsConfiguration(
-                catalog: catalog, holder: holder, claimLease: claimLease, sweepInterval: sweepInterval),
-            logger: logger)
+                catalog: catalog, holder: holder, answersRefundReviews: answersRefundReviews,
+                claimLease: claimLease, sweepInterval: sweepInterval),
+            logger: logger, ledger: ledger)
     }
 
     /// A verdict's delivery report came back: claims the purchase's acknowledge or consume in the ledger and queues
@@ -198,8 +247,50 @@ public final class GooglePlayFollowUps: Sendable {
     ///   (a revoke or a drain) before the claim was recorded: the job then stays uncommitted and its next owner
     ///   claims the call.
     public func verdictDelivered(_ verdict: Verdict, job: ReceiptJob) async -> Bool {
+        if let review = Self.refundReview(of: verdict, job: job) {
+            return await refundReviewRequested(
+                packageName: review.packageName, productID: verdict.transactions.first?.productID ?? "",
+                orderID: review.orderID, pendingRefundToken: review.pendingRefundToken)
+        }
         guard let target = Self.target(of: verdict, job: job, catalog: configuration.catalog) else { return true }
         return await claimThenQueue(target)
+    }
+
+    /// The pending refund review a notification job's verdict carries, when the verdict shows the notification was
+    /// read against the ledger (as an App Store consumption request must be to be answered: ``isApplied(_:)``).
+    static func refundReview(
+        of verdict: Verdict, job: ReceiptJob
+    ) -> (packageName: String, orderID: String, pendingRefundToken: String)? {
+        guard case .googlePlayNotification(let notification) = job.proof, isApplied(verdict),
+            let text = notification.notification,
+            case .pendingRefundReview(let review)? = try? DeveloperNotification.parse(text).kind
+        else { return nil }
+        return (notification.packageName, review.orderID, review.pendingRefundToken)
+    }
+
+    /// Whether a notification's verdict shows it was read against the ledger: granted or already granted, or
+    /// rejected for a state of the purchase (no owner, revoked, expired). A notification refused for itself (another
+    /// app's, malformed) and `unverifiable` are never answered.
+    static func isApplied(_ verdict: Verdict) -> Bool {
+        switch verdict.outcome {
+        case .granted, .alreadyGranted: true
+        case .rejected: [Verdict.Reason.unclaimed, .revoked, .expired].contains { $0 == verdict.reason }
+        case .unverifiable: false
+        }
+    }
+
+    /// Google asks for an answer to a pending refund review of `orderID` (its notification's verdict was delivered):
+    /// claims the review's one answer in the ledger, keyed by `pendingRefundToken` so that Pub/Sub's redeliveries and
+    /// other workers make no second, and queues it. Does nothing unless refund reviews are answered. Returns as
+    /// ``verdictDelivered(_:job:)`` does.
+    public func refundReviewRequested(
+        packageName: String, productID: String, orderID: String, pendingRefundToken: String
+    ) async -> Bool {
+        guard configuration.answersRefundReviews, !pendingRefundToken.isEmpty, !orderID.isEmpty else { return true }
+        return await claimThenQueue(
+            GooglePlayFollowUpTarget(
+                packageName: packageName, productID: productID, token: pendingRefundToken, action: .reviewRefund,
+                orderID: orderID))
     }
 
     /// The call a delivered verdict asks for, if any.
@@ -243,6 +334,12 @@ public final class GooglePlayFollowUps: Sendable {
             group.cancelAll()
         }
     }
+
+    /// Whether pending refund reviews are answered (`consumption_answers`).
+    public var answersRefundReviews: Bool { configuration.answersRefundReviews }
+
+    /// The catalog whose products say which acknowledge a grant needs.
+    var catalog: Catalog { configuration.catalog }
 
     /// Stops taking new calls (the queue ends; ``run()`` returns once the queued calls are made).
     public func finish() { input.finish() }
@@ -301,17 +398,28 @@ public final class GooglePlayFollowUps: Sendable {
     /// Makes one claimed call and records how it ended.
     func make(_ target: GooglePlayFollowUpTarget) async {
         let deadline = ContinuousClock.now.advanced(by: configuration.callDeadline)
-        let outcome =
-            switch target.action {
-            case .consume:
-                await calls.consume(
-                    packageName: target.packageName, productID: target.productID, token: target.token,
-                    deadline: deadline)
-            case .acknowledgeProduct, .acknowledgeSubscription:
-                await calls.acknowledge(
-                    packageName: target.packageName, productID: target.productID, token: target.token,
-                    subscription: target.action == .acknowledgeSubscription, deadline: deadline)
+        let outcome: GooglePlayOutcome<GooglePlayAccepted>
+        switch target.action {
+        case .reviewRefund:
+            guard let review = await refundReview(for: target) else {
+                await putBack(target, detail: "ledger", after: nil)
+                return
             }
+            outcome = await calls.reviewRefund(
+                packageName: target.packageName, orderID: target.orderID ?? "", review: review, deadline: deadline)
+        case .consume, .acknowledgeProduct, .acknowledgeSubscription:
+            outcome =
+                switch target.action {
+                case .consume:
+                    await calls.consume(
+                        packageName: target.packageName, productID: target.productID, token: target.token,
+                        deadline: deadline)
+                case .acknowledgeProduct, .acknowledgeSubscription, .reviewRefund:
+                    await calls.acknowledge(
+                        packageName: target.packageName, productID: target.productID, token: target.token,
+                        subscription: target.action == .acknowledgeSubscription, deadline: deadline)
+                }
+        }
         if case .answered = outcome {
             // Google took the call: recorded even while the worker stops (in a task of its own, which the shutdown
             // does not cancel), or a sweep would make it a second time.
@@ -338,6 +446,31 @@ public final class GooglePlayFollowUps: Sendable {
         }
     }
 
+    /// The answer to a refund review, from the order's claim in the ledger and the catalog (``RefundReviewAnswer``);
+    /// nil when the ledger did not answer (the call is put back).
+    func refundReview(for target: GooglePlayFollowUpTarget) async -> GooglePlayRefundReview? {
+        let orderID = target.orderID ?? ""
+        var claim: TransactionClaim?
+        if let ledger {
+            do {
+                let snapshot = try await ledger.snapshot(
+                    jobID: "", transactionIDs: [orderID, "\(orderID)#\(target.productID)"], originalTransactionIDs: [])
+                claim = snapshot.claim(orderID) ?? snapshot.claim("\(orderID)#\(target.productID)")
+            } catch {
+                logger.warning(
+                    "google play: refund review answer not built (ledger)",
+                    metadata: metadata(target, [LogKeys.error: "\(error)"]))
+                return nil
+            }
+        }
+        let answer = RefundReviewAnswer(
+            claim: claim, productID: target.productID, catalog: configuration.catalog, now: now())
+        return GooglePlayRefundReview(
+            pendingRefundToken: target.token, sampleContentProvided: answer.sampleContentProvided,
+            refundPreference: answer.refundPreference,
+            consumptionPercentageMilliunits: answer.consumptionPercentageMilliunits)
+    }
+
     /// Records the call as `pending` again, due after the retry delay or Google's `Retry-After`, whichever is later.
     private func putBack(_ target: GooglePlayFollowUpTarget, detail: String, after retryAfter: Duration?) async {
         let delay = max(configuration.retryDelay, retryAfter ?? .zero).components
@@ -352,7 +485,7 @@ public final class GooglePlayFollowUps: Sendable {
         count(target, state == .pending ? "retry_scheduled" : state.rawValue)
         if state != .sent {
             logger.notice(
-                "google play: acknowledge or consume not accepted",
+                "google play: call not accepted",
                 metadata: metadata(
                     target, [LogKeys.followUpState: "\(state.rawValue)", LogKeys.reason: "\(detail ?? "")"]))
         }
@@ -397,7 +530,9 @@ public final class GooglePlayFollowUps: Sendable {
     /// Claims the due calls (put back, or left by a holder whose lease passed) and makes them one after another,
     /// then measures the oldest purchase still owed a call.
     public func sweep() async {
-        for kind in [FollowUpRecord.Kind.playAcknowledge, .playConsume] {
+        var kinds: [FollowUpRecord.Kind] = [.playAcknowledge, .playConsume]
+        if configuration.answersRefundReviews { kinds.append(.playRefundReview) }
+        for kind in kinds {
             let due: [FollowUpRecord.Call]
             do {
                 due = try await store.claimDueFollowUps(
@@ -437,12 +572,26 @@ public final class GooglePlayFollowUps: Sendable {
         }
         let age = oldest.map { max(0, now().timeIntervalSince($0)) } ?? 0
         Gauge(label: MetricNames.googlePlayOldestUnacknowledged).record(age)
+        // Its own gauge: a refund review waits 24 hours, an acknowledge three days.
+        if configuration.answersRefundReviews {
+            do {
+                let review = try await store.oldestPendingFollowUp(kinds: [.playRefundReview])
+                let reviewAge = review.map { max(0, now().timeIntervalSince($0)) } ?? 0
+                Gauge(label: MetricNames.googlePlayOldestRefundReview).record(reviewAge)
+            } catch {
+                // The ledger did not answer: the gauge keeps its value, as the acknowledgements' does.
+            }
+        }
         return age
     }
 
     // MARK: - Reporting
 
     private func count(_ target: GooglePlayFollowUpTarget, _ result: String) {
+        if target.action == .reviewRefund {
+            Counter(label: MetricNames.googlePlayRefundReviews, dimensions: [("result", result)]).increment()
+            return
+        }
         Counter(
             label: MetricNames.googlePlayAcknowledgements, dimensions: [("call", target.label), ("result", result)]
         )
@@ -493,8 +642,15 @@ public enum VerdictFollowUps {
     ) -> @Sendable (Verdict, ReceiptJob) -> Bool {
         let appStoreOn = appStore != nil
         let googlePlayOn = googlePlay != nil
+        let reviewsOn = googlePlay?.answersRefundReviews ?? false
+        let catalog = googlePlay?.catalog
         return { verdict, job in
             guard job.proof.store == .googlePlay else { return appStoreOn }
+            if case .googlePlayNotification = job.proof {
+                // A refund review to answer, or a grant to acknowledge (a pending purchase its notification completed).
+                return reviewsOn && GooglePlayFollowUps.refundReview(of: verdict, job: job) != nil
+                    || catalog.map { GooglePlayFollowUps.target(of: verdict, job: job, catalog: $0) != nil } ?? false
+            }
             return googlePlayOn && (verdict.outcome == .granted || verdict.outcome == .alreadyGranted)
         }
     }

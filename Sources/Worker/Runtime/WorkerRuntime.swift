@@ -195,8 +195,13 @@ public struct WorkerRuntime: Sendable {
             : GooglePlayFollowUps.make(
                 ledger: ledger, catalog: catalog, calls: googlePlay.clients,
                 holder: AppleCoalescingConfiguration.uniqueHolder(prefix: configuration.workerID),
+                answersRefundReviews: configuration.googlePlayRefundReviewAnswers,
                 claimLease: configuration.followUpClaimLease, sweepInterval: configuration.followUpSweepInterval,
                 logger: logger)
+        if configuration.googlePlayRefundReviewAnswers, catalog.playApps.isEmpty {
+            throw ConfigurationError(
+                key: "google_play_refund_review_answers", problem: "needs play_apps in the catalog")
+        }
         let afterDelivery = VerdictFollowUps.afterDelivery(appStore: followUps, googlePlay: playFollowUps)
         let followsUp = VerdictFollowUps.followsUp(appStore: followUps, googlePlay: playFollowUps)
         if let playFollowUps {

@@ -1,4 +1,5 @@
 import Foundation
+import Messages
 import Testing
 import Traffic
 
@@ -32,6 +33,37 @@ struct PlaySimCommandTests {
         #expect(key.body.contains("licensing_key"))
 
         #expect(await child.terminate() == .exited(0))
+    }
+
+    @Test(
+        "with --push-endpoint the serving loop pushes a test notification, its token naming the flags' audience and account"
+    )
+    func commandPushes() async throws {
+        try await PlayPushReceiver.with { url, receiver in
+            let child = try TestChild.verifyWorker([
+                "play-sim", "--port", "0", "--push-endpoint", url, "--push-audience", "https://verifier.example.com",
+                "--push-service-account", "pusher@example.iam.gserviceaccount.com", "--jwks-max-age", "60",
+            ])
+            defer { child.kill() }
+            let line = try #require(await child.nextLine())
+            let base = String(line.dropFirst("listening=".count))
+            let status = try await TestHTTP.post(
+                base + "/sim/test-notification", json: #"{"package_name": "com.example.app"}"#)
+            #expect(status == 200)
+            var arrivals = receiver.arrivals.makeAsyncIterator()
+            let push = try #require(await arrivals.next())
+            #expect(push.notification["packageName"] as? String == "com.example.app")
+            #expect(push.notification["testNotification"] != nil)
+            let claims = try #require(
+                (push.bearer?.split(separator: ".").dropFirst().first).flatMap { Base64URL.decode($0) }.flatMap {
+                    (try? JSONSerialization.jsonObject(with: $0)) as? [String: Any]
+                })
+            #expect(claims["aud"] as? String == "https://verifier.example.com")
+            #expect(claims["email"] as? String == "pusher@example.iam.gserviceaccount.com")
+            let certs = try #require(await TestHTTP.get(base + "/oauth2/v3/certs"))
+            #expect(certs.status == 200 && certs.body.contains("\"RS256\""))
+            #expect(await child.terminate() == .exited(0))
+        }
     }
 
     @Test("a time scale that is not positive is refused")

@@ -29,6 +29,12 @@ private struct ClientCalls: GooglePlayPurchaseCalls {
     ) async -> GooglePlayOutcome<GooglePlayAccepted> {
         await client.consumeProduct(packageName: packageName, productID: productID, token: token, deadline: deadline)
     }
+
+    func reviewRefund(
+        packageName: String, orderID: String, review: GooglePlayRefundReview, deadline: ContinuousClock.Instant
+    ) async -> GooglePlayOutcome<GooglePlayAccepted> {
+        await client.reviewRefund(packageName: packageName, orderID: orderID, review: review, deadline: deadline)
+    }
 }
 
 /// The follow-ups against the Play simulator through the real Developer API client: the purchases they acknowledge

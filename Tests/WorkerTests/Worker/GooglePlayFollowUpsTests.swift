@@ -20,10 +20,16 @@ final class ScriptedPlayCalls: GooglePlayPurchaseCalls {
         var token: String
     }
 
-    private let state: Mutex<(made: [Made], scripts: [String: [GooglePlayOutcome<GooglePlayAccepted>]])>
+    private let state:
+        Mutex<
+            (
+                made: [Made], scripts: [String: [GooglePlayOutcome<GooglePlayAccepted>]],
+                reviews: [GooglePlayRefundReview]
+            )
+        >
 
     init(_ scripts: [String: [GooglePlayOutcome<GooglePlayAccepted>]] = [:]) {
-        state = Mutex(([], scripts))
+        state = Mutex(([], scripts, []))
     }
 
     var made: [Made] { state.withLock { $0.made } }
@@ -51,6 +57,17 @@ final class ScriptedPlayCalls: GooglePlayPurchaseCalls {
         packageName: String, productID: String, token: String, deadline: ContinuousClock.Instant
     ) async -> GooglePlayOutcome<GooglePlayAccepted> {
         answer(Made(action: .consume, packageName: packageName, productID: productID, token: token))
+    }
+
+    /// The refund reviews answered, with their bodies.
+    var reviews: [GooglePlayRefundReview] { state.withLock { $0.reviews } }
+
+    func reviewRefund(
+        packageName: String, orderID: String, review: GooglePlayRefundReview, deadline: ContinuousClock.Instant
+    ) async -> GooglePlayOutcome<GooglePlayAccepted> {
+        state.withLock { $0.reviews.append(review) }
+        return answer(
+            Made(action: .reviewRefund, packageName: packageName, productID: orderID, token: review.pendingRefundToken))
     }
 }
 
@@ -181,6 +198,13 @@ struct GooglePlayFollowUpsTests {
             await acknowledge(
                 packageName: packageName, productID: productID, token: token, subscription: false,
                 deadline: deadline)
+        }
+
+        func reviewRefund(
+            packageName: String, orderID: String, review: GooglePlayRefundReview, deadline: ContinuousClock.Instant
+        ) async -> GooglePlayOutcome<GooglePlayAccepted> {
+            await consume(
+                packageName: packageName, productID: orderID, token: review.pendingRefundToken, deadline: deadline)
         }
     }
 
