@@ -295,10 +295,24 @@ public final class GooglePlayFollowUps: Sendable {
 
     /// The call a delivered verdict asks for, if any.
     static func target(of verdict: Verdict, job: ReceiptJob, catalog: Catalog) -> GooglePlayFollowUpTarget? {
-        guard case .googlePlay(let purchase) = job.proof, verdict.store == .googlePlay,
-            verdict.outcome == .granted || verdict.outcome == .alreadyGranted
-        else { return nil }
-        return GooglePlayFollowUpTarget(purchase: purchase, verdict: verdict, catalog: catalog)
+        guard verdict.store == .googlePlay, verdict.outcome == .granted || verdict.outcome == .alreadyGranted else {
+            return nil
+        }
+        switch job.proof {
+        case .googlePlay(let purchase):
+            return GooglePlayFollowUpTarget(purchase: purchase, verdict: verdict, catalog: catalog)
+        case .googlePlayNotification(let notification):
+            // A notification's grant (a pending purchase completed, a new order, an upgrade's new token) is
+            // acknowledged as the app's own would be: once per token, so a renewal's finds its record and calls none.
+            guard verdict.outcome == .granted, let token = notification.purchaseToken,
+                let product = verdict.transactions.first(where: { $0.purchaseToken == token })?.productID
+            else { return nil }
+            let purchase = GooglePlayPurchase(
+                packageName: notification.packageName, productID: product, purchaseToken: token)
+            return GooglePlayFollowUpTarget(purchase: purchase, verdict: verdict, catalog: catalog)
+        default:
+            return nil
+        }
     }
 
     /// Makes the queued calls and sweeps the ledger for due ones, until cancelled or ``finish()``ed.
@@ -323,6 +337,9 @@ public final class GooglePlayFollowUps: Sendable {
 
     /// Whether pending refund reviews are answered (`consumption_answers`).
     public var answersRefundReviews: Bool { configuration.answersRefundReviews }
+
+    /// The catalog whose products say which acknowledge a grant needs.
+    var catalog: Catalog { configuration.catalog }
 
     /// Stops taking new calls (the queue ends; ``run()`` returns once the queued calls are made).
     public func finish() { input.finish() }
@@ -609,6 +626,7 @@ public enum VerdictFollowUps {
     ) -> (@Sendable (Verdict, ReceiptJob) async -> Bool)? {
         guard appStore != nil || googlePlay != nil else { return nil }
         return { verdict, job in
+            // A Google Play notification's verdict is Google Play's too: never an App Store follow-up.
             if job.proof.store == .googlePlay {
                 return await googlePlay?.verdictDelivered(verdict, job: job) ?? true
             }
@@ -625,10 +643,13 @@ public enum VerdictFollowUps {
         let appStoreOn = appStore != nil
         let googlePlayOn = googlePlay != nil
         let reviewsOn = googlePlay?.answersRefundReviews ?? false
+        let catalog = googlePlay?.catalog
         return { verdict, job in
             guard job.proof.store == .googlePlay else { return appStoreOn }
             if case .googlePlayNotification = job.proof {
+                // A refund review to answer, or a grant to acknowledge (a pending purchase its notification completed).
                 return reviewsOn && GooglePlayFollowUps.refundReview(of: verdict, job: job) != nil
+                    || catalog.map { GooglePlayFollowUps.target(of: verdict, job: job, catalog: $0) != nil } ?? false
             }
             return googlePlayOn && (verdict.outcome == .granted || verdict.outcome == .alreadyGranted)
         }
