@@ -50,7 +50,8 @@ public struct QuotaBudget: Sendable, Hashable {
         let oneTime: Set<StoreEndpoint> = [.playProductRead, .playProductAcknowledge, .playProductConsume]
         return [
             QuotaBudget(
-                name: "google_play_daily", limit: daily, period: .pacificDay, endpoints: subscriptions.union(oneTime)),
+                name: "google_play_daily", limit: daily, period: .pacificDay,
+                endpoints: subscriptions.union(oneTime).union([.playVoidedPurchases])),
             QuotaBudget(
                 name: "google_play_subscriptions_minute", limit: perMinute, period: .minute, endpoints: subscriptions),
             QuotaBudget(
