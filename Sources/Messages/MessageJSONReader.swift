@@ -76,6 +76,26 @@ struct MessageJSONReader {
             }
         }
 
+        /// A Google Play notification object of the plain shape, or nil when absent or `null`; `.some(nil)`'s
+        /// opposite: anything else ends the fast path.
+        func optionalGooglePlayNotification(_ key: String) -> GooglePlayNotification?? {
+            switch self[key] {
+            case nil, .null?: return .some(nil)
+            case .object(let object)?:
+                guard let packageName = object.requiredString("package_name"),
+                    case .some(let purchaseToken) = object.optionalString("purchase_token"),
+                    case .some(let notification) = object.optionalString("notification"),
+                    case .some(let messageID) = object.optionalString("message_id"),
+                    case .some(let publishedAt) = object.optionalDate("published_at")
+                else { return nil }
+                return .some(
+                    GooglePlayNotification(
+                        packageName: packageName, purchaseToken: purchaseToken, notification: notification,
+                        messageID: messageID, publishedAt: publishedAt))
+            default: return nil
+            }
+        }
+
         func optionalBoolean(_ key: String) -> Bool?? {
             switch self[key] {
             case nil, .null?: .some(nil)
@@ -117,12 +137,13 @@ struct MessageJSONReader {
             case .some(let signedTransaction) = object.optionalString("signed_transaction"),
             case .some(let transactionID) = object.optionalString("transaction_id"),
             case .some(let notification) = object.optionalString("notification"),
-            case .some(let googlePlay) = object.optionalGooglePlayPurchase("google_play")
+            case .some(let googlePlay) = object.optionalGooglePlayPurchase("google_play"),
+            case .some(let googlePlayNotification) = object.optionalGooglePlayNotification("google_play_notification")
         else { return nil }
         let proofs: [ReceiptJob.Proof] = [
             receipt.map { .receipt($0) }, signedTransaction.map { .signedTransaction($0) },
             transactionID.map { .transactionID($0) }, notification.map { .notification($0) },
-            googlePlay.map { .googlePlay($0) },
+            googlePlay.map { .googlePlay($0) }, googlePlayNotification.map { .googlePlayNotification($0) },
         ].compactMap { $0 }
         guard proofs.count == 1, let proof = proofs.first else { return nil }
         let job = ReceiptJob(

@@ -13,6 +13,9 @@ enum MessageJSONWriter {
         if case .googlePlay(let purchase) = job.proof {
             capacity += (purchase.purchaseData?.utf8.count ?? 0) + (purchase.signature?.utf8.count ?? 0) + 128
         }
+        if case .googlePlayNotification(let notification) = job.proof {
+            capacity += (notification.notification?.utf8.count ?? 0) + 192
+        }
         var writer = JSONWriter(capacity: capacity)
         writer.beginObject()
         writer.field("account_id", job.accountID)
@@ -28,6 +31,16 @@ enum MessageJSONWriter {
             writer.optionalField("purchase_data", purchase.purchaseData)
             writer.field("purchase_token", purchase.purchaseToken)
             writer.optionalField("signature", purchase.signature)
+            writer.endObject()
+        }
+        if case .googlePlayNotification(let notification) = job.proof {
+            writer.key("google_play_notification")
+            writer.beginObject()
+            writer.optionalField("message_id", notification.messageID)
+            writer.optionalField("notification", notification.notification)
+            writer.field("package_name", notification.packageName)
+            writer.optionalField("published_at", notification.publishedAt.map(RFC3339.format))
+            writer.optionalField("purchase_token", notification.purchaseToken)
             writer.endObject()
         }
         writer.field("job_id", job.jobID)

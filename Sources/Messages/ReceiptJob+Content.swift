@@ -2,7 +2,8 @@ import Crypto
 
 extension ReceiptJob {
     /// SHA-256 (lower-case hex) of everything in the job that can change its verdict: the account, the expected
-    /// bundle and product, and the proof (its kind and its exact text; a Google Play purchase's every field). Not the job id, the device or
+    /// bundle and product, and the proof (its kind and its exact text; a Google Play purchase's every field; a Google
+    /// Play notification's every field but its Pub/Sub message id and publish time). Not the job id, the device or
     /// `submitted_at`, which do not change a decision.
     ///
     /// Two deliveries of one job have the same digest; a job id reused with another proof, account or expectation
@@ -20,6 +21,12 @@ extension ReceiptJob {
             hasher.update(field: "google_play.purchase_token", purchase.purchaseToken)
             hasher.update(field: "google_play.purchase_data", purchase.purchaseData)
             hasher.update(field: "google_play.signature", purchase.signature)
+        } else if case .googlePlayNotification(let notification) = proof {
+            // What the notification says, not how it travelled: a redelivery under another message id, or the same
+            // event seen through the reconciler, is the same content.
+            hasher.update(field: "google_play_notification.package_name", notification.packageName)
+            hasher.update(field: "google_play_notification.purchase_token", notification.purchaseToken)
+            hasher.update(field: "google_play_notification.notification", notification.notification)
         } else {
             hasher.update(field: proof.fieldName, proof.value)
         }

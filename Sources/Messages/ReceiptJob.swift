@@ -40,6 +40,9 @@ public struct ReceiptJob: Sendable, Hashable {
         case notification(String)
         /// A Google Play purchase (`google_play`, an object).
         case googlePlay(GooglePlayPurchase)
+        /// A Google Play notification about a purchase (`google_play_notification`, an object): a Real-time
+        /// developer notification or the reconciler's word about a purchase.
+        case googlePlayNotification(GooglePlayNotification)
 
         /// The JSON field that carries this proof.
         public var fieldName: String {
@@ -49,13 +52,16 @@ public struct ReceiptJob: Sendable, Hashable {
             case .transactionID: "transaction_id"
             case .notification: "notification"
             case .googlePlay: "google_play"
+            case .googlePlayNotification: "google_play_notification"
             }
         }
 
         /// The store the proof comes from.
         public var store: Store {
-            if case .googlePlay = self { return .googlePlay }
-            return .appStore
+            switch self {
+            case .googlePlay, .googlePlayNotification: .googlePlay
+            case .receipt, .signedTransaction, .transactionID, .notification: .appStore
+            }
         }
 
         /// The product a Google Play purchase names (its `product_id`); nil for the App Store's proofs. Google's
@@ -71,11 +77,19 @@ public struct ReceiptJob: Sendable, Hashable {
             return false
         }
 
-        /// The proof's text, whatever its kind (a Google Play purchase's: its purchase token).
+        /// Whether this is a Google Play notification.
+        public var isGooglePlayNotification: Bool {
+            if case .googlePlayNotification = self { return true }
+            return false
+        }
+
+        /// The proof's text, whatever its kind (a Google Play purchase's or notification's: its purchase token, ""
+        /// for a test notification).
         public var value: String {
             switch self {
             case .receipt(let v), .signedTransaction(let v), .transactionID(let v), .notification(let v): v
             case .googlePlay(let purchase): purchase.purchaseToken
+            case .googlePlayNotification(let notification): notification.purchaseToken ?? ""
             }
         }
     }
@@ -83,12 +97,18 @@ public struct ReceiptJob: Sendable, Hashable {
     /// The Kafka message key every producer gives this job (the worker decides jobs of one key in order): the
     /// `account_id`, so an account's jobs are decided one after another; for a notification, its purchase
     /// (``NotificationJob/messageKey(ofSignedPayload:accountID:)``), so a burst of notifications about many
-    /// subscriptions is decided in parallel while those of one subscription keep their order.
+    /// subscriptions is decided in parallel while those of one subscription keep their order. A Google Play
+    /// notification is keyed by its purchase token the same way
+    /// (``GooglePlayNotificationJob/messageKey(of:accountID:)``).
     public var messageKey: [UInt8] {
-        if case .notification(let payload) = proof {
+        switch proof {
+        case .notification(let payload):
             return Array(NotificationJob.messageKey(ofSignedPayload: payload, accountID: accountID).utf8)
+        case .googlePlayNotification(let notification):
+            return Array(GooglePlayNotificationJob.messageKey(of: notification, accountID: accountID).utf8)
+        case .receipt, .signedTransaction, .transactionID, .googlePlay:
+            return Array(accountID.utf8)
         }
-        return Array(accountID.utf8)
     }
 
     public init(
@@ -121,6 +141,7 @@ extension ReceiptJob: Codable {
         case transactionID = "transaction_id"
         case notification
         case googlePlay = "google_play"
+        case googlePlayNotification = "google_play_notification"
     }
 
     public init(from decoder: any Decoder) throws {
@@ -147,6 +168,9 @@ extension ReceiptJob: Codable {
         if let v = try c.decodeIfPresent(GooglePlayPurchase.self, forKey: .googlePlay) {
             proofs.append(.googlePlay(v))
         }
+        if let v = try c.decodeIfPresent(GooglePlayNotification.self, forKey: .googlePlayNotification) {
+            proofs.append(.googlePlayNotification(v))
+        }
         guard proofs.count == 1, let proof = proofs.first else {
             throw MessageError(
                 .invalidValue, field: Self.proofFields,
@@ -172,26 +196,35 @@ extension ReceiptJob: Codable {
         case .transactionID(let v): try c.encode(v, forKey: .transactionID)
         case .notification(let v): try c.encode(v, forKey: .notification)
         case .googlePlay(let v): try c.encode(v, forKey: .googlePlay)
+        case .googlePlayNotification(let v): try c.encode(v, forKey: .googlePlayNotification)
         }
     }
 
     /// The proof fields, one of which a job carries, as a refusal names them.
-    static let proofFields = "receipt|signed_transaction|transaction_id|notification|google_play"
+    static let proofFields =
+        "receipt|signed_transaction|transaction_id|notification|google_play|google_play_notification"
 
     /// Checks the values the types alone cannot: identifiers are non-empty and bounded, the proof is not empty.
     public func validate() throws {
         try Self.checkIdentifier(jobID, field: "job_id")
         try Self.checkIdentifier(accountID, field: "account_id")
-        if Self.isReservedAccountID(accountID), !proof.isNotification {
+        if Self.isLane(accountID, of: NotificationJob.defaultAccountID), !proof.isNotification {
             throw MessageError(
                 .invalidValue, field: "account_id",
                 "\(NotificationJob.defaultAccountID) is reserved for notification jobs")
+        }
+        if Self.isLane(accountID, of: GooglePlayNotificationJob.defaultAccountID), !proof.isGooglePlayNotification {
+            throw MessageError(
+                .invalidValue, field: "account_id",
+                "\(GooglePlayNotificationJob.defaultAccountID) is reserved for Google Play notification jobs")
         }
         if let deviceID { try Self.checkIdentifier(deviceID, field: "device_id") }
         if let bundleID { try Self.checkIdentifier(bundleID, field: "bundle_id") }
         if let expectedProductID { try Self.checkIdentifier(expectedProductID, field: "expected_product_id") }
         if case .googlePlay(let purchase) = proof {
             try purchase.validate()
+        } else if case .googlePlayNotification(let notification) = proof {
+            try notification.validate()
         } else if proof.value.isEmpty {
             throw MessageError(.invalidValue, field: proof.fieldName, "must not be empty")
         }
@@ -232,10 +265,12 @@ extension ReceiptJob: Codable {
         }
     }
 
-    /// Whether `accountID` is a notification lane's account (``NotificationJob/defaultAccountID``, alone or followed by
-    /// `/`): only a notification job may carry it, or a frontend's job would share a lane with notifications.
+    /// Whether `accountID` is a notification lane's account (``NotificationJob/defaultAccountID`` or
+    /// ``GooglePlayNotificationJob/defaultAccountID``, alone or followed by `/`): only a notification job of that
+    /// store may carry it, or a frontend's job would share a lane with notifications.
     public static func isReservedAccountID(_ accountID: String) -> Bool {
         isLane(accountID, of: NotificationJob.defaultAccountID)
+            || isLane(accountID, of: GooglePlayNotificationJob.defaultAccountID)
     }
 
     /// Whether `accountID` is `notificationAccount` or one of its lanes (`<notificationAccount>/…`, the Kafka keys of

@@ -56,7 +56,7 @@ public struct AppStore: PurchaseStore {
 
     public func readProof(_ job: ReceiptJob) -> ProofReading {
         // Another store's proof is none the App Store can read: rejected from the proof alone, never sent to Apple.
-        if case .googlePlay = job.proof { return ProofReading(facts: Self.anotherStoresProof) }
+        if job.proof.store != .appStore { return ProofReading(facts: Self.anotherStoresProof) }
         // A bare transaction id: nothing to read locally (the Server API is asked unless the ledger knows the job).
         guard let text = job.proof.text else { return ProofReading(facts: nil) }
         let analysis = analyzer.analyze(Array(text.utf8))
@@ -133,7 +133,7 @@ public struct AppStore: PurchaseStore {
         case .signedTransaction, .notification:
             // A JWS is verified locally or not at all: Apple cannot vouch for a chain that does not verify.
             return .none
-        case .googlePlay:
+        case .googlePlay, .googlePlayNotification:
             // Another store's purchase: Apple knows nothing of it.
             return .none
         }
@@ -309,7 +309,7 @@ extension ReceiptJob.Proof {
     var text: String? {
         switch self {
         case .receipt(let text), .signedTransaction(let text), .notification(let text): text
-        case .transactionID, .googlePlay: nil
+        case .transactionID, .googlePlay, .googlePlayNotification: nil
         }
     }
 }

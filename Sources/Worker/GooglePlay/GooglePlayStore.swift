@@ -53,6 +53,13 @@ public struct GooglePlayStore: PurchaseStore {
     }
 
     public func readProof(_ job: ReceiptJob) -> ProofReading {
+        if case .googlePlayNotification(let notification) = job.proof {
+            // Held by the store alone (a notification carries no state); ``verify(_:local:deadline:)`` answers it.
+            return ProofReading(
+                facts: ProofFacts(
+                    kind: .storeHeld, signature: .notChecked(reason: "a Google Play notification is not signed"),
+                    bundleID: notification.packageName, store: .googlePlay))
+        }
         guard case .googlePlay(let purchase) = job.proof else {
             return ProofReading(facts: Self.anotherStoresProof)
         }
@@ -74,6 +81,13 @@ public struct GooglePlayStore: PurchaseStore {
     public func verify(
         _ job: ReceiptJob, local: LocalEvidence, deadline firstDeadline: ContinuousClock.Instant
     ) async throws -> PurchaseEvidence {
+        if job.proof.isGooglePlayNotification {
+            // Not decided by this build: unverifiable, so nothing is granted or taken from an unread notification.
+            logger.notice(
+                "google play: notification jobs are not decided yet, answered unverifiable",
+                metadata: [LogKeys.jobID: "\(job.jobID)"])
+            return local.unavailable
+        }
         guard case .googlePlay(let purchase) = job.proof, let client = clients[purchase.packageName] else {
             return local.unavailable
         }

@@ -52,7 +52,8 @@ struct GooglePlayMessageTests {
         arguments: [
             (
                 #"{"schema":"receipt-job/v1","job_id":"j","account_id":"a","receipt":"r","google_play":{"package_name":"p","product_id":"x","purchase_token":"t"}}"#,
-                MessageError.Code.invalidValue, "receipt|signed_transaction|transaction_id|notification|google_play"
+                MessageError.Code.invalidValue,
+                "receipt|signed_transaction|transaction_id|notification|google_play|google_play_notification"
             ),
             (
                 #"{"schema":"receipt-job/v1","job_id":"j","account_id":"a","google_play":"token"}"#, .wrongType,

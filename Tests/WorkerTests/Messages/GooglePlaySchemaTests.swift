@@ -17,10 +17,14 @@ struct GooglePlaySchemaTests {
     func playValidates() async throws {
         let jobs: [ReceiptJob] = [
             GooglePlayMessageTests.job(), GooglePlayMessageTests.job(GooglePlayMessageTests.signedPurchase),
+            GooglePlayNotificationMessageTests.job(),
+            GooglePlayNotificationMessageTests.job(GooglePlayNotificationMessageTests.notification(token: nil)),
+            GooglePlayNotificationMessageTests.job(
+                GooglePlayNotificationMessageTests.notification(text: nil, messageID: nil, publishedAt: nil)),
         ]
         #expect(
             try await SchemaValidator.validate(jobs.map(codec.encode), schema: "receipt-job.v1.schema.json")
-                == ["ok", "ok"])
+                == ["ok", "ok", "ok", "ok", "ok"])
         let at = Date(timeIntervalSince1970: 1_700_000_000)
         let verdicts = [
             Verdict(
@@ -51,6 +55,13 @@ struct GooglePlaySchemaTests {
             #""google_play":{"package_name":"p","product_id":"x","purchase_token":""}}"#,
             #""google_play":{"package_name":"p","product_id":"x","purchase_token":"t","signature":"s"}}"#,
             #""google_play":{"package_name":"p","product_id":"x","purchase_token":"t","purchase_data":"{}"}}"#,
+            #""google_play":{"package_name":"p","product_id":"x","purchase_token":"t"},"google_play_notification":{"package_name":"p","purchase_token":"t"}}"#,
+            #""google_play_notification":{"package_name":"p"}}"#,
+            #""google_play_notification":{"purchase_token":"t"}}"#,
+            #""google_play_notification":{"package_name":"p","purchase_token":""}}"#,
+            #""google_play_notification":{"package_name":"p","notification":""}}"#,
+            #""google_play_notification":{"package_name":"p","purchase_token":"t","message_id":"a b"}}"#,
+            #""google_play_notification":{"package_name":"p","purchase_token":"t","message_id":""}}"#,
         ].map { Array((prefix + $0).utf8) }
         let results = try await SchemaValidator.validate(invalid, schema: "receipt-job.v1.schema.json")
         #expect(results.count == invalid.count)
@@ -67,6 +78,7 @@ struct GooglePlaySchemaTests {
         let doc = try Self.text("docs/messages.md")
         let jobFields =
             ReceiptJob.CodingKeys.allCases.map(\.rawValue) + GooglePlayPurchase.CodingKeys.allCases.map(\.rawValue)
+            + GooglePlayNotification.CodingKeys.allCases.map(\.rawValue)
         for field in jobFields {
             #expect(jobSchema.contains("\"\(field)\""), "receipt-job.v1.schema.json lacks \(field)")
             #expect(doc.contains("`\(field)`"), "docs/messages.md lacks \(field)")
