@@ -16,7 +16,10 @@ import Messages
 /// and the subscription re-reads are tables of the one schema, so both ledgers and every test double implement them
 /// all. The narrower protocols it refines name what one part uses (the reconciler needs only its state), never a
 /// capability a ledger may lack.
-public protocol Ledger: VerificationLeaseStore, FollowUpRecordStore, ReconcilerStateStore, SubscriptionRereadStore {
+public protocol Ledger:
+    VerificationLeaseStore, FollowUpRecordStore, ReconcilerStateStore, SubscriptionRereadStore,
+    PlaySubscriptionRereadStore
+{
     /// Runs the ledger's background work (the PostgreSQL connection pool) until the task is cancelled.
     func run() async throws
 
