@@ -4,6 +4,8 @@ import GooglePlayClients
 import Ledger
 import Logging
 import Messages
+import Observability
+import Prometheus
 import RateLimiter
 import Synchronization
 import Testing
@@ -323,6 +325,51 @@ struct GooglePlayVoidedSweepTests {
             #expect(await Sweeps.driving(clock) { await rereads.pass() } == .completed(published: 0))
             clock.advance(by: .seconds(3_600))
             #expect(await Sweeps.driving(clock) { await rereads.pass() } == .completed(published: 2))
+        }
+    }
+
+    @Test("metrics: sweeps, pages, voided found, jobs, re-reads, quota spent and checkpoint age, by store and app")
+    func metrics() async throws {
+        // A registry of the test's own: the process's is shared with every test running beside this one.
+        let registry = PrometheusCollectorRegistry()
+        try await S.withLedger(.sqlite) { ledger, _ in
+            let clock = ManualClock()
+            let now = Sweeps.wall(clock)
+            let source = StubVoided(clock: clock, pageSize: 2)
+            source.state.withLock { state in
+                state.records = (0..<3).map { (now.addingTimeInterval(-Double(600 + $0)), Self.record($0)) }
+                state.records.append(
+                    (now.addingTimeInterval(-700), GooglePlayVoidedPurchase(orderID: nil, purchaseToken: "t")))
+            }
+            let sweep = GooglePlayVoidedSweep(
+                packageName: Self.package, settings: GooglePlayReconcileSettings(), store: ledger, source: source,
+                sink: FlakySink(), quota: GooglePlayQuotaShare(callsPerMinute: 100, clock: clock), clock: clock,
+                holder: "replica-a", logger: Logger(label: "test.voided"),
+                metricsFactory: PrometheusMetricsFactory(registry: registry))
+            _ = await Sweeps.driving(clock) { await sweep.sweep() }
+            let wrote = try await ledger.perform([.claim(Self.playClaim("soon", expires: now.addingTimeInterval(300)))])
+            #expect(wrote)
+            let rereads = GooglePlayRereads(
+                packages: [Self.package], settings: GooglePlayReconcileSettings(), store: ledger, sink: FlakySink(),
+                quota: GooglePlayQuotaShare(callsPerMinute: 100, clock: clock), clock: clock, holder: "replica-a",
+                logger: Logger(label: "test.rereads"), metricsFactory: PrometheusMetricsFactory(registry: registry))
+            _ = await Sweeps.driving(clock) { await rereads.pass() }
+            let text = registry.emitToString()
+            func value(_ name: String, _ extra: String = "") -> String? {
+                let labels = #"store="google_play",app="\#(Self.package)""# + extra
+                return text.split(separator: "\n").first {
+                    $0.hasPrefix(name + "{") && $0.contains(labels)
+                }.map { String($0.split(separator: " ").last ?? "") }
+            }
+            #expect(value(MetricNames.reconcileVoidedSweeps, #",result="completed""#) == "1", "\(text)")
+            #expect(value(MetricNames.reconcileVoidedPages) == "2")
+            #expect(value(MetricNames.reconcileVoidedFound) == "4")
+            #expect(value(MetricNames.reconcileVoidedJobs, #",result="published""#) == "3")
+            #expect(value(MetricNames.reconcileVoidedJobs, #",result="unusable""#) == "1")
+            #expect(value(MetricNames.reconcileQuotaSpent, #",call="voided_list""#) == "2")
+            #expect(value(MetricNames.reconcileQuotaSpent, #",call="reread""#) == "1")
+            #expect(value(MetricNames.reconcilePlayRereads) == "1")
+            #expect(value(MetricNames.reconcileVoidedCheckpointAge) != nil)
         }
     }
 }
