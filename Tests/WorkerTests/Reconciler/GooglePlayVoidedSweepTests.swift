@@ -7,8 +7,10 @@ import Messages
 import Observability
 import Prometheus
 import RateLimiter
+import StoreHTTP
 import Synchronization
 import Testing
+import _CryptoExtras
 
 @testable import Reconciler
 
@@ -370,6 +372,54 @@ struct GooglePlayVoidedSweepTests {
             #expect(value(MetricNames.reconcileQuotaSpent, #",call="reread""#) == "1")
             #expect(value(MetricNames.reconcilePlayRereads) == "1")
             #expect(value(MetricNames.reconcileVoidedCheckpointAge) != nil)
+        }
+    }
+}
+
+/// `verify-worker reconcile` builds its Google Play half from the catalog: one sweep per Play app, the re-reads over
+/// every Play package (unless re-reads are off), all on one quota share; nothing without Play apps.
+@Suite("Reconciler: the Google Play half from the catalog", .timeLimit(.minutes(2)))
+struct GooglePlayReconcileRuntimeTests {
+    struct NoTransport: HTTPTransport {
+        func execute(_ request: TransportRequest) async throws -> TransportResponse { TransportResponse(status: 503) }
+    }
+
+    @Test("one sweep per Play app, re-reads over every package, the share of the minute quota")
+    func built() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("reconcile-play-\(UUID())")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let keyFile = directory.appendingPathComponent("service-account.json")
+        let key = try _RSA.Signing.PrivateKey(keySize: .bits2048)
+        let account: [String: String] = [
+            "type": "service_account", "client_email": "r@example.iam.gserviceaccount.com", "private_key_id": "k1",
+            "private_key": key.pemRepresentation,
+        ]
+        try JSONSerialization.data(withJSONObject: account).write(to: keyFile)
+        let catalog = Catalog(
+            bundleIDs: ["com.example.ios"],
+            playApps: ["com.example.one", "com.example.two"].map {
+                Catalog.PlayApp(packageName: $0, licensingKeyFile: "/unused", serviceAccountKeyFile: keyFile.path)
+            })
+        try await LedgerTestSupport.withLedger(.sqlite) { ledger, _ in
+            let configuration = try ReconcileConfigurationTests.load(["--google-play-minute-quota", "1000"])
+            let runtime = ReconcileRuntime(configuration: configuration, logger: Logger(label: "test.runtime"))
+            let sink = GooglePlayVoidedSweepTests.FlakySink()
+            let play = try #require(
+                try runtime.googlePlay(catalog: catalog, ledger: ledger, transport: NoTransport(), sink: sink))
+            #expect(play.sweeps.map(\.packageName) == ["com.example.one", "com.example.two"])
+            #expect(play.rereads?.packages == ["com.example.one", "com.example.two"])
+            #expect(play.sweeps.allSatisfy { $0.quota === play.sweeps[0].quota && $0.quota.callsPerMinute == 50 })
+            #expect(play.rereads?.quota === play.sweeps[0].quota)
+
+            let off = try ReconcileConfigurationTests.load(["--reconcile-reread-interval-s", "0"])
+            let withoutRereads = try ReconcileRuntime(configuration: off, logger: Logger(label: "test.runtime"))
+                .googlePlay(catalog: catalog, ledger: ledger, transport: NoTransport(), sink: sink)
+            #expect(withoutRereads?.rereads == nil && withoutRereads?.sweeps.count == 2)
+            #expect(
+                try runtime.googlePlay(
+                    catalog: Catalog(bundleIDs: ["com.example.ios"]), ledger: ledger, transport: NoTransport(),
+                    sink: sink) == nil)
         }
     }
 }
