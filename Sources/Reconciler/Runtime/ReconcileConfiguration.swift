@@ -115,13 +115,25 @@ public struct ReconcileConfiguration: Sendable, TableConfiguration {
         self.googlePlay = googlePlay
         // Without a key there is no history to read: refused at start rather than idling. With apps in the catalog
         // each app names its own key; the start refuses an app without one.
+        // A catalog of Play apps only needs no Server API key: there is only Google to sweep.
         guard
             worker.serverAPIKey != nil
                 || WorkerConfiguration.catalogListsApps(worker.catalogFile, readFile: readFile)
+                || Self.catalogIsPlayOnly(worker.catalogFile, readFile: readFile)
         else {
             throw ConfigurationError(
                 key: "server_api_key",
                 problem: "required by reconcile (Get Notification History is an App Store Server API call)")
         }
+    }
+}
+
+extension ReconcileConfiguration {
+    /// Whether the catalog at `path` sells on Google Play only (no App Store bundle id, at least one Play app).
+    static func catalogIsPlayOnly(_ path: String, readFile: (String) throws -> String) -> Bool {
+        guard let text = try? readFile(path), let catalog = try? Catalog.load(json: Data(text.utf8)) else {
+            return false
+        }
+        return catalog.bundleIDs.isEmpty && catalog.apps.isEmpty && !catalog.playApps.isEmpty
     }
 }

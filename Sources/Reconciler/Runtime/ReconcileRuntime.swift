@@ -68,7 +68,9 @@ public struct ReconcileRuntime: Sendable {
                 productionBaseURL: worker.serverAPIProductionURL, sandboxBaseURL: worker.serverAPISandboxURL,
                 requestTimeout: worker.appleRequestTimeout),
             analyzer: analyzer, logger: logger)
-        let sweeps = try Self.sweeps(of: credentials, settings: configuration.reconciler)
+        // A catalog of Play apps only has no App Store history to read: its reconciler sweeps Google alone.
+        let sweeps =
+            Self.isPlayOnly(catalog) ? [] : try Self.sweeps(of: credentials, settings: configuration.reconciler)
         let several = sweeps.count > 1
         let producer: KafkaProducer
         do {
@@ -200,10 +202,16 @@ public struct ReconcileRuntime: Sendable {
             logger: logger)
     }
 
+    /// A catalog that sells on Google Play only: no App Store bundle id, at least one Play app.
+    static func isPlayOnly(_ catalog: Catalog) -> Bool {
+        catalog.bundleIDs.isEmpty && catalog.apps.isEmpty && !catalog.playApps.isEmpty
+    }
+
     /// The ledger rows (lease and checkpoint) the sweeps of this configuration use, one per app.
     public func reconcilerNames() throws -> [String] {
         let (catalog, _) = try configuration.worker.loadDecisionInputs()
         let credentials = try AppCredentials.load(catalog: catalog, configuration: configuration.worker)
+        guard !Self.isPlayOnly(catalog) else { return [] }
         return try Self.sweeps(of: credentials, settings: configuration.reconciler).map(\.name)
     }
 

@@ -116,6 +116,26 @@ struct ReconcileConfigurationTests {
         }
     }
 
+    @Test("a catalog of Play apps only needs no Server API key: only Google is swept")
+    func playOnlyCatalog() throws {
+        let playOnly = #"""
+            {"play_apps":[{"package_name":"com.example.play","licensing_key_file":"/k",
+              "service_account_key_file":"/s"}]}
+            """#
+        var environment = Self.required
+        environment["VERIFY_SERVER_API_KEY"] = nil
+        let configuration = try ReconcileConfiguration.load(
+            arguments: [], environment: environment, readFile: { _ in playOnly })
+        #expect(configuration.worker.serverAPIKey == nil)
+        // With an App Store bundle id beside the Play app, the key is required as before.
+        let both =
+            #"{"bundle_ids":["com.example.ios"],"play_apps":[{"package_name":"com.example.play","#
+            + #""licensing_key_file":"/k","service_account_key_file":"/s"}]}"#
+        #expect(throws: ConfigurationError.self) {
+            try ReconcileConfiguration.load(arguments: [], environment: environment, readFile: { _ in both })
+        }
+    }
+
     @Test("docs/CONFIGURATION.md has the reconciler's section as the table generates it")
     func documented() throws {
         let onDisk = try String(
