@@ -24,7 +24,7 @@ public struct GooglePlayAPIConfiguration: Sendable, Hashable {
     }
 }
 
-/// The Google Play Developer API: the purchase reads, acknowledge and consume, each call through the store's call
+/// The Google Play Developer API: the purchase reads, acknowledge and consume, the voided purchases list, each call through the store's call
 /// gate (its endpoint's rate, the quota budgets, AIMD, the breaker, `Retry-After` holds), retried on 429, 5xx and
 /// transport failures within the retry policy and the caller's deadline, and authorised by the service account's
 /// cached access token (refreshed once and the call repeated once when the API answers 401).
@@ -143,6 +143,28 @@ public final class GooglePlayAPIClient<C: GateClock>: Sendable where C.Instant: 
             .playOrderReviewRefund, method: .post,
             path: "applications/\(Self.segment(packageName))/orders/\(Self.segment(orderID)):reviewrefund",
             body: body, deadline: deadline, decode: Self.accepted)
+    }
+
+    /// `purchases.voidedpurchases.list`: one page of the purchases voided in a window, subscriptions included
+    /// (`type=1`). The window is clamped to what Google accepts at the clock's wall time
+    /// (``GooglePlayVoidedPurchasesQuery/clamp(start:end:now:)``): Google answers 400 to a `startTime` older than 30
+    /// days or an `endTime` in the future, so neither is ever sent. One page is one call through the gate.
+    public func voidedPurchases(
+        _ query: GooglePlayVoidedPurchasesQuery, deadline: C.Instant? = nil
+    ) async -> GooglePlayOutcome<GooglePlayVoidedPurchasesPage> {
+        let now = Date(timeIntervalSince1970: Double(clock.unixMillisecondsNow) / 1000)
+        let window = GooglePlayVoidedPurchasesQuery.clamp(start: query.startTime, end: query.endTime, now: now)
+        var items = [
+            "startTime=\(GooglePlayVoidedPurchasesQuery.milliseconds(window.start))",
+            "endTime=\(GooglePlayVoidedPurchasesQuery.milliseconds(window.end))", "type=1",
+            "maxResults=\(query.maxResults)",
+        ]
+        if let token = query.pageToken { items.append("token=\(Self.segment(token))") }
+        return await call(
+            .playVoidedPurchases, method: .get,
+            path: "applications/\(Self.segment(query.packageName))/purchases/voidedpurchases?"
+                + items.joined(separator: "&"),
+            deadline: deadline, decode: Self.decodeJSON)
     }
 
     static var acknowledged: String { "ACKNOWLEDGEMENT_STATE_ACKNOWLEDGED" }

@@ -17,7 +17,8 @@ import Messages
 /// all. The narrower protocols it refines name what one part uses (the reconciler needs only its state), never a
 /// capability a ledger may lack.
 public protocol Ledger:
-    VerificationLeaseStore, FollowUpRecordStore, ReconcilerStateStore, SubscriptionRereadStore, PlayPurchaseRecordStore
+    VerificationLeaseStore, FollowUpRecordStore, ReconcilerStateStore, SubscriptionRereadStore,
+    PlayPurchaseRecordStore, PlaySubscriptionRereadStore
 {
     /// Runs the ledger's background work (the PostgreSQL connection pool) until the task is cancelled.
     func run() async throws

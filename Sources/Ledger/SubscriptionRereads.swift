@@ -48,3 +48,40 @@ public protocol SubscriptionRereadStore: Sendable {
     /// Every claim of one subscription.
     func subscriptionClaims(originalTransactionID: String) async throws -> [TransactionClaim]
 }
+
+/// A Google Play subscription whose state may change soon (docs/LEDGER.md, "Subscription re-reads"): its latest
+/// claim is not revoked, auto-renew was not turned off, and its expiry or its grace period's end falls in the window
+/// the reconciler asked about. Google tells of a renewal, a grace period, an account hold or a pause by a real-time
+/// notification; one that never arrives leaves the ledger holding an expiry Google has moved, so the reconciler
+/// publishes a re-read of the token shortly before the ledger's state would change.
+public struct UnsurePlaySubscription: Sendable, Hashable {
+    public var purchaseToken: String
+    /// The claim's `bundle_id`: the app's package name.
+    public var packageName: String
+    public var expiresDate: Date?
+    public var gracePeriodExpiresDate: Date?
+    /// When the reconciler last published a re-read of it; nil before the first time.
+    public var rereadAt: Date?
+
+    public init(
+        purchaseToken: String, packageName: String, expiresDate: Date?, gracePeriodExpiresDate: Date?, rereadAt: Date?
+    ) {
+        self.purchaseToken = purchaseToken
+        self.packageName = packageName
+        self.expiresDate = expiresDate
+        self.gracePeriodExpiresDate = gracePeriodExpiresDate
+        self.rereadAt = rereadAt
+    }
+}
+
+/// What the reconciler's Play re-reads need from the ledger: the claims' Play subscriptions (a claim whose
+/// `original_transaction_id` is a purchase token and whose `bundle_id` is one of the catalog's Play packages), and the
+/// record of re-reads, table `subscription_rereads` keyed by the token. Every ``Ledger`` has it.
+public protocol PlaySubscriptionRereadStore: Sendable {
+    /// Up to `limit` Play subscriptions of `packages` whose latest claim is an `auto_renewable` one, not revoked,
+    /// auto-renew not off, with its expiry or grace end in `(from, to]`, not re-read after `rereadBefore`; never
+    /// re-read first, then the soonest to change.
+    func unsurePlaySubscriptions(
+        packages: [String], from: Date, to: Date, rereadBefore: Date, limit: Int
+    ) async throws -> [UnsurePlaySubscription]
+}

@@ -157,6 +157,21 @@ public enum MetricNames {
     public static let reconcileRereads = "verify_reconcile_rereads_total"
     /// Counter: corrections published as jobs after a re-read (a renewal, refund or later expiry the ledger lacked).
     public static let reconcileCorrections = "verify_reconcile_corrections_total"
+    /// Counter, `store`, `app`, `result` = completed, failed, lease_lost: sweeps of Google Play's Voided Purchases API.
+    public static let reconcileVoidedSweeps = "verify_reconcile_voided_sweeps_total"
+    /// Counter, `store`, `app`: pages of `purchases.voidedpurchases.list` read (one call each).
+    public static let reconcileVoidedPages = "verify_reconcile_voided_pages_total"
+    /// Counter, `store`, `app`: voided purchases found in the pages (each page's records; overlapping windows count a
+    /// purchase again).
+    public static let reconcileVoidedFound = "verify_reconcile_voided_found_total"
+    /// Counter, `store`, `app`, `result` = published, unusable: voided purchases published as jobs, or making none.
+    public static let reconcileVoidedJobs = "verify_reconcile_voided_jobs_total"
+    /// Counter, `store`, `app`: re-read jobs published for Play subscriptions the ledger is unsure of.
+    public static let reconcilePlayRereads = "verify_reconcile_play_rereads_published_total"
+    /// Counter, `store`, `app`, `call` = voided_list, reread: calls of the reconciler's share of Google's quota.
+    public static let reconcileQuotaSpent = "verify_reconcile_quota_spent_total"
+    /// Gauge, `store`, `app`: seconds between now and the voided-purchases checkpoint, after each sweep.
+    public static let reconcileVoidedCheckpointAge = "verify_reconcile_voided_checkpoint_age_seconds"
 
     // MARK: What `/metrics` says of each name
 
@@ -347,6 +362,27 @@ public enum MetricNames {
         .init(
             reconcileCorrections, .counter, [], .reconciler,
             "Corrections published as jobs after a re-read (a renewal, refund or expiry the ledger lacked)."),
+        .init(
+            reconcileVoidedSweeps, .counter, ["store", "app", "result"], .reconciler,
+            "Sweeps of Google Play's Voided Purchases API (completed, failed, lease_lost)."),
+        .init(
+            reconcileVoidedPages, .counter, ["store", "app"], .reconciler,
+            "Pages of purchases.voidedpurchases.list read, one call each."),
+        .init(
+            reconcileVoidedFound, .counter, ["store", "app"], .reconciler,
+            "Voided purchases found in the pages read (overlapping windows count one again)."),
+        .init(
+            reconcileVoidedJobs, .counter, ["store", "app", "result"], .reconciler,
+            "Voided purchases published as jobs (published) or making none (unusable)."),
+        .init(
+            reconcilePlayRereads, .counter, ["store", "app"], .reconciler,
+            "Re-read jobs published for Play subscriptions the ledger is unsure of."),
+        .init(
+            reconcileQuotaSpent, .counter, ["store", "app", "call"], .reconciler,
+            "Calls of the reconciler's share of Google's per-minute quota (voided_list, reread)."),
+        .init(
+            reconcileVoidedCheckpointAge, .gauge, ["store", "app"], .reconciler,
+            "Seconds between now and the voided-purchases checkpoint, after each sweep."),
     ]
 
     /// The description of `name`, if it is one of the table's.

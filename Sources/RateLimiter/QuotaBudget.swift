@@ -52,7 +52,7 @@ public struct QuotaBudget: Sendable, Hashable {
         return [
             QuotaBudget(
                 name: "google_play_daily", limit: daily, period: .pacificDay,
-                endpoints: subscriptions.union(oneTime).union([.playOrderReviewRefund])),
+                endpoints: subscriptions.union(oneTime).union([.playOrderReviewRefund, .playVoidedPurchases])),
             QuotaBudget(
                 name: "google_play_subscriptions_minute", limit: perMinute, period: .minute, endpoints: subscriptions),
             QuotaBudget(

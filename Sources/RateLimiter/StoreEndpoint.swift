@@ -57,6 +57,9 @@ public struct StoreEndpoint: Sendable, Hashable, CustomStringConvertible {
     public static let playProductConsume = StoreEndpoint("product_consume", store: .googlePlay)
     /// `orders.reviewrefund`: the answer to a pending refund review.
     public static let playOrderReviewRefund = StoreEndpoint("order_review_refund", store: .googlePlay)
+    /// Google Play Developer API, `purchases.voidedpurchases.list` (the reconciler's sweep; counted in the daily
+    /// quota).
+    public static let playVoidedPurchases = StoreEndpoint("voided_purchases", store: .googlePlay)
     /// Google's OAuth 2.0 token endpoint, where the service account's signed assertion buys an access token (not a
     /// Developer API call: outside its quota).
     public static let playToken = StoreEndpoint("token", store: .googlePlay)
@@ -64,7 +67,7 @@ public struct StoreEndpoint: Sendable, Hashable, CustomStringConvertible {
     /// Every Google Play endpoint the client knows.
     public static let googlePlayEndpoints: [StoreEndpoint] = [
         .playSubscriptionRead, .playProductRead, .playSubscriptionAcknowledge, .playProductAcknowledge,
-        .playProductConsume, .playOrderReviewRefund, .playToken,
+        .playProductConsume, .playOrderReviewRefund, .playVoidedPurchases, .playToken,
     ]
 }
 

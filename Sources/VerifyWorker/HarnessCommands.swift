@@ -34,6 +34,7 @@ struct BenchCommand: AsyncParsableCommand {
             HarnessCommand<BenchReplayStormArguments>.self,
             HarnessCommand<BenchEntitlementsArguments>.self,
             HarnessCommand<BenchReconcileArguments>.self,
+            HarnessCommand<BenchReconcilePlayArguments>.self,
             HarnessCommand<BenchNotificationsArguments>.self,
             HarnessCommand<BenchPlayArguments>.self,
         ]

@@ -80,3 +80,43 @@ extension PostgresLedger {
         }
     }
 }
+
+/// The reconciler's list of Play subscriptions to re-read (docs/LEDGER.md).
+extension PostgresLedger {
+    public func unsurePlaySubscriptions(
+        packages: [String], from: Date, to: Date, rereadBefore: Date, limit: Int
+    ) async throws -> [UnsurePlaySubscription] {
+        guard !packages.isEmpty, limit > 0 else { return [] }
+        let rows = try await operation("unsure play subscriptions") { pool, logger in
+            try await pool.withConnection { connection in
+                // `c` is the token's latest claim (no sibling purchased later, or as late and ending later), whose
+                // dates are the subscription's.
+                try await connection.query(
+                    """
+                    SELECT c.original_transaction_id, c.bundle_id, c.expires_date, c.grace_period_expires_date,
+                        r.reread_at
+                    FROM transaction_claims c
+                    LEFT JOIN subscription_rereads r ON r.original_transaction_id = c.original_transaction_id
+                    WHERE c.product_type = 'auto_renewable' AND c.bundle_id = ANY(\(packages))
+                        AND c.revoked_at IS NULL AND c.auto_renew IS DISTINCT FROM false
+                        AND ((c.expires_date > \(from) AND c.expires_date <= \(to))
+                            OR (c.grace_period_expires_date > \(from) AND c.grace_period_expires_date <= \(to)))
+                        AND NOT EXISTS (
+                            SELECT 1 FROM transaction_claims n
+                            WHERE n.original_transaction_id = c.original_transaction_id
+                                AND (n.purchase_date > c.purchase_date
+                                    OR n.purchase_date = c.purchase_date AND n.expires_date > c.expires_date))
+                        AND (r.reread_at IS NULL OR r.reread_at <= \(rereadBefore))
+                    ORDER BY r.reread_at NULLS FIRST, COALESCE(c.grace_period_expires_date, c.expires_date),
+                        c.original_transaction_id
+                    LIMIT \(limit)
+                    """, logger: logger
+                ).decode((String, String, Date?, Date?, Date?).self).collected()
+            }
+        }
+        return rows.map {
+            UnsurePlaySubscription(
+                purchaseToken: $0.0, packageName: $0.1, expiresDate: $0.2, gracePeriodExpiresDate: $0.3, rereadAt: $0.4)
+        }
+    }
+}

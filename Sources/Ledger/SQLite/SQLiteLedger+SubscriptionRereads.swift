@@ -73,3 +73,46 @@ extension SQLiteLedger {
         }
     }
 }
+
+/// The reconciler's list of Play subscriptions to re-read (docs/LEDGER.md).
+extension SQLiteLedger {
+    public func unsurePlaySubscriptions(
+        packages: [String], from: Date, to: Date, rereadBefore: Date, limit: Int
+    ) async throws -> [UnsurePlaySubscription] {
+        guard !packages.isEmpty, limit > 0 else { return [] }
+        return try await executor.run { connection, _ in
+            let placeholders = Array(repeating: "?", count: packages.count).joined(separator: ", ")
+            // `c` is the token's latest claim (no sibling purchased later, or as late and ending later), whose
+            // dates are the subscription's.
+            return try connection.query(
+                """
+                SELECT c.original_transaction_id, c.bundle_id, c.expires_date, c.grace_period_expires_date, r.reread_at
+                FROM transaction_claims c
+                LEFT JOIN subscription_rereads r ON r.original_transaction_id = c.original_transaction_id
+                WHERE c.product_type = 'auto_renewable' AND c.bundle_id IN (\(placeholders))
+                    AND c.revoked_at IS NULL AND (c.auto_renew IS NULL OR c.auto_renew <> 0)
+                    AND ((c.expires_date > ? AND c.expires_date <= ?)
+                        OR (c.grace_period_expires_date > ? AND c.grace_period_expires_date <= ?))
+                    AND NOT EXISTS (
+                        SELECT 1 FROM transaction_claims n
+                        WHERE n.original_transaction_id = c.original_transaction_id
+                            AND (n.purchase_date > c.purchase_date
+                                OR n.purchase_date = c.purchase_date AND n.expires_date > c.expires_date))
+                    AND (r.reread_at IS NULL OR r.reread_at <= ?)
+                ORDER BY r.reread_at IS NOT NULL, COALESCE(c.grace_period_expires_date, c.expires_date),
+                    c.original_transaction_id
+                LIMIT ?
+                """,
+                packages.map { SQLiteValue.text($0) } + [
+                    SQLiteValue(from), SQLiteValue(to), SQLiteValue(from), SQLiteValue(to), SQLiteValue(rereadBefore),
+                    SQLiteValue.integer(Int64(limit)),
+                ]
+            ).compactMap { row -> UnsurePlaySubscription? in
+                guard let token = row[0].text, let package = row[1].text else { return nil }
+                return UnsurePlaySubscription(
+                    purchaseToken: token, packageName: package, expiresDate: row[2].date,
+                    gracePeriodExpiresDate: row[3].date, rereadAt: row[4].date)
+            }
+        }
+    }
+}

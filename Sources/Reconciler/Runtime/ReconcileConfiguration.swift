@@ -11,6 +11,15 @@ public struct ReconcileConfiguration: Sendable, TableConfiguration {
     public var rateShare: Double
     /// False when `reconcile_reread_interval_s` is 0: notification sweeps only.
     public var rereadsEnabled: Bool
+    /// The Google Play sweeps and re-reads (the `reconcile_google_play_*` keys).
+    public var googlePlay: GooglePlayReconcileSettings
+    /// Share of `google_play_minute_quota` the Google Play sweeps and re-reads may spend.
+    public var googlePlayQuotaShare: Double
+
+    /// The Google Play calls per minute the reconciler may spend: its share of the per-minute quota, at least 1.
+    public var googlePlayCallsPerMinute: Int {
+        max(1, Int((googlePlayQuotaShare * Double(worker.googlePlayMinuteQuota)).rounded(.down)))
+    }
 
     /// The reconciler's own keys, after the worker's in `--help` and the reference.
     public static let ownKeys: [ConfigurationKey] = [
@@ -41,6 +50,19 @@ public struct ReconcileConfiguration: Sendable, TableConfiguration {
         .init(
             "reconcile_notification_account", default: NotificationJob.defaultAccountID,
             "The account_id of recovered notification jobs; must be the gateway's gateway_notification_account."),
+        .init(
+            "reconcile_google_play_quota_share", default: "0.05",
+            "Share of google_play_minute_quota the Google Play sweeps (one call per voided-purchases page) and "
+                + "re-reads (the worker's read of each re-read job) may spend per wall-clock minute, above 0 and at "
+                + "most 1."),
+        .init(
+            "reconcile_google_play_lookback_h", default: "720",
+            "How far back the first voided-purchases sweep of a Play app looks when the ledger has no checkpoint; at "
+                + "most 720 (Google keeps voided purchases 30 days)."),
+        .init(
+            "reconcile_google_play_reread_lead_s", default: "600",
+            "Seconds before a Play subscription's expiry or grace end that it is re-read (a re-read job); they come "
+                + "at most once per reconcile_reread_interval_s, which at 0 turns them off."),
     ]
 
     public static let keys = WorkerConfiguration.keys + ownKeys
@@ -83,15 +105,35 @@ public struct ReconcileConfiguration: Sendable, TableConfiguration {
         rereadsEnabled = rereadInterval > 0
         reconciler.rereadInterval = .seconds(max(rereadInterval, 1))
         self.reconciler = reconciler
+        var googlePlay = GooglePlayReconcileSettings()
+        googlePlayQuotaShare = try reader.double("reconcile_google_play_quota_share", in: 0.0001...1)
+        googlePlay.firstLookBack = .seconds(3_600 * (try reader.int("reconcile_google_play_lookback_h", in: 1...720)))
+        googlePlay.rereadLead = .seconds(try reader.int("reconcile_google_play_reread_lead_s", in: 0...86_400))
+        googlePlay.overlap = reconciler.overlap
+        googlePlay.leaseDuration = reconciler.leaseDuration
+        googlePlay.rereadInterval = reconciler.rereadInterval
+        self.googlePlay = googlePlay
         // Without a key there is no history to read: refused at start rather than idling. With apps in the catalog
         // each app names its own key; the start refuses an app without one.
+        // A catalog of Play apps only needs no Server API key: there is only Google to sweep.
         guard
             worker.serverAPIKey != nil
                 || WorkerConfiguration.catalogListsApps(worker.catalogFile, readFile: readFile)
+                || Self.catalogIsPlayOnly(worker.catalogFile, readFile: readFile)
         else {
             throw ConfigurationError(
                 key: "server_api_key",
                 problem: "required by reconcile (Get Notification History is an App Store Server API call)")
         }
+    }
+}
+
+extension ReconcileConfiguration {
+    /// Whether the catalog at `path` sells on Google Play only (no App Store bundle id, at least one Play app).
+    static func catalogIsPlayOnly(_ path: String, readFile: (String) throws -> String) -> Bool {
+        guard let text = try? readFile(path), let catalog = try? Catalog.load(json: Data(text.utf8)) else {
+            return false
+        }
+        return catalog.bundleIDs.isEmpty && catalog.apps.isEmpty && !catalog.playApps.isEmpty
     }
 }

@@ -1,9 +1,12 @@
 import AppleClients
 import Decision
 import Foundation
+import GooglePlay
+import GooglePlayClients
 import Kafka
 import Ledger
 import Logging
+import Messages
 import Observability
 import Operations
 import Receipts
@@ -11,6 +14,7 @@ import ServiceLifecycle
 import StoreHTTP
 import Synchronization
 import UnixSignals
+import Worker
 
 /// `verify-worker reconcile`: builds the reconciler's parts as `Service`s and runs them in one `ServiceGroup`.
 ///
@@ -64,7 +68,9 @@ public struct ReconcileRuntime: Sendable {
                 productionBaseURL: worker.serverAPIProductionURL, sandboxBaseURL: worker.serverAPISandboxURL,
                 requestTimeout: worker.appleRequestTimeout),
             analyzer: analyzer, logger: logger)
-        let sweeps = try Self.sweeps(of: credentials, settings: configuration.reconciler)
+        // A catalog of Play apps only has no App Store history to read: its reconciler sweeps Google alone.
+        let sweeps =
+            Self.isPlayOnly(catalog) ? [] : try Self.sweeps(of: credentials, settings: configuration.reconciler)
         let several = sweeps.count > 1
         let producer: KafkaProducer
         do {
@@ -91,6 +97,9 @@ public struct ReconcileRuntime: Sendable {
                 rereadStore: configuration.rereadsEnabled && !several ? ledger : nil,
                 historySource: client)
         }
+        let play = try googlePlay(
+            catalog: catalog, ledger: ledger, transport: engine,
+            sink: KafkaRecoveredJobSink(producer: producer, topic: worker.jobsTopic))
         let listening = OneShot<Bool>()
         let ledgerReady = ReadinessFlag()
         let logger = self.logger
@@ -117,6 +126,7 @@ public struct ReconcileRuntime: Sendable {
                         ledgerReady.set()
                         await withDiscardingTaskGroup { group in
                             for reconciler in reconcilers { group.addTask { await reconciler.run() } }
+                            if let play { group.addTask { await play.run() } }
                         }
                     },
                     after: listening),
@@ -146,10 +156,62 @@ public struct ReconcileRuntime: Sendable {
         }
     }
 
+    /// The Google Play half: each Play app's voided-purchases sweep (its client built as `run` builds it, with the
+    /// reconciler's share of the quotas in its gate) and the re-reads, sharing one ``GooglePlayQuotaShare``; nil when
+    /// the catalog has no Play app.
+    func googlePlay(
+        catalog: Catalog, ledger: any Ledger, transport: any HTTPTransport, sink: any RecoveredJobSink
+    ) throws -> GooglePlayReconciler<ContinuousClock>? {
+        guard !catalog.playApps.isEmpty else { return nil }
+        let worker = configuration.worker
+        let clients: GooglePlayAppClients
+        do {
+            clients = try GooglePlayAppClients.load(
+                catalog: catalog,
+                settings: GooglePlayAPISettings(
+                    api: GooglePlayAPIConfiguration(
+                        baseURL: worker.googlePlayAPIURL, tokenURL: worker.googlePlayTokenURL,
+                        requestTimeout: worker.appleRequestTimeout),
+                    dailyQuota: max(1, Int(configuration.googlePlayQuotaShare * Double(worker.googlePlayDailyQuota))),
+                    minuteQuota: configuration.googlePlayCallsPerMinute, workerID: worker.workerID + "-reconcile"),
+                transport: transport, logger: logger)
+        } catch {
+            throw ConfigurationError(key: "catalog_file", problem: error.description)
+        }
+        let clock = ContinuousClock()
+        let quota = GooglePlayQuotaShare(callsPerMinute: configuration.googlePlayCallsPerMinute, clock: clock)
+        let holder = "\(worker.workerID)-\(ProcessInfo.processInfo.processIdentifier)"
+        let productType: @Sendable (String) async -> Int? = { token in
+            guard let claims = try? await ledger.subscriptionClaims(originalTransactionID: token), !claims.isEmpty
+            else { return nil }
+            return claims.contains { $0.productType == .autoRenewable } ? 1 : 2
+        }
+        let sweeps = catalog.playApps.compactMap { app -> GooglePlayVoidedSweep<ContinuousClock>? in
+            guard let client = clients.clients[app.packageName] else { return nil }
+            return GooglePlayVoidedSweep(
+                packageName: app.packageName, settings: configuration.googlePlay, store: ledger, source: client,
+                sink: sink, quota: quota, clock: clock, holder: holder, logger: logger, productType: productType)
+        }
+        let rereads =
+            configuration.rereadsEnabled
+            ? GooglePlayRereads(
+                packages: catalog.playApps.map(\.packageName), settings: configuration.googlePlay, store: ledger,
+                sink: sink, quota: quota, clock: clock, holder: holder, logger: logger) : nil
+        return GooglePlayReconciler(
+            sweeps: sweeps, rereads: rereads, store: ledger, interval: configuration.reconciler.interval, clock: clock,
+            logger: logger)
+    }
+
+    /// A catalog that sells on Google Play only: no App Store bundle id, at least one Play app.
+    static func isPlayOnly(_ catalog: Catalog) -> Bool {
+        catalog.bundleIDs.isEmpty && catalog.apps.isEmpty && !catalog.playApps.isEmpty
+    }
+
     /// The ledger rows (lease and checkpoint) the sweeps of this configuration use, one per app.
     public func reconcilerNames() throws -> [String] {
         let (catalog, _) = try configuration.worker.loadDecisionInputs()
         let credentials = try AppCredentials.load(catalog: catalog, configuration: configuration.worker)
+        guard !Self.isPlayOnly(catalog) else { return [] }
         return try Self.sweeps(of: credentials, settings: configuration.reconciler).map(\.name)
     }
 

@@ -98,4 +98,11 @@ extension ForwardingLedger {
         try await base.recordSubscriptionReread(
             originalTransactionID: originalTransactionID, revision: revision, at: at)
     }
+
+    func unsurePlaySubscriptions(
+        packages: [String], from: Date, to: Date, rereadBefore: Date, limit: Int
+    ) async throws -> [UnsurePlaySubscription] {
+        try await base.unsurePlaySubscriptions(
+            packages: packages, from: from, to: to, rereadBefore: rereadBefore, limit: limit)
+    }
 }

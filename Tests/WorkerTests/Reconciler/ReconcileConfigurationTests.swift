@@ -68,7 +68,10 @@ struct ReconcileConfigurationTests {
             ("reconcile_first_lookback_h", "0"), ("reconcile_first_lookback_h", "4321"), ("reconcile_lease_s", "4"),
             ("reconcile_environments", "xcode"), ("reconcile_environments", ","),
             ("reconcile_notification_account", ""), ("reconcile_reread_interval_s", "-1"),
-            ("reconcile_reread_interval_s", "x"),
+            ("reconcile_reread_interval_s", "x"), ("reconcile_google_play_quota_share", "0"),
+            ("reconcile_google_play_quota_share", "1.5"), ("reconcile_google_play_quota_share", "x"),
+            ("reconcile_google_play_lookback_h", "721"), ("reconcile_google_play_lookback_h", "0"),
+            ("reconcile_google_play_reread_lead_s", "-1"),
         ])
     func wrongValues(key: String, value: String) throws {
         var environment = Self.required
@@ -78,7 +81,27 @@ struct ReconcileConfigurationTests {
             Issue.record("\(key)=\(value) was accepted")
         } catch {
             #expect(error.key == key, "\(error)")
+            #expect(!"\(error)".contains("\n"), "one line")
         }
+    }
+
+    @Test("Google Play: 5% of the per-minute quota, 30 days back at first, re-reads 10 minutes ahead; each key set")
+    func googlePlay() throws {
+        let defaults = try Self.load([])
+        #expect(defaults.googlePlayQuotaShare == 0.05 && defaults.googlePlayCallsPerMinute == 150)
+        #expect(defaults.googlePlay.firstLookBack == .seconds(30 * 86_400))
+        #expect(defaults.googlePlay.rereadLead == .seconds(600))
+        #expect(defaults.googlePlay.overlap == .seconds(600) && defaults.googlePlay.rereadInterval == .seconds(3_600))
+        let set = try Self.load([
+            "--reconcile-google-play-quota-share", "0.5", "--google-play-minute-quota", "100",
+            "--reconcile-google-play-lookback-h", "48", "--reconcile-google-play-reread-lead-s", "60",
+            "--reconcile-overlap-s", "30",
+        ])
+        #expect(set.googlePlayCallsPerMinute == 50)
+        #expect(set.googlePlay.firstLookBack == .seconds(48 * 3_600) && set.googlePlay.rereadLead == .seconds(60))
+        #expect(set.googlePlay.overlap == .seconds(30))
+        // A share too small for one call a minute still allows one.
+        #expect(try Self.load(["--reconcile-google-play-quota-share", "0.0001"]).googlePlayCallsPerMinute == 1)
     }
 
     @Test("without a Server API key there is no history to read: refused at start, naming server_api_key")
@@ -90,6 +113,26 @@ struct ReconcileConfigurationTests {
             _ = try Self.load([], environment: environment)
         } catch {
             #expect(error.key == "server_api_key")
+        }
+    }
+
+    @Test("a catalog of Play apps only needs no Server API key: only Google is swept")
+    func playOnlyCatalog() throws {
+        let playOnly = #"""
+            {"play_apps":[{"package_name":"com.example.play","licensing_key_file":"/k",
+              "service_account_key_file":"/s"}]}
+            """#
+        var environment = Self.required
+        environment["VERIFY_SERVER_API_KEY"] = nil
+        let configuration = try ReconcileConfiguration.load(
+            arguments: [], environment: environment, readFile: { _ in playOnly })
+        #expect(configuration.worker.serverAPIKey == nil)
+        // With an App Store bundle id beside the Play app, the key is required as before.
+        let both =
+            #"{"bundle_ids":["com.example.ios"],"play_apps":[{"package_name":"com.example.play","#
+            + #""licensing_key_file":"/k","service_account_key_file":"/s"}]}"#
+        #expect(throws: ConfigurationError.self) {
+            try ReconcileConfiguration.load(arguments: [], environment: environment, readFile: { _ in both })
         }
     }
 
