@@ -46,7 +46,11 @@ public struct PurchaseEvidence: Sendable, Hashable {
     /// For App Store Server Notifications V2 jobs: what the notification says.
     public var notification: SubscriptionNotification?
     /// For Google Play notification jobs: why Google told us and when the purchase was read again.
-    public var playNotification: PlayNotification?
+    public var playNotification: PlayNotification? {
+        get { playNotificationBox?.value }
+        set { playNotificationBox = newValue.map(IndirectValue.init) }
+    }
+    private var playNotificationBox: IndirectValue<PlayNotification>?
 
     public init(
         source: Source, authenticity: Authenticity, environment: AppleEnvironment? = nil, bundleID: String? = nil,

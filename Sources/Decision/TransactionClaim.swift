@@ -103,7 +103,11 @@ public struct LedgerSnapshot: Sendable, Hashable {
     public var claims: [TransactionClaim]
     /// For a Google Play notification job: the pending purchase recorded for its token, if a verification job found
     /// it pending.
-    public var pendingPlayPurchase: PendingPlayPurchase?
+    public var pendingPlayPurchase: PendingPlayPurchase? {
+        get { pendingPlayPurchaseBox?.value }
+        set { pendingPlayPurchaseBox = newValue.map(IndirectValue.init) }
+    }
+    private var pendingPlayPurchaseBox: IndirectValue<PendingPlayPurchase>?
 
     public init(
         priorVerdict: Messages.Verdict? = nil, claims: [TransactionClaim] = [],
@@ -111,7 +115,7 @@ public struct LedgerSnapshot: Sendable, Hashable {
     ) {
         self.priorVerdict = priorVerdict
         self.claims = claims
-        self.pendingPlayPurchase = pendingPlayPurchase
+        self.pendingPlayPurchaseBox = pendingPlayPurchase.map(IndirectValue.init)
     }
 
     /// The claim on one transaction.
