@@ -174,8 +174,18 @@ private struct Evaluation {
     mutating func run() -> LedgerDecision? {
         let by = evidence.decidedBy
         if evidence.rejection == .purchasePending {
-            // Not paid yet: nothing to claim, and nothing final to say about the purchase.
-            return LedgerDecision(verdict: verdict(.unverifiable, .purchasePending, by: by))
+            // Not paid yet: nothing to claim, and nothing final to say about the purchase. Who sent it is
+            // remembered: the notification of its completion grants it to that account.
+            var decision = LedgerDecision(verdict: verdict(.unverifiable, .purchasePending, by: by))
+            if evidence.playNotification == nil, case .googlePlay(let purchase) = job.proof {
+                decision.writes = [
+                    .recordPendingPurchase(
+                        PendingPlayPurchase(
+                            purchaseToken: purchase.purchaseToken, accountID: job.accountID, jobID: job.jobID,
+                            packageName: purchase.packageName, productID: purchase.productID, recordedAt: now))
+                ]
+            }
+            return decision
         }
         if let reason = evidence.rejection { return reject(reason, by: by) }
         if evidence.authenticity == .notAuthenticated { return reject(.notAuthenticated, by: by) }
@@ -200,6 +210,7 @@ private struct Evaluation {
             if !transactions.isEmpty && known.isEmpty { return reject(.unknownProduct, by: by) }
             transactions = known
         }
+        if let notification = evidence.playNotification { return decidePlayNotification(notification) }
         if transactions.isEmpty {
             if authentic, evidence.notification != nil { return recordTransactionless() }
             return authentic ? reject(.noTransaction, by: by) : decidePurchaseTokenFromLedger()
@@ -414,6 +425,128 @@ private struct Evaluation {
         return conclude()
     }
 
+    // MARK: Google Play notifications
+
+    /// A Google Play notification job (docs/LEDGER.md, "Google Play notifications"): the purchase as Google answered
+    /// it now is applied to the token's owner; the notification's kind adds a revocation, the end of a replaced
+    /// subscription, a voided order or a refund review. The verdict is for the owner.
+    mutating func decidePlayNotification(_ notification: PlayNotification) -> LedgerDecision? {
+        guard authentic else { return nil }
+        guard notification.kind != .test, let token = notification.purchaseToken, !transactions.isEmpty else {
+            return recordTransactionless()
+        }
+        let claims = snapshot.claims(ofSubscription: token)
+        var owner = Self.owner(of: claims)
+        if owner == nil, let pending = snapshot.pendingPlayPurchase, pending.purchaseToken == token {
+            // A pending purchase completed: it goes to the account that sent it, and to nobody else.
+            owner = pending.accountID
+        }
+        if owner == nil, let linked = linkedOwner(of: transactions) {
+            owner = linked
+        }
+        guard let owner else { return reject(.unclaimed, by: evidence.decidedBy) }
+        verdictAccount = owner
+        var endedReplacements: [String] = []
+        if let readAt = notification.readAt, let newest = claims.compactMap(\.notificationSignedAt).max(),
+            readAt < newest
+        {
+            // A read older than one already applied (a job decided after a newer one): the ledger's state answers.
+            return concludeFromLedger(claims)
+        }
+        decidedByLedger = false
+        // The replaced subscription of an upgrade or a downgrade ends when its replacement is applied.
+        for key in Set(transactions.compactMap(\.linkedSubscriptionKey)).sorted() where key != token {
+            let replaced = snapshot.claims(ofSubscription: key)
+            if replaced.contains(where: { ($0.entitlementEnd ?? .distantFuture) > now && $0.revokedAt == nil }) {
+                writes.append(.endSubscription(originalTransactionID: key, at: now))
+                endedReplacements.append(key)
+            }
+        }
+        var newlyActive = false
+        for index in transactions.indices {
+            var transaction = transactions[index]
+            let existing = snapshot.claim(transaction.transactionID)
+            if notification.kind == .revoked
+                || notification.kind == .voided
+                    && Self.names(order: notification.voidedOrderID, transaction.transactionID)
+            {
+                transaction.revokedAt = transaction.revokedAt ?? notification.eventTime ?? now
+            }
+            transactions[index] = transaction
+            if let existing {
+                if let revokedAt = transaction.revokedAt, existing.revokedAt == nil {
+                    writes.append(.revoke(transactionID: existing.transactionID, revokedAt: revokedAt))
+                }
+                appendExtension(transaction, claim: existing)
+            } else {
+                // A new order (a renewal, a recovery, a restart, a completed pending purchase), or a revoked one the
+                // ledger never saw, claimed revoked for the owner's history.
+                writes.append(.claim(makeClaim(transaction, account: owner)))
+                if isActive(transaction) { newlyActive = true }
+            }
+        }
+        if notification.kind == .revoked {
+            // Access ends now: every claim of the token, not only the period Google answered with.
+            let revokedAt = transactions.compactMap(\.revokedAt).min() ?? now
+            for claim in claims
+            where claim.revokedAt == nil
+                && !transactions.contains(where: { $0.transactionID == claim.transactionID })
+            {
+                writes.append(.revoke(transactionID: claim.transactionID, revokedAt: revokedAt))
+            }
+        }
+        if notification.kind == .voided, let order = notification.voidedOrderID {
+            // A voided order of an earlier period: its own claim only.
+            for claim in claims
+            where claim.revokedAt == nil && Self.names(order: order, claim.transactionID)
+                && !transactions.contains(where: { $0.transactionID == claim.transactionID })
+            {
+                writes.append(.revoke(transactionID: claim.transactionID, revokedAt: notification.eventTime ?? now))
+            }
+        }
+        if let review = notification.refundReview { writes.append(.recordRefundReview(review)) }
+        writes.append(
+            .recordNotification(
+                originalTransactionID: token, signedAt: notification.readAt, autoRenew: notification.autoRenew))
+        // The purchase stands as Google answers it now: its latest period as read, whatever the ledger held.
+        let latest = transactions.max { lhs, rhs in
+            SubscriptionPeriod.order(
+                purchased: lhs.purchaseDate, ends: entitlementEnd(lhs), transactionID: lhs.transactionID)
+                < SubscriptionPeriod.order(
+                    purchased: rhs.purchaseDate, ends: entitlementEnd(rhs), transactionID: rhs.transactionID)
+        }
+        // The verdict also states the replaced subscription's latest period as ended, so that its consumers (the
+        // entitlement projection) end it too.
+        for key in endedReplacements {
+            guard let claim = TransactionClaim.latest(of: snapshot.claims(ofSubscription: key)) else { continue }
+            transactions.append(
+                PurchaseTransaction(
+                    transactionID: claim.transactionID, originalTransactionID: claim.originalTransactionID,
+                    productID: claim.productID, productType: claim.productType, purchaseDate: claim.purchaseDate,
+                    expiresDate: now, orderID: claim.transactionID == key ? nil : claim.transactionID,
+                    purchaseToken: key))
+        }
+        if let latest, isActive(latest) {
+            standings = [newlyActive ? .granted : .alreadyOwned]
+        } else if latest?.revokedAt != nil {
+            standings = [.revoked]
+        } else {
+            // Ended (expired, on hold, paused, a pending purchase cancelled): a period the ledger still holds as
+            // current ends now, as Google says; the one write that moves a date earlier, never from a stale read.
+            if TransactionClaim.subscriptionIsActive(claims, at: now) {
+                writes.insert(.endSubscription(originalTransactionID: token, at: now), at: 0)
+            }
+            standings = [.expired]
+        }
+        return conclude()
+    }
+
+    /// Whether a claim's transaction id is Google's order `order` (alone, or with a line item's product after `#`).
+    static func names(order: String?, _ transactionID: String) -> Bool {
+        guard let order else { return false }
+        return transactionID == order || transactionID.hasPrefix(order + "#")
+    }
+
     // MARK: App Store Server Notifications V2
 
     mutating func decideNotification(_ notification: SubscriptionNotification) -> LedgerDecision? {
@@ -589,7 +722,7 @@ private struct Evaluation {
     /// subscription's latest transaction, where Apple's status lives; not by a late notification answered from the
     /// ledger, whose renewal info is older than what the ledger holds.
     func verdictTransactions() -> [Verdict.Transaction] {
-        let statesRenewal = !(evidence.notification != nil && decidedByLedger)
+        let statesRenewal = !((evidence.notification != nil || evidence.playNotification != nil) && decidedByLedger)
         var latest: [String: PurchaseTransaction] = [:]
         for transaction in transactions where productType(of: transaction) == .autoRenewable {
             let key = transaction.subscriptionKey
@@ -615,10 +748,14 @@ private struct Evaluation {
 
     func verdictTransaction(_ transaction: PurchaseTransaction) -> Verdict.Transaction {
         let claim = snapshot.claim(transaction.transactionID)
+        // A Google Play notification applied on Google's answer states the purchase as Google does now: a period it
+        // ended early (on hold, paused, replaced) is not current, whatever end the ledger held.
+        let statedByGoogle = evidence.playNotification != nil && !decidedByLedger
         return Verdict.Transaction(
             transactionID: transaction.transactionID, originalTransactionID: transaction.originalTransactionID,
             productID: transaction.productID, purchaseDate: transaction.purchaseDate,
-            expiresDate: Self.latest(entitlementEnd(transaction), claim?.entitlementEnd),
+            expiresDate: statedByGoogle
+                ? entitlementEnd(transaction) : Self.latest(entitlementEnd(transaction), claim?.entitlementEnd),
             revokedAt: transaction.revokedAt ?? (reinstated ? nil : claim?.revokedAt), quantity: transaction.quantity,
             orderID: transaction.orderID, purchaseToken: transaction.purchaseToken)
     }

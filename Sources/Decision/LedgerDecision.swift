@@ -18,6 +18,13 @@ public enum LedgerWrite: Sendable, Hashable {
     /// backwards), and auto-renew when it states it. Finding a newer `signedDate` already stored means the decision
     /// lost a race (a newer notification was applied meanwhile).
     case recordNotification(originalTransactionID: String, signedAt: Date?, autoRenew: Bool?)
+    /// End a replaced subscription's access at `at` (Google Play's upgrade or downgrade, `linkedPurchaseToken`): every
+    /// claim of it whose expiry or grace period ends later is cut to `at`. The one write that moves a date earlier.
+    case endSubscription(originalTransactionID: String, at: Date)
+    /// Remember who sent a Google Play purchase that is pending (the first sender stays).
+    case recordPendingPurchase(PendingPlayPurchase)
+    /// Record a Google Play refund review for its answer (a review recorded before stays as it was).
+    case recordRefundReview(PlayRefundReview)
 }
 
 /// The result of the decision rules for one job: the verdict, and what to write for it.

@@ -45,6 +45,8 @@ public struct PurchaseEvidence: Sendable, Hashable {
     public var appleUnavailable: Bool
     /// For App Store Server Notifications V2 jobs: what the notification says.
     public var notification: SubscriptionNotification?
+    /// For Google Play notification jobs: why Google told us and when the purchase was read again.
+    public var playNotification: PlayNotification?
 
     public init(
         source: Source, authenticity: Authenticity, environment: AppleEnvironment? = nil, bundleID: String? = nil,

@@ -101,10 +101,17 @@ public struct LedgerSnapshot: Sendable, Hashable {
     public var priorVerdict: Messages.Verdict?
     /// The claims on the proof's transactions and on every transaction of the same subscriptions.
     public var claims: [TransactionClaim]
+    /// For a Google Play notification job: the pending purchase recorded for its token, if a verification job found
+    /// it pending.
+    public var pendingPlayPurchase: PendingPlayPurchase?
 
-    public init(priorVerdict: Messages.Verdict? = nil, claims: [TransactionClaim] = []) {
+    public init(
+        priorVerdict: Messages.Verdict? = nil, claims: [TransactionClaim] = [],
+        pendingPlayPurchase: PendingPlayPurchase? = nil
+    ) {
         self.priorVerdict = priorVerdict
         self.claims = claims
+        self.pendingPlayPurchase = pendingPlayPurchase
     }
 
     /// The claim on one transaction.

@@ -17,7 +17,7 @@ extension GooglePlaySubscriptionPurchase {
     ///
     /// `SUBSCRIPTION_STATE_PENDING` is a purchase awaiting payment (``StoreAnswer/Status/pending``). Every other
     /// state is read from the line items' dates: `ACTIVE`, `CANCELED` (auto-renew off, access until `expiryTime`) and
-    /// `IN_GRACE_PERIOD` entitle until `expiryTime`; `ON_HOLD`, `PAUSED`, `EXPIRED` and `PENDING_PURCHASE_CANCELED`
+    /// `IN_GRACE_PERIOD` entitle until `expiryTime` (in grace also the grace period's end); `ON_HOLD`, `PAUSED`, `EXPIRED` and `PENDING_PURCHASE_CANCELED`
     /// have an `expiryTime` in the past (or none: then `now`, so nothing entitles). Grace and hold are billing retry.
     public func storeAnswer(packageName: String, token: String, now: Date) -> StoreAnswer {
         let environment: AppleEnvironment = isTestPurchase ? .sandbox : .production
@@ -25,9 +25,8 @@ extension GooglePlaySubscriptionPurchase {
             return StoreAnswer(status: .pending, statusCode: 200, environment: environment, bundleID: packageName)
         }
         let entitles = Self.entitlingStates.contains(subscriptionState ?? "")
-        let inBillingRetry =
-            subscriptionState == "SUBSCRIPTION_STATE_IN_GRACE_PERIOD"
-            || subscriptionState == "SUBSCRIPTION_STATE_ON_HOLD"
+        let inGracePeriod = subscriptionState == "SUBSCRIPTION_STATE_IN_GRACE_PERIOD"
+        let inBillingRetry = inGracePeriod || subscriptionState == "SUBSCRIPTION_STATE_ON_HOLD"
         let started = startTime.flatMap(RFC3339.parse)
         let transactions = lineItems.enumerated().map { index, item in
             let productID = item.productID ?? ""
@@ -40,6 +39,9 @@ extension GooglePlaySubscriptionPurchase {
                 purchaseDate: started,
                 // A state that does not entitle never outlives its answer, whatever a line item's date says.
                 expiresDate: entitles ? (expiry ?? now) : min(expiry ?? now, now),
+                // In grace, `expiryTime` is the end of the grace period: access continues until then, as an App Store
+                // subscription's does until its `gracePeriodExpiresDate`.
+                gracePeriodExpiresDate: inGracePeriod ? expiry : nil,
                 isInBillingRetry: inBillingRetry, hasRenewalInfo: true,
                 appAccountToken: obfuscatedExternalAccountID, linkedSubscriptionKey: linkedPurchaseToken,
                 orderID: item.latestSuccessfulOrderID, purchaseToken: token)

@@ -16,7 +16,9 @@ import Messages
 /// and the subscription re-reads are tables of the one schema, so both ledgers and every test double implement them
 /// all. The narrower protocols it refines name what one part uses (the reconciler needs only its state), never a
 /// capability a ledger may lack.
-public protocol Ledger: VerificationLeaseStore, FollowUpRecordStore, ReconcilerStateStore, SubscriptionRereadStore {
+public protocol Ledger:
+    VerificationLeaseStore, FollowUpRecordStore, ReconcilerStateStore, SubscriptionRereadStore, PlayPurchaseRecordStore
+{
     /// Runs the ledger's background work (the PostgreSQL connection pool) until the task is cancelled.
     func run() async throws
 
@@ -54,7 +56,15 @@ extension Ledger {
         keys.formUnion(evidence.transactions.compactMap(\.linkedSubscriptionKey))
         if case .googlePlay(let purchase) = job.proof { keys.insert(purchase.purchaseToken) }
         let originals = Array(keys).sorted()
-        return try await snapshot(jobID: job.jobID, transactionIDs: ids, originalTransactionIDs: originals)
+        var snapshot = try await snapshot(jobID: job.jobID, transactionIDs: ids, originalTransactionIDs: originals)
+        // A Google Play notification about a token nobody owns may be a pending purchase completing. Read apart from
+        // the claims: the record is written once, before its completion, and never changes.
+        if snapshot.priorVerdict == nil, let token = evidence.playNotification?.purchaseToken,
+            snapshot.claims(ofSubscription: token).isEmpty
+        {
+            snapshot.pendingPlayPurchase = try await pendingPlayPurchase(purchaseToken: token)
+        }
+        return snapshot
     }
 
     /// Every claim of one subscription.

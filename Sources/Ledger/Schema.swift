@@ -122,6 +122,35 @@ enum LedgerSchema {
                 // decided): few rows, read every pass.
                 "CREATE INDEX job_verdicts_unclaimed ON job_verdicts (decided_at) WHERE reason = 'unclaimed'",
             ]),
+        SchemaMigration(
+            version: 7, name: "google play purchase records",
+            statements: [
+                // Who sent a pending Google Play purchase (its completion is granted to that account), and the refund
+                // reviews Google asks an answer to (docs/LEDGER.md, "Google Play notifications").
+                """
+                CREATE TABLE play_pending_purchases (
+                    purchase_token TEXT PRIMARY KEY NOT NULL,
+                    account_id TEXT NOT NULL,
+                    job_id TEXT NOT NULL,
+                    package_name TEXT NOT NULL,
+                    product_id TEXT NOT NULL,
+                    created_at INTEGER NOT NULL
+                ) WITHOUT ROWID
+                """,
+                """
+                CREATE TABLE play_refund_reviews (
+                    pending_refund_token TEXT PRIMARY KEY NOT NULL,
+                    purchase_token TEXT NOT NULL,
+                    order_id TEXT NOT NULL,
+                    package_name TEXT NOT NULL,
+                    event_at INTEGER NOT NULL,
+                    deadline INTEGER NOT NULL,
+                    job_id TEXT NOT NULL,
+                    created_at INTEGER NOT NULL
+                ) WITHOUT ROWID
+                """,
+                "CREATE INDEX play_refund_reviews_deadline ON play_refund_reviews (deadline)",
+            ]),
     ]
 
     static let postgres: [SchemaMigration] = [
@@ -232,6 +261,33 @@ enum LedgerSchema {
                 """,
                 "CREATE INDEX transaction_claims_expires ON transaction_claims (expires_date)",
                 "CREATE INDEX job_verdicts_unclaimed ON job_verdicts (decided_at) WHERE reason = 'unclaimed'",
+            ]),
+        SchemaMigration(
+            version: 7, name: "google play purchase records",
+            statements: [
+                """
+                CREATE TABLE play_pending_purchases (
+                    purchase_token text PRIMARY KEY,
+                    account_id text NOT NULL,
+                    job_id text NOT NULL,
+                    package_name text NOT NULL,
+                    product_id text NOT NULL,
+                    created_at timestamptz NOT NULL
+                )
+                """,
+                """
+                CREATE TABLE play_refund_reviews (
+                    pending_refund_token text PRIMARY KEY,
+                    purchase_token text NOT NULL,
+                    order_id text NOT NULL,
+                    package_name text NOT NULL,
+                    event_at timestamptz NOT NULL,
+                    deadline timestamptz NOT NULL,
+                    job_id text NOT NULL,
+                    created_at timestamptz NOT NULL
+                )
+                """,
+                "CREATE INDEX play_refund_reviews_deadline ON play_refund_reviews (deadline)",
             ]),
     ]
 }

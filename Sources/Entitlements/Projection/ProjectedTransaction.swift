@@ -87,10 +87,13 @@ public struct ProjectedTransaction: Sendable, Hashable, Codable {
         }
     }
 
-    /// Its state in words for the API and the console: `active`, `expired`, `revoked` or `consumed` (consumables).
+    /// Its state in words for the API and the console: `active`, `expired`, `revoked`, `consumed` (consumables), or
+    /// `on_hold`: a Google Play subscription whose period ended while Google retries the payment (account hold: no
+    /// access, not revoked, as Google defines it; its grace period before that is `active`).
     public func state(at instant: Date) -> String {
         if revokedAt != nil { return "revoked" }
         if productType == .consumable { return "consumed" }
-        return grants(at: instant) ? "active" : "expired"
+        if grants(at: instant) { return "active" }
+        return store == .googlePlay && productType == .autoRenewable && inBillingRetry ? "on_hold" : "expired"
     }
 }

@@ -305,6 +305,35 @@ public final class PostgresLedger: Ledger {
                         WHERE original_transaction_id = \(original)
                         """, logger: logger)
                 }
+            case .endSubscription(let original, let at):
+                try await connection.query(
+                    """
+                    UPDATE transaction_claims SET
+                        expires_date = CASE WHEN expires_date > \(at) THEN \(at) ELSE expires_date END,
+                        grace_period_expires_date = CASE WHEN grace_period_expires_date > \(at) THEN \(at)
+                            ELSE grace_period_expires_date END,
+                        updated_at = now()
+                    WHERE original_transaction_id = \(original)
+                        AND (expires_date > \(at) OR grace_period_expires_date > \(at))
+                    """, logger: logger)
+            case .recordPendingPurchase(let pending):
+                try await connection.query(
+                    """
+                    INSERT INTO play_pending_purchases
+                        (purchase_token, account_id, job_id, package_name, product_id, created_at)
+                    VALUES (\(pending.purchaseToken), \(pending.accountID), \(pending.jobID), \(pending.packageName),
+                        \(pending.productID), \(pending.recordedAt))
+                    ON CONFLICT (purchase_token) DO NOTHING
+                    """, logger: logger)
+            case .recordRefundReview(let review):
+                try await connection.query(
+                    """
+                    INSERT INTO play_refund_reviews (pending_refund_token, purchase_token, order_id, package_name,
+                        event_at, deadline, job_id, created_at)
+                    VALUES (\(review.pendingRefundToken), \(review.purchaseToken), \(review.orderID),
+                        \(review.packageName), \(review.eventAt), \(review.deadline), \(review.jobID), now())
+                    ON CONFLICT (pending_refund_token) DO NOTHING
+                    """, logger: logger)
             }
         }
         return true

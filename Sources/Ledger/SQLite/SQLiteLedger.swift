@@ -243,6 +243,40 @@ public final class SQLiteLedger: Ledger {
                         "UPDATE transaction_claims SET auto_renew = ?, updated_at = ? WHERE original_transaction_id = ?",
                         [SQLiteValue(autoRenew), now, .text(original)])
                 }
+            case .endSubscription(let original, let at):
+                try fault("end")
+                for column in ["expires_date", "grace_period_expires_date"] {
+                    try connection.query(
+                        """
+                        UPDATE transaction_claims SET \(column) = ?, updated_at = ?
+                        WHERE original_transaction_id = ? AND \(column) > ?
+                        """, [SQLiteValue(at), now, .text(original), SQLiteValue(at)])
+                }
+            case .recordPendingPurchase(let pending):
+                try fault("pending")
+                try connection.query(
+                    """
+                    INSERT INTO play_pending_purchases
+                        (purchase_token, account_id, job_id, package_name, product_id, created_at)
+                    VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (purchase_token) DO NOTHING
+                    """,
+                    [
+                        .text(pending.purchaseToken), .text(pending.accountID), .text(pending.jobID),
+                        .text(pending.packageName), .text(pending.productID), SQLiteValue(pending.recordedAt),
+                    ])
+            case .recordRefundReview(let review):
+                try fault("review")
+                try connection.query(
+                    """
+                    INSERT INTO play_refund_reviews (pending_refund_token, purchase_token, order_id, package_name,
+                        event_at, deadline, job_id, created_at)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (pending_refund_token) DO NOTHING
+                    """,
+                    [
+                        .text(review.pendingRefundToken), .text(review.purchaseToken), .text(review.orderID),
+                        .text(review.packageName), SQLiteValue(review.eventAt), SQLiteValue(review.deadline),
+                        .text(review.jobID), now,
+                    ])
             }
         }
         return true

@@ -1,6 +1,7 @@
 import Foundation
 import GooglePlay
 import GooglePlayClients
+import Ledger
 import Logging
 import Messages
 import RateLimiter
@@ -103,13 +104,13 @@ extension GooglePlayStore {
     /// ``PlayConfigurationError`` naming the app and the file, never the file's content.
     public static func load(
         catalog: Catalog, clients: GooglePlayAppClients, configurationWatch: StoreConfigurationWatch,
-        jobDeadline: Duration, logger: Logger
+        jobDeadline: Duration, logger: Logger, purchaseClaims: (any SubscriptionRereadStore)? = nil
     ) throws(PlayConfigurationError) -> GooglePlayStore {
         GooglePlayStore(
             reader: PlayPurchaseReader(licensingKeys: try PlayLicensingKeys.load(catalog)),
             clients: clients.clients.mapValues { $0 as any GooglePlayPurchaseReads },
             subscriptionProducts: Set(catalog.playProducts.values.filter { $0.type == .autoRenewable }.map(\.id)),
             configurationWatch: configurationWatch, jobDeadline: jobDeadline,
-            stageLimit: clients.gate.storeStageLimit, logger: logger)
+            stageLimit: clients.gate.storeStageLimit, logger: logger, purchaseClaims: purchaseClaims)
     }
 }

@@ -295,10 +295,24 @@ public final class GooglePlayFollowUps: Sendable {
 
     /// The call a delivered verdict asks for, if any.
     static func target(of verdict: Verdict, job: ReceiptJob, catalog: Catalog) -> GooglePlayFollowUpTarget? {
-        guard case .googlePlay(let purchase) = job.proof, verdict.store == .googlePlay,
-            verdict.outcome == .granted || verdict.outcome == .alreadyGranted
-        else { return nil }
-        return GooglePlayFollowUpTarget(purchase: purchase, verdict: verdict, catalog: catalog)
+        guard verdict.store == .googlePlay, verdict.outcome == .granted || verdict.outcome == .alreadyGranted else {
+            return nil
+        }
+        switch job.proof {
+        case .googlePlay(let purchase):
+            return GooglePlayFollowUpTarget(purchase: purchase, verdict: verdict, catalog: catalog)
+        case .googlePlayNotification(let notification):
+            // A notification's grant (a pending purchase completed, a new order, an upgrade's new token) is
+            // acknowledged as the app's own would be: once per token, so a renewal's finds its record and calls none.
+            guard verdict.outcome == .granted, let token = notification.purchaseToken,
+                let product = verdict.transactions.first(where: { $0.purchaseToken == token })?.productID
+            else { return nil }
+            let purchase = GooglePlayPurchase(
+                packageName: notification.packageName, productID: product, purchaseToken: token)
+            return GooglePlayFollowUpTarget(purchase: purchase, verdict: verdict, catalog: catalog)
+        default:
+            return nil
+        }
     }
 
     /// Makes the queued calls and sweeps the ledger for due ones, until cancelled or ``finish()``ed.
@@ -609,6 +623,7 @@ public enum VerdictFollowUps {
     ) -> (@Sendable (Verdict, ReceiptJob) async -> Bool)? {
         guard appStore != nil || googlePlay != nil else { return nil }
         return { verdict, job in
+            // A Google Play notification's verdict is Google Play's too: never an App Store follow-up.
             if job.proof.store == .googlePlay {
                 return await googlePlay?.verdictDelivered(verdict, job: job) ?? true
             }
@@ -627,8 +642,10 @@ public enum VerdictFollowUps {
         let reviewsOn = googlePlay?.answersRefundReviews ?? false
         return { verdict, job in
             guard job.proof.store == .googlePlay else { return appStoreOn }
+            // A notification's verdict asks for its review's answer, or (a new grant) an acknowledgement as the app's.
             if case .googlePlayNotification = job.proof {
-                return reviewsOn && GooglePlayFollowUps.refundReview(of: verdict, job: job) != nil
+                if GooglePlayFollowUps.refundReview(of: verdict, job: job) != nil { return reviewsOn }
+                return googlePlayOn && verdict.outcome == .granted
             }
             return googlePlayOn && (verdict.outcome == .granted || verdict.outcome == .alreadyGranted)
         }

@@ -2,6 +2,7 @@ import Decision
 import Foundation
 import GooglePlay
 import GooglePlayClients
+import Ledger
 import Logging
 import Messages
 import Observability
@@ -31,6 +32,9 @@ public struct GooglePlayStore: PurchaseStore {
     public let stageLimit: Int
     /// Jobs asking about one purchase at once share one read.
     let readFlights = GooglePlayReadFlights<Read>()
+    /// The ledger's claims, read to tell a subscription's token from a one-time purchase's when a notification does
+    /// not say (a refund review, a reconciler's re-read); nil: read as a subscription.
+    let purchaseClaims: (any SubscriptionRereadStore)?
 
     /// A Google Play that reads purchases locally only (`clients` empty): a purchase the local checks let through is
     /// decided `unverifiable` / `google_play_unavailable` (tests, and deployments without Play apps, whose every Play
@@ -40,8 +44,9 @@ public struct GooglePlayStore: PurchaseStore {
         clients: [String: any GooglePlayPurchaseReads] = [:], subscriptionProducts: Set<String> = [],
         configurationWatch: StoreConfigurationWatch? = nil, jobDeadline: Duration = .seconds(600),
         stageLimit: Int = 256, logger: Logger = Logger(label: "verify.google-play"),
-        now: @escaping @Sendable () -> Date = Date.init
+        now: @escaping @Sendable () -> Date = Date.init, purchaseClaims: (any SubscriptionRereadStore)? = nil
     ) {
+        self.purchaseClaims = purchaseClaims
         self.reader = reader
         self.clients = clients
         self.subscriptionProducts = subscriptionProducts
@@ -54,11 +59,7 @@ public struct GooglePlayStore: PurchaseStore {
 
     public func readProof(_ job: ReceiptJob) -> ProofReading {
         if case .googlePlayNotification(let notification) = job.proof {
-            // Held by the store alone (a notification carries no state); ``verify(_:local:deadline:)`` answers it.
-            return ProofReading(
-                facts: ProofFacts(
-                    kind: .storeHeld, signature: .notChecked(reason: "a Google Play notification is not signed"),
-                    bundleID: notification.packageName, store: .googlePlay))
+            return ProofReading(facts: Self.facts(of: notification))
         }
         guard case .googlePlay(let purchase) = job.proof else {
             return ProofReading(facts: Self.anotherStoresProof)
@@ -81,82 +82,102 @@ public struct GooglePlayStore: PurchaseStore {
     public func verify(
         _ job: ReceiptJob, local: LocalEvidence, deadline firstDeadline: ContinuousClock.Instant
     ) async throws -> PurchaseEvidence {
-        if job.proof.isGooglePlayNotification {
-            // Not decided by this build: unverifiable, so nothing is granted or taken from an unread notification.
-            logger.notice(
-                "google play: notification jobs are not decided yet, answered unverifiable",
-                metadata: [LogKeys.jobID: "\(job.jobID)"])
-            return local.unavailable
+        if case .googlePlayNotification(let notification) = job.proof {
+            return try await verify(job, notification: notification, local: local, deadline: firstDeadline)
         }
         guard case .googlePlay(let purchase) = job.proof, let client = clients[purchase.packageName] else {
             return local.unavailable
         }
+        let purchaseRead = PurchaseRead(
+            packageName: purchase.packageName, token: purchase.purchaseToken,
+            isSubscription: subscriptionProducts.contains(purchase.productID))
+        guard let (answer, _) = try await read(purchaseRead, for: job, client: client, deadline: firstDeadline) else {
+            return local.unavailable
+        }
+        return EvidenceMapping.evidence(from: answer, local: local.evidence)
+    }
+
+    /// One purchase read: jobs asking the same read at once share it, whatever proof brought them (a verification, a
+    /// notification), so a token costs one read however many jobs about it are in flight.
+    struct PurchaseRead: Sendable, Hashable {
+        var packageName: String
+        var token: String
+        /// `subscriptionsv2.get`, else `productsv2`.
+        var isSubscription: Bool
+
+        var flightKey: String {
+            [packageName, isSubscription ? "subscriptionsv2" : "productsv2", token].joined(separator: "\n")
+        }
+    }
+
+    /// Reads a purchase from Google (``verify(_:local:deadline:)``'s loop): Google's facts and the time of the read,
+    /// or nil when Google could not be asked before the deadline.
+    func read(
+        _ purchaseRead: PurchaseRead, for job: ReceiptJob, client: any GooglePlayPurchaseReads,
+        deadline firstDeadline: ContinuousClock.Instant
+    ) async throws -> (StoreAnswer, Date)? {
         var deadline = firstDeadline
         while true {
             try await waitForTurn()
-            let read = try await readFlights.value(
-                for: [purchase.packageName, purchase.productID, purchase.purchaseToken].joined(separator: "\n")
-            ) { [self, deadline] in
-                await self.read(purchase, client: client, deadline: deadline)
+            let read = try await readFlights.value(for: purchaseRead.flightKey) { [self, deadline] in
+                await self.read(purchaseRead, client: client, deadline: deadline)
             }
             // A cancelled call ends as a retryable one: the worker is draining, and the job stays undecided.
             try Task.checkCancellation()
             switch read {
-            case .answer(let answer):
+            case .answer(let answer, let at):
                 configurationWatch?.accepted(.googlePlayServiceAccount)
-                return EvidenceMapping.evidence(from: answer, local: local.evidence)
+                return (answer, at)
             case .refused(let error):
                 configurationWatch?.refused(.googlePlayServiceAccount)
                 logger.debug(
                     "google play: refused the app's service account, the job waits undecided",
                     metadata: [LogKeys.jobID: "\(job.jobID)", LogKeys.error: "\(error)"])
-                guard configurationWatch != nil else { return local.unavailable }
+                guard configurationWatch != nil else { return nil }
                 deadline = ContinuousClock.now.advanced(by: jobDeadline)
             case .unavailable(let reason):
                 logger.notice(
                     "google play: the purchase could not be read for the job",
                     metadata: [LogKeys.jobID: "\(job.jobID)", LogKeys.error: "\(reason)"])
-                return local.unavailable
+                return nil
             }
         }
     }
 
     /// What one read gave.
     enum Read: Sendable {
-        /// Google's facts about the purchase (its state, or that it knows none).
-        case answer(StoreAnswer)
+        /// Google's facts about the purchase (its state, or that it knows none), and when it was read.
+        case answer(StoreAnswer, at: Date)
         /// Google refused the app's service account.
         case refused(GooglePlayAPIError)
         /// Google could not be asked before the deadline, or answered what cannot be read.
         case unavailable(String)
     }
 
-    /// Reads `purchase` with the call its product's type needs.
+    /// Reads a purchase with the call its type needs.
     func read(
-        _ purchase: GooglePlayPurchase, client: any GooglePlayPurchaseReads, deadline: ContinuousClock.Instant
+        _ purchaseRead: PurchaseRead, client: any GooglePlayPurchaseReads, deadline: ContinuousClock.Instant
     ) async -> Read {
         let at = now()
-        if subscriptionProducts.contains(purchase.productID) {
-            let outcome = await client.subscription(
-                packageName: purchase.packageName, token: purchase.purchaseToken, deadline: deadline)
-            return Self.read(outcome) {
-                $0.storeAnswer(packageName: purchase.packageName, token: purchase.purchaseToken, now: at)
-            }
+        let (packageName, token) = (purchaseRead.packageName, purchaseRead.token)
+        if purchaseRead.isSubscription {
+            let outcome = await client.subscription(packageName: packageName, token: token, deadline: deadline)
+            return Self.read(outcome, at: at) { $0.storeAnswer(packageName: packageName, token: token, now: at) }
         }
-        let outcome = await client.product(
-            packageName: purchase.packageName, token: purchase.purchaseToken, deadline: deadline)
-        return Self.read(outcome) {
-            $0.storeAnswer(packageName: purchase.packageName, token: purchase.purchaseToken, now: at)
-        }
+        let outcome = await client.product(packageName: packageName, token: token, deadline: deadline)
+        return Self.read(outcome, at: at) { $0.storeAnswer(packageName: packageName, token: token, now: at) }
     }
 
     /// Every outcome of a read as a ``Read``: Google's 404 and 410 are its word that no such purchase exists, its
     /// 400 a refusal of the request about the purchase; both are answers, decided by the rules.
-    static func read<Answer>(_ outcome: GooglePlayOutcome<Answer>, facts: (Answer) -> StoreAnswer) -> Read {
+    static func read<Answer>(
+        _ outcome: GooglePlayOutcome<Answer>, at: Date, facts: (Answer) -> StoreAnswer
+    ) -> Read {
         switch outcome {
-        case .answered(let answer): .answer(facts(answer))
-        case .purchaseNotFound(let status): .answer(StoreAnswer(status: .notFound, statusCode: status))
-        case .rejected(let error): .answer(StoreAnswer(status: .rejected, statusCode: error.httpStatus ?? 400))
+        case .answered(let answer): .answer(facts(answer), at: at)
+        case .purchaseNotFound(let status): .answer(StoreAnswer(status: .notFound, statusCode: status), at: at)
+        case .rejected(let error):
+            .answer(StoreAnswer(status: .rejected, statusCode: error.httpStatus ?? 400), at: at)
         case .configurationRefused(let error): .refused(error)
         case .retryable(let advice): .unavailable(advice.description)
         case .failed(let error): .unavailable(error.description)

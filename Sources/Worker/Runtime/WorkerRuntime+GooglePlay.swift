@@ -1,5 +1,6 @@
 import GooglePlay
 import GooglePlayClients
+import Ledger
 import Messages
 import Operations
 import StoreHTTP
@@ -9,7 +10,7 @@ extension WorkerRuntime {
     /// with them (``GooglePlayStore``). A Play app's key file that cannot be used stops the command as a
     /// `catalog_file` setting.
     func makeGooglePlay(
-        catalog: Catalog, transport: any HTTPTransport, health: WorkerHealth
+        catalog: Catalog, transport: any HTTPTransport, health: WorkerHealth, ledger: any Ledger
     ) throws -> (store: GooglePlayStore, clients: GooglePlayAppClients) {
         do {
             let clients = try GooglePlayAppClients.load(
@@ -24,7 +25,7 @@ extension WorkerRuntime {
             let store = try GooglePlayStore.load(
                 catalog: catalog, clients: clients,
                 configurationWatch: StoreConfigurationWatch(health: health, logger: logger),
-                jobDeadline: configuration.jobDeadline, logger: logger)
+                jobDeadline: configuration.jobDeadline, logger: logger, purchaseClaims: ledger)
             return (store, clients)
         } catch {
             throw ConfigurationError(key: "catalog_file", problem: error.description)

@@ -132,7 +132,7 @@ public struct WorkerRuntime: Sendable {
                 sandboxBaseURL: configuration.serverAPISandboxURL, requestTimeout: configuration.appleRequestTimeout),
             analyzer: analyzer, logger: logger)
         let appleCaller = AppleCaller(gate: gate, retryPolicy: RetryPolicy(maximumAttempts: 50), logger: logger)
-        let googlePlay = try makeGooglePlay(catalog: catalog, transport: engine, health: health)
+        let googlePlay = try makeGooglePlay(catalog: catalog, transport: engine, health: health, ledger: ledger)
         let followUps = try makeFollowUps(
             serverAPIs: apps.apps.compactMap(\.serverAPI), caller: appleCaller, ledger: ledger, catalog: catalog)
         let processor = JobProcessor(

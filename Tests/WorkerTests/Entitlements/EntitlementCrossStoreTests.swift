@@ -55,6 +55,84 @@ struct EntitlementCrossStoreTests {
         #expect(F.entitlements(of: "a1", in: renewed, at: F.at(45 * day))["premium"]?.active == true)
     }
 
+    @Test(
+        "Google Play's grace period is active, account hold is not and is named on_hold; renewal, billing issue, grace and refund events"
+    )
+    func playLifecycleStates() throws {
+        let token = "tok-life"
+        func period(
+            _ order: String, purchased: Double = 0, expires: Double, grace: Double? = nil, retry: Bool? = nil,
+            revoked: Double? = nil
+        )
+            -> Verdict.Transaction
+        {
+            F.transaction(
+                order, product: "premium_sub", original: token, purchased: purchased, expires: expires,
+                revoked: revoked,
+                billingRetry: retry, grace: grace, orderID: order, purchaseToken: token)
+        }
+        // As the worker decides Google Play notification jobs: each verdict states the purchase as Google answers it.
+        let (state, _) = F.project([
+            F.verdict(
+                "buy", account: "a1", .granted, decided: 10, transactions: [period("GPA.1", expires: 30 * day)],
+                store: .googlePlay),
+            F.verdict(
+                "n-grace", account: "a1", .alreadyGranted, reason: .alreadyOwned, decided: 30 * day + 10,
+                transactions: [period("GPA.1", expires: 33 * day, grace: 33 * day, retry: true)], store: .googlePlay),
+        ])
+        let grace = try #require(F.entitlements(of: "a1", in: state, at: F.at(31 * day))["premium"])
+        #expect(grace.active && grace.inGracePeriod(at: F.at(31 * day)))
+        #expect(state.transactions["GPA.1"]?.state(at: F.at(31 * day)) == "active")
+
+        let (held, _) = F.project(
+            [
+                F.verdict(
+                    "n-hold", account: "a1", .rejected, reason: .expired, decided: 33 * day + 10,
+                    transactions: [period("GPA.1", expires: 33 * day, retry: true)], store: .googlePlay)
+            ], into: state)
+        #expect(F.entitlements(of: "a1", in: held, at: F.at(34 * day))["premium"]?.active == false)
+        #expect(held.transactions["GPA.1"]?.state(at: F.at(34 * day)) == "on_hold")
+
+        let (recovered, _) = F.project(
+            [
+                F.verdict(
+                    "n-recovered", account: "a1", .granted, decided: 35 * day,
+                    transactions: [period("GPA.1..0", purchased: 35 * day, expires: 65 * day, retry: false)],
+                    store: .googlePlay),
+                F.verdict(
+                    "n-revoked", account: "a1", .rejected, reason: .revoked, decided: 40 * day,
+                    transactions: [period("GPA.1..0", purchased: 35 * day, expires: 65 * day, revoked: 40 * day)],
+                    store: .googlePlay),
+            ], into: held)
+        #expect(recovered.transactions["GPA.1"]?.state(at: F.at(36 * day)) == "expired", "a new period ends the hold")
+        #expect(F.entitlements(of: "a1", in: recovered, at: F.at(41 * day))["premium"]?.active == false)
+        #expect(
+            F.eventKinds(recovered, account: "a1") == [
+                .initialPurchase, .billingIssue, .gracePeriodEntered, .expiration, .renewal, .refund,
+            ])
+    }
+
+    @Test("a Google Play upgrade's verdict ends the replaced token's period and keeps the entitlement with its owner")
+    func playUpgrade() throws {
+        let old = F.transaction(
+            "GPA.1", product: "premium_sub", original: "tok-old", purchased: 0, expires: 30 * F.day, orderID: "GPA.1",
+            purchaseToken: "tok-old")
+        let new = F.transaction(
+            "GPA.2", product: "premium_sub", original: "tok-new", purchased: 10 * F.day, expires: 40 * F.day,
+            orderID: "GPA.2", purchaseToken: "tok-new")
+        var ended = old
+        ended.expiresDate = F.at(10 * F.day)
+        let (state, _) = F.project([
+            F.verdict("buy", account: "a1", .granted, decided: 10, transactions: [old], store: .googlePlay),
+            F.verdict(
+                "n-upgrade", account: "a1", .granted, decided: 10 * F.day, transactions: [new, ended],
+                store: .googlePlay),
+        ])
+        #expect(state.transactions["GPA.1"]?.state(at: F.at(11 * F.day)) == "expired")
+        let premium = try #require(F.entitlements(of: "a1", in: state, at: F.at(11 * F.day))["premium"])
+        #expect(premium.active && premium.representative.transactionID == "GPA.2")
+    }
+
     @Test("premium bought on iPhone is active on Android and the reverse: one entitlement over both stores")
     func unionAcrossStores() {
         let iPhoneFirst = [

@@ -72,6 +72,20 @@ extension ForwardingLedger {
         try await base.releaseReconcilerLease(name: name, holder: holder, now: now)
     }
 
+    // MARK: Google Play purchase records
+
+    func pendingPlayPurchase(purchaseToken: String) async throws -> PendingPlayPurchase? {
+        try await base.pendingPlayPurchase(purchaseToken: purchaseToken)
+    }
+
+    func playRefundReview(pendingRefundToken: String) async throws -> PlayRefundReview? {
+        try await base.playRefundReview(pendingRefundToken: pendingRefundToken)
+    }
+
+    func playRefundReviews(deadlineAfter: Date, limit: Int) async throws -> [PlayRefundReview] {
+        try await base.playRefundReviews(deadlineAfter: deadlineAfter, limit: limit)
+    }
+
     // MARK: Subscription re-reads
 
     func unsureSubscriptions(

@@ -46,7 +46,8 @@ struct CorrectionRulesTests {
             case .claim(let claim): claim.transactionID == transaction.transactionID
             case .revoke(let id, _), .extendSubscription(let id, _, _), .reinstate(let id):
                 id == transaction.transactionID
-            case .moveSubscription, .recordNotification: false
+            case .moveSubscription, .recordNotification, .endSubscription, .recordPendingPurchase, .recordRefundReview:
+                false
             }
         }
     }
