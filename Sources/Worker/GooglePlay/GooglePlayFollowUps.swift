@@ -338,6 +338,9 @@ public final class GooglePlayFollowUps: Sendable {
     /// Whether pending refund reviews are answered (`consumption_answers`).
     public var answersRefundReviews: Bool { configuration.answersRefundReviews }
 
+    /// The catalog whose products say which acknowledge a grant needs.
+    var catalog: Catalog { configuration.catalog }
+
     /// Stops taking new calls (the queue ends; ``run()`` returns once the queued calls are made).
     public func finish() { input.finish() }
 
@@ -640,12 +643,13 @@ public enum VerdictFollowUps {
         let appStoreOn = appStore != nil
         let googlePlayOn = googlePlay != nil
         let reviewsOn = googlePlay?.answersRefundReviews ?? false
+        let catalog = googlePlay?.catalog
         return { verdict, job in
             guard job.proof.store == .googlePlay else { return appStoreOn }
-            // A notification's verdict asks for its review's answer, or (a new grant) an acknowledgement as the app's.
             if case .googlePlayNotification = job.proof {
-                if GooglePlayFollowUps.refundReview(of: verdict, job: job) != nil { return reviewsOn }
-                return googlePlayOn && verdict.outcome == .granted
+                // A refund review to answer, or a grant to acknowledge (a pending purchase its notification completed).
+                return reviewsOn && GooglePlayFollowUps.refundReview(of: verdict, job: job) != nil
+                    || catalog.map { GooglePlayFollowUps.target(of: verdict, job: job, catalog: $0) != nil } ?? false
             }
             return googlePlayOn && (verdict.outcome == .granted || verdict.outcome == .alreadyGranted)
         }

@@ -281,6 +281,9 @@ struct GooglePlayNotificationTests {
             let recorded = try #require(try await play.ledger.playRefundReview(pendingRefundToken: "prt-1"))
             #expect(recorded.orderID == "GPA.7" && recorded.purchaseToken == "tok-v")
             #expect(abs(recorded.deadline.timeIntervalSince(event) - 86_400) < 0.01)
+            let open = try await play.ledger.playRefundReviews(deadlineAfter: Date(), limit: 10)
+            #expect(open.map(\.pendingRefundToken) == ["prt-1"])
+            #expect(try await play.ledger.playRefundReviews(deadlineAfter: Self.days(2), limit: 10).isEmpty)
 
             let voided = try await play.notify(
                 "m-v", token: "tok-v",
