@@ -398,6 +398,7 @@ let package = Package(
                 "Messages",
                 "Observability",
                 "Operations",
+                "PlaySimulator",
                 "Worker",
                 "RateLimiter",
                 "Receipts",

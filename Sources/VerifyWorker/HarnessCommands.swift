@@ -36,6 +36,7 @@ struct BenchCommand: AsyncParsableCommand {
             HarnessCommand<BenchReconcileArguments>.self,
             HarnessCommand<BenchNotificationsArguments>.self,
             HarnessCommand<BenchPlayArguments>.self,
+            HarnessCommand<BenchRtdnArguments>.self,
         ]
     )
 }
