@@ -37,10 +37,15 @@ package struct BenchRtdnArguments: HarnessArguments {
             """)
     package var googlePlayMinuteQuota = 1_000_000
 
+    @Option(
+        name: .customLong("window-bytes"),
+        help: "Most push bytes posted and not yet decided; 0: no bound (the mock keeps ~5 MB per partition).")
+    package var windowBytes = 3 << 20
+
     package init() {}
 
     package func validate() throws {
-        guard notifications > 0, workers > 0, httpConcurrency > 0, partitions > 0 else {
+        guard notifications > 0, workers > 0, httpConcurrency > 0, partitions > 0, windowBytes >= 0 else {
             throw ValidationError("--notifications, --workers, --http-concurrency and --partitions must be above 0")
         }
         guard (1...10_000_000).contains(googlePlayMinuteQuota) else {
@@ -55,6 +60,7 @@ package struct BenchRtdnArguments: HarnessArguments {
         options.httpConcurrency = httpConcurrency
         options.partitions = partitions
         options.minuteQuota = googlePlayMinuteQuota
+        options.windowBytes = windowBytes
         let result = try await RTDNBurstBenchmark.run(options) { line in
             FileHandle.standardError.write(Data((line + "\n").utf8))
         }

@@ -28,6 +28,10 @@ package enum RTDNBurstBenchmark {
         /// Each worker's `google_play_minute_quota`. Lifted by default so that the figure is the path's: Google's
         /// default (3,000 a minute per bucket) bounds a worker to 50 reads a second per bucket.
         package var minuteQuota = 1_000_000
+        /// The most push bytes posted and not yet decided (0: no bound). librdkafka's mock cluster keeps only about
+        /// 5 MB per partition: a larger backlog is deleted before the worker reads it (lost to the bench, not to a
+        /// real broker).
+        package var windowBytes = 3 << 20
         /// How long the run may go without a new verdict before it ends and reports the rest undecided.
         package var stallLimit: Duration = .seconds(60)
 
@@ -48,6 +52,7 @@ package enum RTDNBurstBenchmark {
         package var partitions: Int
         package var httpConcurrency: Int
         package var googlePlayMinuteQuota: Int
+        package var windowBytes: Int
         /// The mean push body (the envelope with the base64 notification; the OIDC token is a header).
         package var meanBodyBytes: Int
         /// First POST to the last answer, and answers with 200 over it.
@@ -200,9 +205,12 @@ package enum RTDNBurstBenchmark {
                 let readsBefore = reads(of: tokens, play: play)
 
                 progress("posting \(notifications.count) notifications, \(options.httpConcurrency) at a time")
+                let meanBodyBytes = notifications.map(\.push.body.count).reduce(0, +) / max(1, notifications.count)
                 let burst = try await post(
                     notifications, url: "http://127.0.0.1:\(gatewayPort)/google-play/notifications",
-                    concurrency: options.httpConcurrency)
+                    concurrency: options.httpConcurrency,
+                    window: options.windowBytes > 0 ? max(1, options.windowBytes / max(1, meanBodyBytes)) : Int.max,
+                    verdicts: verdicts)
                 let expected = Set(notifications.map(\.jobID))
                 try await awaitVerdicts(
                     expected, verdicts: verdicts, stallLimit: options.stallLimit, progress: progress)
@@ -234,7 +242,7 @@ package enum RTDNBurstBenchmark {
                     subscriptions: purchaseCount - oneTime, oneTimeProducts: oneTime, types: types,
                     workers: options.workers, partitions: options.partitions,
                     httpConcurrency: options.httpConcurrency, googlePlayMinuteQuota: options.minuteQuota,
-                    meanBodyBytes: notifications.map(\.push.body.count).reduce(0, +) / max(1, notifications.count),
+                    windowBytes: options.windowBytes, meanBodyBytes: meanBodyBytes,
                     acceptSeconds: burst.seconds,
                     acceptedPerSecond: burst.seconds > 0 ? Double(burst.statuses["200"] ?? 0) / burst.seconds : 0,
                     httpStatuses: burst.statuses, decidedSeconds: decidedSeconds,
@@ -387,9 +395,10 @@ package enum RTDNBurstBenchmark {
         }
     }
 
-    /// POSTs every push, `concurrency` at a time, as Pub/Sub does: the envelope with its OIDC token.
+    /// POSTs every push, `concurrency` at a time, as Pub/Sub does: the envelope with its OIDC token; never more than
+    /// `window` of them undecided.
     static func post(
-        _ notifications: [Notification], url: String, concurrency: Int
+        _ notifications: [Notification], url: String, concurrency: Int, window: Int, verdicts: VerdictClock
     ) async throws -> NotificationBurstBenchmark.Burst {
         let engine = try CurlHTTPEngine()
         defer { engine.shutdown() }
@@ -402,6 +411,9 @@ package enum RTDNBurstBenchmark {
                     while true {
                         let index = record.next.take()
                         guard index < notifications.count else { return }
+                        while index - verdicts.notificationsDecided >= window {
+                            try? await Task.sleep(for: .milliseconds(2))
+                        }
                         let push = notifications[index].push
                         record.sent.withLock { $0[index] = clock.now }
                         let status: String
