@@ -402,6 +402,7 @@ let package = Package(
                 "Messages",
                 "Observability",
                 "Operations",
+                "PlaySimulator",
                 "Worker",
                 "RateLimiter",
                 "Receipts",

@@ -479,7 +479,9 @@ final class VerdictClock: Sendable {
             decided.withLock {
                 if $0[verdict.jobID] == nil {
                     $0[verdict.jobID] = Decided(first: now, count: 1, label: label)
-                    if verdict.jobID.hasPrefix(NotificationJob.jobIDPrefix) {
+                    if verdict.jobID.hasPrefix(NotificationJob.jobIDPrefix)
+                        || verdict.jobID.hasPrefix(GooglePlayNotificationJob.jobIDPrefix)
+                    {
                         notifications.add(1, ordering: .relaxed)
                     }
                 } else {
@@ -489,7 +491,7 @@ final class VerdictClock: Sendable {
         }
     }
 
-    /// Notification jobs with a verdict so far.
+    /// Notification jobs (the App Store's and Google Play's) with a verdict so far.
     var notificationsDecided: Int { notifications.load(ordering: .relaxed) }
 
     func decidedCount(of jobIDs: Set<String>) -> Int {

@@ -37,6 +37,7 @@ struct BenchCommand: AsyncParsableCommand {
             HarnessCommand<BenchReconcilePlayArguments>.self,
             HarnessCommand<BenchNotificationsArguments>.self,
             HarnessCommand<BenchPlayArguments>.self,
+            HarnessCommand<BenchRtdnArguments>.self,
         ]
     )
 }
