@@ -25,7 +25,7 @@ package struct BenchReconcilePlayArguments: HarnessArguments {
     package func run() async throws {
         let result = try await PlayVoidedBenchmark.run(
             voided: voided, pageSize: pageSize, quotaShare: quotaShare, minuteQuota: minuteQuota)
-        try printJSON(result)
+        try printJSON(result, snakeCaseKeys: true)
         guard result.callsWithinPages, result.quotaShareHeld, result.jobs == voided else {
             throw BenchmarkFailure(
                 "calls \(result.calls) for \(result.pages) pages, busiest minute \(result.busiestMinuteCalls) of "

@@ -169,6 +169,23 @@ public final class GooglePlayAPIClient<C: GateClock>: Sendable where C.Instant: 
 
     static var acknowledged: String { "ACKNOWLEDGEMENT_STATE_ACKNOWLEDGED" }
 
+    /// Whether Google reads the purchase as acknowledged (a subscription, or a one-time product), or, `consumed`, as
+    /// consumed: one read. False when Google says otherwise or does not answer.
+    public func isDone(
+        packageName: String, token: String, subscription: Bool, consumed: Bool, deadline: C.Instant? = nil
+    ) async -> Bool {
+        if subscription {
+            return await self.subscription(packageName: packageName, token: token, deadline: deadline).answer?
+                .acknowledgementState == Self.acknowledged
+        }
+        guard let purchase = await product(packageName: packageName, token: token, deadline: deadline).answer else {
+            return false
+        }
+        return consumed
+            ? purchase.productLineItems.contains { $0.consumptionState == "CONSUMPTION_STATE_CONSUMED" }
+            : purchase.acknowledgementState == Self.acknowledged
+    }
+
     /// Google answers 400 (`invalidPurchaseState`) to an acknowledge or consume of a purchase already acknowledged or
     /// consumed, as a repeat after a crash between the call and its record is: the purchase is read back once, and
     /// found done, the call counts as accepted. Any other outcome stands.

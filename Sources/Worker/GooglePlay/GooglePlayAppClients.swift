@@ -83,6 +83,14 @@ public struct GooglePlayAppClients: GooglePlayPurchaseCalls {
             packageName: packageName, productID: productID, token: token, deadline: deadline)
     }
 
+    public func isDone(
+        packageName: String, token: String, subscription: Bool, consumed: Bool, deadline: ContinuousClock.Instant
+    ) async -> Bool {
+        guard let client = clients[packageName] else { return false }
+        return await client.isDone(
+            packageName: packageName, token: token, subscription: subscription, consumed: consumed, deadline: deadline)
+    }
+
     public func reviewRefund(
         packageName: String, orderID: String, review: GooglePlayRefundReview, deadline: ContinuousClock.Instant
     ) async -> GooglePlayOutcome<GooglePlayAccepted> {

@@ -26,6 +26,19 @@ public protocol GooglePlayPurchaseCalls: Sendable {
     func reviewRefund(
         packageName: String, orderID: String, review: GooglePlayRefundReview, deadline: ContinuousClock.Instant
     ) async -> GooglePlayOutcome<GooglePlayAccepted>
+
+    /// Whether Google already reads the purchase as acknowledged (or, `consumed`, consumed): true only on Google's
+    /// word; false when it says otherwise or did not answer.
+    func isDone(
+        packageName: String, token: String, subscription: Bool, consumed: Bool, deadline: ContinuousClock.Instant
+    ) async -> Bool
+}
+
+extension GooglePlayPurchaseCalls {
+    /// A Developer API that cannot tell: every call is made.
+    public func isDone(
+        packageName: String, token: String, subscription: Bool, consumed: Bool, deadline: ContinuousClock.Instant
+    ) async -> Bool { false }
 }
 
 /// One Google Play call that follows a verdict, as its follow-up record stores it, so that any worker can make the
@@ -55,6 +68,10 @@ public struct GooglePlayFollowUpTarget: Sendable, Hashable {
     public var action: Action
     /// The order a refund review is about (nil for the other calls).
     public var orderID: String?
+    /// Whether the record was claimed before this claim: a call read back from the ledger always was (records are
+    /// created claimed), by a holder that died, or that was put back after a failure, and may have reached Google
+    /// before it could record the answer.
+    public var claimedBefore = false
 
     public init(packageName: String, productID: String, token: String, action: Action, orderID: String? = nil) {
         self.packageName = packageName
@@ -104,6 +121,7 @@ public struct GooglePlayFollowUpTarget: Sendable, Hashable {
         packageName = String(place[0])
         productID = String(place[2])
         token = call.key
+        claimedBefore = true
     }
 
     /// The record's kind: one acknowledge or one consume per purchase token, one answer per refund review.
@@ -408,6 +426,18 @@ public final class GooglePlayFollowUps: Sendable {
             outcome = await calls.reviewRefund(
                 packageName: target.packageName, orderID: target.orderID ?? "", review: review, deadline: deadline)
         case .consume, .acknowledgeProduct, .acknowledgeSubscription:
+            // A record claimed before may have reached Google from a holder that died (or lost the ledger) before it
+            // recorded the answer: Google's own state decides whether the call is still owed, so a purchase is
+            // acknowledged or consumed once as Google counts it, not once per holder.
+            if target.claimedBefore,
+                await calls.isDone(
+                    packageName: target.packageName, token: target.token,
+                    subscription: target.action == .acknowledgeSubscription, consumed: target.action == .consume,
+                    deadline: deadline)
+            {
+                await Task { await self.settle(target, .sent, detail: "already done at Google") }.value
+                return
+            }
             outcome =
                 switch target.action {
                 case .consume:

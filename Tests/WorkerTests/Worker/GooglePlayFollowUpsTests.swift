@@ -59,6 +59,20 @@ final class ScriptedPlayCalls: GooglePlayPurchaseCalls {
         answer(Made(action: .consume, packageName: packageName, productID: productID, token: token))
     }
 
+    /// Tokens Google reads as done (acknowledged or consumed), and how often it was asked.
+    private let done = Mutex<(tokens: Set<String>, asked: Int)>(([], 0))
+    func markDone(_ token: String) { done.withLock { _ = $0.tokens.insert(token) } }
+    var doneAsked: Int { done.withLock { $0.asked } }
+
+    func isDone(
+        packageName: String, token: String, subscription: Bool, consumed: Bool, deadline: ContinuousClock.Instant
+    ) async -> Bool {
+        done.withLock {
+            $0.asked += 1
+            return $0.tokens.contains(token)
+        }
+    }
+
     /// The refund reviews answered, with their bodies.
     var reviews: [GooglePlayRefundReview] { state.withLock { $0.reviews } }
 
@@ -357,6 +371,41 @@ struct GooglePlayFollowUpsTests {
         }
     }
 
+    @Test("a holder that reached Google and died before recording it: the sweep reads Google's state, no second call")
+    func diedAfterGoogleAnswered() async throws {
+        try await LedgerTestSupport.withLedger(.sqlite) { ledger, _ in
+            let now = TestNow(Self.start)
+            let dying = Self.followUps(ledger, ScriptedPlayCalls(), holder: "worker-a", now: now)
+            let coins = Self.job("coins-1", product: "com.example.app.coins", token: "token-coins")
+            let unlock = Self.job("unlock-1", product: "com.example.app.unlock", token: "token-unlock")
+            #expect(await dying.verdictDelivered(Self.verdict(coins), job: coins))
+            #expect(await dying.verdictDelivered(Self.verdict(unlock), job: unlock))
+            // Google took the consume (its state says consumed); the holder died before its record said so. The
+            // acknowledge never reached Google.
+            let calls = ScriptedPlayCalls()
+            calls.markDone("token-coins")
+            now.advance(by: 301)
+            let survivor = Self.followUps(ledger, calls, holder: "worker-b", now: now)
+            await survivor.sweep()
+            #expect(calls.made.map(\.token) == ["token-unlock"])
+            #expect(calls.doneAsked == 2)
+            let consumed = try await ledger.followUpRecord(kind: .playConsume, key: "token-coins")
+            #expect(consumed?.state == .sent)
+            #expect(consumed?.detail == "already done at Google")
+            let acknowledged = try await ledger.followUpRecord(kind: .playAcknowledge, key: "token-unlock")
+            #expect(acknowledged?.state == .sent)
+            // A first claim asks Google nothing before calling.
+            let fresh = ScriptedPlayCalls()
+            let other = Self.followUps(ledger, fresh, holder: "worker-c", now: now)
+            let premium = Self.job("premium-9", product: "com.example.app.premium", token: "token-premium-9")
+            #expect(
+                await other.verdictDelivered(Self.verdict(premium, subscriptionToken: "token-premium-9"), job: premium))
+            await Self.drain(other)
+            #expect(fresh.doneAsked == 0)
+            #expect(fresh.made.count == 1)
+        }
+    }
+
     @Test("the gauge: the age of the oldest purchase not yet acknowledged, from the ledger; 0 when none")
     func oldestUnacknowledged() async throws {
         try await LedgerTestSupport.withLedger(.sqlite) { ledger, _ in
@@ -448,7 +497,11 @@ struct GooglePlayFollowUpsTests {
         for action in [GooglePlayFollowUpTarget.Action.consume, .acknowledgeProduct, .acknowledgeSubscription] {
             let target = GooglePlayFollowUpTarget(
                 packageName: Self.package, productID: "com.example.app.x", token: "a.b_c-d", action: action)
-            #expect(GooglePlayFollowUpTarget(call: target.call) == target)
+            let read = GooglePlayFollowUpTarget(call: target.call)
+            #expect(read?.call == target.call)
+            #expect(read?.action == action && read?.productID == target.productID && read?.token == target.token)
+            // Read back from the ledger: claimed before, so Google's state is asked before calling again.
+            #expect(read?.claimedBefore == true)
         }
         let finish = FollowUpRecord.Call(
             kind: .finishTransaction, key: "1", transactionID: "1", environment: "Production")
