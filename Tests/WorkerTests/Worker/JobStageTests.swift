@@ -101,7 +101,10 @@ struct JobStageTests {
             try await Self.poll("every runner retired") { stage.activeCount == 0 }
             group.cancelAll()
         }
-        #expect(jobs.started == Array(0..<20))
+        // The first three start together on three runners: they may record their starts in any order. Every later
+        // job starts alone, in arrival order.
+        #expect(Set(jobs.started.prefix(3)) == [0, 1, 2])
+        #expect(Array(jobs.started.dropFirst(3)) == Array(3..<20))
         #expect(Set(jobs.finished) == Set(0..<20))
         #expect(jobs.mostRunning == 3)
         #expect(stage.parkedCount == 0)
