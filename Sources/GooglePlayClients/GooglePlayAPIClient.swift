@@ -91,8 +91,8 @@ public final class GooglePlayAPIClient<C: GateClock>: Sendable where C.Instant: 
                 + "\(Self.segment(token)):acknowledge",
             body: Array("{}".utf8), deadline: deadline, decode: Self.accepted)
         return await doneAlready(outcome) {
-            await product(packageName: packageName, token: token, deadline: deadline).answer?.acknowledgementState
-                == Self.acknowledged
+            await isDone(
+                packageName: packageName, token: token, subscription: false, consumed: false, deadline: deadline)
         }
     }
 
@@ -106,8 +106,8 @@ public final class GooglePlayAPIClient<C: GateClock>: Sendable where C.Instant: 
                 + "/tokens/\(Self.segment(token)):acknowledge",
             body: Array("{}".utf8), deadline: deadline, decode: Self.accepted)
         return await doneAlready(outcome) {
-            await subscription(packageName: packageName, token: token, deadline: deadline).answer?.acknowledgementState
-                == Self.acknowledged
+            await isDone(
+                packageName: packageName, token: token, subscription: true, consumed: false, deadline: deadline)
         }
     }
 
@@ -121,8 +121,8 @@ public final class GooglePlayAPIClient<C: GateClock>: Sendable where C.Instant: 
                 + "\(Self.segment(token)):consume",
             deadline: deadline, decode: Self.accepted)
         return await doneAlready(outcome) {
-            await product(packageName: packageName, token: token, deadline: deadline).answer?.productLineItems
-                .contains { $0.consumptionState == "CONSUMPTION_STATE_CONSUMED" } == true
+            await isDone(
+                packageName: packageName, token: token, subscription: false, consumed: true, deadline: deadline)
         }
     }
 

@@ -275,26 +275,16 @@ public final class GooglePlayFollowUps: Sendable {
     }
 
     /// The pending refund review a notification job's verdict carries, when the verdict shows the notification was
-    /// read against the ledger (as an App Store consumption request must be to be answered: ``isApplied(_:)``).
+    /// read against the ledger, as an App Store consumption request must be to be answered
+    /// (``AppleFollowUps/isApplied(_:)``: the same rule for both stores' refund questions).
     static func refundReview(
         of verdict: Verdict, job: ReceiptJob
     ) -> (packageName: String, orderID: String, pendingRefundToken: String)? {
-        guard case .googlePlayNotification(let notification) = job.proof, isApplied(verdict),
+        guard case .googlePlayNotification(let notification) = job.proof, AppleFollowUps.isApplied(verdict),
             let text = notification.notification,
             case .pendingRefundReview(let review)? = try? DeveloperNotification.parse(text).kind
         else { return nil }
         return (notification.packageName, review.orderID, review.pendingRefundToken)
-    }
-
-    /// Whether a notification's verdict shows it was read against the ledger: granted or already granted, or
-    /// rejected for a state of the purchase (no owner, revoked, expired). A notification refused for itself (another
-    /// app's, malformed) and `unverifiable` are never answered.
-    static func isApplied(_ verdict: Verdict) -> Bool {
-        switch verdict.outcome {
-        case .granted, .alreadyGranted: true
-        case .rejected: [Verdict.Reason.unclaimed, .revoked, .expired].contains { $0 == verdict.reason }
-        case .unverifiable: false
-        }
     }
 
     /// Google asks for an answer to a pending refund review of `orderID` (its notification's verdict was delivered):

@@ -41,21 +41,26 @@ private struct ClientCalls: GooglePlayPurchaseCalls {
 /// or consume are still the customer's after Google's three days, where one nobody acknowledged is refunded.
 @Suite("Google Play follow-ups: against the Play simulator", .timeLimit(.minutes(2)))
 struct GooglePlayFollowUpsSimulatorTests {
+    /// The real Developer API client of the simulator's service account, over `engine`.
+    static func client(of sim: PlaySimHarness, engine: CurlHTTPEngine) throws -> GooglePlayAPIClient<ContinuousClock> {
+        let account = try GooglePlayServiceAccount(json: sim.account.keyFileJSON())
+        let gate = AppleCallGate(
+            configuration: .googlePlay(), clock: ContinuousClock(), metrics: NoRateLimiterMetrics())
+        let clock = sim.clock
+        let tokens = GooglePlayAccessTokens(
+            account: account, tokenURL: sim.account.tokenURI, transport: engine, now: { clock.now() },
+            admission: GooglePlayAccessTokens.admission(through: gate))
+        return GooglePlayAPIClient(
+            configuration: GooglePlayAPIConfiguration(baseURL: sim.base, tokenURL: sim.account.tokenURI),
+            transport: engine, tokens: tokens, gate: gate, clock: ContinuousClock())
+    }
+
     @Test("acknowledged and consumed through the real client: not refunded after the simulated three days")
     func notRefunded() async throws {
         try await PlaySimHarness.with { sim in
             let engine = try CurlHTTPEngine()
             defer { engine.shutdown() }
-            let account = try GooglePlayServiceAccount(json: sim.account.keyFileJSON())
-            let gate = AppleCallGate(
-                configuration: .googlePlay(), clock: ContinuousClock(), metrics: NoRateLimiterMetrics())
-            let clock = sim.clock
-            let tokens = GooglePlayAccessTokens(
-                account: account, tokenURL: sim.account.tokenURI, transport: engine, now: { clock.now() },
-                admission: GooglePlayAccessTokens.admission(through: gate))
-            let client = GooglePlayAPIClient(
-                configuration: GooglePlayAPIConfiguration(baseURL: sim.base, tokenURL: sim.account.tokenURI),
-                transport: engine, tokens: tokens, gate: gate, clock: ContinuousClock())
+            let client = try Self.client(of: sim, engine: engine)
 
             let products: [(id: String, type: String)] = [
                 ("com.example.app.unlock", "non_consumable"), ("com.example.app.coins", "consumable"),
@@ -122,16 +127,7 @@ struct GooglePlayFollowUpsSimulatorTests {
         try await PlaySimHarness.with { sim in
             let engine = try CurlHTTPEngine()
             defer { engine.shutdown() }
-            let account = try GooglePlayServiceAccount(json: sim.account.keyFileJSON())
-            let gate = AppleCallGate(
-                configuration: .googlePlay(), clock: ContinuousClock(), metrics: NoRateLimiterMetrics())
-            let clock = sim.clock
-            let tokens = GooglePlayAccessTokens(
-                account: account, tokenURL: sim.account.tokenURI, transport: engine, now: { clock.now() },
-                admission: GooglePlayAccessTokens.admission(through: gate))
-            let client = GooglePlayAPIClient(
-                configuration: GooglePlayAPIConfiguration(baseURL: sim.base, tokenURL: sim.account.tokenURI),
-                transport: engine, tokens: tokens, gate: gate, clock: ContinuousClock())
+            let client = try Self.client(of: sim, engine: engine)
             let minted = try await sim.mint(product: "com.example.app.unlock", type: "non_consumable")
             let token = try #require(minted["purchase_token"] as? String)
             let opened = try await sim.post("/sim/lifecycle", ["purchase_token": token, "event": "chargeback"])
