@@ -741,6 +741,7 @@ private struct Evaluation {
             {
                 item.inBillingRetry = transaction.isInBillingRetry
                 item.gracePeriodExpiresDate = transaction.gracePeriodExpiresDate
+                item.paused = transaction.isPaused
             }
             return item
         }
@@ -862,6 +863,7 @@ private struct Evaluation {
             existing.purchaseDate = existing.purchaseDate ?? transaction.purchaseDate
             existing.isInBillingRetry = existing.isInBillingRetry || transaction.isInBillingRetry
             existing.hasRenewalInfo = existing.hasRenewalInfo || transaction.hasRenewalInfo
+            existing.isPaused = existing.isPaused ?? transaction.isPaused
             byID[transaction.transactionID] = existing
         }
         return order.compactMap { byID[$0] }.sorted { lhs, rhs in

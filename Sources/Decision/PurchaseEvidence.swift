@@ -100,14 +100,19 @@ public struct PurchaseTransaction: Sendable, Hashable {
     public var orderID: String?
     /// Google Play's purchase token (the verdict's `purchase_token`).
     public var purchaseToken: String?
+    /// Whether Google Play's subscription is paused (`SUBSCRIPTION_STATE_PAUSED`), stated with the renewal info
+    /// (``hasRenewalInfo``); nil for the App Store's, whose subscriptions do not pause.
+    public var isPaused: Bool?
 
     public init(
         transactionID: String, originalTransactionID: String? = nil, productID: String,
         productType: ProductType? = nil, purchaseDate: Date? = nil, expiresDate: Date? = nil,
         revokedAt: Date? = nil, gracePeriodExpiresDate: Date? = nil, isInBillingRetry: Bool = false,
         hasRenewalInfo: Bool = false, quantity: Int? = nil, appAccountToken: String? = nil,
-        linkedSubscriptionKey: String? = nil, orderID: String? = nil, purchaseToken: String? = nil
+        linkedSubscriptionKey: String? = nil, orderID: String? = nil, purchaseToken: String? = nil,
+        isPaused: Bool? = nil
     ) {
+        self.isPaused = isPaused
         self.linkedSubscriptionKey = linkedSubscriptionKey
         self.orderID = orderID
         self.purchaseToken = purchaseToken

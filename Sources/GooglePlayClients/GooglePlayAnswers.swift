@@ -44,7 +44,8 @@ extension GooglePlaySubscriptionPurchase {
                 gracePeriodExpiresDate: inGracePeriod ? expiry : nil,
                 isInBillingRetry: inBillingRetry, hasRenewalInfo: true,
                 appAccountToken: obfuscatedExternalAccountID, linkedSubscriptionKey: linkedPurchaseToken,
-                orderID: item.latestSuccessfulOrderID, purchaseToken: token)
+                orderID: item.latestSuccessfulOrderID, purchaseToken: token,
+                isPaused: subscriptionState == "SUBSCRIPTION_STATE_PAUSED")
         }
         return StoreAnswer(
             status: .authentic, statusCode: 200, environment: environment, bundleID: packageName,

@@ -181,14 +181,15 @@ struct MessageJSONReader {
                 case .some(let inBillingRetry) = item.optionalBoolean("in_billing_retry"),
                 case .some(let graceEnd) = item.optionalDate("grace_period_expires_date"),
                 case .some(let orderID) = item.optionalString("order_id"),
-                case .some(let purchaseToken) = item.optionalString("purchase_token")
+                case .some(let purchaseToken) = item.optionalString("purchase_token"),
+                case .some(let paused) = item.optionalBoolean("paused")
             else { return nil }
             transactions.append(
                 Verdict.Transaction(
                     transactionID: transactionID, originalTransactionID: originalTransactionID, productID: productID,
                     purchaseDate: purchaseDate, expiresDate: expiresDate, revokedAt: revokedAt, quantity: quantity,
                     inBillingRetry: inBillingRetry, gracePeriodExpiresDate: graceEnd, orderID: orderID,
-                    purchaseToken: purchaseToken))
+                    purchaseToken: purchaseToken, paused: paused))
         }
         // The id as read, not as derived: a consumer keeps the id it was given.
         return Verdict(

@@ -77,6 +77,7 @@ enum MessageJSONWriter {
             if let inBillingRetry = transaction.inBillingRetry { writer.field("in_billing_retry", inBillingRetry) }
             writer.optionalField("order_id", transaction.orderID)
             writer.field("original_transaction_id", transaction.originalTransactionID)
+            if let paused = transaction.paused { writer.field("paused", paused) }
             writer.field("product_id", transaction.productID)
             writer.field("purchase_date", transaction.purchaseDate.map(RFC3339.format))
             writer.optionalField("purchase_token", transaction.purchaseToken)

@@ -142,12 +142,16 @@ public struct Verdict: Sendable, Hashable {
         /// Google Play's purchase token of a subscription (its identity across renewals); nil otherwise (absent from
         /// the JSON).
         public var purchaseToken: String?
+        /// Whether Google Play's subscription is paused (`SUBSCRIPTION_STATE_PAUSED`: no access until it resumes), as
+        /// Google stated it for this decision, on the subscription's latest transaction beside ``inBillingRetry``;
+        /// nil when the decision saw no Google Play state (absent from the JSON).
+        public var paused: Bool?
 
         public init(
             transactionID: String, originalTransactionID: String? = nil, productID: String,
             purchaseDate: Date? = nil, expiresDate: Date? = nil, revokedAt: Date? = nil, quantity: Int? = nil,
             inBillingRetry: Bool? = nil, gracePeriodExpiresDate: Date? = nil, orderID: String? = nil,
-            purchaseToken: String? = nil
+            purchaseToken: String? = nil, paused: Bool? = nil
         ) {
             self.transactionID = transactionID
             self.originalTransactionID = originalTransactionID
@@ -160,6 +164,7 @@ public struct Verdict: Sendable, Hashable {
             self.gracePeriodExpiresDate = gracePeriodExpiresDate
             self.orderID = orderID
             self.purchaseToken = purchaseToken
+            self.paused = paused
         }
 
         enum CodingKeys: String, CodingKey {
@@ -174,6 +179,7 @@ public struct Verdict: Sendable, Hashable {
             case gracePeriodExpiresDate = "grace_period_expires_date"
             case orderID = "order_id"
             case purchaseToken = "purchase_token"
+            case paused
         }
 
         public func encode(to encoder: any Encoder) throws {
@@ -190,6 +196,7 @@ public struct Verdict: Sendable, Hashable {
             try c.encodeIfPresent(gracePeriodExpiresDate, forKey: .gracePeriodExpiresDate)
             try c.encodeIfPresent(orderID, forKey: .orderID)
             try c.encodeIfPresent(purchaseToken, forKey: .purchaseToken)
+            try c.encodeIfPresent(paused, forKey: .paused)
         }
     }
 

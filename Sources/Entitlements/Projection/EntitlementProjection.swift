@@ -162,9 +162,12 @@ public enum EntitlementProjection {
                     // A new period of a subscription ends its billing retry.
                     if type == .autoRenewable, added.revokedAt == nil {
                         for var sibling in state.transactions(ofOriginal: original, in: store)
-                        where sibling.accountID == account && (sibling.inBillingRetry || sibling.inGracePeriod) {
+                        where sibling.accountID == account
+                            && (sibling.inBillingRetry || sibling.inGracePeriod || sibling.paused)
+                        {
                             sibling.inBillingRetry = false
                             sibling.inGracePeriod = false
+                            sibling.paused = false
                             sibling.updatedAt = recordedAt
                             state.store(sibling)
                         }
@@ -201,6 +204,7 @@ public enum EntitlementProjection {
                         moved.ownerSince = decidedAt
                         moved.inBillingRetry = false
                         moved.inGracePeriod = false
+                        moved.paused = false
                         moved.updatedAt = recordedAt
                         state.store(moved)
                         changes.append(.moved(moved, from: from))
@@ -241,7 +245,8 @@ public enum EntitlementProjection {
                     updated.productID != current.productID || updated.environment != current.environment
                     || updated.purchaseDate != current.purchaseDate || updated.expiresDate != current.expiresDate
                     || updated.revokedAt != current.revokedAt || updated.inGracePeriod != current.inGracePeriod
-                    || updated.inBillingRetry != current.inBillingRetry || updated.orderID != current.orderID
+                    || updated.inBillingRetry != current.inBillingRetry || updated.paused != current.paused
+                    || updated.orderID != current.orderID
                     || updated.purchaseToken != current.purchaseToken
                 if stateChanged {
                     updated.updatedAt = recordedAt
@@ -321,12 +326,13 @@ public enum EntitlementProjection {
         return result
     }
 
-    /// Billing retry and grace period as the verdict's renewal info states them (`in_billing_retry`,
-    /// `grace_period_expires_date`); a verdict that states none leaves them as they were.
+    /// Billing retry, grace period and pause as the verdict's renewal info states them (`in_billing_retry`,
+    /// `grace_period_expires_date`, Google Play's `paused`); a verdict that states none leaves them as they were.
     static func readRenewal(_ item: Verdict.Transaction, into transaction: inout ProjectedTransaction, at instant: Date)
     {
         guard let inBillingRetry = item.inBillingRetry else { return }
         transaction.inBillingRetry = inBillingRetry
+        transaction.paused = item.paused ?? false
         transaction.inGracePeriod = inBillingRetry && (item.gracePeriodExpiresDate.map { $0 > instant } ?? false)
     }
 

@@ -25,6 +25,9 @@ public struct ProjectedTransaction: Sendable, Hashable, Codable {
     /// does (a renewal is a new transaction). Cleared when the subscription renews.
     public var inBillingRetry: Bool
     public var inGracePeriod: Bool
+    /// A Google Play subscription Google states paused (the verdict's `paused`): no access until it resumes.
+    /// Cleared when the subscription renews or a verdict states it not paused.
+    public var paused: Bool
     /// `decided_at` of the verdict that gave it to ``accountID``: a move older than this does not take it back.
     public var ownerSince: Date
     /// `decided_at` of the newest verdict applied to it: an older verdict does not overwrite its state.
@@ -45,7 +48,8 @@ public struct ProjectedTransaction: Sendable, Hashable, Codable {
         productType: ProductType, environment: String? = nil, purchaseDate: Date? = nil,
         expiresDate: Date? = nil, revokedAt: Date? = nil, quantity: Int = 1, inBillingRetry: Bool = false,
         inGracePeriod: Bool = false, ownerSince: Date, decidedAt: Date, verdictID: String, updatedAt: Date,
-        store: Store = .appStore, orderID: String? = nil, purchaseToken: String? = nil
+        store: Store = .appStore, orderID: String? = nil, purchaseToken: String? = nil,
+        paused: Bool = false
     ) {
         self.transactionID = transactionID
         self.originalTransactionID = originalTransactionID
@@ -59,6 +63,7 @@ public struct ProjectedTransaction: Sendable, Hashable, Codable {
         self.quantity = quantity
         self.inBillingRetry = inBillingRetry
         self.inGracePeriod = inGracePeriod
+        self.paused = paused
         self.ownerSince = ownerSince
         self.decidedAt = decidedAt
         self.verdictID = verdictID
@@ -87,13 +92,16 @@ public struct ProjectedTransaction: Sendable, Hashable, Codable {
         }
     }
 
-    /// Its state in words for the API and the console: `active`, `expired`, `revoked`, `consumed` (consumables), or
-    /// `on_hold`: a Google Play subscription whose period ended while Google retries the payment (account hold: no
-    /// access, not revoked, as Google defines it; its grace period before that is `active`).
+    /// Its state in words for the API and the console: `active`, `expired`, `revoked`, `consumed` (consumables), and
+    /// for a Google Play subscription whose period ended, as Google defines them (no access, not revoked):
+    /// `on_hold` while Google retries the payment (account hold; its grace period before that is `active`), `paused`
+    /// while the customer has paused it.
     public func state(at instant: Date) -> String {
         if revokedAt != nil { return "revoked" }
         if productType == .consumable { return "consumed" }
         if grants(at: instant) { return "active" }
-        return store == .googlePlay && productType == .autoRenewable && inBillingRetry ? "on_hold" : "expired"
+        guard store == .googlePlay, productType == .autoRenewable else { return "expired" }
+        if paused { return "paused" }
+        return inBillingRetry ? "on_hold" : "expired"
     }
 }

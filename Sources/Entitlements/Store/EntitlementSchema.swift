@@ -88,6 +88,9 @@ enum EntitlementSchema {
                 "DROP TABLE ent_consumables",
                 "ALTER TABLE ent_consumables_by_store RENAME TO ent_consumables",
             ]),
+        SchemaMigration(
+            version: 4, name: "paused",
+            statements: ["ALTER TABLE ent_transactions ADD COLUMN paused INTEGER NOT NULL DEFAULT 0"]),
     ]
 
     static let postgres: [SchemaMigration] = [
@@ -163,6 +166,9 @@ enum EntitlementSchema {
                 "ALTER TABLE ent_consumables DROP CONSTRAINT ent_consumables_pkey",
                 "ALTER TABLE ent_consumables ADD PRIMARY KEY (account_id, store, product_id)",
             ]),
+        SchemaMigration(
+            version: 4, name: "paused",
+            statements: ["ALTER TABLE ent_transactions ADD COLUMN paused boolean NOT NULL DEFAULT false"]),
     ]
 }
 
@@ -177,7 +183,8 @@ extension EntitlementSchema {
             quantity = excluded.quantity, in_billing_retry = excluded.in_billing_retry,
             in_grace_period = excluded.in_grace_period, owner_since = excluded.owner_since,
             decided_at = excluded.decided_at, verdict_id = excluded.verdict_id, updated_at = excluded.updated_at,
-            store = excluded.store, order_id = excluded.order_id, purchase_token = excluded.purchase_token
+            store = excluded.store, order_id = excluded.order_id, purchase_token = excluded.purchase_token,
+            paused = excluded.paused
         """
 
     /// The migrations of `all` after version `current`; a database newer than this build is refused.

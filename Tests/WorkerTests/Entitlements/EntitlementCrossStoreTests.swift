@@ -112,6 +112,53 @@ struct EntitlementCrossStoreTests {
             ])
     }
 
+    @Test("Google Play's paused subscription is not active and is named paused; resumed, it is active again")
+    func playPaused() throws {
+        let token = "tok-pause"
+        func period(_ order: String, purchased: Double = 0, expires: Double, paused: Bool) -> Verdict.Transaction {
+            var item = F.transaction(
+                order, product: "premium_sub", original: token, purchased: purchased, expires: expires,
+                billingRetry: false, orderID: order, purchaseToken: token)
+            item.paused = paused
+            return item
+        }
+        let (state, _) = F.project([
+            F.verdict(
+                "buy", account: "a1", .granted, decided: 10,
+                transactions: [period("GPA.2", expires: 30 * day, paused: false)], store: .googlePlay),
+            F.verdict(
+                "n-paused", account: "a1", .rejected, reason: .expired, decided: 30 * day + 10,
+                transactions: [period("GPA.2", expires: 30 * day, paused: true)], store: .googlePlay),
+        ])
+        #expect(F.entitlements(of: "a1", in: state, at: F.at(31 * day))["premium"]?.active == false)
+        #expect(state.transactions["GPA.2"]?.state(at: F.at(31 * day)) == "paused")
+        #expect(F.eventKinds(state, account: "a1") == [.initialPurchase, .expiration])
+
+        // A verdict that states nothing about the renewal (an App Store-shaped one) leaves the pause as it was.
+        var silent = period("GPA.2", expires: 30 * day, paused: false)
+        silent.inBillingRetry = nil
+        silent.paused = nil
+        let (still, _) = F.project(
+            [
+                F.verdict(
+                    "n-silent", account: "a1", .rejected, reason: .expired, decided: 31 * day,
+                    transactions: [silent], store: .googlePlay)
+            ], into: state)
+        #expect(still.transactions["GPA.2"]?.state(at: F.at(32 * day)) == "paused")
+
+        // Resumed: Google's next period is a new order; the paused one is no longer named paused.
+        let (resumed, _) = F.project(
+            [
+                F.verdict(
+                    "n-resumed", account: "a1", .granted, decided: 40 * day,
+                    transactions: [period("GPA.2..0", purchased: 40 * day, expires: 70 * day, paused: false)],
+                    store: .googlePlay)
+            ], into: still)
+        #expect(F.entitlements(of: "a1", in: resumed, at: F.at(41 * day))["premium"]?.active == true)
+        #expect(resumed.transactions["GPA.2"]?.state(at: F.at(41 * day)) == "expired")
+        #expect(resumed.transactions["GPA.2..0"]?.state(at: F.at(41 * day)) == "active")
+    }
+
     @Test("a Google Play upgrade's verdict ends the replaced token's period and keeps the entitlement with its owner")
     func playUpgrade() throws {
         let old = F.transaction(

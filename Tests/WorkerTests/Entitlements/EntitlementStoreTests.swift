@@ -264,7 +264,7 @@ struct EntitlementStoreTests {
     }
 
     @Test(
-        "each transaction keeps its store, order id and purchase token; consumables are counted per store",
+        "each transaction keeps its store, order id, purchase token and pause; consumables are counted per store",
         arguments: Backend.allCases)
     func stores(_ backend: Backend) async throws {
         try await Self.withStore(backend) { store in
@@ -304,6 +304,20 @@ struct EntitlementStoreTests {
             #expect(history.first { $0.kind == .verdict && $0.verdictID == Self.grant.verdictID }?.store == .appStore)
             let events = try await store.unpublishedEvents(limit: 10)
             #expect(events.map(\.store) == [.appStore])
+            #expect(byID["GPA.7-1"]?.paused == false)
+
+            // Google states the subscription paused: the row keeps it.
+            var pausedItem = F.transaction(
+                "GPA.7-1", product: "premium_sub", original: "tok-7", expires: 30 * Self.day, billingRetry: false,
+                orderID: "GPA.7-1", purchaseToken: "tok-7")
+            pausedItem.paused = true
+            let paused = F.verdict(
+                "p4", account: "a1", .rejected, reason: .expired, decided: 70, transactions: [pausedItem],
+                store: .googlePlay)
+            _ = try await store.project(Self.batch([paused], offset: 10), catalog: F.catalog, recordedAt: F.at(110))
+            let after = try #require(try await store.account("a1"))
+            let row = try #require(after.transactions.first { $0.transactionID == "GPA.7-1" })
+            #expect(row.paused && row.state(at: F.at(31 * Self.day)) == "paused")
         }
     }
 

@@ -30,13 +30,13 @@ struct PlayNotificationRulesTests {
     /// A period of the subscription `token` as Google answers it.
     static func period(
         _ order: String, token: String = token, started: Date = F.days(-40), expires: Date, grace: Date? = nil,
-        billingRetry: Bool = false, linked: String? = nil, revoked: Date? = nil
+        billingRetry: Bool = false, linked: String? = nil, revoked: Date? = nil, paused: Bool = false
     ) -> PurchaseTransaction {
         PurchaseTransaction(
             transactionID: order, originalTransactionID: token, productID: monthly, productType: .autoRenewable,
             purchaseDate: started, expiresDate: expires, revokedAt: revoked, gracePeriodExpiresDate: grace,
             isInBillingRetry: billingRetry, hasRenewalInfo: true, linkedSubscriptionKey: linked, orderID: order,
-            purchaseToken: token)
+            purchaseToken: token, isPaused: paused)
     }
 
     static func oneTime(_ order: String, token: String, revoked: Date? = nil) -> PurchaseTransaction {
@@ -133,8 +133,11 @@ struct PlayNotificationRulesTests {
         #expect(hold.verdict.transactions.first?.revokedAt == nil)
         #expect(hold.verdict.transactions.first?.inBillingRetry == true)
         #expect(hold.writes == [Self.record()])
-        let paused = try Self.decide(Self.evidence([Self.period("GPA.1", expires: F.days(-1))]), claims: lapsed)
+        #expect(hold.verdict.transactions.first?.paused == false)
+        let paused = try Self.decide(
+            Self.evidence([Self.period("GPA.1", expires: F.days(-1), paused: true)]), claims: lapsed)
         #expect(paused.verdict.reason == .expired && paused.verdict.transactions.first?.inBillingRetry == false)
+        #expect(paused.verdict.transactions.first?.paused == true)
 
         let cancelled = try Self.decide(Self.evidence([Self.current], autoRenew: false))
         #expect(cancelled.verdict.outcome == .alreadyGranted)

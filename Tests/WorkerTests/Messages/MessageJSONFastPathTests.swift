@@ -46,6 +46,8 @@ struct MessageJSONFastPathTests {
                     transactionID: "3", productID: "p", expiresDate: Date(timeIntervalSince1970: 86_400),
                     inBillingRetry: true, gracePeriodExpiresDate: Date(timeIntervalSince1970: 90_000)),
                 .init(transactionID: "4", productID: "p", inBillingRetry: false),
+                .init(transactionID: "5", productID: "p", inBillingRetry: false, purchaseToken: text, paused: true),
+                .init(transactionID: "6", productID: "p", inBillingRetry: true, paused: false),
             ]
             let verdicts = [
                 Verdict(
@@ -139,7 +141,8 @@ struct MessageJSONFastPathTests {
         #expect(String(describing: viaCodec) == String(describing: viaFoundation))
     }
 
-    @Test("a transaction's renewal info (in_billing_retry, grace_period_expires_date) is read on the fast path")
+    @Test(
+        "a transaction's renewal info (in_billing_retry, grace_period_expires_date, paused) is read on the fast path")
     func renewalInfo() throws {
         let verdict = Verdict(
             verdictID: "0f8c3bd2-7f6e-5a7d-9c1b-2e4d6f8a0b1c", jobID: "j", accountID: "a", outcome: .rejected,
@@ -150,11 +153,13 @@ struct MessageJSONFastPathTests {
                 .init(
                     transactionID: "3", productID: "p", inBillingRetry: true,
                     gracePeriodExpiresDate: Date(timeIntervalSince1970: 90_000)),
+                .init(transactionID: "4", productID: "p", inBillingRetry: false, paused: true),
             ], decidedAt: Date(timeIntervalSince1970: 1))
         let bytes = codec.encode(verdict)
         let text = String(decoding: bytes, as: UTF8.self)
         #expect(text.contains("\"in_billing_retry\":true") && text.contains("\"in_billing_retry\":false"))
-        #expect(text.components(separatedBy: "in_billing_retry").count == 3, "absent when not stated")
+        #expect(text.components(separatedBy: "in_billing_retry").count == 4, "absent when not stated")
+        #expect(text.components(separatedBy: "\"paused\":true").count == 2, "Google Play's pause, only where stated")
         let fast = try #require(MessageJSONReader.verdict(from: bytes))
         #expect(fast == verdict)
         #expect(try codec.decodeVerdict(bytes) == verdict)

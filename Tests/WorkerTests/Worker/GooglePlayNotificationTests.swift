@@ -173,7 +173,7 @@ struct GooglePlayNotificationTests {
     // MARK: Transitions
 
     @Test(
-        "renewed, grace period, on hold, recovered, cancelled and revoked: each re-reads Google and moves the owner's entitlement",
+        "renewed, grace period, on hold, paused, recovered, cancelled and revoked: each re-reads Google and moves the owner's entitlement",
         arguments: LedgerBackend.allCases)
     func subscriptionLifecycle(backend: LedgerBackend) async throws {
         try await Self.withHarness(backend) { play in
@@ -205,11 +205,19 @@ struct GooglePlayNotificationTests {
             #expect(hold.transactions.first?.revokedAt == nil)
             let held = try await play.ledger.subscriptionClaims(originalTransactionID: token)
             #expect(!TransactionClaim.subscriptionIsActive(held, at: Date()))
+            #expect(hold.transactions.first?.paused == false)
+
+            // PAUSED: no access, stated paused on the verdict until a read finds it resumed.
+            play.google.set(token, Self.subscription("PAUSED", order: "GPA.1..0", expires: Self.days(-0.05)))
+            let paused = try await play.notify("m-3p", token: token, Self.subscriptionNotification(10, token: token))
+            #expect(paused.outcome == .rejected && paused.reason == .expired)
+            #expect(paused.transactions.first?.paused == true && paused.transactions.first?.inBillingRetry == false)
 
             // RECOVERED: a new order, access again.
             play.google.set(token, Self.subscription("ACTIVE", order: "GPA.1..1", expires: Self.days(30)))
             let recovered = try await play.notify("m-4", token: token, Self.subscriptionNotification(1, token: token))
             #expect(recovered.outcome == .granted && recovered.accountID == "acct-A")
+            #expect(recovered.transactions.last?.paused == false)
 
             // CANCELED: auto-renew off, access until the expiry.
             play.google.set(
@@ -225,7 +233,7 @@ struct GooglePlayNotificationTests {
             #expect(revoked.outcome == .rejected && revoked.reason == .revoked)
             let claims = try await play.ledger.subscriptionClaims(originalTransactionID: token)
             #expect(claims.count == 3 && claims.allSatisfy { $0.revokedAt != nil })
-            #expect(play.google.reads(token) == 7, "every notification reads the purchase again")
+            #expect(play.google.reads(token) == 8, "every notification reads the purchase again")
         }
     }
 

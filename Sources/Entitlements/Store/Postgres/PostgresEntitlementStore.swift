@@ -197,6 +197,7 @@ public final class PostgresEntitlementStore: EntitlementStore {
                 writer.field("store", t.store.rawValue)
                 writer.field("order_id", t.orderID)
                 writer.field("purchase_token", t.purchaseToken)
+                writer.field("paused", t.paused)
             }
             try await connection.query(
                 """
@@ -206,7 +207,7 @@ public final class PostgresEntitlementStore: EntitlementStore {
                     product_type text, environment text, purchase_date timestamptz, expires_date timestamptz,
                     revoked_at timestamptz, quantity integer, in_billing_retry boolean, in_grace_period boolean,
                     owner_since timestamptz, decided_at timestamptz, verdict_id text, updated_at timestamptz,
-                    store text, order_id text, purchase_token text)
+                    store text, order_id text, purchase_token text, paused boolean)
                 \(unescaped: EntitlementSchema.transactionUpsert)
                 """, logger: logger)
         }
@@ -507,7 +508,7 @@ public final class PostgresEntitlementStore: EntitlementStore {
             inGracePeriod: try cells[11].decode(Bool.self), ownerSince: try cells[12].decode(Date.self),
             decidedAt: try cells[13].decode(Date.self), verdictID: try cells[14].decode(String.self),
             updatedAt: try cells[15].decode(Date.self), store: store, orderID: try cells[17].decode(String?.self),
-            purchaseToken: try cells[18].decode(String?.self))
+            purchaseToken: try cells[18].decode(String?.self), paused: try cells[19].decode(Bool.self))
     }
 
     /// BEGIN … COMMIT, or ROLLBACK when `body` throws.

@@ -163,7 +163,7 @@ public final class SQLiteEntitlementStore: EntitlementStore {
             try connection.query(
                 """
                 INSERT INTO ent_transactions (\(columns))
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 \(EntitlementSchema.transactionUpsert)
                 """,
                 [
@@ -174,7 +174,7 @@ public final class SQLiteEntitlementStore: EntitlementStore {
                     SQLiteValue(t.inGracePeriod), SQLiteValue(t.ownerSince), SQLiteValue(t.decidedAt),
                     .text(t.verdictID),
                     SQLiteValue(t.updatedAt), .text(t.store.rawValue), SQLiteValue(t.orderID),
-                    SQLiteValue(t.purchaseToken),
+                    SQLiteValue(t.purchaseToken), SQLiteValue(t.paused),
                 ])
         }
         for (key, delta) in state.consumableDeltas where delta != 0 {
@@ -406,11 +406,11 @@ public final class SQLiteEntitlementStore: EntitlementStore {
     static let columns = """
         transaction_id, original_transaction_id, account_id, product_id, product_type, environment, purchase_date, \
         expires_date, revoked_at, quantity, in_billing_retry, in_grace_period, owner_since, decided_at, verdict_id, \
-        updated_at, store, order_id, purchase_token
+        updated_at, store, order_id, purchase_token, paused
         """
 
     static func transaction(_ row: [SQLiteValue]) throws -> ProjectedTransaction {
-        guard row.count == 19, let id = row[0].text, let original = row[1].text, let account = row[2].text,
+        guard row.count == 20, let id = row[0].text, let original = row[1].text, let account = row[2].text,
             let product = row[3].text, let type = row[4].text.flatMap(ProductType.init(rawValue:)),
             let ownerSince = row[12].date, let decidedAt = row[13].date, let verdictID = row[14].text,
             let updatedAt = row[15].date, let store = row[16].text.flatMap(Store.init(rawValue:))
@@ -420,6 +420,7 @@ public final class SQLiteEntitlementStore: EntitlementStore {
             productType: type, environment: row[5].text, purchaseDate: row[6].date, expiresDate: row[7].date,
             revokedAt: row[8].date, quantity: Int(row[9].integer ?? 1), inBillingRetry: row[10].bool,
             inGracePeriod: row[11].bool, ownerSince: ownerSince, decidedAt: decidedAt, verdictID: verdictID,
-            updatedAt: updatedAt, store: store, orderID: row[17].text, purchaseToken: row[18].text)
+            updatedAt: updatedAt, store: store, orderID: row[17].text, purchaseToken: row[18].text,
+            paused: row[19].bool)
     }
 }
