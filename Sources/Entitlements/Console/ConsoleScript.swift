@@ -99,6 +99,10 @@ enum ConsoleScript {
             const speaking = transactions.find((t) => t.original_transaction_id === entitlement.original_transaction_id &&
               t.product_id === entitlement.product_id && t.revoked_at);
             if (speaking) return ['Refunded', 'bad'];
+            const latest = transactions.filter((t) => t.original_transaction_id === entitlement.original_transaction_id)
+              .sort((a, b) => (b.purchase_date || '').localeCompare(a.purchase_date || ''))[0];
+            if (latest && latest.state === 'on_hold') return ['Account hold', 'warn'];
+            if (latest && latest.state === 'paused') return ['Paused', 'off'];
             return ['Expired', 'off'];
           }
 
@@ -114,6 +118,8 @@ enum ConsoleScript {
               if (e.active && e.in_grace_period) return e.id + ' is active in a billing grace period until ' + day(e.expires_at);
               if (e.active) return e.id + ' is active' + (e.expires_at ? ' until ' + day(e.expires_at) : ' (does not expire)');
               if (label === 'Refunded') return e.id + ' is not active: the purchase was refunded';
+              if (label === 'Account hold') return e.id + ' is not active: on account hold while Google Play retries the payment';
+              if (label === 'Paused') return e.id + ' is not active: the customer paused the subscription';
               return e.id + ' is not active: it expired on ' + day(e.expires_at);
             });
             return parts.join('. ') + '.';
@@ -160,7 +166,8 @@ enum ConsoleScript {
             $('consumables-block').hidden = body.consumables.length === 0;
           }
 
-          const stateBadges = { active: ['Active', 'ok'], expired: ['Expired', 'off'], revoked: ['Refunded', 'bad'], consumed: ['Consumed', 'info'] };
+          const stateBadges = { active: ['Active', 'ok'], expired: ['Expired', 'off'], revoked: ['Refunded', 'bad'], consumed: ['Consumed', 'info'],
+            on_hold: ['Account hold', 'warn'], paused: ['Paused', 'off'] };
           function renderTransactions(transactions) {
             const tbody = $('transactions').querySelector('tbody');
             tbody.replaceChildren();

@@ -214,6 +214,45 @@ extension EntitlementConsoleBrowserTests {
             #expect(byOrder.note.contains("belongs to this account"))
         }
     }
+
+    @Test("a Google Play subscription on account hold and one paused are named so, not as expired")
+    func playHoldAndPause() async throws {
+        let day = F.day
+        func period(_ order: String, token: String, retry: Bool, paused: Bool) -> Verdict.Transaction {
+            var item = F.transaction(
+                order, product: "premium_sub", original: token, purchased: 1 * day, expires: 5 * day,
+                billingRetry: retry, orderID: order, purchaseToken: token)
+            item.paused = paused
+            return item
+        }
+        let verdicts = [
+            F.verdict(
+                "hold-1", account: "acct-hold", .granted, decided: 1 * day,
+                transactions: [period("GPA.31", token: "tok-hold", retry: false, paused: false)], store: .googlePlay),
+            F.verdict(
+                "hold-2", account: "acct-hold", .rejected, reason: .expired, decided: 5 * day,
+                transactions: [period("GPA.31", token: "tok-hold", retry: true, paused: false)], store: .googlePlay),
+            F.verdict(
+                "pause-1", account: "acct-pause", .granted, decided: 1 * day,
+                transactions: [period("GPA.32", token: "tok-pause", retry: false, paused: false)], store: .googlePlay),
+            F.verdict(
+                "pause-2", account: "acct-pause", .rejected, reason: .expired, decided: 5 * day,
+                transactions: [period("GPA.32", token: "tok-pause", retry: false, paused: true)], store: .googlePlay),
+        ]
+        try await EntitlementAPIHarness.with(verdicts: verdicts, now: F.at(6 * day)) { h in
+            let page = try await Self.browse(
+                url: "http://127.0.0.1:\(h.port)/console", token: EntitlementAPIHarness.token,
+                queries: ["acct-hold", "acct-pause"])
+            let hold = try #require(page.lookups.first)
+            #expect(hold.summary.contains("on account hold while Google Play retries the payment"))
+            #expect(hold.pills.contains { $0.contains("Account hold") })
+            #expect(hold.transactions.contains { $0.contains("Account hold") })
+            let paused = try #require(page.lookups.last)
+            #expect(paused.summary.contains("the customer paused the subscription"))
+            #expect(paused.pills.contains { $0.contains("Paused") })
+            #expect(paused.transactions.contains { $0.contains("Paused") })
+        }
+    }
 }
 
 /// A value set once by one task and read by another after it finished.
