@@ -418,4 +418,20 @@ struct SubscriptionRereadTests {
             #expect(sink.jobs.withLock { $0.count } == 1)
         }
     }
+
+    @Test("a reversal's job id names the refund it reverses and reads back its transaction; other ids are no reversal")
+    func reversalJobIDs() {
+        let expires = Date(timeIntervalSince1970: 1_800_000_000.25)
+        let revoked = Date(timeIntervalSince1970: 1_799_000_000)
+        let id = CorrectionJob.reversalJobID(
+            transactionID: "sub-1-r1", expiresDate: expires, reversedRevocation: revoked)
+        #expect(id == "reconcile-reversal-1799000000000-sub-1-r1-1800000000250-0")
+        #expect(CorrectionJob.transactionID(ofJobID: id) == "sub-1-r1")
+        #expect(CorrectionJob.isReversal(jobID: id))
+        let plain = CorrectionJob.jobID(transactionID: "sub-1-r1", expiresDate: expires, revocationDate: nil)
+        #expect(!CorrectionJob.isReversal(jobID: plain))
+        for notOne in ["reconcile-reversal-", "reconcile-reversal-x-t-1-0", "reconcile-reversal-1-t-x-0", "job-1"] {
+            #expect(!CorrectionJob.isReversal(jobID: notOne), "\(notOne)")
+        }
+    }
 }
