@@ -232,6 +232,12 @@ private struct Evaluation {
         if let notification = evidence.notification {
             return decideNotification(notification)
         }
+        if let reversed = reversalCorrection() {
+            // The reconciler found a refund Apple reversed whose REFUND_REVERSED never arrived: decided as that
+            // notification is, for the subscription's owner.
+            transactions = [reversed]
+            return decideNotification(SubscriptionNotification(kind: .refundReversed))
+        }
         // A purchase the app tagged for another account is not this job's. Only on authenticated
         // evidence: a forged local token decides nothing, Apple's answer does.
         if authentic, transactions.contains(where: { $0.appAccountToken != nil }) {
@@ -256,6 +262,20 @@ private struct Evaluation {
         }
         if needsAuthentication { return nil }
         return conclude()
+    }
+
+    /// The transaction a reconciler's reversal correction (``Messages/CorrectionJob``) restores: Apple, asked now,
+    /// states it without a revocation, the ledger holds its claim revoked, and the job is for the owner. Nil
+    /// otherwise, and the job is decided as any purchase: a transaction's state alone never reinstates a claim.
+    func reversalCorrection() -> PurchaseTransaction? {
+        guard authentic, evidence.source == .apple, evidence.store == .appStore,
+            CorrectionJob.isReversal(jobID: job.jobID), case .transactionID(let id) = job.proof,
+            let transaction = transactions.first(where: { $0.transactionID == id }), transaction.revokedAt == nil,
+            let claim = snapshot.claim(id), claim.revokedAt != nil
+        else { return nil }
+        var claims = snapshot.claims(ofSubscription: transaction.subscriptionKey)
+        if !claims.contains(where: { $0.transactionID == id }) { claims.append(claim) }
+        return Self.owner(of: claims) == job.accountID ? transaction : nil
     }
 
     // MARK: Single purchases (consumable, non-consumable, non-renewing)

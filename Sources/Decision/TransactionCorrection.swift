@@ -2,9 +2,10 @@ import Foundation
 
 /// What a store's authenticated statement of one transaction changes in the ledger's claim on it, under the rules:
 /// a claim on a transaction the ledger lacks (unless the store revoked it), a revocation the ledger lacks, a later
-/// expiry or grace period. Never an earlier date and never a reinstatement: the rules write neither from a
-/// transaction's state alone. ``DecisionRules`` writes this for a subscription's own account; the reconciler
-/// publishes a correction job exactly when it is not empty.
+/// expiry or grace period. Never an earlier date. A refund reversed (the claim revoked, the store states no
+/// revocation) is written only for the reconciler's reversal correction (``Messages/CorrectionJob``), as a
+/// `REFUND_REVERSED` would write it, never from a transaction's state alone in any other job. ``DecisionRules`` writes
+/// this for a subscription's own account; the reconciler publishes a correction job exactly when it is not empty.
 public struct TransactionCorrection: Sendable, Hashable {
     /// The transaction is unclaimed and not revoked: claim it.
     public var claimsTransaction: Bool
@@ -14,6 +15,8 @@ public struct TransactionCorrection: Sendable, Hashable {
     public var laterExpiry: Date?
     /// The store states a later end of the grace period than the claim's.
     public var laterGracePeriodExpiry: Date?
+    /// The claim is revoked and the store states no revocation: the refund was reversed. The claim's `revokedAt`.
+    public var reversedRevocation: Date?
 
     /// The correction `transaction` (as the store states it) makes to `claim` (nil when the ledger has none).
     public init(stated transaction: PurchaseTransaction, claim: TransactionClaim?) {
@@ -25,11 +28,13 @@ public struct TransactionCorrection: Sendable, Hashable {
         revokedAt = claim.revokedAt == nil ? transaction.revokedAt : nil
         laterExpiry = Self.later(transaction.expiresDate, than: claim.expiresDate)
         laterGracePeriodExpiry = Self.later(transaction.gracePeriodExpiresDate, than: claim.gracePeriodExpiresDate)
+        reversedRevocation = transaction.revokedAt == nil ? claim.revokedAt : nil
     }
 
     /// True when the statement changes nothing the ledger holds.
     public var isEmpty: Bool {
         !claimsTransaction && revokedAt == nil && laterExpiry == nil && laterGracePeriodExpiry == nil
+            && reversedRevocation == nil
     }
 
     /// `candidate` when it is later than `stored` (or `stored` is unknown), else nil.

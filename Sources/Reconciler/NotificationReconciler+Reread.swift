@@ -30,12 +30,16 @@ extension NotificationReconciler {
 
     /// Re-reads the transaction history of the subscriptions the ledger is unsure of: a period
     /// ended without a renewal, a refund or auto-renew off, so Apple is retrying the charge (billing retry, grace
-    /// period) or renewed it in a notification that never arrived. Each is read at most once per
-    /// ``ReconcilerConfiguration/rereadInterval``, never-read first, on the sweep's lease and rate budget.
+    /// period) or renewed it in a notification that never arrived; or a recent refund, which Apple may reverse. Each
+    /// is read at most once per ``ReconcilerConfiguration/rereadInterval``, never-read first, on the sweep's lease and
+    /// rate budget. Only this reconciler's app's subscriptions (``ReconcilerConfiguration/app``; every App Store
+    /// subscription when it names none), read with its Server API key; never a Google Play one.
     ///
     /// A difference is published as a `transaction_id` job for the subscription's owner, which the workers decide
     /// by the same rules as any purchase, from Apple's Get Transaction Info: a renewal the ledger lacks is claimed, a
-    /// refund revokes, a later expiry extends, and nothing moves a date backwards. Not the signed transaction itself:
+    /// refund revokes, a later expiry extends, and nothing moves a date backwards. A refund Apple reversed is a
+    /// reversal correction (``CorrectionJob/reversalJobID(transactionID:expiresDate:reversedRevocation:)``), which the
+    /// workers decide as a `REFUND_REVERSED`: the claim is restored for its owner. Not the signed transaction itself:
     /// Apple signs it anew on every answer, so a re-read of the same state would be another content under the same
     /// `job_id` (a `job_id_reused` rejection); a transaction id and a `job_id` derived from the transaction's state
     /// make a repeated re-read the same job, decided once.
@@ -54,7 +58,8 @@ extension NotificationReconciler {
             }
             leaseEnd = lease.expiresAt
             candidates = try await rereadStore.unsureSubscriptions(
-                now: now, lapsedSince: now.addingTimeInterval(-configuration.rereadWindow.secondsValue),
+                bundleID: configuration.app, now: now,
+                lapsedSince: now.addingTimeInterval(-configuration.rereadWindow.secondsValue),
                 rereadBefore: now.addingTimeInterval(-configuration.rereadInterval.secondsValue),
                 limit: configuration.rereadBatch)
         } catch {
@@ -67,7 +72,8 @@ extension NotificationReconciler {
                     originalTransactionID: candidate.originalTransactionID)
                 guard let owner = Self.owner(of: claims) else { continue }
                 let read = try await readHistory(
-                    candidate, bundleID: claims.compactMap(\.bundleID).first, source: historySource,
+                    candidate, bundleID: candidate.bundleID ?? claims.compactMap(\.bundleID).first,
+                    source: historySource,
                     leaseEnd: &leaseEnd)
                 let revision: String?
                 switch read {
@@ -182,8 +188,8 @@ extension NotificationReconciler {
 
     /// The jobs that bring the ledger to what Apple's history states: one for each transaction of the subscription
     /// whose statement the rules would write (``TransactionCorrection``: a transaction the ledger lacks and Apple did
-    /// not revoke, a revocation, a later expiry). What the rules would not write (an earlier expiry, a refund
-    /// reversed) is no job.
+    /// not revoke, a revocation, a later expiry, a refund reversed). What the rules would not write (an earlier
+    /// expiry) is no job.
     static func corrections(
         _ transactions: [SignedTransaction], of originalTransactionID: String, claims: [TransactionClaim],
         owner: String, submittedAt: Date
@@ -195,10 +201,17 @@ extension NotificationReconciler {
                 seen.insert(transaction.transactionID).inserted
             else { continue }
             let claim = claims.first { $0.transactionID == transaction.transactionID }
-            guard !TransactionCorrection(stated: transaction.purchase, claim: claim).isEmpty else { continue }
+            let correction = TransactionCorrection(stated: transaction.purchase, claim: claim)
+            guard !correction.isEmpty else { continue }
+            let jobID =
+                correction.reversedRevocation == nil
+                ? correctionJobID(transaction)
+                : CorrectionJob.reversalJobID(
+                    transactionID: transaction.transactionID, expiresDate: transaction.expiresDate,
+                    reversedRevocation: correction.reversedRevocation)
             jobs.append(
                 ReceiptJob(
-                    jobID: correctionJobID(transaction), accountID: owner,
+                    jobID: jobID, accountID: owner,
                     proof: .transactionID(transaction.transactionID),
                     bundleID: claim?.bundleID ?? claims.compactMap(\.bundleID).first, submittedAt: submittedAt))
         }

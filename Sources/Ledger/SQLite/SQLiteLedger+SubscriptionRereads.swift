@@ -4,53 +4,75 @@ import SQLiteStorage
 /// The reconciler's list of subscriptions to re-read, and its record of re-reads (docs/LEDGER.md).
 extension SQLiteLedger {
     public func unsureSubscriptions(
-        now: Date, lapsedSince: Date, rereadBefore: Date, limit: Int
+        bundleID: String?, now: Date, lapsedSince: Date, rereadBefore: Date, limit: Int
     ) async throws -> [UnsureSubscription] {
-        try await executor.run { connection, _ in
+        // A refunded period is awaited for a reversal while it ends within the window either side of now.
+        let refundedUntil = now.addingTimeInterval(now.timeIntervalSince(lapsedSince))
+        return try await executor.run { connection, _ in
             // Claims made after a notification about their transaction found none: read the whole history once.
             let named = try connection.query(
                 """
-                SELECT c.original_transaction_id, MAX(c.environment), r.reread_at
+                SELECT c.original_transaction_id, MAX(c.environment), r.reread_at, MAX(c.bundle_id)
                 FROM job_verdicts v
                 JOIN json_each(v.verdict_json, '$.transactions') t
                 JOIN transaction_claims c ON c.transaction_id = json_extract(t.value, '$.transaction_id')
                 LEFT JOIN subscription_rereads r ON r.original_transaction_id = c.original_transaction_id
+                LEFT JOIN job_verdicts g ON g.job_id = c.granted_job_id
                 WHERE v.reason = 'unclaimed' AND v.decided_at > ?
                     AND c.revoked_at IS NULL AND (r.reread_at IS NULL OR r.reread_at < v.decided_at)
+                    AND (? IS NULL OR c.bundle_id = ?)
+                    AND COALESCE(json_extract(g.verdict_json, '$.store'), 'app_store') = 'app_store'
                 GROUP BY c.original_transaction_id, r.reread_at
                 ORDER BY MIN(v.decided_at), c.original_transaction_id
                 LIMIT ?
-                """, [SQLiteValue(lapsedSince), SQLiteValue(max(limit, 0))]
+                """,
+                [
+                    SQLiteValue(lapsedSince), SQLiteValue(bundleID), SQLiteValue(bundleID),
+                    SQLiteValue(max(limit, 0)),
+                ]
             ).compactMap { row -> UnsureSubscription? in
                 guard let id = row[0].text else { return nil }
                 return UnsureSubscription(
-                    originalTransactionID: id, environment: row[1].text, rereadAt: row[2].date, revision: nil)
+                    originalTransactionID: id, environment: row[1].text, rereadAt: row[2].date, revision: nil,
+                    bundleID: row[3].text)
             }
             // `c` is the subscription's latest claim (no sibling purchased later, or as late and ending later), whose
-            // state is the subscription's: its period ended in the window, it is
-            // not revoked, and auto-renew was not turned off (Apple retries billing only with auto-renew on).
+            // state is the subscription's: its period ended in the window, it is not revoked, and auto-renew was not
+            // turned off (Apple retries billing only with auto-renew on); or it was revoked in the window (a refund
+            // Apple may reverse), read from the start since a reversal changes a transaction read before. A claim
+            // granted by a Google Play verdict is the Play re-reads', whatever its package is called.
             let lapsed = try connection.query(
                 """
-                SELECT c.original_transaction_id, MAX(c.environment), r.reread_at, r.revision
+                SELECT c.original_transaction_id, MAX(c.environment), r.reread_at,
+                    CASE WHEN MAX(c.revoked_at) IS NULL THEN r.revision END, MAX(c.bundle_id)
                 FROM transaction_claims c
                 LEFT JOIN subscription_rereads r ON r.original_transaction_id = c.original_transaction_id
+                LEFT JOIN job_verdicts g ON g.job_id = c.granted_job_id
                 WHERE c.product_type = 'auto_renewable' AND c.expires_date > ? AND c.expires_date <= ?
-                    AND c.revoked_at IS NULL AND (c.auto_renew IS NULL OR c.auto_renew <> 0)
+                    AND ((c.expires_date <= ? AND c.revoked_at IS NULL AND (c.auto_renew IS NULL OR c.auto_renew <> 0))
+                        OR (c.revoked_at > ? AND c.revoked_at <= ?))
                     AND NOT EXISTS (
                         SELECT 1 FROM transaction_claims n
                         WHERE n.original_transaction_id = c.original_transaction_id
                             AND (n.purchase_date > c.purchase_date
                                 OR n.purchase_date = c.purchase_date AND n.expires_date > c.expires_date))
                     AND (r.reread_at IS NULL OR r.reread_at <= ?)
+                    AND (? IS NULL OR c.bundle_id = ?)
+                    AND COALESCE(json_extract(g.verdict_json, '$.store'), 'app_store') = 'app_store'
                 GROUP BY c.original_transaction_id, r.reread_at, r.revision
                 ORDER BY r.reread_at IS NOT NULL, r.reread_at, c.original_transaction_id
                 LIMIT ?
                 """,
-                [SQLiteValue(lapsedSince), SQLiteValue(now), SQLiteValue(rereadBefore), SQLiteValue(max(limit, 0))]
+                [
+                    SQLiteValue(lapsedSince), SQLiteValue(refundedUntil), SQLiteValue(now), SQLiteValue(lapsedSince),
+                    SQLiteValue(now), SQLiteValue(rereadBefore), SQLiteValue(bundleID), SQLiteValue(bundleID),
+                    SQLiteValue(max(limit, 0)),
+                ]
             ).compactMap { row -> UnsureSubscription? in
                 guard let id = row[0].text else { return nil }
                 return UnsureSubscription(
-                    originalTransactionID: id, environment: row[1].text, rereadAt: row[2].date, revision: row[3].text)
+                    originalTransactionID: id, environment: row[1].text, rereadAt: row[2].date, revision: row[3].text,
+                    bundleID: row[4].text)
             }
             return UnsureSubscription.merged(named, lapsed, limit: limit)
         }
@@ -83,13 +105,16 @@ extension SQLiteLedger {
         return try await executor.run { connection, _ in
             let placeholders = Array(repeating: "?", count: packages.count).joined(separator: ", ")
             // `c` is the token's latest claim (no sibling purchased later, or as late and ending later), whose
-            // dates are the subscription's.
+            // dates are the subscription's. A claim an App Store verdict granted is not Google's, even when an App
+            // Store bundle id is also a Play package name; one without a recorded verdict is judged by its package.
             return try connection.query(
                 """
                 SELECT c.original_transaction_id, c.bundle_id, c.expires_date, c.grace_period_expires_date, r.reread_at
                 FROM transaction_claims c
                 LEFT JOIN subscription_rereads r ON r.original_transaction_id = c.original_transaction_id
+                LEFT JOIN job_verdicts g ON g.job_id = c.granted_job_id
                 WHERE c.product_type = 'auto_renewable' AND c.bundle_id IN (\(placeholders))
+                    AND (g.job_id IS NULL OR json_extract(g.verdict_json, '$.store') = 'google_play')
                     AND c.revoked_at IS NULL AND (c.auto_renew IS NULL OR c.auto_renew <> 0)
                     AND ((c.expires_date > ? AND c.expires_date <= ?)
                         OR (c.grace_period_expires_date > ? AND c.grace_period_expires_date <= ?))

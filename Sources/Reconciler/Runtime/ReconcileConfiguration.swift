@@ -46,7 +46,8 @@ public struct ReconcileConfiguration: Sendable, TableConfiguration {
         .init(
             "reconcile_reread_interval_s", default: "3600",
             "Seconds before the transaction history of a subscription the ledger is unsure of (billing retry, grace "
-                + "period) is re-read again; 0 turns re-reads off. They share the sweeps' rate budget."),
+                + "period, a recent refund) is re-read again; 0 turns re-reads off. They share the sweeps' rate "
+                + "budget."),
         .init(
             "reconcile_notification_account", default: NotificationJob.defaultAccountID,
             "The account_id of recovered notification jobs; must be the gateway's gateway_notification_account."),

@@ -71,7 +71,6 @@ public struct ReconcileRuntime: Sendable {
         // A catalog of Play apps only has no App Store history to read: its reconciler sweeps Google alone.
         let sweeps =
             Self.isPlayOnly(catalog) ? [] : try Self.sweeps(of: credentials, settings: configuration.reconciler)
-        let several = sweeps.count > 1
         let producer: KafkaProducer
         do {
             producer = try KafkaProducer(
@@ -92,9 +91,9 @@ public struct ReconcileRuntime: Sendable {
                 configuration: settings, store: ledger, source: client,
                 sink: KafkaRecoveredJobSink(producer: producer, topic: worker.jobsTopic), clock: ContinuousClock(),
                 holder: "\(worker.workerID)-\(ProcessInfo.processInfo.processIdentifier)", logger: appLogger,
-                // Both ledgers keep re-reads; `reconcile_reread_interval_s=0` turns them off. With several apps the
-                // unsure subscriptions name no app, so re-reads wait for one app's catalog (docs/OPERATIONS.md).
-                rereadStore: configuration.rereadsEnabled && !several ? ledger : nil,
+                // Both ledgers keep re-reads; `reconcile_reread_interval_s=0` turns them off. With several apps each
+                // app's reconciler re-reads its own app's subscriptions (each names its app) with its own key.
+                rereadStore: configuration.rereadsEnabled ? ledger : nil,
                 historySource: client)
         }
         let play = try googlePlay(

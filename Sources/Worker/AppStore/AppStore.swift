@@ -147,11 +147,13 @@ public struct AppStore: PurchaseStore {
     @inline(never)
     func ask(_ job: ReceiptJob, local: LocalEvidence, deadline: ContinuousClock.Instant) async throws -> AppleStep {
         let request = appleRequest(job, local: local)
+        // A reconciler's correction is decided once, under a job id naming the state its re-read found: an answer
+        // another job left seconds before (the lease keeps one) may predate that state (a refund since reversed), and
+        // would decide the correction on it for good. It asks Apple itself.
+        let key = CorrectionJob.transactionID(ofJobID: job.jobID) == nil ? coalescingKey(request) : nil
         do {
             return .evidence(
-                try await coalescer.evidence(
-                    key: coalescingKey(request), deadline: deadline, unavailable: local.unavailable
-                ) {
+                try await coalescer.evidence(key: key, deadline: deadline, unavailable: local.unavailable) {
                     try await callApple(job, request, local: local, deadline: deadline)
                 })
         } catch let refusal as AppleConfigurationRefusal {

@@ -89,9 +89,10 @@ extension ForwardingLedger {
     // MARK: Subscription re-reads
 
     func unsureSubscriptions(
-        now: Date, lapsedSince: Date, rereadBefore: Date, limit: Int
+        bundleID: String?, now: Date, lapsedSince: Date, rereadBefore: Date, limit: Int
     ) async throws -> [UnsureSubscription] {
-        try await base.unsureSubscriptions(now: now, lapsedSince: lapsedSince, rereadBefore: rereadBefore, limit: limit)
+        try await base.unsureSubscriptions(
+            bundleID: bundleID, now: now, lapsedSince: lapsedSince, rereadBefore: rereadBefore, limit: limit)
     }
 
     func recordSubscriptionReread(originalTransactionID: String, revision: String?, at: Date) async throws {

@@ -22,11 +22,11 @@ struct SubscriptionRereadStoreTests {
 
     static func claim(
         _ id: String, original: String? = nil, expires: Date?, grace: Date? = nil, revoked: Date? = nil,
-        type: ProductType = .autoRenewable, purchased: Date = at(days: -400)
+        type: ProductType = .autoRenewable, purchased: Date = at(days: -400), bundleID: String = "com.example.app"
     ) -> TransactionClaim {
         TransactionClaim(
             transactionID: id, originalTransactionID: original ?? id, accountID: "acct-\(original ?? id)",
-            productID: "pro.monthly", productType: type, bundleID: "com.example.app", environment: "Production",
+            productID: "pro.monthly", productType: type, bundleID: bundleID, environment: "Production",
             purchaseDate: purchased, expiresDate: expires, gracePeriodExpiresDate: grace, revokedAt: revoked,
             grantedJobID: "job-\(id)", verdictID: "verdict-\(id)", createdAt: at(days: -400), updatedAt: at(days: -400))
     }
@@ -43,8 +43,8 @@ struct SubscriptionRereadStoreTests {
             .claim(claim("renewed-2", original: "renewed", expires: at(days: 20))),
             // The customer turned auto-renew off: it simply ended.
             .claim(claim("off", expires: at(days: -2))),
-            // Refunded.
-            .claim(claim("refunded", expires: at(days: -3), revoked: at(days: -4))),
+            // Refunded 70 days ago: past the 60 days a reversal of the refund is awaited.
+            .claim(claim("refunded", expires: at(days: -3), revoked: at(days: -70))),
             // Ended 90 days ago: past Apple's 60 days of billing retry.
             .claim(claim("old", expires: at(days: -90))),
             // Not a subscription.
@@ -68,9 +68,11 @@ struct SubscriptionRereadStoreTests {
             #expect(
                 first == [
                     UnsureSubscription(
-                        originalTransactionID: "grace", environment: "Production", rereadAt: nil, revision: nil),
+                        originalTransactionID: "grace", environment: "Production", rereadAt: nil, revision: nil,
+                        bundleID: "com.example.app"),
                     UnsureSubscription(
-                        originalTransactionID: "lapsed", environment: "Production", rereadAt: nil, revision: nil),
+                        originalTransactionID: "lapsed", environment: "Production", rereadAt: nil, revision: nil,
+                        bundleID: "com.example.app"),
                 ])
             // Bounded batches.
             let one = try await store.unsureSubscriptions(
@@ -119,10 +121,10 @@ struct SubscriptionRereadStoreTests {
                 again == [
                     UnsureSubscription(
                         originalTransactionID: "lapsed", environment: "Production",
-                        rereadAt: Self.now.addingTimeInterval(60), revision: "5"),
+                        rereadAt: Self.now.addingTimeInterval(60), revision: "5", bundleID: "com.example.app"),
                     UnsureSubscription(
                         originalTransactionID: "grace", environment: "Production",
-                        rereadAt: Self.now.addingTimeInterval(120), revision: nil),
+                        rereadAt: Self.now.addingTimeInterval(120), revision: nil, bundleID: "com.example.app"),
                 ])
             // A renewal claimed since: no longer unsure.
             #expect(
@@ -174,6 +176,96 @@ struct SubscriptionRereadStoreTests {
                 now: Self.now, lapsedSince: Self.at(days: -60), rereadBefore: Self.now.addingTimeInterval(-3_600),
                 limit: 10)
             #expect(after.map(\.originalTransactionID) == ["grace", "lapsed"])
+        }
+    }
+
+    /// The claim `claim` as a verdict of `store` granted it (recorded in `job_verdicts` under its granting job).
+    static func granted(_ claim: TransactionClaim, store: Store) -> LedgerDecision {
+        LedgerDecision(
+            verdict: Verdict(
+                verdictID: claim.verdictID, jobID: claim.grantedJobID, accountID: claim.accountID, outcome: .granted,
+                decidedBy: store == .googlePlay ? .googlePlay : .apple, store: store,
+                transactions: [
+                    Verdict.Transaction(
+                        transactionID: claim.transactionID, originalTransactionID: claim.originalTransactionID,
+                        productID: claim.productID, expiresDate: claim.expiresDate)
+                ], decidedAt: at(days: -400)),
+            writes: [.claim(claim)])
+    }
+
+    @Test(
+        "each unsure subscription names its app; the App Store and Play lists never take each other's claims",
+        arguments: LedgerBackend.allCases)
+    func appsAndStores(backend: LedgerBackend) async throws {
+        try await S.withLedger(backend) { ledger, _ in
+            let store = try Self.store(ledger)
+            // Two App Store apps, each with a lapsed subscription (granted by App Store verdicts, and one written
+            // without a verdict), and a Play subscription whose package has the first app's name.
+            let appA = Self.claim("a-sub", expires: Self.at(days: -1), bundleID: "com.example.app")
+            let appB = Self.claim("b-sub", expires: Self.at(days: -2), bundleID: "com.example.other")
+            let play = Self.claim("play-token", expires: Self.at(days: -1), bundleID: "com.example.app")
+            for decision in [Self.granted(appA, store: .appStore), Self.granted(play, store: .googlePlay)] {
+                #expect(try await ledger.apply(decision) == .applied(decision.verdict))
+            }
+            #expect(try await ledger.perform([.claim(appB)]))
+            let window = (lapsedSince: Self.at(days: -60), rereadBefore: Self.now.addingTimeInterval(-3_600))
+            let all = try await store.unsureSubscriptions(
+                bundleID: nil, now: Self.now, lapsedSince: window.lapsedSince, rereadBefore: window.rereadBefore,
+                limit: 10)
+            #expect(
+                all == [
+                    UnsureSubscription(
+                        originalTransactionID: "a-sub", environment: "Production", rereadAt: nil, revision: nil,
+                        bundleID: "com.example.app"),
+                    UnsureSubscription(
+                        originalTransactionID: "b-sub", environment: "Production", rereadAt: nil, revision: nil,
+                        bundleID: "com.example.other"),
+                ])
+            for (bundleID, expected) in [("com.example.app", ["a-sub"]), ("com.example.other", ["b-sub"])] {
+                let listed = try await store.unsureSubscriptions(
+                    bundleID: bundleID, now: Self.now, lapsedSince: window.lapsedSince,
+                    rereadBefore: window.rereadBefore, limit: 10)
+                #expect(listed.map(\.originalTransactionID) == expected, "\(bundleID)")
+                #expect(listed.allSatisfy { $0.bundleID == bundleID })
+            }
+            // The Play re-reads of the package named like app A: the Play token only, not A's subscription.
+            let playListed = try await ledger.unsurePlaySubscriptions(
+                packages: ["com.example.app"], from: Self.at(days: -2), to: Self.now,
+                rereadBefore: window.rereadBefore, limit: 10)
+            #expect(playListed.map(\.purchaseToken) == ["play-token"])
+        }
+    }
+
+    @Test(
+        "a subscription refunded within the window is unsure (a reversal may be lost), its whole history read",
+        arguments: LedgerBackend.allCases)
+    func refundedWithinWindow(backend: LedgerBackend) async throws {
+        try await S.withLedger(backend) { ledger, _ in
+            let store = try Self.store(ledger)
+            try await Self.seed(ledger)
+            #expect(
+                try await ledger.perform([
+                    // The current period refunded two days ago; it would run ten more days.
+                    .claim(
+                        Self.claim(
+                            "reversible", expires: Self.at(days: 10), revoked: Self.at(days: -2),
+                            purchased: Self.at(days: -20)))
+                ]))
+            try await store.recordSubscriptionReread(
+                originalTransactionID: "reversible", revision: "7", at: Self.now.addingTimeInterval(-7_200))
+            let listed = try await store.unsureSubscriptions(
+                now: Self.now, lapsedSince: Self.at(days: -60), rereadBefore: Self.now.addingTimeInterval(-3_600),
+                limit: 10)
+            #expect(listed.map(\.originalTransactionID) == ["grace", "lapsed", "reversible"])
+            #expect(listed.last?.revision == nil, "a reversal changes a transaction read before")
+            // Re-read at most once per interval, like the others.
+            try await store.recordSubscriptionReread(originalTransactionID: "reversible", revision: "8", at: Self.now)
+            let soon = Self.now.addingTimeInterval(60)
+            #expect(
+                try await store.unsureSubscriptions(
+                    now: soon, lapsedSince: soon.addingTimeInterval(-60 * 86_400),
+                    rereadBefore: soon.addingTimeInterval(-3_600), limit: 10
+                ).map(\.originalTransactionID) == ["grace", "lapsed"])
         }
     }
 }

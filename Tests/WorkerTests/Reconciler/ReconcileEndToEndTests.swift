@@ -16,7 +16,8 @@ import Worker
 /// a REFUND notification Apple could not deliver (nothing listens at the notification URL) is found in Get
 /// Notification History, published as the gateway's job, and decided by the worker, so the grant is revoked; the
 /// checkpoint moves; the lease is given up on stop. And a renewal Apple never notified is found by re-reading the
-/// lapsed subscription's transaction history, published as a correction, and granted to the owner.
+/// lapsed subscription's transaction history, published as a correction, and granted to the owner; a refund Apple
+/// reversed without a notification is found by re-reading the refunded subscription, and the claim restored.
 @Suite("Reconciler: a notification Apple failed to deliver, recovered end to end", .timeLimit(.minutes(2)))
 struct ReconcileEndToEndTests {
     /// The uuid of the simulator's first `type` notification whose delivery was tried and failed, once it has one.
@@ -155,6 +156,86 @@ struct ReconcileEndToEndTests {
             #expect(verdict.accountID == "acct-reread")
             #expect(verdict.outcome == .granted)
             #expect(verdict.transactions.map(\.transactionID) == [renewal.transactionId])
+
+            await group.triggerGracefulShutdown()
+            try await running.value
+        }
+    }
+
+    @Test("a refund Apple reversed without a notification is found by the re-read and the owner's claim restored")
+    func rereadFindsReversedRefund() async throws {
+        try await PipelineHarness.with { harness in
+            let subscription = "com.example.verifyworker.monthly"
+            var products = Array(DemoApp.catalog.products.values)
+            products.append(.init(id: subscription, type: .autoRenewable))
+            try JSONEncoder().encode(Catalog(bundleIDs: [DemoApp.bundleID], products: products))
+                .write(to: harness.files.catalog)
+            let key = P256.Signing.PrivateKey()
+            let serverAPI = [
+                "server_api_production_url": "http://127.0.0.1:\(harness.port)",
+                "server_api_sandbox_url": "http://127.0.0.1:\(harness.port)/sandbox",
+                "server_api_key_id": "TESTKEY123", "server_api_issuer_id": "issuer-e2e",
+            ]
+            let secrets = ["VERIFY_SERVER_API_KEY": key.pemRepresentation]
+            try harness.startWorker(0, extra: serverAPI, environment: secrets)
+            try await harness.waitUntilAssigned()
+
+            // A current period, granted.
+            let nowMs = Int64(Date().timeIntervalSince1970 * 1000)
+            let minted = try harness.simulator.mint(
+                MintRequest(
+                    bundleId: DemoApp.bundleID, productId: subscription, format: .signedTransaction,
+                    environment: .production, expiresDateMs: nowMs + 20 * 86_400_000,
+                    purchaseDateMs: nowMs - 10 * 86_400_000))
+            let id = minted.transaction.transactionId
+            let purchase = ReceiptJob(
+                jobID: "job-" + UUID().uuidString.lowercased(), accountID: "acct-reversal",
+                proof: .signedTransaction(minted.receipt), bundleID: DemoApp.bundleID, submittedAt: Date())
+            try await harness.submit([purchase])
+            try await harness.verdicts.waitForVerdicts(of: [purchase.jobID])
+            #expect(harness.verdicts.byJob[purchase.jobID]?.first?.outcome == .granted)
+
+            // Apple refunds it (no notification URL is set: nothing is sent); the app's next check of the
+            // transaction finds it refunded and the ledger revokes the claim.
+            let refunded = try #require(try harness.simulator.refund(transactionId: id))
+            let check = ReceiptJob(
+                jobID: "job-" + UUID().uuidString.lowercased(), accountID: "acct-reversal",
+                proof: .transactionID(id), bundleID: DemoApp.bundleID, submittedAt: Date())
+            try await harness.submit([check])
+            try await harness.verdicts.waitForVerdicts(of: [check.jobID])
+            #expect(harness.verdicts.byJob[check.jobID]?.first?.reason == .revoked)
+
+            // Apple reverses the refund; its REFUND_REVERSED is sent nowhere. Only the re-read can find it.
+            _ = try harness.simulator.reverseRefund(transactionId: id)
+            let revokedMs = try #require(refunded.revocationDateMs)
+            let expiresMs = try #require(minted.transaction.expiresDateMs)
+            let correction = CorrectionJob.reversalJobID(
+                transactionID: id, expiresDate: Date(timeIntervalSince1970: Double(expiresMs) / 1000),
+                reversedRevocation: Date(timeIntervalSince1970: Double(revokedMs) / 1000))
+
+            var settings = DemoRun.workerSettings(
+                index: 9, bootstrap: harness.cluster.bootstrapServers, port: harness.port, files: harness.files,
+                ledgerURL: harness.ledgerURL, jobDeadline: .seconds(30), extra: serverAPI)
+            settings["metrics_port"] = String(try FreeLocalPort.pick())
+            settings["metrics_host"] = "127.0.0.1"
+            settings["reconcile_interval_s"] = "3600"
+            var sources = ConfigurationSources(table: ReconcileConfiguration.table)
+            sources.addEnvironment(secrets)
+            try sources.addFlags(settings)
+            let configuration = try ReconcileConfiguration(sources)
+            var logger = Logger(label: "test.reconcile")
+            logger.logLevel = .error
+            let group = try ReconcileRuntime(configuration: configuration, logger: logger).serviceGroup()
+            let running = Task { try await group.run() }
+
+            try await harness.verdicts.waitForVerdicts(of: [correction])
+            let verdict = try #require(harness.verdicts.byJob[correction]?.first)
+            #expect(verdict.accountID == "acct-reversal")
+            #expect(verdict.outcome == .alreadyGranted)
+            #expect(verdict.transactions.map(\.transactionID) == [id])
+            #expect(verdict.transactions.first?.revokedAt == nil)
+            // Decided once: one verdict for the correction.
+            #expect(harness.verdicts.byJob[correction]?.count == 1)
 
             await group.triggerGracefulShutdown()
             try await running.value

@@ -73,12 +73,14 @@ struct SubscriptionRereadTests {
             environment: .production)
     }
 
-    static func claim(_ id: String, account: String, expires: Date) -> TransactionClaim {
+    static func claim(
+        _ id: String, account: String, expires: Date, revoked: Date? = nil, bundleID: String = bundle
+    ) -> TransactionClaim {
         TransactionClaim(
             transactionID: id, originalTransactionID: id, accountID: account, productID: "com.example.monthly",
-            productType: .autoRenewable, bundleID: bundle, environment: "Production",
-            purchaseDate: expires.addingTimeInterval(-30 * 86_400), expiresDate: expires, grantedJobID: "job-\(id)",
-            verdictID: "verdict-\(id)", createdAt: expires, updatedAt: expires)
+            productType: .autoRenewable, bundleID: bundleID, environment: "Production",
+            purchaseDate: expires.addingTimeInterval(-30 * 86_400), expiresDate: expires, revokedAt: revoked,
+            grantedJobID: "job-\(id)", verdictID: "verdict-\(id)", createdAt: expires, updatedAt: expires)
     }
 
     static func configuration() -> ReconcilerConfiguration {
@@ -89,10 +91,11 @@ struct SubscriptionRereadTests {
 
     static func reconciler(
         _ ledger: any Ledger, _ history: FakeTransactionHistory, _ sink: Sweeps.RecordingSink, _ clock: ManualClock,
-        notifications: Sweeps.FakeHistory? = nil, logger: Logger = Logger(label: "test.reread")
+        notifications: Sweeps.FakeHistory? = nil, logger: Logger = Logger(label: "test.reread"),
+        configuration: ReconcilerConfiguration = configuration()
     ) throws -> NotificationReconciler<ManualClock> {
         NotificationReconciler(
-            configuration: configuration(), store: ledger,
+            configuration: configuration, store: ledger,
             source: notifications ?? Sweeps.FakeHistory(clock: clock), sink: sink, clock: clock, holder: "replica-a",
             logger: logger, rereadStore: ledger, historySource: history)
     }
@@ -293,6 +296,142 @@ struct SubscriptionRereadTests {
             #expect(
                 await Sweeps.driving(clock) { await reconciler.rereadUnsure() }
                     == .completed(subscriptions: 2, corrections: 0))
+        }
+    }
+
+    @Test("several apps: each app's reconciler re-reads its own app's subscriptions, with its own key, and no other")
+    func severalApps() async throws {
+        try await S.withLedger(.sqlite) { ledger, _ in
+            let clock = ManualClock()
+            let now = Sweeps.wall(clock)
+            let sink = Sweeps.RecordingSink()
+            let other = "com.example.other"
+            let lapsed = now.addingTimeInterval(-86_400)
+            #expect(
+                try await ledger.perform([
+                    .claim(Self.claim("a-sub", account: "acct-a", expires: lapsed)),
+                    .claim(Self.claim("b-sub", account: "acct-b", expires: lapsed, bundleID: other)),
+                ]))
+            // Each app's Server API (its own key): Apple answers a request with that app's history only.
+            let historyA = FakeTransactionHistory(clock: clock)
+            let historyB = FakeTransactionHistory(clock: clock)
+            let renewalB = Self.signed(
+                "b-sub-r1", original: "b-sub", purchase: now.addingTimeInterval(-3_600),
+                expires: now.addingTimeInterval(29 * 86_400), bundleID: other)
+            historyA.state.withLock {
+                $0.histories = [
+                    "a-sub": [
+                        Self.signed(
+                            "a-sub", original: "a-sub", purchase: lapsed.addingTimeInterval(-30 * 86_400),
+                            expires: lapsed)
+                    ]
+                ]
+            }
+            historyB.state.withLock {
+                $0.bundleID = other
+                $0.histories = [
+                    "b-sub": [
+                        Self.signed(
+                            "b-sub", original: "b-sub", purchase: lapsed.addingTimeInterval(-30 * 86_400),
+                            expires: lapsed, bundleID: other),
+                        renewalB,
+                    ]
+                ]
+            }
+            // As the runtime configures them: one lease and checkpoint row per app, labelled by its bundle id.
+            var settingsA = Self.configuration()
+            settingsA.name += "/" + Self.bundle
+            settingsA.app = Self.bundle
+            var settingsB = Self.configuration()
+            settingsB.name += "/" + other
+            settingsB.app = other
+            let reconcilerA = try Self.reconciler(ledger, historyA, sink, clock, configuration: settingsA)
+            let reconcilerB = try Self.reconciler(ledger, historyB, sink, clock, configuration: settingsB)
+            let (a, b) = await Sweeps.driving(clock) {
+                (await reconcilerA.rereadUnsure(), await reconcilerB.rereadUnsure())
+            }
+            #expect(a == .completed(subscriptions: 1, corrections: 0))
+            #expect(b == .completed(subscriptions: 1, corrections: 1))
+            #expect(historyA.requests.map(\.transactionID) == ["a-sub"])
+            #expect(historyB.requests.map(\.transactionID) == ["b-sub"])
+            let jobs = sink.jobs.withLock { $0 }
+            #expect(jobs.map(\.proof) == [.transactionID("b-sub-r1")])
+            #expect(jobs.first?.bundleID == other)
+            #expect(jobs.first?.accountID == "acct-b")
+        }
+    }
+
+    @Test("a refund reversed, its notification dropped: the re-read's reversal is decided once and restores the claim")
+    func refundReversed() async throws {
+        try await S.withLedger(.sqlite) { ledger, _ in
+            let clock = ManualClock()
+            let now = Sweeps.wall(clock)
+            let history = FakeTransactionHistory(clock: clock)
+            let sink = Sweeps.RecordingSink()
+            // The current period was refunded two days ago (the ledger revoked it); Apple reversed the refund and
+            // its REFUND_REVERSED never arrived. Apple's history states the transaction without a revocation.
+            let expires = now.addingTimeInterval(10 * 86_400)
+            let revoked = now.addingTimeInterval(-2 * 86_400)
+            #expect(
+                try await ledger.perform([
+                    .claim(Self.claim("sub-1", account: "acct-1", expires: expires, revoked: revoked))
+                ]))
+            let stated = Self.signed(
+                "sub-1", original: "sub-1", purchase: expires.addingTimeInterval(-30 * 86_400), expires: expires)
+            history.state.withLock { $0.histories = ["sub-1": [stated]] }
+            let reconciler = try Self.reconciler(ledger, history, sink, clock)
+            #expect(
+                await Sweeps.driving(clock) { await reconciler.rereadUnsure() }
+                    == .completed(subscriptions: 1, corrections: 1))
+            let job = try #require(sink.jobs.withLock { $0.first })
+            #expect(
+                job.jobID
+                    == CorrectionJob.reversalJobID(
+                        transactionID: "sub-1", expiresDate: expires, reversedRevocation: revoked))
+            #expect(CorrectionJob.transactionID(ofJobID: job.jobID) == "sub-1")
+            #expect(job.accountID == "acct-1")
+            #expect(job.proof == .transactionID("sub-1"))
+
+            // A worker decides it from Apple's Get Transaction Info, as a REFUND_REVERSED: restored for the owner.
+            let evidence = LedgerFixtures.apple([
+                PurchaseTransaction(
+                    transactionID: "sub-1", originalTransactionID: "sub-1", productID: "com.example.monthly",
+                    productType: .autoRenewable, purchaseDate: stated.purchaseDate, expiresDate: expires)
+            ])
+            let policy = LedgerFixtures.policy(now: now)
+            let verdict = try await S.settle(ledger, job, evidence, policy: policy)
+            #expect(verdict.outcome == .alreadyGranted)
+            #expect(verdict.reason == .alreadyOwned)
+            #expect(verdict.accountID == "acct-1")
+            #expect(verdict.transactions.map(\.revokedAt) == [nil])
+            let claims = try await ledger.subscriptionClaims(originalTransactionID: "sub-1")
+            #expect(claims.map(\.revokedAt) == [nil])
+            #expect(LedgerShow.state(of: try #require(claims.first), at: now) == "active")
+            // Decided once: the same job again (a redelivery, or the same state published again) is the recorded
+            // verdict, bit for bit.
+            #expect(try await S.settle(ledger, job, evidence, policy: policy) == verdict)
+            // Restored, the subscription is no longer unsure: after the interval nothing is read or published.
+            clock.advance(by: .seconds(3_601))
+            #expect(
+                await Sweeps.driving(clock) { await reconciler.rereadUnsure() }
+                    == .completed(subscriptions: 0, corrections: 0))
+            #expect(sink.jobs.withLock { $0.count } == 1)
+        }
+    }
+
+    @Test("a reversal's job id names the refund it reverses and reads back its transaction; other ids are no reversal")
+    func reversalJobIDs() {
+        let expires = Date(timeIntervalSince1970: 1_800_000_000.25)
+        let revoked = Date(timeIntervalSince1970: 1_799_000_000)
+        let id = CorrectionJob.reversalJobID(
+            transactionID: "sub-1-r1", expiresDate: expires, reversedRevocation: revoked)
+        #expect(id == "reconcile-reversal-1799000000000-sub-1-r1-1800000000250-0")
+        #expect(CorrectionJob.transactionID(ofJobID: id) == "sub-1-r1")
+        #expect(CorrectionJob.isReversal(jobID: id))
+        let plain = CorrectionJob.jobID(transactionID: "sub-1-r1", expiresDate: expires, revocationDate: nil)
+        #expect(!CorrectionJob.isReversal(jobID: plain))
+        for notOne in ["reconcile-reversal-", "reconcile-reversal-x-t-1-0", "reconcile-reversal-1-t-x-0", "job-1"] {
+            #expect(!CorrectionJob.isReversal(jobID: notOne), "\(notOne)")
         }
     }
 }
