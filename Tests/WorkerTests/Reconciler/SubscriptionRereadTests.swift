@@ -2,6 +2,7 @@ import Foundation
 import Ledger
 import Logging
 import Messages
+import Prometheus
 import RateLimiter
 import Synchronization
 import Testing
@@ -97,7 +98,10 @@ struct SubscriptionRereadTests {
         NotificationReconciler(
             configuration: configuration, store: ledger,
             source: notifications ?? Sweeps.FakeHistory(clock: clock), sink: sink, clock: clock, holder: "replica-a",
-            logger: logger, rereadStore: ledger, historySource: history)
+            logger: logger, rereadStore: ledger, historySource: history,
+            // Its own registry: the process-wide one refuses a name both with and without the `app` label, which
+            // tests running side by side would otherwise mix.
+            metricsFactory: PrometheusMetricsFactory(registry: PrometheusCollectorRegistry()))
     }
 
     @Test("billing retry, renewal notification dropped: the renewal is published for the owner and corrects the ledger")
