@@ -41,14 +41,17 @@ struct EntitlementConsoleBrowserTests {
         }
     }
 
-    /// Runs the browser script against `url`; the screenshot (after the last lookup) goes to `screenshot`.
-    static func browse(url: String, token: String, queries: [String], screenshot: URL? = nil) async throws -> PageReport
-    {
+    /// Runs the browser script against `url`; the screenshot (after the last lookup) goes to `screenshot`, and one
+    /// after each lookup to `screenshotDirectory` (`1.png`, `2.png`, …).
+    static func browse(
+        url: String, token: String, queries: [String], screenshot: URL? = nil, screenshotDirectory: URL? = nil
+    ) async throws -> PageReport {
         let done = try await TestCommand.run(
             [
                 "python3", TestEnvironment.packageRoot.appendingPathComponent("scripts/console-browser.py").path,
                 "--url", url, "--token", token,
-            ] + queries.flatMap { ["--query", $0] } + (screenshot.map { ["--screenshot", $0.path] } ?? []))
+            ] + queries.flatMap { ["--query", $0] } + (screenshot.map { ["--screenshot", $0.path] } ?? [])
+                + (screenshotDirectory.map { ["--screenshot-dir", $0.path] } ?? []))
         guard done.succeeded else {
             throw MissingResource(
                 what: "a working headless Chromium (\(done.errors.trimmingCharacters(in: .whitespacesAndNewlines)))",
