@@ -142,4 +142,47 @@ struct EntitlementRejectionStoreTests {
             #expect(try await store.transactions(matching: "GPA.nothing").isEmpty)
         }
     }
+
+    @Test(
+        "a store of schema 3 is upgraded: its rejections are told from its JSON and bounded by the next one",
+        arguments: Backend.allCases)
+    func upgradeFlagsOldRejections(_ backend: Backend) async throws {
+        try await EntitlementStoreTests.withStore(backend, upTo: 3) { store, execute in
+            let instant =
+                backend == .sqlite
+                ? String(Int64(F.at(10).timeIntervalSince1970 * 1000))
+                : "'\(RFC3339.format(F.at(10)))'::timestamptz"
+            func row(_ json: String) -> String {
+                "INSERT INTO ent_history (account_id, event_id, entry_json) VALUES ('old', NULL, '\(json)')"
+            }
+            let at = RFC3339.format(F.at(10))
+            try await execute([
+                """
+                INSERT INTO ent_accounts (account_id, first_seen, last_decided_at, updated_at)
+                VALUES ('old', \(instant), \(instant), \(instant))
+                """,
+                row(
+                    #"{"sequence":0,"account_id":"old","kind":"verdict","recorded_at":"\#(at)","job_id":"old-grant","#
+                        + #""outcome":"granted","effect":"applied","transactions":[],"notes":[]}"#),
+                row(
+                    #"{"sequence":0,"account_id":"old","kind":"verdict","recorded_at":"\#(at)","job_id":"old-junk-1","#
+                        + #""outcome":"rejected","reason":"malformed","effect":"no_change","transactions":[],"notes":[]}"#
+                ),
+                row(
+                    #"{"sequence":0,"account_id":"old","kind":"ignored","recorded_at":"\#(at)","outcome":"maybe","#
+                        + #""effect":"ignored","problem":"unknown_outcome: x","transactions":[],"notes":[]}"#),
+                row(
+                    #"{"sequence":0,"account_id":"old","kind":"verdict","recorded_at":"\#(at)","job_id":"old-junk-2","#
+                        + #""outcome":"unverifiable","reason":"apple_unavailable","effect":"no_change","#
+                        + #""transactions":[],"notes":[]}"#),
+            ])
+            try await store.migrate()
+            #expect(try await store.history(of: "old", before: nil, limit: 50).count == 4)
+            // Two kept: the new one and the newest old one; the grant is not a rejection.
+            _ = try await store.project(
+                Self.batch([Self.rejection(1, account: "old")], limit: 2), catalog: F.catalog, recordedAt: F.at(20))
+            let history = try await store.history(of: "old", before: nil, limit: 50)
+            #expect(history.map { $0.jobID ?? $0.kind.rawValue } == ["junk-old-1", "old-junk-2", "old-grant"])
+        }
+    }
 }

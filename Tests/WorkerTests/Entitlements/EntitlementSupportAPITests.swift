@@ -153,6 +153,42 @@ struct EntitlementSupportAPITests {
         }
     }
 
+    @Test("the new answers match their schemas: an owner, revocations, a lookup by order id, a session")
+    func schemas() async throws {
+        let revoke = F.verdict(
+            "revoke", account: Self.owner, .rejected, reason: .revoked, decided: 4 * F.day,
+            transactions: [F.transaction("2000000111", product: "lifetime", purchased: 1 * F.day, revoked: 4 * F.day)])
+        let raw = [
+            F.verdictJSON(
+                revoke,
+                replacing: [
+                    "transactions": [
+                        Self.transactionJSON(
+                            of: revoke, extra: ["revocation_type": "REFUND_PRORATED", "revocation_percentage": 25_000])
+                    ]
+                ])
+        ]
+        try await EntitlementAPIHarness.with(verdicts: Self.verdicts, raw: raw, tokensFile: Self.scopedTokens) { h in
+            let history = [
+                try await h.get("/v1/accounts/\(Self.replayer)/history").body,
+                try await h.get("/v1/accounts/\(Self.replayer)/history", token: EntitlementAPIHarness.otherToken).body,
+                try await h.get("/v1/accounts/\(Self.owner)/history").body,
+            ]
+            #expect(String(decoding: history[0], as: UTF8.self).contains("owner_account_id"))
+            #expect(String(decoding: history[2], as: UTF8.self).contains("REFUND_PRORATED"))
+            #expect(
+                try await SchemaValidator.validate(history, schema: "entitlements-history.v1.schema.json")
+                    == ["ok", "ok", "ok"])
+            let lookups = [
+                try await h.get("/v1/transactions/GPA.9999-0000-1111-22223..0").body,
+                try await h.get("/v1/transactions/play-token-9").body,
+            ]
+            #expect(
+                try await SchemaValidator.validate(lookups, schema: "entitlements-transaction.v1.schema.json")
+                    == ["ok", "ok"])
+        }
+    }
+
     /// The verdict's first transaction as the worker writes it, with `extra` fields added.
     static func transactionJSON(of verdict: Verdict, extra: [String: Any]) -> [String: Any] {
         let object = try! JSONSerialization.jsonObject(with: Data(MessageCodec().encode(verdict))) as! [String: Any]
