@@ -87,7 +87,8 @@ struct EntitlementConsoleBrowserTests {
 
         #expect(page.externalResources.isEmpty)
         #expect(page.wrongTokenMessage == "That token is not valid.")
-        #expect(page.caller == "Signed in as demo")
+        // The demo's token is support staff's: a replayed purchase names its owner.
+        #expect(page.caller == "Signed in as demo (support)")
         let premium = page.lookups[0]
         #expect(premium.found && premium.account == premiumAccount)
         #expect(premium.summary.contains("premium is active"))
@@ -101,7 +102,10 @@ struct EntitlementConsoleBrowserTests {
         #expect(replayed.found && replayed.account == replayedAccount)
         #expect(replayed.summary.hasPrefix("No entitlement"))
         #expect(
-            replayed.timeline.contains { $0.contains("Rejected") && $0.contains("already owned by another account") })
+            replayed.timeline.contains {
+                $0.contains("Rejected") && $0.contains("already owned by another account")
+                    && $0.contains("This purchase belongs to another account: ")
+            })
         let byTransaction = page.lookups[2]
         #expect(byTransaction.account == premiumAccount)
         #expect(byTransaction.note.contains("belongs to this account"))
