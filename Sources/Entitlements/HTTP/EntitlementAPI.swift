@@ -261,13 +261,22 @@ public final class EntitlementAPI: Service, Sendable {
     }
 
     /// The account this store recorded as owning a transaction of a `replayed` verdict, when it is not `account`:
-    /// the worker's ledger granted it there, and the same verdicts brought it here.
+    /// the worker's ledger granted it there, and the same verdicts brought it here. A subscription's period this
+    /// store never saw is answered by the owner of its subscription (original id).
     private func owner(of entry: HistoryEntry, other account: String) async throws -> String? {
         let store = entry.store ?? .appStore
         for item in entry.transactions {
             let found = try await self.store.transactions(matching: item.transactionID)
             if let owned = found.first(where: {
                 $0.transactionID == item.transactionID && $0.store == store && $0.accountID != account
+            }) {
+                return owned.accountID
+            }
+        }
+        for original in Set(entry.transactions.compactMap(\.originalTransactionID)) {
+            let found = try await self.store.transactions(matching: original)
+            if let owned = found.first(where: {
+                $0.originalTransactionID == original && $0.store == store && $0.accountID != account
             }) {
                 return owned.accountID
             }

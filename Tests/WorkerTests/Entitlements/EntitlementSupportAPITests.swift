@@ -65,6 +65,25 @@ struct EntitlementSupportAPITests {
         }
     }
 
+    @Test("a replayed subscription period this store never saw is answered by its subscription's owner")
+    func replayedRenewalOwner() async throws {
+        let verdicts = [
+            F.verdict(
+                "sub", account: Self.owner, .granted, decided: 1 * F.day,
+                transactions: [F.transaction("2000000555", purchased: 1 * F.day, expires: 31 * F.day)]),
+            F.verdict(
+                "replay-renewal", account: Self.replayer, .rejected, reason: .replayed, decided: 32 * F.day,
+                transactions: [
+                    F.transaction("2000000999", original: "2000000555", purchased: 31 * F.day, expires: 61 * F.day)
+                ], by: .ledger),
+        ]
+        try await EntitlementAPIHarness.with(verdicts: verdicts, tokensFile: Self.scopedTokens) { h in
+            let entry = try #require(
+                (try await h.get("/v1/accounts/\(Self.replayer)/history").json["entries"] as? [[String: Any]])?.first)
+            #expect(entry["owner_account_id"] as? String == Self.owner)
+        }
+    }
+
     @Test("a purchase is looked up by a Google Play order id and purchase token, matched_by naming which")
     func lookupByOrder() async throws {
         try await EntitlementAPIHarness.with(verdicts: Self.verdicts) { h in
