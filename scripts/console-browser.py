@@ -2,10 +2,12 @@
 """Drives the entitlement console in headless Chromium through chromedriver's WebDriver API (standard library only).
 
     console-browser.py --url http://127.0.0.1:PORT/console --token TOKEN --query ID [--query ID…] [--screenshot out.png]
+                       [--screenshot-dir DIR]
 
 Starts chromedriver on a free port, signs in with a wrong token first (the page must refuse it), then with TOKEN,
 looks up each ID in turn, waits for each answer and prints one JSON object with what the page showed for each
-(texts of the summary, the tables and the timeline). The screenshot is taken after the last lookup. Exit status 0
+(texts of the summary, the tables and the timeline). The screenshot is taken after the last lookup; with
+--screenshot-dir, one after each lookup too (DIR/1.png, DIR/2.png, …). Exit status 0
 when the page answered; 2 with a message when a step failed.
 """
 import argparse
@@ -70,6 +72,7 @@ def main():
     parser.add_argument("--token", required=True)
     parser.add_argument("--query", required=True, action="append")
     parser.add_argument("--screenshot")
+    parser.add_argument("--screenshot-dir")
     parser.add_argument("--chromium", default=shutil.which("chromium") or "/usr/bin/chromium")
     parser.add_argument("--chromedriver", default=shutil.which("chromedriver") or "/usr/bin/chromedriver")
     arguments = parser.parse_args()
@@ -124,7 +127,7 @@ def main():
             what="the signed-in view")
 
         result["lookups"] = []
-        for wanted in arguments.query:
+        for number, wanted in enumerate(arguments.query, start=1):
             query = driver.find("#query")
             driver.s("POST", f"/element/{query}/clear", {})
             driver.s("POST", f"/element/{query}/value", {"text": wanted})
@@ -148,6 +151,9 @@ def main():
                         .map(li => li.textContent.replace(/\\s+/g, ' ').trim()),
                 };
             """, wanted))
+            if arguments.screenshot_dir:
+                with open(os.path.join(arguments.screenshot_dir, f"{number}.png"), "wb") as handle:
+                    handle.write(base64.b64decode(driver.s("GET", "/screenshot")))
         if arguments.screenshot:
             png = base64.b64decode(driver.s("GET", "/screenshot"))
             with open(arguments.screenshot, "wb") as handle:

@@ -81,7 +81,8 @@ package struct DemoEntitlements: Sendable {
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         let token = (0..<4).map { _ in String(UInt64.random(in: .min ... .max), radix: 16) }.joined()
         let tokensFile = directory.appendingPathComponent("tokens")
-        try "demo:\(token)\n".write(to: tokensFile, atomically: true, encoding: .utf8)
+        // Whoever runs the demo is its support staff: the console names the owner of a replayed purchase.
+        try "demo:\(token) support\n".write(to: tokensFile, atomically: true, encoding: .utf8)
         var sources = ConfigurationSources(table: EntitlementsConfiguration.table)
         try sources.addFlags([
             "brokers": bootstrap, "entitlements_group_id": "verify-demo-entitlements",
@@ -92,7 +93,8 @@ package struct DemoEntitlements: Sendable {
         ])
         let configuration = try EntitlementsConfiguration(sources)
         let service = try EntitlementsService(
-            configuration: configuration, catalog: Self.catalog, tokens: try AccessTokens(contents: "demo:\(token)"),
+            configuration: configuration, catalog: Self.catalog,
+            tokens: try AccessTokens(contents: "demo:\(token) support"),
             logger: logger)
         return Prepared(service: service, token: token, directory: directory)
     }

@@ -15,6 +15,7 @@ public struct EntitlementsConfiguration: Sendable {
     public var port: Int
     public var host: String
     public var batchSize: Int
+    public var rejectionsPerAccount: Int
     public var maximumMessageBytes: Int
     public var rateLimit: Double
     public var rateBurst: Int
@@ -53,6 +54,10 @@ public struct EntitlementsConfiguration: Sendable {
         .init(
             "entitlements_batch_size", default: "2000",
             "Most verdicts projected in one database transaction (fewer commits: 2000 gave ~25 % more than 500)."),
+        .init(
+            "entitlements_rejections_per_account", default: "20",
+            "Rejected verdicts (and ignored messages) each account's history keeps, the newest; older ones are dropped "
+                + "(0: none kept, and an account with only rejections stays unknown)."),
         .init("max_message_bytes", default: "1048576", "Largest verdict read; larger ones are ignored (and counted)."),
         .init("entitlements_rate_limit", default: "200", "API requests per second per token."),
         .init("entitlements_rate_burst", default: "400", "API requests a token may send at once after a pause."),
@@ -107,6 +112,7 @@ public struct EntitlementsConfiguration: Sendable {
         port = try reader.int("entitlements_port", in: 0...65535)
         host = try reader.string("entitlements_host")
         batchSize = try reader.int("entitlements_batch_size", in: 1...10_000)
+        rejectionsPerAccount = try reader.int("entitlements_rejections_per_account", in: 0...10_000)
         maximumMessageBytes = try reader.int("max_message_bytes", in: 1024...(64 << 20))
         rateLimit = try reader.double("entitlements_rate_limit", in: 0.1...1_000_000)
         rateBurst = try reader.int("entitlements_rate_burst", in: 1...1_000_000)

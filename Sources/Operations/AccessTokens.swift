@@ -8,11 +8,20 @@ import Messages
 /// lines and spaces around a line are ignored. The label names the caller in logs and rate limits; the token itself
 /// is never logged or kept: only its SHA-256 digest is held, and a presented token is compared with every digest in
 /// constant time.
+///
+/// A line may end, after a space, with scopes that widen what its token may see: `support-alice:TOKEN support`.
+/// The only scope is ``supportScope``: the entitlement API shows such a caller which account owns a purchase that
+/// was replayed to another; every other caller is told only that another account owns it.
 public struct AccessTokens: Sendable {
     struct Entry: Sendable {
         let label: String
         let digest: [UInt8]
+        var scopes: Set<String> = []
     }
+
+    /// The scope of support staff's tokens (``scopes(of:)``).
+    public static let supportScope = "support"
+    static let knownScopes: Set<String> = [supportScope]
 
     private let entries: [Entry]
 
@@ -32,13 +41,22 @@ public struct AccessTokens: Sendable {
             let line = rawLine.trimmingCharacters(in: .whitespaces)
             if line.isEmpty || line.hasPrefix("#") { continue }
             var label = "token-\(index + 1)"
-            var token = line
+            var rest = line
             if let colon = line.firstIndex(of: ":") {
                 label = String(line[..<colon]).trimmingCharacters(in: .whitespaces)
-                token = String(line[line.index(after: colon)...]).trimmingCharacters(in: .whitespaces)
+                rest = String(line[line.index(after: colon)...]).trimmingCharacters(in: .whitespaces)
                 guard Identifier.isValid(label), label.count <= 64, !label.contains(" ") else {
                     throw TokensFileError(line: index + 1, "the label must be 1 to 64 characters without spaces")
                 }
+            }
+            let words = rest.split(whereSeparator: { $0 == " " || $0 == "\t" }).map(String.init)
+            let token = words.first ?? ""
+            let scopes = Set(words.dropFirst())
+            // The word is not quoted: it may be the second half of a token written with a space.
+            guard scopes.isSubset(of: Self.knownScopes) else {
+                throw TokensFileError(
+                    line: index + 1,
+                    "after the token, only scopes may follow (\(Self.knownScopes.sorted().joined(separator: ", ")))")
             }
             guard token.utf8.count >= Self.minimumLength, token.utf8.count <= Self.maximumLength,
                 token.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F })
@@ -51,7 +69,7 @@ public struct AccessTokens: Sendable {
             guard !entries.contains(where: { $0.label == label }) else {
                 throw TokensFileError(line: index + 1, "the label \(label) is used twice")
             }
-            entries.append(Entry(label: label, digest: Array(SHA256.hash(data: Array(token.utf8)))))
+            entries.append(Entry(label: label, digest: Array(SHA256.hash(data: Array(token.utf8))), scopes: scopes))
         }
         guard !entries.isEmpty else { throw TokensFileError(line: 0, "the file holds no token") }
         self.entries = entries
@@ -66,6 +84,9 @@ public struct AccessTokens: Sendable {
 
     /// These tokens and `other`'s.
     public func adding(_ other: AccessTokens) -> AccessTokens { AccessTokens(entries: entries + other.entries) }
+
+    /// The scopes of the token labelled `label` (labels are unique in a file).
+    public func scopes(of label: String) -> Set<String> { entries.first { $0.label == label }?.scopes ?? [] }
 
     /// The label of the token, or nil. Every stored digest is compared, whole, whatever matches: the time taken
     /// does not depend on which token (or how much of one) was right.

@@ -76,6 +76,7 @@ enum ConsoleCSS {
         .timeline > li:last-child { border-bottom: none; }
         .timeline .when { color: var(--muted); font-size: 12.5px; }
         .timeline .what { font-weight: 500; }
+        .timeline .owner { color: #9a3412; margin-top: 2px; }
         .timeline .why { margin-top: 3px; color: var(--ink); }
         .timeline .meta { margin-top: 4px; color: var(--muted); font-size: 12px; }
         .timeline .notes { margin: 4px 0 0; padding-left: 18px; color: var(--muted); font-size: 12.5px; }

@@ -34,7 +34,7 @@ enum ConsoleHTML {
           <section id="app" hidden>
             <form id="search" class="search" autocomplete="off">
               <label for="query" class="visually-hidden">Account, transaction or original transaction id</label>
-              <input id="query" name="query" placeholder="Account id, transaction id or original transaction id (either store)" required spellcheck="false">
+              <input id="query" name="query" placeholder="Account id, transaction id, original transaction id, or a Google Play order id or purchase token" required spellcheck="false">
               <button type="submit" class="primary">Look up</button>
             </form>
             <p id="status" class="status" role="status"></p>

@@ -59,11 +59,11 @@ enum ConsoleScript {
             error.hidden = !message;
             $('token').focus();
           }
-          function showApp(caller) {
+          function showApp(caller, scopes) {
             $('login').hidden = true;
             $('app').hidden = false;
             $('session').hidden = false;
-            $('caller').textContent = 'Signed in as ' + caller;
+            $('caller').textContent = 'Signed in as ' + caller + ((scopes || []).indexOf('support') >= 0 ? ' (support)' : '');
             $('query').focus();
           }
           function signOut(message) {
@@ -80,7 +80,7 @@ enum ConsoleScript {
             if (result.status === 200) {
               const body = await result.json();
               sessionStorage.setItem(storageKey, token);
-              showApp(body.caller);
+              showApp(body.caller, body.scopes);
               const wanted = new URLSearchParams(location.hash.slice(1)).get('q');
               if (wanted) { $('query').value = wanted; lookup(wanted); }
             } else if (result.status === 429) {
@@ -93,33 +93,65 @@ enum ConsoleScript {
             }
           }
 
+          // How each transaction was revoked, as the verdicts in the timeline say (revocation_type, _percentage).
+          let revocations = {};
+          function collectRevocations(entries) {
+            for (const entry of entries) {
+              for (const r of entry.revocations || []) {
+                if (r.revocation_type && !revocations[r.transaction_id]) revocations[r.transaction_id] = r;
+              }
+            }
+          }
+          function percent(milliunits) {
+            const tenths = Math.round(milliunits / 100);
+            return (tenths % 10 === 0 ? String(tenths / 10) : (tenths / 10).toFixed(1)) + ' %';
+          }
+          // The words for a revoked transaction: refunded, refunded in part (with its share), or Family Sharing ended.
+          function revokedLabel(transactionID) {
+            const r = revocations[transactionID];
+            if (r && r.revocation_type === 'FAMILY_REVOKE') return ['Family Sharing ended', 'bad', 'Family Sharing of the purchase ended for this member'];
+            if (r && r.revocation_type === 'REFUND_PRORATED') {
+              const share = r.revocation_percentage != null ? ' ' + percent(r.revocation_percentage) : '';
+              return ['Partly refunded' + share, 'bad', 'the purchase was partly refunded' + (share ? ' (' + share.trim() + ')' : '')];
+            }
+            return ['Refunded', 'bad', 'the purchase was refunded'];
+          }
           function statusOf(entitlement, transactions) {
             if (entitlement.active && entitlement.in_grace_period) return ['Grace period', 'warn'];
             if (entitlement.active) return ['Active', 'ok'];
             const speaking = transactions.find((t) => t.original_transaction_id === entitlement.original_transaction_id &&
               t.product_id === entitlement.product_id && t.revoked_at);
-            if (speaking) return ['Refunded', 'bad'];
+            if (speaking) return revokedLabel(speaking.transaction_id);
             const latest = transactions.filter((t) => t.original_transaction_id === entitlement.original_transaction_id)
               .sort((a, b) => (b.purchase_date || '').localeCompare(a.purchase_date || ''))[0];
-            if (latest && latest.state === 'on_hold') return ['Account hold', 'warn'];
-            if (latest && latest.state === 'paused') return ['Paused', 'off'];
+            if (latest && latest.state === 'on_hold') {
+              return ['Account hold', 'warn', 'on account hold while Google Play retries the payment'];
+            }
+            if (latest && latest.state === 'paused') return ['Paused', 'off', 'the customer paused the subscription'];
             return ['Expired', 'off'];
           }
 
-          function summarize(entitlements, transactions, consumables) {
+          function summarize(entitlements, transactions, consumables, entries) {
             if (entitlements.length === 0) {
               const units = consumables.reduce((sum, c) => sum + c.count, 0);
-              return units > 0 ? 'No entitlement. ' + units + ' consumable unit(s) bought.'
-                : 'No entitlement: no verdict granting one has been read for this account.';
+              if (units > 0) return 'No entitlement. ' + units + ' consumable unit(s) bought.';
+              const newest = entries.find((e) => e.kind === 'verdict');
+              if (newest && newest.belongs_to_another_account) {
+                return 'No entitlement: the purchase this account sent belongs to another account' +
+                  (newest.owner_account_id ? ' (' + newest.owner_account_id + ').' : '.');
+              }
+              if (newest && newest.outcome !== 'granted' && newest.outcome !== 'already_granted') {
+                return 'No entitlement: the newest verdict was ' + newest.outcome + (newest.reason ? ' (' + newest.reason + ')' : '') +
+                  '. ' + (newest.explanation || '');
+              }
+              return 'No entitlement: no verdict granting one has been read for this account.';
             }
             const ordered = entitlements.slice().sort((a, b) => (b.active ? 1 : 0) - (a.active ? 1 : 0));
             const parts = ordered.map((e) => {
-              const [label] = statusOf(e, transactions);
               if (e.active && e.in_grace_period) return e.id + ' is active in a billing grace period until ' + day(e.expires_at);
               if (e.active) return e.id + ' is active' + (e.expires_at ? ' until ' + day(e.expires_at) : ' (does not expire)');
-              if (label === 'Refunded') return e.id + ' is not active: the purchase was refunded';
-              if (label === 'Account hold') return e.id + ' is not active: on account hold while Google Play retries the payment';
-              if (label === 'Paused') return e.id + ' is not active: the customer paused the subscription';
+              const status = statusOf(e, transactions);
+              if (status.length === 3) return e.id + ' is not active: ' + status[2];
               return e.id + ' is not active: it expired on ' + day(e.expires_at);
             });
             return parts.join('. ') + '.';
@@ -179,7 +211,7 @@ enum ConsoleScript {
               }
               if (t.order_id && t.order_id !== t.transaction_id) id.appendChild(el('div', 'muted small', 'order ' + t.order_id));
               cell(row, t.product_id, 'mono');
-              const [label, kind] = stateBadges[t.state] || [t.state, 'off'];
+              const [label, kind] = t.state === 'revoked' ? revokedLabel(t.transaction_id) : (stateBadges[t.state] || [t.state, 'off']);
               const stateCell = cell(row, badge(t.in_grace_period ? 'Grace period' : label, t.in_grace_period ? 'warn' : kind));
               if (t.quantity > 1) stateCell.appendChild(el('div', 'muted small', '× ' + t.quantity));
               cell(row, when(t.purchase_date));
@@ -227,6 +259,11 @@ enum ConsoleScript {
                 kindCell.appendChild(badge(label, kind));
                 if (entry.reason) kindCell.appendChild(el('div', 'meta mono', entry.reason));
                 body.appendChild(el('div', 'what', entry.explanation));
+                if (entry.belongs_to_another_account) {
+                  body.appendChild(el('div', 'what owner', entry.owner_account_id
+                    ? 'This purchase belongs to another account: ' + entry.owner_account_id + '.'
+                    : 'This purchase belongs to another account (its id is shown to support staff only).'));
+                }
                 const products = (entry.transactions || []).map((t) => t.product_id + ' ' + t.transaction_id).join(', ');
                 let meta = 'verdict ' + entry.verdict_id + ' · ' + storeName(entry.store) + ' · decided by ' + entry.decided_by;
                 if (products) meta += ' · ' + products;
@@ -256,7 +293,9 @@ enum ConsoleScript {
             if (!token) return;
             if (byTransaction.status === 200) {
               account = byTransaction.body.account_id;
-              note = (byTransaction.body.matched_by === 'transaction_id' ? 'Transaction ' : 'Original transaction ') + query +
+              const matchedNames = { transaction_id: 'Transaction ', original_transaction_id: 'Original transaction ',
+                order_id: 'Order ', purchase_token: 'Purchase token ' };
+              note = (matchedNames[byTransaction.body.matched_by] || 'Transaction ') + query +
                 ' belongs to this account (' + byTransaction.body.state + ').';
             } else if (byTransaction.status === 400) {
               setStatus(byTransaction.body ? byTransaction.body.message : 'That id cannot be looked up.', true);
@@ -284,7 +323,10 @@ enum ConsoleScript {
             const asOf = entitlements.body.as_of;
             $('as-of').textContent = asOf ? 'Projection has read verdicts up to ' + when(asOf) : 'No verdict read yet';
             const list = transactions.body.transactions;
-            $('summary').textContent = summarize(entitlements.body.entitlements, list, entitlements.body.consumables);
+            revocations = {};
+            collectRevocations(timeline.body.entries);
+            $('summary').textContent = summarize(entitlements.body.entitlements, list, entitlements.body.consumables,
+              timeline.body.entries);
             renderPills(entitlements.body.entitlements, list);
             $('match-note').textContent = note || '';
             $('match-note').hidden = !note;

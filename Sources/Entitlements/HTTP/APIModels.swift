@@ -251,25 +251,39 @@ enum APIModels {
     struct Entry: Encodable {
         var entry: HistoryEntry
         var explanation: String?
+        /// A `replayed` verdict whose purchase this store records as another account's.
+        var belongsToAnotherAccount = false
+        /// That account, for a caller with the `support` scope only.
+        var ownerAccountID: String?
 
         func encode(to encoder: any Encoder) throws {
             try entry.encode(to: encoder)
             var c = encoder.container(keyedBy: ExtraKeys.self)
             try c.encode(explanation, forKey: .explanation)
+            if belongsToAnotherAccount {
+                try c.encode(true, forKey: .belongsToAnotherAccount)
+                try c.encodeIfPresent(ownerAccountID, forKey: .ownerAccountID)
+            }
         }
-        enum ExtraKeys: String, CodingKey { case explanation }
+        enum ExtraKeys: String, CodingKey {
+            case explanation
+            case belongsToAnotherAccount = "belongs_to_another_account"
+            case ownerAccountID = "owner_account_id"
+        }
     }
 
     struct Session: Encodable {
         var caller: String
+        var scopes: [String]
         var asOf: Date?
         enum CodingKeys: String, CodingKey {
-            case caller
+            case caller, scopes
             case asOf = "as_of"
         }
         func encode(to encoder: any Encoder) throws {
             var c = encoder.container(keyedBy: CodingKeys.self)
             try c.encode(caller, forKey: .caller)
+            try c.encode(scopes, forKey: .scopes)
             try c.encode(asOf, forKey: .asOf)
         }
     }

@@ -101,7 +101,9 @@ public final class EntitlementAPI: Service, Sendable {
             readiness: readiness)
         router.get("v1/session") { request, context in
             await self.guarded(request, context, route: "session") { caller in
-                APIModels.Session(caller: caller, asOf: try await self.store.progress().asOf)
+                APIModels.Session(
+                    caller: caller, scopes: self.tokens.scopes(of: caller).sorted(),
+                    asOf: try await self.store.progress().asOf)
             }
         }
         router.get("v1/accounts/:account/entitlements") { request, context in
@@ -115,8 +117,10 @@ public final class EntitlementAPI: Service, Sendable {
             }
         }
         router.get("v1/accounts/:account/history") { request, context in
-            await self.guarded(request, context, route: "history") { _ in
-                try await self.history(account: try Self.identifier(context, "account"), request: request)
+            await self.guarded(request, context, route: "history") { caller in
+                try await self.history(
+                    account: try Self.identifier(context, "account"), request: request,
+                    support: self.tokens.scopes(of: caller).contains(AccessTokens.supportScope))
             }
         }
         router.get("v1/transactions/:transaction") { request, context in
@@ -211,7 +215,7 @@ public final class EntitlementAPI: Service, Sendable {
             transactions: ordered.map { APIModels.Transaction($0, catalog: catalog, at: instant) })
     }
 
-    private func history(account: String, request: Request) async throws -> any Encodable {
+    private func history(account: String, request: Request, support: Bool) async throws -> any Encodable {
         let query = request.uri.queryParameters
         var limit = 50
         if let text = query["limit"] {
@@ -231,18 +235,53 @@ public final class EntitlementAPI: Service, Sendable {
         guard try await store.account(account) != nil else { throw try await unknownAccount() }
         let entries = try await store.history(of: account, before: before, limit: limit + 1)
         let page = Array(entries.prefix(limit))
+        var shown: [APIModels.Entry] = []
+        for entry in page {
+            let explanation: String? =
+                switch entry.kind {
+                case .verdict:
+                    ReasonText.explain(
+                        outcome: entry.outcome, reason: entry.reason, store: entry.store,
+                        revocations: entry.revocations)
+                case .event: entry.event.map { ReasonText.explain(event: $0.kind, store: $0.store) }
+                case .ignored: entry.problem.map(ReasonText.explain(problem:))
+                }
+            var item = APIModels.Entry(entry: entry, explanation: explanation)
+            if entry.kind == .verdict, entry.reason == Verdict.Reason.replayed.rawValue,
+                let owner = try await owner(of: entry, other: account)
+            {
+                item.belongsToAnotherAccount = true
+                item.ownerAccountID = support ? owner : nil
+            }
+            shown.append(item)
+        }
         return APIModels.History(
-            accountID: account, asOf: try await store.progress().asOf,
-            entries: page.map { entry in
-                let explanation: String? =
-                    switch entry.kind {
-                    case .verdict: ReasonText.explain(outcome: entry.outcome, reason: entry.reason, store: entry.store)
-                    case .event: entry.event.map { ReasonText.explain(event: $0.kind, store: $0.store) }
-                    case .ignored: entry.problem.map(ReasonText.explain(problem:))
-                    }
-                return APIModels.Entry(entry: entry, explanation: explanation)
-            },
+            accountID: account, asOf: try await store.progress().asOf, entries: shown,
             nextBefore: entries.count > limit ? page.last?.sequence : nil)
+    }
+
+    /// The account this store recorded as owning a transaction of a `replayed` verdict, when it is not `account`:
+    /// the worker's ledger granted it there, and the same verdicts brought it here. A subscription's period this
+    /// store never saw is answered by the owner of its subscription (original id).
+    private func owner(of entry: HistoryEntry, other account: String) async throws -> String? {
+        let store = entry.store ?? .appStore
+        for item in entry.transactions {
+            let found = try await self.store.transactions(matching: item.transactionID)
+            if let owned = found.first(where: {
+                $0.transactionID == item.transactionID && $0.store == store && $0.accountID != account
+            }) {
+                return owned.accountID
+            }
+        }
+        for original in Set(entry.transactions.compactMap(\.originalTransactionID)) {
+            let found = try await self.store.transactions(matching: original)
+            if let owned = found.first(where: {
+                $0.originalTransactionID == original && $0.store == store && $0.accountID != account
+            }) {
+                return owned.accountID
+            }
+        }
+        return nil
     }
 
     private func transaction(id: String) async throws -> any Encodable {
@@ -254,10 +293,10 @@ public final class EntitlementAPI: Service, Sendable {
         let ordered = found.sorted {
             ($0.purchaseDate ?? .distantPast, $0.transactionID) > ($1.purchaseDate ?? .distantPast, $1.transactionID)
         }
-        let direct = ordered.first { $0.transactionID == id }
-        let speaking = direct ?? ordered[0]
+        let matched = TransactionMatch.kind(of: ordered, for: id) ?? .originalTransactionID
+        let speaking = ordered.first { $0.transactionID == id } ?? ordered[0]
         return APIModels.TransactionLookup(
-            transactionID: id, matchedBy: direct != nil ? "transaction_id" : "original_transaction_id",
+            transactionID: id, matchedBy: matched.rawValue,
             accountID: speaking.accountID, state: speaking.state(at: instant), asOf: try await store.progress().asOf,
             transactions: ordered.map { APIModels.Transaction($0, catalog: catalog, at: instant) })
     }

@@ -59,7 +59,52 @@ public enum ReasonText {
         "apple_rejected": "Apple refused the request (for example an account or secret problem). Nothing was granted.",
         "already_owned": "This account already owns the purchase: nothing new to grant.",
         "unclaimed": "An App Store notification about a subscription no account owns. Nothing was changed.",
+        "job_id_reused":
+            "The job id was already used for another purchase or account, so this proof was not decided again. "
+            + "The app must send a new job id for a new attempt. Nothing was granted.",
+        "account_token_mismatch":
+            "The purchase was made for another account (its appAccountToken is not this account's). Nothing was "
+            + "granted.",
+        "wrong_app": "A notification for another app. Nothing was changed.",
+        "notification_recorded":
+            "A store notification about no purchase (a test, a summary or a consent change): recorded, nothing "
+            + "changed.",
+        "google_play_unavailable":
+            "Google Play could not be reached before the deadline; nothing was decided. The customer may retry.",
+        "google_play_rejected": "Google Play refused the request about this purchase. Nothing was granted.",
+        "purchase_not_found":
+            "Google Play knows no such purchase for this app (forged, another app's, or gone). Nothing was granted.",
+        "purchase_pending": "The purchase awaits payment: nothing is granted until it is paid and sent again.",
     ]
+
+    /// A verdict's explanation, told more precisely when it states how its transactions were revoked: a partial
+    /// refund with its share, a family member's access removed.
+    public static func explain(
+        outcome: String?, reason: String?, store: Store? = nil, revocations: [TransactionRevocation]?
+    ) -> String? {
+        guard let revocation = revocations?.first(where: { $0.type != nil }), let type = revocation.type else {
+            return explain(outcome: outcome, reason: reason, store: store)
+        }
+        let who = name(of: store)
+        switch type {
+        case TransactionRevocation.familyRevoke:
+            return "Family Sharing ended for this member (the purchaser stopped sharing or left the family): this "
+                + "account's access ends. Nothing was refunded to it."
+        case TransactionRevocation.refundProrated:
+            let share = revocation.percentage.map { " (\(percent($0)) of the price)" } ?? ""
+            return "\(who) refunded part of the purchase\(share), prorated: its entitlement ends."
+        case TransactionRevocation.refundFull:
+            return "\(who) refunded the purchase in full: its entitlement ends."
+        default:
+            return explain(outcome: outcome, reason: reason, store: store)
+        }
+    }
+
+    /// A share in thousandths of a percent (40000) as text ("40 %", "33.3 %").
+    static func percent(_ milliunits: Int) -> String {
+        let tenths = (milliunits + 50) / 100
+        return tenths % 10 == 0 ? "\(tenths / 10) %" : "\(tenths / 10).\(tenths % 10) %"
+    }
 
     public static func explain(event: LifecycleEvent.Kind, store: Store = .appStore) -> String {
         let who = name(of: store)

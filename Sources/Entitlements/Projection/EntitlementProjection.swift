@@ -33,8 +33,8 @@ public enum EntitlementProjection {
         switch input {
         case .unreadable(let message):
             return ignore(message, in: &state, recordedAt: recordedAt)
-        case .verdict(let verdict):
-            return apply(verdict, to: &state, catalog: catalog, recordedAt: recordedAt)
+        case .verdict(let verdict, let revocations):
+            return apply(verdict, revocations: revocations, to: &state, catalog: catalog, recordedAt: recordedAt)
         }
     }
 
@@ -90,7 +90,8 @@ public enum EntitlementProjection {
     }
 
     static func apply(
-        _ verdict: Verdict, to state: inout ProjectionState, catalog: Catalog, recordedAt: Date
+        _ verdict: Verdict, revocations: [TransactionRevocation] = [], to state: inout ProjectionState,
+        catalog: Catalog, recordedAt: Date
     ) -> Result {
         guard state.appliedIDs.insert(verdict.verdictID).inserted else { return .duplicate }
         let account = verdict.accountID
@@ -306,7 +307,7 @@ public enum EntitlementProjection {
                 reason: verdict.reason?.rawValue, decidedBy: verdict.decidedBy.rawValue, store: verdict.store,
                 environment: verdict.environment,
                 effect: result == .applied ? .applied : result == .stale ? .stale : .noChange,
-                transactions: verdict.transactions, notes: notes))
+                transactions: verdict.transactions, notes: notes, revocations: revocations.isEmpty ? nil : revocations))
 
         if mayMakeEvents, changed || verdict.reason == .expired {
             for owner in involved.union(changes.compactMap { if case .moved(_, let from) = $0 { from } else { nil } }) {

@@ -49,12 +49,15 @@ public struct HistoryEntry: Sendable, Hashable, Codable {
     /// What this verdict did, transaction by transaction, in words ("granted 2000000123", "kept: owned by another").
     public var notes: [String]
     public var event: LifecycleEvent?
+    /// How the store revoked the verdict's transactions, where the verdict says (nil: it says nothing).
+    public var revocations: [TransactionRevocation]?
 
     public init(
         accountID: String, kind: Kind, recordedAt: Date, occurredAt: Date? = nil, verdictID: String? = nil,
         jobID: String? = nil, outcome: String? = nil, reason: String? = nil, decidedBy: String? = nil,
         store: Store? = nil, environment: String? = nil, effect: Effect? = nil, problem: String? = nil,
-        transactions: [Verdict.Transaction] = [], notes: [String] = [], event: LifecycleEvent? = nil
+        transactions: [Verdict.Transaction] = [], notes: [String] = [], event: LifecycleEvent? = nil,
+        revocations: [TransactionRevocation]? = nil
     ) {
         self.sequence = 0
         self.accountID = accountID
@@ -73,6 +76,18 @@ public struct HistoryEntry: Sendable, Hashable, Codable {
         self.transactions = transactions
         self.notes = notes
         self.event = event
+        self.revocations = revocations
+    }
+
+    /// A verdict that granted nothing and changed nothing (rejected or unverifiable, and not a refund or an expiry
+    /// it applied), or a message that was ignored: the entries an account keeps only the newest of
+    /// (``ProjectionBatch/rejectionsPerAccount``).
+    public var isRejection: Bool {
+        switch kind {
+        case .ignored: return true
+        case .event: return false
+        case .verdict: return outcome != "granted" && outcome != "already_granted" && effect != .applied
+        }
     }
 
     enum CodingKeys: String, CodingKey {
@@ -86,14 +101,45 @@ public struct HistoryEntry: Sendable, Hashable, Codable {
         case outcome, reason
         case decidedBy = "decided_by"
         case store
-        case environment, effect, problem, transactions, notes, event
+        case environment, effect, problem, transactions, notes, event, revocations
     }
 }
 
-/// What the projection reads: a verdict, or a message on the verdicts topic it cannot take as one.
+/// What the projection reads: a verdict (with how its transactions were revoked, when it says), or a message on the
+/// verdicts topic it cannot take as one.
 public enum ProjectionInput: Sendable {
-    case verdict(Verdict)
+    case verdict(Verdict, revocations: [TransactionRevocation] = [])
     case unreadable(UnreadableMessage)
+}
+
+/// How a store revoked one of a verdict's transactions, as the verdict's optional per-transaction fields state it:
+/// `revocation_type` (`REFUND_FULL`, `REFUND_PRORATED`, `FAMILY_REVOKE`), `revocation_percentage` (of the price
+/// refunded, in thousandths of a percent: 40000 is 40 %) and `revocation_reason` (Apple's code). Read from the
+/// verdict's JSON by ``VerdictReader``, so a verdict without them, or from a build that does not write them, reads
+/// as before.
+public struct TransactionRevocation: Sendable, Hashable, Codable {
+    public var transactionID: String
+    public var type: String?
+    public var percentage: Int?
+    public var reason: String?
+
+    public init(transactionID: String, type: String?, percentage: Int? = nil, reason: String? = nil) {
+        self.transactionID = transactionID
+        self.type = type
+        self.percentage = percentage
+        self.reason = reason
+    }
+
+    public static let refundFull = "REFUND_FULL"
+    public static let refundProrated = "REFUND_PRORATED"
+    public static let familyRevoke = "FAMILY_REVOKE"
+
+    enum CodingKeys: String, CodingKey {
+        case transactionID = "transaction_id"
+        case type = "revocation_type"
+        case percentage = "revocation_percentage"
+        case reason = "revocation_reason"
+    }
 }
 
 /// A message of the verdicts topic that is not a verdict this build understands, with whatever could be read of

@@ -95,6 +95,7 @@ public final class EntitlementsService: Sendable {
             topic: configuration.verdictsTopic, batchSize: configuration.batchSize,
             drainTimeout: configuration.drainTimeout, webhookURLs: webhooks == nil ? [] : configuration.webhookURLs)
         projectorConfiguration.onBatchWritten = onBatchWritten
+        projectorConfiguration.rejectionsPerAccount = configuration.rejectionsPerAccount
         projector = try VerdictProjector(
             configuration: projectorConfiguration,
             consumerConfiguration: KafkaConsumerConfiguration(

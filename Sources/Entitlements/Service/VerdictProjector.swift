@@ -26,6 +26,8 @@ public final class VerdictProjector: Service, Sendable {
         public var drainTimeout: Duration
         /// Webhook URLs new events are queued for.
         public var webhookURLs: [String]
+        /// Rejections each account's history keeps (``ProjectionBatch/rejectionsPerAccount``). Default: 20.
+        public var rejectionsPerAccount = ProjectionBatch.defaultRejectionsPerAccount
         /// Called after each batch is written with its records' Kafka timestamps (ms) and the time of the write
         /// (benchmarks measure publication-to-visibility with it). Default: nil.
         public var onBatchWritten: (@Sendable (_ recordMilliseconds: [Int64], _ writtenAt: Date) -> Void)?
@@ -186,7 +188,8 @@ public final class VerdictProjector: Service, Sendable {
             positions[message.topicPartition] = position
         }
         let batch = ProjectionBatch(
-            inputs: inputs, positions: Array(positions.values), webhookURLs: configuration.webhookURLs)
+            inputs: inputs, positions: Array(positions.values), webhookURLs: configuration.webhookURLs,
+            rejectionsPerAccount: configuration.rejectionsPerAccount)
         var delay = configuration.retryInitial
         var paused = false
         while true {

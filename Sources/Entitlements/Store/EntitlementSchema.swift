@@ -88,8 +88,29 @@ enum EntitlementSchema {
                 "DROP TABLE ent_consumables",
                 "ALTER TABLE ent_consumables_by_store RENAME TO ent_consumables",
             ]),
+        // A rejection (a verdict that granted and changed nothing, or an ignored message) is kept as one of the
+        // account's newest N: the flag lets a write find the older ones to drop. Rows written before are flagged from
+        // their JSON. Order ids and purchase tokens are looked up by support.
         SchemaMigration(
-            version: 4, name: "paused",
+            version: 4, name: "rejections",
+            statements: [
+                "ALTER TABLE ent_history ADD COLUMN rejection INTEGER NOT NULL DEFAULT 0",
+                """
+                UPDATE ent_history SET rejection = 1
+                WHERE json_extract(entry_json, '$.kind') = 'ignored'
+                    OR (json_extract(entry_json, '$.kind') = 'verdict'
+                        AND json_extract(entry_json, '$.outcome') NOT IN ('granted', 'already_granted')
+                        AND COALESCE(json_extract(entry_json, '$.effect'), '') <> 'applied')
+                """,
+                "CREATE INDEX ent_history_rejections ON ent_history (account_id, sequence) WHERE rejection = 1",
+                "CREATE INDEX ent_transactions_order ON ent_transactions (order_id) WHERE order_id IS NOT NULL",
+                """
+                CREATE INDEX ent_transactions_token ON ent_transactions (purchase_token)
+                WHERE purchase_token IS NOT NULL
+                """,
+            ]),
+        SchemaMigration(
+            version: 5, name: "paused",
             statements: ["ALTER TABLE ent_transactions ADD COLUMN paused INTEGER NOT NULL DEFAULT 0"]),
     ]
 
@@ -166,8 +187,27 @@ enum EntitlementSchema {
                 "ALTER TABLE ent_consumables DROP CONSTRAINT ent_consumables_pkey",
                 "ALTER TABLE ent_consumables ADD PRIMARY KEY (account_id, store, product_id)",
             ]),
+        // As SQLite's version 4.
         SchemaMigration(
-            version: 4, name: "paused",
+            version: 4, name: "rejections",
+            statements: [
+                "ALTER TABLE ent_history ADD COLUMN rejection boolean NOT NULL DEFAULT false",
+                """
+                UPDATE ent_history SET rejection = true
+                WHERE entry_json::jsonb ->> 'kind' = 'ignored'
+                    OR (entry_json::jsonb ->> 'kind' = 'verdict'
+                        AND entry_json::jsonb ->> 'outcome' NOT IN ('granted', 'already_granted')
+                        AND COALESCE(entry_json::jsonb ->> 'effect', '') <> 'applied')
+                """,
+                "CREATE INDEX ent_history_rejections ON ent_history (account_id, sequence) WHERE rejection",
+                "CREATE INDEX ent_transactions_order ON ent_transactions (order_id) WHERE order_id IS NOT NULL",
+                """
+                CREATE INDEX ent_transactions_token ON ent_transactions (purchase_token)
+                WHERE purchase_token IS NOT NULL
+                """,
+            ]),
+        SchemaMigration(
+            version: 5, name: "paused",
             statements: ["ALTER TABLE ent_transactions ADD COLUMN paused boolean NOT NULL DEFAULT false"]),
     ]
 }

@@ -23,7 +23,8 @@ public protocol EntitlementStore: Sendable {
     func account(_ accountID: String) async throws -> AccountRecord?
     /// The account's history, newest first, entries older than `before` (a sequence) when given.
     func history(of accountID: String, before: Int64?, limit: Int) async throws -> [HistoryEntry]
-    /// The transaction with this id; else every transaction of the subscription with this original id.
+    /// The transaction with this id; else every transaction of the subscription with this original id; else the
+    /// transactions with this Google Play order id; else those with this purchase token (``TransactionMatch``).
     func transactions(matching id: String) async throws -> [ProjectedTransaction]
     /// How far the projection has read.
     func progress() async throws -> ProjectionProgress
@@ -56,12 +57,22 @@ public struct ProjectionBatch: Sendable {
     public var positions: [TopicPosition]
     /// Webhook URLs each new event is to be delivered to (empty: none).
     public var webhookURLs: [String]
+    /// How many rejections (``HistoryEntry/isRejection``) each account's history keeps, the newest; older ones are
+    /// dropped as new ones arrive, so junk traffic to one account cannot grow the store without limit. 0 keeps none,
+    /// and an account that got nothing else stays unknown. Default: 20.
+    public var rejectionsPerAccount: Int
 
-    public init(inputs: [ProjectionInput], positions: [TopicPosition] = [], webhookURLs: [String] = []) {
+    public init(
+        inputs: [ProjectionInput], positions: [TopicPosition] = [], webhookURLs: [String] = [],
+        rejectionsPerAccount: Int = ProjectionBatch.defaultRejectionsPerAccount
+    ) {
         self.inputs = inputs
         self.positions = positions
         self.webhookURLs = webhookURLs
+        self.rejectionsPerAccount = max(0, rejectionsPerAccount)
     }
+
+    public static let defaultRejectionsPerAccount = 20
 }
 
 /// A partition's next offset to read after a batch, and the Kafka timestamp of its newest record.
@@ -158,7 +169,7 @@ struct ProjectionKeys {
     init(_ inputs: [ProjectionInput]) {
         for input in inputs {
             switch input {
-            case .verdict(let verdict):
+            case .verdict(let verdict, _):
                 dedupeIDs.append(verdict.verdictID)
                 accounts.insert(verdict.accountID)
                 for transaction in verdict.transactions {
@@ -169,6 +180,67 @@ struct ProjectionKeys {
                 dedupeIDs.append(message.dedupeID)
             }
         }
+    }
+}
+
+/// How a looked-up id names transactions, in the order tried: the first kind that matches any transaction wins.
+public enum TransactionMatch: String, Sendable, CaseIterable {
+    case transactionID = "transaction_id"
+    case originalTransactionID = "original_transaction_id"
+    /// Google Play's order id (a renewal's order id ends in `..N`; an App Store transaction has none).
+    case orderID = "order_id"
+    case purchaseToken = "purchase_token"
+
+    public func matches(_ transaction: ProjectedTransaction, _ id: String) -> Bool {
+        switch self {
+        case .transactionID: transaction.transactionID == id
+        case .originalTransactionID: transaction.originalTransactionID == id
+        case .orderID: transaction.orderID == id
+        case .purchaseToken: transaction.purchaseToken == id
+        }
+    }
+
+    /// The kind that matched `found` (the answer of ``EntitlementStore/transactions(matching:)``).
+    public static func kind(of found: [ProjectedTransaction], for id: String) -> TransactionMatch? {
+        allCases.first { kind in found.contains { kind.matches($0, id) } }
+    }
+
+    /// Of transactions matching `id` in any way, those of the first kind that matches.
+    static func best(_ found: [ProjectedTransaction], for id: String) -> [ProjectedTransaction] {
+        guard let kind = kind(of: found, for: id) else { return [] }
+        return found.filter { kind.matches($0, id) }
+    }
+}
+
+/// What a batch's write keeps of its rejections (``HistoryEntry/isRejection``), the same in both backends: each
+/// account keeps its newest `limit`; with 0, none are written, and an account that got only rejections is updated
+/// when it is known for something else, never created (it stays unknown to the API).
+struct RejectionRetention {
+    /// The history entries to write.
+    let history: [HistoryEntry]
+    /// Accounts to create or update, with the newest `decided_at` of their verdicts in the batch (nil: named only
+    /// by an event or an ignored message).
+    let accounts: [String: Date?]
+    /// Accounts that got only rejections while none are kept: their newest `decided_at`, for an update only.
+    let accountsOnlyUpdated: [String: Date]
+    /// Accounts given a rejection by this batch, whose oldest ones may now be past the limit.
+    let accountsWithNewRejections: [String]
+
+    init(_ state: ProjectionState, keeping limit: Int) {
+        history = limit > 0 ? state.history : state.history.filter { !$0.isRejection }
+        var accounts = state.accountsSeen.mapValues { Optional($0) }
+        var onlyUpdated: [String: Date] = [:]
+        if limit == 0 {
+            let named = Set(history.map(\.accountID))
+            for (account, decidedAt) in state.accountsSeen where !named.contains(account) {
+                onlyUpdated[account] = decidedAt
+                accounts[account] = nil
+            }
+        }
+        for entry in history where accounts[entry.accountID] == nil { accounts[entry.accountID] = .some(nil) }
+        self.accounts = accounts
+        accountsOnlyUpdated = onlyUpdated
+        accountsWithNewRejections = limit > 0 ? Set(history.filter(\.isRejection).map(\.accountID)).sorted() : []
     }
 }
 

@@ -76,6 +76,19 @@ extension HistoryEntry {
             writer.key("event")
             event.write(to: &writer)
         }
+        if let revocations {
+            writer.key("revocations")
+            writer.beginArray()
+            for revocation in revocations {
+                writer.beginObject()
+                writer.field("transaction_id", revocation.transactionID)
+                writer.optionalField("revocation_type", revocation.type)
+                if let percentage = revocation.percentage { writer.field("revocation_percentage", percentage) }
+                writer.optionalField("revocation_reason", revocation.reason)
+                writer.endObject()
+            }
+            writer.endArray()
+        }
         writer.endObject()
         return writer.bytes
     }

@@ -23,7 +23,7 @@ struct EntitlementAPIHarness {
     static func with<T>(
         verdicts: [Verdict] = [], raw: [[UInt8]] = [], limits: RequestLimiter.Limits = .init(),
         now: Date = EntitlementFixtures.at(10 * EntitlementFixtures.day), asOf: Date? = nil,
-        _ body: (EntitlementAPIHarness) async throws -> T
+        tokensFile: String = Self.tokensFile, _ body: (EntitlementAPIHarness) async throws -> T
     ) async throws -> T {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
             "entitlements-api-\(UUID().uuidString.prefix(8))")

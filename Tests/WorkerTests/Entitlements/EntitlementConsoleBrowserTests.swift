@@ -41,14 +41,17 @@ struct EntitlementConsoleBrowserTests {
         }
     }
 
-    /// Runs the browser script against `url`; the screenshot (after the last lookup) goes to `screenshot`.
-    static func browse(url: String, token: String, queries: [String], screenshot: URL? = nil) async throws -> PageReport
-    {
+    /// Runs the browser script against `url`; the screenshot (after the last lookup) goes to `screenshot`, and one
+    /// after each lookup to `screenshotDirectory` (`1.png`, `2.png`, …).
+    static func browse(
+        url: String, token: String, queries: [String], screenshot: URL? = nil, screenshotDirectory: URL? = nil
+    ) async throws -> PageReport {
         let done = try await TestCommand.run(
             [
                 "python3", TestEnvironment.packageRoot.appendingPathComponent("scripts/console-browser.py").path,
                 "--url", url, "--token", token,
-            ] + queries.flatMap { ["--query", $0] } + (screenshot.map { ["--screenshot", $0.path] } ?? []))
+            ] + queries.flatMap { ["--query", $0] } + (screenshot.map { ["--screenshot", $0.path] } ?? [])
+                + (screenshotDirectory.map { ["--screenshot-dir", $0.path] } ?? []))
         guard done.succeeded else {
             throw MissingResource(
                 what: "a working headless Chromium (\(done.errors.trimmingCharacters(in: .whitespacesAndNewlines)))",
@@ -84,7 +87,8 @@ struct EntitlementConsoleBrowserTests {
 
         #expect(page.externalResources.isEmpty)
         #expect(page.wrongTokenMessage == "That token is not valid.")
-        #expect(page.caller == "Signed in as demo")
+        // The demo's token is support staff's: a replayed purchase names its owner.
+        #expect(page.caller == "Signed in as demo (support)")
         let premium = page.lookups[0]
         #expect(premium.found && premium.account == premiumAccount)
         #expect(premium.summary.contains("premium is active"))
@@ -98,7 +102,10 @@ struct EntitlementConsoleBrowserTests {
         #expect(replayed.found && replayed.account == replayedAccount)
         #expect(replayed.summary.hasPrefix("No entitlement"))
         #expect(
-            replayed.timeline.contains { $0.contains("Rejected") && $0.contains("already owned by another account") })
+            replayed.timeline.contains {
+                $0.contains("Rejected") && $0.contains("already owned by another account")
+                    && $0.contains("This purchase belongs to another account: ")
+            })
         let byTransaction = page.lookups[2]
         #expect(byTransaction.account == premiumAccount)
         #expect(byTransaction.note.contains("belongs to this account"))

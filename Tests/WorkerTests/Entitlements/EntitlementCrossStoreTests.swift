@@ -366,7 +366,7 @@ struct EntitlementCrossStoreTests {
         )
         let bytes = F.verdictJSON(verdict, replacing: ["store": NSNull()])
         #expect(!String(decoding: bytes, as: UTF8.self).contains("\"store\""))
-        guard case .verdict(let read) = VerdictReader().read(bytes, position: "receipt-verdicts/0/1") else {
+        guard case .verdict(let read, _) = VerdictReader().read(bytes, position: "receipt-verdicts/0/1") else {
             Issue.record("a verdict without store was not read")
             return
         }

@@ -21,7 +21,7 @@ struct EntitlementInputTests {
 
     @Test("a verdict of this schema is read as a verdict")
     func readable() {
-        guard case .verdict(let read) = VerdictReader().read(MessageCodec().encode(Self.verdict), position: "v/0/1")
+        guard case .verdict(let read, _) = VerdictReader().read(MessageCodec().encode(Self.verdict), position: "v/0/1")
         else {
             Issue.record("not read")
             return

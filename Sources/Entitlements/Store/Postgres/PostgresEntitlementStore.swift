@@ -228,8 +228,21 @@ public final class PostgresEntitlementStore: EntitlementStore {
                 ON CONFLICT (account_id, store, product_id) DO UPDATE SET units = ent_consumables.units + excluded.units
                 """, logger: logger)
         }
-        var accounts: [String: Date?] = state.accountsSeen.mapValues { Optional($0) }
-        for entry in state.history where accounts[entry.accountID] == nil { accounts[entry.accountID] = .some(nil) }
+        let kept = RejectionRetention(state, keeping: batch.rejectionsPerAccount)
+        if !kept.accountsOnlyUpdated.isEmpty {
+            let rows = Self.rows(kept.accountsOnlyUpdated) { account, writer in
+                writer.field("account_id", account.key)
+                writer.field("last_decided_at", account.value)
+            }
+            try await connection.query(
+                """
+                UPDATE ent_accounts SET last_decided_at = GREATEST(ent_accounts.last_decided_at, x.last_decided_at),
+                    updated_at = \(recordedAt)
+                FROM jsonb_to_recordset(\(rows)::jsonb) AS x(account_id text, last_decided_at timestamptz)
+                WHERE ent_accounts.account_id = x.account_id
+                """, logger: logger)
+        }
+        let accounts = kept.accounts
         if !accounts.isEmpty {
             let rows = Self.rows(accounts) { account, writer in
                 writer.field("account_id", account.key)
@@ -245,19 +258,36 @@ public final class PostgresEntitlementStore: EntitlementStore {
                     updated_at = excluded.updated_at
                 """, logger: logger)
         }
-        if !state.history.isEmpty {
-            let rows = Self.rows(state.history) { entry, writer in
+        if !kept.history.isEmpty {
+            let rows = Self.rows(kept.history) { entry, writer in
                 writer.field("account_id", entry.accountID)
                 writer.field("event_id", entry.event?.eventID)
                 writer.field("entry_json", String(decoding: entry.json, as: UTF8.self))
+                writer.field("rejection", entry.isRejection)
             }
             try await connection.query(
                 """
-                INSERT INTO ent_history (account_id, event_id, entry_json)
-                SELECT value ->> 'account_id', value ->> 'event_id', value ->> 'entry_json'
+                INSERT INTO ent_history (account_id, event_id, entry_json, rejection)
+                SELECT value ->> 'account_id', value ->> 'event_id', value ->> 'entry_json',
+                    (value ->> 'rejection')::boolean
                 FROM jsonb_array_elements(\(rows)::jsonb) WITH ORDINALITY AS x(value, ordinality)
                 ORDER BY ordinality
                 ON CONFLICT (event_id) DO NOTHING
+                """, logger: logger)
+        }
+        if !kept.accountsWithNewRejections.isEmpty {
+            // Each account's rejections older than its newest N (the Nth newest's sequence is the bound).
+            let rows = Self.rows(kept.accountsWithNewRejections) { account, writer in
+                writer.field("account_id", account)
+            }
+            try await connection.query(
+                """
+                DELETE FROM ent_history h USING (
+                    SELECT x.account_id, (
+                        SELECT sequence FROM ent_history WHERE account_id = x.account_id AND rejection
+                        ORDER BY sequence DESC LIMIT 1 OFFSET \(batch.rejectionsPerAccount - 1)) AS bound
+                    FROM jsonb_to_recordset(\(rows)::jsonb) AS x(account_id text)) b
+                WHERE h.account_id = b.account_id AND h.rejection AND h.sequence < b.bound
                 """, logger: logger)
         }
         var newEvents: [LifecycleEvent] = []
@@ -365,18 +395,17 @@ public final class PostgresEntitlementStore: EntitlementStore {
 
     public func transactions(matching id: String) async throws -> [ProjectedTransaction] {
         try await operation("transactions") { connection, logger in
-            var direct: [ProjectedTransaction] = []
-            var group: [ProjectedTransaction] = []
+            var found: [ProjectedTransaction] = []
             for try await row in try await connection.query(
                 """
                 SELECT \(unescaped: Self.columns) FROM ent_transactions
-                WHERE transaction_id = \(id) OR original_transaction_id = \(id)
+                WHERE transaction_id = \(id) OR original_transaction_id = \(id) OR order_id = \(id)
+                    OR purchase_token = \(id)
                 """, logger: logger)
             {
-                let transaction = try Self.transaction(row.makeRandomAccess())
-                if transaction.transactionID == id { direct.append(transaction) } else { group.append(transaction) }
+                found.append(try Self.transaction(row.makeRandomAccess()))
             }
-            return direct.isEmpty ? group : direct
+            return TransactionMatch.best(found, for: id)
         }
     }
 

@@ -92,7 +92,7 @@ public final class SQLiteEntitlementStore: EntitlementStore {
                 }
                 let events = try Self.write(
                     state, positions: batch.positions, webhookURLs: batch.webhookURLs, recordedAt: recordedAt,
-                    connection: connection)
+                    rejectionsPerAccount: batch.rejectionsPerAccount, connection: connection)
                 return ProjectionBatchResult(results: results, events: events)
             }
         }
@@ -144,6 +144,7 @@ public final class SQLiteEntitlementStore: EntitlementStore {
     /// again).
     static func write(
         _ state: ProjectionState, positions: [TopicPosition], webhookURLs: [String], recordedAt: Date,
+        rejectionsPerAccount: Int = ProjectionBatch.defaultRejectionsPerAccount,
         connection: EntitlementSQLiteConnection
     ) throws -> [LifecycleEvent] {
         let now = SQLiteValue(recordedAt)
@@ -184,9 +185,15 @@ public final class SQLiteEntitlementStore: EntitlementStore {
                 ON CONFLICT (account_id, store, product_id) DO UPDATE SET units = units + excluded.units
                 """, [.text(key.accountID), .text(key.store.rawValue), .text(key.productID), SQLiteValue(delta)])
         }
-        var accounts = state.accountsSeen.mapValues { Optional($0) }
-        for entry in state.history where accounts[entry.accountID] == nil { accounts[entry.accountID] = .some(nil) }
-        for (account, decidedAt) in accounts {
+        let kept = RejectionRetention(state, keeping: rejectionsPerAccount)
+        for (account, decidedAt) in kept.accountsOnlyUpdated {
+            try connection.query(
+                """
+                UPDATE ent_accounts SET last_decided_at = MAX(COALESCE(last_decided_at, ?), ?), updated_at = ?
+                WHERE account_id = ?
+                """, [SQLiteValue(decidedAt), SQLiteValue(decidedAt), now, .text(account)])
+        }
+        for (account, decidedAt) in kept.accounts {
             try connection.query(
                 """
                 INSERT INTO ent_accounts (account_id, first_seen, last_decided_at, updated_at) VALUES (?, ?, ?, ?)
@@ -197,13 +204,20 @@ public final class SQLiteEntitlementStore: EntitlementStore {
                     updated_at = excluded.updated_at
                 """, [.text(account), now, SQLiteValue(decidedAt), now])
         }
-        for entry in state.history {
+        for entry in kept.history {
             try connection.query(
-                "INSERT INTO ent_history (account_id, event_id, entry_json) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
+                """
+                INSERT INTO ent_history (account_id, event_id, entry_json, rejection) VALUES (?, ?, ?, ?)
+                ON CONFLICT DO NOTHING
+                """,
                 [
                     .text(entry.accountID), SQLiteValue(entry.event?.eventID),
-                    .text(String(decoding: entry.json, as: UTF8.self)),
+                    .text(String(decoding: entry.json, as: UTF8.self)), SQLiteValue(entry.isRejection),
                 ])
+        }
+        for account in kept.accountsWithNewRejections {
+            try connection.query(
+                Self.evictionSQL, [.text(account), .text(account), SQLiteValue(rejectionsPerAccount - 1)])
         }
         var newEvents: [LifecycleEvent] = []
         for event in state.events {
@@ -289,12 +303,12 @@ public final class SQLiteEntitlementStore: EntitlementStore {
 
     public func transactions(matching id: String) async throws -> [ProjectedTransaction] {
         try await reader.run { connection in
-            let direct = try connection.query(
-                "SELECT \(Self.columns) FROM ent_transactions WHERE transaction_id = ?", [.text(id)])
-            if !direct.isEmpty { return try direct.map(Self.transaction) }
-            return try connection.query(
-                "SELECT \(Self.columns) FROM ent_transactions WHERE original_transaction_id = ?", [.text(id)]
-            ).map(Self.transaction)
+            for column in TransactionMatch.allCases {
+                let found = try connection.query(
+                    "SELECT \(Self.columns) FROM ent_transactions WHERE \(column.rawValue) = ?", [.text(id)])
+                if !found.isEmpty { return try found.map(Self.transaction) }
+            }
+            return []
         }
     }
 
@@ -402,6 +416,13 @@ public final class SQLiteEntitlementStore: EntitlementStore {
     }
 
     // MARK: Rows
+
+    /// Drops an account's rejections older than its newest N (bindings: account, account, N - 1).
+    static let evictionSQL = """
+        DELETE FROM ent_history WHERE account_id = ? AND rejection = 1 AND sequence < (
+            SELECT sequence FROM ent_history WHERE account_id = ? AND rejection = 1
+            ORDER BY sequence DESC LIMIT 1 OFFSET ?)
+        """
 
     static let columns = """
         transaction_id, original_transaction_id, account_id, product_id, product_type, environment, purchase_date, \
