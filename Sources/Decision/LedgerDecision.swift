@@ -5,8 +5,9 @@ import Messages
 public enum LedgerWrite: Sendable, Hashable {
     /// Insert the claim if the transaction is unclaimed. Finding it claimed means the decision lost a race.
     case claim(TransactionClaim)
-    /// Record a refund or revocation (keeps the first `revokedAt` if one is already stored).
-    case revoke(transactionID: String, revokedAt: Date)
+    /// Record a refund or revocation (keeps the first `revokedAt` if one is already stored), with how Apple revoked
+    /// it when it said (recorded with the first `revokedAt`; added to a revoked claim that has none).
+    case revoke(transactionID: String, revokedAt: Date, revocation: Revocation? = nil)
     /// Move every claim of an expired subscription from one account to another. Expects exactly
     /// `transactionIDs` to be owned by `from`; anything else means the decision lost a race.
     case moveSubscription(originalTransactionID: String, from: String, to: String, transactionIDs: [String])

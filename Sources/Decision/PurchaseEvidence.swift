@@ -100,14 +100,22 @@ public struct PurchaseTransaction: Sendable, Hashable {
     public var orderID: String?
     /// Google Play's purchase token (the verdict's `purchase_token`).
     public var purchaseToken: String?
+    /// How the App Store revoked it (`revocationType`, `revocationPercentage`, `revocationReason`), with
+    /// ``revokedAt``; nil when the store said nothing of it.
+    public var revocation: Revocation?
+    /// The App Store's `inAppOwnershipType`: a family member's transaction is `FAMILY_SHARED`.
+    public var ownershipType: OwnershipType?
 
     public init(
         transactionID: String, originalTransactionID: String? = nil, productID: String,
         productType: ProductType? = nil, purchaseDate: Date? = nil, expiresDate: Date? = nil,
         revokedAt: Date? = nil, gracePeriodExpiresDate: Date? = nil, isInBillingRetry: Bool = false,
         hasRenewalInfo: Bool = false, quantity: Int? = nil, appAccountToken: String? = nil,
-        linkedSubscriptionKey: String? = nil, orderID: String? = nil, purchaseToken: String? = nil
+        linkedSubscriptionKey: String? = nil, orderID: String? = nil, purchaseToken: String? = nil,
+        revocation: Revocation? = nil, ownershipType: OwnershipType? = nil
     ) {
+        self.revocation = revocation?.nonEmpty
+        self.ownershipType = ownershipType
         self.linkedSubscriptionKey = linkedSubscriptionKey
         self.orderID = orderID
         self.purchaseToken = purchaseToken
@@ -127,6 +135,9 @@ public struct PurchaseTransaction: Sendable, Hashable {
 
     /// The original transaction id, or this transaction's own id when it is the original.
     public var subscriptionKey: String { originalTransactionID ?? transactionID }
+
+    /// A family member's transaction (Family Sharing), not the purchaser's.
+    public var isFamilyShared: Bool { ownershipType == .familyShared }
 }
 
 /// What an App Store Server Notification V2 reports, reduced to what changes an entitlement

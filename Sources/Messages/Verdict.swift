@@ -142,12 +142,17 @@ public struct Verdict: Sendable, Hashable {
         /// Google Play's purchase token of a subscription (its identity across renewals); nil otherwise (absent from
         /// the JSON).
         public var purchaseToken: String?
+        /// How Apple revoked the transaction (`revocationType`, `revocationPercentage`, `revocationReason`), when it
+        /// said; nil otherwise (each field absent from the JSON).
+        public var revocation: Revocation?
+        /// Apple's `inAppOwnershipType` when the decision read it; nil otherwise (absent from the JSON).
+        public var ownershipType: OwnershipType?
 
         public init(
             transactionID: String, originalTransactionID: String? = nil, productID: String,
             purchaseDate: Date? = nil, expiresDate: Date? = nil, revokedAt: Date? = nil, quantity: Int? = nil,
             inBillingRetry: Bool? = nil, gracePeriodExpiresDate: Date? = nil, orderID: String? = nil,
-            purchaseToken: String? = nil
+            purchaseToken: String? = nil, revocation: Revocation? = nil, ownershipType: OwnershipType? = nil
         ) {
             self.transactionID = transactionID
             self.originalTransactionID = originalTransactionID
@@ -160,6 +165,8 @@ public struct Verdict: Sendable, Hashable {
             self.gracePeriodExpiresDate = gracePeriodExpiresDate
             self.orderID = orderID
             self.purchaseToken = purchaseToken
+            self.revocation = revocation?.isEmpty == true ? nil : revocation
+            self.ownershipType = ownershipType
         }
 
         enum CodingKeys: String, CodingKey {
@@ -174,6 +181,31 @@ public struct Verdict: Sendable, Hashable {
             case gracePeriodExpiresDate = "grace_period_expires_date"
             case orderID = "order_id"
             case purchaseToken = "purchase_token"
+            case revocationType = "revocation_type"
+            case revocationPercentage = "revocation_percentage"
+            case revocationReason = "revocation_reason"
+            case ownershipType = "in_app_ownership_type"
+        }
+
+        public init(from decoder: any Decoder) throws {
+            let c = try decoder.container(keyedBy: CodingKeys.self)
+            self.init(
+                transactionID: try c.decode(String.self, forKey: .transactionID),
+                originalTransactionID: try c.decodeIfPresent(String.self, forKey: .originalTransactionID),
+                productID: try c.decode(String.self, forKey: .productID),
+                purchaseDate: try c.decodeIfPresent(Date.self, forKey: .purchaseDate),
+                expiresDate: try c.decodeIfPresent(Date.self, forKey: .expiresDate),
+                revokedAt: try c.decodeIfPresent(Date.self, forKey: .revokedAt),
+                quantity: try c.decodeIfPresent(Int.self, forKey: .quantity),
+                inBillingRetry: try c.decodeIfPresent(Bool.self, forKey: .inBillingRetry),
+                gracePeriodExpiresDate: try c.decodeIfPresent(Date.self, forKey: .gracePeriodExpiresDate),
+                orderID: try c.decodeIfPresent(String.self, forKey: .orderID),
+                purchaseToken: try c.decodeIfPresent(String.self, forKey: .purchaseToken),
+                revocation: Revocation(
+                    type: try c.decodeIfPresent(String.self, forKey: .revocationType).map { Revocation.Kind($0) },
+                    percentage: try c.decodeIfPresent(Int.self, forKey: .revocationPercentage),
+                    reason: try c.decodeIfPresent(Int.self, forKey: .revocationReason)),
+                ownershipType: try c.decodeIfPresent(String.self, forKey: .ownershipType).map { OwnershipType($0) })
         }
 
         public func encode(to encoder: any Encoder) throws {
@@ -190,6 +222,10 @@ public struct Verdict: Sendable, Hashable {
             try c.encodeIfPresent(gracePeriodExpiresDate, forKey: .gracePeriodExpiresDate)
             try c.encodeIfPresent(orderID, forKey: .orderID)
             try c.encodeIfPresent(purchaseToken, forKey: .purchaseToken)
+            try c.encodeIfPresent(revocation?.type?.rawValue, forKey: .revocationType)
+            try c.encodeIfPresent(revocation?.percentage, forKey: .revocationPercentage)
+            try c.encodeIfPresent(revocation?.reason, forKey: .revocationReason)
+            try c.encodeIfPresent(ownershipType?.rawValue, forKey: .ownershipType)
         }
     }
 
