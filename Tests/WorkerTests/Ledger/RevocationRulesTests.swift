@@ -185,6 +185,20 @@ struct RevocationRulesTests {
         #expect(decision.writes.first == .revoke(transactionID: "s1", revokedAt: F.days(-2), revocation: Self.full))
     }
 
+    @Test("Apple's answer shared through a verification lease keeps the revocation detail and the ownership type")
+    func evidenceJSON() {
+        let at = Date(timeIntervalSince1970: 1_800_000_000)
+        var member = PurchaseTransaction(
+            transactionID: "m1", originalTransactionID: "m0", productID: "com.example.monthly", purchaseDate: at,
+            expiresDate: at.addingTimeInterval(86_400), revokedAt: at, revocation: Self.familyRevoke,
+            ownershipType: .familyShared)
+        let evidence = F.apple([member])
+        #expect(PurchaseEvidence(jsonText: evidence.jsonText()) == evidence)
+        member.revocation = Self.prorated
+        member.ownershipType = .purchased
+        #expect(PurchaseEvidence(jsonText: F.apple([member]).jsonText()) == F.apple([member]))
+    }
+
     // MARK: Bad input
 
     @Test("a revocationPercentage outside 0...100000 milliunits is not Apple's: dropped, never stored")
