@@ -663,9 +663,11 @@ private struct Evaluation {
             standings.append(active ? .alreadyOwned : .expired)
         }
         if notification.signedDate != nil || notification.autoRenew != nil {
+            let familyShared = existing?.isFamilyShared ?? transaction.isFamilyShared
             writes.append(
                 .recordNotification(
-                    originalTransactionID: key, signedAt: notification.signedDate, autoRenew: notification.autoRenew))
+                    originalTransactionID: key, signedAt: notification.signedDate, autoRenew: notification.autoRenew,
+                    familyShared: familyShared))
         }
         return conclude()
     }

@@ -18,7 +18,10 @@ public enum LedgerWrite: Sendable, Hashable {
     /// Record a notification applied to a subscription: its `signedDate` on every claim of the subscription (never
     /// backwards), and auto-renew when it states it. Finding a newer `signedDate` already stored means the decision
     /// lost a race (a newer notification was applied meanwhile).
-    case recordNotification(originalTransactionID: String, signedAt: Date?, autoRenew: Bool?)
+    /// `familyShared`: the notification is about a family member's claims, recorded on those alone (the purchaser's
+    /// claims, even under one original transaction id, are another subscription).
+    case recordNotification(
+        originalTransactionID: String, signedAt: Date?, autoRenew: Bool?, familyShared: Bool = false)
     /// End a replaced subscription's access at `at` (Google Play's upgrade or downgrade, `linkedPurchaseToken`): every
     /// claim of it whose expiry or grace period ends later is cut to `at`. The one write that moves a date earlier.
     case endSubscription(originalTransactionID: String, at: Date)

@@ -294,7 +294,8 @@ public final class PostgresLedger: Ledger {
                         revocation_percentage = NULL, revocation_reason = NULL, updated_at = now()
                     WHERE transaction_id = \(transactionID)
                     """, logger: logger)
-            case .recordNotification(let original, let signedAt, let autoRenew):
+            case .recordNotification(let original, let signedAt, let autoRenew, let familyShared):
+                // A family member's claims and the purchaser's are ordered apart (``LedgerWrite``).
                 if let signedAt {
                     // Update first: the rows a concurrent newer notification holds are waited for, so the check
                     // below sees its commit. A newer one found means this one is late: roll back, decide again.
@@ -302,12 +303,15 @@ public final class PostgresLedger: Ledger {
                         """
                         UPDATE transaction_claims SET notification_signed_at = \(signedAt), updated_at = now()
                         WHERE original_transaction_id = \(original)
+                            AND (COALESCE(ownership_type, '') = 'FAMILY_SHARED') = \(familyShared)
                             AND (notification_signed_at IS NULL OR notification_signed_at < \(signedAt))
                         """, logger: logger)
                     let newer = try await connection.query(
                         """
                         SELECT 1 FROM transaction_claims
-                        WHERE original_transaction_id = \(original) AND notification_signed_at > \(signedAt) LIMIT 1
+                        WHERE original_transaction_id = \(original) AND notification_signed_at > \(signedAt)
+                            AND (COALESCE(ownership_type, '') = 'FAMILY_SHARED') = \(familyShared)
+                        LIMIT 1
                         """, logger: logger
                     ).collect()
                     if !newer.isEmpty { return false }
@@ -317,6 +321,7 @@ public final class PostgresLedger: Ledger {
                         """
                         UPDATE transaction_claims SET auto_renew = \(autoRenew), updated_at = now()
                         WHERE original_transaction_id = \(original)
+                            AND (COALESCE(ownership_type, '') = 'FAMILY_SHARED') = \(familyShared)
                         """, logger: logger)
                 }
             case .endSubscription(let original, let at):

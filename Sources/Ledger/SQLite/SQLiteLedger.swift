@@ -245,27 +245,32 @@ public final class SQLiteLedger: Ledger {
                     WHERE transaction_id = ?
                     """,
                     [now, .text(transactionID)])
-            case .recordNotification(let original, let signedAt, let autoRenew):
+            case .recordNotification(let original, let signedAt, let autoRenew, let familyShared):
                 try fault("notification")
+                // A family member's claims and the purchaser's are ordered apart (``LedgerWrite``).
+                let side = "(COALESCE(ownership_type, '') = 'FAMILY_SHARED') = ?"
                 if let signedAt {
                     // A newer notification applied since the snapshot: this one is late, decide it again.
                     let newer = try connection.query(
                         """
                         SELECT 1 FROM transaction_claims
-                        WHERE original_transaction_id = ? AND notification_signed_at > ? LIMIT 1
-                        """, [.text(original), SQLiteValue(signedAt)])
+                        WHERE original_transaction_id = ? AND notification_signed_at > ? AND \(side) LIMIT 1
+                        """, [.text(original), SQLiteValue(signedAt), SQLiteValue(familyShared)])
                     if !newer.isEmpty { return false }
                     try connection.query(
                         """
                         UPDATE transaction_claims SET notification_signed_at = ?, updated_at = ?
-                        WHERE original_transaction_id = ?
+                        WHERE original_transaction_id = ? AND \(side)
                             AND (notification_signed_at IS NULL OR notification_signed_at < ?)
-                        """, [SQLiteValue(signedAt), now, .text(original), SQLiteValue(signedAt)])
+                        """,
+                        [SQLiteValue(signedAt), now, .text(original), SQLiteValue(familyShared), SQLiteValue(signedAt)])
                 }
                 if let autoRenew {
                     try connection.query(
-                        "UPDATE transaction_claims SET auto_renew = ?, updated_at = ? WHERE original_transaction_id = ?",
-                        [SQLiteValue(autoRenew), now, .text(original)])
+                        """
+                        UPDATE transaction_claims SET auto_renew = ?, updated_at = ?
+                        WHERE original_transaction_id = ? AND \(side)
+                        """, [SQLiteValue(autoRenew), now, .text(original), SQLiteValue(familyShared)])
                 }
             case .endSubscription(let original, let at):
                 try fault("end")

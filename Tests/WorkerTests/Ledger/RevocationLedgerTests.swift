@@ -76,6 +76,11 @@ struct RevocationLedgerTests {
             let replay = try await S.settle(ledger, F.job("job-x", account: "acct-X"), F.apple([R.member()]))
             #expect(replay.reason == .replayed)
 
+            // A newer notification about the purchaser's subscription first: the member's older one still applies.
+            let renewalPref = try await S.settle(
+                ledger, F.notificationJob("n-0"),
+                Self.notification("DID_CHANGE_RENEWAL_PREF", .other, R.purchaser, signed: F.days(0)))
+            #expect(renewalPref.accountID == "acct-A")
             let revoked = try await S.settle(
                 ledger, F.notificationJob("n-1"),
                 Self.notification(
