@@ -81,12 +81,16 @@ extension AppleSimulator {
             }
             transaction.revocationDateMs = nil
             transaction.revocationReason = nil
+            transaction.revocationType = nil
+            transaction.revocationPercentage = nil
         }
         try notify("REFUND_REVERSED", nil, about: reversed)
         return reversed
     }
 
-    /// REVOKE: a family-sharing member lost access (the purchaser's refund or stopped sharing).
+    /// REVOKE: a family-sharing member lost access (the member left the family, or the purchaser stopped sharing):
+    /// the member's transaction is revoked now with `revocationType` `FAMILY_REVOKE` and reason 0, as Apple says of
+    /// a member leaving; the purchaser's and the other members' transactions are untouched.
     public func revoke(transactionId: String) throws -> SimulatedTransaction {
         let now = nowMs
         let revoked = try change(transactionId) { transaction in
@@ -95,9 +99,45 @@ extension AppleSimulator {
             }
             transaction.revocationDateMs = now
             transaction.revocationReason = 0
+            transaction.revocationType = "FAMILY_REVOKE"
+            transaction.revocationPercentage = nil
         }
         try notify("REVOKE", nil, about: revoked)
         return revoked
+    }
+
+    /// Family Sharing: the purchaser shares `transactionId` (an auto-renewable subscription or a non-consumable, the
+    /// products Apple lets a family share) with a family member, who gets a transaction of their own, as Apple's
+    /// members do: a new transaction id and original transaction id, the purchaser's product and period,
+    /// `inAppOwnershipType` `FAMILY_SHARED`. Sent as the purchase's own notification (SUBSCRIBED / INITIAL_BUY or
+    /// ONE_TIME_CHARGE) about the member's transaction. Returns the member's transaction.
+    public func shareWithFamily(transactionId: String) throws -> SimulatedTransaction {
+        let purchaser = try known(transactionId)
+        guard purchaser.inAppOwnershipType != "FAMILY_SHARED" else {
+            throw AppleSimulatorError(.conflict, "a family member's transaction cannot be shared again")
+        }
+        guard purchaser.revocationDateMs == nil else {
+            throw AppleSimulatorError(.conflict, "the transaction is revoked")
+        }
+        guard purchaser.isSubscription || purchaser.productType == "Non-Consumable" else {
+            throw AppleSimulatorError(
+                .invalidRequest, "only auto-renewable subscriptions and non-consumables can be shared")
+        }
+        let now = nowMs
+        let minted = try registry.mint(
+            MintRequest(
+                bundleId: purchaser.bundleId, productId: purchaser.productId, format: .signedTransaction,
+                environment: purchaser.environment, expiresDateMs: purchaser.expiresDateMs, purchaseDateMs: now,
+                productType: purchaser.productType),
+            nowMs: now)
+        let member =
+            try registry.update(minted.transactionId) {
+                $0.inAppOwnershipType = "FAMILY_SHARED"
+                $0.sharedFromTransactionId = purchaser.transactionId
+                $0.appAccountToken = nil
+            } ?? minted
+        try notifyPurchase(member, isRenewal: false)
+        return member
     }
 
     /// CONSUMPTION_REQUEST: the customer asked for a refund; Apple asks the developer for consumption information.
@@ -286,6 +326,10 @@ extension AppleSimulator {
             "consumption_answers": answers,
             "finish_calls": transaction.finishCalls ?? 0,
             "app_account_token": transaction.appAccountToken.map { $0 as Any } ?? NSNull(),
+            "revocation_type": transaction.revocationType.map { $0 as Any } ?? NSNull(),
+            "revocation_percentage": transaction.revocationPercentage.map { $0 as Any } ?? NSNull(),
+            "in_app_ownership_type": transaction.inAppOwnershipType ?? "PURCHASED",
+            "shared_from_transaction_id": transaction.sharedFromTransactionId.map { $0 as Any } ?? NSNull(),
         ]
     }
 

@@ -11,6 +11,7 @@ extension AppleSimulator {
             ("sim/refund/decline", { _, id in try self.declineRefund(transactionId: id) }),
             ("sim/refund/reverse", { _, id in try self.reverseRefund(transactionId: id) }),
             ("sim/revoke", { _, id in try self.revoke(transactionId: id) }),
+            ("sim/family/share", { _, id in try self.shareWithFamily(transactionId: id) }),
             (
                 "sim/consumption-request",
                 { body, id in

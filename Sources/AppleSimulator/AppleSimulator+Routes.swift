@@ -90,7 +90,17 @@ extension AppleSimulator {
             else { return Self.response(400, VerifyReceiptService.json(["error": "transaction_id is required"])) }
             let at = Self.milliseconds(object["revoked_at"]).map(AppleDates.date)
             let reason = (object["reason"] as? Int) ?? 0
-            guard let revoked = try self.refund(transactionId: id, at: at, reason: reason) else {
+            let percentage = object["percentage"] as? Int
+            if object["percentage"] != nil, percentage == nil {
+                return Self.response(400, VerifyReceiptService.json(["error": "percentage must be an integer"]))
+            }
+            let refunded: SimulatedTransaction?
+            do {
+                refunded = try self.refund(transactionId: id, at: at, reason: reason, percentage: percentage)
+            } catch let error as AppleSimulatorError {
+                return Self.errorResponse(error)
+            }
+            guard let revoked = refunded else {
                 return Self.response(404, VerifyReceiptService.json(["error": "unknown transaction_id"]))
             }
             return Self.response(
@@ -98,6 +108,8 @@ extension AppleSimulator {
                 VerifyReceiptService.json([
                     "transaction_id": revoked.transactionId,
                     "revocation_date_ms": revoked.revocationDateMs ?? 0,
+                    "revocation_type": revoked.revocationType ?? "REFUND_FULL",
+                    "revocation_percentage": revoked.revocationPercentage.map { $0 as Any } ?? NSNull(),
                 ]))
         }
         router.get("sim/faults") { _, _ -> Response in

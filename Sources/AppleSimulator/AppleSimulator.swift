@@ -183,13 +183,32 @@ public final class AppleSimulator: Sendable {
         return MintedReceipt(receipt: receipt, transaction: transaction)
     }
 
-    /// Marks a minted transaction refunded (revoked) at `date` and sends REFUND. Nil when the id is unknown.
-    public func refund(transactionId: String, at date: Date? = nil, reason: Int = 0) throws -> SimulatedTransaction? {
+    /// Marks a minted transaction refunded (revoked) at `date` and sends REFUND: `REFUND_FULL`, or with
+    /// `percentage` (milliunits, 1...100000) `REFUND_PRORATED` with that `revocationPercentage`; either way the
+    /// transaction is revoked at `date`, as Apple's are. The family members it was shared with lose access too: each
+    /// member's transaction is revoked (`FAMILY_REVOKE`, the purchaser's reason) and gets its own REVOKE. Nil when
+    /// the id is unknown.
+    public func refund(
+        transactionId: String, at date: Date? = nil, reason: Int = 0, percentage: Int? = nil
+    ) throws -> SimulatedTransaction? {
+        if let percentage, !(1...100_000).contains(percentage) {
+            throw AppleSimulatorError(.invalidRequest, "percentage must be 1...100000 (milliunits)")
+        }
+        let atMs = AppleDates.nowMs(date ?? configuration.now())
+        let reason = reason == 1 ? 1 : 0
         guard
             let refunded = try registry.revoke(
-                transactionId, atMs: AppleDates.nowMs(date ?? configuration.now()), reason: reason == 1 ? 1 : 0)
+                transactionId, atMs: atMs, reason: reason,
+                type: percentage == nil ? "REFUND_FULL" : "REFUND_PRORATED", percentage: percentage)
         else { return nil }
         try notify("REFUND", nil, about: refunded)
+        for member in registry.members(sharedFrom: transactionId) where member.revocationDateMs == nil {
+            if let revoked = try registry.revoke(
+                member.transactionId, atMs: atMs, reason: reason, type: "FAMILY_REVOKE")
+            {
+                try notify("REVOKE", nil, about: revoked)
+            }
+        }
         return refunded
     }
 

@@ -28,6 +28,8 @@ package enum SimulatedJWS {
         var signedDate: Int64
         var revocationReason: Int?
         var revocationDate: Int64?
+        var revocationType: String?
+        var revocationPercentage: Int?
         var isUpgraded: Bool?
         var environment: String
         var transactionReason: String
@@ -71,10 +73,12 @@ package enum SimulatedJWS {
             expiresDate: transaction.expiresDateMs,
             quantity: transaction.quantity,
             type: transaction.productType,
-            inAppOwnershipType: "PURCHASED",
+            inAppOwnershipType: transaction.inAppOwnershipType ?? "PURCHASED",
             signedDate: signedDateMs,
             revocationReason: transaction.revocationDateMs == nil ? nil : (transaction.revocationReason ?? 0),
             revocationDate: transaction.revocationDateMs,
+            revocationType: transaction.revocationDateMs == nil ? nil : (transaction.revocationType ?? "REFUND_FULL"),
+            revocationPercentage: transaction.revocationDateMs == nil ? nil : transaction.revocationPercentage,
             isUpgraded: transaction.isSubscription ? false : nil,
             environment: transaction.environment.rawValue,
             transactionReason: transaction.transactionId == transaction.originalTransactionId ? "PURCHASE" : "RENEWAL",

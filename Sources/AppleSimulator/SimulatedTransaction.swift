@@ -70,6 +70,16 @@ public struct SimulatedTransaction: Codable, Sendable, Equatable {
     public var priceIncreaseStatus: Int?
     /// Renewal info's `autoRenewStatus` when the customer turned it off (0); nil means on.
     public var autoRenewStatus: Int?
+    /// `revocationType` once revoked: `REFUND_FULL`, `REFUND_PRORATED` (a refund with a percentage) or
+    /// `FAMILY_REVOKE` (a family member's access ended).
+    public var revocationType: String?
+    /// `revocationPercentage` of a prorated refund, in milliunits (25000 is 25 %).
+    public var revocationPercentage: Int?
+    /// `FAMILY_SHARED` for a family member's transaction (``AppleSimulator/shareWithFamily(transactionId:)``); nil
+    /// for the purchaser's own (`PURCHASED`).
+    public var inAppOwnershipType: String?
+    /// For a family member's transaction: the purchaser's transaction it was shared from.
+    public var sharedFromTransactionId: String?
 
     /// Whether Apple retries a failed renewal at `nowMs`: a billing retry starts at the period's end
     /// (``billingRetryStartMs``), never before.

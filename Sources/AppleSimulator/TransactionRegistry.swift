@@ -125,15 +125,28 @@ final class TransactionRegistry: Sendable {
         }
     }
 
-    /// Marks a transaction refunded or revoked. Nil when the id is unknown.
-    func revoke(_ transactionId: String, atMs: Int64, reason: Int) throws -> SimulatedTransaction? {
+    /// Marks a transaction refunded or revoked, with Apple's `revocationType` and, for a prorated refund, its
+    /// percentage. Nil when the id is unknown.
+    func revoke(
+        _ transactionId: String, atMs: Int64, reason: Int, type: String = "REFUND_FULL", percentage: Int? = nil
+    ) throws -> SimulatedTransaction? {
         try state.withLock { state in
             guard var transaction = state.byId[transactionId] else { return nil }
             transaction.revocationDateMs = atMs
             transaction.revocationReason = reason
+            transaction.revocationType = type
+            transaction.revocationPercentage = percentage
             state.insert(transaction)
             try Self.append(transaction, to: state.journal)
             return transaction
+        }
+    }
+
+    /// The family members' transactions shared from a purchaser's transaction.
+    func members(sharedFrom transactionId: String) -> [SimulatedTransaction] {
+        state.withLock { state in
+            state.byId.values.filter { $0.sharedFromTransactionId == transactionId }
+                .sorted { $0.transactionId < $1.transactionId }
         }
     }
 

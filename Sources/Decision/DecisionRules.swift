@@ -240,9 +240,11 @@ private struct Evaluation {
         }
         // A purchase the app tagged for another account is not this job's. Only on authenticated
         // evidence: a forged local token decides nothing, Apple's answer does.
+        // A family member's transaction is not bound by it: the member did not buy it, and a token it carries was set
+        // by the purchaser's app for the purchaser's account.
         if authentic, transactions.contains(where: { $0.appAccountToken != nil }) {
             let expected = job.appAccountToken?.lowercased() ?? AppAccountToken.derived(fromAccountID: job.accountID)
-            transactions.removeAll { $0.appAccountToken != nil && $0.appAccountToken != expected }
+            transactions.removeAll { $0.appAccountToken != nil && $0.appAccountToken != expected && !$0.isFamilyShared }
             if transactions.isEmpty { return reject(.accountTokenMismatch, by: by) }
         }
 
@@ -285,13 +287,18 @@ private struct Evaluation {
             if claim.accountID != job.accountID {
                 // Not this account's; a refund Apple reports is still recorded for the owner's entitlement.
                 if authentic, let revokedAt = transaction.revokedAt, claim.revokedAt == nil {
-                    writes.append(.revoke(transactionID: claim.transactionID, revokedAt: revokedAt))
+                    writes.append(
+                        .revoke(
+                            transactionID: claim.transactionID, revokedAt: revokedAt,
+                            revocation: transaction.revocation))
                 }
                 standings.append(.replayed)
             } else if claim.revokedAt != nil {
                 standings.append(.revoked)
             } else if authentic, let revokedAt = transaction.revokedAt {
-                writes.append(.revoke(transactionID: claim.transactionID, revokedAt: revokedAt))
+                writes.append(
+                    .revoke(
+                        transactionID: claim.transactionID, revokedAt: revokedAt, revocation: transaction.revocation))
                 standings.append(.revoked)
                 decidedByLedger = false
             } else if !claim.isActive(at: now) {
@@ -318,7 +325,7 @@ private struct Evaluation {
     // MARK: Auto-renewable subscriptions, one original transaction at a time
 
     mutating func evaluateSubscription(key: String, transactions group: [PurchaseTransaction]) {
-        var ledgerClaims = snapshot.claims(ofSubscription: key)
+        var ledgerClaims = subscriptionClaims(key, familyShared: group.contains(where: \.isFamilyShared))
         for transaction in group {
             if let claim = snapshot.claim(transaction.transactionID),
                 !ledgerClaims.contains(where: { $0.transactionID == claim.transactionID })
@@ -382,7 +389,10 @@ private struct Evaluation {
             let correction = TransactionCorrection(stated: transaction, claim: claim)
             if let claim {
                 if let revokedAt = correction.revokedAt {
-                    writes.append(.revoke(transactionID: claim.transactionID, revokedAt: revokedAt))
+                    writes.append(
+                        .revoke(
+                            transactionID: claim.transactionID, revokedAt: revokedAt,
+                            revocation: transaction.revocation))
                     decidedByLedger = false
                 }
                 if correction.laterExpiry != nil || correction.laterGracePeriodExpiry != nil {
@@ -574,8 +584,11 @@ private struct Evaluation {
         guard let transaction = transactions.last else { return reject(.noTransaction, by: .signature) }
         transactions = [transaction]
         let key = transaction.subscriptionKey
-        var ledgerClaims = snapshot.claims(ofSubscription: key)
         let existing = snapshot.claim(transaction.transactionID)
+        // A family member's transaction belongs to the member's claims, never to the purchaser's (and the reverse),
+        // so a REVOKE ends that member's access only and the verdict is for that member.
+        var ledgerClaims = subscriptionClaims(
+            key, familyShared: existing?.isFamilyShared ?? transaction.isFamilyShared)
         if let existing, !ledgerClaims.contains(where: { $0.transactionID == existing.transactionID }) {
             ledgerClaims.append(existing)
         }
@@ -594,6 +607,7 @@ private struct Evaluation {
             var claim = makeClaim(transaction, account: owner)
             if notification.kind == .refunded || notification.kind == .revoked {
                 claim.revokedAt = transaction.revokedAt ?? now
+                claim.revocation = transaction.revocation
             }
             return concludeFromLedger(ledgerClaims + [claim], writing: [.claim(claim)])
         }
@@ -609,14 +623,20 @@ private struct Evaluation {
             }
         case .refunded, .revoked:
             // REVOKE names the one family member's transaction: only that claim is revoked, never its siblings.
+            // A prorated refund (REFUND_PRORATED) revokes the transaction as a full one does: Apple refunds the part
+            // of the period left and sets `revocationDate`, so access ends then (docs/LEDGER.md, "Revocations").
             let revokedAt = transaction.revokedAt ?? now
             if let existing {
-                if existing.revokedAt == nil {
-                    writes.append(.revoke(transactionID: existing.transactionID, revokedAt: revokedAt))
+                if existing.revokedAt == nil || existing.revocation == nil && transaction.revocation != nil {
+                    writes.append(
+                        .revoke(
+                            transactionID: existing.transactionID, revokedAt: revokedAt,
+                            revocation: transaction.revocation))
                 }
             } else {
                 var claim = makeClaim(transaction, account: owner)
                 claim.revokedAt = revokedAt
+                claim.revocation = transaction.revocation
                 writes.append(.claim(claim))
             }
             transactions[0].revokedAt = revokedAt
@@ -624,6 +644,7 @@ private struct Evaluation {
         case .refundReversed:
             // Gives back what the refund took: the claim entitles again, with the dates Apple states now.
             transactions[0].revokedAt = nil
+            transactions[0].revocation = nil
             reinstated = true
             if let existing {
                 if existing.revokedAt != nil { writes.append(.reinstate(transactionID: existing.transactionID)) }
@@ -662,9 +683,11 @@ private struct Evaluation {
             standings.append(active ? .alreadyOwned : .expired)
         }
         if notification.signedDate != nil || notification.autoRenew != nil {
+            let familyShared = existing?.isFamilyShared ?? transaction.isFamilyShared
             writes.append(
                 .recordNotification(
-                    originalTransactionID: key, signedAt: notification.signedDate, autoRenew: notification.autoRenew))
+                    originalTransactionID: key, signedAt: notification.signedDate, autoRenew: notification.autoRenew,
+                    familyShared: familyShared))
         }
         return conclude()
     }
@@ -685,6 +708,7 @@ private struct Evaluation {
             evaluation.transactions[0].expiresDate = claim.expiresDate
             evaluation.transactions[0].gracePeriodExpiresDate = claim.gracePeriodExpiresDate
             evaluation.transactions[0].revokedAt = claim.revokedAt
+            evaluation.transactions[0].revocation = claim.revocation
         }
         evaluation.standings = [standing]
         evaluation.writes = writes
@@ -778,7 +802,9 @@ private struct Evaluation {
             expiresDate: statedByGoogle
                 ? entitlementEnd(transaction) : Self.latest(entitlementEnd(transaction), claim?.entitlementEnd),
             revokedAt: transaction.revokedAt ?? (reinstated ? nil : claim?.revokedAt), quantity: transaction.quantity,
-            orderID: transaction.orderID, purchaseToken: transaction.purchaseToken)
+            orderID: transaction.orderID, purchaseToken: transaction.purchaseToken,
+            revocation: reinstated ? nil : transaction.revocation ?? claim?.revocation,
+            ownershipType: transaction.ownershipType ?? claim?.ownershipType)
     }
 
     // MARK: Helpers
@@ -838,7 +864,17 @@ private struct Evaluation {
             bundleID: evidence.bundleID, environment: evidence.environment?.rawValue,
             purchaseDate: transaction.purchaseDate, expiresDate: transaction.expiresDate,
             gracePeriodExpiresDate: transaction.gracePeriodExpiresDate, revokedAt: transaction.revokedAt,
-            grantedJobID: job.jobID, verdictID: verdictID, createdAt: now, updatedAt: now)
+            grantedJobID: job.jobID, verdictID: verdictID, createdAt: now, updatedAt: now,
+            revocation: transaction.revokedAt == nil ? nil : transaction.revocation,
+            ownershipType: transaction.ownershipType)
+    }
+
+    /// The claims of one subscription that a transaction is judged with: a family member's claims
+    /// (`FAMILY_SHARED`) and the purchaser's are never one subscription, even under one original transaction id.
+    /// Apple gives each member transactions of their own; this keeps a member's grant from reading as a replay of
+    /// the purchaser's, and a member's revocation from touching the purchaser's access.
+    func subscriptionClaims(_ key: String, familyShared: Bool) -> [TransactionClaim] {
+        snapshot.claims(ofSubscription: key).filter { $0.isFamilyShared == familyShared }
     }
 
     /// The owner of a subscription: the account holding its claim with the latest entitlement.
@@ -878,6 +914,8 @@ private struct Evaluation {
             existing.gracePeriodExpiresDate = latest(
                 existing.gracePeriodExpiresDate, transaction.gracePeriodExpiresDate)
             existing.revokedAt = existing.revokedAt ?? transaction.revokedAt
+            existing.revocation = existing.revocation ?? transaction.revocation
+            existing.ownershipType = existing.ownershipType ?? transaction.ownershipType
             existing.originalTransactionID = existing.originalTransactionID ?? transaction.originalTransactionID
             existing.productType = existing.productType ?? transaction.productType
             existing.purchaseDate = existing.purchaseDate ?? transaction.purchaseDate

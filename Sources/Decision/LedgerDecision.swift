@@ -5,8 +5,9 @@ import Messages
 public enum LedgerWrite: Sendable, Hashable {
     /// Insert the claim if the transaction is unclaimed. Finding it claimed means the decision lost a race.
     case claim(TransactionClaim)
-    /// Record a refund or revocation (keeps the first `revokedAt` if one is already stored).
-    case revoke(transactionID: String, revokedAt: Date)
+    /// Record a refund or revocation (keeps the first `revokedAt` if one is already stored), with how Apple revoked
+    /// it when it said (recorded with the first `revokedAt`; added to a revoked claim that has none).
+    case revoke(transactionID: String, revokedAt: Date, revocation: Revocation? = nil)
     /// Move every claim of an expired subscription from one account to another. Expects exactly
     /// `transactionIDs` to be owned by `from`; anything else means the decision lost a race.
     case moveSubscription(originalTransactionID: String, from: String, to: String, transactionIDs: [String])
@@ -17,7 +18,10 @@ public enum LedgerWrite: Sendable, Hashable {
     /// Record a notification applied to a subscription: its `signedDate` on every claim of the subscription (never
     /// backwards), and auto-renew when it states it. Finding a newer `signedDate` already stored means the decision
     /// lost a race (a newer notification was applied meanwhile).
-    case recordNotification(originalTransactionID: String, signedAt: Date?, autoRenew: Bool?)
+    /// `familyShared`: the notification is about a family member's claims, recorded on those alone (the purchaser's
+    /// claims, even under one original transaction id, are another subscription).
+    case recordNotification(
+        originalTransactionID: String, signedAt: Date?, autoRenew: Bool?, familyShared: Bool = false)
     /// End a replaced subscription's access at `at` (Google Play's upgrade or downgrade, `linkedPurchaseToken`): every
     /// claim of it whose expiry or grace period ends later is cut to `at`. The one write that moves a date earlier.
     case endSubscription(originalTransactionID: String, at: Date)

@@ -40,6 +40,10 @@ private struct StoredEvidence: Codable {
         var retry: Bool?
         var quantity: Int?
         var token: String?
+        var revocationType: String?
+        var revocationPercentage: Int?
+        var revocationReason: Int?
+        var ownership: String?
     }
 
     var v: Int
@@ -73,7 +77,9 @@ private struct StoredEvidence: Codable {
                 revoked: transaction.revokedAt.map(Self.milliseconds),
                 grace: transaction.gracePeriodExpiresDate.map(Self.milliseconds),
                 retry: transaction.hasRenewalInfo ? transaction.isInBillingRetry : nil, quantity: transaction.quantity,
-                token: transaction.appAccountToken)
+                token: transaction.appAccountToken, revocationType: transaction.revocation?.type?.rawValue,
+                revocationPercentage: transaction.revocation?.percentage,
+                revocationReason: transaction.revocation?.reason, ownership: transaction.ownershipType?.rawValue)
         }
         rejection = evidence.rejection?.rawValue
         status = evidence.appleStatus
@@ -113,7 +119,11 @@ private struct StoredEvidence: Codable {
                     gracePeriodExpiresDate: transaction.grace.map(Self.date),
                     isInBillingRetry: transaction.retry ?? false, hasRenewalInfo: transaction.retry != nil,
                     quantity: transaction.quantity,
-                    appAccountToken: transaction.token))
+                    appAccountToken: transaction.token,
+                    revocation: Revocation(
+                        type: transaction.revocationType.map { Revocation.Kind($0) },
+                        percentage: transaction.revocationPercentage, reason: transaction.revocationReason),
+                    ownershipType: transaction.ownership.map { OwnershipType($0) }))
         }
         evidence.transactions = decoded
         evidence.rejection = rejection.map(Verdict.Reason.init(rawValue:))

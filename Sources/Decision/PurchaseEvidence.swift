@@ -103,6 +103,11 @@ public struct PurchaseTransaction: Sendable, Hashable {
     /// Whether Google Play's subscription is paused (`SUBSCRIPTION_STATE_PAUSED`), stated with the renewal info
     /// (``hasRenewalInfo``); nil for the App Store's, whose subscriptions do not pause.
     public var isPaused: Bool?
+    /// How the App Store revoked it (`revocationType`, `revocationPercentage`, `revocationReason`), with
+    /// ``revokedAt``; nil when the store said nothing of it.
+    public var revocation: Revocation?
+    /// The App Store's `inAppOwnershipType`: a family member's transaction is `FAMILY_SHARED`.
+    public var ownershipType: OwnershipType?
 
     public init(
         transactionID: String, originalTransactionID: String? = nil, productID: String,
@@ -110,9 +115,11 @@ public struct PurchaseTransaction: Sendable, Hashable {
         revokedAt: Date? = nil, gracePeriodExpiresDate: Date? = nil, isInBillingRetry: Bool = false,
         hasRenewalInfo: Bool = false, quantity: Int? = nil, appAccountToken: String? = nil,
         linkedSubscriptionKey: String? = nil, orderID: String? = nil, purchaseToken: String? = nil,
-        isPaused: Bool? = nil
+        isPaused: Bool? = nil, revocation: Revocation? = nil, ownershipType: OwnershipType? = nil
     ) {
         self.isPaused = isPaused
+        self.revocation = revocation?.nonEmpty
+        self.ownershipType = ownershipType
         self.linkedSubscriptionKey = linkedSubscriptionKey
         self.orderID = orderID
         self.purchaseToken = purchaseToken
@@ -132,6 +139,9 @@ public struct PurchaseTransaction: Sendable, Hashable {
 
     /// The original transaction id, or this transaction's own id when it is the original.
     public var subscriptionKey: String { originalTransactionID ?? transactionID }
+
+    /// A family member's transaction (Family Sharing), not the purchaser's.
+    public var isFamilyShared: Bool { ownershipType == .familyShared }
 }
 
 /// What an App Store Server Notification V2 reports, reduced to what changes an entitlement

@@ -18,6 +18,12 @@ public struct TransactionClaim: Sendable, Hashable {
     public var expiresDate: Date?
     public var gracePeriodExpiresDate: Date?
     public var revokedAt: Date?
+    /// How the App Store revoked it (schema version 8): Apple's `revocationType`, `revocationPercentage` and
+    /// `revocationReason`, recorded with ``revokedAt`` and cleared with it; nil when Apple did not say.
+    public var revocation: Revocation?
+    /// Apple's `inAppOwnershipType` as the claim was made (schema version 8): a family member's claim is
+    /// `FAMILY_SHARED`, and belongs to the member's account alone; nil: not stated (the purchaser's).
+    public var ownershipType: OwnershipType?
     /// Auto-renew as the latest notification stated it (`DID_CHANGE_RENEWAL_STATUS`, signed renewal info); nil
     /// when no notification said.
     public var autoRenew: Bool?
@@ -35,8 +41,10 @@ public struct TransactionClaim: Sendable, Hashable {
         productType: ProductType, bundleID: String? = nil, environment: String? = nil, purchaseDate: Date? = nil,
         expiresDate: Date? = nil, gracePeriodExpiresDate: Date? = nil, revokedAt: Date? = nil,
         grantedJobID: String, verdictID: String, createdAt: Date, updatedAt: Date, autoRenew: Bool? = nil,
-        notificationSignedAt: Date? = nil
+        notificationSignedAt: Date? = nil, revocation: Revocation? = nil, ownershipType: OwnershipType? = nil
     ) {
+        self.revocation = revocation?.nonEmpty
+        self.ownershipType = ownershipType
         self.transactionID = transactionID
         self.originalTransactionID = originalTransactionID
         self.accountID = accountID
@@ -70,6 +78,9 @@ public struct TransactionClaim: Sendable, Hashable {
             }
         }
     }
+
+    /// A family member's claim (Family Sharing), not the purchaser's.
+    public var isFamilyShared: Bool { ownershipType == .familyShared }
 
     /// True while the claim still entitles its owner at `now`.
     public func isActive(at now: Date) -> Bool {

@@ -57,12 +57,13 @@ public enum LedgerShow {
         let codec = MessageCodec()
         // Every claim of the subscriptions shown, for the subscription's state.
         let originals = Set(claims.filter { $0.productType == .autoRenewable }.map(\.originalTransactionID))
-        var family = Dictionary(grouping: claims, by: \.originalTransactionID)
+        // A family member's claims and the purchaser's are separate subscriptions, even under one original id.
+        var family = Dictionary(grouping: claims, by: Self.subscriptionKey)
         if !originals.isEmpty {
             let all = try await ledger.snapshot(
                 jobID: "", transactionIDs: [], originalTransactionIDs: originals.sorted()
             ).claims
-            for (original, members) in Dictionary(grouping: all, by: \.originalTransactionID) {
+            for (original, members) in Dictionary(grouping: all, by: Self.subscriptionKey) {
                 var byID = Dictionary(family[original, default: []].map { ($0.transactionID, $0) }) { a, _ in a }
                 for member in members { byID[member.transactionID] = member }
                 family[original] = Array(byID.values)
@@ -70,7 +71,7 @@ public enum LedgerShow {
         }
         var transactions: [[String: Any]] = []
         for claim in claims.sorted(by: { $0.transactionID < $1.transactionID }) {
-            let subscriptionState = subscriptionState(of: family[claim.originalTransactionID] ?? [claim], at: now)
+            let subscriptionState = subscriptionState(of: family[Self.subscriptionKey(claim)] ?? [claim], at: now)
             var verdicts: [Any] = []
             if let verdict = try await ledger.snapshot(
                 jobID: claim.grantedJobID, transactionIDs: [], originalTransactionIDs: []
@@ -91,6 +92,13 @@ public enum LedgerShow {
                 "revoked_at": rfc3339(claim.revokedAt),
                 // As the newest notification stated it; null until one did.
                 "auto_renew": claim.autoRenew.map { $0 as Any } ?? NSNull(),
+                // How Apple revoked it (`revocationType`, `revocationPercentage` in milliunits, `revocationReason`);
+                // null when it did not say.
+                "revocation_type": claim.revocation?.type.map { $0.rawValue as Any } ?? NSNull(),
+                "revocation_percentage": claim.revocation?.percentage.map { $0 as Any } ?? NSNull(),
+                "revocation_reason": claim.revocation?.reason.map { $0 as Any } ?? NSNull(),
+                // `FAMILY_SHARED` for a family member's claim; null when Apple's answer did not say.
+                "in_app_ownership_type": claim.ownershipType.map { $0.rawValue as Any } ?? NSNull(),
                 "verdicts": verdicts,
             ])
         }
@@ -111,6 +119,12 @@ public enum LedgerShow {
         guard let expires = claim.expiresDate, expires <= now else { return "active" }
         if let grace = claim.gracePeriodExpiresDate, grace > now { return "grace_period" }
         return "expired"
+    }
+
+    /// The subscription a claim belongs to in the report: its original transaction id, the purchaser's claims apart
+    /// from a family member's.
+    private static func subscriptionKey(_ claim: TransactionClaim) -> String {
+        claim.isFamilyShared ? "family:" + claim.originalTransactionID : claim.originalTransactionID
     }
 
     private static func rfc3339(_ date: Date?) -> Any {

@@ -151,6 +151,15 @@ enum LedgerSchema {
                 """,
                 "CREATE INDEX play_refund_reviews_deadline ON play_refund_reviews (deadline)",
             ]),
+        SchemaMigration(
+            version: 8, name: "revocation detail and family sharing",
+            statements: [
+                // Nullable: rows written before stay valid (how Apple revoked them unknown; the purchaser's own).
+                "ALTER TABLE transaction_claims ADD COLUMN revocation_type TEXT",
+                "ALTER TABLE transaction_claims ADD COLUMN revocation_percentage INTEGER",
+                "ALTER TABLE transaction_claims ADD COLUMN revocation_reason INTEGER",
+                "ALTER TABLE transaction_claims ADD COLUMN ownership_type TEXT",
+            ]),
     ]
 
     static let postgres: [SchemaMigration] = [
@@ -288,6 +297,14 @@ enum LedgerSchema {
                 )
                 """,
                 "CREATE INDEX play_refund_reviews_deadline ON play_refund_reviews (deadline)",
+            ]),
+        SchemaMigration(
+            version: 8, name: "revocation detail and family sharing",
+            statements: [
+                "ALTER TABLE transaction_claims ADD COLUMN revocation_type text",
+                "ALTER TABLE transaction_claims ADD COLUMN revocation_percentage integer",
+                "ALTER TABLE transaction_claims ADD COLUMN revocation_reason integer",
+                "ALTER TABLE transaction_claims ADD COLUMN ownership_type text",
             ]),
     ]
 }

@@ -182,14 +182,22 @@ struct MessageJSONReader {
                 case .some(let graceEnd) = item.optionalDate("grace_period_expires_date"),
                 case .some(let orderID) = item.optionalString("order_id"),
                 case .some(let purchaseToken) = item.optionalString("purchase_token"),
-                case .some(let paused) = item.optionalBoolean("paused")
+                case .some(let paused) = item.optionalBoolean("paused"),
+                case .some(let revocationType) = item.optionalString("revocation_type"),
+                case .some(let revocationPercentage) = item.optionalInteger("revocation_percentage"),
+                case .some(let revocationReason) = item.optionalInteger("revocation_reason"),
+                case .some(let ownershipType) = item.optionalString("in_app_ownership_type")
             else { return nil }
             transactions.append(
                 Verdict.Transaction(
                     transactionID: transactionID, originalTransactionID: originalTransactionID, productID: productID,
                     purchaseDate: purchaseDate, expiresDate: expiresDate, revokedAt: revokedAt, quantity: quantity,
                     inBillingRetry: inBillingRetry, gracePeriodExpiresDate: graceEnd, orderID: orderID,
-                    purchaseToken: purchaseToken, paused: paused))
+                    purchaseToken: purchaseToken, paused: paused,
+                    revocation: Revocation(
+                        type: revocationType.map { Revocation.Kind($0) }, percentage: revocationPercentage,
+                        reason: revocationReason),
+                    ownershipType: ownershipType.map { OwnershipType($0) }))
         }
         // The id as read, not as derived: a consumer keeps the id it was given.
         return Verdict(

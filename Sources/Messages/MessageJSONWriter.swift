@@ -74,6 +74,7 @@ enum MessageJSONWriter {
             // Written even when absent (null): the contract lists these fields on every transaction.
             writer.field("expires_date", transaction.expiresDate.map(RFC3339.format))
             writer.optionalField("grace_period_expires_date", transaction.gracePeriodExpiresDate.map(RFC3339.format))
+            writer.optionalField("in_app_ownership_type", transaction.ownershipType?.rawValue)
             if let inBillingRetry = transaction.inBillingRetry { writer.field("in_billing_retry", inBillingRetry) }
             writer.optionalField("order_id", transaction.orderID)
             writer.field("original_transaction_id", transaction.originalTransactionID)
@@ -82,6 +83,9 @@ enum MessageJSONWriter {
             writer.field("purchase_date", transaction.purchaseDate.map(RFC3339.format))
             writer.optionalField("purchase_token", transaction.purchaseToken)
             if let quantity = transaction.quantity { writer.field("quantity", quantity) }
+            if let percentage = transaction.revocation?.percentage { writer.field("revocation_percentage", percentage) }
+            if let reason = transaction.revocation?.reason { writer.field("revocation_reason", reason) }
+            writer.optionalField("revocation_type", transaction.revocation?.type?.rawValue)
             writer.field("revoked_at", transaction.revokedAt.map(RFC3339.format))
             writer.field("transaction_id", transaction.transactionID)
             writer.endObject()

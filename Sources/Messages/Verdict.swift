@@ -146,12 +146,18 @@ public struct Verdict: Sendable, Hashable {
         /// Google stated it for this decision, on the subscription's latest transaction beside ``inBillingRetry``;
         /// nil when the decision saw no Google Play state (absent from the JSON).
         public var paused: Bool?
+        /// How Apple revoked the transaction (`revocationType`, `revocationPercentage`, `revocationReason`), when it
+        /// said; nil otherwise (each field absent from the JSON).
+        public var revocation: Revocation?
+        /// Apple's `inAppOwnershipType` when the decision read it; nil otherwise (absent from the JSON).
+        public var ownershipType: OwnershipType?
 
         public init(
             transactionID: String, originalTransactionID: String? = nil, productID: String,
             purchaseDate: Date? = nil, expiresDate: Date? = nil, revokedAt: Date? = nil, quantity: Int? = nil,
             inBillingRetry: Bool? = nil, gracePeriodExpiresDate: Date? = nil, orderID: String? = nil,
-            purchaseToken: String? = nil, paused: Bool? = nil
+            purchaseToken: String? = nil, paused: Bool? = nil, revocation: Revocation? = nil,
+            ownershipType: OwnershipType? = nil
         ) {
             self.transactionID = transactionID
             self.originalTransactionID = originalTransactionID
@@ -165,6 +171,8 @@ public struct Verdict: Sendable, Hashable {
             self.orderID = orderID
             self.purchaseToken = purchaseToken
             self.paused = paused
+            self.revocation = revocation?.isEmpty == true ? nil : revocation
+            self.ownershipType = ownershipType
         }
 
         enum CodingKeys: String, CodingKey {
@@ -180,6 +188,32 @@ public struct Verdict: Sendable, Hashable {
             case orderID = "order_id"
             case purchaseToken = "purchase_token"
             case paused
+            case revocationType = "revocation_type"
+            case revocationPercentage = "revocation_percentage"
+            case revocationReason = "revocation_reason"
+            case ownershipType = "in_app_ownership_type"
+        }
+
+        public init(from decoder: any Decoder) throws {
+            let c = try decoder.container(keyedBy: CodingKeys.self)
+            self.init(
+                transactionID: try c.decode(String.self, forKey: .transactionID),
+                originalTransactionID: try c.decodeIfPresent(String.self, forKey: .originalTransactionID),
+                productID: try c.decode(String.self, forKey: .productID),
+                purchaseDate: try c.decodeIfPresent(Date.self, forKey: .purchaseDate),
+                expiresDate: try c.decodeIfPresent(Date.self, forKey: .expiresDate),
+                revokedAt: try c.decodeIfPresent(Date.self, forKey: .revokedAt),
+                quantity: try c.decodeIfPresent(Int.self, forKey: .quantity),
+                inBillingRetry: try c.decodeIfPresent(Bool.self, forKey: .inBillingRetry),
+                gracePeriodExpiresDate: try c.decodeIfPresent(Date.self, forKey: .gracePeriodExpiresDate),
+                orderID: try c.decodeIfPresent(String.self, forKey: .orderID),
+                purchaseToken: try c.decodeIfPresent(String.self, forKey: .purchaseToken),
+                paused: try c.decodeIfPresent(Bool.self, forKey: .paused),
+                revocation: Revocation(
+                    type: try c.decodeIfPresent(String.self, forKey: .revocationType).map { Revocation.Kind($0) },
+                    percentage: try c.decodeIfPresent(Int.self, forKey: .revocationPercentage),
+                    reason: try c.decodeIfPresent(Int.self, forKey: .revocationReason)),
+                ownershipType: try c.decodeIfPresent(String.self, forKey: .ownershipType).map { OwnershipType($0) })
         }
 
         public func encode(to encoder: any Encoder) throws {
@@ -197,6 +231,10 @@ public struct Verdict: Sendable, Hashable {
             try c.encodeIfPresent(orderID, forKey: .orderID)
             try c.encodeIfPresent(purchaseToken, forKey: .purchaseToken)
             try c.encodeIfPresent(paused, forKey: .paused)
+            try c.encodeIfPresent(revocation?.type?.rawValue, forKey: .revocationType)
+            try c.encodeIfPresent(revocation?.percentage, forKey: .revocationPercentage)
+            try c.encodeIfPresent(revocation?.reason, forKey: .revocationReason)
+            try c.encodeIfPresent(ownershipType?.rawValue, forKey: .ownershipType)
         }
     }
 

@@ -19,6 +19,10 @@ public struct SignedTransaction: Sendable, Hashable {
     public var signedDate: Date?
     public var revocationReason: Int?
     public var revocationDate: Date?
+    /// `revocationType`: `REFUND_FULL`, `REFUND_PRORATED` or `FAMILY_REVOKE` (Server API 1.19).
+    public var revocationType: String?
+    /// `revocationPercentage`: the share refunded, in milliunits (25000 is 25 %).
+    public var revocationPercentage: Int?
     public var isUpgraded: Bool?
     public var offerType: Int?
     public var environment: AppleEnvironment?
@@ -112,6 +116,8 @@ extension SignedTransaction {
         signedDate = json["signedDate"]?.millisecondsDate
         revocationReason = json["revocationReason"]?.intValue
         revocationDate = json["revocationDate"]?.millisecondsDate
+        revocationType = json["revocationType"]?.stringValue
+        revocationPercentage = json["revocationPercentage"]?.intValue
         isUpgraded = json["isUpgraded"]?.boolValue
         offerType = json["offerType"]?.intValue
         environment = json["environment"]?.stringValue.flatMap(AppleEnvironment.init(appleName:))

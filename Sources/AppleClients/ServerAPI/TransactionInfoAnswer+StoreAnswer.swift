@@ -20,7 +20,13 @@ extension SignedTransaction {
             transactionID: transactionID, originalTransactionID: originalTransactionID, productID: productID ?? "",
             productType: ReceiptAnalysis.productType(ofJWSType: type), purchaseDate: purchaseDate,
             expiresDate: expiresDate,
-            revokedAt: revocationDate, quantity: quantity, appAccountToken: appAccountToken)
+            revokedAt: revocationDate, quantity: quantity, appAccountToken: appAccountToken,
+            revocation: revocationDate == nil
+                ? nil
+                : Revocation(
+                    type: revocationType.map { Revocation.Kind($0) }, percentage: revocationPercentage,
+                    reason: revocationReason),
+            ownershipType: inAppOwnershipType.map { OwnershipType($0) })
     }
 
 }

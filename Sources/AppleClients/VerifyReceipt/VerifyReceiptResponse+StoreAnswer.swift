@@ -35,7 +35,9 @@ extension VerifyReceiptResponse {
         var transaction = PurchaseTransaction(
             transactionID: apple.transactionID, originalTransactionID: apple.originalTransactionID,
             productID: apple.productID, purchaseDate: apple.purchaseDate, expiresDate: apple.expiresDate,
-            revokedAt: apple.cancellationDate, quantity: apple.quantity, appAccountToken: apple.appAccountToken)
+            revokedAt: apple.cancellationDate, quantity: apple.quantity, appAccountToken: apple.appAccountToken,
+            revocation: apple.cancellationDate == nil ? nil : Revocation(reason: apple.cancellationReason),
+            ownershipType: apple.inAppOwnershipType.map { OwnershipType($0) })
         if let renewal = renewals[transaction.subscriptionKey] {
             transaction.gracePeriodExpiresDate = renewal.gracePeriodExpiresDate
             transaction.isInBillingRetry = renewal.isInBillingRetryPeriod ?? false

@@ -380,10 +380,15 @@ public enum EntitlementProjection {
             _ kind: LifecycleEvent.Kind, _ entitlement: String, _ transaction: ProjectedTransaction,
             from: String? = nil, to: String? = nil
         ) {
+            // A refund carries how Apple revoked it, as the verdict stated it for that transaction.
+            let revocation =
+                kind == .refund
+                ? verdict.transactions.first { $0.transactionID == transaction.transactionID }?.revocation : nil
             let event = LifecycleEvent(
                 kind: kind, accountID: account, entitlementID: entitlement,
                 active: after[entitlement]?.active ?? false, transaction: transaction,
-                occurredAt: verdict.decidedAt, verdictID: verdict.verdictID, fromAccountID: from, toAccountID: to)
+                occurredAt: verdict.decidedAt, verdictID: verdict.verdictID, fromAccountID: from, toAccountID: to,
+                revocation: revocation)
             guard !events.contains(where: { $0.eventID == event.eventID }) else { return }
             events.append(event)
             covered.insert(entitlement)

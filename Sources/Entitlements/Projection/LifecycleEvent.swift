@@ -42,11 +42,16 @@ public struct LifecycleEvent: Sendable, Hashable, Codable {
     public var verdictID: String?
     public var fromAccountID: String?
     public var toAccountID: String?
+    /// A refund's detail as Apple gave it (`revocation_type`, `revocation_percentage`, `revocation_reason`): a full
+    /// or prorated refund, or a family member's access revoked; nil for other events and when Apple did not say.
+    public var revocation: Revocation?
 
     public init(
         kind: Kind, accountID: String, entitlementID: String, active: Bool, transaction: ProjectedTransaction,
-        occurredAt: Date, verdictID: String?, fromAccountID: String? = nil, toAccountID: String? = nil
+        occurredAt: Date, verdictID: String?, fromAccountID: String? = nil, toAccountID: String? = nil,
+        revocation: Revocation? = nil
     ) {
+        self.revocation = revocation?.nonEmpty
         self.kind = kind
         self.accountID = accountID
         self.entitlementID = entitlementID
@@ -86,6 +91,9 @@ public struct LifecycleEvent: Sendable, Hashable, Codable {
         case verdictID = "verdict_id"
         case fromAccountID = "from_account_id"
         case toAccountID = "to_account_id"
+        case revocationType = "revocation_type"
+        case revocationPercentage = "revocation_percentage"
+        case revocationReason = "revocation_reason"
     }
 
     public init(from decoder: any Decoder) throws {
@@ -104,6 +112,12 @@ public struct LifecycleEvent: Sendable, Hashable, Codable {
         verdictID = try c.decodeIfPresent(String.self, forKey: .verdictID)
         fromAccountID = try c.decodeIfPresent(String.self, forKey: .fromAccountID)
         toAccountID = try c.decodeIfPresent(String.self, forKey: .toAccountID)
+        revocation =
+            Revocation(
+                type: try c.decodeIfPresent(String.self, forKey: .revocationType).map { Revocation.Kind($0) },
+                percentage: try c.decodeIfPresent(Int.self, forKey: .revocationPercentage),
+                reason: try c.decodeIfPresent(Int.self, forKey: .revocationReason)
+            ).nonEmpty
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -123,6 +137,9 @@ public struct LifecycleEvent: Sendable, Hashable, Codable {
         try c.encode(verdictID, forKey: .verdictID)
         try c.encodeIfPresent(fromAccountID, forKey: .fromAccountID)
         try c.encodeIfPresent(toAccountID, forKey: .toAccountID)
+        try c.encodeIfPresent(revocation?.type?.rawValue, forKey: .revocationType)
+        try c.encodeIfPresent(revocation?.percentage, forKey: .revocationPercentage)
+        try c.encodeIfPresent(revocation?.reason, forKey: .revocationReason)
     }
 
     /// The namespace of event ids: the version 5 UUID of "entitlement-event" in RFC 9562's URL namespace.

@@ -29,38 +29,20 @@ public struct VerdictReader: Sendable {
                     schema: Verdict.schema, outcome: verdict.outcome.rawValue, code: "invalid_identifier",
                     problem: problem))
         }
-        return .verdict(verdict, revocations: Self.revocations(in: bytes, of: verdict))
+        return .verdict(verdict, revocations: Self.revocations(of: verdict))
     }
 
-    /// The optional revocation fields of the verdict's transactions (``TransactionRevocation``), read from its JSON
-    /// only when it names one; a value of the wrong type, or out of range (a percentage outside 0...100000), is left
-    /// out, never guessed.
-    static func revocations(in bytes: [UInt8], of verdict: Verdict) -> [TransactionRevocation] {
-        guard Data(bytes).range(of: Data("\"revocation_".utf8)) != nil,
-            let object = (try? JSONSerialization.jsonObject(with: Data(bytes))) as? [String: Any],
-            let items = object["transactions"] as? [[String: Any]]
-        else { return [] }
-        var revocations: [TransactionRevocation] = []
-        for (index, item) in items.enumerated() where index < verdict.transactions.count {
-            let type = (item["revocation_type"] as? String).flatMap { Identifier.isValid($0) ? $0 : nil }
-            let percentage = (item["revocation_percentage"] as? NSNumber).flatMap { number -> Int? in
-                let value = number.doubleValue
-                guard value >= 0, value <= 100_000, value == value.rounded() else { return nil }
-                return Int(value)
-            }
-            let reason: String? =
-                switch item["revocation_reason"] {
-                case let text as String where Identifier.isValid(text): text
-                case let number as NSNumber: number.stringValue
-                default: nil
-                }
-            guard type != nil || percentage != nil || reason != nil else { continue }
-            revocations.append(
-                TransactionRevocation(
-                    transactionID: verdict.transactions[index].transactionID, type: type, percentage: percentage,
-                    reason: reason))
+    /// The revocation detail the verdict's transactions state (``TransactionRevocation``); a percentage out of range
+    /// (outside 0...100000) was left out when the verdict was read, and a type that is no identifier is left out here.
+    static func revocations(of verdict: Verdict) -> [TransactionRevocation] {
+        verdict.transactions.compactMap { item in
+            guard let revocation = item.revocation else { return nil }
+            let type = revocation.type.map(\.rawValue).flatMap { Identifier.isValid($0) ? $0 : nil }
+            let reason = revocation.reason.map(String.init)
+            guard type != nil || revocation.percentage != nil || reason != nil else { return nil }
+            return TransactionRevocation(
+                transactionID: item.transactionID, type: type, percentage: revocation.percentage, reason: reason)
         }
-        return revocations
     }
 
     /// The first identifier that breaks the contract's bounds (1 to 256 bytes, no control characters), named.

@@ -122,7 +122,7 @@ public final class PostgresLedger: Ledger {
                     WHERE transaction_id = ANY(\(transactionIDs)) OR original_transaction_id = ANY(\(originalTransactionIDs))
                     UNION ALL
                     SELECT verdict_json, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-                        NULL, NULL, NULL, NULL
+                        NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
                     FROM job_verdicts WHERE job_id = \(jobID)
                     """, logger: logger)
                 var snapshot = LedgerSnapshot()
@@ -232,7 +232,9 @@ public final class PostgresLedger: Ledger {
                         VALUES (\(c.transactionID), \(c.originalTransactionID), \(c.accountID), \(c.productID),
                             \(c.productType.rawValue), \(c.bundleID), \(c.environment), \(c.purchaseDate),
                             \(c.expiresDate), \(c.gracePeriodExpiresDate), \(c.revokedAt), \(c.grantedJobID),
-                            \(c.verdictID), now(), now(), \(c.autoRenew), \(c.notificationSignedAt))
+                            \(c.verdictID), now(), now(), \(c.autoRenew), \(c.notificationSignedAt),
+                            \(c.revocation?.type?.rawValue), \(c.revocation?.percentage), \(c.revocation?.reason),
+                            \(c.ownershipType?.rawValue))
                         ON CONFLICT (transaction_id) DO NOTHING
                         RETURNING account_id
                     )
@@ -250,7 +252,18 @@ public final class PostgresLedger: Ledger {
                         ])
                     return false
                 }
-            case .revoke(let transactionID, let revokedAt):
+            case .revoke(let transactionID, let revokedAt, let revocation):
+                if let revocation {
+                    // How Apple revoked it goes with the first revocation, or onto a revoked claim that lacks it.
+                    try await connection.query(
+                        """
+                        UPDATE transaction_claims
+                        SET revocation_type = \(revocation.type?.rawValue),
+                            revocation_percentage = \(revocation.percentage), revocation_reason = \(revocation.reason)
+                        WHERE transaction_id = \(transactionID) AND (revoked_at IS NULL OR (revocation_type IS NULL
+                            AND revocation_percentage IS NULL AND revocation_reason IS NULL))
+                        """, logger: logger)
+                }
                 try await connection.query(
                     """
                     UPDATE transaction_claims SET revoked_at = COALESCE(revoked_at, \(revokedAt)), updated_at = now()
@@ -277,10 +290,12 @@ public final class PostgresLedger: Ledger {
             case .reinstate(let transactionID):
                 try await connection.query(
                     """
-                    UPDATE transaction_claims SET revoked_at = NULL, updated_at = now()
+                    UPDATE transaction_claims SET revoked_at = NULL, revocation_type = NULL,
+                        revocation_percentage = NULL, revocation_reason = NULL, updated_at = now()
                     WHERE transaction_id = \(transactionID)
                     """, logger: logger)
-            case .recordNotification(let original, let signedAt, let autoRenew):
+            case .recordNotification(let original, let signedAt, let autoRenew, let familyShared):
+                // A family member's claims and the purchaser's are ordered apart (``LedgerWrite``).
                 if let signedAt {
                     // Update first: the rows a concurrent newer notification holds are waited for, so the check
                     // below sees its commit. A newer one found means this one is late: roll back, decide again.
@@ -288,12 +303,15 @@ public final class PostgresLedger: Ledger {
                         """
                         UPDATE transaction_claims SET notification_signed_at = \(signedAt), updated_at = now()
                         WHERE original_transaction_id = \(original)
+                            AND (COALESCE(ownership_type, '') = 'FAMILY_SHARED') = \(familyShared)
                             AND (notification_signed_at IS NULL OR notification_signed_at < \(signedAt))
                         """, logger: logger)
                     let newer = try await connection.query(
                         """
                         SELECT 1 FROM transaction_claims
-                        WHERE original_transaction_id = \(original) AND notification_signed_at > \(signedAt) LIMIT 1
+                        WHERE original_transaction_id = \(original) AND notification_signed_at > \(signedAt)
+                            AND (COALESCE(ownership_type, '') = 'FAMILY_SHARED') = \(familyShared)
+                        LIMIT 1
                         """, logger: logger
                     ).collect()
                     if !newer.isEmpty { return false }
@@ -303,6 +321,7 @@ public final class PostgresLedger: Ledger {
                         """
                         UPDATE transaction_claims SET auto_renew = \(autoRenew), updated_at = now()
                         WHERE original_transaction_id = \(original)
+                            AND (COALESCE(ownership_type, '') = 'FAMILY_SHARED') = \(familyShared)
                         """, logger: logger)
                 }
             case .endSubscription(let original, let at):
@@ -413,7 +432,11 @@ public final class PostgresLedger: Ledger {
             createdAt: try cells[offset + 13].decode(Date.self),
             updatedAt: try cells[offset + 14].decode(Date.self),
             autoRenew: try cells[offset + 15].decode(Bool?.self),
-            notificationSignedAt: try cells[offset + 16].decode(Date?.self))
+            notificationSignedAt: try cells[offset + 16].decode(Date?.self),
+            revocation: Revocation(
+                type: try cells[offset + 17].decode(String?.self).map { Revocation.Kind($0) },
+                percentage: try cells[offset + 18].decode(Int?.self), reason: try cells[offset + 19].decode(Int?.self)),
+            ownershipType: try cells[offset + 20].decode(String?.self).map { OwnershipType($0) })
     }
 }
 

@@ -168,7 +168,8 @@ public final class SQLiteLedger: Ledger {
                 try connection.query(
                     """
                     INSERT INTO transaction_claims (\(claimColumns))
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (transaction_id) DO NOTHING
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    ON CONFLICT (transaction_id) DO NOTHING
                     """,
                     [
                         .text(claim.transactionID), .text(claim.originalTransactionID), .text(claim.accountID),
@@ -177,10 +178,29 @@ public final class SQLiteLedger: Ledger {
                         SQLiteValue(claim.gracePeriodExpiresDate), SQLiteValue(claim.revokedAt),
                         .text(claim.grantedJobID), .text(claim.verdictID), now, now,
                         claim.autoRenew.map { SQLiteValue($0) } ?? .null, SQLiteValue(claim.notificationSignedAt),
+                        SQLiteValue(claim.revocation?.type?.rawValue),
+                        claim.revocation?.percentage.map { .integer(Int64($0)) } ?? .null,
+                        claim.revocation?.reason.map { .integer(Int64($0)) } ?? .null,
+                        SQLiteValue(claim.ownershipType?.rawValue),
                     ])
                 if connection.changes == 0 { return false }
-            case .revoke(let transactionID, let revokedAt):
+            case .revoke(let transactionID, let revokedAt, let revocation):
                 try fault("revoke")
+                if let revocation {
+                    // How Apple revoked it goes with the first revocation, or onto a revoked claim that lacks it.
+                    try connection.query(
+                        """
+                        UPDATE transaction_claims
+                        SET revocation_type = ?, revocation_percentage = ?, revocation_reason = ?
+                        WHERE transaction_id = ? AND (revoked_at IS NULL OR (revocation_type IS NULL
+                            AND revocation_percentage IS NULL AND revocation_reason IS NULL))
+                        """,
+                        [
+                            SQLiteValue(revocation.type?.rawValue),
+                            revocation.percentage.map { .integer(Int64($0)) } ?? .null,
+                            revocation.reason.map { .integer(Int64($0)) } ?? .null, .text(transactionID),
+                        ])
+                }
                 try connection.query(
                     """
                     UPDATE transaction_claims SET revoked_at = COALESCE(revoked_at, ?), updated_at = ?
@@ -219,29 +239,38 @@ public final class SQLiteLedger: Ledger {
             case .reinstate(let transactionID):
                 try fault("reinstate")
                 try connection.query(
-                    "UPDATE transaction_claims SET revoked_at = NULL, updated_at = ? WHERE transaction_id = ?",
+                    """
+                    UPDATE transaction_claims SET revoked_at = NULL, revocation_type = NULL,
+                        revocation_percentage = NULL, revocation_reason = NULL, updated_at = ?
+                    WHERE transaction_id = ?
+                    """,
                     [now, .text(transactionID)])
-            case .recordNotification(let original, let signedAt, let autoRenew):
+            case .recordNotification(let original, let signedAt, let autoRenew, let familyShared):
                 try fault("notification")
+                // A family member's claims and the purchaser's are ordered apart (``LedgerWrite``).
+                let side = "(COALESCE(ownership_type, '') = 'FAMILY_SHARED') = ?"
                 if let signedAt {
                     // A newer notification applied since the snapshot: this one is late, decide it again.
                     let newer = try connection.query(
                         """
                         SELECT 1 FROM transaction_claims
-                        WHERE original_transaction_id = ? AND notification_signed_at > ? LIMIT 1
-                        """, [.text(original), SQLiteValue(signedAt)])
+                        WHERE original_transaction_id = ? AND notification_signed_at > ? AND \(side) LIMIT 1
+                        """, [.text(original), SQLiteValue(signedAt), SQLiteValue(familyShared)])
                     if !newer.isEmpty { return false }
                     try connection.query(
                         """
                         UPDATE transaction_claims SET notification_signed_at = ?, updated_at = ?
-                        WHERE original_transaction_id = ?
+                        WHERE original_transaction_id = ? AND \(side)
                             AND (notification_signed_at IS NULL OR notification_signed_at < ?)
-                        """, [SQLiteValue(signedAt), now, .text(original), SQLiteValue(signedAt)])
+                        """,
+                        [SQLiteValue(signedAt), now, .text(original), SQLiteValue(familyShared), SQLiteValue(signedAt)])
                 }
                 if let autoRenew {
                     try connection.query(
-                        "UPDATE transaction_claims SET auto_renew = ?, updated_at = ? WHERE original_transaction_id = ?",
-                        [SQLiteValue(autoRenew), now, .text(original)])
+                        """
+                        UPDATE transaction_claims SET auto_renew = ?, updated_at = ?
+                        WHERE original_transaction_id = ? AND \(side)
+                        """, [SQLiteValue(autoRenew), now, .text(original), SQLiteValue(familyShared)])
                 }
             case .endSubscription(let original, let at):
                 try fault("end")
@@ -285,11 +314,12 @@ public final class SQLiteLedger: Ledger {
     static let claimColumns = """
         transaction_id, original_transaction_id, account_id, product_id, product_type, bundle_id, environment, \
         purchase_date, expires_date, grace_period_expires_date, revoked_at, granted_job_id, verdict_id, created_at, \
-        updated_at, auto_renew, notification_signed_at
+        updated_at, auto_renew, notification_signed_at, revocation_type, revocation_percentage, revocation_reason, \
+        ownership_type
         """
 
     static func claim(_ row: [SQLiteValue]) throws(LedgerError) -> TransactionClaim {
-        guard row.count == 17, let id = row[0].text, let original = row[1].text, let account = row[2].text,
+        guard row.count == 21, let id = row[0].text, let original = row[1].text, let account = row[2].text,
             let product = row[3].text, let type = row[4].text.flatMap(ProductType.init(rawValue:)),
             let job = row[11].text, let verdictID = row[12].text, let created = row[13].date,
             let updated = row[14].date
@@ -299,7 +329,11 @@ public final class SQLiteLedger: Ledger {
             productType: type, bundleID: row[5].text, environment: row[6].text, purchaseDate: row[7].date,
             expiresDate: row[8].date, gracePeriodExpiresDate: row[9].date, revokedAt: row[10].date,
             grantedJobID: job, verdictID: verdictID, createdAt: created, updatedAt: updated,
-            autoRenew: row[15].integer.map { $0 != 0 }, notificationSignedAt: row[16].date)
+            autoRenew: row[15].integer.map { $0 != 0 }, notificationSignedAt: row[16].date,
+            revocation: Revocation(
+                type: row[17].text.map { Revocation.Kind($0) }, percentage: row[18].integer.map { Int($0) },
+                reason: row[19].integer.map { Int($0) }),
+            ownershipType: row[20].text.map { OwnershipType($0) })
     }
 
     static func decodeVerdict(_ json: String, codec: MessageCodec) throws(LedgerError) -> Verdict {

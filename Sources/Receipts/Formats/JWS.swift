@@ -81,6 +81,9 @@ struct JWSPayload: Decodable {
     var type: String?
     var revocationDate: Double?
     var revocationReason: Int?
+    var revocationType: String?
+    var revocationPercentage: Int?
+    var inAppOwnershipType: String?
     var signedDate: Double?
     var environment: String?
     // Renewal info
@@ -172,7 +175,8 @@ struct JWSPayload: Decodable {
             purchaseDate: Self.date(purchaseDate), originalPurchaseDate: Self.date(originalPurchaseDate),
             expiresDate: Self.date(expiresDate), revocationDate: Self.date(revocationDate),
             revocationReason: revocationReason, quantity: quantity, webOrderLineItemID: webOrderLineItemId,
-            productType: type, appAccountToken: appAccountToken)
+            productType: type, appAccountToken: appAccountToken, revocationType: revocationType,
+            revocationPercentage: revocationPercentage, inAppOwnershipType: inAppOwnershipType)
     }
 
     var renewalInfo: RenewalInfo {

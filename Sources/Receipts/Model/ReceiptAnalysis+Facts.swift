@@ -45,7 +45,12 @@ extension ReceiptAnalysis {
             productID: local.productID ?? "", productType: productType(ofJWSType: local.productType),
             purchaseDate: local.purchaseDate, expiresDate: local.expiresDate,
             revokedAt: local.revocationDate ?? local.cancellationDate, quantity: local.quantity,
-            appAccountToken: local.appAccountToken)
+            appAccountToken: local.appAccountToken,
+            revocation: local.isRevoked
+                ? Revocation(
+                    type: local.revocationType.map { Revocation.Kind($0) }, percentage: local.revocationPercentage,
+                    reason: local.revocationReason) : nil,
+            ownershipType: local.inAppOwnershipType.map { OwnershipType($0) })
         if let renewal,
             renewal.originalTransactionID == nil || renewal.originalTransactionID == transaction.subscriptionKey
         {

@@ -76,14 +76,24 @@ public struct ReceiptTransaction: Sendable, Hashable {
     public var productType: String?
     /// StoreKit 2 `appAccountToken`: the UUID the app set at purchase, when it set one.
     public var appAccountToken: String?
+    /// StoreKit 2 `revocationType` (`REFUND_FULL`, `REFUND_PRORATED`, `FAMILY_REVOKE`), once revoked.
+    public var revocationType: String?
+    /// StoreKit 2 `revocationPercentage`: the share refunded, in milliunits.
+    public var revocationPercentage: Int?
+    /// StoreKit 2 `inAppOwnershipType` (`PURCHASED`, `FAMILY_SHARED`).
+    public var inAppOwnershipType: String?
 
     public init(
         transactionID: String, originalTransactionID: String? = nil, productID: String? = nil,
         purchaseDate: Date? = nil, originalPurchaseDate: Date? = nil, expiresDate: Date? = nil,
         cancellationDate: Date? = nil, revocationDate: Date? = nil, revocationReason: Int? = nil,
         quantity: Int? = nil, webOrderLineItemID: String? = nil, productType: String? = nil,
-        appAccountToken: String? = nil
+        appAccountToken: String? = nil, revocationType: String? = nil, revocationPercentage: Int? = nil,
+        inAppOwnershipType: String? = nil
     ) {
+        self.revocationType = revocationType
+        self.revocationPercentage = revocationPercentage
+        self.inAppOwnershipType = inAppOwnershipType
         self.transactionID = transactionID
         self.originalTransactionID = originalTransactionID
         self.productID = productID

@@ -1,4 +1,5 @@
 import Crypto
+import Decision
 import Foundation
 import Messages
 import Synchronization
@@ -124,6 +125,23 @@ struct AppleClientsServerAPITests {
             let authorization = try #require(harness.production.first?.headers["authorization"])
             #expect(authorization == "Bearer " + (try harness.signer.token()))
         }
+    }
+
+    @Test("A revoked transaction's revocationType, revocationPercentage and inAppOwnershipType reach the facts")
+    func revocationFixture() throws {
+        let json = try LenientJSON.parse(
+            Array(try TestEnvironment.fixture("apple-swift/models/signedTransactionWithRevocation.json")))
+        let decoded = try SignedTransaction(payload: try #require(json))
+        #expect(decoded.revocationType == "REFUND_PRORATED")
+        #expect(decoded.revocationPercentage == 50_000)
+        let purchase = decoded.purchase
+        #expect(purchase.revokedAt == Date(timeIntervalSince1970: 1_698_148_950))
+        #expect(purchase.revocation == Revocation(type: .refundProrated, percentage: 50_000, reason: 1))
+        #expect(purchase.ownershipType == .purchased)
+        // Not revoked: Apple's leftover fields say nothing about a revocation.
+        var live = decoded
+        live.revocationDate = nil
+        #expect(live.purchase.revocation == nil)
     }
 
     @Test("The fixture models decode (apple/app-store-server-library-swift)")

@@ -134,13 +134,13 @@ struct EntitlementSupportAPITests {
                 TransactionRevocation(
                     transactionID: "2000000301", type: "REFUND_PRORATED", percentage: 40_000, reason: "1")
             ])
-        // Out of range or of the wrong type: left out, the verdict still read.
+        // Out of range: left out, the verdict still read (a field of the wrong type makes no verdict at all).
         let odd = F.verdictJSON(
             revoke,
             replacing: [
                 "transactions": [
                     Self.transactionJSON(
-                        of: revoke, extra: ["revocation_type": 7, "revocation_percentage": 400_000])
+                        of: revoke, extra: ["revocation_percentage": 400_000])
                 ]
             ])
         guard case .verdict(_, let none) = reader.read(odd, position: "v/0/2") else {

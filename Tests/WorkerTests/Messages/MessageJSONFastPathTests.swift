@@ -48,6 +48,10 @@ struct MessageJSONFastPathTests {
                 .init(transactionID: "4", productID: "p", inBillingRetry: false),
                 .init(transactionID: "5", productID: "p", inBillingRetry: false, purchaseToken: text, paused: true),
                 .init(transactionID: "6", productID: "p", inBillingRetry: true, paused: false),
+                .init(
+                    transactionID: "5", productID: "p", revokedAt: Date(timeIntervalSince1970: 86_400),
+                    revocation: Revocation(type: Revocation.Kind(text), percentage: 25_000, reason: 1),
+                    ownershipType: OwnershipType(text)),
             ]
             let verdicts = [
                 Verdict(
@@ -114,7 +118,12 @@ struct MessageJSONFastPathTests {
             transactions: [
                 .init(
                     transactionID: "1", originalTransactionID: nil, productID: "p",
-                    purchaseDate: Date(timeIntervalSince1970: 2), quantity: 2)
+                    purchaseDate: Date(timeIntervalSince1970: 2), quantity: 2),
+                .init(
+                    transactionID: "2", originalTransactionID: "1", productID: "p",
+                    revokedAt: Date(timeIntervalSince1970: 2),
+                    revocation: Revocation(type: .refundProrated, percentage: 25_000, reason: 0),
+                    ownershipType: .familyShared),
             ],
             appleStatus: 0, decidedAt: Date(timeIntervalSince1970: 3))
         let read = try #require(MessageJSONReader.verdict(from: codec.encode(verdict)))

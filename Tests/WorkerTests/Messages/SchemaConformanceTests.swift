@@ -72,6 +72,18 @@ struct SchemaConformanceTests {
                 reason: .malformed, decidedBy: .prefilter, decidedAt: at
             ),
             .init(
+                verdictID: "0f8c3bd2-7f6e-5a7d-9c1b-2e4d6f8a0b1c", jobID: "j", accountID: "m", outcome: .rejected,
+                reason: .revoked, decidedBy: .signature,
+                transactions: [
+                    .init(
+                        transactionID: "3", originalTransactionID: "1", productID: "p", revokedAt: at,
+                        revocation: Revocation(type: .familyRevoke, reason: 0), ownershipType: .familyShared),
+                    .init(
+                        transactionID: "1", originalTransactionID: "1", productID: "p", revokedAt: at,
+                        revocation: Revocation(type: .refundProrated, percentage: 67_932, reason: 1),
+                        ownershipType: .purchased),
+                ], decidedAt: at),
+            .init(
                 verdictID: "0f8c3bd2-7f6e-5a7d-9c1b-2e4d6f8a0b1c", jobID: "j", accountID: "a", outcome: .unverifiable,
                 reason: .appleUnavailable, decidedBy: .apple,
                 decidedAt: at),

@@ -21,6 +21,22 @@ struct ReceiptForgeryTests {
         """
     }
 
+    @Test("A signed transaction's revocation detail and ownership type are read into the facts")
+    func revocationDetail() throws {
+        let pki = try ReceiptsTestPKI.make()
+        let payload = Self.transactionPayload().replacingOccurrences(
+            of: #""revocationReason":1}"#,
+            with: #""revocationReason":0,"revocationType":"FAMILY_REVOKE","inAppOwnershipType":"FAMILY_SHARED"}"#)
+        let analysis = JudgingAnalyzer(trust: pki.trust, catalog: Self.catalog).analyze(
+            Array(try pki.jws(payload: payload).utf8))
+        let transaction = try #require(analysis.transactions.first)
+        #expect(transaction.revocationType == "FAMILY_REVOKE")
+        #expect(transaction.inAppOwnershipType == "FAMILY_SHARED")
+        let fact = try #require(analysis.analysis.facts.transactions.first)
+        #expect(fact.revocation == Revocation(type: .familyRevoke, reason: 0))
+        #expect(fact.ownershipType == .familyShared)
+    }
+
     static let catalog = Catalog(
         bundleIDs: ["com.example.app"], products: [.init(id: "pro.monthly", type: .autoRenewable)])
 

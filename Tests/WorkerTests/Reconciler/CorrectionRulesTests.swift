@@ -48,7 +48,7 @@ struct CorrectionRulesTests {
         return decision.writes.contains { write in
             switch write {
             case .claim(let claim): claim.transactionID == transaction.transactionID
-            case .revoke(let id, _), .extendSubscription(let id, _, _), .reinstate(let id):
+            case .revoke(let id, _, _), .extendSubscription(let id, _, _), .reinstate(let id):
                 id == transaction.transactionID
             case .moveSubscription, .recordNotification, .endSubscription, .recordPendingPurchase, .recordRefundReview:
                 false
