@@ -93,6 +93,8 @@ public final class AppleFollowUps: Sendable {
     private let store: any FollowUpRecordStore
     private let ledger: any Ledger
     private let configuration: AppleFollowUpsConfiguration
+    /// The configuration's refund policy, or the one without a file: built once, not per answer.
+    private let refundPolicy: RefundPolicy
     private let logger: Logger
     private let now: @Sendable () -> Date
     private let queue: AsyncStream<FollowUpRecord.Call>
@@ -109,6 +111,7 @@ public final class AppleFollowUps: Sendable {
         self.store = store
         self.ledger = ledger
         self.configuration = configuration
+        self.refundPolicy = configuration.refundPolicy ?? RefundPolicy(catalog: configuration.catalog)
         self.logger = logger
         self.now = now
         (queue, input) = AsyncStream.makeStream(of: FollowUpRecord.Call.self)
@@ -409,8 +412,7 @@ public final class AppleFollowUps: Sendable {
     func consumptionAnswer(for transactionID: String, environment: String?) async throws -> ConsumptionAnswerPlan {
         try await Self.consumptionAnswer(
             for: transactionID, environment: environment, ledger: ledger, catalog: configuration.catalog,
-            policy: configuration.refundPolicy ?? RefundPolicy(catalog: configuration.catalog),
-            customerConsented: configuration.customerConsented, now: now())
+            policy: refundPolicy, customerConsented: configuration.customerConsented, now: now())
     }
 
     /// The consumption answer for a transaction read from `ledger`, as the worker and `verify-worker refund-policy

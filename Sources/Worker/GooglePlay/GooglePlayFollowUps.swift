@@ -225,6 +225,8 @@ public final class GooglePlayFollowUps: Sendable {
     /// granted).
     private let ledger: (any Ledger)?
     private let configuration: GooglePlayFollowUpsConfiguration
+    /// The configuration's refund policy, or the one without a file: built once, not per answer.
+    private let refundPolicy: RefundPolicy
     private let logger: Logger
     private let now: @Sendable () -> Date
     private let queue: AsyncStream<GooglePlayFollowUpTarget>
@@ -240,6 +242,7 @@ public final class GooglePlayFollowUps: Sendable {
         self.store = store
         self.ledger = ledger ?? (store as? any Ledger)
         self.configuration = configuration
+        self.refundPolicy = configuration.refundPolicy ?? RefundPolicy(catalog: configuration.catalog)
         self.logger = logger
         self.now = now
         (queue, input) = AsyncStream.makeStream(of: GooglePlayFollowUpTarget.self)
@@ -490,7 +493,7 @@ public final class GooglePlayFollowUps: Sendable {
         do {
             return try await Self.refundReviewAnswer(
                 orderID: target.orderID ?? "", productID: target.productID, packageName: target.packageName,
-                ledger: ledger, catalog: configuration.catalog, policy: configuration.refundPolicy, now: now()
+                ledger: ledger, catalog: configuration.catalog, policy: refundPolicy, now: now()
             ).answer
         } catch {
             logger.warning(
@@ -504,7 +507,7 @@ public final class GooglePlayFollowUps: Sendable {
     /// granted), as the worker and `verify-worker refund-policy explain` build it.
     public static func refundReviewAnswer(
         orderID: String, productID: String, packageName: String, ledger: (any Ledger)?, catalog: Catalog,
-        policy: RefundPolicy?, now: Date
+        policy: RefundPolicy, now: Date
     ) async throws -> (facts: RefundFacts, answer: RefundReviewAnswer) {
         var claim: TransactionClaim?
         var accountClaims: [TransactionClaim] = []
@@ -517,9 +520,7 @@ public final class GooglePlayFollowUps: Sendable {
         let facts = RefundFacts(
             store: .googlePlay, claim: claim, productID: productID, app: packageName, environment: nil,
             accountClaims: accountClaims, catalog: catalog, now: now)
-        return (
-            facts, RefundReviewAnswer(facts: facts, catalog: catalog, policy: policy ?? RefundPolicy(catalog: catalog))
-        )
+        return (facts, RefundReviewAnswer(facts: facts, catalog: catalog, policy: policy))
     }
 
     /// Records the call as `pending` again, due after the retry delay or Google's `Retry-After`, whichever is later.
