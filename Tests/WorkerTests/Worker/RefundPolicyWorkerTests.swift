@@ -206,4 +206,60 @@ struct RefundPolicyWorkerTests {
             .write(to: policy)
         try start()
     }
+    @Test("the commands: check refuses a faulty file in one line (exit 2) and lists a good one; explain prints JSON")
+    func commands() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "refund-policy-cli-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let bad = directory.appendingPathComponent("bad.json")
+        try Data(
+            #"{"rules":[{"name":"all","answer":"data_only"},{"name":"late","answer":"no_refund","store":"app_store"}]}"#
+                .utf8
+        )
+        .write(to: bad)
+        let good = directory.appendingPathComponent("good.json")
+        try Data(Self.policyJSON.utf8).write(to: good)
+        let catalog = directory.appendingPathComponent("catalog.json")
+        try Data(
+            #"{"bundle_ids":["com.example.app"],"products":[{"id":"coins","type":"consumable","refund_preference":"GRANT_FULL"}]}"#
+                .utf8
+        ).write(to: catalog)
+
+        let refused = try await CommandProcess.run(["refund-policy", "check", bad.path])
+        #expect(refused.status == 2)
+        #expect(
+            refused.stderr
+                == "verify-worker refund-policy check: refund policy \(bad.path): rule 2 \"late\": can never match: "
+                + "rule \"all\" before it has no condition and matches every question\n")
+        let accepted = try await CommandProcess.run([
+            "refund-policy", "check", good.path, "--catalog-file", catalog.path,
+        ])
+        #expect(accepted.status == 0, "\(accepted.stderr)")
+        #expect(
+            accepted.lines == [
+                "serial-refunders\tno_refund", "never-delivered\tno_response", "sandbox\tno_response",
+                "catalog:coins\tfull_refund", "default\tdata_only",
+            ])
+
+        try await LedgerTestSupport.withLedger(.sqlite) { ledger, url in
+            try await Self.grant(
+                ledger,
+                Self.claim("3000", account: "acct-c", product: "coins", type: .consumable, app: "com.example.app"))
+            let explained = try await CommandProcess.run([
+                "refund-policy", "explain", "--transaction", "3000", "--ledger-url", url, "--catalog-file",
+                catalog.path, "--refund-policy-file", good.path, "--customer-consented", "true",
+            ])
+            #expect(explained.status == 0, "\(explained.stderr)")
+            let report = try #require(
+                try JSONSerialization.jsonObject(with: Data(explained.stdout.utf8)) as? [String: Any])
+            #expect(report["rule"] as? String == "catalog:coins")
+            #expect((report["body"] as? [String: Any])?["refundPreference"] as? String == "GRANT_FULL")
+            let unknown = try await CommandProcess.run([
+                "refund-policy", "explain", "--transaction", "3999", "--ledger-url", url, "--catalog-file",
+                catalog.path,
+            ])
+            #expect(unknown.status == 1, "nobody holds it: \(unknown.stderr)")
+        }
+    }
 }
