@@ -4,6 +4,7 @@ import GooglePlayClients
 import Ledger
 import Logging
 import Messages
+import Observability
 import Operations
 import Testing
 
@@ -58,6 +59,8 @@ struct RefundPolicyWorkerTests {
     @Test(
         "Google Play reviews follow the policy: the matching rule's answer, no call for no_response, the rule recorded")
     func googleReviewsFollowThePolicy() async throws {
+        // The process's metrics registry (bootstrapped once), where the answers' counter is read back with its rule.
+        let registry = MetricsBootstrap.registry()
         try await LedgerTestSupport.withLedger(.sqlite) { ledger, _ in
             // acct-1 had a refund before; acct-2 never did.
             try await Self.grant(
@@ -96,6 +99,15 @@ struct RefundPolicyWorkerTests {
             #expect(answers.keys.sorted() == ["review-1", "review-3"])
             #expect(answers["review-1"]?.refundPreference == "DECLINE")
             #expect(answers["review-3"]?.refundPreference == "APPROVE")
+            let text = String(
+                decoding: MetricsExposition.render(registry, declaring: [MetricNames.googlePlayRefundReviews]),
+                as: UTF8.self)
+            for series in [
+                #"verify_google_play_refund_reviews_total{result="sent",rule="serial-refunders"}"#,
+                #"verify_google_play_refund_reviews_total{result="not_sent",rule="never-delivered"}"#,
+            ] {
+                #expect(text.contains(series), "\(series) in:\n\(text)")
+            }
         }
     }
 
