@@ -2,11 +2,11 @@ import Foundation
 import Messages
 
 /// What the answer to Google Play's pending refund review (`orders.reviewrefund`) says about an order, decided from
-/// the ledger's claim on it and the catalog's `play_products`; the Google Play client turns it into Google's request.
+/// the ledger's claim on it, the catalog's `play_products` and the refund policy; the Google Play client turns it
+/// into Google's request.
 ///
-/// - The preference is the product's `refund_preference` (`NEUTRAL` when the catalog names none) while the customer
-///   has the purchase. A purchase the customer does not have (no claim, or taken back) is answered `APPROVE`: a
-///   customer who received nothing is owed the refund, and declining invites a chargeback.
+/// - The preference is the policy's answer in Google's words (``RefundPolicy/Answer/googleRefundPreference``:
+///   `APPROVE`, `DECLINE`, or `NEUTRAL` for data only); `no_response` makes no call.
 /// - The share consumed is stated for a subscription period only (time used of the period the claim covers, 0 to
 ///   100 %, in thousandths of a percent); a one-time product's use is not known to the ledger, so none is sent.
 public struct RefundReviewAnswer: Sendable, Hashable {
@@ -16,28 +16,42 @@ public struct RefundReviewAnswer: Sendable, Hashable {
     public var sampleContentProvided: Bool
     /// The share of the purchase used, in thousandths of a percent (0 to 100,000); nil when not known.
     public var consumptionPercentageMilliunits: Int?
+    /// The rule that made the answer, and its answer: `no_response` makes no call.
+    public var decision: RefundPolicy.Decision
 
-    public init(refundPreference: String, sampleContentProvided: Bool, consumptionPercentageMilliunits: Int? = nil) {
+    public init(
+        refundPreference: String, sampleContentProvided: Bool, consumptionPercentageMilliunits: Int? = nil,
+        decision: RefundPolicy.Decision = RefundPolicy.Decision(rule: "default", answer: .dataOnly)
+    ) {
         self.refundPreference = refundPreference
         self.sampleContentProvided = sampleContentProvided
         self.consumptionPercentageMilliunits = consumptionPercentageMilliunits
+        self.decision = decision
     }
 
     /// The answer for the order whose ledger claim is `claim` (nil: nobody was granted it), with `productID` the
-    /// product the review names, at `now`.
-    public init(claim: TransactionClaim?, productID: String, catalog: Catalog, now: Date) {
-        let product = catalog.playProducts[claim?.productID ?? productID]
-        let delivered = claim != nil && claim?.revokedAt == nil
+    /// product the review names, of app `packageName`, under `policy` (nil: the policy without a file), with
+    /// `accountClaims` the claims of the order's owner, at `now`.
+    public init(
+        claim: TransactionClaim?, productID: String, catalog: Catalog, now: Date, policy: RefundPolicy? = nil,
+        packageName: String? = nil, accountClaims: [TransactionClaim] = []
+    ) {
+        let facts = RefundFacts(
+            store: .googlePlay, claim: claim, productID: productID, app: packageName, environment: nil,
+            accountClaims: accountClaims, catalog: catalog, now: now)
+        self.init(facts: facts, catalog: catalog, policy: policy ?? RefundPolicy(catalog: catalog))
+    }
+
+    /// The answer for a review whose facts are `facts`.
+    public init(facts: RefundFacts, catalog: Catalog, policy: RefundPolicy) {
+        let decision = policy.decide(facts)
         var consumed: Int?
-        if let claim, delivered, claim.productType == .autoRenewable, let start = claim.purchaseDate,
-            let end = claim.expiresDate, end > start
-        {
-            let share = now.timeIntervalSince(start) / end.timeIntervalSince(start)
-            consumed = Int((min(max(share, 0), 1) * 100_000).rounded())
+        if facts.delivered, facts.productType == .autoRenewable, let share = facts.consumedPercent {
+            consumed = Int((share * 1_000).rounded())
         }
         self.init(
-            refundPreference: delivered ? (product?.refundPreference ?? "NEUTRAL") : "APPROVE",
-            sampleContentProvided: product?.sampleContentProvided ?? false,
-            consumptionPercentageMilliunits: consumed)
+            refundPreference: decision.answer.googleRefundPreference,
+            sampleContentProvided: catalog.playProducts[facts.productID]?.sampleContentProvided ?? false,
+            consumptionPercentageMilliunits: consumed, decision: decision)
     }
 }

@@ -83,7 +83,8 @@ public struct Catalog: Sendable, Hashable {
         public var type: ProductType
         public var entitlements: [String]
         /// What to tell Apple when a customer asks for a refund (`refund_preference`: `DECLINE`, `GRANT_FULL` or
-        /// `GRANT_PRORATED`; Send Consumption Information). Nil: no preference is sent.
+        /// `GRANT_PRORATED`; Send Consumption Information), a shorthand for the refund policy's rule
+        /// `catalog:<product id>` (docs/REFUNDS.md). Nil: the refund policy decides.
         public var refundPreference: String?
         /// Whether a free sample, trial or description of the content was given before purchase
         /// (`sample_content_provided`; Send Consumption Information). Nil: false.
@@ -131,7 +132,8 @@ public struct Catalog: Sendable, Hashable {
         public var basePlans: [String]
         public var entitlements: [String]
         /// What to tell Google when it reviews a refund of this product (`refund_preference`: `DECLINE`, `APPROVE`
-        /// or `NEUTRAL`, Google's `refundPreference`); nil: `NEUTRAL`.
+        /// or `NEUTRAL`, Google's `refundPreference`), a shorthand for the refund policy's rule `catalog:<product id>`
+        /// (docs/REFUNDS.md); nil: the refund policy decides.
         public var refundPreference: String?
         /// Whether a free sample, trial or description of the content was given before the purchase
         /// (`sample_content_provided`; nil: false).

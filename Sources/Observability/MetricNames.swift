@@ -59,7 +59,8 @@ public enum MetricNames {
     /// Finish Transaction calls after durable grants.
     public static let finishTransactions = "verify_finish_transactions_total"
     /// Counter, `result` (`sent`, `not_sent`, `failed`, `retry_scheduled`, `already_recorded`, `ledger_error`,
-    /// `dropped`): answers to CONSUMPTION_REQUEST notifications.
+    /// `dropped`), `rule` (the refund policy's rule that made the answer; empty before one did): answers to
+    /// CONSUMPTION_REQUEST notifications.
     public static let consumptionAnswers = "verify_consumption_answers_total"
     /// Gauge: follow-up calls (Finish Transaction, consumption answers) queued in this worker, not yet claimed.
     public static let followUpsQueued = "verify_finish_followups_queued"
@@ -69,8 +70,8 @@ public enum MetricNames {
     /// Gauge: seconds since the oldest Google Play grant whose acknowledge (or consume) Google has not accepted yet
     /// was recorded, from the ledger (the whole cluster's); 0 when none. Google refunds after three days.
     public static let googlePlayOldestUnacknowledged = "verify_google_play_oldest_unacknowledged_seconds"
-    /// Counter, `result` (as ``googlePlayAcknowledgements``): answers to Google Play's pending refund reviews
-    /// (`orders.reviewrefund`).
+    /// Counter, `result` (as ``googlePlayAcknowledgements``, and `not_sent`), `rule` (the refund policy's rule that
+    /// made the answer; empty before one did): answers to Google Play's pending refund reviews (`orders.reviewrefund`).
     public static let googlePlayRefundReviews = "verify_google_play_refund_reviews_total"
     /// Gauge: seconds since the oldest pending refund review Google has no answer to yet was recorded, from the
     /// ledger; 0 when none. Google waits 24 hours for an answer.
@@ -257,8 +258,8 @@ public enum MetricNames {
             finishTransactions, .counter, ["result"], .worker,
             "Finish Transaction calls after durable grants, by result."),
         .init(
-            consumptionAnswers, .counter, ["result"], .worker,
-            "Answers to CONSUMPTION_REQUEST notifications, by result."),
+            consumptionAnswers, .counter, ["result", "rule"], .worker,
+            "Answers to CONSUMPTION_REQUEST notifications, by result and the refund policy's rule."),
         .init(
             followUpsQueued, .gauge, [], .worker,
             "Follow-up calls (Finish Transaction, consumption answers) queued in this worker, not yet claimed."),
@@ -269,8 +270,9 @@ public enum MetricNames {
             googlePlayOldestUnacknowledged, .gauge, [], .worker,
             "Seconds since the oldest Google Play grant not yet acknowledged by Google was recorded (0 when none)."),
         .init(
-            googlePlayRefundReviews, .counter, ["result"], .worker,
-            "Answers to Google Play's pending refund reviews (orders.reviewrefund), by result."),
+            googlePlayRefundReviews, .counter, ["result", "rule"], .worker,
+            "Answers to Google Play's pending refund reviews (orders.reviewrefund), by result and the refund policy's "
+                + "rule."),
         .init(
             googlePlayOldestRefundReview, .gauge, [], .worker,
             "Seconds since the oldest Google Play refund review not yet answered was recorded (0 when none)."),

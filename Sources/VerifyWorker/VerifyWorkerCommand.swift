@@ -23,6 +23,7 @@ struct VerifyWorkerCommand: AsyncParsableCommand {
             TailCommand.self,
             HealthcheckCommand.self,
             LedgerCommand.self,
+            RefundPolicyCommand.self,
             ChaosCommand.self,
             BenchCommand.self,
         ]

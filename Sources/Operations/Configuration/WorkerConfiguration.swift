@@ -61,6 +61,9 @@ public struct WorkerConfiguration: Sendable, TableConfiguration {
     public var consumptionAnswers: Bool
     /// The operator's policy on the customer's consent to share consumption data: without it no answer is sent.
     public var consumptionCustomerConsented: Bool
+    /// The refund policy file whose rules answer consumption requests and refund reviews (`refund_policy_file`,
+    /// docs/REFUNDS.md); nil: the catalog's `refund_preference` shorthand, then data only.
+    public var refundPolicyFile: String?
     /// How long a claim on a follow-up call holds (``AppleFollowUpsConfiguration/claimLease``, Google Play's too).
     public var followUpClaimLease: Duration = .seconds(300)
     /// How often the ledger is swept for due follow-up calls (``AppleFollowUpsConfiguration/sweepInterval``, Google
@@ -221,7 +224,14 @@ public struct WorkerConfiguration: Sendable, TableConfiguration {
         .init(
             "consumption_customer_consented", default: "false",
             "Whether customers consented to sharing consumption data (the operator's policy). Apple refuses answers "
-                + "without consent: when false, no answer is sent and the ledger records it as not_sent."),
+                + "without consent: when false, no answer is sent and the ledger records it as not_sent. The refund "
+                + "policy file may set it per app (customer_consented)."),
+        .init(
+            "refund_policy_file",
+            "JSON refund policy file (default: none: the catalog's refund_preference fields, then data only; "
+                + "docs/REFUNDS.md): rules evaluated top-down that answer each consumption request (consumption_answers) and "
+                + "Google Play refund review (google_play_refund_review_answers) with full_refund, prorated_refund, "
+                + "no_refund, data_only or no_response. Checked at start: a fault stops the worker with one line."),
         .init(
             "set_app_account_tokens", default: "false",
             "Tag each purchase granted to a job without app_account_token with the owner's derived token "
@@ -371,6 +381,7 @@ public struct WorkerConfiguration: Sendable, TableConfiguration {
         finishTransactions = try reader.bool("finish_transactions")
         consumptionAnswers = try reader.bool("consumption_answers")
         consumptionCustomerConsented = try reader.bool("consumption_customer_consented")
+        refundPolicyFile = sources.values["refund_policy_file"].flatMap { $0.isEmpty ? nil : $0 }
         setAppAccountTokens = try reader.bool("set_app_account_tokens")
         followUpClaimLease = .seconds(try reader.int("follow_up_claim_lease_s", in: 1...86_400))
         followUpSweepInterval = .seconds(try reader.int("follow_up_sweep_interval_s", in: 1...3_600))

@@ -15,14 +15,18 @@ public struct AppleFollowUpsConfiguration: Sendable {
     public var finishTransactions: Bool
     /// Answer each CONSUMPTION_REQUEST (`consumption_answers`).
     public var consumptionAnswers: Bool
-    /// The operator's policy on consent (`consumption_customer_consented`): without it no answer is sent.
+    /// The operator's policy on consent (`consumption_customer_consented`): without it no answer is sent. The refund
+    /// policy file may set it per app (``RefundPolicy/consented(app:setting:)``).
     public var customerConsented: Bool
     /// Tag granted purchases that carry no `appAccountToken` with the owner's derived token (Set App Account Token,
     /// `set_app_account_tokens`).
     public var setAppAccountTokens: Bool
-    /// The catalog a consumption answer is decided with (``ConsumptionAnswer``: each product's `refund_preference`
-    /// and `sample_content_provided`).
+    /// The catalog a consumption answer is decided with (``ConsumptionAnswer``: each product's
+    /// `sample_content_provided`, and its `refund_preference` when no policy is given).
     public var catalog: Catalog
+    /// The refund policy whose rules answer (`refund_policy_file`); nil: the policy without a file
+    /// (``RefundPolicy/init(catalog:)``: the catalog's shorthand rules, then data only).
+    public var refundPolicy: RefundPolicy?
     /// Who claims calls in the ledger (unique per worker process).
     public var holder: String
     /// How long one call may keep retrying through the gate before it is put back for a later sweep.
@@ -45,7 +49,7 @@ public struct AppleFollowUpsConfiguration: Sendable {
 
     public init(
         finishTransactions: Bool, consumptionAnswers: Bool = false, customerConsented: Bool = false,
-        setAppAccountTokens: Bool = false, catalog: Catalog = .any, holder: String,
+        setAppAccountTokens: Bool = false, catalog: Catalog = .any, refundPolicy: RefundPolicy? = nil, holder: String,
         callDeadline: Duration = .seconds(60),
         claimLease: Duration = .seconds(300), retryDelay: Duration = .seconds(60), maximumAttempts: Int = 20,
         sweepInterval: Duration = .seconds(30), maximumConcurrentCalls: Int = 16, maximumQueued: Int = 100_000,
@@ -56,6 +60,7 @@ public struct AppleFollowUpsConfiguration: Sendable {
         self.customerConsented = customerConsented
         self.setAppAccountTokens = setAppAccountTokens
         self.catalog = catalog
+        self.refundPolicy = refundPolicy
         self.holder = holder
         self.callDeadline = callDeadline
         self.claimLease = claimLease
@@ -88,6 +93,8 @@ public final class AppleFollowUps: Sendable {
     private let store: any FollowUpRecordStore
     private let ledger: any Ledger
     private let configuration: AppleFollowUpsConfiguration
+    /// The configuration's refund policy, or the one without a file: built once, not per answer.
+    private let refundPolicy: RefundPolicy
     private let logger: Logger
     private let now: @Sendable () -> Date
     private let queue: AsyncStream<FollowUpRecord.Call>
@@ -104,6 +111,7 @@ public final class AppleFollowUps: Sendable {
         self.store = store
         self.ledger = ledger
         self.configuration = configuration
+        self.refundPolicy = configuration.refundPolicy ?? RefundPolicy(catalog: configuration.catalog)
         self.logger = logger
         self.now = now
         (queue, input) = AsyncStream.makeStream(of: FollowUpRecord.Call.self)
@@ -290,21 +298,30 @@ public final class AppleFollowUps: Sendable {
         let failure = Mutex<AppleClientError?>(nil)
         let endpoint: StoreEndpoint
         let send: @Sendable () async throws -> AppleOutcome<ServerAPIAcknowledgement>
+        // The refund policy's rule behind a consumption answer, recorded with it.
+        var rule: String?
         switch call.kind {
         case .consumptionInformation:
-            guard configuration.customerConsented else {
-                // Apple refuses an answer without consent (InvalidCustomerConsentError): recorded, never sent.
-                await settle(call, .notSent, detail: "no customer consent (consumption_customer_consented)")
-                return
-            }
-            let information: ConsumptionInformation
+            let answer: ConsumptionAnswerPlan
             do {
-                information = try await consumptionInformation(for: call.transactionID)
+                answer = try await consumptionAnswer(for: call.transactionID, environment: call.environment)
             } catch {
                 // The ledger did not answer: the claim expires and a sweep tries again.
                 logger.warning(
                     "apple: consumption answer not built (ledger)",
                     metadata: [LogKeys.transactionID: "\(call.transactionID)", LogKeys.error: "\(error)"])
+                return
+            }
+            rule = answer.rule
+            guard let information = answer.information else {
+                // The policy's no_response: Apple gets nothing, and decides the refund without the facts.
+                await settle(call, .notSent, detail: "no_response", rule: rule)
+                return
+            }
+            guard answer.consented else {
+                // Apple refuses an answer without consent (InvalidCustomerConsentError): recorded, never sent.
+                await settle(
+                    call, .notSent, detail: "no customer consent (consumption_customer_consented)", rule: rule)
                 return
             }
             endpoint = .consumptionInformation
@@ -361,16 +378,17 @@ public final class AppleFollowUps: Sendable {
         }
         switch result {
         case .answered:
-            await settle(call, .sent, detail: nil)
+            await settle(call, .sent, detail: nil, rule: rule)
         case .unavailable(let reason):
             if let error = failure.withLock({ $0 }) {
-                await settle(call, .failed, detail: Self.detail(of: error))
+                await settle(call, .failed, detail: Self.detail(of: error), rule: rule)
             } else if call.attempts + 1 >= configuration.maximumAttempts {
-                await settle(call, .failed, detail: "gave up after \(call.attempts + 1) attempts: \(reason)")
+                await settle(
+                    call, .failed, detail: "gave up after \(call.attempts + 1) attempts: \(reason)", rule: rule)
             } else {
                 let delay = configuration.retryDelay.components
                 let retryAt = now().addingTimeInterval(Double(delay.seconds) + Double(delay.attoseconds) / 1e18)
-                await settle(call, .pending, detail: reason, retryAt: retryAt)
+                await settle(call, .pending, detail: reason, retryAt: retryAt, rule: rule)
             }
         }
     }
@@ -388,26 +406,41 @@ public final class AppleFollowUps: Sendable {
         return outcome
     }
 
-    /// The consumption answer for a transaction, from the ledger (delivered: granted and not revoked) and the
-    /// catalog (the product's refund preference and sample content), as Decision reads them (``ConsumptionAnswer``).
-    func consumptionInformation(for transactionID: String) async throws -> ConsumptionInformation {
+    /// The consumption answer for a transaction, from the ledger (delivered: granted and not revoked; the owner's
+    /// earlier refunds), the catalog (the product's sample content) and the refund policy, as Decision reads them
+    /// (``ConsumptionAnswer``).
+    func consumptionAnswer(for transactionID: String, environment: String?) async throws -> ConsumptionAnswerPlan {
+        try await Self.consumptionAnswer(
+            for: transactionID, environment: environment, ledger: ledger, catalog: configuration.catalog,
+            policy: refundPolicy, customerConsented: configuration.customerConsented, now: now())
+    }
+
+    /// The consumption answer for a transaction read from `ledger`, as the worker and `verify-worker refund-policy
+    /// explain` build it.
+    public static func consumptionAnswer(
+        for transactionID: String, environment: String?, ledger: any Ledger, catalog: Catalog, policy: RefundPolicy,
+        customerConsented: Bool, now: Date
+    ) async throws -> ConsumptionAnswerPlan {
         let snapshot = try await ledger.snapshot(jobID: "", transactionIDs: [transactionID], originalTransactionIDs: [])
-        let answer = ConsumptionAnswer(claim: snapshot.claim(transactionID), catalog: configuration.catalog)
-        return ConsumptionInformation(
-            customerConsented: true,
-            // Not granted, or taken back: the customer does not have it. The ledger cannot tell a quality issue or
-            // a wrong item from other causes, so UNDELIVERED_OTHER.
-            deliveryStatus: answer.delivered ? .delivered : .undeliveredOther,
-            sampleContentProvided: answer.sampleContentProvided,
-            refundPreference: answer.refundPreference.flatMap(ConsumptionInformation.RefundPreference.init(rawValue:))
-        )
+        let claim = snapshot.claim(transactionID)
+        var accountClaims: [TransactionClaim] = []
+        if let claim { accountClaims = try await ledger.claims(ownedBy: claim.accountID) }
+        let facts = RefundFacts(
+            store: .appStore, claim: claim, productID: claim?.productID ?? "", app: nil, environment: environment,
+            accountClaims: accountClaims, catalog: catalog, now: now)
+        return ConsumptionAnswerPlan(
+            facts: facts, answer: ConsumptionAnswer(facts: facts, catalog: catalog, policy: policy),
+            consented: policy.consented(app: claim?.bundleID, setting: customerConsented))
     }
 
     /// Records how a claimed call ended (counted and, unless sent, logged).
     private func settle(
-        _ call: FollowUpRecord.Call, _ state: FollowUpRecord.State, detail: String?, retryAt: Date? = nil
+        _ call: FollowUpRecord.Call, _ state: FollowUpRecord.State, detail: String?, retryAt: Date? = nil,
+        rule: String? = nil
     ) async {
-        count(call.kind, state == .pending ? "retry_scheduled" : state.rawValue)
+        count(call.kind, state == .pending ? "retry_scheduled" : state.rawValue, rule: rule)
+        // The refund policy's rule is recorded with the answer it made (`rule NAME`, then the detail).
+        let detail = rule.map { rule in "rule \(rule)" + (detail.map { ": \($0)" } ?? "") } ?? detail
         if state != .sent {
             logger.notice(
                 "apple: follow-up call not accepted",
@@ -465,9 +498,14 @@ public final class AppleFollowUps: Sendable {
         }
     }
 
-    private func count(_ kind: FollowUpRecord.Kind, _ result: String) {
-        let label = kind == .consumptionInformation ? MetricNames.consumptionAnswers : MetricNames.finishTransactions
-        Counter(label: label, dimensions: [("result", result)]).increment()
+    /// Counts a call's result; a consumption answer's with the policy's rule (empty before a rule decided it).
+    private func count(_ kind: FollowUpRecord.Kind, _ result: String, rule: String? = nil) {
+        guard kind == .consumptionInformation else {
+            Counter(label: MetricNames.finishTransactions, dimensions: [("result", result)]).increment()
+            return
+        }
+        Counter(label: MetricNames.consumptionAnswers, dimensions: [("result", result), ("rule", rule ?? "")])
+            .increment()
     }
 
     /// A failure's code, safe to store and show (never a body).
@@ -476,6 +514,31 @@ public final class AppleFollowUps: Sendable {
         if let status = error.httpStatus { text += " (HTTP \(status))" }
         if let code = error.appleErrorCode { text += " (Apple error \(code))" }
         return text
+    }
+}
+
+/// A consumption answer as the worker sends it: Decision's answer, Apple's body (nil for the policy's `no_response`)
+/// and whether the app's customers consented.
+public struct ConsumptionAnswerPlan: Sendable {
+    /// What the policy was asked about.
+    public var facts: RefundFacts
+    public var answer: ConsumptionAnswer
+    public var consented: Bool
+
+    /// The policy's rule that made the answer.
+    public var rule: String { answer.decision.rule }
+
+    /// The body of Send Consumption Information; nil when the policy answers `no_response`.
+    public var information: ConsumptionInformation? {
+        guard answer.decision.answer != .noResponse else { return nil }
+        return ConsumptionInformation(
+            customerConsented: true,
+            // Not granted, or taken back: the customer does not have it. The ledger cannot tell a quality issue or
+            // a wrong item from other causes, so UNDELIVERED_OTHER.
+            deliveryStatus: answer.delivered ? .delivered : .undeliveredOther,
+            sampleContentProvided: answer.sampleContentProvided,
+            refundPreference: answer.refundPreference.flatMap(ConsumptionInformation.RefundPreference.init(rawValue:))
+        )
     }
 }
 

@@ -159,8 +159,11 @@ public struct GooglePlayFollowUpTarget: Sendable, Hashable {
 /// Settings of ``GooglePlayFollowUps``. Acknowledging has no off switch: Google refunds a purchase nobody
 /// acknowledged within three days.
 public struct GooglePlayFollowUpsConfiguration: Sendable {
-    /// Which products are consumables and subscriptions (`play_products`), and their refund review answers.
+    /// Which products are consumables and subscriptions (`play_products`), and their sample content.
     public var catalog: Catalog
+    /// The refund policy whose rules answer refund reviews (`refund_policy_file`); nil: the policy without a file
+    /// (``RefundPolicy/init(catalog:)``: the catalog's shorthand rules, then data only).
+    public var refundPolicy: RefundPolicy?
     /// Answer each pending refund review with `orders.reviewrefund` (`consumption_answers`, the switch that answers
     /// Apple's consumption requests).
     public var answersRefundReviews: Bool
@@ -182,14 +185,15 @@ public struct GooglePlayFollowUpsConfiguration: Sendable {
     public var claimRetryBackoff: ClosedRange<Duration>
 
     public init(
-        catalog: Catalog, holder: String, answersRefundReviews: Bool = false, callDeadline: Duration = .seconds(60),
-        claimLease: Duration = .seconds(300),
+        catalog: Catalog, holder: String, answersRefundReviews: Bool = false, refundPolicy: RefundPolicy? = nil,
+        callDeadline: Duration = .seconds(60), claimLease: Duration = .seconds(300),
         retryDelay: Duration = .seconds(60), sweepInterval: Duration = .seconds(30), maximumConcurrentCalls: Int = 16,
         maximumQueued: Int = 100_000, claimRetryBackoff: ClosedRange<Duration> = .milliseconds(100) ... .seconds(5)
     ) {
         self.catalog = catalog
         self.holder = holder
         self.answersRefundReviews = answersRefundReviews
+        self.refundPolicy = refundPolicy
         self.callDeadline = callDeadline
         self.claimLease = claimLease
         self.retryDelay = retryDelay
@@ -221,6 +225,8 @@ public final class GooglePlayFollowUps: Sendable {
     /// granted).
     private let ledger: (any Ledger)?
     private let configuration: GooglePlayFollowUpsConfiguration
+    /// The configuration's refund policy, or the one without a file: built once, not per answer.
+    private let refundPolicy: RefundPolicy
     private let logger: Logger
     private let now: @Sendable () -> Date
     private let queue: AsyncStream<GooglePlayFollowUpTarget>
@@ -236,6 +242,7 @@ public final class GooglePlayFollowUps: Sendable {
         self.store = store
         self.ledger = ledger ?? (store as? any Ledger)
         self.configuration = configuration
+        self.refundPolicy = configuration.refundPolicy ?? RefundPolicy(catalog: configuration.catalog)
         self.logger = logger
         self.now = now
         (queue, input) = AsyncStream.makeStream(of: GooglePlayFollowUpTarget.self)
@@ -246,13 +253,14 @@ public final class GooglePlayFollowUps: Sendable {
     /// after its drain), and hand ``verdictDelivered(_:job:)`` to the loop (``VerdictFollowUps``).
     public static func make(
         ledger: any Ledger, catalog: Catalog, calls: any GooglePlayPurchaseCalls, holder: String,
-        answersRefundReviews: Bool = false, claimLease: Duration, sweepInterval: Duration, logger: Logger
+        answersRefundReviews: Bool = false, refundPolicy: RefundPolicy? = nil, claimLease: Duration,
+        sweepInterval: Duration, logger: Logger
     ) -> GooglePlayFollowUps {
         GooglePlayFollowUps(
             calls: calls, store: ledger,
             configuration: GooglePlayFollowUpsConfiguration(
                 catalog: catalog, holder: holder, answersRefundReviews: answersRefundReviews,
-                claimLease: claimLease, sweepInterval: sweepInterval),
+                refundPolicy: refundPolicy, claimLease: claimLease, sweepInterval: sweepInterval),
             logger: logger, ledger: ledger)
     }
 
@@ -407,12 +415,24 @@ public final class GooglePlayFollowUps: Sendable {
     func make(_ target: GooglePlayFollowUpTarget) async {
         let deadline = ContinuousClock.now.advanced(by: configuration.callDeadline)
         let outcome: GooglePlayOutcome<GooglePlayAccepted>
+        // The refund policy's rule behind a review's answer, recorded with it.
+        var rule: String?
         switch target.action {
         case .reviewRefund:
-            guard let review = await refundReview(for: target) else {
+            guard let answer = await refundReviewAnswer(for: target) else {
                 await putBack(target, detail: "ledger", after: nil)
                 return
             }
+            rule = answer.decision.rule
+            guard answer.decision.answer != .noResponse else {
+                // The policy's no_response: no call; Google's review lapses after its 24 hours.
+                await settle(target, .notSent, detail: "no_response", rule: rule)
+                return
+            }
+            let review = GooglePlayRefundReview(
+                pendingRefundToken: target.token, sampleContentProvided: answer.sampleContentProvided,
+                refundPreference: answer.refundPreference,
+                consumptionPercentageMilliunits: answer.consumptionPercentageMilliunits)
             outcome = await calls.reviewRefund(
                 packageName: target.packageName, orderID: target.orderID ?? "", review: review, deadline: deadline)
         case .consume, .acknowledgeProduct, .acknowledgeSubscription:
@@ -443,7 +463,7 @@ public final class GooglePlayFollowUps: Sendable {
         if case .answered = outcome {
             // Google took the call: recorded even while the worker stops (in a task of its own, which the shutdown
             // does not cancel), or a sweep would make it a second time.
-            await Task { await self.settle(target, .sent, detail: nil) }.value
+            await Task { [rule] in await self.settle(target, .sent, detail: nil, rule: rule) }.value
             return
         }
         // Cancelled (shutdown) before Google took it: the claim expires and a later sweep makes the call.
@@ -452,57 +472,74 @@ public final class GooglePlayFollowUps: Sendable {
         case .answered:
             break
         case .purchaseNotFound(let status):
-            await settle(target, .failed, detail: "no such purchase (HTTP \(status))")
+            await settle(target, .failed, detail: "no such purchase (HTTP \(status))", rule: rule)
         case .rejected(let error):
-            await settle(target, .failed, detail: Self.detail(of: error))
+            await settle(target, .failed, detail: Self.detail(of: error), rule: rule)
         case .configurationRefused(let error):
             // This deployment's service account, not the purchase: fixing the configuration lets it through.
-            await putBack(target, detail: Self.detail(of: error), after: nil)
+            await putBack(target, detail: Self.detail(of: error), after: nil, rule: rule)
         case .retryable(let advice):
-            await putBack(target, detail: advice.description, after: advice.retryAfter)
+            await putBack(target, detail: advice.description, after: advice.retryAfter, rule: rule)
         case .failed(let error):
             // Not Google's word about the purchase (TLS, an unexpected answer): acknowledging stays owed.
-            await putBack(target, detail: Self.detail(of: error), after: nil)
+            await putBack(target, detail: Self.detail(of: error), after: nil, rule: rule)
         }
     }
 
-    /// The answer to a refund review, from the order's claim in the ledger and the catalog (``RefundReviewAnswer``);
-    /// nil when the ledger did not answer (the call is put back).
-    func refundReview(for target: GooglePlayFollowUpTarget) async -> GooglePlayRefundReview? {
-        let orderID = target.orderID ?? ""
-        var claim: TransactionClaim?
-        if let ledger {
-            do {
-                let snapshot = try await ledger.snapshot(
-                    jobID: "", transactionIDs: [orderID, "\(orderID)#\(target.productID)"], originalTransactionIDs: [])
-                claim = snapshot.claim(orderID) ?? snapshot.claim("\(orderID)#\(target.productID)")
-            } catch {
-                logger.warning(
-                    "google play: refund review answer not built (ledger)",
-                    metadata: metadata(target, [LogKeys.error: "\(error)"]))
-                return nil
-            }
+    /// The answer to a refund review, from the order's claim in the ledger (and its owner's earlier refunds), the
+    /// catalog and the refund policy (``RefundReviewAnswer``); nil when the ledger did not answer (the call is put
+    /// back).
+    func refundReviewAnswer(for target: GooglePlayFollowUpTarget) async -> RefundReviewAnswer? {
+        do {
+            return try await Self.refundReviewAnswer(
+                orderID: target.orderID ?? "", productID: target.productID, packageName: target.packageName,
+                ledger: ledger, catalog: configuration.catalog, policy: refundPolicy, now: now()
+            ).answer
+        } catch {
+            logger.warning(
+                "google play: refund review answer not built (ledger)",
+                metadata: metadata(target, [LogKeys.error: "\(error)"]))
+            return nil
         }
-        let answer = RefundReviewAnswer(
-            claim: claim, productID: target.productID, catalog: configuration.catalog, now: now())
-        return GooglePlayRefundReview(
-            pendingRefundToken: target.token, sampleContentProvided: answer.sampleContentProvided,
-            refundPreference: answer.refundPreference,
-            consumptionPercentageMilliunits: answer.consumptionPercentageMilliunits)
+    }
+
+    /// The answer to a refund review of `orderID` read from `ledger` (nil: answered as for an order nobody was
+    /// granted), as the worker and `verify-worker refund-policy explain` build it.
+    public static func refundReviewAnswer(
+        orderID: String, productID: String, packageName: String, ledger: (any Ledger)?, catalog: Catalog,
+        policy: RefundPolicy, now: Date
+    ) async throws -> (facts: RefundFacts, answer: RefundReviewAnswer) {
+        var claim: TransactionClaim?
+        var accountClaims: [TransactionClaim] = []
+        if let ledger {
+            let snapshot = try await ledger.snapshot(
+                jobID: "", transactionIDs: [orderID, "\(orderID)#\(productID)"], originalTransactionIDs: [])
+            claim = snapshot.claim(orderID) ?? snapshot.claim("\(orderID)#\(productID)")
+            if let claim { accountClaims = try await ledger.claims(ownedBy: claim.accountID) }
+        }
+        let facts = RefundFacts(
+            store: .googlePlay, claim: claim, productID: productID, app: packageName, environment: nil,
+            accountClaims: accountClaims, catalog: catalog, now: now)
+        return (facts, RefundReviewAnswer(facts: facts, catalog: catalog, policy: policy))
     }
 
     /// Records the call as `pending` again, due after the retry delay or Google's `Retry-After`, whichever is later.
-    private func putBack(_ target: GooglePlayFollowUpTarget, detail: String, after retryAfter: Duration?) async {
+    private func putBack(
+        _ target: GooglePlayFollowUpTarget, detail: String, after retryAfter: Duration?, rule: String? = nil
+    ) async {
         let delay = max(configuration.retryDelay, retryAfter ?? .zero).components
         let retryAt = now().addingTimeInterval(Double(delay.seconds) + Double(delay.attoseconds) / 1e18)
-        await settle(target, .pending, detail: detail, retryAt: retryAt)
+        await settle(target, .pending, detail: detail, retryAt: retryAt, rule: rule)
     }
 
     /// Records how a claimed call ended (counted and, unless accepted, logged).
     private func settle(
-        _ target: GooglePlayFollowUpTarget, _ state: FollowUpRecord.State, detail: String?, retryAt: Date? = nil
+        _ target: GooglePlayFollowUpTarget, _ state: FollowUpRecord.State, detail: String?, retryAt: Date? = nil,
+        rule: String? = nil
     ) async {
-        count(target, state == .pending ? "retry_scheduled" : state.rawValue)
+        count(target, state == .pending ? "retry_scheduled" : state.rawValue, rule: rule)
+        // The refund policy's rule is recorded with the answer it made (`rule NAME`, then the detail).
+        let detail = rule.map { rule in "rule \(rule)" + (detail.map { ": \($0)" } ?? "") } ?? detail
         if state != .sent {
             logger.notice(
                 "google play: call not accepted",
@@ -607,9 +644,13 @@ public final class GooglePlayFollowUps: Sendable {
 
     // MARK: - Reporting
 
-    private func count(_ target: GooglePlayFollowUpTarget, _ result: String) {
+    /// Counts a call's result; a refund review's with the policy's rule (empty before a rule decided it).
+    private func count(_ target: GooglePlayFollowUpTarget, _ result: String, rule: String? = nil) {
         if target.action == .reviewRefund {
-            Counter(label: MetricNames.googlePlayRefundReviews, dimensions: [("result", result)]).increment()
+            Counter(
+                label: MetricNames.googlePlayRefundReviews, dimensions: [("result", result), ("rule", rule ?? "")]
+            )
+            .increment()
             return
         }
         Counter(

@@ -96,6 +96,7 @@ public struct WorkerRuntime: Sendable {
         last: [any Service] = []
     ) throws -> ServiceGroup {
         let (catalog, trust) = try configuration.loadDecisionInputs()
+        let refundPolicy = try loadRefundPolicy(catalog: catalog)
         // Metrics objects bind to the factory bootstrapped when they are created (the worker's counters and the
         // gate's gauges are created below, once): bootstrap before any part exists, or they stay silent.
         let registry = serveOperations ? MetricsBootstrap.registry() : nil
@@ -134,7 +135,8 @@ public struct WorkerRuntime: Sendable {
         let appleCaller = AppleCaller(gate: gate, retryPolicy: RetryPolicy(maximumAttempts: 50), logger: logger)
         let googlePlay = try makeGooglePlay(catalog: catalog, transport: engine, health: health, ledger: ledger)
         let followUps = try makeFollowUps(
-            serverAPIs: apps.apps.compactMap(\.serverAPI), caller: appleCaller, ledger: ledger, catalog: catalog)
+            serverAPIs: apps.apps.compactMap(\.serverAPI), caller: appleCaller, ledger: ledger, catalog: catalog,
+            refundPolicy: refundPolicy)
         let processor = JobProcessor(
             analyzer: analyzer, ledger: ledger,
             apple: appleCaller,
@@ -195,7 +197,7 @@ public struct WorkerRuntime: Sendable {
             : GooglePlayFollowUps.make(
                 ledger: ledger, catalog: catalog, calls: googlePlay.clients,
                 holder: AppleCoalescingConfiguration.uniqueHolder(prefix: configuration.workerID),
-                answersRefundReviews: configuration.googlePlayRefundReviewAnswers,
+                answersRefundReviews: configuration.googlePlayRefundReviewAnswers, refundPolicy: refundPolicy,
                 claimLease: configuration.followUpClaimLease, sweepInterval: configuration.followUpSweepInterval,
                 logger: logger)
         if configuration.googlePlayRefundReviewAnswers, catalog.playApps.isEmpty {
@@ -351,10 +353,22 @@ public struct WorkerRuntime: Sendable {
             maximumQueuedWaiters: max(10_000, configuration.maximumInFlight))
     }
 
+    /// The refund policy of `refund_policy_file` (nil when none is set), read and checked at start: a fault stops the
+    /// worker with one line naming the file, the rule and the field (``RefundPolicyError``).
+    func loadRefundPolicy(catalog: Catalog) throws(ConfigurationError) -> RefundPolicy? {
+        guard let path = configuration.refundPolicyFile else { return nil }
+        do {
+            return try RefundPolicy.load(path: path, catalog: catalog)
+        } catch {
+            throw ConfigurationError(key: "refund_policy_file", problem: error.description)
+        }
+    }
+
     /// The calls after a durable verdict (``AppleFollowUps``), when switched on. The configuration already refused
     /// them without a Server API key, unless the catalog lists apps: then no app with a key is refused here.
     func makeFollowUps(
-        serverAPIs: [AppStoreServerAPIClient], caller: AppleCaller, ledger: any Ledger, catalog: Catalog
+        serverAPIs: [AppStoreServerAPIClient], caller: AppleCaller, ledger: any Ledger, catalog: Catalog,
+        refundPolicy: RefundPolicy? = nil
     ) throws -> AppleFollowUps? {
         guard
             configuration.finishTransactions || configuration.consumptionAnswers
@@ -372,7 +386,7 @@ public struct WorkerRuntime: Sendable {
                 finishTransactions: configuration.finishTransactions,
                 consumptionAnswers: configuration.consumptionAnswers,
                 customerConsented: configuration.consumptionCustomerConsented,
-                setAppAccountTokens: configuration.setAppAccountTokens, catalog: catalog,
+                setAppAccountTokens: configuration.setAppAccountTokens, catalog: catalog, refundPolicy: refundPolicy,
                 holder: AppleCoalescingConfiguration.uniqueHolder(prefix: configuration.workerID),
                 claimLease: configuration.followUpClaimLease, sweepInterval: configuration.followUpSweepInterval),
             logger: logger, otherApps: Array(serverAPIs.dropFirst()))

@@ -25,7 +25,10 @@ struct ConsumptionAnswerDecisionTests {
     func consumable() {
         let answer = ConsumptionAnswer(claim: Self.claim("coins.100", type: .consumable), catalog: Self.catalog)
         #expect(
-            answer == ConsumptionAnswer(delivered: true, sampleContentProvided: true, refundPreference: "GRANT_FULL"))
+            answer
+                == ConsumptionAnswer(
+                    delivered: true, sampleContentProvided: true, refundPreference: "GRANT_FULL",
+                    decision: RefundPolicy.Decision(rule: "catalog:coins.100", answer: .fullRefund)))
     }
 
     @Test("a non-consumable the catalog lists without either setting: no sample content, no refund preference")

@@ -117,4 +117,56 @@ struct ConsumptionAnswerTests {
             }
         }
     }
+    @Test("the refund policy answers: its rule's preference is sent, no_response sends nothing; each records its rule")
+    func policyAnswers() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "consumption-policy-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let policy = directory.appendingPathComponent("refunds.json")
+        try Data(
+            #"""
+            {"rules":[
+              {"name":"held-decline","store":"app_store","delivered":true,"answer":"no_refund"},
+              {"name":"never-delivered","delivered":false,"answer":"no_response"}
+            ]}
+            """#.utf8
+        ).write(to: policy)
+        try await AppleClientsFakeServer.withRunning { server, base in
+            try await PipelineHarness.with { harness in
+                var on = Self.settings(base: base, consented: true)
+                on.extra["refund_policy_file"] = policy.path
+                try harness.startWorker(0, extra: on.extra, environment: on.environment)
+                try await harness.waitUntilAssigned()
+                let (purchase, granted) = try harness.genuineJob(account: "acct-policy", format: .signedTransaction)
+                try await harness.submit([purchase])
+                try await harness.verdicts.waitForVerdicts(of: [purchase.jobID])
+                server.setFallback(Self.path(granted), .init(status: 202))
+                let stranger = try harness.simulator.mint(
+                    MintRequest(
+                        bundleId: PipelineHarness.bundleID, productId: PipelineHarness.consumable,
+                        format: .signedTransaction, environment: .production)
+                ).transaction.transactionId
+                server.setFallback(Self.path(stranger), .init(status: 202))
+                let request = try Self.request(harness, transactionID: granted)
+                let strangerRequest = try Self.request(harness, transactionID: stranger)
+                try await harness.submit([request, strangerRequest])
+                try await harness.verdicts.waitForVerdicts(of: [request.jobID, strangerRequest.jobID])
+                try await PipelineHarness.poll("both requests recorded") {
+                    let sent = try await Self.record(harness, request.jobID)?.state == .sent
+                    let notSent = try await Self.record(harness, strangerRequest.jobID)?.state == .notSent
+                    return sent && notSent
+                }
+                #expect(try await Self.record(harness, request.jobID)?.detail == "rule held-decline")
+                #expect(
+                    try await Self.record(harness, strangerRequest.jobID)?.detail
+                        == "rule never-delivered: no_response")
+                let body = try #require(server.received(path: Self.path(granted)).first?.jsonBody)
+                #expect(body["refundPreference"] as? String == "DECLINE")
+                #expect(body["deliveryStatus"] as? String == "DELIVERED")
+                #expect(server.received(path: Self.path(granted)).count == 1)
+                #expect(server.received(path: Self.path(stranger)).isEmpty)
+            }
+        }
+    }
 }

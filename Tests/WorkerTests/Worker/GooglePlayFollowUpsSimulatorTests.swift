@@ -1,3 +1,4 @@
+import Decision
 import Foundation
 import GooglePlayClients
 import Ledger
@@ -143,6 +144,9 @@ struct GooglePlayFollowUpsSimulatorTests {
                     calls: ClientCalls(client: client), store: ledger,
                     configuration: GooglePlayFollowUpsConfiguration(
                         catalog: catalog, holder: "worker-a", answersRefundReviews: true,
+                        refundPolicy: RefundPolicy(rules: [
+                            .init(name: "never-delivered", delivered: false, answer: .fullRefund)
+                        ]),
                         sweepInterval: .seconds(3600)),
                     logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() }))
                 for _ in 0..<2 {
@@ -154,12 +158,14 @@ struct GooglePlayFollowUpsSimulatorTests {
                 await GooglePlayFollowUpsTests.drain(followUps)
                 let record = try await ledger.followUpRecord(kind: .playRefundReview, key: pendingRefundToken)
                 #expect(record?.state == .sent, "\(record?.detail ?? "no record")")
+                #expect(record?.detail == "rule never-delivered")
             }
             let reviews = try await sim.get("/sim/reviews").json["reviews"] as? [[String: Any]] ?? []
             let answers = reviews.first?["answers"] as? [[String: Any]] ?? []
             #expect(answers.count == 1)
             let body = answers.first?["body"] as? [String: Any]
-            // The ledger holds no claim on the order here: the customer has nothing, so the refund is approved.
+            // The ledger holds no claim on the order here: the customer has nothing, and the policy's rule for that
+            // approves the refund.
             #expect(body?["refundPreference"] as? String == "APPROVE")
             #expect(body?["pendingRefundToken"] as? String == pendingRefundToken)
             // Google takes one answer per review: the client reports a second as refused.

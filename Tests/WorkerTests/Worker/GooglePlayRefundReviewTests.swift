@@ -54,22 +54,25 @@ struct GooglePlayRefundReviewTests {
         _ = try await ledger.apply(LedgerDecision(verdict: verdict, writes: [.claim(claim)]))
     }
 
-    @Test("the answer: the product's preference while the customer has it, APPROVE when not; a period's share used")
+    @Test("the answer: the catalog's preference while the customer has it, else the default; a period's share used")
     func answerRules() {
         let now = Self.start.addingTimeInterval(7.5 * 86_400)
         let month = Self.start.addingTimeInterval(30 * 86_400)
         let unlock = Self.claim("GPA.1", product: "com.example.app.unlock", type: .nonConsumable)
         #expect(
             RefundReviewAnswer(claim: unlock, productID: unlock.productID, catalog: Self.catalog, now: now)
-                == RefundReviewAnswer(refundPreference: "DECLINE", sampleContentProvided: true))
+                == RefundReviewAnswer(
+                    refundPreference: "DECLINE", sampleContentProvided: true,
+                    decision: RefundPolicy.Decision(rule: "catalog:com.example.app.unlock", answer: .noRefund)))
+        // The catalog's shorthand holds while the customer has the purchase; without it the default is data only.
         var revoked = unlock
         revoked.revokedAt = now
         #expect(
             RefundReviewAnswer(claim: revoked, productID: unlock.productID, catalog: Self.catalog, now: now)
-                .refundPreference == "APPROVE")
+                .refundPreference == "NEUTRAL")
         #expect(
             RefundReviewAnswer(claim: nil, productID: unlock.productID, catalog: Self.catalog, now: now)
-                .refundPreference == "APPROVE")
+                .refundPreference == "NEUTRAL")
         let premium = Self.claim("GPA.2", product: "com.example.app.premium", type: .autoRenewable, expires: month)
         let answer = RefundReviewAnswer(claim: premium, productID: premium.productID, catalog: Self.catalog, now: now)
         #expect(
@@ -77,6 +80,7 @@ struct GooglePlayRefundReviewTests {
                 == RefundReviewAnswer(
                     refundPreference: "NEUTRAL", sampleContentProvided: false,
                     consumptionPercentageMilliunits: 25_000))
+        #expect(answer.decision.rule == "default")
         // At the edges of the period: 0 before it starts, 100 % (Google's maximum) after it ended.
         let before = RefundReviewAnswer(
             claim: premium, productID: premium.productID, catalog: Self.catalog, now: Self.start.addingTimeInterval(-1))
@@ -189,8 +193,8 @@ struct GooglePlayRefundReviewTests {
             await sweeper.sweep()
             let answered = try await ledger.followUpRecord(kind: .playRefundReview, key: "review-3")
             #expect(answered?.state == .sent)
-            // Not delivered (the ledger holds no claim on the order): the answer prefers the refund.
-            #expect(calls.reviews.last?.refundPreference == "APPROVE")
+            // Not delivered (the ledger holds no claim on the order), no policy file: the default, data only.
+            #expect(calls.reviews.last?.refundPreference == "NEUTRAL")
             #expect(calls.made.filter { $0.token == "review-3" }.count == 2)
         }
     }
