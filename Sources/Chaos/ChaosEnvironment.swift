@@ -182,7 +182,7 @@ final class ChaosEnvironment: Sendable {
                         jobs: traffic.jobs.filter { playJobIDs.contains($0.jobID) }, purchases: playPurchases)
                     let outcome = await runPlayLifecyclePhase(
                         purchases: playPurchases, grantedTokens: checker.grantedTokens(tally.snapshot.verdicts),
-                        ledgerURL: ledgerURL, stateDirectory: simulatorState.stateDirectory)
+                        ledgerURL: ledgerURL, stateDirectory: simulatorState.stateDirectory, producer: producer)
                     playLifecycle = (outcome.report, outcome.violations)
                     playLifecycleTokens = Set(outcome.owners.keys)
                     playLifecycleAccounts = Set(outcome.owners.values)
@@ -232,10 +232,10 @@ final class ChaosEnvironment: Sendable {
         // The notification family's verdicts, and those of the reconciler's corrections, are checked by the family's
         // own invariants, against Apple's truth. Without the family, a correction is a verdict never submitted.
         snapshot.verdicts.removeAll { $0.jobID.hasPrefix(NotificationJob.jobIDPrefix) }
-        // Google Play's notification jobs (pushed, swept, re-read) are the Play lifecycle's, checked against Google's
-        // truth.
+        // Google Play's notification jobs (pushed, swept, re-read) and the verification jobs of its pending purchases
+        // are the Play lifecycle's, checked against Google's truth.
         snapshot.verdicts.removeAll {
-            $0.jobID.hasPrefix(GooglePlayNotificationJob.jobIDPrefix)
+            $0.jobID.hasPrefix(GooglePlayNotificationJob.jobIDPrefix) || $0.jobID.hasPrefix(playPendingJobIDPrefix)
                 || $0.jobID.hasPrefix(GooglePlayNotificationJob.voidedJobIDPrefix)
                 || $0.jobID.hasPrefix(GooglePlayNotificationJob.rereadJobIDPrefix)
         }

@@ -271,11 +271,12 @@ struct ChaosPlaySimulator: Sendable {
 
     /// Mints a purchase; throws when the simulator refuses or does not answer.
     func mint(
-        packageName: String, productID: String, type: ProductType, quantity: Int = 1
+        packageName: String, productID: String, type: ProductType, quantity: Int = 1, pending: Bool = false
     ) async throws -> ChaosPlayPurchase {
         var body: [String: Any] = [
             "package_name": packageName, "product_id": productID, "type": type.rawValue, "quantity": quantity,
         ]
+        if pending { body["pending"] = true }
         if type == .autoRenewable {
             body["base_plan_id"] = ChaosPlayApp.basePlan
             body["period_s"] = ChaosPlayApp.subscriptionPeriod

@@ -207,9 +207,12 @@ public struct ChaosPlayLifecycleEvent: Sendable, Hashable {
         self.extra = extra
     }
 
-    /// Whether the event's notification is never dropped: nothing else tells the backend of it (a replacement's new
-    /// token, which the app itself would send; a refund review, which only its notification announces).
-    public var isAnnouncedOnlyByItsNotification: Bool { event == "upgrade" || event == "chargeback" }
+    /// Whether the event's notification is never dropped: nothing the run models tells the backend of it otherwise
+    /// (a replacement's new token and a pending purchase's completion, which the app itself would also send; a refund
+    /// review, which only its notification announces).
+    public var isAnnouncedOnlyByItsNotification: Bool {
+        event == "upgrade" || event == "chargeback" || event == "pending_complete"
+    }
 
     public var body: String {
         "{\"purchase_token\": \"\(token)\", \"event\": \"\(event)\"" + (extra.isEmpty ? "" : ", " + extra) + "}"
@@ -231,7 +234,10 @@ public struct ChaosPlayLifecyclePlan: Sendable {
     /// - Parameters:
     ///   - purchases: granted purchase tokens and their product type.
     ///   - count: how many purchases get a scenario.
-    public init(purchases: [(token: String, type: ProductType)], count: Int, seed: UInt64) {
+    ///   - pending: purchases a verification job found pending: each is completed (`pending_complete`).
+    public init(
+        purchases: [(token: String, type: ProductType)], count: Int, seed: UInt64, pending: [String] = []
+    ) {
         var random = SplitMix64(seed: seed ^ 0x91A7_11FE)
         var byType: [ProductType: [String]] = [:]
         for (token, type) in purchases { byType[type, default: []].append(token) }
@@ -246,7 +252,10 @@ public struct ChaosPlayLifecyclePlan: Sendable {
             }
         }
         var perType: [ProductType: Int] = [:]
-        var sequences: [[ChaosPlayLifecycleEvent]] = []
+        var sequences: [[ChaosPlayLifecycleEvent]] = pending.map { token in
+            scenarios[token] = "pending_completed"
+            return [ChaosPlayLifecycleEvent(token: token, event: "pending_complete")]
+        }
         for (token, type) in chosen {
             let turn = perType[type, default: 0]
             perType[type] = turn + 1

@@ -1,5 +1,6 @@
 import Decision
 import Foundation
+import Kafka
 import Ledger
 import Logging
 import Messages
@@ -31,8 +32,14 @@ extension ChaosEnvironment {
     /// gateway, the reconciler and a worker are killed and restarted. Once the pushes' retries are over and the
     /// reconciler swept again, the ledger is compared with the simulator's truth, the refund reviews' answers are
     /// counted and the reconciler's Play calls weighed against its share.
+    ///
+    /// Pending purchases take part too: a few are minted pending, sent by accounts of their own as verification jobs
+    /// (through `producer`; their verdicts are `purchase_pending`, job ids ``playPendingJobIDPrefix``), and completed
+    /// as lifecycle events once the ledger recorded them pending: the completion's notification grants each to its
+    /// sender.
     func runPlayLifecyclePhase(
-        purchases: [ChaosPlayPurchase], grantedTokens: Set<String>, ledgerURL: String, stateDirectory: URL
+        purchases: [ChaosPlayPurchase], grantedTokens: Set<String>, ledgerURL: String, stateDirectory: URL,
+        producer: KafkaProducer
     ) async -> (report: ChaosPlayLifecycleReport, violations: [ChaosViolation], owners: [String: String]) {
         var report = ChaosPlayLifecycleReport()
         report.quotaPerMinute = Self.playReconcileCallsPerMinute
@@ -55,11 +62,15 @@ extension ChaosEnvironment {
             else { return nil }
             return (token, type)
         }
+        let pending = await sendPendingPurchases(
+            count: max(2, configuration.playLifecyclePurchases / 10), play: play, ledgerURL: ledgerURL,
+            producer: producer)
         let plan = ChaosPlayLifecyclePlan(
-            purchases: candidates, count: configuration.playLifecyclePurchases, seed: configuration.seed)
+            purchases: candidates, count: configuration.playLifecyclePurchases, seed: configuration.seed,
+            pending: pending.keys.sorted())
         for name in plan.scenarios.values { report.scenarios[name, default: 0] += 1 }
         for token in plan.scenarios.keys {
-            owners[token] = before[token].flatMap { TransactionClaim.latest(of: $0) }?.accountID
+            owners[token] = before[token].flatMap { TransactionClaim.latest(of: $0) }?.accountID ?? pending[token]
         }
 
         // A gateway and a reconciler of their own (the App Store's stopped), with the Play simulator pushing to the
@@ -210,6 +221,54 @@ extension ChaosEnvironment {
                 LogKeys.chaosExpected: "\(report.purchasesCompared)",
             ])
         return (report, violations, owners)
+    }
+
+    /// Job ids (and accounts) of the pending purchases' verification jobs: `<prefix><n>`.
+    var playPendingJobIDPrefix: String { "\(runID)-play-pending-" }
+
+    /// Mints `count` pending purchases (one-time products and subscriptions in turn), sends each as a verification job
+    /// of an account of its own, and waits (at most 60 s) until the ledger recorded each pending; returns the tokens
+    /// it recorded, with their senders.
+    private func sendPendingPurchases(
+        count: Int, play: ChaosPlaySimulator, ledgerURL: String, producer: KafkaProducer
+    ) async -> [String: String] {
+        var senders: [String: String] = [:]
+        for index in 0..<count {
+            let type: ProductType = index % 2 == 0 ? .nonConsumable : .autoRenewable
+            let product = type == .autoRenewable ? ChaosApp.subscription : ChaosApp.nonConsumable
+            guard
+                let purchase = try? await play.mint(
+                    packageName: ChaosPlayApp.packageName, productID: product, type: type, pending: true)
+            else { continue }
+            let account = "\(playPendingJobIDPrefix)\(index)"
+            let job = ReceiptJob(
+                jobID: account, accountID: account, proof: .googlePlay(purchase.proof()), submittedAt: Date())
+            let record = KafkaProducerRecord(
+                topic: Topics.jobs, key: job.messageKey, value: MessageCodec().encode(job))
+            guard (try? await producer.sendConfirmed(record)) != nil else { continue }
+            senders[purchase.token] = account
+        }
+        var ledgerLogger = configuration.logger
+        ledgerLogger.logLevel = .error
+        let deadline = clock.now.advanced(by: .seconds(60))
+        var recorded: [String: String] = [:]
+        while recorded.count < senders.count, clock.now < deadline {
+            let waiting = senders.filter { recorded[$0.key] == nil }
+            let found: [String: String] =
+                (try? await LedgerFactory.withLedger(url: ledgerURL, logger: ledgerLogger) {
+                    ledger -> [String: String] in
+                    var found: [String: String] = [:]
+                    for (token, account) in waiting {
+                        if try await ledger.pendingPlayPurchase(purchaseToken: token)?.accountID == account {
+                            found[token] = account
+                        }
+                    }
+                    return found
+                }) ?? [:]
+            recorded.merge(found) { known, _ in known }
+            if recorded.count < senders.count { try? await Task.sleep(for: .milliseconds(500)) }
+        }
+        return recorded
     }
 
     /// Drift and refund-review answers now.

@@ -129,9 +129,15 @@ struct ChaosPlayLifecycleCheckerTests {
         #expect(plan.events.count == 19 + 4)
         let firstSecondStep = plan.events.firstIndex { $0.event == "recover" || $0.event == "resume" } ?? 0
         #expect(firstSecondStep >= 19)
-        // Only a replacement's and a refund review's notifications are never dropped.
+        // Only a replacement's and a refund review's notifications are never dropped (and a pending purchase's
+        // completion's, below).
         #expect(
             Set(plan.events.filter(\.isAnnouncedOnlyByItsNotification).map(\.event)) == ["upgrade", "chargeback"])
+        // Pending purchases a verification job found pending are completed, each its own scenario.
+        let withPending = ChaosPlayLifecyclePlan(purchases: purchases, count: 19, seed: 8, pending: ["p0", "p1"])
+        #expect(withPending.scenarios["p0"] == "pending_completed" && withPending.scenarios.count == 21)
+        #expect(withPending.events.filter { $0.event == "pending_complete" }.map(\.token).sorted() == ["p0", "p1"])
+        #expect(withPending.events.first { $0.token == "p0" }?.isAnnouncedOnlyByItsNotification == true)
         #expect(
             ChaosPlayLifecycleEvent(token: "t", event: "grace_period", extra: #""grace_period_s": 5"#).body
                 == #"{"purchase_token": "t", "event": "grace_period", "grace_period_s": 5}"#)
