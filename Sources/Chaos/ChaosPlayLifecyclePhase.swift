@@ -343,7 +343,7 @@ extension ChaosEnvironment {
         return false
     }
 
-    /// Waits until the reconciler finished one more voided-purchases sweep than it had now.
+    /// Waits until the reconciler completed one more voided-purchases sweep than it had now.
     private func waitForAnotherPlaySweep(within limit: Duration) async -> Bool {
         let deadline = clock.now.advanced(by: limit)
         let now = await playReconcileFigures()[MetricNames.reconcileVoidedSweeps]
@@ -362,9 +362,14 @@ extension ChaosEnvironment {
         guard let data = await ChaosHTTP.get("http://127.0.0.1:\(port)/metrics") else { return [:] }
         let sample = PrometheusTextSample(String(decoding: data, as: UTF8.self))
         var figures: [String: Double] = [:]
+        // Sweeps that completed only: a failed one, or one that lost its lease, read nothing to the end.
+        let completed = sample.samples.filter {
+            $0.series.hasPrefix(MetricNames.reconcileVoidedSweeps + "{") && $0.series.contains(#"result="completed""#)
+        }
+        if !completed.isEmpty { figures[MetricNames.reconcileVoidedSweeps] = completed.reduce(0) { $0 + $1.value } }
         for name in [
-            MetricNames.reconcileVoidedSweeps, MetricNames.reconcileVoidedPages, MetricNames.reconcileVoidedFound,
-            MetricNames.reconcilePlayRereads, MetricNames.reconcileQuotaSpent,
+            MetricNames.reconcileVoidedPages, MetricNames.reconcileVoidedFound, MetricNames.reconcilePlayRereads,
+            MetricNames.reconcileQuotaSpent,
         ] {
             let values = sample.values(of: name)
             if !values.isEmpty { figures[name] = values.reduce(0, +) }
