@@ -123,6 +123,11 @@ package struct ChaosArguments: HarnessArguments {
         help: "Granted purchases given lifecycle events (default: 40, 400 with --long).")
     package var notificationTransactions: Int?
 
+    @Option(
+        name: .customLong("play-lifecycle-purchases"),
+        help: "Granted Google Play purchases given lifecycle events (default: 40, 400 with --long).")
+    package var playLifecyclePurchases: Int?
+
     @Option(name: .customLong("worker-log-level"), help: "VERIFY_LOG_LEVEL of the workers.")
     package var workerLogLevel = "info"
 
@@ -154,6 +159,9 @@ package struct ChaosArguments: HarnessArguments {
     package func validate() throws {
         guard (1...32).contains(workers) else { throw ValidationError("--workers must be 1...32") }
         guard (jobs ?? 1) > 0, fuzz >= 0 else { throw ValidationError("--jobs must be positive, --fuzz not negative") }
+        guard (playLifecyclePurchases ?? 1) >= 0 else {
+            throw ValidationError("--play-lifecycle-purchases must not be negative")
+        }
         guard (notificationTransactions ?? 1) >= 0 else {
             throw ValidationError("--notification-transactions must not be negative")
         }
@@ -201,6 +209,7 @@ package struct ChaosArguments: HarnessArguments {
         configuration.entitlements = !noEntitlements
         configuration.notifications = !noNotifications
         configuration.notificationTransactions = notificationTransactions ?? (long ? 400 : 40)
+        configuration.playLifecyclePurchases = playLifecyclePurchases ?? (long ? 400 : 40)
         if onlyFaults != nil { configuration.onlyFaults = Set(onlyFaultNames) }
         configuration.workerLogLevel = workerLogLevel
         configuration.workerKafkaProperties = workerKafkaProperties

@@ -109,6 +109,9 @@ final class ChaosEnvironment: Sendable {
         // 3. Read verdicts and dead letters; submit; inject faults meanwhile.
         var retention: ChaosRetentionCheck.Outcome = ([], ([], []))
         var notifications: ChaosNotificationOutcome?
+        var playLifecycle: (report: ChaosPlayLifecycleReport, violations: [ChaosViolation])?
+        var playLifecycleTokens = Set<String>()
+        var playLifecycleAccounts = Set<String>()
         var trimmed: [String: Int] = [:]
         let tally = ChaosTally(
             expectedJobs: Set(traffic.jobs.map(\.jobID)), expectedDeadLetters: traffic.malformedKeys)
@@ -174,6 +177,16 @@ final class ChaosEnvironment: Sendable {
                 notifications = await runNotificationPhase(
                     verdicts: tally.snapshot.verdicts.filter { $0.store == .appStore }, ledgerURL: ledgerURL,
                     stateDirectory: simulatorState.stateDirectory)
+                if playSimulator != nil, !playPurchases.isEmpty, configuration.playLifecyclePurchases > 0 {
+                    let checker = ChaosPlayChecker(
+                        jobs: traffic.jobs.filter { playJobIDs.contains($0.jobID) }, purchases: playPurchases)
+                    let outcome = await runPlayLifecyclePhase(
+                        purchases: playPurchases, grantedTokens: checker.grantedTokens(tally.snapshot.verdicts),
+                        ledgerURL: ledgerURL, stateDirectory: simulatorState.stateDirectory, producer: producer)
+                    playLifecycle = (outcome.report, outcome.violations)
+                    playLifecycleTokens = Set(outcome.owners.keys)
+                    playLifecycleAccounts = Set(outcome.owners.values)
+                }
             }
             logger.info(
                 "chaos: settled, stopping the workers",
@@ -219,6 +232,13 @@ final class ChaosEnvironment: Sendable {
         // The notification family's verdicts, and those of the reconciler's corrections, are checked by the family's
         // own invariants, against Apple's truth. Without the family, a correction is a verdict never submitted.
         snapshot.verdicts.removeAll { $0.jobID.hasPrefix(NotificationJob.jobIDPrefix) }
+        // Google Play's notification jobs (pushed, swept, re-read) and the verification jobs of its pending purchases
+        // are the Play lifecycle's, checked against Google's truth.
+        snapshot.verdicts.removeAll {
+            $0.jobID.hasPrefix(GooglePlayNotificationJob.jobIDPrefix) || $0.jobID.hasPrefix(playPendingJobIDPrefix)
+                || $0.jobID.hasPrefix(GooglePlayNotificationJob.voidedJobIDPrefix)
+                || $0.jobID.hasPrefix(GooglePlayNotificationJob.rereadJobIDPrefix)
+        }
         if var family = notifications {
             let corrections = snapshot.verdicts.filter { $0.jobID.hasPrefix(CorrectionJob.jobIDPrefix) }
             snapshot.verdicts.removeAll { $0.jobID.hasPrefix(CorrectionJob.jobIDPrefix) }
@@ -249,17 +269,18 @@ final class ChaosEnvironment: Sendable {
             let truth = ChaosEntitlementTruth(
                 jobs: traffic.jobs, claims: ledgerView.claims, verdicts: snapshot.verdicts, catalog: catalog)
             let entitlementViolations = await checkEntitlements(
-                truth, skipping: notifications?.touchedAccounts ?? [])
+                truth, skipping: (notifications?.touchedAccounts ?? []).union(playLifecycleAccounts))
             services.withLock { $0.violations += entitlementViolations }
         }
         var playReport: ChaosPlayReport?
         var playViolations: [ChaosViolation] = []
         if let play = playSimulator, !playPurchases.isEmpty {
-            let checker = ChaosPlayChecker(
+            var checker = ChaosPlayChecker(
                 jobs: traffic.jobs.filter {
                     playJobIDs.contains($0.jobID) && !retention.deleted.jobs.contains($0.jobID)
                 },
                 purchases: playPurchases)
+            checker.lifecycleTokens = playLifecycleTokens
             let truths = await play.truths(tokens: playPurchases.map(\.token))
             var (playFound, report) = checker.check(verdicts: snapshot.verdicts, truths: truths)
             (report.requests, report.faultsInjected) = await play.stats()
@@ -267,7 +288,9 @@ final class ChaosEnvironment: Sendable {
             playViolations = playFound
         }
         let (faults, runViolations) = services.withLock { ($0.faults, $0.violations) }
-        var violations = runViolations + found + playViolations + (notifications?.violations ?? [])
+        var violations =
+            runViolations + found + playViolations + (notifications?.violations ?? [])
+            + (playLifecycle?.violations ?? [])
         if canary.hits > 0 {
             violations.append(.unexpectedAppleEndpoint("the URL bait listener (\(canary.hits) connections)"))
         }
@@ -301,7 +324,7 @@ final class ChaosEnvironment: Sendable {
             harnessErrorExamples: harnessErrors.prefix(25).map(\.description), plannedMegabytes: plannedBytes >> 20,
             windowKilobytes: window >> 10, largestJobPartitionKilobytes: deliveries.largestPartitionBytes >> 10,
             trimmedPartitions: trimmed, workerOffsetResets: workerOffsetResets(), notifications: notifications?.report,
-            play: playReport)
+            play: playReport, playLifecycle: playLifecycle?.report)
     }
 
     /// Lines in which a worker's librdkafka reset a fetch position because the broker no longer held the offset
@@ -703,6 +726,8 @@ final class ChaosEnvironment: Sendable {
                 // A killed worker's claimed acknowledgements are taken over within the run.
                 "VERIFY_FOLLOW_UP_CLAIM_LEASE_S": "15", "VERIFY_FOLLOW_UP_SWEEP_INTERVAL_S": "2",
             ]) { _, new in new }
+            // The Play lifecycle's refund reviews are answered.
+            if configuration.notifications { environment["VERIFY_GOOGLE_PLAY_REFUND_REVIEW_ANSWERS"] = "true" }
         }
         if let properties = configuration.workerKafkaProperties { environment["VERIFY_KAFKA_PROPERTIES"] = properties }
         return environment

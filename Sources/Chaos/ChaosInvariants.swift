@@ -128,6 +128,13 @@ public enum ChaosViolation: Sendable, Hashable, CustomStringConvertible {
     /// A verdict of a reconciler's correction job (``Messages/CorrectionJob``) for a transaction Apple does not know,
     /// or for another account than the one that owned the subscription.
     case reconcileCorrection(jobID: String, detail: String)
+    /// After Google Play's lifecycle events: the ledger's owner, state or expiry of a Play purchase differs from the
+    /// Play simulator's truth.
+    case playNotificationDrift(purchase: String, detail: String)
+    /// A Google Play refund review got no answer, several, a refused one, or one later than Google's 24 hours.
+    case playRefundReviewAnswers(order: String, detail: String)
+    /// The reconciler spent more Google Play calls than its share of the per-minute quota.
+    case playReconcileBudget(detail: String)
 
     public var description: String {
         switch self {
@@ -167,6 +174,10 @@ public enum ChaosViolation: Sendable, Hashable, CustomStringConvertible {
         case .finishCalls(let tx, let detail): "transaction \(tx): finish calls: \(detail)"
         case .reconcileBudget(let detail): "the reconciler exceeded its rate budget: \(detail)"
         case .reconcileCorrection(let job, let detail): "correction job \(job): \(detail)"
+        case .playNotificationDrift(let purchase, let detail):
+            "Google Play purchase \(purchase): the ledger drifted from Google Play: \(detail)"
+        case .playRefundReviewAnswers(let order, let detail): "Google Play refund review of \(order): \(detail)"
+        case .playReconcileBudget(let detail): "the reconciler exceeded its Google Play quota share: \(detail)"
         }
     }
 
@@ -202,6 +213,9 @@ public enum ChaosViolation: Sendable, Hashable, CustomStringConvertible {
         case .finishCalls: "finish_calls"
         case .reconcileBudget: "reconcile_budget"
         case .reconcileCorrection: "reconcile_correction"
+        case .playNotificationDrift: "play_notification_drift"
+        case .playRefundReviewAnswers: "play_refund_review_answers"
+        case .playReconcileBudget: "play_reconcile_budget"
         }
     }
 }

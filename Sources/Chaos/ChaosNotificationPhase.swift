@@ -35,6 +35,9 @@ final class ChaosNotificationServices: Sendable {
         var reconcilerLives: [(started: ContinuousClock.Instant, ended: ContinuousClock.Instant?)] = []
         /// `verify_reconcile_notifications_recovered_total` of the processes already gone.
         var recoveredByGone = 0.0
+        /// The Google Play counters (``ChaosEnvironment/playReconcileFigures()``) of the processes the Play lifecycle
+        /// killed.
+        var playReconcileByGone: [String: Double] = [:]
     }
 
     let state = Mutex(State())
@@ -370,6 +373,16 @@ extension ChaosEnvironment {
             "VERIFY_TRUST_ANCHORS": stateDirectory.appendingPathComponent("pki-ec-root.pem").path,
             "VERIFY_LOG_FORMAT": "json", "VERIFY_LOG_LEVEL": configuration.workerLogLevel,
         ]) { _, new in new }
+        if let play = playSimulator {
+            // Google Play's pushes, authenticated by the Play simulator's OIDC tokens (its JWK set).
+            environment.merge([
+                "VERIFY_GATEWAY_PUBSUB_AUDIENCE": ChaosPlayApp.pushAudience,
+                "VERIFY_GATEWAY_PUBSUB_SERVICE_ACCOUNT": ChaosPlayApp.pushServiceAccount,
+                "VERIFY_GATEWAY_PUBSUB_JWKS_URL": "\(play.base)/oauth2/v3/certs",
+                "VERIFY_GATEWAY_PUBSUB_SUBSCRIPTION": ChaosPlayApp.pushSubscription,
+                "VERIFY_GATEWAY_GOOGLE_PLAY_PACKAGES": ChaosPlayApp.packageName,
+            ]) { _, new in new }
+        }
         try await startNotificationService(gateway: true, environment: environment, metricsPort: metricsPort)
     }
 
@@ -389,6 +402,16 @@ extension ChaosEnvironment {
             "VERIFY_RECONCILE_INTERVAL_S": "1", "VERIFY_RECONCILE_LEASE_S": "5",
             "VERIFY_RECONCILE_RATE_SHARE": "\(Self.reconcileRateShare)", "VERIFY_RECONCILE_FIRST_LOOKBACK_H": "1",
         ]) { _, new in new }
+        if playSimulator != nil {
+            // Google Play: voided purchases of the last hour, and a re-read of every Play subscription (the run's
+            // periods are shorter than the largest lead) at most every 10 s, within the Play quota share.
+            environment.merge([
+                "VERIFY_RECONCILE_GOOGLE_PLAY_QUOTA_SHARE": "\(Self.playReconcileQuotaShare)",
+                "VERIFY_GOOGLE_PLAY_MINUTE_QUOTA": "\(Self.playMinuteQuota)",
+                "VERIFY_RECONCILE_GOOGLE_PLAY_LOOKBACK_H": "1", "VERIFY_RECONCILE_GOOGLE_PLAY_REREAD_LEAD_S": "86400",
+                "VERIFY_RECONCILE_REREAD_INTERVAL_S": "10",
+            ]) { _, new in new }
+        }
         try await startNotificationService(gateway: false, environment: environment, metricsPort: metricsPort)
     }
 

@@ -8,6 +8,14 @@ public enum ChaosPlayApp {
     /// Another developer's app: its purchases are genuine, but not this deployment's.
     public static let otherPackageName = "com.example.otherapp"
     public static let basePlan = "monthly"
+    /// The period of the run's subscriptions: shorter than the reconciler's largest re-read lead (a day), so every
+    /// Play subscription is re-read during the run.
+    public static let subscriptionPeriod = 43_200
+    /// The Play simulator's push subscription, its OIDC tokens' audience and service account, as the gateway
+    /// expects them.
+    public static let pushSubscription = "projects/play-simulator/subscriptions/play-rtdn"
+    public static let pushAudience = "https://verify-worker.chaos.invalid/google-play/notifications"
+    public static let pushServiceAccount = "rtdn-push@play-simulator.iam.gserviceaccount.com"
 
     /// The Play products, under the App Store products' ids (docs/CONFIGURATION.md: an id may be listed in both
     /// stores): one product sold in both stores grants one entitlement, whichever store the entitlement service
@@ -137,6 +145,8 @@ public struct ChaosPlayChecker: Sendable {
     public var jobs: [ChaosSubmittedJob]
     /// Every purchase minted for the run.
     public var purchases: [ChaosPlayPurchase]
+    /// Purchase tokens the Play lifecycle gave events: a refund there is the lifecycle's, not Google's three days.
+    public var lifecycleTokens: Set<String> = []
 
     public init(jobs: [ChaosSubmittedJob], purchases: [ChaosPlayPurchase]) {
         self.jobs = jobs
@@ -226,7 +236,7 @@ public struct ChaosPlayChecker: Sendable {
                 }
                 continue
             }
-            if truth.refundedAtMs != nil || truth.state == "refunded" {
+            if truth.refundedAtMs != nil || (truth.state == "refunded" && !lifecycleTokens.contains(token)) {
                 violations.append(.playRefunded(purchase: purchase.label, state: truth.state))
             }
             let calls = "acknowledge \(truth.acknowledgeCalls), consume \(truth.consumeCalls)"
@@ -261,12 +271,16 @@ struct ChaosPlaySimulator: Sendable {
 
     /// Mints a purchase; throws when the simulator refuses or does not answer.
     func mint(
-        packageName: String, productID: String, type: ProductType, quantity: Int = 1
+        packageName: String, productID: String, type: ProductType, quantity: Int = 1, pending: Bool = false
     ) async throws -> ChaosPlayPurchase {
         var body: [String: Any] = [
             "package_name": packageName, "product_id": productID, "type": type.rawValue, "quantity": quantity,
         ]
-        if type == .autoRenewable { body["base_plan_id"] = ChaosPlayApp.basePlan }
+        if pending { body["pending"] = true }
+        if type == .autoRenewable {
+            body["base_plan_id"] = ChaosPlayApp.basePlan
+            body["period_s"] = ChaosPlayApp.subscriptionPeriod
+        }
         let json = String(decoding: try JSONSerialization.data(withJSONObject: body), as: UTF8.self)
         guard let answer = await ChaosHTTP.postForAnswer("\(base)/sim/mint", json: json), answer.status == 200,
             let token = answer.object["purchase_token"] as? String,

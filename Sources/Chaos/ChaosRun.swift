@@ -80,6 +80,10 @@ public struct ChaosConfiguration: Sendable {
     public var notifications = true
     /// Granted purchases given a lifecycle scenario. Default: 40.
     public var notificationTransactions = 40
+    /// Granted Google Play purchases given a lifecycle scenario, after the App Store's (with the notification family
+    /// and Google Play traffic): pushed to the gateway's Play route under push faults, swept and re-read by the
+    /// reconciler, then compared with the Play simulator's truth. Default: 40.
+    public var playLifecyclePurchases = 40
     /// `VERIFY_KAFKA_PROPERTIES` of the workers (e.g. `debug=eos,msg` to see the idempotent producer's state).
     /// Default: none.
     public var workerKafkaProperties: String?
@@ -161,6 +165,8 @@ public struct ChaosReport: Sendable, Codable, ChaosPrintedReport {
     public var notifications: ChaosNotificationReport?
     /// The Google Play figures (nil without Google Play traffic).
     public var play: ChaosPlayReport?
+    /// The Google Play lifecycle's figures (nil when it did not run).
+    public var playLifecycle: ChaosPlayLifecycleReport?
 
     enum CodingKeys: String, CodingKey {
         case jobs, messages, malformed, fuzz, cases, workers, partitions, seed, outcomes, faults, violations
@@ -186,6 +192,7 @@ public struct ChaosReport: Sendable, Codable, ChaosPrintedReport {
         case workerOffsetResets = "worker_offset_resets"
         case notifications
         case play
+        case playLifecycle = "play_lifecycle"
     }
 }
 

@@ -23,7 +23,7 @@ public enum GooglePlayNotificationJob {
 
     /// The job of one Google Play notification. `jobID` defaults to the Pub/Sub message's
     /// (``jobID(messageID:)``); the reconciler passes ``voidedJobID(orderID:)`` or
-    /// ``rereadJobID(purchaseToken:expiryMillis:state:)``. The job is not validated here: ``ReceiptJob/validate()``
+    /// ``rereadJobID(purchaseToken:expiryMillis:state:rereadMillis:)``. The job is not validated here: ``ReceiptJob/validate()``
     /// judges it, as it judges every job before it is published.
     public static func job(
         packageName: String, purchaseToken: String?, notification: String?, messageID: String? = nil,
@@ -44,10 +44,14 @@ public enum GooglePlayNotificationJob {
     public static func voidedJobID(orderID: String) -> String { voidedJobIDPrefix + orderID }
 
     /// The job id of a re-read of an unsure subscription: `<prefix><first 16 hex of SHA-256(token)>-<expiry ms the
-    /// ledger holds>-<state>`, so the same unsure state re-read twice is one job, and a new state or expiry another.
-    public static func rereadJobID(purchaseToken: String, expiryMillis: Int64, state: String) -> String {
+    /// ledger holds>-<state>-<ms of the re-read>`. Each re-read is a job of its own, even of a ledger state re-read
+    /// before: Google's state may have changed since (a renewal or a hold whose notification was lost), and a job id
+    /// decided before is answered from its recorded verdict without reading Google.
+    public static func rereadJobID(
+        purchaseToken: String, expiryMillis: Int64, state: String, rereadMillis: Int64
+    ) -> String {
         let digest = sha256Hex(Array(purchaseToken.utf8))
-        return rereadJobIDPrefix + digest.prefix(16) + "-\(expiryMillis)-" + state
+        return rereadJobIDPrefix + digest.prefix(16) + "-\(expiryMillis)-" + state + "-\(rereadMillis)"
     }
 
     /// The Kafka message key of a Google Play notification job: `<accountID>/<purchase_token>` (one lane per purchase),

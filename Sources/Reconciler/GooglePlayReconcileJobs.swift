@@ -44,8 +44,8 @@ public enum GooglePlayReconcileJobs {
     }
 
     /// A plain re-read of `purchaseToken` (no `notification`): job id
-    /// `google-play-reread-<first 16 hex of SHA-256(token)>-<expiry ms the ledger holds>-<state>`, so the same unsure
-    /// state re-read twice is one job.
+    /// `google-play-reread-<first 16 hex of SHA-256(token)>-<expiry ms the ledger holds>-<state>-<submittedAt ms>`, one
+    /// job per re-read (a ledger state re-read before may since have changed at Google).
     public static func reread(
         packageName: String, purchaseToken: String, expiresDate: Date, state: String, accountID: String,
         submittedAt: Date
@@ -55,7 +55,8 @@ public enum GooglePlayReconcileJobs {
             submittedAt: submittedAt,
             jobID: GooglePlayNotificationJob.rereadJobID(
                 purchaseToken: purchaseToken,
-                expiryMillis: Int64((expiresDate.timeIntervalSince1970 * 1000).rounded()), state: state))
+                expiryMillis: Int64((expiresDate.timeIntervalSince1970 * 1000).rounded()), state: state,
+                rereadMillis: Int64((submittedAt.timeIntervalSince1970 * 1000).rounded())))
         try job.validate()
         return job
     }

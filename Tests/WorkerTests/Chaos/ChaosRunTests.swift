@@ -29,7 +29,8 @@ struct ChaosRunTests {
         return configuration
     }
 
-    // Eight minutes: the notification family adds about 35 s; 228 s alone, 380 s in a full suite at load 14.
+    // Eight minutes: the notification family adds about 35 s and the Play lifecycle about 30 s; 228 s alone, 380 s in a
+    // full suite at load 14.
     @Test("Every fault once, seed mix plus adversarial cases and fuzz: no invariant broken", .timeLimit(.minutes(8)))
     func shortRun() async throws {
         var configuration = try Self.configuration(for: "the chaos run")
@@ -48,8 +49,9 @@ struct ChaosRunTests {
         #expect(report.violations == 0, "\(report.violationExamples.joined(separator: "\n")) (\(report.workDirectory))")
         // Every fault once, the entitlement service's SIGKILL included; its API then agrees with the run's truth
         // about every account (entitlement_mismatch violations otherwise). The notification family adds the SIGKILLs
-        // of the gateway, the reconciler and a worker; the Google Play storms are three more.
-        #expect(report.faultsInjected == 16)
+        // of the gateway, the reconciler and a worker, and the Play lifecycle the same three again; the Google Play
+        // storms are three more.
+        #expect(report.faultsInjected == 19)
         // A third of the jobs were Google Play's: none lost, every granted purchase acknowledged or consumed once
         // (play_acknowledgements violations otherwise).
         let play = try #require(report.play)
@@ -71,6 +73,23 @@ struct ChaosRunTests {
             Set(notifications.scenarios.keys).isSuperset(of: [
                 "expire", "billing_retry_grace", "extend", "refund_latest",
             ]), "\(notifications.scenarios)")
+        // Google Play's lifecycle ran: pushes to the gateway's Play route dropped, duplicated and delayed, the
+        // reconciler sweeping voided purchases and re-reading subscriptions, and the ledger agreed with Google's truth
+        // (play_notification_drift, play_refund_review_answers and play_reconcile_budget violations otherwise).
+        let playLifecycle = try #require(report.playLifecycle)
+        #expect(playLifecycle.eventsTriggered >= 40)
+        #expect(playLifecycle.pushesDropped > 0)
+        #expect(playLifecycle.pushesDuplicated > 0)
+        #expect(playLifecycle.convergenceSeconds != nil)
+        #expect(playLifecycle.refundReviews > 0)
+        #expect(playLifecycle.refundReviewsAnswered == playLifecycle.refundReviews)
+        #expect(playLifecycle.voidedPages > 0)
+        #expect(playLifecycle.rereads > 0)
+        #expect(
+            Set(playLifecycle.scenarios.keys).isSuperset(of: [
+                "renew", "grace_period", "hold", "pause", "cancel", "revoke", "refund", "chargeback", "upgrade",
+                "grace_recover", "pause_resume", "hold_recover",
+            ]), "\(playLifecycle.scenarios)")
         #expect(report.jobsDecided == report.jobs)
         #expect(report.faults.allSatisfy { $0.recoverySeconds != nil })
         #expect(report.harnessErrors == 0, "\(report.harnessErrorExamples.joined(separator: "\n"))")

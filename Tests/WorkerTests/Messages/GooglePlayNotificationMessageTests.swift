@@ -175,8 +175,9 @@ struct GooglePlayNotificationMessageTests {
         #expect(GooglePlayNotificationJob.voidedJobID(orderID: "GPA.1234-5678") == "google-play-voided-GPA.1234-5678")
         // SHA-256("tok") = 1a7674eb4ee78df7e1ac439a93c3fa8e3c945784d4dec9fd8e3011738b2f1d62
         #expect(
-            GooglePlayNotificationJob.rereadJobID(purchaseToken: "tok", expiryMillis: 1_795_000_000_000, state: "grace")
-                == "google-play-reread-1a7674eb4ee78df7-1795000000000-grace")
+            GooglePlayNotificationJob.rereadJobID(
+                purchaseToken: "tok", expiryMillis: 1_795_000_000_000, state: "grace", rereadMillis: 1_794_999_400_000)
+                == "google-play-reread-1a7674eb4ee78df7-1795000000000-grace-1794999400000")
         // A redelivery (the same message) is the same job, key and content; another message id changes only the id.
         let again = GooglePlayNotificationJob.job(
             packageName: "com.example.app", purchaseToken: "tok", notification: Self.text, messageID: "136969346945",

@@ -317,8 +317,9 @@ struct GooglePlayVoidedSweepTests {
             let graceExpiry = Int64((now.addingTimeInterval(-3_600).timeIntervalSince1970 * 1000).rounded())
             let ids = Set(jobs.map(\.jobID))
             #expect(ids.count == 2)
-            #expect(ids.contains { $0.hasPrefix("google-play-reread-") && $0.hasSuffix("-\(expiry)-expiry") })
-            #expect(ids.contains { $0.hasSuffix("-\(graceExpiry)-grace_period") })
+            let at = Int64((now.timeIntervalSince1970 * 1000).rounded())
+            #expect(ids.contains { $0.hasPrefix("google-play-reread-") && $0.hasSuffix("-\(expiry)-expiry-\(at)") })
+            #expect(ids.contains { $0.hasSuffix("-\(graceExpiry)-grace_period-\(at)") })
             #expect(
                 Set(jobs.map { String(decoding: $0.messageKey, as: UTF8.self) })
                     == ["google-play-notification/soon", "google-play-notification/grace"])
@@ -327,6 +328,12 @@ struct GooglePlayVoidedSweepTests {
             #expect(await Sweeps.driving(clock) { await rereads.pass() } == .completed(published: 0))
             clock.advance(by: .seconds(3_600))
             #expect(await Sweeps.driving(clock) { await rereads.pass() } == .completed(published: 2))
+            // The same ledger states re-read again are new jobs: Google may have moved since the first re-read (a
+            // renewal or a hold whose notification was lost), and a job id decided before would be answered from its
+            // recorded verdict without reading Google.
+            let again = Set(sink.jobs.withLock { $0 }.suffix(2).map(\.jobID))
+            #expect(again.count == 2)
+            #expect(again.isDisjoint(with: ids))
         }
     }
 
