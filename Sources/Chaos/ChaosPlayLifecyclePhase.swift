@@ -1,5 +1,6 @@
 import Decision
 import Foundation
+import Gateway
 import Kafka
 import Ledger
 import Logging
@@ -243,9 +244,10 @@ extension ChaosEnvironment {
             let account = "\(playPendingJobIDPrefix)\(index)"
             let job = ReceiptJob(
                 jobID: account, accountID: account, proof: .googlePlay(purchase.proof()), submittedAt: Date())
-            let record = KafkaProducerRecord(
-                topic: Topics.jobs, key: job.messageKey, value: MessageCodec().encode(job))
-            guard (try? await producer.sendConfirmed(record)) != nil else { continue }
+            let submitter = JobSubmitter(producer: producer, attempts: ChaosSubmitter.attempts)
+            guard (try? await submitter.send(key: job.messageKey, value: MessageCodec().encode(job))) != nil else {
+                continue
+            }
             senders[purchase.token] = account
         }
         var ledgerLogger = configuration.logger
