@@ -72,6 +72,9 @@ public struct GooglePlayFollowUpTarget: Sendable, Hashable {
     /// created claimed), by a holder that died, or that was put back after a failure, and may have reached Google
     /// before it could record the answer.
     public var claimedBefore = false
+    /// When this worker's claim on the record ends (taken just before the claim was asked for): no call is made, and
+    /// none is still retried, once it is near, since another worker's sweep may take the record then.
+    public var claimEnds: ContinuousClock.Instant?
 
     public init(packageName: String, productID: String, token: String, action: Action, orderID: String? = nil) {
         self.packageName = packageName
@@ -369,6 +372,7 @@ public final class GooglePlayFollowUps: Sendable {
         var loggedOutage = false
         while !Task.isCancelled {
             let claim: FollowUpClaim
+            let claimEnds = ContinuousClock.now.advanced(by: configuration.claimLease)
             do {
                 claim = try await store.claimFollowUp(
                     target.call, holder: configuration.holder, now: now(), lease: configuration.claimLease)
@@ -396,6 +400,8 @@ public final class GooglePlayFollowUps: Sendable {
                 count(target, "already_recorded")
                 return true
             }
+            var target = target
+            target.claimEnds = claimEnds
             guard queued.add(1, ordering: .relaxed).newValue <= configuration.maximumQueued else {
                 // Recorded and claimed: the sweep makes it once the claim's lease has passed.
                 queued.subtract(1, ordering: .relaxed)
@@ -413,7 +419,12 @@ public final class GooglePlayFollowUps: Sendable {
 
     /// Makes one claimed call and records how it ended.
     func make(_ target: GooglePlayFollowUpTarget) async {
-        let deadline = ContinuousClock.now.advanced(by: configuration.callDeadline)
+        guard let deadline = callDeadline(for: target) else {
+            // The claim is about to end: the call is left to the sweep that takes the record next, which asks
+            // Google first whether it is still owed.
+            count(target, "claim_expired")
+            return
+        }
         let outcome: GooglePlayOutcome<GooglePlayAccepted>
         // The refund policy's rule behind a review's answer, recorded with it.
         var rule: String?
@@ -570,6 +581,20 @@ public final class GooglePlayFollowUps: Sendable {
         }
     }
 
+    /// The deadline of a call: `callDeadline` from now, but never past the end of the claim, less the time a request
+    /// in flight may still take (a fifth of the lease, at most 5 s). A holder retrying a throttled call past its
+    /// claim would call Google beside the worker whose sweep took the record over: two acknowledges or two answers
+    /// to one refund review. Nil when no time is left.
+    func callDeadline(for target: GooglePlayFollowUpTarget) -> ContinuousClock.Instant? {
+        let now = ContinuousClock.now
+        var deadline = now.advanced(by: configuration.callDeadline)
+        if let claimEnds = target.claimEnds {
+            let margin = min(configuration.claimLease / 5, .seconds(5))
+            deadline = min(deadline, claimEnds.advanced(by: .zero - margin))
+        }
+        return deadline > now ? deadline : nil
+    }
+
     // MARK: - Sweeps
 
     /// Sweeps the ledger every `sweepInterval`.
@@ -591,6 +616,7 @@ public final class GooglePlayFollowUps: Sendable {
         if configuration.answersRefundReviews { kinds.append(.playRefundReview) }
         for kind in kinds {
             let due: [FollowUpRecord.Call]
+            let claimEnds = ContinuousClock.now.advanced(by: configuration.claimLease)
             do {
                 due = try await store.claimDueFollowUps(
                     kind: kind, holder: configuration.holder, now: now(), lease: configuration.claimLease, limit: 100)
@@ -600,7 +626,7 @@ public final class GooglePlayFollowUps: Sendable {
             }
             for call in due {
                 guard !Task.isCancelled else { return }
-                guard let target = GooglePlayFollowUpTarget(call: call) else {
+                guard var target = GooglePlayFollowUpTarget(call: call) else {
                     // Written by this code only; a row it cannot read is kept and shown, never called blindly.
                     logger.error(
                         "google play: follow-up record unreadable, marked failed",
@@ -610,6 +636,7 @@ public final class GooglePlayFollowUps: Sendable {
                         detail: "unreadable record", retryAt: nil, now: now())
                     continue
                 }
+                target.claimEnds = claimEnds
                 await make(target)
             }
         }

@@ -406,6 +406,35 @@ struct GooglePlayFollowUpsTests {
         }
     }
 
+    @Test("a call is neither made nor retried past the end of its claim, when another worker's sweep may take it")
+    func callEndsWithItsClaim() async throws {
+        try await LedgerTestSupport.withLedger(.sqlite) { ledger, _ in
+            let calls = ScriptedPlayCalls()
+            let followUps = GooglePlayFollowUps(
+                calls: calls, store: ledger,
+                configuration: GooglePlayFollowUpsConfiguration(
+                    catalog: Self.catalog, holder: "worker-a", claimLease: .seconds(15), retryDelay: .seconds(60),
+                    sweepInterval: .seconds(3600), claimRetryBackoff: .milliseconds(1) ... .milliseconds(5)),
+                logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() }), now: { Self.start })
+            var target = GooglePlayFollowUpTarget(
+                packageName: Self.package, productID: "com.example.app.unlock", token: "token-late",
+                action: .acknowledgeProduct)
+            // Unclaimed (a test's own call): the call's own deadline, 60 s.
+            let before = ContinuousClock.now
+            let free = try #require(followUps.callDeadline(for: target))
+            #expect(free >= before.advanced(by: .seconds(60)))
+            // A claim of 15 s: the call ends 3 s (a fifth of the lease) before the claim does.
+            target.claimEnds = ContinuousClock.now.advanced(by: .seconds(15))
+            let bounded = try #require(followUps.callDeadline(for: target))
+            #expect(bounded == target.claimEnds!.advanced(by: .seconds(-3)))
+            // Less than that left: no call at all; the record is left to the next sweep.
+            target.claimEnds = ContinuousClock.now.advanced(by: .seconds(3))
+            #expect(followUps.callDeadline(for: target) == nil)
+            await followUps.make(target)
+            #expect(calls.made.isEmpty)
+        }
+    }
+
     @Test("the gauge: the age of the oldest purchase not yet acknowledged, from the ledger; 0 when none")
     func oldestUnacknowledged() async throws {
         try await LedgerTestSupport.withLedger(.sqlite) { ledger, _ in
