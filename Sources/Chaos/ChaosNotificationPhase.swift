@@ -271,8 +271,9 @@ extension ChaosEnvironment {
         return checker.drift(truth: truth, ledger: ledger) + checker.consumptionAnswers(truth: truth, records: records)
     }
 
-    /// The ledger's follow-up record of the answer to each transaction's CONSUMPTION_REQUEST (keyed by the
-    /// notification's id, which the simulator lists), as state and detail; a transaction without a record is absent.
+    /// The ledger's follow-up record of the answer to each transaction's CONSUMPTION_REQUEST (keyed by the job id the
+    /// gateway derives from the notification's id, which the simulator lists), as state and detail; a transaction
+    /// without a record is absent.
     private func consumptionRecords(
         of ids: Set<String>, ledgerURL: String, simulator: String
     ) async throws -> [String: (state: String, detail: String?)] {
@@ -286,7 +287,8 @@ extension ChaosEnvironment {
             var records: [String: (state: String, detail: String?)] = [:]
             for request in requests {
                 guard let id = request.transactionID,
-                    let record = try await ledger.followUpRecord(kind: .consumptionInformation, key: request.uuid)
+                    let record = try await ledger.followUpRecord(
+                        kind: .consumptionInformation, key: NotificationJob.jobIDPrefix + request.uuid.lowercased())
                 else { continue }
                 records[id] = (record.state.rawValue, record.detail)
             }
