@@ -364,7 +364,10 @@ final class ChaosEnvironment: Sendable {
         let simulatorURL = try await startSimulator(
             stateDirectory: simulatorState.stateDirectory, secretFile: simulatorState.secretFile)
         let ledgerURL = try await startLedger()
-        if configuration.notifications { try writeServerAPIKey() }
+        if configuration.notifications {
+            try writeServerAPIKey()
+            try writeRefundPolicy()
+        }
         let workerEnvironment = makeWorkerEnvironment(
             bootstrap: bootstrap, simulatorURL: simulatorURL, ledgerURL: ledgerURL, catalogFile: catalogFile,
             stateDirectory: simulatorState.stateDirectory, secretFile: simulatorState.secretFile)
@@ -716,6 +719,7 @@ final class ChaosEnvironment: Sendable {
                 "VERIFY_SERVER_API_KEY_FILE": serverAPIKeyFile.path, "VERIFY_SERVER_API_KEY_ID": "CHAOSKEY",
                 "VERIFY_SERVER_API_ISSUER_ID": "chaos-issuer", "VERIFY_FINISH_TRANSACTIONS": "true",
                 "VERIFY_CONSUMPTION_ANSWERS": "true", "VERIFY_CONSUMPTION_CUSTOMER_CONSENTED": "true",
+                "VERIFY_REFUND_POLICY_FILE": refundPolicyFile.path,
                 // A killed worker's claimed calls are taken over within the run, not after production's 5 minutes.
                 "VERIFY_FOLLOW_UP_CLAIM_LEASE_S": "15", "VERIFY_FOLLOW_UP_SWEEP_INTERVAL_S": "2",
             ]) { _, new in new }

@@ -59,6 +59,13 @@ extension ChaosEnvironment {
         try Data(P256.Signing.PrivateKey().pemRepresentation.utf8).write(to: serverAPIKeyFile)
     }
 
+    /// The refund policy of the run's workers (``ChaosNotificationChecker/refundPolicy``).
+    var refundPolicyFile: URL { directory.appendingPathComponent("refund-policy.json") }
+
+    func writeRefundPolicy() throws {
+        try Data(ChaosNotificationChecker.refundPolicy.utf8).write(to: refundPolicyFile)
+    }
+
     // MARK: The phase
 
     /// After the receipt traffic settled: lifecycle events for a share of the granted purchases while the simulator
@@ -147,7 +154,8 @@ extension ChaosEnvironment {
         // Converged: the ledger agrees with the truth. Then Apple's retries end and the reconciler sweeps once more;
         // only then are the invariants checked (a late duplicate may still bring a second consumption answer).
         let checker = ChaosNotificationChecker(
-            owners: owners, consumptionRequested: plan.consumptionRequested, granted: granted, notGranted: decided)
+            owners: owners, consumptionRequested: plan.consumptionRequested, granted: granted, notGranted: decided,
+            expectedAnswers: plan.consumptionRequestedTypes.mapValues(ChaosNotificationChecker.expectedAnswer(for:)))
         report.transactionsCompared = owners.count
         let deadline = clock.now.advanced(by: configuration.settleTimeout)
         var found: [ChaosViolation] = []
@@ -243,6 +251,13 @@ extension ChaosEnvironment {
         } catch {
             return [.runFailed("the ledger could not be read: \(error)")]
         }
+        let records: [String: (state: String, detail: String?)]
+        do {
+            records = try await consumptionRecords(
+                of: checker.consumptionRequested, ledgerURL: ledgerURL, simulator: simulator)
+        } catch {
+            return [.runFailed("the ledger could not be read: \(error)")]
+        }
         let now = Date()
         let ledger = claims.mapValues { claim in
             let family = families[claim.originalTransactionID] ?? [claim]
@@ -250,9 +265,35 @@ extension ChaosEnvironment {
                 accountID: claim.accountID, state: LedgerShow.state(of: claim, at: now),
                 expiresMs: claim.expiresDate.map(\.epochMilliseconds),
                 subscriptionState: LedgerShow.subscriptionState(of: family, at: now),
-                subscriptionLatestID: TransactionClaim.latest(of: family)?.transactionID)
+                subscriptionLatestID: TransactionClaim.latest(of: family)?.transactionID,
+                revocationType: claim.revocation?.type?.rawValue, revocationPercentage: claim.revocation?.percentage)
         }
-        return checker.drift(truth: truth, ledger: ledger) + checker.consumptionAnswers(truth: truth)
+        return checker.drift(truth: truth, ledger: ledger) + checker.consumptionAnswers(truth: truth, records: records)
+    }
+
+    /// The ledger's follow-up record of the answer to each transaction's CONSUMPTION_REQUEST (keyed by the job id the
+    /// gateway derives from the notification's id, which the simulator lists), as state and detail; a transaction
+    /// without a record is absent.
+    private func consumptionRecords(
+        of ids: Set<String>, ledgerURL: String, simulator: String
+    ) async throws -> [String: (state: String, detail: String?)] {
+        guard !ids.isEmpty else { return [:] }
+        let requests = await simulatorNotifications(simulator).filter {
+            $0.type == "CONSUMPTION_REQUEST" && ids.contains($0.transactionID ?? "")
+        }
+        var ledgerLogger = configuration.logger
+        ledgerLogger.logLevel = .error
+        return try await LedgerFactory.withLedger(url: ledgerURL, logger: ledgerLogger) { ledger in
+            var records: [String: (state: String, detail: String?)] = [:]
+            for request in requests {
+                guard let id = request.transactionID,
+                    let record = try await ledger.followUpRecord(
+                        kind: .consumptionInformation, key: NotificationJob.jobIDPrefix + request.uuid.lowercased())
+                else { continue }
+                records[id] = (record.state.rawValue, record.detail)
+            }
+            return records
+        }
     }
 
     /// The simulator's truth about each transaction it knows, eight requests at a time.
@@ -318,6 +359,9 @@ extension ChaosEnvironment {
     struct SimulatorNotification {
         var delivered: Bool
         var attempts: Int
+        var uuid = ""
+        var type = ""
+        var transactionID: String?
     }
 
     func simulatorNotifications(_ simulator: String) async -> [SimulatorNotification] {
@@ -326,7 +370,9 @@ extension ChaosEnvironment {
         else { return [] }
         return (object["notifications"] as? [[String: Any]] ?? []).map {
             SimulatorNotification(
-                delivered: $0["delivered"] as? Bool ?? false, attempts: ($0["attempts"] as? [Any])?.count ?? 0)
+                delivered: $0["delivered"] as? Bool ?? false, attempts: ($0["attempts"] as? [Any])?.count ?? 0,
+                uuid: $0["notification_uuid"] as? String ?? "", type: $0["notification_type"] as? String ?? "",
+                transactionID: $0["transaction_id"] as? String)
         }
     }
 

@@ -20,11 +20,19 @@ public struct ChaosTransactionTruth: Sendable, Hashable {
     /// The state of its subscription (the family's latest transaction's), and that latest transaction.
     public var subscriptionState: String?
     public var subscriptionLatestID: String?
+    /// How Apple revoked it (`REFUND_FULL`, `REFUND_PRORATED`, `FAMILY_REVOKE`) and, for a prorated refund, the
+    /// share refunded in milliunits.
+    public var revocationType: String?
+    public var revocationPercentage: Int?
+    /// `refundPreference` of each Send Consumption Information body received, in order (nil: the body had none, as
+    /// a `data_only` answer).
+    public var consumptionRefundPreferences: [String?]
 
     public init(
         transactionID: String, originalTransactionID: String? = nil, productID: String = "", type: String = "",
         state: String = "active", expiresMs: Int64? = nil, consumptionDeliveryStatuses: [String] = [],
-        finishCalls: Int = 0, subscriptionState: String? = nil, subscriptionLatestID: String? = nil
+        finishCalls: Int = 0, subscriptionState: String? = nil, subscriptionLatestID: String? = nil,
+        revocationType: String? = nil, revocationPercentage: Int? = nil, consumptionRefundPreferences: [String?]? = nil
     ) {
         self.transactionID = transactionID
         self.originalTransactionID = originalTransactionID ?? transactionID
@@ -36,6 +44,10 @@ public struct ChaosTransactionTruth: Sendable, Hashable {
         self.finishCalls = finishCalls
         self.subscriptionState = subscriptionState
         self.subscriptionLatestID = subscriptionLatestID
+        self.revocationType = revocationType
+        self.revocationPercentage = revocationPercentage
+        self.consumptionRefundPreferences =
+            consumptionRefundPreferences ?? consumptionDeliveryStatuses.map { _ in nil }
     }
 
     /// From the simulator's JSON answer; nil when it is not one.
@@ -49,7 +61,10 @@ public struct ChaosTransactionTruth: Sendable, Hashable {
             consumptionDeliveryStatuses: answers.map { ($0 as? [String: Any])?["deliveryStatus"] as? String ?? "?" },
             finishCalls: (json["finish_calls"] as? NSNumber)?.intValue ?? 0,
             subscriptionState: json["subscription_state"] as? String,
-            subscriptionLatestID: json["subscription_latest_transaction_id"] as? String)
+            subscriptionLatestID: json["subscription_latest_transaction_id"] as? String,
+            revocationType: json["revocation_type"] as? String,
+            revocationPercentage: (json["revocation_percentage"] as? NSNumber)?.intValue,
+            consumptionRefundPreferences: answers.map { ($0 as? [String: Any])?["refundPreference"] as? String })
     }
 }
 
@@ -63,16 +78,33 @@ public struct ChaosLedgerTransaction: Sendable, Hashable {
     /// and the id of that latest claim.
     public var subscriptionState: String?
     public var subscriptionLatestID: String?
+    /// The claim's revocation detail (`revocation_type`, `revocation_percentage`).
+    public var revocationType: String?
+    public var revocationPercentage: Int?
 
     public init(
         accountID: String, state: String, expiresMs: Int64?, subscriptionState: String? = nil,
-        subscriptionLatestID: String? = nil
+        subscriptionLatestID: String? = nil, revocationType: String? = nil, revocationPercentage: Int? = nil
     ) {
         self.accountID = accountID
         self.state = state
         self.expiresMs = expiresMs
         self.subscriptionState = subscriptionState
         self.subscriptionLatestID = subscriptionLatestID
+        self.revocationType = revocationType
+        self.revocationPercentage = revocationPercentage
+    }
+}
+
+/// What the run's refund policy answers a consumption request: the rule that matches and the `refundPreference` it
+/// prescribes (nil: `data_only`, the facts without a preference).
+public struct ChaosExpectedConsumptionAnswer: Sendable, Hashable {
+    public var rule: String
+    public var refundPreference: String?
+
+    public init(rule: String, refundPreference: String?) {
+        self.rule = rule
+        self.refundPreference = refundPreference
     }
 }
 
@@ -85,6 +117,8 @@ public struct ChaosNotificationChecker: Sendable {
     /// Transactions Apple sent a CONSUMPTION_REQUEST for, each granted and never revoked: the only right answer is
     /// `DELIVERED`.
     public var consumptionRequested: Set<String>
+    /// For each of them, the answer the run's refund policy prescribes (none: only the delivery status is checked).
+    public var expectedAnswers: [String: ChaosExpectedConsumptionAnswer]
     /// Transactions the receipt traffic granted (each must have Finish Transaction at least once) and those it
     /// decided without granting (none may have it).
     public var granted: Set<String>
@@ -92,12 +126,27 @@ public struct ChaosNotificationChecker: Sendable {
 
     public init(
         owners: [String: String], consumptionRequested: Set<String> = [], granted: Set<String> = [],
-        notGranted: Set<String> = []
+        notGranted: Set<String> = [], expectedAnswers: [String: ChaosExpectedConsumptionAnswer] = [:]
     ) {
         self.owners = owners
         self.consumptionRequested = consumptionRequested
+        self.expectedAnswers = expectedAnswers
         self.granted = granted
         self.notGranted = notGranted
+    }
+
+    /// The run workers' refund policy (`refund_policy_file`): Apple's questions about a consumable are answered
+    /// `no_refund` by its rule, every other question by the built-in `default` (data only).
+    public static let refundPolicy = """
+        {"rules": [{"name": "chaos-consumables", "store": "app_store", "product_types": ["consumable"], \
+        "answer": "no_refund"}]}
+        """
+
+    /// The answer ``refundPolicy`` prescribes to Apple's consumption request about a purchase the customer has.
+    public static func expectedAnswer(for type: ProductType) -> ChaosExpectedConsumptionAnswer {
+        type == .consumable
+            ? ChaosExpectedConsumptionAnswer(rule: "chaos-consumables", refundPreference: "DECLINE")
+            : ChaosExpectedConsumptionAnswer(rule: "default", refundPreference: nil)
     }
 
     /// The simulator's state as the ledger can hold it: the ledger records no billing retry without a grace period
@@ -134,6 +183,16 @@ public struct ChaosNotificationChecker: Sendable {
                 problems.append(
                     "subscription state \(claim.subscriptionState ?? "null"), truth \(truthState) (latest \(latest))")
             }
+            // How it was revoked: a full refund, a prorated one with its share, or a family member's lost access.
+            if claim.revocationType != expected.revocationType {
+                problems.append(
+                    "revocation_type \(claim.revocationType ?? "null"), truth \(expected.revocationType ?? "null")")
+            }
+            if claim.revocationPercentage != expected.revocationPercentage {
+                problems.append(
+                    "revocation_percentage \(claim.revocationPercentage.map(String.init) ?? "null"), truth "
+                        + (expected.revocationPercentage.map(String.init) ?? "null"))
+            }
             if claim.expiresMs != expected.expiresMs {
                 problems.append(
                     "expires_ms \(claim.expiresMs.map(String.init) ?? "null"), truth "
@@ -144,15 +203,42 @@ public struct ChaosNotificationChecker: Sendable {
         }
     }
 
-    /// `consumption_answers`: exactly one Send Consumption Information per requested transaction, `DELIVERED`.
-    public func consumptionAnswers(truth: [String: ChaosTransactionTruth]) -> [ChaosViolation] {
+    /// `consumption_answers`: exactly one Send Consumption Information per requested transaction, `DELIVERED`,
+    /// with the `refundPreference` the run's refund policy prescribes (``expectedAnswers``), and the ledger's
+    /// follow-up record of that answer sent and naming the policy's rule (`detail` `rule NAME`).
+    ///
+    /// - Parameter records: the follow-up record of each transaction's CONSUMPTION_REQUEST, as state and detail;
+    ///   nil: the records were not read (only the simulator's side is checked).
+    public func consumptionAnswers(
+        truth: [String: ChaosTransactionTruth], records: [String: (state: String, detail: String?)]? = nil
+    ) -> [ChaosViolation] {
         consumptionRequested.sorted().compactMap { id in
             let statuses = truth[id]?.consumptionDeliveryStatuses ?? []
-            guard statuses != ["DELIVERED"] else { return nil }
-            return .consumptionAnswers(
-                transactionID: id,
-                detail: statuses.isEmpty
-                    ? "no answer" : "\(statuses.count) answers \(statuses), expected one DELIVERED")
+            guard statuses == ["DELIVERED"] else {
+                return .consumptionAnswers(
+                    transactionID: id,
+                    detail: statuses.isEmpty
+                        ? "no answer" : "\(statuses.count) answers \(statuses), expected one DELIVERED")
+            }
+            guard let expected = expectedAnswers[id] else { return nil }
+            let preference = truth[id]?.consumptionRefundPreferences.first ?? nil
+            guard preference == expected.refundPreference else {
+                return .consumptionAnswers(
+                    transactionID: id,
+                    detail: "refundPreference \(preference ?? "none"), the policy's rule \(expected.rule) says "
+                        + (expected.refundPreference ?? "none"))
+            }
+            guard let records else { return nil }
+            guard let record = records[id] else {
+                return .consumptionAnswers(transactionID: id, detail: "answered, but the ledger has no record of it")
+            }
+            guard record.state == "sent", record.detail == "rule \(expected.rule)" else {
+                return .consumptionAnswers(
+                    transactionID: id,
+                    detail: "the ledger's record is \(record.state) \"\(record.detail ?? "")\", "
+                        + "expected sent \"rule \(expected.rule)\"")
+            }
+            return nil
         }
     }
 
@@ -237,6 +323,8 @@ public struct ChaosLifecycleEvent: Sendable, Hashable {
 public struct ChaosLifecyclePlan: Sendable {
     public private(set) var events: [ChaosLifecycleEvent] = []
     public private(set) var consumptionRequested: Set<String> = []
+    /// The product type of each transaction given a consumption request (what the run's refund policy matches on).
+    public private(set) var consumptionRequestedTypes: [String: ProductType] = [:]
     /// Transactions chosen, with their scenario name.
     public private(set) var scenarios: [String: String] = [:]
 
@@ -265,7 +353,10 @@ public struct ChaosLifecyclePlan: Sendable {
             perType[type] = turn + 1
             let (name, steps) = Self.scenario(type: type, turn: turn, id: id)
             scenarios[id] = name
-            if name == "consumption_request" { consumptionRequested.insert(id) }
+            if name == "consumption_request" {
+                consumptionRequested.insert(id)
+                consumptionRequestedTypes[id] = type
+            }
             sequences.append(steps)
         }
         // Interleaved: the first step of every scenario, then the second, so events about one transaction are
@@ -286,6 +377,9 @@ public struct ChaosLifecyclePlan: Sendable {
         func subscription(_ route: String, _ extra: String = "") -> ChaosLifecycleEvent {
             ChaosLifecycleEvent(route: route, key: "original_transaction_id", transactionID: id, extra: extra)
         }
+        // A prorated refund (REFUND_PRORATED) of a share between 25 % and 75 %, in milliunits.
+        let prorated = ChaosLifecycleEvent(
+            route: "sim/refund", transactionID: id, extra: "\"percentage\": \(25_000 + (turn * 12_345) % 50_001)")
         let options: [(String, [ChaosLifecycleEvent])]
         switch type {
         case .autoRenewable:
@@ -297,6 +391,7 @@ public struct ChaosLifecyclePlan: Sendable {
                 ("extend", [subscription("sim/extend", "\"days\": 7")]),
                 ("refund_latest", [subscription("sim/renew"), latest("sim/refund")]),
                 ("refund", [event("sim/refund")]),
+                ("refund_prorated", [prorated]),
                 (
                     "extend_renew_refund_latest",
                     [subscription("sim/extend", "\"days\": 7"), subscription("sim/renew"), latest("sim/refund")]
@@ -323,8 +418,11 @@ public struct ChaosLifecyclePlan: Sendable {
         default:
             options = [
                 ("refund", [event("sim/refund")]),
+                ("refund_prorated", [prorated]),
                 ("refund_reversed", [event("sim/refund"), event("sim/refund/reverse")]),
                 ("revoke", [event("sim/revoke")]),
+                // Answered by the refund policy's `default` rule (data only), where a consumable's is its own rule.
+                ("consumption_request", [event("sim/consumption-request")]),
                 ("refund_declined", [event("sim/refund/decline")]),
             ]
         }

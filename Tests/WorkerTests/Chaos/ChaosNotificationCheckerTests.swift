@@ -83,6 +83,62 @@ struct ChaosNotificationCheckerTests {
         }
     }
 
+    @Test("A claim revoked otherwise than Apple says (type or prorated share) is notification_drift")
+    func revocationDrift() {
+        var truth = Self.truth
+        truth["t2"]?.revocationType = "REFUND_PRORATED"
+        truth["t2"]?.revocationPercentage = 40_000
+        var ledger = Self.ledger
+        ledger["t2"]?.revocationType = "REFUND_PRORATED"
+        ledger["t2"]?.revocationPercentage = 40_000
+        #expect(Self.checker.drift(truth: truth, ledger: ledger).isEmpty)
+        ledger["t2"]?.revocationPercentage = 100_000
+        #expect(
+            Self.checker.drift(truth: truth, ledger: ledger).map(\.description) == [
+                "transaction t2: the ledger drifted from Apple: revocation_percentage 100000, truth 40000"
+            ])
+        // A family member's lost access recorded as a refund.
+        truth["t2"]?.revocationType = "FAMILY_REVOKE"
+        truth["t2"]?.revocationPercentage = nil
+        ledger["t2"]?.revocationType = "REFUND_FULL"
+        ledger["t2"]?.revocationPercentage = nil
+        #expect(
+            Self.checker.drift(truth: truth, ledger: ledger).map(\.description) == [
+                "transaction t2: the ledger drifted from Apple: revocation_type REFUND_FULL, truth FAMILY_REVOKE"
+            ])
+    }
+
+    @Test("An answer other than the refund policy's, or a ledger record not naming its rule, is consumption_answers")
+    func consumptionPolicy() {
+        var checker = Self.checker
+        checker.expectedAnswers["t3"] = ChaosNotificationChecker.expectedAnswer(for: .consumable)
+        var truth = Self.truth
+        truth["t3"]?.consumptionRefundPreferences = ["DECLINE"]
+        let sent: [String: (state: String, detail: String?)] = ["t3": ("sent", "rule chaos-consumables")]
+        #expect(checker.consumptionAnswers(truth: truth, records: sent).isEmpty)
+        // The body carries another preference, or none (a data-only answer where the rule says no_refund).
+        for preference in ["GRANT_FULL", nil] as [String?] {
+            truth["t3"]?.consumptionRefundPreferences = [preference]
+            #expect(
+                checker.consumptionAnswers(truth: truth, records: sent).map(\.description) == [
+                    "transaction t3: consumption answers: refundPreference \(preference ?? "none"), the policy's rule "
+                        + "chaos-consumables says DECLINE"
+                ])
+        }
+        truth["t3"]?.consumptionRefundPreferences = ["DECLINE"]
+        // The record names another rule, none, or is missing.
+        for records in [["t3": ("sent", "rule default")], ["t3": ("sent", nil)], [:]] as [[String: (String, String?)]] {
+            let found = checker.consumptionAnswers(
+                truth: truth, records: records.mapValues { (state: $0.0, detail: $0.1) })
+            #expect(found.map(\.kind) == ["consumption_answers"])
+        }
+        // Anything else than a consumable is answered by the default rule, with the facts and no preference.
+        #expect(
+            ChaosNotificationChecker.expectedAnswer(for: .nonConsumable)
+                == ChaosExpectedConsumptionAnswer(rule: "default", refundPreference: nil))
+        #expect(ChaosNotificationChecker.refundPolicy.contains("\"no_refund\""))
+    }
+
     @Test("A granted transaction never finished, or another one finished, is finish_calls")
     func finish() {
         var truth = Self.truth
@@ -177,7 +233,16 @@ struct ChaosNotificationCheckerTests {
         for (id, name) in plan.scenarios where name == "refund_reversed" {
             #expect(plan.events.filter { $0.transactionID == id }.map(\.route) == ["sim/refund", "sim/refund/reverse"])
         }
-        #expect(Set(plan.scenarios.values).count == 13)
+        #expect(Set(plan.scenarios.values).count == 14)
+        // A prorated refund names its share, between 25 % and 75 % in milliunits.
+        for (id, name) in plan.scenarios where name == "refund_prorated" {
+            let steps = plan.events.filter { $0.transactionID == id }
+            #expect(steps.map(\.route) == ["sim/refund"])
+            let share = steps.first.flatMap { Int($0.extra.dropFirst("\"percentage\": ".count)) } ?? 0
+            #expect((25_000...75_000).contains(share))
+        }
+        #expect(
+            plan.consumptionRequestedTypes == Dictionary(uniqueKeysWithValues: consumables.map { ($0, .consumable) }))
         // Billing retry, expiry, extension and the refund of the latest period are all in the family.
         let subscriptions = Set(plan.scenarios.filter { $0.key.hasPrefix("s") }.values)
         #expect(
