@@ -97,8 +97,9 @@ public final class AppleFollowUps: Sendable {
     private let refundPolicy: RefundPolicy
     private let logger: Logger
     private let now: @Sendable () -> Date
-    private let queue: AsyncStream<FollowUpRecord.Call>
-    private let input: AsyncStream<FollowUpRecord.Call>.Continuation
+    /// Claimed calls, each with the end of its claim (``FollowUpClaimWindow``).
+    private let queue: AsyncStream<(call: FollowUpRecord.Call, claimEnds: ContinuousClock.Instant)>
+    private let input: AsyncStream<(call: FollowUpRecord.Call, claimEnds: ContinuousClock.Instant)>.Continuation
     private let queued = Atomic<Int>(0)
 
     public init(
@@ -114,7 +115,8 @@ public final class AppleFollowUps: Sendable {
         self.refundPolicy = configuration.refundPolicy ?? RefundPolicy(catalog: configuration.catalog)
         self.logger = logger
         self.now = now
-        (queue, input) = AsyncStream.makeStream(of: FollowUpRecord.Call.self)
+        (queue, input) = AsyncStream.makeStream(
+            of: (call: FollowUpRecord.Call, claimEnds: ContinuousClock.Instant).self)
     }
 
     /// Whether any follow-up is switched on (the worker then hands this object its delivered verdicts).
@@ -189,13 +191,13 @@ public final class AppleFollowUps: Sendable {
             group.addTask { await self.sweepPeriodically() }
             await withTaskGroup(of: Void.self) { calls in
                 var running = 0
-                for await call in queue {
+                for await (call, claimEnds) in queue {
                     Gauge(label: MetricNames.followUpsQueued).record(queued.subtract(1, ordering: .relaxed).newValue)
                     if running >= max(1, configuration.maximumConcurrentCalls) {
                         await calls.next()
                         running -= 1
                     }
-                    calls.addTask { await self.make(call) }
+                    calls.addTask { await self.make(call, claimEnds: claimEnds) }
                     running += 1
                 }
             }
@@ -221,8 +223,9 @@ public final class AppleFollowUps: Sendable {
     /// own next ledger write stops it).
     func claimThenQueue(_ call: FollowUpRecord.Call) async -> Bool {
         let claim: FollowUpClaim
+        let claimEnds: ContinuousClock.Instant
         switch await claimRetryingOutages(call) {
-        case .answered(let answer): claim = answer
+        case .answered(let answer, let ends): (claim, claimEnds) = (answer, ends)
         case .refused: return true
         case .cancelled: return false
         }
@@ -239,14 +242,14 @@ public final class AppleFollowUps: Sendable {
                 metadata: [LogKeys.followUpKind: "\(call.kind)", LogKeys.transactionID: "\(call.transactionID)"])
             return true
         }
-        input.yield(call)
+        input.yield((call, claimEnds))
         return true
     }
 
     /// How a claim ended (``claimRetryingOutages(_:)``).
     private enum ClaimAttempts {
         /// The ledger answered.
-        case answered(FollowUpClaim)
+        case answered(FollowUpClaim, claimEnds: ContinuousClock.Instant)
         /// The ledger failed in a way retrying cannot fix (counted and logged; the call is not made).
         case refused
         /// The task was cancelled before the ledger answered.
@@ -258,10 +261,12 @@ public final class AppleFollowUps: Sendable {
         var backoff = configuration.claimRetryBackoff.lowerBound
         var loggedOutage = false
         while !Task.isCancelled {
+            let claimEnds = ContinuousClock.now.advanced(by: configuration.claimLease)
             do {
                 return .answered(
                     try await store.claimFollowUp(
-                        call, holder: configuration.holder, now: now(), lease: configuration.claimLease))
+                        call, holder: configuration.holder, now: now(), lease: configuration.claimLease),
+                    claimEnds: claimEnds)
             } catch let error as LedgerError where error.isRetryable {
                 count(call.kind, "ledger_error")
                 if !loggedOutage {
@@ -291,8 +296,17 @@ public final class AppleFollowUps: Sendable {
         return .cancelled
     }
 
-    /// Makes a claimed call through the gate and records how it ended.
-    func make(_ call: FollowUpRecord.Call) async {
+    /// Makes a claimed call through the gate and records how it ended; claimed until `claimEnds` (nil: the call's
+    /// own deadline), it is not made, nor retried, once the claim is about to end (``FollowUpClaimWindow``).
+    func make(_ call: FollowUpRecord.Call, claimEnds: ContinuousClock.Instant? = nil) async {
+        guard
+            let deadline = FollowUpClaimWindow.deadline(
+                callDeadline: configuration.callDeadline, claimLease: configuration.claimLease, claimEnds: claimEnds)
+        else {
+            // Left to the sweep that takes the record next.
+            count(call.kind, "claim_expired")
+            return
+        }
         let environment = call.environment.flatMap(AppleEnvironment.init(appleName:))
         let clients = self.clients
         let failure = Mutex<AppleClientError?>(nil)
@@ -366,7 +380,7 @@ public final class AppleFollowUps: Sendable {
         let result: AppleCaller.Result<ServerAPIAcknowledgement>
         do {
             result = try await caller.call(
-                endpoint, deadline: ContinuousClock.now.advanced(by: configuration.callDeadline)
+                endpoint, deadline: deadline
             ) {
                 let outcome = try await send()
                 if case .failed(let error) = outcome { failure.withLock { $0 = error } }
@@ -484,6 +498,7 @@ public final class AppleFollowUps: Sendable {
         if configuration.setAppAccountTokens { kinds.append(.appAccountToken) }
         for kind in kinds {
             let due: [FollowUpRecord.Call]
+            let claimEnds = ContinuousClock.now.advanced(by: configuration.claimLease)
             do {
                 due = try await store.claimDueFollowUps(
                     kind: kind, holder: configuration.holder, now: now(), lease: configuration.claimLease, limit: 100)
@@ -493,7 +508,7 @@ public final class AppleFollowUps: Sendable {
             }
             for call in due {
                 guard !Task.isCancelled else { return }
-                await make(call)
+                await make(call, claimEnds: claimEnds)
             }
         }
     }

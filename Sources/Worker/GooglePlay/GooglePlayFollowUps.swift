@@ -581,18 +581,11 @@ public final class GooglePlayFollowUps: Sendable {
         }
     }
 
-    /// The deadline of a call: `callDeadline` from now, but never past the end of the claim, less the time a request
-    /// in flight may still take (a fifth of the lease, at most 5 s). A holder retrying a throttled call past its
-    /// claim would call Google beside the worker whose sweep took the record over: two acknowledges or two answers
-    /// to one refund review. Nil when no time is left.
+    /// The deadline of a call on this worker's claim (``FollowUpClaimWindow``); nil when no time is left.
     func callDeadline(for target: GooglePlayFollowUpTarget) -> ContinuousClock.Instant? {
-        let now = ContinuousClock.now
-        var deadline = now.advanced(by: configuration.callDeadline)
-        if let claimEnds = target.claimEnds {
-            let margin = min(configuration.claimLease / 5, .seconds(5))
-            deadline = min(deadline, claimEnds.advanced(by: .zero - margin))
-        }
-        return deadline > now ? deadline : nil
+        FollowUpClaimWindow.deadline(
+            callDeadline: configuration.callDeadline, claimLease: configuration.claimLease,
+            claimEnds: target.claimEnds)
     }
 
     // MARK: - Sweeps

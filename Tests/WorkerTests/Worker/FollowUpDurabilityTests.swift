@@ -83,6 +83,30 @@ struct FollowUpDurabilityTests {
         }
     }
 
+    @Test("a call whose claim is about to end is not made: the next sweep, whose own claim it then is, makes it")
+    func callEndsWithItsClaim() async throws {
+        try await AppleClientsFakeServer.withRunning { server, base in
+            let path = "/inApps/v1/transactions/2000000000000007/finish"
+            server.setFallback(path, .init(status: 200))
+            try await LedgerTestSupport.withLedger(.sqlite) { ledger, _ in
+                let start = Date()
+                let followUps = try Self.followUps(base: base, ledger: ledger, holder: "worker-a") { start }
+                let call = FollowUpRecord.Call(
+                    kind: .finishTransaction, key: "2000000000000007", transactionID: "2000000000000007",
+                    environment: "Production")
+                #expect(
+                    try await ledger.claimFollowUp(call, holder: "worker-a", now: start, lease: .seconds(300))
+                        == .claimed)
+                // A fifth of the 300 s lease is more than 5 s, so the call needs more than 5 s of its claim left.
+                await followUps.make(call, claimEnds: ContinuousClock.now.advanced(by: .seconds(4)))
+                #expect(server.received(path: path).isEmpty)
+                #expect(try await ledger.followUpRecord(kind: .finishTransaction, key: call.key)?.state == .pending)
+                await followUps.make(call, claimEnds: ContinuousClock.now.advanced(by: .seconds(300)))
+                #expect(server.received(path: path).count == 1)
+            }
+        }
+    }
+
     static func grant(_ transactionID: String) -> (ReceiptJob, Verdict) {
         let job = ReceiptJob(jobID: "job-\(transactionID)", accountID: "acc", proof: .transactionID(transactionID))
         let verdict = Verdict(
