@@ -334,6 +334,10 @@ public struct ChaosPlayLifecycleReport: Sendable, Codable, Hashable {
     public var quotaSpent = 0
     /// The reconciler's share: calls per wall-clock minute.
     public var quotaPerMinute = 0
+    /// The Play subscriptions within the reconciler's re-read window when the events ended: a pass over them all at
+    /// the share is the longest a subscription whose push was lost waits for its re-read, so the settle wait grows
+    /// by it.
+    public var rereadBacklog = 0
     /// From the first lifecycle event until the ledger agreed with the truth (nil: it never did within the settle
     /// timeout).
     public var convergenceSeconds: Double?
@@ -354,6 +358,7 @@ public struct ChaosPlayLifecycleReport: Sendable, Codable, Hashable {
         case voidedFound = "voided_found"
         case quotaSpent = "quota_spent"
         case quotaPerMinute = "quota_per_minute"
+        case rereadBacklog = "reread_backlog"
         case convergenceSeconds = "convergence_s"
     }
 

@@ -147,7 +147,11 @@ extension ChaosEnvironment {
         let checker = ChaosPlayLifecycleChecker(owners: owners, reviewedOrders: reviewedOrders)
         report.purchasesCompared = owners.count
         report.refundReviews = reviewedOrders.count
-        let deadline = clock.now.advanced(by: configuration.settleTimeout)
+        // A subscription whose push was lost is brought right by its re-read, which may come only after a pass over
+        // every subscription in the re-read window (the never re-read first) at the reconciler's share.
+        report.rereadBacklog = await playRereadBacklog(ledgerURL: ledgerURL)
+        let rereadPass = Duration.seconds(60 * Double(report.rereadBacklog) / Double(report.quotaPerMinute))
+        let deadline = clock.now.advanced(by: configuration.settleTimeout + rereadPass)
         var found: [ChaosViolation] = []
         repeat {
             found = await playLifecycleViolations(checker, ledgerURL: ledgerURL, play: play)
@@ -343,6 +347,21 @@ extension ChaosEnvironment {
             try? await Task.sleep(for: .milliseconds(500))
         } while clock.now < deadline
         return false
+    }
+
+    /// How many Play subscriptions the reconciler's re-reads cover now (its window: a day ahead, as the run
+    /// configures it, and the default three days back), whether or not they were re-read lately.
+    private func playRereadBacklog(ledgerURL: String) async -> Int {
+        var ledgerLogger = configuration.logger
+        ledgerLogger.logLevel = .error
+        let now = Date()
+        return
+            (try? await LedgerFactory.withLedger(url: ledgerURL, logger: ledgerLogger) { ledger in
+                try await ledger.unsurePlaySubscriptions(
+                    packages: [ChaosPlayApp.packageName], from: now.addingTimeInterval(-3 * 86_400),
+                    to: now.addingTimeInterval(86_400), rereadBefore: now.addingTimeInterval(86_400), limit: 1_000_000
+                ).count
+            }) ?? 0
     }
 
     /// Waits until the reconciler completed one more voided-purchases sweep than it had now.
