@@ -67,9 +67,9 @@ public struct JobIntake: Sendable {
         return object
     }
 
-    /// A frontend may not use the identifiers of notification jobs: a job id squatted before Apple's notification
-    /// arrives would hand that notification the squatter's recorded verdict, and the notifications' account would
-    /// own what a frontend claims for it. The account's lanes (`<account>/<originalTransactionId>`, the Kafka keys of
+    /// A frontend may not use the identifiers of notification jobs and of the reconciler's corrections: a job id
+    /// squatted before Apple's notification arrives would hand that notification the squatter's recorded verdict,
+    /// and the notifications' account would own what a frontend claims for it. The account's lanes (`<account>/<originalTransactionId>`, the Kafka keys of
     /// notification jobs) are refused with it: a frontend's job keyed so would queue in a subscription's lane.
     /// Compared without case, so no near-copy of a notification id passes.
     func refuseNotificationNamespace(_ job: ReceiptJob) throws(GatewayError) {
@@ -79,6 +79,12 @@ public struct JobIntake: Sendable {
                 "job_id: the prefix \(Self.notificationJobIDPrefix) is reserved for App Store Server Notifications")
         }
         let jobID = job.jobID.lowercased()
+        if jobID.hasPrefix(CorrectionJob.jobIDPrefix) {
+            // A correction's id is also what makes a reinstating correction one: a frontend may never send it.
+            throw GatewayError(
+                .reservedID, field: "job_id",
+                "job_id: the prefix \(CorrectionJob.jobIDPrefix) is reserved for the reconciler's corrections")
+        }
         for prefix in Self.googlePlayJobIDPrefixes where jobID.hasPrefix(prefix) {
             throw GatewayError(
                 .reservedID, field: "job_id",

@@ -62,11 +62,14 @@ struct GatewayAuthTests {
     }
 
     @Test(
-        "a frontend's job with a notification job id is 400 reserved_id; with the notification account 400 invalid_value"
+        "a frontend's job with a notification or correction job id is 400 reserved_id; with the notification account 400 invalid_value"
     )
     func reservedNamespace() async throws {
         try await GatewayTestHarness.with { harness in
-            for jobID in ["apple-notification-0f3a2b1c-1111-4222-8333-444455556666", "Apple-Notification-x"] {
+            for jobID in [
+                "apple-notification-0f3a2b1c-1111-4222-8333-444455556666", "Apple-Notification-x",
+                "reconcile-reversal-1700000000000-2000000000000041-0-0", "Reconcile-x",
+            ] {
                 let reply = try await harness.post(
                     "v1/receipts", json: ["job_id": jobID, "account_id": "acct-1", "receipt": "MIIbase64"])
                 #expect(reply.status == 400, "\(reply.text)")
