@@ -176,7 +176,7 @@ final class ChaosEnvironment: Sendable {
                 // Apple's lifecycle events are for App Store purchases only.
                 notifications = await runNotificationPhase(
                     verdicts: tally.snapshot.verdicts.filter { $0.store == .appStore }, ledgerURL: ledgerURL,
-                    stateDirectory: simulatorState.stateDirectory)
+                    stateDirectory: simulatorState.stateDirectory, producer: producer)
                 if playSimulator != nil, !playPurchases.isEmpty, configuration.playLifecyclePurchases > 0 {
                     let checker = ChaosPlayChecker(
                         jobs: traffic.jobs.filter { playJobIDs.contains($0.jobID) }, purchases: playPurchases)
@@ -232,6 +232,8 @@ final class ChaosEnvironment: Sendable {
         // The notification family's verdicts, and those of the reconciler's corrections, are checked by the family's
         // own invariants, against Apple's truth. Without the family, a correction is a verdict never submitted.
         snapshot.verdicts.removeAll { $0.jobID.hasPrefix(NotificationJob.jobIDPrefix) }
+        // So are the verification jobs of the family members the family shared purchases with.
+        snapshot.verdicts.removeAll { $0.jobID.hasPrefix(familyMemberJobIDPrefix) }
         // Google Play's notification jobs (pushed, swept, re-read) and the verification jobs of its pending purchases
         // are the Play lifecycle's, checked against Google's truth.
         snapshot.verdicts.removeAll {

@@ -1,6 +1,8 @@
 import Crypto
 import Decision
 import Foundation
+import Gateway
+import Kafka
 import Ledger
 import Logging
 import Messages
@@ -22,6 +24,14 @@ typealias ChaosNotificationOutcome = (
     report: ChaosNotificationReport, violations: [ChaosViolation], touchedAccounts: Set<String>,
     owners: [String: String]
 )
+
+/// A family member the notification family shared a purchase with: the member's own transaction and account (also
+/// the id of the member's verification job).
+struct ChaosFamilyMember: Sendable, Hashable {
+    var transactionID: String
+    var account: String
+    var jobID: String { account }
+}
 
 final class ChaosNotificationServices: Sendable {
     struct State {
@@ -73,8 +83,12 @@ extension ChaosEnvironment {
     /// killed and restarted; then, once Apple's retries are over and the reconciler swept again, the ledger is
     /// compared with the simulator's truth. Returns the figures, the violations and the accounts whose entitlements
     /// the lifecycle changed (the entitlement comparison, whose truth knows no lifecycle, leaves them out).
+    ///
+    /// A purchase shared with a family member (`family_revoke`) is sent, as the member's own transaction, as a
+    /// verification job of an account of the member's own (through `producer`; job ids ``familyMemberJobIDPrefix``),
+    /// and the member's access is revoked only once that job was decided.
     func runNotificationPhase(
-        verdicts: [Verdict], ledgerURL: String, stateDirectory: URL
+        verdicts: [Verdict], ledgerURL: String, stateDirectory: URL, producer: KafkaProducer
     ) async -> ChaosNotificationOutcome {
         var report = ChaosNotificationReport()
         var violations: [ChaosViolation] = []
@@ -102,7 +116,7 @@ extension ChaosEnvironment {
         report.consumptionRequests = plan.consumptionRequested.count
         var owners: [String: String] = [:]
         for id in plan.scenarios.keys { owners[id] = before[id]?.accountID }
-        let touchedAccounts = Set(owners.values)
+        var touchedAccounts = Set(owners.values)
 
         do {
             try await startGateway(stateDirectory: stateDirectory)
@@ -131,9 +145,33 @@ extension ChaosEnvironment {
         var records: [ChaosFaultRecord] = []
         // The newest renewal the run made of each chosen subscription (the target of a refund of its latest period).
         var latest: [String: String] = [:]
+        // The family member each shared purchase was given, and the verdicts of the members' own jobs.
+        var members: [String: ChaosFamilyMember] = [:]
+        var memberVerdicts: [String: Verdict] = [:]
         for (index, start) in stride(from: 0, to: max(1, plan.events.count), by: size).enumerated() {
             for event in plan.events[start..<min(plan.events.count, start + size)] {
-                let named = event.latestOfSubscription ? latest[event.transactionID] ?? event.transactionID : nil
+                var named = event.latestOfSubscription ? latest[event.transactionID] ?? event.transactionID : nil
+                if event.familyMember {
+                    guard let member = members[event.transactionID] else {
+                        report.eventsRefused += 1
+                        continue
+                    }
+                    // Apple revokes what the member was given: the member's grant comes first.
+                    if memberVerdicts[member.jobID] == nil {
+                        let undecided = Set(members.values.map(\.jobID)).subtracting(memberVerdicts.keys)
+                        memberVerdicts.merge(
+                            await recordedVerdicts(
+                                ofJobs: undecided, ledgerURL: ledgerURL, within: configuration.settleTimeout)
+                        ) { known, _ in known }
+                    }
+                    if let wrong = ChaosNotificationChecker.memberGrant(
+                        transactionID: member.transactionID, account: member.account,
+                        verdict: memberVerdicts[member.jobID])
+                    {
+                        violations.append(wrong)
+                    }
+                    named = member.transactionID
+                }
                 let answer = await ChaosHTTP.postForAnswer(
                     "\(simulator)/\(event.route)", json: named.map(event.body(naming:)) ?? event.body)
                 guard let answer, answer.status == 200 else {
@@ -141,6 +179,17 @@ extension ChaosEnvironment {
                     continue
                 }
                 report.eventsTriggered += 1
+                if event.route == ChaosLifecycleEvent.familyShareRoute {
+                    // The member's own transaction, sent by the member's own account.
+                    guard let id = answer.object["transaction_id"] as? String else { continue }
+                    let member = ChaosFamilyMember(
+                        transactionID: id, account: "\(familyMemberJobIDPrefix)\(members.count)")
+                    members[event.transactionID] = member
+                    owners[id] = member.account
+                    touchedAccounts.insert(member.account)
+                    if let failed = await sendMemberJob(member, producer: producer) { violations.append(failed) }
+                    continue
+                }
                 // A renewal answers the new transaction: it belongs to the original's owner.
                 if let id = answer.object["transaction_id"] as? String, owners[id] == nil {
                     owners[id] = owners[event.transactionID]
@@ -230,6 +279,50 @@ extension ChaosEnvironment {
         )
     }
 
+    /// Job ids (and accounts) of the family members' verification jobs: `<prefix><n>`.
+    var familyMemberJobIDPrefix: String { "\(runID)-family-member-" }
+
+    /// Sends a family member's transaction as a verification job of the member's account, as the member's app does
+    /// with the transaction StoreKit gives it (a `transaction_id` the worker looks up with the Server API). Nil when
+    /// the job was delivered.
+    private func sendMemberJob(_ member: ChaosFamilyMember, producer: KafkaProducer) async -> ChaosViolation? {
+        let job = ReceiptJob(
+            jobID: member.jobID, accountID: member.account, proof: .transactionID(member.transactionID),
+            bundleID: ChaosApp.bundleID, submittedAt: Date())
+        let submitter = JobSubmitter(producer: producer, attempts: ChaosSubmitter.attempts)
+        guard (try? await submitter.send(key: job.messageKey, value: MessageCodec().encode(job))) != nil else {
+            return .runFailed("notification family: the family member's job \(job.jobID) could not be submitted")
+        }
+        return nil
+    }
+
+    /// The verdicts the ledger recorded for `jobIDs`, polled until each has one or `limit` has passed.
+    private func recordedVerdicts(
+        ofJobs jobIDs: Set<String>, ledgerURL: String, within limit: Duration
+    ) async -> [String: Verdict] {
+        var ledgerLogger = configuration.logger
+        ledgerLogger.logLevel = .error
+        let deadline = clock.now.advanced(by: limit)
+        var found: [String: Verdict] = [:]
+        repeat {
+            let waiting = jobIDs.subtracting(found.keys)
+            let read: [String: Verdict] =
+                (try? await LedgerFactory.withLedger(url: ledgerURL, logger: ledgerLogger) {
+                    ledger -> [String: Verdict] in
+                    var read: [String: Verdict] = [:]
+                    for jobID in waiting {
+                        let snapshot = try await ledger.snapshot(
+                            jobID: jobID, transactionIDs: [], originalTransactionIDs: [])
+                        if let verdict = snapshot.priorVerdict { read[jobID] = verdict }
+                    }
+                    return read
+                }) ?? [:]
+            found.merge(read) { known, _ in known }
+            if found.count < jobIDs.count { try? await Task.sleep(for: .milliseconds(250)) }
+        } while found.count < jobIDs.count && clock.now < deadline
+        return found
+    }
+
     /// Drift and consumption answers now (finish calls are checked once, at the end).
     private func notificationViolations(
         _ checker: ChaosNotificationChecker, ledgerURL: String, simulator: String
@@ -247,7 +340,7 @@ extension ChaosEnvironment {
             let originals = Set(claims.values.filter { $0.productType == .autoRenewable }.map(\.originalTransactionID))
             families = Dictionary(
                 grouping: try await ledgerClaims(url: ledgerURL, originalTransactionIDs: originals).values,
-                by: \.originalTransactionID)
+                by: Self.subscriptionKey)
         } catch {
             return [.runFailed("the ledger could not be read: \(error)")]
         }
@@ -260,15 +353,22 @@ extension ChaosEnvironment {
         }
         let now = Date()
         let ledger = claims.mapValues { claim in
-            let family = families[claim.originalTransactionID] ?? [claim]
+            let family = families[Self.subscriptionKey(claim)] ?? [claim]
             return ChaosLedgerTransaction(
                 accountID: claim.accountID, state: LedgerShow.state(of: claim, at: now),
                 expiresMs: claim.expiresDate.map(\.epochMilliseconds),
                 subscriptionState: LedgerShow.subscriptionState(of: family, at: now),
                 subscriptionLatestID: TransactionClaim.latest(of: family)?.transactionID,
-                revocationType: claim.revocation?.type?.rawValue, revocationPercentage: claim.revocation?.percentage)
+                revocationType: claim.revocation?.type?.rawValue, revocationPercentage: claim.revocation?.percentage,
+                ownershipType: claim.ownershipType?.rawValue)
         }
         return checker.drift(truth: truth, ledger: ledger) + checker.consumptionAnswers(truth: truth, records: records)
+    }
+
+    /// The subscription a claim belongs to: its original transaction id, a family member's claims apart from the
+    /// purchaser's (docs/LEDGER.md: two subscriptions even under one original transaction id).
+    static func subscriptionKey(_ claim: TransactionClaim) -> String {
+        claim.isFamilyShared ? "family:" + claim.originalTransactionID : claim.originalTransactionID
     }
 
     /// The ledger's follow-up record of the answer to each transaction's CONSUMPTION_REQUEST (keyed by the job id the

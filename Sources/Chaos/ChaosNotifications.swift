@@ -27,12 +27,15 @@ public struct ChaosTransactionTruth: Sendable, Hashable {
     /// `refundPreference` of each Send Consumption Information body received, in order (nil: the body had none, as
     /// a `data_only` answer).
     public var consumptionRefundPreferences: [String?]
+    /// Apple's `inAppOwnershipType`: `PURCHASED`, or `FAMILY_SHARED` for a family member's transaction.
+    public var ownershipType: String
 
     public init(
         transactionID: String, originalTransactionID: String? = nil, productID: String = "", type: String = "",
         state: String = "active", expiresMs: Int64? = nil, consumptionDeliveryStatuses: [String] = [],
         finishCalls: Int = 0, subscriptionState: String? = nil, subscriptionLatestID: String? = nil,
-        revocationType: String? = nil, revocationPercentage: Int? = nil, consumptionRefundPreferences: [String?]? = nil
+        revocationType: String? = nil, revocationPercentage: Int? = nil, consumptionRefundPreferences: [String?]? = nil,
+        ownershipType: String = "PURCHASED"
     ) {
         self.transactionID = transactionID
         self.originalTransactionID = originalTransactionID ?? transactionID
@@ -48,6 +51,7 @@ public struct ChaosTransactionTruth: Sendable, Hashable {
         self.revocationPercentage = revocationPercentage
         self.consumptionRefundPreferences =
             consumptionRefundPreferences ?? consumptionDeliveryStatuses.map { _ in nil }
+        self.ownershipType = ownershipType
     }
 
     /// From the simulator's JSON answer; nil when it is not one.
@@ -64,7 +68,8 @@ public struct ChaosTransactionTruth: Sendable, Hashable {
             subscriptionLatestID: json["subscription_latest_transaction_id"] as? String,
             revocationType: json["revocation_type"] as? String,
             revocationPercentage: (json["revocation_percentage"] as? NSNumber)?.intValue,
-            consumptionRefundPreferences: answers.map { ($0 as? [String: Any])?["refundPreference"] as? String })
+            consumptionRefundPreferences: answers.map { ($0 as? [String: Any])?["refundPreference"] as? String },
+            ownershipType: json["in_app_ownership_type"] as? String ?? "PURCHASED")
     }
 }
 
@@ -81,10 +86,13 @@ public struct ChaosLedgerTransaction: Sendable, Hashable {
     /// The claim's revocation detail (`revocation_type`, `revocation_percentage`).
     public var revocationType: String?
     public var revocationPercentage: Int?
+    /// The claim's `ownership_type` (`FAMILY_SHARED` for a family member's claim; nil: not stated, the purchaser's).
+    public var ownershipType: String?
 
     public init(
         accountID: String, state: String, expiresMs: Int64?, subscriptionState: String? = nil,
-        subscriptionLatestID: String? = nil, revocationType: String? = nil, revocationPercentage: Int? = nil
+        subscriptionLatestID: String? = nil, revocationType: String? = nil, revocationPercentage: Int? = nil,
+        ownershipType: String? = nil
     ) {
         self.accountID = accountID
         self.state = state
@@ -93,6 +101,7 @@ public struct ChaosLedgerTransaction: Sendable, Hashable {
         self.subscriptionLatestID = subscriptionLatestID
         self.revocationType = revocationType
         self.revocationPercentage = revocationPercentage
+        self.ownershipType = ownershipType
     }
 }
 
@@ -157,7 +166,9 @@ public struct ChaosNotificationChecker: Sendable {
     public static let autoRenewableType = "Auto-Renewable Subscription"
 
     /// `notification_drift`: for every transaction with an owner, the ledger's owner, state and expiry equal the
-    /// truth.
+    /// truth, and so do its revocation detail and whose it is (the purchaser's or a family member's). A family
+    /// member's transaction has its own id and its own owner (the member's account), so a member's revocation and the
+    /// purchaser's claim are compared apart.
     public func drift(
         truth: [String: ChaosTransactionTruth], ledger: [String: ChaosLedgerTransaction]
     ) -> [ChaosViolation] {
@@ -192,6 +203,12 @@ public struct ChaosNotificationChecker: Sendable {
                 problems.append(
                     "revocation_percentage \(claim.revocationPercentage.map(String.init) ?? "null"), truth "
                         + (expected.revocationPercentage.map(String.init) ?? "null"))
+            }
+            // A member's claim recorded as the purchaser's (or the reverse) would let a family revocation reach the
+            // wrong side.
+            if (claim.ownershipType ?? "PURCHASED") != expected.ownershipType {
+                problems.append(
+                    "in_app_ownership_type \(claim.ownershipType ?? "not stated"), truth \(expected.ownershipType)")
             }
             if claim.expiresMs != expected.expiresMs {
                 problems.append(
@@ -240,6 +257,23 @@ public struct ChaosNotificationChecker: Sendable {
             }
             return nil
         }
+    }
+
+    /// `notification_drift` of a family member's own verification (docs/LEDGER.md, rule R4): the member's
+    /// `FAMILY_SHARED` transaction, sent by the member's account, is `granted` to that account. Nil when it was.
+    ///
+    /// - Parameter verdict: the verdict recorded for the member's job; nil: none within the settle timeout.
+    public static func memberGrant(transactionID: String, account: String, verdict: Verdict?) -> ChaosViolation? {
+        guard let verdict else {
+            return .notificationDrift(
+                transactionID: transactionID, detail: "the family member's verification job has no verdict")
+        }
+        guard verdict.outcome != .granted || verdict.accountID != account else { return nil }
+        let reason = verdict.reason.map { " / \($0.rawValue)" } ?? ""
+        return .notificationDrift(
+            transactionID: transactionID,
+            detail: "the family member's verification was \(verdict.outcome.rawValue)\(reason) for "
+                + "\(verdict.accountID), expected granted to \(account)")
     }
 
     /// `finish_calls`: every granted transaction finished at least once (a worker that dies between the call and
@@ -309,6 +343,13 @@ public struct ChaosLifecycleEvent: Sendable, Hashable {
     /// The event is about the subscription's latest transaction, known only once the run's renewals are made: the
     /// run names it in the body instead of ``transactionID`` (the subscription's chosen transaction).
     public var latestOfSubscription = false
+    /// The event is about the family member's transaction that ``familyShareRoute`` minted from the chosen one: the
+    /// run names the member's in the body, once the member's own verification was decided.
+    public var familyMember = false
+
+    /// Shares the chosen purchase with a family member: the simulator mints the member's `FAMILY_SHARED`
+    /// transaction, which the run then sends as a verification job from an account of the member's own.
+    public static let familyShareRoute = "sim/family/share"
 
     var body: String { body(naming: transactionID) }
 
@@ -368,7 +409,8 @@ public struct ChaosLifecyclePlan: Sendable {
     }
 
     /// The scenarios of one product type; a subscription's include billing retry, expiry (both at the period's end,
-    /// as Apple's), extension, and the refund of its latest period after a renewal.
+    /// as Apple's), extension, and the refund of its latest period after a renewal; a subscription's and a
+    /// non-consumable's, a family member's access granted and revoked (`family_revoke`).
     static func scenario(type: ProductType, turn: Int, id: String) -> (String, [ChaosLifecycleEvent]) {
         func event(_ route: String) -> ChaosLifecycleEvent { ChaosLifecycleEvent(route: route, transactionID: id) }
         func latest(_ route: String) -> ChaosLifecycleEvent {
@@ -377,10 +419,20 @@ public struct ChaosLifecyclePlan: Sendable {
         func subscription(_ route: String, _ extra: String = "") -> ChaosLifecycleEvent {
             ChaosLifecycleEvent(route: route, key: "original_transaction_id", transactionID: id, extra: extra)
         }
+        // Family Sharing: the purchase shared with a member, whose own transaction the member's account sends (granted
+        // to it, docs/LEDGER.md R4); then the member loses access (REVOKE, FAMILY_REVOKE, R3) and the purchaser keeps
+        // it.
+        let familyRevoke = (
+            "family_revoke",
+            [
+                event(ChaosLifecycleEvent.familyShareRoute),
+                ChaosLifecycleEvent(route: "sim/revoke", transactionID: id, familyMember: true),
+            ]
+        )
         // A prorated refund (REFUND_PRORATED) of a share between 25 % and 75 %, in milliunits.
         let prorated = ChaosLifecycleEvent(
             route: "sim/refund", transactionID: id, extra: "\"percentage\": \(25_000 + (turn * 12_345) % 50_001)")
-        let options: [(String, [ChaosLifecycleEvent])]
+        var options: [(String, [ChaosLifecycleEvent])]
         switch type {
         case .autoRenewable:
             // The scenarios closest to Apple's status of a subscription first, so a short run has each of them.
@@ -390,6 +442,7 @@ public struct ChaosLifecyclePlan: Sendable {
                 ("billing_retry_grace", [subscription("sim/billing-retry", "\"grace_days\": 3")]),
                 ("extend", [subscription("sim/extend", "\"days\": 7")]),
                 ("refund_latest", [subscription("sim/renew"), latest("sim/refund")]),
+                familyRevoke,
                 ("refund", [event("sim/refund")]),
                 ("refund_prorated", [prorated]),
                 (
@@ -425,6 +478,8 @@ public struct ChaosLifecyclePlan: Sendable {
                 ("consumption_request", [event("sim/consumption-request")]),
                 ("refund_declined", [event("sim/refund/decline")]),
             ]
+            // Family Sharing covers non-consumables (and subscriptions), not non-renewing subscriptions.
+            if type == .nonConsumable { options.insert(familyRevoke, at: 4) }
         }
         return options[turn % options.count]
     }

@@ -257,5 +257,102 @@ struct ChaosNotificationCheckerTests {
             #expect(steps.map(\.latestOfSubscription) == [false, true])
             #expect(steps[1].body(naming: "r1") == "{\"transaction_id\": \"r1\"}")
         }
+        // A subscription shared with a family member, whose own transaction is revoked once the run made it.
+        #expect(subscriptions.contains("family_revoke"))
+    }
+
+    @Test("family_revoke shares a purchase, then revokes the member's transaction; non-consumables and subscriptions")
+    func familyRevokePlan() {
+        let nonConsumables: [(id: String, type: ProductType)] = (0..<7).map { ("n\($0)", .nonConsumable) }
+        let plan = ChaosLifecyclePlan(transactions: nonConsumables, count: 7, seed: 3)
+        let shared = plan.scenarios.filter { $0.value == "family_revoke" }.map(\.key)
+        #expect(shared.count == 1)
+        for id in shared {
+            let steps = plan.events.filter { $0.transactionID == id }
+            #expect(steps.map(\.route) == [ChaosLifecycleEvent.familyShareRoute, "sim/revoke"])
+            // The share names the purchaser's transaction, the revocation the member's (known only during the run).
+            #expect(steps.map(\.familyMember) == [false, true])
+            #expect(steps.map(\.key) == ["transaction_id", "transaction_id"])
+            #expect(steps[1].body(naming: "m1") == "{\"transaction_id\": \"m1\"}")
+        }
+        // A non-renewing subscription cannot be shared (the simulator answers 400, as Apple offers no sharing).
+        let nonRenewing: [(id: String, type: ProductType)] = (0..<7).map { ("p\($0)", .nonRenewing) }
+        let none = ChaosLifecyclePlan(transactions: nonRenewing, count: 7, seed: 3)
+        #expect(!none.scenarios.values.contains("family_revoke"))
+        #expect(!none.events.contains { $0.route == ChaosLifecycleEvent.familyShareRoute || $0.familyMember })
+    }
+
+    /// A purchase shared with a family member and the member's access revoked (FAMILY_REVOKE): the purchaser's
+    /// transaction `p1` stays active for alice, the member's own `m1` is revoked for the member's account.
+    static let familyTruth: [String: ChaosTransactionTruth] = [
+        "p1": ChaosTransactionTruth(transactionID: "p1", state: "active", expiresMs: 2_000_000),
+        "m1": ChaosTransactionTruth(
+            transactionID: "m1", state: "revoked", expiresMs: 2_000_000, revocationType: "FAMILY_REVOKE",
+            ownershipType: "FAMILY_SHARED"),
+    ]
+    static let familyLedger: [String: ChaosLedgerTransaction] = [
+        "p1": ChaosLedgerTransaction(accountID: "alice", state: "active", expiresMs: 2_000_000),
+        "m1": ChaosLedgerTransaction(
+            accountID: "member-0", state: "revoked", expiresMs: 2_000_000, revocationType: "FAMILY_REVOKE",
+            ownershipType: "FAMILY_SHARED"),
+    ]
+    static let familyChecker = ChaosNotificationChecker(owners: ["p1": "alice", "m1": "member-0"])
+
+    @Test("A family revocation that left the member's claim active, or reached the purchaser's, is notification_drift")
+    func familyRevokeDrift() {
+        #expect(Self.familyChecker.drift(truth: Self.familyTruth, ledger: Self.familyLedger).isEmpty)
+        // (a) The member's claim still active after FAMILY_REVOKE.
+        var ledger = Self.familyLedger
+        ledger["m1"]?.state = "active"
+        ledger["m1"]?.revocationType = nil
+        #expect(
+            Self.familyChecker.drift(truth: Self.familyTruth, ledger: ledger).map(\.description) == [
+                "transaction m1: the ledger drifted from Apple: state active, truth revoked; revocation_type null, "
+                    + "truth FAMILY_REVOKE"
+            ])
+        // (b) The member's revocation reached the purchaser's claim (and the member kept access).
+        ledger = Self.familyLedger
+        ledger["p1"]?.state = "revoked"
+        ledger["p1"]?.revocationType = "FAMILY_REVOKE"
+        #expect(
+            Self.familyChecker.drift(truth: Self.familyTruth, ledger: ledger).map(\.description) == [
+                "transaction p1: the ledger drifted from Apple: state revoked, truth active; revocation_type "
+                    + "FAMILY_REVOKE, truth null"
+            ])
+        // The member's transaction claimed as the purchaser's: for the purchaser's account, not stated as shared.
+        ledger = Self.familyLedger
+        ledger["m1"]?.accountID = "alice"
+        ledger["m1"]?.ownershipType = nil
+        #expect(
+            Self.familyChecker.drift(truth: Self.familyTruth, ledger: ledger).map(\.description) == [
+                "transaction m1: the ledger drifted from Apple: owner alice, not member-0; in_app_ownership_type "
+                    + "not stated, truth FAMILY_SHARED"
+            ])
+    }
+
+    @Test("A family member's own job not granted to the member (or never decided) is notification_drift")
+    func familyMemberGrant() {
+        func verdict(_ account: String, _ outcome: Verdict.Outcome, _ reason: Verdict.Reason?) -> Verdict {
+            Verdict(
+                verdictID: "verdict-member-0", jobID: "member-0", accountID: account, outcome: outcome,
+                reason: reason, decidedBy: .apple, transactions: [],
+                decidedAt: Date(timeIntervalSince1970: 1_800_000_000))
+        }
+        #expect(
+            ChaosNotificationChecker.memberGrant(
+                transactionID: "m1", account: "member-0", verdict: verdict("member-0", .granted, nil)) == nil)
+        #expect(
+            ChaosNotificationChecker.memberGrant(
+                transactionID: "m1", account: "member-0", verdict: verdict("member-0", .rejected, .replayed))?
+                .description
+                == "transaction m1: the ledger drifted from Apple: the family member's verification was "
+                + "rejected / replayed for member-0, expected granted to member-0")
+        #expect(
+            ChaosNotificationChecker.memberGrant(
+                transactionID: "m1", account: "member-0", verdict: verdict("alice", .granted, nil))?.kind
+                == "notification_drift")
+        #expect(
+            ChaosNotificationChecker.memberGrant(transactionID: "m1", account: "member-0", verdict: nil)?.kind
+                == "notification_drift")
     }
 }

@@ -68,10 +68,12 @@ struct ChaosRunTests {
         #expect(notifications.convergenceSeconds != nil)
         #expect(notifications.consumptionRequests > 0)
         // Billing retry, expiry, extension and the refund of a subscription's latest period were compared with the
-        // simulator's truth too, the subscription's state (its latest transaction's) included.
+        // simulator's truth too, the subscription's state (its latest transaction's) included; and a purchase shared
+        // with a family member, the member's own transaction granted to the member's account and then revoked
+        // (FAMILY_REVOKE) while the purchaser's stayed.
         #expect(
             Set(notifications.scenarios.keys).isSuperset(of: [
-                "expire", "billing_retry_grace", "extend", "refund_latest",
+                "expire", "billing_retry_grace", "extend", "refund_latest", "family_revoke",
             ]), "\(notifications.scenarios)")
         // Google Play's lifecycle ran: pushes to the gateway's Play route dropped, duplicated and delayed, the
         // reconciler sweeping voided purchases and re-reading subscriptions, and the ledger agreed with Google's truth
