@@ -62,8 +62,8 @@ let package = Package(
         ),
 
         // MARK: Libraries, one part of the architecture each
-        // One SQLite connection type and executor for the ledger and the entitlement store, and the one shape of their
-        // errors (the only importer of CSQLite).
+        // One SQLite connection type and executor for the ledger and the entitlement store, and the codes their errors
+        // share (the only importer of CSQLite).
         .target(
             name: "SQLiteStorage",
             dependencies: [

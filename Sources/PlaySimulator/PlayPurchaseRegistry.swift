@@ -43,7 +43,7 @@ public enum PlaySimulatorErrorCode: ErrorCodes {
     /// The server or a key could not be made.
     case server
 
-    /// The message alone: it is what a `/sim` route answers as its `error`.
+    /// The message alone: it names the field, and a `/sim` route answers it as its `error`.
     public static func description(of error: PlaySimulatorError) -> String { error.message }
 }
 
