@@ -62,9 +62,18 @@ let package = Package(
         ),
 
         // MARK: Libraries, one part of the architecture each
-        // One SQLite connection type and executor for the ledger and the entitlement store, and the one shape of their
-        // errors (the only importer of CSQLite).
-        .target(name: "SQLiteStorage", dependencies: ["CSQLite"]),
+        // One SQLite connection type and executor for the ledger and the entitlement store, and the codes their errors
+        // share (the only importer of CSQLite).
+        .target(
+            name: "SQLiteStorage",
+            dependencies: [
+                "CodedErrors",
+                "CSQLite",
+            ]
+        ),
+        // The one shape of the product's errors, `CodedError`: a code, a message safe to log, the file and line where
+        // it arose (no dependencies).
+        .target(name: "CodedErrors"),
         // The one table of log keys and metric names every target uses (no dependencies).
         .target(name: "Observability"),
         // Racing an operation against its deadlines: the PostgreSQL operations of the ledger and the entitlement store
@@ -153,6 +162,7 @@ let package = Package(
         .target(
             name: "GooglePlayClients",
             dependencies: [
+                "CodedErrors",
                 "Decision",
                 "Messages",
                 "Observability",
@@ -166,6 +176,7 @@ let package = Package(
         .target(
             name: "AppleSimulator",
             dependencies: [
+                "CodedErrors",
                 "Operations",
                 "Messages",
                 "AppleClients",
@@ -184,6 +195,7 @@ let package = Package(
         .target(
             name: "PlaySimulator",
             dependencies: [
+                "CodedErrors",
                 "Operations",
                 "Messages",
                 "StoreHTTP",
@@ -197,6 +209,7 @@ let package = Package(
         .target(
             name: "RateLimiter",
             dependencies: [
+                "CodedErrors",
                 "Messages",
                 "Observability",
                 .product(name: "Metrics", package: "swift-metrics"),
@@ -205,6 +218,7 @@ let package = Package(
         .target(
             name: "Ledger",
             dependencies: [
+                "CodedErrors",
                 "SQLiteStorage",
                 "Observability",
                 "Decision",
@@ -242,6 +256,7 @@ let package = Package(
         .target(
             name: "Worker",
             dependencies: [
+                "CodedErrors",
                 "Observability",
                 "Kafka",
                 "Messages",
@@ -302,6 +317,7 @@ let package = Package(
         .target(
             name: "Entitlements",
             dependencies: [
+                "CodedErrors",
                 "PostgresSettings",
                 "SQLiteStorage",
                 "Observability",
@@ -349,6 +365,7 @@ let package = Package(
         .target(
             name: "Traffic",
             dependencies: [
+                "CodedErrors",
                 "AppleClients",
                 "StoreHTTP",
                 "AppleSimulator",
@@ -421,6 +438,7 @@ let package = Package(
         .executableTarget(
             name: "VerifyWorker",
             dependencies: [
+                "CodedErrors",
                 "Observability",
                 "Decision",
                 "Kafka",
@@ -451,6 +469,7 @@ let package = Package(
         .testTarget(
             name: "WorkerTests",
             dependencies: [
+                "CodedErrors",
                 "GooglePlayClients",
                 "Deadlines",
                 "SQLiteStorage",

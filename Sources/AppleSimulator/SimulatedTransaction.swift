@@ -1,3 +1,4 @@
+import CodedErrors
 import Foundation
 import Messages
 
@@ -165,28 +166,19 @@ public struct MintedReceipt: Sendable, Equatable {
 }
 
 /// An error of the simulator itself (bad configuration, unreadable state, bad mint input).
-public struct AppleSimulatorError: Error, CustomStringConvertible, Sendable {
-    public enum Code: String, Sendable {
-        case invalidRequest = "invalid_request"
-        case unknownTransaction = "unknown_transaction"
-        /// The transaction is not in a state the event applies to (a reversal of a refund that never happened).
-        case conflict = "conflict"
-        case stateDirectory = "state_directory"
-        case certificates = "certificates"
-        case server = "server"
+public typealias AppleSimulatorError = CodedError<AppleSimulatorErrorCode>
+
+/// What went wrong in the simulator (``AppleSimulatorError``'s codes).
+public enum AppleSimulatorErrorCode: String, ErrorCodes {
+    case invalidRequest = "invalid_request"
+    case unknownTransaction = "unknown_transaction"
+    /// The transaction is not in a state the event applies to (a reversal of a refund that never happened).
+    case conflict
+    case stateDirectory = "state_directory"
+    case certificates
+    case server
+
+    public static func description(of error: AppleSimulatorError) -> String {
+        "AppleSimulatorError.\(error.code.rawValue): \(error.message) (\(error.file):\(error.line))"
     }
-
-    public var code: Code
-    public var message: String
-    public var file: String
-    public var line: Int
-
-    public init(_ code: Code, _ message: String, file: String = #fileID, line: Int = #line) {
-        self.code = code
-        self.message = message
-        self.file = file
-        self.line = line
-    }
-
-    public var description: String { "AppleSimulatorError.\(code.rawValue): \(message) (\(file):\(line))" }
 }

@@ -1,3 +1,4 @@
+import CodedErrors
 import Foundation
 
 /// The follow-up calls to Apple the cluster must make once and only once, and their state (table

@@ -1,3 +1,4 @@
+import CodedErrors
 import Decision
 import Foundation
 import Logging
@@ -130,7 +131,7 @@ public enum LedgerFactory {
         do {
             return try make(url: url, configuration: LedgerConfiguration(), logger: logger)
         } catch let error as LedgerError {
-            throw settingError(error.detail)
+            throw settingError(error.message)
         } catch {
             throw settingError("\(error)")
         }

@@ -1,3 +1,4 @@
+import CodedErrors
 import Crypto
 import Foundation
 import Messages

@@ -1,3 +1,4 @@
+import CodedErrors
 import Foundation
 import Messages
 import Synchronization
@@ -29,27 +30,21 @@ public struct PlayMintRequest: Sendable {
 }
 
 /// Why the simulator refused an operation; `message` names the field, never a token's whole text.
-public struct PlaySimulatorError: Error, Sendable, CustomStringConvertible {
-    public enum Code: Sendable {
-        /// Bad input to a `/sim` route or an in-process call (HTTP 400).
-        case invalidRequest
-        /// No purchase with that token (HTTP 404).
-        case notFound
-        /// The purchase is in no state for the operation (HTTP 409 on `/sim` routes).
-        case conflict
-        /// The server or a key could not be made.
-        case server
-    }
+public typealias PlaySimulatorError = CodedError<PlaySimulatorErrorCode>
 
-    public let code: Code
-    public let message: String
+/// What the simulator refused (``PlaySimulatorError``'s codes).
+public enum PlaySimulatorErrorCode: ErrorCodes {
+    /// Bad input to a `/sim` route or an in-process call (HTTP 400).
+    case invalidRequest
+    /// No purchase with that token (HTTP 404).
+    case notFound
+    /// The purchase is in no state for the operation (HTTP 409 on `/sim` routes).
+    case conflict
+    /// The server or a key could not be made.
+    case server
 
-    public init(_ code: Code, _ message: String) {
-        self.code = code
-        self.message = message
-    }
-
-    public var description: String { message }
+    /// The message alone: it names the field, and a `/sim` route answers it as its `error`.
+    public static func description(of error: PlaySimulatorError) -> String { error.message }
 }
 
 /// Google's database of purchases, behind one lock. Each mutating call returns a copy of the row it changed.

@@ -1,3 +1,4 @@
+import CodedErrors
 import Foundation
 import Messages
 

@@ -1,3 +1,4 @@
+import CodedErrors
 import Messages
 
 /// Everything that tunes an ``AppleCallGate``. Each property's default is the one the storm benchmark was tuned with

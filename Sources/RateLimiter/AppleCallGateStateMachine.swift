@@ -1,3 +1,5 @@
+import CodedErrors
+
 /// The state of an ``AppleCallGate``: a plain struct whose mutating methods return what the caller must do (resume
 /// these waiters, schedule a wake-up, publish a signal), which it does after releasing the lock.
 ///

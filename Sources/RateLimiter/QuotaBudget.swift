@@ -1,3 +1,4 @@
+import CodedErrors
 import Foundation
 
 /// A budget of calls per fixed window shared by a set of endpoints: a store's quota, kept by the gate so that a

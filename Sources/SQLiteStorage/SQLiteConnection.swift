@@ -23,40 +23,6 @@ public protocol SQLiteFailure: Error {
     var isBusy: Bool { get }
 }
 
-/// The codes a store's error type has for SQLite's failures, one of the same name per ``SQLiteFailureKind`` (the
-/// cases of its `Code` enum meet these requirements).
-public protocol SQLiteFailureCodes: Equatable {
-    static var busy: Self { get }
-    static var unavailable: Self { get }
-    static var corrupt: Self { get }
-    static var database: Self { get }
-    /// A refusal of the values (``SQLiteFailureKind/refused``).
-    static var refused: Self { get }
-}
-
-/// A store's error type built from a code and a detail, which becomes a ``SQLiteFailure`` by its codes alone.
-public protocol SQLiteCodedFailure: SQLiteFailure {
-    associatedtype Code: SQLiteFailureCodes
-    var code: Code { get }
-    init(_ code: Code, _ detail: String, file: String, line: Int)
-}
-
-extension SQLiteCodedFailure {
-    public init(sqlite kind: SQLiteFailureKind, _ detail: String, file: String, line: Int) {
-        let code: Code
-        switch kind {
-        case .busy: code = .busy
-        case .unavailable: code = .unavailable
-        case .corrupt: code = .corrupt
-        case .refused: code = .refused
-        case .database: code = .database
-        }
-        self.init(code, detail, file: file, line: line)
-    }
-
-    public var isBusy: Bool { code == .busy }
-}
-
 /// One SQLite connection and its cached prepared statements, shared by the ledger and the entitlement store (each
 /// with its own pragmas and error type). Not thread-safe: only its store's executor queue touches it. This target is
 /// the only place that imports CSQLite.

@@ -1,38 +1,41 @@
-/// The codes of a store's error type (the ledger's, the entitlement store's): those SQLite's failures map to, and
-/// the ones every store has besides, each classified once as worth a retry or not.
-public protocol StorageErrorCode: SQLiteFailureCodes, Hashable, Sendable, RawRepresentable where RawValue == String {
-    /// An operation took longer than its timeout.
-    static var timeout: Self { get }
-    /// The store's URL or configuration is wrong.
-    static var invalidConfiguration: Self { get }
-    /// The schema is newer than this build, or a migration failed.
-    static var schema: Self { get }
-    /// Whether the same work may succeed later (retried), as opposed to failing for good (a dead letter, an
-    /// operator).
-    var isRetryable: Bool { get }
-}
+import CodedErrors
 
-/// One shape for the errors of the ledger and of the entitlement store, on PostgreSQL and SQLite alike: a code, a
-/// detail safe to log (never a receipt, a secret or a password), and where it arose. Two errors are equal when
-/// their code and detail are.
-public protocol StorageError: SQLiteCodedFailure, Hashable, CustomStringConvertible where Code: StorageErrorCode {
+/// The codes of a store's error type (the ledger's, the entitlement store's), each classified once as worth a retry
+/// or not, with one of the same name per ``SQLiteFailureKind`` (the cases of the store's enum of codes meet these
+/// requirements). A store's error is ``CodedError`` over these codes: one shape for the errors of the ledger and of
+/// the entitlement store, on PostgreSQL and SQLite alike (a code, a message safe to log, never a receipt, a secret
+/// or a password, and where it arose).
+public protocol StorageErrorCode: RetryableErrorCodes, RawRepresentable where RawValue == String {
     /// What the description calls the store (`ledger`, `entitlement store`).
     static var storeName: String { get }
-    var detail: String { get }
-    var file: String { get }
-    var line: Int { get }
+    static var busy: Self { get }
+    static var unavailable: Self { get }
+    static var corrupt: Self { get }
+    static var database: Self { get }
+    /// A refusal of the values (``SQLiteFailureKind/refused``).
+    static var refused: Self { get }
 }
 
-/// Each conforming type also declares `isRetryable` (its code's) and `description` (``storageDescription``) as its own
-/// members, so that a file that imports only the store's module sees them.
-extension StorageError {
-    /// `<store> <code>: <detail> (<file>:<line>)`.
-    public var storageDescription: String { "\(Self.storeName) \(code.rawValue): \(detail) (\(file):\(line))" }
-
-    public static func == (lhs: Self, rhs: Self) -> Bool { lhs.code == rhs.code && lhs.detail == rhs.detail }
-
-    public func hash(into hasher: inout Hasher) {
-        hasher.combine(code)
-        hasher.combine(detail)
+extension StorageErrorCode {
+    /// `<store> <code>: <message> (<file>:<line>)`.
+    public static func description(of error: CodedError<Self>) -> String {
+        "\(storeName) \(error.code.rawValue): \(error.message) (\(error.file):\(error.line))"
     }
+}
+
+/// A store's error is a ``SQLiteFailure`` by its codes alone.
+extension CodedError: SQLiteFailure where Codes: StorageErrorCode {
+    public init(sqlite kind: SQLiteFailureKind, _ detail: String, file: String, line: Int) {
+        let code: Code
+        switch kind {
+        case .busy: code = .busy
+        case .unavailable: code = .unavailable
+        case .corrupt: code = .corrupt
+        case .refused: code = .refused
+        case .database: code = .database
+        }
+        self.init(code, detail, file: file, line: line)
+    }
+
+    public var isBusy: Bool { code == .busy }
 }

@@ -1,4 +1,5 @@
 import AppleSimulator
+import CodedErrors
 import Foundation
 import Messages
 import RateLimiter

@@ -1,5 +1,6 @@
 import AppleSimulator
 import ArgumentParser
+import CodedErrors
 import Foundation
 import Messages
 

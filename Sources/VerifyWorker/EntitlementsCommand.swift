@@ -1,5 +1,6 @@
 import AppleClients
 import ArgumentParser
+import CodedErrors
 import Entitlements
 import Foundation
 import Kafka
@@ -40,7 +41,7 @@ struct EntitlementsCommand: ConfiguredCommand {
                 webhookTransport: engine.map(CurlWebhookTransport.init))
         } catch let error as EntitlementStoreError {
             // Making the store only reads its URL (and opens a SQLite file): what fails is the setting.
-            throw Self.configurationFailure(ConfigurationError(key: "entitlements_store_url", problem: error.detail))
+            throw Self.configurationFailure(ConfigurationError(key: "entitlements_store_url", problem: error.message))
         } catch {
             throw Self.configurationFailure(error)
         }

@@ -1,3 +1,4 @@
+import CodedErrors
 import Logging
 import Observability
 import SQLiteStorage

@@ -1,45 +1,29 @@
+import CodedErrors
 import SQLiteStorage
 
 /// Why an entitlement store operation failed. The description never holds a secret or a password.
-public struct EntitlementStoreError: StorageError {
+public typealias EntitlementStoreError = CodedError<EntitlementStoreErrorCode>
+
+/// What went wrong in the entitlement store (``EntitlementStoreError``'s codes).
+public enum EntitlementStoreErrorCode: String, StorageErrorCode, CaseIterable {
+    /// The database cannot be reached (refused, closed, connect timeout). Retry later.
+    case unavailable
+    /// An operation took longer than its timeout. Retry later.
+    case timeout
+    /// Locked by another writer, or a serialization conflict with another instance. Retry.
+    case busy
+    /// The store URL or configuration is wrong. Fix the configuration.
+    case invalidConfiguration = "invalid_configuration"
+    /// The schema is newer than this build. Needs an operator.
+    case schema
+    /// Stored data could not be read back. Needs an operator.
+    case corrupt
+    /// Any other database error; retried, as a database fault is usually transient.
+    case database
+
     public static let storeName = "entitlement store"
 
-    public enum Code: String, StorageErrorCode, CaseIterable {
-        /// The database cannot be reached (refused, closed, connect timeout). Retry later.
-        case unavailable
-        /// An operation took longer than its timeout. Retry later.
-        case timeout
-        /// Locked by another writer, or a serialization conflict with another instance. Retry.
-        case busy
-        /// The store URL or configuration is wrong. Fix the configuration.
-        case invalidConfiguration = "invalid_configuration"
-        /// The schema is newer than this build. Needs an operator.
-        case schema
-        /// Stored data could not be read back. Needs an operator.
-        case corrupt
-        /// Any other database error; retried, as a database fault is usually transient.
-        case database
-    }
-
-    public var code: Code
-    public var detail: String
-    public var file: String
-    public var line: Int
-
-    public init(_ code: Code, _ detail: String, file: String = #fileID, line: Int = #line) {
-        self.code = code
-        self.detail = detail
-        self.file = file
-        self.line = line
-    }
-
-    /// Whether retrying the same work later may succeed (as opposed to dead-lettering it or stopping).
-    public var isRetryable: Bool { code.isRetryable }
-    public var description: String { storageDescription }
-}
-
-extension EntitlementStoreError.Code {
-    /// The projection then retries the batch without committing.
+    /// Whether retrying the same work later may succeed; the projection then retries the batch without committing.
     public var isRetryable: Bool {
         switch self {
         case .unavailable, .timeout, .busy, .database: true

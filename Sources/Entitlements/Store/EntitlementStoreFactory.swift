@@ -1,3 +1,4 @@
+import CodedErrors
 import Logging
 
 /// Builds the store a URL names: `postgres://…` (or `postgresql://…`) or `sqlite:PATH`.

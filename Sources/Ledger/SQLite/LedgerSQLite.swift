@@ -1,3 +1,4 @@
+import CodedErrors
 import SQLiteStorage
 
 /// The ledger's SQLite connection: WAL (readers never wait for the writer), `synchronous=NORMAL` (a commit survives

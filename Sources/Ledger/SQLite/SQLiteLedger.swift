@@ -1,3 +1,4 @@
+import CodedErrors
 import Decision
 import Foundation
 import Logging

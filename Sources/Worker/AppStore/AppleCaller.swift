@@ -1,4 +1,5 @@
 import AppleClients
+import CodedErrors
 import Foundation
 import Logging
 import Metrics

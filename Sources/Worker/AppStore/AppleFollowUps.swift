@@ -1,4 +1,5 @@
 import AppleClients
+import CodedErrors
 import Decision
 import Foundation
 import Ledger

@@ -1,3 +1,4 @@
+import CodedErrors
 import Decision
 import Foundation
 import Ledger
@@ -272,11 +273,11 @@ public struct JobProcessor: JobStepping {
             logger.error(
                 "ledger: refused the job's values; the job is dead-lettered",
                 metadata: [LogKeys.jobID: "\(job.jobID)", LogKeys.error: "\(error)"])
-            throw LedgerRefusedJob(detail: error.detail)
+            throw LedgerRefusedJob(detail: error.message)
         }
         health.ledgerFailed()
         guard error.isRetryable else {
-            throw WorkerFatalError("the ledger reported \(error.code.rawValue): \(error.detail)")
+            throw WorkerFatalError("the ledger reported \(error.code.rawValue): \(error.message)")
         }
         health.ledgerRetried(code: error.code.rawValue)
         if health.shouldLogLedgerFailure() {

@@ -1,3 +1,4 @@
+import CodedErrors
 import Foundation
 import Messages
 import SQLiteStorage
@@ -242,7 +243,7 @@ struct LedgerBackendTests {
                     Issue.record("\(operation) succeeded against a server that is down")
                 } catch let error as LedgerError {
                     #expect(error.code == .unavailable && error.isRetryable, "\(error)")
-                    #expect(error.detail.contains("127.0.0.1:1/verify"), "\(error)")
+                    #expect(error.message.contains("127.0.0.1:1/verify"), "\(error)")
                 }
                 // Well before the 20 s operation timeout: the connect timeout (1 s) decides.
                 #expect(started.duration(to: clock.now) < .seconds(8), "\(operation)")

@@ -1,3 +1,4 @@
+import CodedErrors
 import Entitlements
 import Foundation
 import Logging
@@ -80,7 +81,7 @@ struct LedgerTLSTests {
             _ = try PostgresLedger(url: url, logger: Self.logger)
         } throws: { error in
             guard let error = error as? LedgerError else { return false }
-            return error.code == .invalidConfiguration && error.detail.contains(expected)
+            return error.code == .invalidConfiguration && error.message.contains(expected)
                 && !error.description.contains("pw-not-shown")
         }
         #expect {
@@ -137,7 +138,7 @@ struct LedgerTLSTests {
                 } throws: { error in
                     guard let error = error as? LedgerError else { return false }
                     return error.code == .invalidConfiguration && !error.isRetryable
-                        && error.detail.contains("TLS refused the server's certificate")
+                        && error.message.contains("TLS refused the server's certificate")
                 }
                 #expect(ContinuousClock.now - started < .seconds(15), "\(refusedURL)")
             }

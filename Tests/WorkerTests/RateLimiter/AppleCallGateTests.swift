@@ -1,3 +1,4 @@
+import CodedErrors
 import Testing
 
 @testable import RateLimiter

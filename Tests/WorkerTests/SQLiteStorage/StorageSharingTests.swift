@@ -1,3 +1,4 @@
+import CodedErrors
 import Entitlements
 import Foundation
 import Ledger

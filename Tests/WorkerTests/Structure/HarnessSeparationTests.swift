@@ -7,7 +7,8 @@ import Testing
 struct HarnessSeparationTests {
     /// The targets that ship: what a worker, the gateway or the entitlement service runs.
     static let productTargets: Set<String> = [
-        "Observability", "Deadlines", "Messages", "Kafka", "Receipts", "AppleClients", "RateLimiter", "Ledger",
+        "Observability", "CodedErrors", "Deadlines", "Messages", "Kafka", "Receipts", "AppleClients", "RateLimiter",
+        "Ledger",
         "Decision", "StoreHTTP", "GooglePlayClients",
         "Worker", "Operations", "Gateway", "Entitlements",
     ]

@@ -1,4 +1,5 @@
 import AppleClients
+import CodedErrors
 import Crypto
 import Foundation
 import Ledger

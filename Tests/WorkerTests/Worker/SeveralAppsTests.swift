@@ -1,4 +1,5 @@
 import AppleClients
+import CodedErrors
 import Crypto
 import Decision
 import Foundation

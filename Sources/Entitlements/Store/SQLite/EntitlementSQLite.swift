@@ -1,3 +1,4 @@
+import CodedErrors
 import SQLiteStorage
 
 /// The entitlement store's SQLite connection (the ledger's connection type with its own pragmas and errors).
