@@ -30,7 +30,7 @@ public struct RetryPolicy: Sendable, Hashable {
     }
 
     /// What to do after a call.
-    public enum Decision: Sendable, Hashable {
+    public enum Action: Sendable, Hashable {
         /// Wait `delay`, then acquire again at ``CallPriority/retry``.
         case retry(after: Duration)
         /// Stop; the job ends with what it has (typically `unverifiable`, `apple_unavailable`).
@@ -61,7 +61,7 @@ public struct RetryPolicy: Sendable, Hashable {
     public func decide(
         attempt: Int, outcome: CallOutcome, remainingUntilDeadline: Duration?,
         using random: inout some RandomNumberGenerator
-    ) -> Decision {
+    ) -> Action {
         guard outcome.isRetryable else { return .stop(.notRetryable) }
         guard attempt < maximumAttempts else { return .stop(.attemptsExhausted) }
         var delay = jitteredDelay(retryIndex: attempt - 1, using: &random)
