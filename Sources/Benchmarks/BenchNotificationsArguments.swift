@@ -29,9 +29,7 @@ package struct BenchNotificationsArguments: HarnessArguments {
 
     /// The burst these flags ask for.
     var options: NotificationBurst.Options {
-        var options = NotificationBurst.Options(
-            notifications: notifications, workers: burst.workers, httpConcurrency: burst.httpConcurrency,
-            partitions: burst.partitions, windowBytes: windowBytes)
+        var options = burst.options(notifications: notifications, windowBytes: windowBytes)
         options.drain = drain
         return options
     }

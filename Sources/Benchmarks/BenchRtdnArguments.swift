@@ -40,9 +40,7 @@ package struct BenchRtdnArguments: HarnessArguments {
 
     /// The burst these flags ask for.
     var options: NotificationBurst.Options {
-        var options = NotificationBurst.Options(
-            notifications: notifications, workers: burst.workers, httpConcurrency: burst.httpConcurrency,
-            partitions: burst.partitions, windowBytes: windowBytes)
+        var options = burst.options(notifications: notifications, windowBytes: windowBytes)
         options.minuteQuota = googlePlayMinuteQuota
         return options
     }

@@ -10,4 +10,15 @@ struct BurstFlags: ParsableArguments {
 
     @Option(help: "Partitions of every topic.")
     var partitions = 4
+
+    /// The burst these flags ask for, of `notifications` within `windowBytes`.
+    func options(notifications: Int, windowBytes: Int) -> NotificationBurst.Options {
+        var options = NotificationBurst.Options()
+        options.notifications = notifications
+        options.workers = workers
+        options.httpConcurrency = httpConcurrency
+        options.partitions = partitions
+        options.windowBytes = windowBytes
+        return options
+    }
 }

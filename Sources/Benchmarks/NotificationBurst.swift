@@ -41,15 +41,6 @@ package enum NotificationBurst {
 
         package init() {}
 
-        /// The options both commands take from their flags.
-        init(notifications: Int, workers: Int, httpConcurrency: Int, partitions: Int, windowBytes: Int) {
-            self.notifications = notifications
-            self.workers = workers
-            self.httpConcurrency = httpConcurrency
-            self.partitions = partitions
-            self.windowBytes = windowBytes
-        }
-
         /// The checks both commands make of those flags.
         func validate() throws {
             guard notifications > 0, workers > 0, httpConcurrency > 0, partitions > 0, windowBytes >= 0 else {
