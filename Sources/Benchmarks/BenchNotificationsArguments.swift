@@ -11,14 +11,8 @@ package struct BenchNotificationsArguments: HarnessArguments {
     @Option(help: "Notifications in the burst (ten per subscription granted first).")
     package var notifications = 10_000
 
-    @Option(help: "Workers (one consumer group, in this process).")
-    package var workers = 1
-
-    @Option(name: .customLong("http-concurrency"), help: "POSTs in flight at the gateway.")
-    package var httpConcurrency = 32
-
-    @Option(help: "Partitions of every topic.")
-    package var partitions = 4
+    @OptionGroup
+    var burst: BurstFlags
 
     @Option(
         name: .customLong("window-bytes"),
@@ -33,23 +27,20 @@ package struct BenchNotificationsArguments: HarnessArguments {
 
     package init() {}
 
+    /// The burst these flags ask for.
+    var options: NotificationBurst.Options {
+        var options = burst.options(notifications: notifications, windowBytes: windowBytes)
+        options.drain = drain
+        return options
+    }
+
     package func validate() throws {
-        guard notifications > 0, workers > 0, httpConcurrency > 0, partitions > 0, windowBytes >= 0 else {
-            throw ValidationError("--notifications, --workers, --http-concurrency and --partitions must be above 0")
-        }
+        try options.validate()
     }
 
     package func run() async throws {
-        var options = NotificationBurstBenchmark.Options()
-        options.notifications = notifications
-        options.workers = workers
-        options.httpConcurrency = httpConcurrency
-        options.partitions = partitions
-        options.windowBytes = windowBytes
-        options.drain = drain
-        let result = try await NotificationBurstBenchmark.run(options) { line in
-            FileHandle.standardError.write(Data((line + "\n").utf8))
-        }
-        try printJSON(result, snakeCaseKeys: true)
+        try printJSON(
+            try await NotificationBurstBenchmark.run(options, progress: NotificationBurst.printProgress),
+            snakeCaseKeys: true)
     }
 }

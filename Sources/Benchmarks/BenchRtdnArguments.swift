@@ -21,14 +21,8 @@ package struct BenchRtdnArguments: HarnessArguments {
     @Option(help: "Notifications in the burst (ten per subscription, two per one-time product, granted first).")
     package var notifications = 10_000
 
-    @Option(help: "Workers (one consumer group, in this process).")
-    package var workers = 1
-
-    @Option(name: .customLong("http-concurrency"), help: "POSTs in flight at the gateway.")
-    package var httpConcurrency = 32
-
-    @Option(help: "Partitions of every topic.")
-    package var partitions = 4
+    @OptionGroup
+    var burst: BurstFlags
 
     @Option(
         help: """
@@ -44,26 +38,22 @@ package struct BenchRtdnArguments: HarnessArguments {
 
     package init() {}
 
+    /// The burst these flags ask for.
+    var options: NotificationBurst.Options {
+        var options = burst.options(notifications: notifications, windowBytes: windowBytes)
+        options.minuteQuota = googlePlayMinuteQuota
+        return options
+    }
+
     package func validate() throws {
-        guard notifications > 0, workers > 0, httpConcurrency > 0, partitions > 0, windowBytes >= 0 else {
-            throw ValidationError("--notifications, --workers, --http-concurrency and --partitions must be above 0")
-        }
+        try options.validate()
         guard (1...10_000_000).contains(googlePlayMinuteQuota) else {
             throw ValidationError("--google-play-minute-quota must be 1 to 10000000")
         }
     }
 
     package func run() async throws {
-        var options = RTDNBurstBenchmark.Options()
-        options.notifications = notifications
-        options.workers = workers
-        options.httpConcurrency = httpConcurrency
-        options.partitions = partitions
-        options.minuteQuota = googlePlayMinuteQuota
-        options.windowBytes = windowBytes
-        let result = try await RTDNBurstBenchmark.run(options) { line in
-            FileHandle.standardError.write(Data((line + "\n").utf8))
-        }
-        try printJSON(result, snakeCaseKeys: true)
+        try printJSON(
+            try await RTDNBurstBenchmark.run(options, progress: NotificationBurst.printProgress), snakeCaseKeys: true)
     }
 }

@@ -27,37 +27,23 @@ struct LedgerShowCommand: AsyncParsableCommand {
     var transactionID: String?
     @Option(name: .customLong("account"), help: "An account id.")
     var accountID: String?
-    @Option(
-        name: .customLong("ledger-url"),
-        help: "postgres://… or sqlite:PATH (default: VERIFY_LEDGER_URL).")
-    var ledgerURL: String?
+    @OptionGroup var source: LedgerURLOption
 
     func validate() throws {
         guard (transactionID == nil) != (accountID == nil) else {
             throw ValidationError("give exactly one of --transaction and --account")
         }
-        guard ledgerURL ?? ProcessInfo.processInfo.environment["VERIFY_LEDGER_URL"] != nil else {
+        guard source.ledgerURL ?? ProcessInfo.processInfo.environment["VERIFY_LEDGER_URL"] != nil else {
             throw ValidationError("--ledger-url or VERIFY_LEDGER_URL is required")
         }
     }
 
     func run() async throws {
-        let url = ledgerURL ?? ProcessInfo.processInfo.environment["VERIFY_LEDGER_URL"] ?? ""
+        let url = source.ledgerURL ?? ProcessInfo.processInfo.environment["VERIFY_LEDGER_URL"] ?? ""
         let subject: LedgerShow.Subject = transactionID.map { .transaction($0) } ?? .account(accountID ?? "")
-        let report: [String: Any]
-        do {
-            let ledger = try LedgerFactory.make(url: url)
-            report = try await withThrowingTaskGroup(of: Void.self) { group in
-                group.addTask { try await ledger.run() }
-                defer { group.cancelAll() }
-                return try await LedgerShow.report(subject, ledger: ledger)
-            }
-        } catch {
-            FileHandle.standardError.write(Data("verify-worker ledger show: \(error)\n".utf8))
-            throw ExitCode(2)
+        let report = try await LedgerReport.print(command: "ledger show", ledgerURL: url) { ledger in
+            try await LedgerShow.report(subject, ledger: ledger)
         }
-        let data = try JSONSerialization.data(withJSONObject: report, options: [.prettyPrinted, .sortedKeys])
-        print(String(decoding: data, as: UTF8.self))
         if (report["transactions"] as? [Any])?.isEmpty ?? true { throw ExitCode(1) }
     }
 }

@@ -21,17 +21,22 @@ private enum RefundPolicySettings {
         return value?.isEmpty == true ? nil : value
     }
 
-    /// The catalog at `path`; a catalog that checks nothing when no path is given (only `check` allows that).
-    static func catalog(_ path: String?) throws -> Catalog {
-        guard let path else { return .any }
-        guard let data = FileManager.default.contents(atPath: path) else {
-            throw ValidationError("catalog_file: cannot read \(path)")
+    /// The catalog `--catalog-file` or `VERIFY_CATALOG_FILE` names; a catalog that checks nothing when neither
+    /// does (only `check` allows that). A file that cannot be read as a catalog is one line and exit status 2.
+    static func catalog(_ option: String?, command: String) throws -> Catalog {
+        guard let path = value(option, "VERIFY_CATALOG_FILE") else { return .any }
+        let reason: String
+        if let data = FileManager.default.contents(atPath: path) {
+            do {
+                return try Catalog.load(json: data)
+            } catch {
+                reason = "catalog_file: not a catalog: \(error)"
+            }
+        } else {
+            reason = "catalog_file: cannot read \(path)"
         }
-        do {
-            return try Catalog.load(json: data)
-        } catch {
-            throw ValidationError("catalog_file: not a catalog: \(error)")
-        }
+        FileHandle.standardError.write(Data("verify-worker refund-policy \(command): \(reason)\n".utf8))
+        throw ExitCode(2)
     }
 
     /// The policy of `path`, or the policy without a file; a fault is one line and exit status 2.
@@ -64,8 +69,7 @@ struct RefundPolicyExplainCommand: AsyncParsableCommand {
     @Option(
         name: .customLong("transaction"), help: "A transaction id (App Store) or an order's claim id (Google Play).")
     var transactionID: String
-    @Option(name: .customLong("ledger-url"), help: "postgres://… or sqlite:PATH (default: VERIFY_LEDGER_URL).")
-    var ledgerURL: String?
+    @OptionGroup var source: LedgerURLOption
     @Option(name: .customLong("catalog-file"), help: "The catalog (default: VERIFY_CATALOG_FILE).")
     var catalogFile: String?
     @Option(
@@ -84,7 +88,7 @@ struct RefundPolicyExplainCommand: AsyncParsableCommand {
     var customerConsented: String?
 
     func validate() throws {
-        guard RefundPolicySettings.value(ledgerURL, "VERIFY_LEDGER_URL") != nil else {
+        guard RefundPolicySettings.value(source.ledgerURL, "VERIFY_LEDGER_URL") != nil else {
             throw ValidationError("--ledger-url or VERIFY_LEDGER_URL is required")
         }
         guard RefundPolicySettings.value(catalogFile, "VERIFY_CATALOG_FILE") != nil else {
@@ -99,35 +103,18 @@ struct RefundPolicyExplainCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let catalog: Catalog
-        do {
-            catalog = try RefundPolicySettings.catalog(RefundPolicySettings.value(catalogFile, "VERIFY_CATALOG_FILE"))
-        } catch let error as ValidationError {
-            FileHandle.standardError.write(Data("verify-worker refund-policy explain: \(error.message)\n".utf8))
-            throw ExitCode(2)
-        }
+        let catalog = try RefundPolicySettings.catalog(catalogFile, command: "explain")
         let policy = try RefundPolicySettings.policy(
             RefundPolicySettings.value(refundPolicyFile, "VERIFY_REFUND_POLICY_FILE"), catalog: catalog,
             command: "explain")
         let consented =
             RefundPolicySettings.value(customerConsented, "VERIFY_CONSUMPTION_CUSTOMER_CONSENTED") == "true"
-        let url = RefundPolicySettings.value(ledgerURL, "VERIFY_LEDGER_URL") ?? ""
-        let report: [String: Any]
-        do {
-            let ledger = try LedgerFactory.make(url: url)
-            report = try await withThrowingTaskGroup(of: Void.self) { group in
-                group.addTask { try await ledger.run() }
-                defer { group.cancelAll() }
-                return try await RefundPolicyExplanation.explain(
-                    transactionID: transactionID, store: store.flatMap(Store.init(rawValue:)), productID: product,
-                    ledger: ledger, catalog: catalog, policy: policy, customerConsented: consented, now: Date())
-            }
-        } catch {
-            FileHandle.standardError.write(Data("verify-worker refund-policy explain: \(error)\n".utf8))
-            throw ExitCode(2)
+        let url = RefundPolicySettings.value(source.ledgerURL, "VERIFY_LEDGER_URL") ?? ""
+        let report = try await LedgerReport.print(command: "refund-policy explain", ledgerURL: url) { ledger in
+            try await RefundPolicyExplanation.explain(
+                transactionID: transactionID, store: store.flatMap(Store.init(rawValue:)), productID: product,
+                ledger: ledger, catalog: catalog, policy: policy, customerConsented: consented, now: Date())
         }
-        let data = try JSONSerialization.data(withJSONObject: report, options: [.prettyPrinted, .sortedKeys])
-        print(String(decoding: data, as: UTF8.self))
         if report["claimed"] as? Bool == false { throw ExitCode(1) }
     }
 }
@@ -152,13 +139,7 @@ struct RefundPolicyCheckCommand: ParsableCommand {
     var catalogFile: String?
 
     func run() throws {
-        let catalog: Catalog
-        do {
-            catalog = try RefundPolicySettings.catalog(RefundPolicySettings.value(catalogFile, "VERIFY_CATALOG_FILE"))
-        } catch let error as ValidationError {
-            FileHandle.standardError.write(Data("verify-worker refund-policy check: \(error.message)\n".utf8))
-            throw ExitCode(2)
-        }
+        let catalog = try RefundPolicySettings.catalog(catalogFile, command: "check")
         let policy = try RefundPolicySettings.policy(file, catalog: catalog, command: "check")
         for rule in policy.rules { print("\(rule.name)\t\(rule.answer.rawValue)") }
     }
