@@ -19,17 +19,8 @@ public enum EvidenceMapping {
             source: .prefilter, authenticity: .unknown,
             environment: environment(facts.environment, unrecognized: facts.unrecognizedEnvironment),
             bundleID: facts.bundleID, transactions: facts.transactions, store: facts.store)
+        evidence.rejection = judgement.rejection
         switch judgement {
-        case .malformed:
-            evidence.rejection = .malformed
-        case .wrongBundle:
-            evidence.rejection = .wrongBundle
-        case .unknownProduct:
-            evidence.rejection = .unknownProduct
-        case .productMismatch:
-            evidence.rejection = .productMismatch
-        case .environmentNotAllowed:
-            evidence.rejection = .environmentNotAllowed
         case .notAuthenticated:
             evidence.source = .signature
             evidence.authenticity = .notAuthenticated
@@ -39,7 +30,7 @@ public enum EvidenceMapping {
             if let notification = facts.notification {
                 evidence.notification = subscriptionNotification(notification, signedDate: facts.signedDate)
             }
-        case .needsApple:
+        case .malformed, .wrongBundle, .unknownProduct, .productMismatch, .environmentNotAllowed, .needsApple:
             break
         }
         return evidence

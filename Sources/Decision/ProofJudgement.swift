@@ -36,6 +36,19 @@ public enum ProofJudgement: Sendable, Hashable {
         }
     }
 
+    /// The verdict's reason when the proof's own facts reject it, as final; nil when the signature, Apple or the
+    /// ledger has the last word.
+    var rejection: Verdict.Reason? {
+        switch self {
+        case .malformed: .malformed
+        case .wrongBundle: .wrongBundle
+        case .unknownProduct: .unknownProduct
+        case .productMismatch: .productMismatch
+        case .environmentNotAllowed: .environmentNotAllowed
+        case .notAuthenticated, .locallyVerified, .needsApple: nil
+        }
+    }
+
     /// True when the receipt is rejected without an Apple call.
     public var isRejection: Bool {
         switch self {

@@ -327,27 +327,8 @@ public final class ReceiptGateway: Sendable {
                 return Self.json(200, GatewayJSON.encode(["job_id": job.jobID]))
             }
         } catch {
-            GatewayMetrics.recordError(route: route, error)
-            GatewayMetrics.recordAnswer(route: route, status: error.httpStatus, since: start)
             GatewayMetrics.recordPush(outcome: error.httpStatus == 401 ? "refused" : "failed")
-            if error.httpStatus >= 500 {
-                logger.warning(
-                    "google play push not accepted",
-                    metadata: [LogKeys.httpRoute: "\(route)", LogKeys.error: "\(error.code)"])
-                stopIfKafkaFailedForGood()
-            } else {
-                // Debug, as the other routes' refusals: a flood of forged pushes must not flood the log (the
-                // metrics count them).
-                logger.debug(
-                    "google play push refused",
-                    metadata: [
-                        LogKeys.httpRoute: "\(route)", LogKeys.error: "\(error.code)",
-                        LogKeys.reason: "\(error.message)",
-                    ])
-            }
-            var response = Self.json(error.httpStatus, error.jsonBody)
-            if error.httpStatus == 401 { response.headers[.wwwAuthenticate] = "Bearer" }
-            return response
+            return failed(error, route: route, since: start, subject: "google play push")
         }
     }
 
@@ -413,24 +394,33 @@ public final class ReceiptGateway: Sendable {
             GatewayMetrics.recordAnswer(route: route, status: status, since: start)
             return Self.json(status, bytes)
         } catch {
-            GatewayMetrics.recordError(route: route, error)
-            GatewayMetrics.recordAnswer(route: route, status: error.httpStatus, since: start)
-            if error.httpStatus >= 500 {
-                logger.warning(
-                    "request not accepted", metadata: [LogKeys.httpRoute: "\(route)", LogKeys.error: "\(error.code)"])
-                stopIfKafkaFailedForGood()
-            } else {
-                logger.debug(
-                    "request refused",
-                    metadata: [
-                        LogKeys.httpRoute: "\(route)", LogKeys.error: "\(error.code)",
-                        LogKeys.reason: "\(error.message)",
-                    ])
-            }
-            var response = Self.json(error.httpStatus, error.jsonBody)
-            if error.code == .unauthorized { response.headers[.wwwAuthenticate] = "Bearer" }
-            return response
+            return failed(error, route: route, since: start, subject: "request")
         }
+    }
+
+    /// The JSON answer to a request that failed with `error`, counted and logged (`subject` names the request in the
+    /// log line): a warning for the gateway's own failure (5xx, after which a producer failed for good stops the
+    /// gateway); a debug line for a refusal, since a flood of bad or forged requests must not flood the log (the
+    /// metrics count them). A 401 names the scheme it wants.
+    private func failed(
+        _ error: GatewayError, route: String, since start: ContinuousClock.Instant, subject: String
+    ) -> Response {
+        GatewayMetrics.recordError(route: route, error)
+        GatewayMetrics.recordAnswer(route: route, status: error.httpStatus, since: start)
+        if error.httpStatus >= 500 {
+            logger.warning(
+                "\(subject) not accepted", metadata: [LogKeys.httpRoute: "\(route)", LogKeys.error: "\(error.code)"])
+            stopIfKafkaFailedForGood()
+        } else {
+            logger.debug(
+                "\(subject) refused",
+                metadata: [
+                    LogKeys.httpRoute: "\(route)", LogKeys.error: "\(error.code)", LogKeys.reason: "\(error.message)",
+                ])
+        }
+        var response = Self.json(error.httpStatus, error.jsonBody)
+        if error.httpStatus == 401 { response.headers[.wwwAuthenticate] = "Bearer" }
+        return response
     }
 
     /// A producer in librdkafka's fatal state never recovers: stop gracefully (finishing other requests) so the

@@ -82,49 +82,48 @@ public final class GooglePlayAPIClient<C: GateClock>: Sendable where C.Instant: 
             deadline: deadline, decode: Self.decodeJSON)
     }
 
-    /// `purchases.products.acknowledge`: within three days of a one-time purchase, or Google refunds it.
-    public func acknowledgeProduct(
-        packageName: String, productID: String, token: String, deadline: C.Instant? = nil
+    /// `purchases.subscriptions.acknowledge` when `subscription`, else `purchases.products.acknowledge`: within three
+    /// days of a purchase, or Google refunds it.
+    public func acknowledge(
+        packageName: String, productID: String, token: String, subscription: Bool, deadline: C.Instant? = nil
     ) async -> GooglePlayOutcome<GooglePlayAccepted> {
-        let outcome = await call(
-            .playProductAcknowledge, method: .post,
-            path: "applications/\(Self.segment(packageName))/purchases/products/\(Self.segment(productID))/tokens/"
-                + "\(Self.segment(token)):acknowledge",
-            body: Array("{}".utf8), deadline: deadline, decode: Self.accepted)
-        return await doneAlready(outcome) {
-            await isDone(
-                packageName: packageName, token: token, subscription: false, consumed: false, deadline: deadline)
-        }
-    }
-
-    /// `purchases.subscriptions.acknowledge`: within three days of a subscription purchase, or Google refunds it.
-    public func acknowledgeSubscription(
-        packageName: String, subscriptionID: String, token: String, deadline: C.Instant? = nil
-    ) async -> GooglePlayOutcome<GooglePlayAccepted> {
-        let outcome = await call(
-            .playSubscriptionAcknowledge, method: .post,
-            path: "applications/\(Self.segment(packageName))/purchases/subscriptions/\(Self.segment(subscriptionID))"
-                + "/tokens/\(Self.segment(token)):acknowledge",
-            body: Array("{}".utf8), deadline: deadline, decode: Self.accepted)
-        return await doneAlready(outcome) {
-            await isDone(
-                packageName: packageName, token: token, subscription: true, consumed: false, deadline: deadline)
-        }
+        await purchaseCall(
+            subscription ? .playSubscriptionAcknowledge : .playProductAcknowledge, packageName: packageName,
+            collection: subscription ? "subscriptions" : "products", id: productID, token: token, verb: "acknowledge",
+            deadline: deadline)
     }
 
     /// `purchases.products.consume`: a consumable after its grant, so the customer can buy it again.
-    public func consumeProduct(
+    public func consume(
         packageName: String, productID: String, token: String, deadline: C.Instant? = nil
     ) async -> GooglePlayOutcome<GooglePlayAccepted> {
+        await purchaseCall(
+            .playProductConsume, packageName: packageName, collection: "products", id: productID, token: token,
+            verb: "consume", deadline: deadline)
+    }
+
+    /// An acknowledge (`{}` as its body) or a consume (no body) of the purchase `token` of product `id` in
+    /// `collection` (`products` or `subscriptions`).
+    ///
+    /// Google answers 400 (`invalidPurchaseState`) to an acknowledge or consume of a purchase already acknowledged or
+    /// consumed, as a repeat after a crash between the call and its record is: the purchase is read back once, and
+    /// found done, the call counts as accepted. Any other outcome stands.
+    private func purchaseCall(
+        _ endpoint: StoreEndpoint, packageName: String, collection: String, id: String, token: String, verb: String,
+        deadline: C.Instant?
+    ) async -> GooglePlayOutcome<GooglePlayAccepted> {
+        let consume = verb == "consume"
         let outcome = await call(
-            .playProductConsume, method: .post,
-            path: "applications/\(Self.segment(packageName))/purchases/products/\(Self.segment(productID))/tokens/"
-                + "\(Self.segment(token)):consume",
-            deadline: deadline, decode: Self.accepted)
-        return await doneAlready(outcome) {
+            endpoint, method: .post,
+            path: "applications/\(Self.segment(packageName))/purchases/\(collection)/\(Self.segment(id))/tokens/"
+                + "\(Self.segment(token)):\(verb)",
+            body: consume ? nil : Array("{}".utf8), deadline: deadline, decode: Self.accepted)
+        guard case .rejected = outcome,
             await isDone(
-                packageName: packageName, token: token, subscription: false, consumed: true, deadline: deadline)
-        }
+                packageName: packageName, token: token, subscription: collection == "subscriptions", consumed: consume,
+                deadline: deadline)
+        else { return outcome }
+        return .answered(GooglePlayAccepted())
     }
 
     /// `orders.reviewrefund`: the developer's answer to a pending refund review of `orderID`, within Google's 24
@@ -185,16 +184,6 @@ public final class GooglePlayAPIClient<C: GateClock>: Sendable where C.Instant: 
         return consumed
             ? purchase.productLineItems.contains { $0.consumptionState == "CONSUMPTION_STATE_CONSUMED" }
             : purchase.acknowledgementState == Self.acknowledged
-    }
-
-    /// Google answers 400 (`invalidPurchaseState`) to an acknowledge or consume of a purchase already acknowledged or
-    /// consumed, as a repeat after a crash between the call and its record is: the purchase is read back once, and
-    /// found done, the call counts as accepted. Any other outcome stands.
-    private func doneAlready(
-        _ outcome: GooglePlayOutcome<GooglePlayAccepted>, isDone: () async -> Bool
-    ) async -> GooglePlayOutcome<GooglePlayAccepted> {
-        guard case .rejected = outcome, await isDone() else { return outcome }
-        return .answered(GooglePlayAccepted())
     }
 
     // MARK: One call, its retries and its token

@@ -108,3 +108,16 @@ public protocol PlaySubscriptionRereadStore: Sendable {
         packages: [String], from: Date, to: Date, rereadBefore: Date, limit: Int
     ) async throws -> [UnsurePlaySubscription]
 }
+
+extension LedgerSchema {
+    /// The condition, in both backends' SQL, that claim `c` is its subscription's latest: no sibling purchased later,
+    /// or as late and ending later. That claim's dates and state are the subscription's, so both re-read lists judge
+    /// it alone.
+    static let isLatestClaim = """
+        NOT EXISTS (
+            SELECT 1 FROM transaction_claims n
+            WHERE n.original_transaction_id = c.original_transaction_id
+                AND (n.purchase_date > c.purchase_date
+                    OR n.purchase_date = c.purchase_date AND n.expires_date > c.expires_date))
+        """
+}

@@ -64,18 +64,6 @@ public struct GooglePlayReconcileSettings: Sendable {
 /// moves to the window's end only once every job of every page has a delivery report with an offset; a sweep cut
 /// short (Google failing, Kafka down, a crash) reads the same window again. Replicas: the ledger's lease per package.
 public final class GooglePlayVoidedSweep<Clock: GateClock>: Sendable where Clock.Instant: Sendable {
-    /// How one package's sweep ended.
-    public enum Result: Sendable, Hashable {
-        /// Every page read, every job delivered, the checkpoint moved to `checkpoint`.
-        case completed(checkpoint: Date, pages: Int, published: Int)
-        /// Another replica holds this package's lease.
-        case notLeader
-        /// The lease was lost mid-sweep: stopped, checkpoint unmoved.
-        case leaseLost
-        /// Google, Kafka or the ledger failed: stopped, checkpoint unmoved, tried again next interval.
-        case failed(String)
-    }
-
     public let packageName: String
     let settings: GooglePlayReconcileSettings
     let store: any ReconcilerStateStore
@@ -123,7 +111,7 @@ public final class GooglePlayVoidedSweep<Clock: GateClock>: Sendable where Clock
     }
 
     /// One sweep of this package.
-    public func sweep() async -> Result {
+    public func sweep() async -> ReconcilerSweepResult {
         let result = await sweepOnce()
         switch result {
         case .completed: metrics.sweeps("completed").increment()
@@ -134,7 +122,7 @@ public final class GooglePlayVoidedSweep<Clock: GateClock>: Sendable where Clock
         return result
     }
 
-    private func sweepOnce() async -> Result {
+    private func sweepOnce() async -> ReconcilerSweepResult {
         let lease: ReconcilerLease?
         do {
             lease = try await store.acquireReconcilerLease(
@@ -194,14 +182,9 @@ public final class GooglePlayVoidedSweep<Clock: GateClock>: Sendable where Clock
             return .failed("\(error)")
         }
         metrics.checkpointAge.record(max(0, wallNow.timeIntervalSince(window.end)))
-        logger.info(
-            "reconcile: voided purchases swept",
-            metadata: [
-                LogKeys.reconcileWindowStart: "\(RFC3339.format(window.start))",
-                LogKeys.reconcileWindowEnd: "\(RFC3339.format(window.end))",
-                LogKeys.reconcilePages: "\(pages)", LogKeys.reconcileRecovered: "\(published)",
-            ])
-        return .completed(checkpoint: window.end, pages: pages, published: published)
+        return .completed(
+            window: window, pages: pages, published: published, logging: "reconcile: voided purchases swept",
+            to: logger)
     }
 
     /// Publishes one page's jobs side by side and returns once every one has a delivery report (throws the first

@@ -21,18 +21,6 @@ import Synchronization
 /// Any number of replicas may run: the ledger's lease lets one sweep at a time, renewed before every page, and only
 /// its holder can move the checkpoint.
 public final class NotificationReconciler<Clock: GateClock>: Sendable where Clock.Instant: Sendable {
-    /// How a sweep ended.
-    public enum SweepResult: Sendable, Hashable {
-        /// Every page read, every job published, the checkpoint moved to `checkpoint`.
-        case completed(checkpoint: Date, pages: Int, recovered: Int)
-        /// Another replica holds the lease: nothing done.
-        case notLeader
-        /// The lease was lost mid-sweep (taken over after an expiry): stopped, checkpoint unmoved.
-        case leaseLost
-        /// Apple or Kafka failed for good within the sweep: stopped, checkpoint unmoved, tried again next interval.
-        case failed(String)
-    }
-
     public let configuration: ReconcilerConfiguration
     let store: any ReconcilerStateStore
     let source: any NotificationHistorySource
@@ -103,7 +91,7 @@ public final class NotificationReconciler<Clock: GateClock>: Sendable where Cloc
     }
 
     /// One sweep over every configured environment.
-    public func sweep() async -> SweepResult {
+    public func sweep() async -> ReconcilerSweepResult {
         let now = wallNow
         let lease: ReconcilerLease?
         do {
@@ -200,14 +188,8 @@ public final class NotificationReconciler<Clock: GateClock>: Sendable where Cloc
         }
         metrics.sweepsCompleted.increment()
         metrics.checkpoint.record(window.end.timeIntervalSince1970)
-        logger.info(
-            "reconcile: sweep completed",
-            metadata: [
-                LogKeys.reconcileWindowStart: "\(RFC3339.format( window.start))",
-                LogKeys.reconcileWindowEnd: "\(RFC3339.format( window.end))",
-                LogKeys.reconcilePages: "\(pages)", LogKeys.reconcileRecovered: "\(recovered)",
-            ])
-        return .completed(checkpoint: window.end, pages: pages, recovered: recovered)
+        return .completed(
+            window: window, pages: pages, published: recovered, logging: "reconcile: sweep completed", to: logger)
     }
 
     /// The span a sweep reads: from the checkpoint less the overlap (or the first look-back), never more than

@@ -64,11 +64,7 @@ enum EntitlementSchema {
                     record_time INTEGER, updated_at INTEGER NOT NULL, PRIMARY KEY (topic, partition)) WITHOUT ROWID
                 """,
             ]),
-        SchemaMigration(
-            version: 2, name: "expiries",
-            statements: [
-                "CREATE INDEX ent_transactions_expires ON ent_transactions (expires_date) WHERE revoked_at IS NULL"
-            ]),
+        expiries,
         // Rows written before both stores were projected are all the App Store's. SQLite cannot change a primary
         // key in place, so the consumables table is copied into one keyed by store too.
         SchemaMigration(
@@ -104,12 +100,7 @@ enum EntitlementSchema {
                         AND COALESCE(json_extract(entry_json, '$.effect'), '') <> 'applied')
                 """,
                 "CREATE INDEX ent_history_rejections ON ent_history (account_id, sequence) WHERE rejection = 1",
-                "CREATE INDEX ent_transactions_order ON ent_transactions (order_id) WHERE order_id IS NOT NULL",
-                """
-                CREATE INDEX ent_transactions_token ON ent_transactions (purchase_token)
-                WHERE purchase_token IS NOT NULL
-                """,
-            ]),
+            ] + supportLookups),
         SchemaMigration(
             version: 5, name: "paused",
             statements: ["ALTER TABLE ent_transactions ADD COLUMN paused INTEGER NOT NULL DEFAULT 0"]),
@@ -172,11 +163,7 @@ enum EntitlementSchema {
                     record_time timestamptz, updated_at timestamptz NOT NULL, PRIMARY KEY (topic, partition))
                 """,
             ]),
-        SchemaMigration(
-            version: 2, name: "expiries",
-            statements: [
-                "CREATE INDEX ent_transactions_expires ON ent_transactions (expires_date) WHERE revoked_at IS NULL"
-            ]),
+        expiries,
         // Rows written before both stores were projected are all the App Store's.
         SchemaMigration(
             version: 3, name: "stores",
@@ -201,12 +188,7 @@ enum EntitlementSchema {
                         AND COALESCE(entry_json::jsonb ->> 'effect', '') <> 'applied')
                 """,
                 "CREATE INDEX ent_history_rejections ON ent_history (account_id, sequence) WHERE rejection",
-                "CREATE INDEX ent_transactions_order ON ent_transactions (order_id) WHERE order_id IS NOT NULL",
-                """
-                CREATE INDEX ent_transactions_token ON ent_transactions (purchase_token)
-                WHERE purchase_token IS NOT NULL
-                """,
-            ]),
+            ] + supportLookups),
         SchemaMigration(
             version: 5, name: "paused",
             statements: ["ALTER TABLE ent_transactions ADD COLUMN paused boolean NOT NULL DEFAULT false"]),
@@ -214,6 +196,23 @@ enum EntitlementSchema {
 }
 
 extension EntitlementSchema {
+    /// Version 2, the same SQL in both backends: unrevoked transactions indexed by their expiry.
+    static let expiries = SchemaMigration(
+        version: 2, name: "expiries",
+        statements: [
+            "CREATE INDEX ent_transactions_expires ON ent_transactions (expires_date) WHERE revoked_at IS NULL"
+        ])
+
+    /// Part of version 4, the same SQL in both backends: support looks transactions up by order id and purchase
+    /// token.
+    static let supportLookups = [
+        "CREATE INDEX ent_transactions_order ON ent_transactions (order_id) WHERE order_id IS NOT NULL",
+        """
+        CREATE INDEX ent_transactions_token ON ent_transactions (purchase_token)
+        WHERE purchase_token IS NOT NULL
+        """,
+    ]
+
     /// What a projected transaction's row takes from a newer projection of it: the same SQL in both backends.
     static let transactionUpsert = """
         ON CONFLICT (transaction_id) DO UPDATE SET

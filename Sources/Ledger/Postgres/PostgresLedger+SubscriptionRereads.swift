@@ -53,11 +53,7 @@ extension PostgresLedger {
                         AND ((c.expires_date <= \(now) AND c.revoked_at IS NULL
                                 AND c.auto_renew IS DISTINCT FROM false)
                             OR (c.revoked_at > \(lapsedSince) AND c.revoked_at <= \(now)))
-                        AND NOT EXISTS (
-                            SELECT 1 FROM transaction_claims n
-                            WHERE n.original_transaction_id = c.original_transaction_id
-                                AND (n.purchase_date > c.purchase_date
-                                    OR n.purchase_date = c.purchase_date AND n.expires_date > c.expires_date))
+                        AND \(unescaped: LedgerSchema.isLatestClaim)
                         AND (r.reread_at IS NULL OR r.reread_at <= \(rereadBefore))
                         AND (\(bundleID)::text IS NULL OR c.bundle_id = \(bundleID))
                         AND COALESCE(g.verdict_json::jsonb ->> 'store', 'app_store') = 'app_store'
@@ -120,11 +116,7 @@ extension PostgresLedger {
                         AND c.revoked_at IS NULL AND c.auto_renew IS DISTINCT FROM false
                         AND ((c.expires_date > \(from) AND c.expires_date <= \(to))
                             OR (c.grace_period_expires_date > \(from) AND c.grace_period_expires_date <= \(to)))
-                        AND NOT EXISTS (
-                            SELECT 1 FROM transaction_claims n
-                            WHERE n.original_transaction_id = c.original_transaction_id
-                                AND (n.purchase_date > c.purchase_date
-                                    OR n.purchase_date = c.purchase_date AND n.expires_date > c.expires_date))
+                        AND \(unescaped: LedgerSchema.isLatestClaim)
                         AND (r.reread_at IS NULL OR r.reread_at <= \(rereadBefore))
                     ORDER BY r.reread_at NULLS FIRST, COALESCE(c.grace_period_expires_date, c.expires_date),
                         c.original_transaction_id

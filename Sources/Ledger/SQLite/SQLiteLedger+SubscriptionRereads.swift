@@ -51,11 +51,7 @@ extension SQLiteLedger {
                 WHERE c.product_type = 'auto_renewable' AND c.expires_date > ? AND c.expires_date <= ?
                     AND ((c.expires_date <= ? AND c.revoked_at IS NULL AND (c.auto_renew IS NULL OR c.auto_renew <> 0))
                         OR (c.revoked_at > ? AND c.revoked_at <= ?))
-                    AND NOT EXISTS (
-                        SELECT 1 FROM transaction_claims n
-                        WHERE n.original_transaction_id = c.original_transaction_id
-                            AND (n.purchase_date > c.purchase_date
-                                OR n.purchase_date = c.purchase_date AND n.expires_date > c.expires_date))
+                    AND \(LedgerSchema.isLatestClaim)
                     AND (r.reread_at IS NULL OR r.reread_at <= ?)
                     AND (? IS NULL OR c.bundle_id = ?)
                     AND COALESCE(json_extract(g.verdict_json, '$.store'), 'app_store') = 'app_store'
@@ -118,11 +114,7 @@ extension SQLiteLedger {
                     AND c.revoked_at IS NULL AND (c.auto_renew IS NULL OR c.auto_renew <> 0)
                     AND ((c.expires_date > ? AND c.expires_date <= ?)
                         OR (c.grace_period_expires_date > ? AND c.grace_period_expires_date <= ?))
-                    AND NOT EXISTS (
-                        SELECT 1 FROM transaction_claims n
-                        WHERE n.original_transaction_id = c.original_transaction_id
-                            AND (n.purchase_date > c.purchase_date
-                                OR n.purchase_date = c.purchase_date AND n.expires_date > c.expires_date))
+                    AND \(LedgerSchema.isLatestClaim)
                     AND (r.reread_at IS NULL OR r.reread_at <= ?)
                 ORDER BY r.reread_at IS NOT NULL, COALESCE(c.grace_period_expires_date, c.expires_date),
                     c.original_transaction_id

@@ -22,7 +22,7 @@ public struct AppleFollowUpsConfiguration: Sendable {
     /// Tag granted purchases that carry no `appAccountToken` with the owner's derived token (Set App Account Token,
     /// `set_app_account_tokens`).
     public var setAppAccountTokens: Bool
-    /// The catalog a consumption answer is decided with (``ConsumptionAnswer``: each product's
+    /// The catalog a consumption answer is decided with (``RefundAnswer``: each product's
     /// `sample_content_provided`, and its `refund_preference` when no policy is given).
     public var catalog: Catalog
     /// The refund policy whose rules answer (`refund_policy_file`); nil: the policy without a file
@@ -423,7 +423,7 @@ public final class AppleFollowUps: Sendable {
 
     /// The consumption answer for a transaction, from the ledger (delivered: granted and not revoked; the owner's
     /// earlier refunds), the catalog (the product's sample content) and the refund policy, as Decision reads them
-    /// (``ConsumptionAnswer``).
+    /// (``RefundAnswer``).
     func consumptionAnswer(for transactionID: String, environment: String?) async throws -> ConsumptionAnswerPlan {
         try await Self.consumptionAnswer(
             for: transactionID, environment: environment, ledger: ledger, catalog: configuration.catalog,
@@ -444,7 +444,7 @@ public final class AppleFollowUps: Sendable {
             store: .appStore, claim: claim, productID: claim?.productID ?? "", app: nil, environment: environment,
             accountClaims: accountClaims, catalog: catalog, now: now)
         return ConsumptionAnswerPlan(
-            facts: facts, answer: ConsumptionAnswer(facts: facts, catalog: catalog, policy: policy),
+            facts: facts, answer: RefundAnswer(facts: facts, catalog: catalog, policy: policy),
             consented: policy.consented(app: claim?.bundleID, setting: customerConsented))
     }
 
@@ -538,7 +538,7 @@ public final class AppleFollowUps: Sendable {
 public struct ConsumptionAnswerPlan: Sendable {
     /// What the policy was asked about.
     public var facts: RefundFacts
-    public var answer: ConsumptionAnswer
+    public var answer: RefundAnswer
     public var consented: Bool
 
     /// The policy's rule that made the answer.
@@ -553,7 +553,8 @@ public struct ConsumptionAnswerPlan: Sendable {
             // a wrong item from other causes, so UNDELIVERED_OTHER.
             deliveryStatus: answer.delivered ? .delivered : .undeliveredOther,
             sampleContentProvided: answer.sampleContentProvided,
-            refundPreference: answer.refundPreference.flatMap(ConsumptionInformation.RefundPreference.init(rawValue:))
+            refundPreference: answer.appleRefundPreference.flatMap(
+                ConsumptionInformation.RefundPreference.init(rawValue:))
         )
     }
 }

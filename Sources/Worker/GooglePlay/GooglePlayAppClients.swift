@@ -68,19 +68,16 @@ public struct GooglePlayAppClients: GooglePlayPurchaseCalls {
         packageName: String, productID: String, token: String, subscription: Bool, deadline: ContinuousClock.Instant
     ) async -> GooglePlayOutcome<GooglePlayAccepted> {
         guard let client = clients[packageName] else { return Self.noClient(packageName) }
-        return subscription
-            ? await client.acknowledgeSubscription(
-                packageName: packageName, subscriptionID: productID, token: token, deadline: deadline)
-            : await client.acknowledgeProduct(
-                packageName: packageName, productID: productID, token: token, deadline: deadline)
+        return await client.acknowledge(
+            packageName: packageName, productID: productID, token: token, subscription: subscription, deadline: deadline
+        )
     }
 
     public func consume(
         packageName: String, productID: String, token: String, deadline: ContinuousClock.Instant
     ) async -> GooglePlayOutcome<GooglePlayAccepted> {
         guard let client = clients[packageName] else { return Self.noClient(packageName) }
-        return await client.consumeProduct(
-            packageName: packageName, productID: productID, token: token, deadline: deadline)
+        return await client.consume(packageName: packageName, productID: productID, token: token, deadline: deadline)
     }
 
     public func isDone(

@@ -443,7 +443,7 @@ public final class GooglePlayFollowUps: Sendable {
             }
             let review = GooglePlayRefundReview(
                 pendingRefundToken: target.token, sampleContentProvided: answer.sampleContentProvided,
-                refundPreference: answer.refundPreference,
+                refundPreference: answer.googleRefundPreference,
                 consumptionPercentageMilliunits: answer.consumptionPercentageMilliunits)
             outcome = await calls.reviewRefund(
                 packageName: target.packageName, orderID: target.orderID ?? "", review: review, deadline: deadline)
@@ -499,9 +499,9 @@ public final class GooglePlayFollowUps: Sendable {
     }
 
     /// The answer to a refund review, from the order's claim in the ledger (and its owner's earlier refunds), the
-    /// catalog and the refund policy (``RefundReviewAnswer``); nil when the ledger did not answer (the call is put
+    /// catalog and the refund policy (``RefundAnswer``); nil when the ledger did not answer (the call is put
     /// back).
-    func refundReviewAnswer(for target: GooglePlayFollowUpTarget) async -> RefundReviewAnswer? {
+    func refundReviewAnswer(for target: GooglePlayFollowUpTarget) async -> RefundAnswer? {
         do {
             return try await Self.refundReviewAnswer(
                 orderID: target.orderID ?? "", productID: target.productID, packageName: target.packageName,
@@ -520,7 +520,7 @@ public final class GooglePlayFollowUps: Sendable {
     public static func refundReviewAnswer(
         orderID: String, productID: String, packageName: String, ledger: (any Ledger)?, catalog: Catalog,
         policy: RefundPolicy, now: Date
-    ) async throws -> (facts: RefundFacts, answer: RefundReviewAnswer) {
+    ) async throws -> (facts: RefundFacts, answer: RefundAnswer) {
         var claim: TransactionClaim?
         var accountClaims: [TransactionClaim] = []
         if let ledger {
@@ -532,7 +532,7 @@ public final class GooglePlayFollowUps: Sendable {
         let facts = RefundFacts(
             store: .googlePlay, claim: claim, productID: productID, app: packageName, environment: nil,
             accountClaims: accountClaims, catalog: catalog, now: now)
-        return (facts, RefundReviewAnswer(facts: facts, catalog: catalog, policy: policy))
+        return (facts, RefundAnswer(facts: facts, catalog: catalog, policy: policy))
     }
 
     /// Records the call as `pending` again, due after the retry delay or Google's `Retry-After`, whichever is later.

@@ -59,7 +59,7 @@ public enum RefundPolicyExplanation {
                 body = try encoded(
                     GooglePlayRefundReview(
                         pendingRefundToken: pendingRefundToken, sampleContentProvided: answer.sampleContentProvided,
-                        refundPreference: answer.refundPreference,
+                        refundPreference: answer.googleRefundPreference,
                         consumptionPercentageMilliunits: answer.consumptionPercentageMilliunits))
             }
             report["request"] = "POST applications/\(packageName)/orders/\(orderID):reviewrefund"

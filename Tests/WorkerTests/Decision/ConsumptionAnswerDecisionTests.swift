@@ -21,34 +21,46 @@ struct ConsumptionAnswerDecisionTests {
             updatedAt: now)
     }
 
+    /// The answer to Apple for the transaction whose ledger claim is `claim` (nil: nobody was granted it), under the
+    /// policy without a file, as the worker builds it.
+    static func answer(claim: TransactionClaim?) -> RefundAnswer {
+        let facts = RefundFacts(
+            store: .appStore, claim: claim, productID: claim?.productID ?? "", app: nil, environment: nil,
+            accountClaims: [], catalog: catalog, now: Date())
+        return RefundAnswer(facts: facts, catalog: catalog, policy: RefundPolicy(catalog: catalog))
+    }
+
     @Test("a consumable the catalog lists: delivered, with its sample content and refund preference")
     func consumable() {
-        let answer = ConsumptionAnswer(claim: Self.claim("coins.100", type: .consumable), catalog: Self.catalog)
+        let answer = Self.answer(claim: Self.claim("coins.100", type: .consumable))
         #expect(
             answer
-                == ConsumptionAnswer(
-                    delivered: true, sampleContentProvided: true, refundPreference: "GRANT_FULL",
+                == RefundAnswer(
+                    delivered: true, sampleContentProvided: true,
                     decision: RefundPolicy.Decision(rule: "catalog:coins.100", answer: .fullRefund)))
+        #expect(answer.appleRefundPreference == "GRANT_FULL")
     }
 
     @Test("a non-consumable the catalog lists without either setting: no sample content, no refund preference")
     func nonConsumable() {
-        let answer = ConsumptionAnswer(claim: Self.claim("pro.lifetime", type: .nonConsumable), catalog: Self.catalog)
-        #expect(answer == ConsumptionAnswer(delivered: true, sampleContentProvided: false, refundPreference: nil))
-        let revoked = ConsumptionAnswer(
-            claim: Self.claim("pro.lifetime", type: .nonConsumable, revokedAt: Date()), catalog: Self.catalog)
+        let answer = Self.answer(claim: Self.claim("pro.lifetime", type: .nonConsumable))
+        #expect(answer == RefundAnswer(delivered: true, sampleContentProvided: false))
+        #expect(answer.appleRefundPreference == nil)
+        let revoked = Self.answer(claim: Self.claim("pro.lifetime", type: .nonConsumable, revokedAt: Date()))
         #expect(!revoked.delivered)
     }
 
     @Test("a product the catalog does not list: the claim still says delivered, the product's facts are defaults")
     func unknownProduct() {
-        let answer = ConsumptionAnswer(claim: Self.claim("gone.product", type: .consumable), catalog: Self.catalog)
-        #expect(answer == ConsumptionAnswer(delivered: true, sampleContentProvided: false, refundPreference: nil))
+        let answer = Self.answer(claim: Self.claim("gone.product", type: .consumable))
+        #expect(answer == RefundAnswer(delivered: true, sampleContentProvided: false))
+        #expect(answer.appleRefundPreference == nil)
     }
 
     @Test("no claim in the ledger: not delivered, and no product to read")
     func noClaim() {
-        let answer = ConsumptionAnswer(claim: nil, catalog: Self.catalog)
-        #expect(answer == ConsumptionAnswer(delivered: false, sampleContentProvided: false, refundPreference: nil))
+        let answer = Self.answer(claim: nil)
+        #expect(answer == RefundAnswer(delivered: false, sampleContentProvided: false))
+        #expect(answer.appleRefundPreference == nil)
     }
 }

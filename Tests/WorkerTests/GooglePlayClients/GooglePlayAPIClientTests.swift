@@ -199,8 +199,8 @@ struct GooglePlayAPIClientTests {
                     "/token",
                     .json(#"{"error":"\#(error)","error_description":"Invalid JWT Signature."}"#, status: status))
                 let outcome = await play.driving {
-                    await play.client.acknowledgeProduct(
-                        packageName: Harness.package, productID: "coins_100", token: Harness.token)
+                    await play.client.acknowledge(
+                        packageName: Harness.package, productID: "coins_100", token: Harness.token, subscription: false)
                 }
                 guard case .configurationRefused(let refusal) = outcome else {
                     Issue.record("expected a configuration fault for \(status), got \(outcome)")
@@ -273,16 +273,17 @@ struct GooglePlayAPIClientTests {
             #expect(read.productLineItems.first?.consumptionState == "CONSUMPTION_STATE_YET_TO_BE_CONSUMED")
             #expect(read.acknowledgementState == "ACKNOWLEDGEMENT_STATE_ACKNOWLEDGED")
             let acknowledged = await play.driving {
-                await play.client.acknowledgeProduct(
-                    packageName: Harness.package, productID: "coins_100", token: Harness.token)
+                await play.client.acknowledge(
+                    packageName: Harness.package, productID: "coins_100", token: Harness.token, subscription: false)
             }
             let consumed = await play.driving {
-                await play.client.consumeProduct(
+                await play.client.consume(
                     packageName: Harness.package, productID: "coins_100", token: Harness.token)
             }
             let subscriptionAcknowledged = await play.driving {
-                await play.client.acknowledgeSubscription(
-                    packageName: Harness.package, subscriptionID: "premium_monthly", token: Harness.token)
+                await play.client.acknowledge(
+                    packageName: Harness.package, productID: "premium_monthly", token: Harness.token, subscription: true
+                )
             }
             #expect(acknowledged.answer != nil && consumed.answer != nil && subscriptionAcknowledged.answer != nil)
             let calls = server.received().filter { $0.path != "/token" }

@@ -147,7 +147,7 @@ struct NotificationReconcilerTests {
             let reconciler = Self.reconciler(store, history, sink, clock)
             let result = await Self.driving(clock) { await reconciler.sweep() }
 
-            #expect(result == .completed(checkpoint: now, pages: 3, recovered: 45))
+            #expect(result == .completed(checkpoint: now, pages: 3, published: 45))
             let jobs = sink.jobs.withLock { $0 }
             #expect(Set(jobs.map(\.jobID)) == Set((0..<45).map { "apple-notification-" + Self.uuid($0) }))
             // The job the gateway makes of the same notification: same id, same content, so it is decided once.
@@ -190,7 +190,7 @@ struct NotificationReconcilerTests {
                 $0.notifications = [(Self.wall(clock).addingTimeInterval(-60), Self.payload(uuid: Self.uuid(1)))]
             }
             let second = await Self.driving(clock) { await reconciler.sweep() }
-            #expect(second == .completed(checkpoint: Self.wall(clock), pages: 1, recovered: 1))
+            #expect(second == .completed(checkpoint: Self.wall(clock), pages: 1, published: 1))
             #expect(history.queries.last?.query.start == checkpoint.addingTimeInterval(-600))
         }
     }
@@ -264,7 +264,7 @@ struct NotificationReconcilerTests {
                 }
             }
             let result = await Self.driving(clock) { await reconciler.sweep() }
-            #expect(result == .completed(checkpoint: now, pages: 2, recovered: 25))
+            #expect(result == .completed(checkpoint: now, pages: 2, published: 25))
             let queries = history.queries
             #expect(queries.map(\.query.paginationToken) == [nil, "20", "20", "20"])
             #expect(queries[2].at - queries[1].at >= 5_000)
@@ -310,7 +310,7 @@ struct NotificationReconcilerTests {
             clock.advance(by: .seconds(60))
             let again = await Self.driving(clock) { await reconciler.sweep() }
             // The unreadable payload is skipped, never a reason to stop; the window still starts at the first look-back.
-            #expect(again == .completed(checkpoint: Self.wall(clock), pages: 1, recovered: 1))
+            #expect(again == .completed(checkpoint: Self.wall(clock), pages: 1, published: 1))
             #expect(history.queries.last?.query.start == Self.wall(clock).addingTimeInterval(-7 * 86_400))
             #expect(sink.jobs.withLock { $0.map(\.jobID) } == ["apple-notification-" + Self.uuid(3)])
         }

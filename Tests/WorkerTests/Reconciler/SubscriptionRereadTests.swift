@@ -238,7 +238,7 @@ struct SubscriptionRereadTests {
             let (sweep, reread) = await Sweeps.driving(clock) {
                 (await reconciler.sweep(), await reconciler.rereadUnsure())
             }
-            #expect(sweep == .completed(checkpoint: now, pages: 1, recovered: 0))
+            #expect(sweep == .completed(checkpoint: now, pages: 1, published: 0))
             #expect(reread == .completed(subscriptions: 5, corrections: 0))
             // One request per 100 ms at 10/s, across both kinds of call.
             let times = (notifications.queries.map(\.at) + history.requests.map(\.at)).sorted()

@@ -18,17 +18,15 @@ private struct ClientCalls: GooglePlayPurchaseCalls {
     func acknowledge(
         packageName: String, productID: String, token: String, subscription: Bool, deadline: ContinuousClock.Instant
     ) async -> GooglePlayOutcome<GooglePlayAccepted> {
-        subscription
-            ? await client.acknowledgeSubscription(
-                packageName: packageName, subscriptionID: productID, token: token, deadline: deadline)
-            : await client.acknowledgeProduct(
-                packageName: packageName, productID: productID, token: token, deadline: deadline)
+        await client.acknowledge(
+            packageName: packageName, productID: productID, token: token, subscription: subscription, deadline: deadline
+        )
     }
 
     func consume(
         packageName: String, productID: String, token: String, deadline: ContinuousClock.Instant
     ) async -> GooglePlayOutcome<GooglePlayAccepted> {
-        await client.consumeProduct(packageName: packageName, productID: productID, token: token, deadline: deadline)
+        await client.consume(packageName: packageName, productID: productID, token: token, deadline: deadline)
     }
 
     func reviewRefund(

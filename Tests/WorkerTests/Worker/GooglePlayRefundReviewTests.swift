@@ -54,43 +54,51 @@ struct GooglePlayRefundReviewTests {
         _ = try await ledger.apply(LedgerDecision(verdict: verdict, writes: [.claim(claim)]))
     }
 
+    /// The answer to Google's review of the order whose ledger claim is `claim` (nil: nobody was granted it), for
+    /// `productID`, under the policy without a file, as the worker builds it.
+    static func answer(claim: TransactionClaim?, productID: String, now: Date) -> RefundAnswer {
+        let facts = RefundFacts(
+            store: .googlePlay, claim: claim, productID: productID, app: nil, environment: nil, accountClaims: [],
+            catalog: catalog, now: now)
+        return RefundAnswer(facts: facts, catalog: catalog, policy: RefundPolicy(catalog: catalog))
+    }
+
     @Test("the answer: the catalog's preference while the customer has it, else the default; a period's share used")
     func answerRules() {
         let now = Self.start.addingTimeInterval(7.5 * 86_400)
         let month = Self.start.addingTimeInterval(30 * 86_400)
         let unlock = Self.claim("GPA.1", product: "com.example.app.unlock", type: .nonConsumable)
+        let kept = Self.answer(claim: unlock, productID: unlock.productID, now: now)
         #expect(
-            RefundReviewAnswer(claim: unlock, productID: unlock.productID, catalog: Self.catalog, now: now)
-                == RefundReviewAnswer(
-                    refundPreference: "DECLINE", sampleContentProvided: true,
+            kept
+                == RefundAnswer(
+                    delivered: true, sampleContentProvided: true,
                     decision: RefundPolicy.Decision(rule: "catalog:com.example.app.unlock", answer: .noRefund)))
+        #expect(kept.googleRefundPreference == "DECLINE")
         // The catalog's shorthand holds while the customer has the purchase; without it the default is data only.
         var revoked = unlock
         revoked.revokedAt = now
         #expect(
-            RefundReviewAnswer(claim: revoked, productID: unlock.productID, catalog: Self.catalog, now: now)
-                .refundPreference == "NEUTRAL")
+            Self.answer(claim: revoked, productID: unlock.productID, now: now)
+                .googleRefundPreference == "NEUTRAL")
         #expect(
-            RefundReviewAnswer(claim: nil, productID: unlock.productID, catalog: Self.catalog, now: now)
-                .refundPreference == "NEUTRAL")
+            Self.answer(claim: nil, productID: unlock.productID, now: now)
+                .googleRefundPreference == "NEUTRAL")
         let premium = Self.claim("GPA.2", product: "com.example.app.premium", type: .autoRenewable, expires: month)
-        let answer = RefundReviewAnswer(claim: premium, productID: premium.productID, catalog: Self.catalog, now: now)
+        let answer = Self.answer(claim: premium, productID: premium.productID, now: now)
         #expect(
             answer
-                == RefundReviewAnswer(
-                    refundPreference: "NEUTRAL", sampleContentProvided: false,
-                    consumptionPercentageMilliunits: 25_000))
+                == RefundAnswer(delivered: true, sampleContentProvided: false, consumptionPercentageMilliunits: 25_000))
+        #expect(answer.googleRefundPreference == "NEUTRAL")
         #expect(answer.decision.rule == "default")
         // At the edges of the period: 0 before it starts, 100 % (Google's maximum) after it ended.
-        let before = RefundReviewAnswer(
-            claim: premium, productID: premium.productID, catalog: Self.catalog, now: Self.start.addingTimeInterval(-1))
+        let before = Self.answer(claim: premium, productID: premium.productID, now: Self.start.addingTimeInterval(-1))
         #expect(before.consumptionPercentageMilliunits == 0)
-        let after = RefundReviewAnswer(
-            claim: premium, productID: premium.productID, catalog: Self.catalog, now: month.addingTimeInterval(1))
+        let after = Self.answer(claim: premium, productID: premium.productID, now: month.addingTimeInterval(1))
         #expect(after.consumptionPercentageMilliunits == GooglePlayRefundReview.fullConsumption)
         let coins = Self.claim("GPA.3", product: "com.example.app.coins", type: .consumable)
         #expect(
-            RefundReviewAnswer(claim: coins, productID: coins.productID, catalog: Self.catalog, now: now)
+            Self.answer(claim: coins, productID: coins.productID, now: now)
                 .consumptionPercentageMilliunits == nil)
     }
 
