@@ -70,11 +70,6 @@ public struct Catalog: Sendable, Hashable {
         public var issuerID: String
         public var privateKeyFile: String
 
-        public init(keyID: String, issuerID: String, privateKeyFile: String) {
-            self.keyID = keyID
-            self.issuerID = issuerID
-            self.privateKeyFile = privateKeyFile
-        }
     }
 
     /// One product: its App Store product id, its type and the entitlements it grants.

@@ -19,17 +19,6 @@ public struct GooglePlayNotification: Sendable, Hashable {
     /// Pub/Sub's `publishTime` (`published_at`), when the notification came through Pub/Sub.
     public var publishedAt: Date?
 
-    public init(
-        packageName: String, purchaseToken: String?, notification: String? = nil, messageID: String? = nil,
-        publishedAt: Date? = nil
-    ) {
-        self.packageName = packageName
-        self.purchaseToken = purchaseToken
-        self.notification = notification
-        self.messageID = messageID
-        self.publishedAt = publishedAt
-    }
-
     /// The longest purchase token carried (Google's tokens are far shorter; the bound keeps a Kafka key small).
     public static let maximumPurchaseTokenLength = 4096
     /// The longest Pub/Sub message id carried (Google's are decimal numbers of about 16 digits).

@@ -86,12 +86,6 @@ public struct AppliedMessage: Sendable, Hashable {
     public var accountID: String?
     public var outcome: String?
     public var decidedAt: Date?
-    public init(id: String, accountID: String?, outcome: String?, decidedAt: Date?) {
-        self.id = id
-        self.accountID = accountID
-        self.outcome = outcome
-        self.decidedAt = decidedAt
-    }
 }
 
 extension ProjectionState {
