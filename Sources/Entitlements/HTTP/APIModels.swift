@@ -3,8 +3,9 @@ import Messages
 
 /// The JSON bodies of the API (docs/ENTITLEMENTS.md, schemas in docs/schemas/entitlements-*.schema.json).
 ///
-/// The contract lists every field of these bodies, so an absent value is written as `null` (``Nullable``), never left
-/// out as a synthesized `Encodable` would leave out a nil optional.
+/// A field's key is its property's name in snake_case (`originalTransactionID` is `original_transaction_id`,
+/// ``EntitlementAPI/encoder``). The contract lists every field of these bodies, so an absent value is written as
+/// `null` (``Nullable``), never left out as a synthesized `Encodable` would leave out a nil optional.
 enum APIModels {
     /// An optional field written as `null` when nil.
     @propertyWrapper
@@ -24,13 +25,6 @@ enum APIModels {
         @Nullable var asOf: Date?
         var entitlements: [Entitlement]
         var consumables: [Consumable]
-
-        enum CodingKeys: String, CodingKey {
-            case accountID = "account_id"
-            case asOf = "as_of"
-            case entitlements, consumables
-        }
-
     }
 
     struct Entitlement: Encodable {
@@ -62,29 +56,12 @@ enum APIModels {
             environment = transaction.environment
             updatedAt = summary.updatedAt
         }
-
-        enum CodingKeys: String, CodingKey {
-            case id, active
-            case productID = "product_id"
-            case expiresAt = "expires_at"
-            case willRenew = "will_renew"
-            case inGracePeriod = "in_grace_period"
-            case inBillingRetry = "in_billing_retry"
-            case originalTransactionID = "original_transaction_id"
-            case store, environment
-            case updatedAt = "updated_at"
-        }
-
     }
 
     struct Consumable: Encodable {
         var productID: String
         var count: Int
         var store: String
-        enum CodingKeys: String, CodingKey {
-            case productID = "product_id"
-            case count, store
-        }
     }
 
     struct Transaction: Encodable {
@@ -132,39 +109,12 @@ enum APIModels {
             verdictID = t.verdictID
             updatedAt = t.updatedAt
         }
-
-        enum CodingKeys: String, CodingKey {
-            case transactionID = "transaction_id"
-            case originalTransactionID = "original_transaction_id"
-            case accountID = "account_id"
-            case productID = "product_id"
-            case productType = "product_type"
-            case store
-            case orderID = "order_id"
-            case purchaseToken = "purchase_token"
-            case state, entitlements, environment
-            case purchaseDate = "purchase_date"
-            case expiresDate = "expires_date"
-            case revokedAt = "revoked_at"
-            case quantity
-            case inBillingRetry = "in_billing_retry"
-            case inGracePeriod = "in_grace_period"
-            case decidedAt = "decided_at"
-            case verdictID = "verdict_id"
-            case updatedAt = "updated_at"
-        }
-
     }
 
     struct AccountTransactions: Encodable {
         var accountID: String
         @Nullable var asOf: Date?
         var transactions: [Transaction]
-        enum CodingKeys: String, CodingKey {
-            case accountID = "account_id"
-            case asOf = "as_of"
-            case transactions
-        }
     }
 
     struct TransactionLookup: Encodable {
@@ -174,14 +124,6 @@ enum APIModels {
         var state: String
         @Nullable var asOf: Date?
         var transactions: [Transaction]
-        enum CodingKeys: String, CodingKey {
-            case transactionID = "transaction_id"
-            case matchedBy = "matched_by"
-            case accountID = "account_id"
-            case state
-            case asOf = "as_of"
-            case transactions
-        }
     }
 
     struct History: Encodable {
@@ -189,12 +131,6 @@ enum APIModels {
         @Nullable var asOf: Date?
         var entries: [Entry]
         @Nullable var nextBefore: Int64?
-        enum CodingKeys: String, CodingKey {
-            case accountID = "account_id"
-            case asOf = "as_of"
-            case entries
-            case nextBefore = "next_before"
-        }
     }
 
     /// A history entry with its reason code explained in words (``ReasonText``).
@@ -226,10 +162,6 @@ enum APIModels {
         var caller: String
         var scopes: [String]
         @Nullable var asOf: Date?
-        enum CodingKeys: String, CodingKey {
-            case caller, scopes
-            case asOf = "as_of"
-        }
     }
 
     struct Failure: Encodable {
