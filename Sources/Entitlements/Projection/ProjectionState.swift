@@ -42,6 +42,13 @@ public struct ProjectionState: Sendable {
         }
     }
 
+    /// Adds `units` of a consumable to its owner's count of its product (negative: takes them back).
+    mutating func count(_ units: Int, of transaction: ProjectedTransaction) {
+        let key = ConsumableKey(
+            accountID: transaction.accountID, productID: transaction.productID, store: transaction.store)
+        consumableDeltas[key, default: 0] += units
+    }
+
     /// The account's transactions (those loaded: all its non-consumables, and any consumable a verdict named).
     public func transactions(ofAccount accountID: String) -> [ProjectedTransaction] {
         (byAccount[accountID] ?? []).compactMap { transactions[$0] }
