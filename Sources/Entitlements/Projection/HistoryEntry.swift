@@ -26,7 +26,7 @@ public struct HistoryEntry: Sendable, Hashable, Codable {
     }
 
     /// The store's order of entries (assigned when written; 0 before).
-    public var sequence: Int64
+    public var sequence: Int64 = 0
     public var accountID: String
     public var kind: Kind
     /// When the projection recorded it.
@@ -45,39 +45,12 @@ public struct HistoryEntry: Sendable, Hashable, Codable {
     /// Why a message was ignored, as a code and a sentence (never a value of the message).
     public var problem: String?
     /// The verdict's transactions (ids, product, dates, Google Play's order id; a purchase token is not kept here).
-    public var transactions: [Verdict.Transaction]
+    public var transactions: [Verdict.Transaction] = []
     /// What this verdict did, transaction by transaction, in words ("granted 2000000123", "kept: owned by another").
-    public var notes: [String]
+    public var notes: [String] = []
     public var event: LifecycleEvent?
     /// How the store revoked the verdict's transactions, where the verdict says (nil: it says nothing).
     public var revocations: [TransactionRevocation]?
-
-    public init(
-        accountID: String, kind: Kind, recordedAt: Date, occurredAt: Date? = nil, verdictID: String? = nil,
-        jobID: String? = nil, outcome: String? = nil, reason: String? = nil, decidedBy: String? = nil,
-        store: Store? = nil, environment: String? = nil, effect: Effect? = nil, problem: String? = nil,
-        transactions: [Verdict.Transaction] = [], notes: [String] = [], event: LifecycleEvent? = nil,
-        revocations: [TransactionRevocation]? = nil
-    ) {
-        self.sequence = 0
-        self.accountID = accountID
-        self.kind = kind
-        self.recordedAt = recordedAt
-        self.occurredAt = occurredAt
-        self.verdictID = verdictID
-        self.jobID = jobID
-        self.outcome = outcome
-        self.reason = reason
-        self.decidedBy = decidedBy
-        self.store = store
-        self.environment = environment
-        self.effect = effect
-        self.problem = problem
-        self.transactions = transactions
-        self.notes = notes
-        self.event = event
-        self.revocations = revocations
-    }
 
     /// A verdict that granted nothing and changed nothing (rejected or unverifiable, and not a refund or an expiry
     /// it applied), or a message that was ignored: the entries an account keeps only the newest of
