@@ -96,13 +96,6 @@ public struct TransactionRevocation: Sendable, Hashable, Codable {
     public var percentage: Int?
     public var reason: String?
 
-    public init(transactionID: String, type: String?, percentage: Int? = nil, reason: String? = nil) {
-        self.transactionID = transactionID
-        self.type = type
-        self.percentage = percentage
-        self.reason = reason
-    }
-
     public static let refundFull = "REFUND_FULL"
     public static let refundProrated = "REFUND_PRORATED"
     public static let familyRevoke = "FAMILY_REVOKE"
@@ -126,19 +119,6 @@ public struct UnreadableMessage: Sendable, Hashable {
     public var schema: String?
     public var outcome: String?
     /// A code (`unsupported_schema`, `unknown_outcome`, `invalid_field`, `not_json`, `oversized`) and a sentence.
-    public var problem: String
     public var code: String
-
-    public init(
-        dedupeID: String, accountID: String?, verdictID: String?, schema: String?, outcome: String?, code: String,
-        problem: String
-    ) {
-        self.dedupeID = dedupeID
-        self.accountID = accountID
-        self.verdictID = verdictID
-        self.schema = schema
-        self.outcome = outcome
-        self.code = code
-        self.problem = problem
-    }
+    public var problem: String
 }

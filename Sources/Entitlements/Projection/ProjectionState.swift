@@ -79,12 +79,7 @@ public struct ProjectionState: Sendable {
 public struct ConsumableKey: Sendable, Hashable {
     public var accountID: String
     public var productID: String
-    public var store: Store
-    public init(accountID: String, productID: String, store: Store = .appStore) {
-        self.accountID = accountID
-        self.productID = productID
-        self.store = store
-    }
+    public var store: Store = .appStore
 }
 
 /// A message the projection has taken into account, by its de-duplication id.
