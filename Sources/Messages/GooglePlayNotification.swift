@@ -71,22 +71,4 @@ extension GooglePlayNotification: Codable {
         case messageID = "message_id"
         case publishedAt = "published_at"
     }
-
-    public init(from decoder: any Decoder) throws {
-        let c = try decoder.container(keyedBy: CodingKeys.self)
-        packageName = try c.decode(String.self, forKey: .packageName)
-        purchaseToken = try c.decodeIfPresent(String.self, forKey: .purchaseToken)
-        notification = try c.decodeIfPresent(String.self, forKey: .notification)
-        messageID = try c.decodeIfPresent(String.self, forKey: .messageID)
-        publishedAt = try c.decodeIfPresent(Date.self, forKey: .publishedAt)
-    }
-
-    public func encode(to encoder: any Encoder) throws {
-        var c = encoder.container(keyedBy: CodingKeys.self)
-        try c.encode(packageName, forKey: .packageName)
-        try c.encodeIfPresent(purchaseToken, forKey: .purchaseToken)
-        try c.encodeIfPresent(notification, forKey: .notification)
-        try c.encodeIfPresent(messageID, forKey: .messageID)
-        try c.encodeIfPresent(publishedAt, forKey: .publishedAt)
-    }
 }
