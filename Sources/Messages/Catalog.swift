@@ -70,11 +70,6 @@ public struct Catalog: Sendable, Hashable {
         public var issuerID: String
         public var privateKeyFile: String
 
-        public init(keyID: String, issuerID: String, privateKeyFile: String) {
-            self.keyID = keyID
-            self.issuerID = issuerID
-            self.privateKeyFile = privateKeyFile
-        }
     }
 
     /// One product: its App Store product id, its type and the entitlements it grants.
@@ -305,39 +300,18 @@ extension Catalog {
     /// Reads `play_apps`: names and paths only (the Google Play store reads the files), and a key that would put a
     /// secret in the catalog itself is refused. No error repeats a value beyond a package name or a path.
     private static func playApps(_ value: Any?) throws(CatalogError) -> [PlayApp] {
-        guard let value else { return [] }
-        guard let list = value as? [Any] else {
-            throw CatalogError("play_apps has the wrong type (a list of objects)")
-        }
-        guard !list.isEmpty else {
-            throw CatalogError("play_apps is empty (leave it out when not selling on Google Play)")
-        }
         var apps: [PlayApp] = []
-        for (index, element) in list.enumerated() {
-            let name = "play_apps[\(index)]"
-            guard let entry = element as? [String: Any] else { throw CatalogError("\(name) has the wrong type") }
-            for inline in ["licensing_key", "service_account_key", "private_key"] where entry[inline] != nil {
-                throw CatalogError(
-                    "\(name).\(inline): the catalog names keys by file only (licensing_key_file, "
-                        + "service_account_key_file)")
+        for (name, entry) in try objects(
+            value, key: "play_apps", emptyHint: "leave it out when not selling on Google Play")
+        {
+            try refuseInline(
+                ["licensing_key", "service_account_key", "private_key"], in: entry, name, what: "keys",
+                files: "licensing_key_file, service_account_key_file")
+            let packageName = try uniqueIdentifier(entry, "package_name", name, listed: apps.map(\.packageName))
+            let files = try requiredStrings(["licensing_key_file", "service_account_key_file"], in: entry) {
+                "\(name) (\(packageName)).\($0) is missing (a file path)"
             }
-            guard let packageName = present(entry["package_name"]) as? String, Identifier.isValid(packageName) else {
-                throw CatalogError("\(name).package_name must be a string of 1 to \(Identifier.maximumBytes) bytes")
-            }
-            guard !apps.contains(where: { $0.packageName == packageName }) else {
-                throw CatalogError("\(name).package_name \(packageName) is listed twice")
-            }
-            var files: [String: String] = [:]
-            for field in ["licensing_key_file", "service_account_key_file"] {
-                guard let path = present(entry[field]) as? String, !path.isEmpty else {
-                    throw CatalogError("\(name) (\(packageName)).\(field) is missing (a file path)")
-                }
-                files[field] = path
-            }
-            apps.append(
-                PlayApp(
-                    packageName: packageName, licensingKeyFile: files["licensing_key_file"] ?? "",
-                    serviceAccountKeyFile: files["service_account_key_file"] ?? ""))
+            apps.append(PlayApp(packageName: packageName, licensingKeyFile: files[0], serviceAccountKeyFile: files[1]))
         }
         return apps
     }
@@ -345,80 +319,37 @@ extension Catalog {
     /// Reads `play_products`, as strictly for every reader: ids, base plans and entitlement names follow the
     /// identifier rule, a subscription lists its base plans, a one-time product none, a consumable no entitlement.
     private static func playProducts(_ value: Any?) throws(CatalogError) -> [PlayProduct] {
-        guard let value else { return [] }
-        guard let list = value as? [Any] else {
-            throw CatalogError("play_products has the wrong type (a list of objects)")
-        }
         let types = PlayProduct.typeNames.map(\.name).joined(separator: ", ")
         var products: [PlayProduct] = []
-        for (index, element) in list.enumerated() {
-            let name = "play_products[\(index)]"
-            guard let entry = element as? [String: Any] else { throw CatalogError("\(name) has the wrong type") }
-            guard let id = present(entry["id"]) as? String, Identifier.isValid(id) else {
-                throw CatalogError("\(name).id must be a string of 1 to \(Identifier.maximumBytes) bytes")
-            }
-            guard !products.contains(where: { $0.id == id }) else {
-                throw CatalogError("\(name).id \(id) is listed twice")
-            }
+        for (name, entry) in try objects(value, key: "play_products", emptyHint: nil) {
+            let id = try uniqueIdentifier(entry, "id", name, listed: products.map(\.id))
+            let product = "play product \(id)"
             guard let typeName = present(entry["type"]) as? String,
                 let type = PlayProduct.typeNames.first(where: { $0.name == typeName })?.type
-            else { throw CatalogError("play product \(id): \"type\" must be one of \(types)") }
+            else { throw CatalogError("\(product): \"type\" must be one of \(types)") }
             var basePlans: [String] = []
             if let plansValue = present(entry["base_plans"]) {
-                guard let plans = (plansValue as? [Any]).flatMap({ $0 as? [String] }),
-                    plans.allSatisfy(Identifier.isValid)
-                else {
-                    throw CatalogError(
-                        "play product \(id): \"base_plans\" must be a list of strings of 1 to "
-                            + "\(Identifier.maximumBytes) bytes")
-                }
+                let plans = try identifiers(plansValue, "base_plans", of: product)
                 guard Set(plans).count == plans.count else {
-                    throw CatalogError("play product \(id): a base plan is listed twice")
+                    throw CatalogError("\(product): a base plan is listed twice")
                 }
                 basePlans = plans
             }
             if type == .autoRenewable, basePlans.isEmpty {
-                throw CatalogError("play product \(id): a subscription lists its \"base_plans\" (at least one)")
+                throw CatalogError("\(product): a subscription lists its \"base_plans\" (at least one)")
             }
             if type != .autoRenewable, !basePlans.isEmpty {
-                throw CatalogError("play product \(id): only a subscription has \"base_plans\"")
+                throw CatalogError("\(product): only a subscription has \"base_plans\"")
             }
             var entitlements: [String]?
-            if let namesValue = present(entry["entitlements"]) {
-                guard let names = (namesValue as? [Any]).flatMap({ $0 as? [String] }),
-                    names.allSatisfy(Identifier.isValid)
-                else {
-                    throw CatalogError(
-                        "play product \(id): \"entitlements\" must be a list of strings of 1 to "
-                            + "\(Identifier.maximumBytes) bytes")
-                }
-                if type == .consumable, !names.isEmpty {
-                    throw CatalogError("play product \(id): a consumable grants no entitlement (it is counted)")
-                }
-                entitlements = names
+            if let value = present(entry["entitlements"]) {
+                entitlements = try entitlementNames(value, type: type, of: product)
             }
-            // The refund review's answer: refused when malformed, never ignored, since a wrong answer to Google
-            // cannot be taken back.
-            var refundPreference: String?
-            if let value = present(entry["refund_preference"]) {
-                guard let text = value as? String, PlayProduct.refundPreferences.contains(text) else {
-                    throw CatalogError(
-                        "play product \(id): \"refund_preference\" must be one of "
-                            + PlayProduct.refundPreferences.joined(separator: ", "))
-                }
-                refundPreference = text
-            }
-            var sampleContentProvided: Bool?
-            if let value = present(entry["sample_content_provided"]) {
-                guard let flag = value as? Bool else {
-                    throw CatalogError("play product \(id): \"sample_content_provided\" must be true or false")
-                }
-                sampleContentProvided = flag
-            }
+            let answers = try refundAnswers(entry, preferences: PlayProduct.refundPreferences, of: product)
             products.append(
                 PlayProduct(
                     id: id, type: type, basePlans: basePlans, entitlements: entitlements,
-                    refundPreference: refundPreference, sampleContentProvided: sampleContentProvided))
+                    refundPreference: answers.refundPreference, sampleContentProvided: answers.sampleContentProvided))
         }
         return products
     }
@@ -426,26 +357,13 @@ extension Catalog {
     /// Reads `apps`. Only names and paths are read here (the worker reads the files); a key that would put a
     /// secret in the catalog itself is refused, and no error repeats a value beyond a bundle id or a path.
     private static func apps(_ value: Any?) throws(CatalogError) -> [App] {
-        guard let value else { return [] }
-        guard let list = value as? [Any] else { throw CatalogError("apps has the wrong type (a list of objects)") }
-        guard !list.isEmpty else { throw CatalogError("apps is empty (leave it out for one app)") }
         var apps: [App] = []
         var appAppleIDs: Set<Int64> = []
-        for (index, element) in list.enumerated() {
-            let name = "apps[\(index)]"
-            guard let entry = element as? [String: Any] else { throw CatalogError("\(name) has the wrong type") }
-            for inline in ["shared_secret", "private_key", "server_api_key"] where entry[inline] != nil {
-                throw CatalogError(
-                    "\(name).\(inline): the catalog names secrets by file only (shared_secret_file, "
-                        + "server_api.private_key_file)")
-            }
-            guard let bundleID = present(entry["bundle_id"]) as? String, Identifier.isValid(bundleID) else {
-                throw CatalogError("\(name).bundle_id must be a string of 1 to \(Identifier.maximumBytes) bytes")
-            }
-            guard !apps.contains(where: { $0.bundleID == bundleID }) else {
-                throw CatalogError("\(name).bundle_id \(bundleID) is listed twice")
-            }
-            var app = App(bundleID: bundleID)
+        for (name, entry) in try objects(value, key: "apps", emptyHint: "leave it out for one app") {
+            try refuseInline(
+                ["shared_secret", "private_key", "server_api_key"], in: entry, name, what: "secrets",
+                files: "shared_secret_file, server_api.private_key_file")
+            var app = App(bundleID: try uniqueIdentifier(entry, "bundle_id", name, listed: apps.map(\.bundleID)))
             if let idValue = present(entry["app_apple_id"]) {
                 // JSON numbers arrive as NSNumber; `true` arrives as a subclass of it and is refused (`is Bool`
                 // cannot tell: it holds for the number 1 too).
@@ -468,16 +386,10 @@ extension Catalog {
                 guard let key = keyValue as? [String: Any] else {
                     throw CatalogError("\(name).server_api must be an object (key_id, issuer_id, private_key_file)")
                 }
-                var fields: [String: String] = [:]
-                for field in ["key_id", "issuer_id", "private_key_file"] {
-                    guard let text = present(key[field]) as? String, !text.isEmpty else {
-                        throw CatalogError("\(name).server_api.\(field) is missing (a non-empty string)")
-                    }
-                    fields[field] = text
+                let fields = try requiredStrings(["key_id", "issuer_id", "private_key_file"], in: key) {
+                    "\(name).server_api.\($0) is missing (a non-empty string)"
                 }
-                app.serverAPI = ServerAPIKeyReference(
-                    keyID: fields["key_id"] ?? "", issuerID: fields["issuer_id"] ?? "",
-                    privateKeyFile: fields["private_key_file"] ?? "")
+                app.serverAPI = ServerAPIKeyReference(keyID: fields[0], issuerID: fields[1], privateKeyFile: fields[2])
             }
             apps.append(app)
         }
@@ -518,41 +430,112 @@ extension Catalog {
             entitlements = present(entry["entitlements"]).flatMap { ($0 as? [Any]).flatMap { $0 as? [String] } }
         case .entitlements:
             if let value = entry["entitlements"] {
-                guard let names = (value as? [Any]).flatMap({ $0 as? [String] }), names.allSatisfy(Identifier.isValid)
-                else {
-                    throw CatalogError(
-                        "product \(id): \"entitlements\" must be a list of strings of 1 to "
-                            + "\(Identifier.maximumBytes) bytes")
-                }
-                if type == .consumable, !names.isEmpty {
-                    throw CatalogError("product \(id): a consumable grants no entitlement (it is counted)")
-                }
-                entitlements = names
+                entitlements = try entitlementNames(value, type: type, of: "product \(id)")
             }
         }
-        var refundPreference: String?
-        var sampleContentProvided: Bool?
+        var answers: (refundPreference: String?, sampleContentProvided: Bool?) = (nil, nil)
         if problem.reading == .verification {
-            // Optional keys of the consumption answers: refused when malformed, never ignored, since a
-            // wrong answer to Apple cannot be taken back.
-            if let value = present(entry["refund_preference"]) {
-                guard let text = value as? String, Product.refundPreferences.contains(text) else {
-                    throw CatalogError(
-                        "product \(id): \"refund_preference\" must be one of "
-                            + Product.refundPreferences.joined(separator: ", "))
-                }
-                refundPreference = text
-            }
-            if let value = present(entry["sample_content_provided"]) {
-                guard let flag = value as? Bool else {
-                    throw CatalogError("product \(id): \"sample_content_provided\" must be true or false")
-                }
-                sampleContentProvided = flag
-            }
+            // The consumption answers: only the worker sends them, so only its reading reads them.
+            answers = try refundAnswers(entry, preferences: Product.refundPreferences, of: "product \(id)")
         }
         return Product(
-            id: id, type: type, entitlements: entitlements, refundPreference: refundPreference,
-            sampleContentProvided: sampleContentProvided)
+            id: id, type: type, entitlements: entitlements, refundPreference: answers.refundPreference,
+            sampleContentProvided: answers.sampleContentProvided)
+    }
+
+    /// The objects of an optional list of the catalog (`apps`, `play_apps`, `play_products`), each with its name in
+    /// errors (`apps[2]`). A list given empty is refused, with `emptyHint` saying what to do instead, where one is
+    /// given.
+    private static func objects(
+        _ value: Any?, key: String, emptyHint: String?
+    ) throws(CatalogError) -> [(name: String, entry: [String: Any])] {
+        guard let value else { return [] }
+        guard let list = value as? [Any] else { throw CatalogError("\(key) has the wrong type (a list of objects)") }
+        if let emptyHint, list.isEmpty { throw CatalogError("\(key) is empty (\(emptyHint))") }
+        var objects: [(name: String, entry: [String: Any])] = []
+        for (index, element) in list.enumerated() {
+            let name = "\(key)[\(index)]"
+            guard let entry = element as? [String: Any] else { throw CatalogError("\(name) has the wrong type") }
+            objects.append((name, entry))
+        }
+        return objects
+    }
+
+    /// Refuses a key that would put a secret in the catalog itself: the catalog names `what` by file only.
+    private static func refuseInline(
+        _ keys: [String], in entry: [String: Any], _ name: String, what: String, files: String
+    ) throws(CatalogError) {
+        for inline in keys where entry[inline] != nil {
+            throw CatalogError("\(name).\(inline): the catalog names \(what) by file only (\(files))")
+        }
+    }
+
+    /// The identifier under `field` (a bundle id, a package name, a product id), not one `listed` already.
+    private static func uniqueIdentifier(
+        _ entry: [String: Any], _ field: String, _ name: String, listed: [String]
+    ) throws(CatalogError) -> String {
+        guard let id = present(entry[field]) as? String, Identifier.isValid(id) else {
+            throw CatalogError("\(name).\(field) must be a string of 1 to \(Identifier.maximumBytes) bytes")
+        }
+        guard !listed.contains(id) else { throw CatalogError("\(name).\(field) \(id) is listed twice") }
+        return id
+    }
+
+    /// The non-empty strings under `fields` (paths, key ids), in order; `missing` words the error for one absent.
+    private static func requiredStrings(
+        _ fields: [String], in entry: [String: Any], missing: (String) -> String
+    ) throws(CatalogError) -> [String] {
+        var values: [String] = []
+        for field in fields {
+            guard let text = present(entry[field]) as? String, !text.isEmpty else { throw CatalogError(missing(field)) }
+            values.append(text)
+        }
+        return values
+    }
+
+    /// A product's list of identifiers under `field` (`entitlements`, `base_plans`).
+    private static func identifiers(_ value: Any, _ field: String, of product: String) throws(CatalogError) -> [String]
+    {
+        guard let names = (value as? [Any]).flatMap({ $0 as? [String] }), names.allSatisfy(Identifier.isValid) else {
+            throw CatalogError(
+                "\(product): \"\(field)\" must be a list of strings of 1 to \(Identifier.maximumBytes) bytes")
+        }
+        return names
+    }
+
+    /// A product's `entitlements`, which a consumable leaves empty (it is counted).
+    private static func entitlementNames(
+        _ value: Any, type: ProductType, of product: String
+    ) throws(CatalogError) -> [String] {
+        let names = try identifiers(value, "entitlements", of: product)
+        if type == .consumable, !names.isEmpty {
+            throw CatalogError("\(product): a consumable grants no entitlement (it is counted)")
+        }
+        return names
+    }
+
+    /// A product's answers to its store's refund questions (`refund_preference`, one of `preferences`, and
+    /// `sample_content_provided`), each optional: refused when malformed, never ignored, since a wrong answer to a
+    /// store cannot be taken back.
+    private static func refundAnswers(
+        _ entry: [String: Any], preferences: [String], of product: String
+    ) throws(CatalogError) -> (refundPreference: String?, sampleContentProvided: Bool?) {
+        var refundPreference: String?
+        if let value = present(entry["refund_preference"]) {
+            guard let text = value as? String, preferences.contains(text) else {
+                throw CatalogError(
+                    "\(product): \"refund_preference\" must be one of " + preferences.joined(separator: ", "))
+            }
+            refundPreference = text
+        }
+        var sampleContentProvided: Bool?
+        if let value = present(entry["sample_content_provided"]) {
+            guard let flag = value as? Bool else {
+                throw CatalogError("\(product): \"sample_content_provided\" must be true or false")
+            }
+            sampleContentProvided = flag
+        }
+        return (refundPreference, sampleContentProvided)
     }
 
     /// A member's value, nil when absent or JSON `null` (as a decoder's `decodeIfPresent` reads them).
@@ -577,13 +560,6 @@ extension Catalog: Encodable {
         case serviceAccountKeyFile = "service_account_key_file"
     }
 
-    private enum PlayProductKeys: String, CodingKey {
-        case id, type, entitlements
-        case basePlans = "base_plans"
-        case refundPreference = "refund_preference"
-        case sampleContentProvided = "sample_content_provided"
-    }
-
     private enum AppKeys: String, CodingKey {
         case bundleID = "bundle_id"
         case appAppleID = "app_apple_id"
@@ -599,6 +575,7 @@ extension Catalog: Encodable {
 
     private enum ProductKeys: String, CodingKey {
         case id, type, entitlements
+        case basePlans = "base_plans"
         case refundPreference = "refund_preference"
         case sampleContentProvided = "sample_content_provided"
     }
@@ -610,14 +587,10 @@ extension Catalog: Encodable {
         try container.encode(bundleIDs.sorted(), forKey: .bundleIDs)
         var list = container.nestedUnkeyedContainer(forKey: .products)
         for product in products.values.sorted(by: { $0.id < $1.id }) {
-            var entry = list.nestedContainer(keyedBy: ProductKeys.self)
-            try entry.encode(product.id, forKey: .id)
-            try entry.encode(product.type, forKey: .type)
-            if product.entitlements != Product(id: product.id, type: product.type).entitlements {
-                try entry.encode(product.entitlements, forKey: .entitlements)
-            }
-            try entry.encodeIfPresent(product.refundPreference, forKey: .refundPreference)
-            try entry.encodeIfPresent(product.sampleContentProvided, forKey: .sampleContentProvided)
+            try Self.encodeProduct(
+                id: product.id, type: product.type, typeName: product.type.rawValue, basePlans: [],
+                entitlements: product.entitlements, refundPreference: product.refundPreference,
+                sampleContentProvided: product.sampleContentProvided, into: &list)
         }
         try encodePlay(into: &container)
         // Only when listed, so single-app catalogs keep their bytes.
@@ -651,17 +624,29 @@ extension Catalog: Encodable {
         if !playProducts.isEmpty {
             var list = container.nestedUnkeyedContainer(forKey: .playProducts)
             for product in playProducts.values.sorted(by: { $0.id < $1.id }) {
-                var entry = list.nestedContainer(keyedBy: PlayProductKeys.self)
-                try entry.encode(product.id, forKey: .id)
-                try entry.encode(product.typeName, forKey: .type)
-                if !product.basePlans.isEmpty { try entry.encode(product.basePlans, forKey: .basePlans) }
-                if product.entitlements != PlayProduct(id: product.id, type: product.type).entitlements {
-                    try entry.encode(product.entitlements, forKey: .entitlements)
-                }
-                try entry.encodeIfPresent(product.refundPreference, forKey: .refundPreference)
-                try entry.encodeIfPresent(product.sampleContentProvided, forKey: .sampleContentProvided)
+                try Self.encodeProduct(
+                    id: product.id, type: product.type, typeName: product.typeName, basePlans: product.basePlans,
+                    entitlements: product.entitlements, refundPreference: product.refundPreference,
+                    sampleContentProvided: product.sampleContentProvided, into: &list)
             }
         }
+    }
+
+    /// One entry of `products` or `play_products` (each store spells its types): `base_plans` only when there are
+    /// some, `entitlements` only when they are not the default (the product's own id; none for a consumable).
+    private static func encodeProduct(
+        id: String, type: ProductType, typeName: String, basePlans: [String], entitlements: [String],
+        refundPreference: String?, sampleContentProvided: Bool?, into list: inout any UnkeyedEncodingContainer
+    ) throws {
+        var entry = list.nestedContainer(keyedBy: ProductKeys.self)
+        try entry.encode(id, forKey: .id)
+        try entry.encode(typeName, forKey: .type)
+        if !basePlans.isEmpty { try entry.encode(basePlans, forKey: .basePlans) }
+        if entitlements != Product(id: id, type: type).entitlements {
+            try entry.encode(entitlements, forKey: .entitlements)
+        }
+        try entry.encodeIfPresent(refundPreference, forKey: .refundPreference)
+        try entry.encodeIfPresent(sampleContentProvided, forKey: .sampleContentProvided)
     }
 }
 

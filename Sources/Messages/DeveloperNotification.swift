@@ -13,13 +13,6 @@ public struct DeveloperNotification: Sendable, Hashable {
     /// The one notification it carries.
     public var kind: Kind
 
-    public init(version: String?, packageName: String, eventTimeMillis: Int64?, kind: Kind) {
-        self.version = version
-        self.packageName = packageName
-        self.eventTimeMillis = eventTimeMillis
-        self.kind = kind
-    }
-
     /// The notification a DeveloperNotification carries (exactly one).
     public enum Kind: Sendable, Hashable {
         /// `subscriptionNotification`.
@@ -203,13 +196,6 @@ extension DeveloperNotification {
         /// The subscription's product id (`subscriptionId`), when Google sends it.
         public var subscriptionID: String?
 
-        public init(version: String?, notificationType: Int, purchaseToken: String, subscriptionID: String? = nil) {
-            self.version = version
-            self.notificationType = notificationType
-            self.purchaseToken = purchaseToken
-            self.subscriptionID = subscriptionID
-        }
-
         /// The known type, or nil for a number Google added later.
         public var type: SubscriptionType? { SubscriptionType(rawValue: notificationType) }
     }
@@ -268,13 +254,6 @@ extension DeveloperNotification {
         public var purchaseToken: String
         /// The product id (`sku`).
         public var sku: String?
-
-        public init(version: String?, notificationType: Int, purchaseToken: String, sku: String?) {
-            self.version = version
-            self.notificationType = notificationType
-            self.purchaseToken = purchaseToken
-            self.sku = sku
-        }
 
         /// The known type, or nil for a number Google added later.
         public var type: OneTimeProductType? { OneTimeProductType(rawValue: notificationType) }
@@ -352,10 +331,5 @@ extension DeveloperNotification {
         /// The token `orders.reviewrefund` must carry (`pendingRefundToken`).
         public var pendingRefundToken: String
 
-        public init(purchaseToken: String, orderID: String, pendingRefundToken: String) {
-            self.purchaseToken = purchaseToken
-            self.orderID = orderID
-            self.pendingRefundToken = pendingRefundToken
-        }
     }
 }

@@ -19,17 +19,6 @@ public struct GooglePlayNotification: Sendable, Hashable {
     /// Pub/Sub's `publishTime` (`published_at`), when the notification came through Pub/Sub.
     public var publishedAt: Date?
 
-    public init(
-        packageName: String, purchaseToken: String?, notification: String? = nil, messageID: String? = nil,
-        publishedAt: Date? = nil
-    ) {
-        self.packageName = packageName
-        self.purchaseToken = purchaseToken
-        self.notification = notification
-        self.messageID = messageID
-        self.publishedAt = publishedAt
-    }
-
     /// The longest purchase token carried (Google's tokens are far shorter; the bound keeps a Kafka key small).
     public static let maximumPurchaseTokenLength = 4096
     /// The longest Pub/Sub message id carried (Google's are decimal numbers of about 16 digits).
@@ -81,23 +70,5 @@ extension GooglePlayNotification: Codable {
         case notification
         case messageID = "message_id"
         case publishedAt = "published_at"
-    }
-
-    public init(from decoder: any Decoder) throws {
-        let c = try decoder.container(keyedBy: CodingKeys.self)
-        packageName = try c.decode(String.self, forKey: .packageName)
-        purchaseToken = try c.decodeIfPresent(String.self, forKey: .purchaseToken)
-        notification = try c.decodeIfPresent(String.self, forKey: .notification)
-        messageID = try c.decodeIfPresent(String.self, forKey: .messageID)
-        publishedAt = try c.decodeIfPresent(Date.self, forKey: .publishedAt)
-    }
-
-    public func encode(to encoder: any Encoder) throws {
-        var c = encoder.container(keyedBy: CodingKeys.self)
-        try c.encode(packageName, forKey: .packageName)
-        try c.encodeIfPresent(purchaseToken, forKey: .purchaseToken)
-        try c.encodeIfPresent(notification, forKey: .notification)
-        try c.encodeIfPresent(messageID, forKey: .messageID)
-        try c.encodeIfPresent(publishedAt, forKey: .publishedAt)
     }
 }

@@ -61,22 +61,4 @@ extension GooglePlayPurchase: Codable {
         case purchaseData = "purchase_data"
         case signature
     }
-
-    public init(from decoder: any Decoder) throws {
-        let c = try decoder.container(keyedBy: CodingKeys.self)
-        packageName = try c.decode(String.self, forKey: .packageName)
-        productID = try c.decode(String.self, forKey: .productID)
-        purchaseToken = try c.decode(String.self, forKey: .purchaseToken)
-        purchaseData = try c.decodeIfPresent(String.self, forKey: .purchaseData)
-        signature = try c.decodeIfPresent(String.self, forKey: .signature)
-    }
-
-    public func encode(to encoder: any Encoder) throws {
-        var c = encoder.container(keyedBy: CodingKeys.self)
-        try c.encode(packageName, forKey: .packageName)
-        try c.encode(productID, forKey: .productID)
-        try c.encode(purchaseToken, forKey: .purchaseToken)
-        try c.encodeIfPresent(purchaseData, forKey: .purchaseData)
-        try c.encodeIfPresent(signature, forKey: .signature)
-    }
 }

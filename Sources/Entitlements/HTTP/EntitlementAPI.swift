@@ -320,7 +320,13 @@ public final class EntitlementAPI: Service, Sendable {
         return decoded
     }
 
-    static let encoder = RFC3339.jsonEncoder()
+    /// Writes the bodies (``APIModels``) with their properties' names in snake_case; the stored documents nested in
+    /// them (history entries, events, transactions) name their keys so already.
+    static let encoder: JSONEncoder = {
+        let encoder = RFC3339.jsonEncoder()
+        encoder.keyEncodingStrategy = .convertToSnakeCase
+        return encoder
+    }()
 
     static func json(_ status: HTTPResponse.Status, _ body: any Encodable) -> Response {
         let bytes = (try? encoder.encode(body)) ?? Data("{}".utf8)

@@ -21,7 +21,8 @@ public enum ReasonText {
     /// Who answers for `store`, in the sentences.
     static func name(of store: Store?) -> String { store == .googlePlay ? "Google Play" : "Apple" }
 
-    /// The codes whose words differ for a Google Play verdict, and the codes only Google Play verdicts carry.
+    /// The codes whose words differ for a Google Play verdict; every other code (Google Play's own included) reads as
+    /// in ``reasons``.
     public static let playReasons: [String: String] = [
         "malformed": "The proof is not a Google Play purchase (garbage or unreadable). Nothing was granted.",
         "wrong_bundle": "The purchase belongs to another app. Nothing was granted.",
@@ -32,12 +33,6 @@ public enum ReasonText {
         "product_mismatch":
             "The purchase is not of the product the app asked for, or its signed data names another. Nothing was "
             + "granted.",
-        "google_play_unavailable":
-            "Google Play could not be reached before the deadline; nothing was decided. The customer may retry.",
-        "google_play_rejected": "Google Play refused the request about this purchase. Nothing was granted.",
-        "purchase_not_found":
-            "Google Play knows no such purchase for this app (forged, another app's, or gone). Nothing was granted.",
-        "purchase_pending": "The purchase awaits payment: nothing is granted until it is paid and sent again.",
     ]
 
     public static let reasons: [String: String] = [

@@ -175,9 +175,7 @@ public enum EntitlementProjection {
                     }
                     state.store(added)
                     if type == .consumable, added.revokedAt == nil {
-                        state.consumableDeltas[
-                            ConsumableKey(accountID: account, productID: item.productID, store: store), default: 0] +=
-                            added.quantity
+                        state.count(added.quantity, of: added)
                     }
                     changes.append(.added(added, previous: previous, history: mode == .record))
                     notes.append(
@@ -259,21 +257,13 @@ public enum EntitlementProjection {
                     changes.append(.revoked(updated))
                     notes.append("\(item.transactionID): revoked")
                     if type == .consumable {
-                        state.consumableDeltas[
-                            ConsumableKey(
-                                accountID: updated.accountID, productID: updated.productID, store: updated.store),
-                            default: 0] -=
-                            updated.quantity
+                        state.count(-updated.quantity, of: updated)
                     }
                 } else if current.revokedAt != nil, updated.revokedAt == nil {
                     changes.append(.unrevoked(updated))
                     notes.append("\(item.transactionID): revocation reversed")
                     if type == .consumable {
-                        state.consumableDeltas[
-                            ConsumableKey(
-                                accountID: updated.accountID, productID: updated.productID, store: updated.store),
-                            default: 0] +=
-                            updated.quantity
+                        state.count(updated.quantity, of: updated)
                     }
                 } else if updated.inBillingRetry,
                     !current.inBillingRetry || updated.inGracePeriod && !current.inGracePeriod

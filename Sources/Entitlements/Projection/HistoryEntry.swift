@@ -26,7 +26,7 @@ public struct HistoryEntry: Sendable, Hashable, Codable {
     }
 
     /// The store's order of entries (assigned when written; 0 before).
-    public var sequence: Int64
+    public var sequence: Int64 = 0
     public var accountID: String
     public var kind: Kind
     /// When the projection recorded it.
@@ -45,39 +45,12 @@ public struct HistoryEntry: Sendable, Hashable, Codable {
     /// Why a message was ignored, as a code and a sentence (never a value of the message).
     public var problem: String?
     /// The verdict's transactions (ids, product, dates, Google Play's order id; a purchase token is not kept here).
-    public var transactions: [Verdict.Transaction]
+    public var transactions: [Verdict.Transaction] = []
     /// What this verdict did, transaction by transaction, in words ("granted 2000000123", "kept: owned by another").
-    public var notes: [String]
+    public var notes: [String] = []
     public var event: LifecycleEvent?
     /// How the store revoked the verdict's transactions, where the verdict says (nil: it says nothing).
     public var revocations: [TransactionRevocation]?
-
-    public init(
-        accountID: String, kind: Kind, recordedAt: Date, occurredAt: Date? = nil, verdictID: String? = nil,
-        jobID: String? = nil, outcome: String? = nil, reason: String? = nil, decidedBy: String? = nil,
-        store: Store? = nil, environment: String? = nil, effect: Effect? = nil, problem: String? = nil,
-        transactions: [Verdict.Transaction] = [], notes: [String] = [], event: LifecycleEvent? = nil,
-        revocations: [TransactionRevocation]? = nil
-    ) {
-        self.sequence = 0
-        self.accountID = accountID
-        self.kind = kind
-        self.recordedAt = recordedAt
-        self.occurredAt = occurredAt
-        self.verdictID = verdictID
-        self.jobID = jobID
-        self.outcome = outcome
-        self.reason = reason
-        self.decidedBy = decidedBy
-        self.store = store
-        self.environment = environment
-        self.effect = effect
-        self.problem = problem
-        self.transactions = transactions
-        self.notes = notes
-        self.event = event
-        self.revocations = revocations
-    }
 
     /// A verdict that granted nothing and changed nothing (rejected or unverifiable, and not a refund or an expiry
     /// it applied), or a message that was ignored: the entries an account keeps only the newest of
@@ -123,13 +96,6 @@ public struct TransactionRevocation: Sendable, Hashable, Codable {
     public var percentage: Int?
     public var reason: String?
 
-    public init(transactionID: String, type: String?, percentage: Int? = nil, reason: String? = nil) {
-        self.transactionID = transactionID
-        self.type = type
-        self.percentage = percentage
-        self.reason = reason
-    }
-
     public static let refundFull = "REFUND_FULL"
     public static let refundProrated = "REFUND_PRORATED"
     public static let familyRevoke = "FAMILY_REVOKE"
@@ -153,19 +119,6 @@ public struct UnreadableMessage: Sendable, Hashable {
     public var schema: String?
     public var outcome: String?
     /// A code (`unsupported_schema`, `unknown_outcome`, `invalid_field`, `not_json`, `oversized`) and a sentence.
-    public var problem: String
     public var code: String
-
-    public init(
-        dedupeID: String, accountID: String?, verdictID: String?, schema: String?, outcome: String?, code: String,
-        problem: String
-    ) {
-        self.dedupeID = dedupeID
-        self.accountID = accountID
-        self.verdictID = verdictID
-        self.schema = schema
-        self.outcome = outcome
-        self.code = code
-        self.problem = problem
-    }
+    public var problem: String
 }

@@ -42,6 +42,13 @@ public struct ProjectionState: Sendable {
         }
     }
 
+    /// Adds `units` of a consumable to its owner's count of its product (negative: takes them back).
+    mutating func count(_ units: Int, of transaction: ProjectedTransaction) {
+        let key = ConsumableKey(
+            accountID: transaction.accountID, productID: transaction.productID, store: transaction.store)
+        consumableDeltas[key, default: 0] += units
+    }
+
     /// The account's transactions (those loaded: all its non-consumables, and any consumable a verdict named).
     public func transactions(ofAccount accountID: String) -> [ProjectedTransaction] {
         (byAccount[accountID] ?? []).compactMap { transactions[$0] }
@@ -72,12 +79,7 @@ public struct ProjectionState: Sendable {
 public struct ConsumableKey: Sendable, Hashable {
     public var accountID: String
     public var productID: String
-    public var store: Store
-    public init(accountID: String, productID: String, store: Store = .appStore) {
-        self.accountID = accountID
-        self.productID = productID
-        self.store = store
-    }
+    public var store: Store = .appStore
 }
 
 /// A message the projection has taken into account, by its de-duplication id.
@@ -86,12 +88,6 @@ public struct AppliedMessage: Sendable, Hashable {
     public var accountID: String?
     public var outcome: String?
     public var decidedAt: Date?
-    public init(id: String, accountID: String?, outcome: String?, decidedAt: Date?) {
-        self.id = id
-        self.accountID = accountID
-        self.outcome = outcome
-        self.decidedAt = decidedAt
-    }
 }
 
 extension ProjectionState {

@@ -96,10 +96,6 @@ public struct ProjectionBatchResult: Sendable {
     public var results: [EntitlementProjection.Result]
     public var events: [LifecycleEvent]
 
-    public init(results: [EntitlementProjection.Result], events: [LifecycleEvent]) {
-        self.results = results
-        self.events = events
-    }
 }
 
 /// An account as the API shows it.
@@ -112,27 +108,12 @@ public struct AccountRecord: Sendable, Hashable {
     /// Units bought per consumable product, of each store.
     public var consumables: [ConsumableProduct: Int]
 
-    public init(
-        accountID: String, firstSeen: Date, lastDecidedAt: Date, transactions: [ProjectedTransaction],
-        consumables: [ConsumableProduct: Int]
-    ) {
-        self.accountID = accountID
-        self.firstSeen = firstSeen
-        self.lastDecidedAt = lastDecidedAt
-        self.transactions = transactions
-        self.consumables = consumables
-    }
 }
 
 /// A consumable product of one store (product ids are each store's own).
 public struct ConsumableProduct: Sendable, Hashable, Comparable {
     public var store: Store
     public var productID: String
-
-    public init(store: Store = .appStore, productID: String) {
-        self.store = store
-        self.productID = productID
-    }
 
     public static func < (a: Self, b: Self) -> Bool {
         (a.productID, a.store.rawValue) < (b.productID, b.store.rawValue)
@@ -153,11 +134,6 @@ public struct WebhookDelivery: Sendable, Hashable {
     public var url: String
     public var attempts: Int
 
-    public init(event: LifecycleEvent, url: String, attempts: Int) {
-        self.event = event
-        self.url = url
-        self.attempts = attempts
-    }
 }
 
 /// What a batch needs loaded, derived from its inputs.

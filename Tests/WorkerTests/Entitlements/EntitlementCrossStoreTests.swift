@@ -1,7 +1,8 @@
-import Entitlements
 import Foundation
 import Messages
 import Testing
+
+@testable import Entitlements
 
 /// One account across both stores: Google Play verdicts project as App Store ones do, each transaction keeps its
 /// store, a product is looked up in its own store's catalog list, and an entitlement is the union over both stores.

@@ -1,7 +1,8 @@
-import Entitlements
 import Foundation
 import Messages
 import Testing
+
+@testable import Entitlements
 
 /// The projection as a pure function: one rule per test, from verdicts to entitlements and lifecycle events.
 @Suite("Entitlement projection")

@@ -1,8 +1,9 @@
-import Entitlements
 import Foundation
 import Messages
 import Operations
 import Testing
+
+@testable import Entitlements
 
 /// What support staff get from the API for a customer who "paid and has nothing": the rejected verdicts with their
 /// reasons in words, the owner of a replayed purchase (support tokens only), and lookups by every id a customer
