@@ -37,13 +37,6 @@ public final class SimulatorStats: Sendable {
         public var retried = 0
         /// Extra deliveries of a delivered notification (`notification_duplicate_ratio`; also in `sent`/`failed`).
         public var duplicated = 0
-
-        public init(sent: Int = 0, failed: Int = 0, retried: Int = 0, duplicated: Int = 0) {
-            self.sent = sent
-            self.failed = failed
-            self.retried = retried
-            self.duplicated = duplicated
-        }
     }
 
     /// Distinct requests remembered at most (8 bytes each); past it `distinct` stops growing.

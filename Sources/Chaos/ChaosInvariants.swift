@@ -42,25 +42,14 @@ public struct ChaosClaim: Sendable, Hashable {
     public var transactionID: String
     public var accountID: String
     public var grantedJobID: String
-
-    public init(transactionID: String, accountID: String, grantedJobID: String) {
-        self.transactionID = transactionID
-        self.accountID = accountID
-        self.grantedJobID = grantedJobID
-    }
 }
 
 /// What the ledger says at the end of a run, read through the `Ledger` API.
 public struct ChaosLedgerView: Sendable, Hashable {
     /// The verdict the ledger recorded per job id (jobs it never recorded are absent).
-    public var recordedVerdicts: [String: Verdict]
+    public var recordedVerdicts: [String: Verdict] = [:]
     /// The claims on the transactions the run cares about, by transaction id.
-    public var claims: [String: ChaosClaim]
-
-    public init(recordedVerdicts: [String: Verdict] = [:], claims: [String: ChaosClaim] = [:]) {
-        self.recordedVerdicts = recordedVerdicts
-        self.claims = claims
-    }
+    public var claims: [String: ChaosClaim] = [:]
 }
 
 /// A broken promise, found by ``ChaosInvariantChecker``. The description names ids only, never a receipt.
@@ -229,11 +218,6 @@ public struct ChaosInvariantChecker: Sendable {
     public var jobs: [ChaosSubmittedJob]
     /// Kafka keys of the deliberately malformed messages.
     public var malformedKeys: Set<String>
-
-    public init(jobs: [ChaosSubmittedJob], malformedKeys: Set<String>) {
-        self.jobs = jobs
-        self.malformedKeys = malformedKeys
-    }
 
     /// What the check found, besides the violations.
     public struct Tally: Sendable, Hashable, Codable {

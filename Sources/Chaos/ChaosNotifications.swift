@@ -110,11 +110,6 @@ public struct ChaosLedgerTransaction: Sendable, Hashable {
 public struct ChaosExpectedConsumptionAnswer: Sendable, Hashable {
     public var rule: String
     public var refundPreference: String?
-
-    public init(rule: String, refundPreference: String?) {
-        self.rule = rule
-        self.refundPreference = refundPreference
-    }
 }
 
 /// The end invariants of the notification family, as pure functions of the simulator's truth and

@@ -82,17 +82,13 @@ public struct ChaosPlayPurchase: Sendable, Hashable {
 /// invariants compare.
 public struct ChaosPlayPurchaseTruth: Sendable, Hashable {
     public var state: String
-    public var acknowledgeCalls: Int
-    public var consumeCalls: Int
+    public var acknowledgeCalls = 0
+    public var consumeCalls = 0
     public var refundedAtMs: Int64?
+}
 
-    public init(state: String, acknowledgeCalls: Int = 0, consumeCalls: Int = 0, refundedAtMs: Int64? = nil) {
-        self.state = state
-        self.acknowledgeCalls = acknowledgeCalls
-        self.consumeCalls = consumeCalls
-        self.refundedAtMs = refundedAtMs
-    }
-
+/// In an extension, so that the memberwise initializer stays.
+extension ChaosPlayPurchaseTruth {
     init?(json object: [String: Any]) {
         guard let state = object["state"] as? String else { return nil }
         self.state = state
@@ -147,11 +143,6 @@ public struct ChaosPlayChecker: Sendable {
     public var purchases: [ChaosPlayPurchase]
     /// Purchase tokens the Play lifecycle gave events: a refund there is the lifecycle's, not Google's three days.
     public var lifecycleTokens: Set<String> = []
-
-    public init(jobs: [ChaosSubmittedJob], purchases: [ChaosPlayPurchase]) {
-        self.jobs = jobs
-        self.purchases = purchases
-    }
 
     /// The purchase tokens granted by these verdicts (the first verdict of each Play job).
     public func grantedTokens(_ verdicts: [Verdict]) -> Set<String> {

@@ -13,19 +13,6 @@ public struct ChaosPlayLifecycleTruth: Sendable, Hashable {
     /// The token of the subscription that replaced this one (an upgrade or a downgrade).
     public var replacedBy: String?
 
-    public init(state: String, expiryMs: Int64? = nil, replacedBy: String? = nil) {
-        self.state = state
-        self.expiryMs = expiryMs
-        self.replacedBy = replacedBy
-    }
-
-    init?(json object: [String: Any]) {
-        guard let state = object["state"] as? String else { return nil }
-        self.init(
-            state: state, expiryMs: (object["expiry_time_ms"] as? NSNumber)?.int64Value,
-            replacedBy: object["replaced_by_token"] as? String)
-    }
-
     /// The state as the ledger can hold it: `active` while Google entitles the buyer (purchased, active, canceled
     /// before its expiry, in grace period), `revoked` when Google took the purchase back (refunded, revoked),
     /// `expired` when a subscription ended otherwise (expired, replaced, on hold, paused); anything else as it is (a
@@ -40,6 +27,16 @@ public struct ChaosPlayLifecycleTruth: Sendable, Hashable {
     }
 }
 
+/// In an extension, so that the memberwise initializer stays.
+extension ChaosPlayLifecycleTruth {
+    init?(json object: [String: Any]) {
+        guard let state = object["state"] as? String else { return nil }
+        self.init(
+            state: state, expiryMs: (object["expiry_time_ms"] as? NSNumber)?.int64Value,
+            replacedBy: object["replaced_by_token"] as? String)
+    }
+}
+
 /// The ledger's view of one Play purchase: the claims under its token (a subscription's periods, a one-time
 /// purchase's order), by their latest claim.
 public struct ChaosPlayLedgerPurchase: Sendable, Hashable {
@@ -48,12 +45,6 @@ public struct ChaosPlayLedgerPurchase: Sendable, Hashable {
     /// `active`, `expired` or `revoked` (the latest claim's, at the time of the check).
     public var state: String
     public var expiresMs: Int64?
-
-    public init(accountID: String, state: String, expiresMs: Int64?) {
-        self.accountID = accountID
-        self.state = state
-        self.expiresMs = expiresMs
-    }
 }
 
 /// One refund review as the Play simulator recorded it (`GET /sim/reviews`).
@@ -61,22 +52,15 @@ public struct ChaosPlayRefundReview: Sendable, Hashable {
     public struct Answer: Sendable, Hashable {
         public var secondsAfterCreation: Double
         public var status: Int
-
-        public init(secondsAfterCreation: Double, status: Int) {
-            self.secondsAfterCreation = secondsAfterCreation
-            self.status = status
-        }
     }
 
     public var orderID: String
     /// Every `orders.reviewrefund` call that reached the review, in order.
     public var answers: [Answer]
+}
 
-    public init(orderID: String, answers: [Answer]) {
-        self.orderID = orderID
-        self.answers = answers
-    }
-
+/// In an extension, so that the memberwise initializer stays.
+extension ChaosPlayRefundReview {
     init?(json object: [String: Any]) {
         guard let order = object["order_id"] as? String else { return nil }
         let answers = (object["answers"] as? [[String: Any]] ?? []).map {
@@ -95,15 +79,10 @@ public struct ChaosPlayLifecycleChecker: Sendable {
     /// the owner of the subscription it replaced). Notifications never change an owner.
     public var owners: [String: String]
     /// The orders a refund review was opened for.
-    public var reviewedOrders: Set<String>
+    public var reviewedOrders: Set<String> = []
 
     /// Google's time to answer a refund review.
     public static let reviewDeadlineSeconds = 86_400.0
-
-    public init(owners: [String: String], reviewedOrders: Set<String> = []) {
-        self.owners = owners
-        self.reviewedOrders = reviewedOrders
-    }
 
     /// `play_notification_drift`: for every purchase with an owner, the ledger's owner and state equal the truth's,
     /// and its expiry too while Google entitles (a one-time product has none). A subscription Google ended (on hold,
@@ -200,12 +179,6 @@ public struct ChaosPlayLifecycleEvent: Sendable, Hashable {
     public var event: String
     /// Extra JSON members, e.g. `"refund": true`.
     public var extra = ""
-
-    public init(token: String, event: String, extra: String = "") {
-        self.token = token
-        self.event = event
-        self.extra = extra
-    }
 
     /// Whether the event's notification is never dropped: nothing the run models tells the backend of it otherwise
     /// (a replacement's new token and a pending purchase's completion, which the app itself would also send; a refund

@@ -89,12 +89,7 @@ public struct ChaosConfiguration: Sendable {
     public var workerKafkaProperties: String?
     /// Where state, logs and the catalog go. Nil: a new temporary directory, deleted after a clean run.
     public var workDirectory: URL?
-    public var logger: Logger
-
-    public init(binary: URL, logger: Logger = Logger(label: "verify.chaos")) {
-        self.binary = binary
-        self.logger = logger
-    }
+    public var logger = Logger(label: "verify.chaos")
 }
 
 /// One fault the schedule injected.

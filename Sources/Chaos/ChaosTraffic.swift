@@ -25,11 +25,6 @@ public enum ChaosApp {
 public struct ChaosMessage: Sendable {
     public var key: [UInt8]
     public var value: [UInt8]
-
-    public init(key: [UInt8], value: [UInt8]) {
-        self.key = key
-        self.value = value
-    }
 }
 
 /// Everything a run submits, in order, with what each job is known to be.

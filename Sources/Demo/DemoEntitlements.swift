@@ -19,12 +19,6 @@ package struct DemoEntitlements: Sendable {
     /// The store; nil: SQLite in a temporary directory.
     package var storeURL: String?
 
-    package init(port: Int = 0, host: String = "127.0.0.1", storeURL: String? = nil) {
-        self.port = port
-        self.host = host
-        self.storeURL = storeURL
-    }
-
     /// The demo app's products with the entitlements they grant.
     package static let catalog = Catalog(products: [
         .init(id: "com.example.verifyworker.coins100", type: .consumable),

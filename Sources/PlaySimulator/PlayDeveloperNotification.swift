@@ -73,12 +73,6 @@ public struct PlayDeveloperNotification: Sendable {
     public var eventTime: Date
     public var content: Content
 
-    public init(packageName: String, eventTime: Date, content: Content) {
-        self.packageName = packageName
-        self.eventTime = eventTime
-        self.content = content
-    }
-
     /// The notification's kind as `/sim/pushes` names it: Google's type name, or the object's name.
     public var kind: String {
         switch content {

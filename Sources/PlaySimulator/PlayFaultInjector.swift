@@ -52,18 +52,6 @@ public struct PlayFaultRule: Sendable, Codable, Equatable {
     public var latencyMs: Double?
     public var retryAfterS: Int?
 
-    public init(
-        route: String, fault: PlayFaultKind, count: Int? = nil, ratio: Double? = nil, latencyMs: Double? = nil,
-        retryAfterS: Int? = nil
-    ) {
-        self.route = route
-        self.fault = fault
-        self.count = count
-        self.ratio = ratio
-        self.latencyMs = latencyMs
-        self.retryAfterS = retryAfterS
-    }
-
     enum CodingKeys: String, CodingKey {
         case route, fault, count, ratio
         case latencyMs = "latency_ms"
@@ -105,16 +93,14 @@ public struct PlayFaultPlan: Sendable, Codable, Equatable {
     /// Seconds of the simulator's clock the plan lasts; absent or 0: until replaced.
     public var durationS: Double?
 
-    public init(rules: [PlayFaultRule] = [], durationS: Double? = nil) {
-        self.rules = rules
-        self.durationS = durationS
-    }
-
     enum CodingKeys: String, CodingKey {
         case rules
         case durationS = "duration_s"
     }
+}
 
+/// In an extension, so that the memberwise initializer stays.
+extension PlayFaultPlan {
     /// `{}` is the empty plan: posting it clears every fault.
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)

@@ -109,13 +109,6 @@ public struct PlayPushFaultRule: Sendable, Codable, Equatable {
     public var ratio: Double?
     public var delayS: Double?
 
-    public init(fault: PlayPushFaultKind, count: Int? = nil, ratio: Double? = nil, delayS: Double? = nil) {
-        self.fault = fault
-        self.count = count
-        self.ratio = ratio
-        self.delayS = delayS
-    }
-
     enum CodingKeys: String, CodingKey {
         case fault, count, ratio
         case delayS = "delay_s"

@@ -394,13 +394,8 @@ extension SplitMix64 {
 /// that stream traffic, such as `verify-worker submit --generate seed-mix`).
 public struct SeedTrafficSequence: AsyncSequence {
     public typealias Element = GeneratedJob
-    private let generator: SeedTrafficGenerator
-    private let count: Int
-
-    public init(generator: SeedTrafficGenerator, count: Int) {
-        self.generator = generator
-        self.count = count
-    }
+    let generator: SeedTrafficGenerator
+    let count: Int
 
     public struct AsyncIterator: AsyncIteratorProtocol {
         var generator: SeedTrafficGenerator

@@ -7,11 +7,6 @@ public struct ProcessMemory: Sendable, Codable, Equatable {
     /// `VmHWM`: the highest resident set size so far, in bytes.
     public var peakResidentBytes: Int
 
-    public init(residentBytes: Int, peakResidentBytes: Int) {
-        self.residentBytes = residentBytes
-        self.peakResidentBytes = peakResidentBytes
-    }
-
     /// The current figures, or nil where `/proc/self/status` cannot be read (not Linux).
     public static func current() -> ProcessMemory? {
         read(statusFile: "/proc/self/status")

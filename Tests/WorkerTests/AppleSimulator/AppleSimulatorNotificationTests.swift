@@ -1,10 +1,11 @@
-import AppleSimulator
 import CodedErrors
 import Foundation
 import Messages
 import Receipts
 import Synchronization
 import Testing
+
+@testable import AppleSimulator
 
 @Suite("Apple simulator: notification delivery", .timeLimit(.minutes(2)))
 struct AppleSimulatorNotificationDeliveryTests {

@@ -1,8 +1,9 @@
-import Chaos
 import Entitlements
 import Foundation
 import Messages
 import Testing
+
+@testable import Chaos
 
 /// The invariant checker on synthetic runs: a clean one passes, and each kind of broken promise is found.
 @Suite("Chaos: invariant checker")

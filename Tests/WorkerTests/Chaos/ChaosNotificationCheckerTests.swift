@@ -1,7 +1,8 @@
-import Chaos
 import Foundation
 import Messages
 import Testing
+
+@testable import Chaos
 
 /// The notification family's end invariants on synthetic truths and ledgers: agreement passes, and each kind of
 /// drift, a missing or doubled consumption answer, a wrong finish and a reconciler over its budget is found.

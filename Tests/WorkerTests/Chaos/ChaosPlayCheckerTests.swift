@@ -1,7 +1,8 @@
-import Chaos
 import Foundation
 import Messages
 import Testing
+
+@testable import Chaos
 
 /// Google Play's invariants on synthetic runs: a clean one passes, and a double acknowledge, a lost Play job, a
 /// double grant, a refund and junk granted are each found.

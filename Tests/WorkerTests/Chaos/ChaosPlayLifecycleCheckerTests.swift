@@ -1,7 +1,8 @@
-import Chaos
 import Foundation
 import Messages
 import Testing
+
+@testable import Chaos
 
 /// The Play lifecycle's end invariants on synthetic truths and ledgers: agreement passes, and each kind of drift, a
 /// refund review answered twice, not at all, refused or late, and a reconciler over its quota share is found.

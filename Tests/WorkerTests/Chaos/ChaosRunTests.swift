@@ -1,7 +1,8 @@
-import Chaos
 import Foundation
 import Logging
 import Testing
+
+@testable import Chaos
 
 /// The chaos harness in its short mode: a few hundred jobs and every fault once, through real processes (dev broker,
 /// Apple simulator, a private PostgreSQL, three `verify-worker run`). The long mode is `verify-worker chaos --long`.

@@ -1,5 +1,6 @@
-import Chaos
 import Testing
+
+@testable import Chaos
 
 /// How the chaos harness submits a burst: one account's messages of a burst in order, one after another's delivery
 /// report (when a grant, junk and a second purchase under one job id were sent concurrently,

@@ -1,11 +1,12 @@
 import AppleSimulator
-import Demo
 import Entitlements
 import Foundation
 import Messages
 import Synchronization
 import Testing
 import Traffic
+
+@testable import Demo
 
 /// The support console in a real browser: headless Chromium (Debian's `chromium` and `chromium-driver`) driven
 /// through WebDriver by `scripts/console-browser.py` (standard library only). Nothing is skipped: without Chromium

@@ -1,6 +1,7 @@
 import Foundation
-import PlaySimulator
 import Testing
+
+@testable import PlaySimulator
 
 @Suite("Play simulator: RTDN pushes", .timeLimit(.minutes(2)))
 struct PlaySimulatorPushTests {

@@ -1,6 +1,7 @@
 import Testing
-import Traffic
 import Worker
+
+@testable import Traffic
 
 /// The small measuring pieces `bench pipeline` uses: they run in milliseconds, with no process or socket.
 @Suite("Process: benchmark pieces")

@@ -6,12 +6,13 @@ import GooglePlayClients
 import Ledger
 import Logging
 import Messages
-import PlaySimulator
 import RateLimiter
 import Receipts
 import StoreHTTP
 import Testing
 import Worker
+
+@testable import PlaySimulator
 
 /// The job flow asking Google: each rule of docs/LEDGER.md's Google Play table, on the real Developer API client
 /// talking to the Play simulator, with a real SQLite ledger.
