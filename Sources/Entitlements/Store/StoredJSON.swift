@@ -30,6 +30,9 @@ extension LifecycleEvent {
         writer.field("verdict_id", verdictID)
         writer.optionalField("from_account_id", fromAccountID)
         writer.optionalField("to_account_id", toAccountID)
+        writer.optionalField("revocation_type", revocation?.type?.rawValue)
+        if let percentage = revocation?.percentage { writer.field("revocation_percentage", percentage) }
+        if let reason = revocation?.reason { writer.field("revocation_reason", reason) }
         writer.endObject()
     }
 }

@@ -1,7 +1,8 @@
-import Entitlements
 import Foundation
 import Messages
 import Testing
+
+@testable import Entitlements
 
 /// How Apple revoked a purchase reaches the entitlement history and the refund event; a family member's revocation
 /// ends only that member's entitlement.
@@ -37,6 +38,12 @@ struct EntitlementRevocationTests {
         #expect(json?["revocation_type"] as? String == "REFUND_PRORATED")
         #expect(json?["revocation_percentage"] as? Int == 25_000)
         #expect(try JSONDecoder().decode(LifecycleEvent.self, from: JSONEncoder().encode(refund)) == refund)
+        // The bytes the store keeps, Kafka carries and a webhook receives say the same, and read back the same.
+        let published = try JSONSerialization.jsonObject(with: Data(refund.json)) as? [String: Any]
+        #expect(published?["revocation_type"] as? String == "REFUND_PRORATED")
+        #expect(published?["revocation_percentage"] as? Int == 25_000)
+        #expect(published?["revocation_reason"] as? Int == 0)
+        #expect(try StoredJSON.decode(LifecycleEvent.self, String(decoding: refund.json, as: UTF8.self)) == refund)
         let entry = try #require(state.history.first { $0.verdictID != nil && $0.reason == "revoked" })
         #expect(entry.transactions.first?.revocation == prorated)
         // Other events carry none.
