@@ -352,6 +352,7 @@ let package = Package(
                 "AppleClients",
                 "StoreHTTP",
                 "Operations",
+                "Reconciler",
                 "Traffic",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),

@@ -6,6 +6,7 @@ import Ledger
 import Logging
 import Messages
 import Observability
+import Reconciler
 import Synchronization
 import Traffic
 
@@ -163,7 +164,10 @@ extension ChaosEnvironment {
         } while clock.now < deadline
         var violations: [ChaosViolation] = []
         let pushesOver = await waitForPlayPushesOver(play, until: deadline)
-        let swept = await waitForAnotherPlaySweep(within: .seconds(30))
+        // The reconciler sweeps between passes of re-reads, and a pass (at most a batch) waits for its share.
+        let batch = min(report.rereadBacklog, GooglePlayReconcileSettings().rereadBatch)
+        let swept = await waitForAnotherPlaySweep(
+            within: .seconds(30) + .seconds(60 * Double(batch) / Double(report.quotaPerMinute)))
         if !pushesOver || !swept {
             let what =
                 pushesOver
