@@ -9,13 +9,6 @@ public struct RefundPolicyError: Error, Sendable, Hashable, CustomStringConverti
     public var field: String?
     public var problem: String
 
-    public init(file: String, rule: String? = nil, field: String? = nil, problem: String) {
-        self.file = file
-        self.rule = rule
-        self.field = field
-        self.problem = problem
-    }
-
     public var description: String {
         var text = "refund policy \(file)"
         if let rule { text += ": \(rule)" }

@@ -29,11 +29,6 @@ public struct RefundPolicy: Sendable, Hashable {
         public var minimum: Value?
         public var maximum: Value?
 
-        public init(minimum: Value? = nil, maximum: Value? = nil) {
-            self.minimum = minimum
-            self.maximum = maximum
-        }
-
         /// Whether `value` lies within; an unknown value (nil) never does.
         public func contains(_ value: Value?) -> Bool {
             guard let value else { return false }
@@ -65,27 +60,6 @@ public struct RefundPolicy: Sendable, Hashable {
         /// Whether the customer has the purchase (granted and not taken back).
         public var delivered: Bool?
         public var answer: Answer
-
-        public init(
-            name: String, store: Store? = nil, apps: Set<String>? = nil, products: Set<String>? = nil,
-            productTypes: Set<ProductType>? = nil, purchaseAge: Bounds<Double>? = nil,
-            consumedPercent: Bounds<Double>? = nil, earlierRefunds: Bounds<Int>? = nil,
-            storefrontCountries: Set<String>? = nil, environments: Set<String>? = nil, delivered: Bool? = nil,
-            answer: Answer
-        ) {
-            self.name = name
-            self.store = store
-            self.apps = apps
-            self.products = products
-            self.productTypes = productTypes
-            self.purchaseAge = purchaseAge
-            self.consumedPercent = consumedPercent
-            self.earlierRefunds = earlierRefunds
-            self.storefrontCountries = storefrontCountries
-            self.environments = environments
-            self.delivered = delivered
-            self.answer = answer
-        }
 
         /// Whether the rule has no condition, so that it matches every question.
         public var isCatchAll: Bool {

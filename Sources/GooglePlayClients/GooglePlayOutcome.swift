@@ -53,11 +53,6 @@ public struct GooglePlayRetryAdvice: Sendable, Hashable, CustomStringConvertible
     /// Google's `Retry-After`, when it sent one.
     public var retryAfter: Duration?
 
-    public init(reason: Reason, retryAfter: Duration? = nil) {
-        self.reason = reason
-        self.retryAfter = retryAfter
-    }
-
     public var description: String {
         "retryable (\(reason))" + (retryAfter.map { ", retry after \($0)" } ?? "")
     }

@@ -31,11 +31,6 @@ public struct AppCredentials: Sendable {
     /// single-app configuration always did.
     public let listedInCatalog: Bool
 
-    public init(apps: [App], listedInCatalog: Bool) {
-        self.apps = apps
-        self.listedInCatalog = listedInCatalog
-    }
-
     /// Reads each app's secrets. Throws ``ConfigurationError`` naming the key or the catalog entry and the file,
     /// never a file's content.
     public static func load(

@@ -57,12 +57,6 @@ public struct AppleRetryAdvice: Sendable, Hashable, CustomStringConvertible {
     public var environment: AppleEnvironment?
 
     /// Creates advice.
-    public init(reason: Reason, retryAfter: Duration? = nil, environment: AppleEnvironment? = nil) {
-        self.reason = reason
-        self.retryAfter = retryAfter
-        self.environment = environment
-    }
-
     public var description: String {
         var text = "retryable (\(reason))"
         if let retryAfter { text += ", retry after \(retryAfter)" }

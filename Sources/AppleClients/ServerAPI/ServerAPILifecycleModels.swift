@@ -92,12 +92,7 @@ public struct NotificationSendAttempt: Sendable, Hashable {
 /// delivery attempts.
 public struct NotificationHistoryItem: Sendable, Hashable {
     public var signedPayload: String
-    public var sendAttempts: [NotificationSendAttempt]
-
-    public init(signedPayload: String, sendAttempts: [NotificationSendAttempt] = []) {
-        self.signedPayload = signedPayload
-        self.sendAttempts = sendAttempts
-    }
+    public var sendAttempts: [NotificationSendAttempt] = []
 }
 
 /// One page of Get Notification History.
@@ -107,16 +102,6 @@ public struct NotificationHistoryPage: Sendable {
     /// Pass this to get the next page.
     public var paginationToken: String?
     public var answeredBy: AppleEnvironment
-
-    public init(
-        notifications: [NotificationHistoryItem], hasMore: Bool, paginationToken: String?,
-        answeredBy: AppleEnvironment
-    ) {
-        self.notifications = notifications
-        self.hasMore = hasMore
-        self.paginationToken = paginationToken
-        self.answeredBy = answeredBy
-    }
 }
 
 /// One page of Get Refund History (v2).
@@ -150,7 +135,7 @@ public struct ServerAPIAcknowledgement: Sendable, Hashable {
 /// Get Test Notification Status: the test notification Apple sent, and how its delivery went.
 public struct TestNotificationStatus: Sendable, Hashable {
     public var signedPayload: String
-    public var sendAttempts: [NotificationSendAttempt]
+    public var sendAttempts: [NotificationSendAttempt] = []
     public var answeredBy: AppleEnvironment
 }
 

@@ -1,7 +1,8 @@
-import Decision
 import Foundation
 import Messages
 import Testing
+
+@testable import Decision
 
 /// The refund policy (docs/REFUNDS.md): each condition at, just under and just over its limit, the order of the
 /// rules, the built-in rules, the facts read from the ledger, and the policy file's checks.

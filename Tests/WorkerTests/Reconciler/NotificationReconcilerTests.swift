@@ -1,4 +1,3 @@
-import AppleClients
 import Foundation
 import Gateway
 import Ledger
@@ -10,6 +9,8 @@ import RateLimiter
 import Reconciler
 import Synchronization
 import Testing
+
+@testable import AppleClients
 
 /// `verify-worker reconcile`'s core on a manual clock, a real SQLite ledger, a fake Get
 /// Notification History and a recording sink: every failed notification published once per sweep as the gateway's

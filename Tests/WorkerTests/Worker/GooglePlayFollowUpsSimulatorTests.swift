@@ -1,4 +1,3 @@
-import Decision
 import Foundation
 import GooglePlayClients
 import Ledger
@@ -9,6 +8,7 @@ import RateLimiter
 import StoreHTTP
 import Testing
 
+@testable import Decision
 @testable import Worker
 
 /// The Developer API client as the follow-ups call it.

@@ -1,5 +1,4 @@
 import Foundation
-import GooglePlayClients
 import Ledger
 import Logging
 import Messages
@@ -8,6 +7,7 @@ import StoreHTTP
 import Synchronization
 import Testing
 
+@testable import GooglePlayClients
 @testable import Worker
 
 /// A Developer API that records each call and answers each purchase token from its script (accepted once the

@@ -1,11 +1,11 @@
 import Decision
 import Foundation
-import GooglePlayClients
 import Ledger
 import Logging
 import Messages
 import Testing
 
+@testable import GooglePlayClients
 @testable import Worker
 
 /// Google Play's pending refund reviews: one `orders.reviewrefund` answer per review across Pub/Sub's redeliveries

@@ -1,9 +1,9 @@
-import AppleClients
 import Logging
 import RateLimiter
 import Synchronization
 import Testing
 
+@testable import AppleClients
 @testable import Worker
 
 /// `AppleCaller.call` with its bookkeeping outside its async frame (a small frame per waiting job): the
