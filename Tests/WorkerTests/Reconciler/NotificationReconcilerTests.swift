@@ -1,7 +1,6 @@
 import AppleClients
 import Foundation
 import Gateway
-import Ledger
 import Logging
 import Messages
 import Observability
@@ -10,6 +9,8 @@ import RateLimiter
 import Reconciler
 import Synchronization
 import Testing
+
+@testable import Ledger
 
 /// `verify-worker reconcile`'s core on a manual clock, a real SQLite ledger, a fake Get
 /// Notification History and a recording sink: every failed notification published once per sweep as the gateway's
