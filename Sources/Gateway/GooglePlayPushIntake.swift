@@ -12,27 +12,16 @@ import Messages
 /// judged here: a token the ledger never saw is the worker's to decide.
 public struct GooglePlayPushIntake: Sendable {
     /// The `account_id` of the jobs (`gateway_google_play_notification_account`).
-    public var accountID: String
+    public var accountID: String = GooglePlayNotificationJob.defaultAccountID
     /// The Play apps' package names; a notification for another is discarded. Empty: every package is published
     /// (the worker refuses an unknown app).
-    public var packages: Set<String>
+    public var packages: Set<String> = []
     /// The push subscription the envelope must name, when configured.
     public var subscription: String?
     /// The largest body read.
-    public var maximumBytes: Int
+    public var maximumBytes: Int = 1 << 20
     /// Now, for `submitted_at`.
-    public var now: @Sendable () -> Date
-
-    public init(
-        accountID: String = GooglePlayNotificationJob.defaultAccountID, packages: Set<String> = [],
-        subscription: String? = nil, maximumBytes: Int = 1 << 20, now: @escaping @Sendable () -> Date = Date.init
-    ) {
-        self.accountID = accountID
-        self.packages = packages
-        self.subscription = subscription
-        self.maximumBytes = maximumBytes
-        self.now = now
-    }
+    public var now: @Sendable () -> Date = Date.init
 
     /// Why a push makes no job (the `reason` label of the discard counter, and the answer's `discarded`).
     public enum Discard: String, Sendable, CaseIterable {

@@ -166,11 +166,6 @@ public struct KafkaRevocation: Sendable {
     /// The number of the assignment they belonged to, as announced by
     /// `KafkaConsumerEvent.partitionsAssigned`.
     public var generation: UInt64
-
-    public init(partitions: [KafkaTopicPartition], generation: UInt64) {
-        self.partitions = partitions
-        self.generation = generation
-    }
 }
 
 /// What the consumer delivers, in the order it happened.

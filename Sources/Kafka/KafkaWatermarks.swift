@@ -3,10 +3,6 @@
 public struct KafkaWatermarks: Hashable, Sendable, CustomStringConvertible {
     public var low: Int64
     public var high: Int64
-    public init(low: Int64, high: Int64) {
-        self.low = low
-        self.high = high
-    }
     public var description: String { "\(low)..<\(high)" }
 }
 

@@ -8,11 +8,6 @@ public struct ReconcilerLease: Sendable, Hashable {
     public var expiresAt: Date
     /// The end of the last sweep that finished; nil before the first.
     public var checkpoint: Date?
-
-    public init(expiresAt: Date, checkpoint: Date?) {
-        self.expiresAt = expiresAt
-        self.checkpoint = checkpoint
-    }
 }
 
 /// The reconciler's lease and checkpoint. Times are the replicas' wall clocks; a lease is tens of seconds long, so a

@@ -19,17 +19,6 @@ public struct UnsureSubscription: Sendable, Hashable {
     /// The app whose subscription it is: its claims' `bundle_id` (nil when they name none). Its history is read with
     /// that app's Server API key.
     public var bundleID: String?
-
-    public init(
-        originalTransactionID: String, environment: String?, rereadAt: Date?, revision: String?,
-        bundleID: String? = nil
-    ) {
-        self.originalTransactionID = originalTransactionID
-        self.environment = environment
-        self.rereadAt = rereadAt
-        self.revision = revision
-        self.bundleID = bundleID
-    }
 }
 
 extension UnsureSubscription {
@@ -74,16 +63,6 @@ public struct UnsurePlaySubscription: Sendable, Hashable {
     public var gracePeriodExpiresDate: Date?
     /// When the reconciler last published a re-read of it; nil before the first time.
     public var rereadAt: Date?
-
-    public init(
-        purchaseToken: String, packageName: String, expiresDate: Date?, gracePeriodExpiresDate: Date?, rereadAt: Date?
-    ) {
-        self.purchaseToken = purchaseToken
-        self.packageName = packageName
-        self.expiresDate = expiresDate
-        self.gracePeriodExpiresDate = gracePeriodExpiresDate
-        self.rereadAt = rereadAt
-    }
 }
 
 extension SubscriptionRereadStore {

@@ -240,11 +240,6 @@ private struct OpenStepScanner {
     let count: Int
     var position = 0
 
-    init(base: UnsafePointer<UInt8>, count: Int) {
-        self.base = base
-        self.count = count
-    }
-
     /// The byte at `index`; callers check `index < count`.
     @inline(__always)
     func byte(at index: Int) -> UInt8 { base[index] }

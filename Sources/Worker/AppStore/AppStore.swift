@@ -33,20 +33,6 @@ public struct AppStore: PurchaseStore {
     let jobDeadline: Duration
     let logger: Logger
 
-    init(
-        analyzer: ReceiptAnalyzer, apple: AppleCaller, apps: AppleAppClients,
-        configurationWatch: StoreConfigurationWatch, coalescer: AppleCallCoalescer, jobDeadline: Duration,
-        logger: Logger
-    ) {
-        self.analyzer = analyzer
-        self.apple = apple
-        self.apps = apps
-        self.configurationWatch = configurationWatch
-        self.coalescer = coalescer
-        self.jobDeadline = jobDeadline
-        self.logger = logger
-    }
-
     /// The store stage's runners for Apple's gate (``AppleCallGate/storeStageLimit``).
     public var stageLimit: Int { apple.gate.storeStageLimit }
 

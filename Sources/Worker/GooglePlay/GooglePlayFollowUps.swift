@@ -165,47 +165,28 @@ public struct GooglePlayFollowUpTarget: Sendable, Hashable {
 public struct GooglePlayFollowUpsConfiguration: Sendable {
     /// Which products are consumables and subscriptions (`play_products`), and their sample content.
     public var catalog: Catalog
+    /// Who claims calls in the ledger (unique per worker process).
+    public var holder: String
+    /// Answer each pending refund review with `orders.reviewrefund` (`consumption_answers`, the switch that answers
+    /// Apple's consumption requests).
+    public var answersRefundReviews: Bool = false
     /// The refund policy whose rules answer refund reviews (`refund_policy_file`); nil: the policy without a file
     /// (``RefundPolicy/init(catalog:)``: the catalog's shorthand rules, then data only).
     public var refundPolicy: RefundPolicy?
-    /// Answer each pending refund review with `orders.reviewrefund` (`consumption_answers`, the switch that answers
-    /// Apple's consumption requests).
-    public var answersRefundReviews: Bool
-    /// Who claims calls in the ledger (unique per worker process).
-    public var holder: String
     /// How long one call may keep retrying through the gate before it is put back for a later sweep.
-    public var callDeadline: Duration
+    public var callDeadline: Duration = .seconds(60)
     /// How long a claim holds before another worker may take the call over (its holder crashed).
-    public var claimLease: Duration
+    public var claimLease: Duration = .seconds(300)
     /// When a call put back is due again (at least; later when Google's `Retry-After` says so).
-    public var retryDelay: Duration
+    public var retryDelay: Duration = .seconds(60)
     /// How often the ledger is swept for calls that are due (and the oldest unacknowledged purchase measured).
-    public var sweepInterval: Duration
+    public var sweepInterval: Duration = .seconds(30)
     /// Calls made at once by this worker (the gate limits the rate; this bounds the tasks).
-    public var maximumConcurrentCalls: Int
+    public var maximumConcurrentCalls: Int = 16
     /// Calls queued in memory at most; beyond, a claimed call is left to the sweep.
-    public var maximumQueued: Int
+    public var maximumQueued: Int = 100_000
     /// The first and the longest wait between two attempts at a claim the ledger could not record.
-    public var claimRetryBackoff: ClosedRange<Duration>
-
-    public init(
-        catalog: Catalog, holder: String, answersRefundReviews: Bool = false, refundPolicy: RefundPolicy? = nil,
-        callDeadline: Duration = .seconds(60), claimLease: Duration = .seconds(300),
-        retryDelay: Duration = .seconds(60), sweepInterval: Duration = .seconds(30), maximumConcurrentCalls: Int = 16,
-        maximumQueued: Int = 100_000, claimRetryBackoff: ClosedRange<Duration> = .milliseconds(100) ... .seconds(5)
-    ) {
-        self.catalog = catalog
-        self.holder = holder
-        self.answersRefundReviews = answersRefundReviews
-        self.refundPolicy = refundPolicy
-        self.callDeadline = callDeadline
-        self.claimLease = claimLease
-        self.retryDelay = retryDelay
-        self.sweepInterval = sweepInterval
-        self.maximumConcurrentCalls = maximumConcurrentCalls
-        self.maximumQueued = maximumQueued
-        self.claimRetryBackoff = claimRetryBackoff
-    }
+    public var claimRetryBackoff: ClosedRange<Duration> = .milliseconds(100) ... .seconds(5)
 }
 
 /// The Developer API calls that follow a durable Google Play grant, once its verdict's delivery report came back (so

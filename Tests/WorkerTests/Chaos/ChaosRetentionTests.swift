@@ -1,9 +1,9 @@
 import ArgumentParser
 import Foundation
-import Kafka
 import Testing
 
 @testable import Chaos
+@testable import Kafka
 
 /// The harness's own bookkeeping against the mock broker's 5 MiB per partition: holes in what the reader read,
 /// unsettled messages below a low watermark (harness errors, not lost jobs), and the submitter's window.

@@ -1,8 +1,9 @@
 import Foundation
-import Gateway
 import Messages
 import Operations
 import Testing
+
+@testable import Gateway
 
 /// The Google Play side of the gateway's intake without a socket: the envelope's field spellings, the namespace
 /// `/v1/receipts` may not use, and the Pub/Sub keys read through the key table.

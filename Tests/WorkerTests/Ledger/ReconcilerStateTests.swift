@@ -1,6 +1,7 @@
 import Foundation
-import Ledger
 import Testing
+
+@testable import Ledger
 
 /// The reconciler's lease and checkpoint against both backends (a real SQLite file and a real PostgreSQL): one
 /// replica at a time, a crashed replica's lease taken over at its expiry, and a checkpoint only the holder moves,

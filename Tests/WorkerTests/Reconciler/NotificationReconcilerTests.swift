@@ -1,6 +1,5 @@
 import Foundation
 import Gateway
-import Ledger
 import Logging
 import Messages
 import Observability
@@ -11,6 +10,7 @@ import Synchronization
 import Testing
 
 @testable import AppleClients
+@testable import Ledger
 
 /// `verify-worker reconcile`'s core on a manual clock, a real SQLite ledger, a fake Get
 /// Notification History and a recording sink: every failed notification published once per sweep as the gateway's
