@@ -10,24 +10,12 @@ public struct ChaosSubmittedJob: Sendable, Hashable {
     /// be granted (other apps, crackers, forgeries, sandbox in production, expired, refunded, adversarial input).
     public var grantableTransactionID: String?
     /// The verdict must be `rejected` (adversarial input: never granted, never left undecided).
-    public var mustBeRejected: Bool
+    public var mustBeRejected = false
     /// For the summary: the traffic category or adversarial case.
     public var category: String
     /// The job's ``ReceiptJob/contentDigest``, when known: every verdict of the job must carry the id derived from
     /// it.
     public var contentDigest: String?
-
-    public init(
-        jobID: String, accountID: String, grantableTransactionID: String? = nil, mustBeRejected: Bool = false,
-        category: String, contentDigest: String? = nil
-    ) {
-        self.jobID = jobID
-        self.accountID = accountID
-        self.grantableTransactionID = grantableTransactionID
-        self.mustBeRejected = mustBeRejected
-        self.category = category
-        self.contentDigest = contentDigest
-    }
 
     /// The key of the submission: the verdict id it must get, or its job id when its digest is not known.
     var key: String {

@@ -88,21 +88,6 @@ public struct ChaosLedgerTransaction: Sendable, Hashable {
     public var revocationPercentage: Int?
     /// The claim's `ownership_type` (`FAMILY_SHARED` for a family member's claim; nil: not stated, the purchaser's).
     public var ownershipType: String?
-
-    public init(
-        accountID: String, state: String, expiresMs: Int64?, subscriptionState: String? = nil,
-        subscriptionLatestID: String? = nil, revocationType: String? = nil, revocationPercentage: Int? = nil,
-        ownershipType: String? = nil
-    ) {
-        self.accountID = accountID
-        self.state = state
-        self.expiresMs = expiresMs
-        self.subscriptionState = subscriptionState
-        self.subscriptionLatestID = subscriptionLatestID
-        self.revocationType = revocationType
-        self.revocationPercentage = revocationPercentage
-        self.ownershipType = ownershipType
-    }
 }
 
 /// What the run's refund policy answers a consumption request: the rule that matches and the `refundPreference` it
