@@ -49,14 +49,12 @@ public struct GooglePlayVoidedPurchasesPage: Sendable, Hashable, Decodable {
     /// `tokenPagination.nextPageToken`: another page follows when present and not empty.
     public var nextPageToken: String?
 
-    public init(voidedPurchases: [GooglePlayVoidedPurchase], nextPageToken: String?) {
-        self.voidedPurchases = voidedPurchases
-        self.nextPageToken = nextPageToken
-    }
-
     enum CodingKeys: String, CodingKey { case voidedPurchases, tokenPagination }
     struct TokenPagination: Decodable { var nextPageToken: String? }
+}
 
+// In an extension, so Swift still writes the memberwise initializer the tests build pages with.
+extension GooglePlayVoidedPurchasesPage {
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
         voidedPurchases = try container.decodeIfPresent([GooglePlayVoidedPurchase].self, forKey: .voidedPurchases) ?? []
@@ -80,24 +78,14 @@ public struct GooglePlayVoidedPurchase: Sendable, Hashable, Decodable {
     /// Present for a quantity-based partial refund: the quantity refunded.
     public var voidedQuantity: Int?
 
-    public init(
-        orderID: String?, purchaseToken: String?, purchaseTimeMillis: Int64? = nil, voidedTimeMillis: Int64? = nil,
-        voidedSource: Int? = nil, voidedReason: Int? = nil, voidedQuantity: Int? = nil
-    ) {
-        self.orderID = orderID
-        self.purchaseToken = purchaseToken
-        self.purchaseTimeMillis = purchaseTimeMillis
-        self.voidedTimeMillis = voidedTimeMillis
-        self.voidedSource = voidedSource
-        self.voidedReason = voidedReason
-        self.voidedQuantity = voidedQuantity
-    }
-
     enum CodingKeys: String, CodingKey {
         case orderID = "orderId", purchaseToken, purchaseTimeMillis, voidedTimeMillis, voidedSource, voidedReason
         case voidedQuantity
     }
+}
 
+// In an extension, so Swift still writes the memberwise initializer the tests build voided purchases with.
+extension GooglePlayVoidedPurchase {
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
         orderID = try? container.decodeIfPresent(String.self, forKey: .orderID)

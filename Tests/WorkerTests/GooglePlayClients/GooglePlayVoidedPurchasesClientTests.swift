@@ -1,10 +1,11 @@
 import Foundation
-import GooglePlayClients
 import RateLimiter
 import StoreHTTP
 import Synchronization
 import Testing
 import _CryptoExtras
+
+@testable import GooglePlayClients
 
 /// `purchases.voidedpurchases.list` against a scripted server: token pagination, the records as Google writes them,
 /// the window clamped to what Google accepts (never older than 30 days, never in the future), and each error as the

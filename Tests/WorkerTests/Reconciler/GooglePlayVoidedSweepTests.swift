@@ -1,6 +1,5 @@
 import Decision
 import Foundation
-import GooglePlayClients
 import Ledger
 import Logging
 import Messages
@@ -12,6 +11,7 @@ import Synchronization
 import Testing
 import _CryptoExtras
 
+@testable import GooglePlayClients
 @testable import Reconciler
 
 /// The Google Play half of `verify-worker reconcile` on a manual clock, a real ledger (both backends where the ledger
