@@ -1,59 +1,12 @@
 import Foundation
 import Messages
 
-/// `subscriptionNotification.notificationType`, Google's numbers (the gaps are numbers Google retired or never used).
-public enum PlaySubscriptionNotificationType: Int, Sendable, CaseIterable {
-    case recovered = 1
-    case renewed = 2
-    case canceled = 3
-    case purchased = 4
-    case onHold = 5
-    case inGracePeriod = 6
-    case restarted = 7
-    case priceChangeConfirmed = 8
-    case deferred = 9
-    case paused = 10
-    case pauseScheduleChanged = 11
-    case revoked = 12
-    case expired = 13
-    case itemsChanged = 17
-    case cancellationScheduled = 18
-    case priceChangeUpdated = 19
-    case pendingPurchaseCanceled = 20
-    case priceStepUpConsentUpdated = 22
-
-    /// Google's name, `SUBSCRIPTION_…`.
-    public var name: String {
-        switch self {
-        case .recovered: "SUBSCRIPTION_RECOVERED"
-        case .renewed: "SUBSCRIPTION_RENEWED"
-        case .canceled: "SUBSCRIPTION_CANCELED"
-        case .purchased: "SUBSCRIPTION_PURCHASED"
-        case .onHold: "SUBSCRIPTION_ON_HOLD"
-        case .inGracePeriod: "SUBSCRIPTION_IN_GRACE_PERIOD"
-        case .restarted: "SUBSCRIPTION_RESTARTED"
-        case .priceChangeConfirmed: "SUBSCRIPTION_PRICE_CHANGE_CONFIRMED"
-        case .deferred: "SUBSCRIPTION_DEFERRED"
-        case .paused: "SUBSCRIPTION_PAUSED"
-        case .pauseScheduleChanged: "SUBSCRIPTION_PAUSE_SCHEDULE_CHANGED"
-        case .revoked: "SUBSCRIPTION_REVOKED"
-        case .expired: "SUBSCRIPTION_EXPIRED"
-        case .itemsChanged: "SUBSCRIPTION_ITEMS_CHANGED"
-        case .cancellationScheduled: "SUBSCRIPTION_CANCELLATION_SCHEDULED"
-        case .priceChangeUpdated: "SUBSCRIPTION_PRICE_CHANGE_UPDATED"
-        case .pendingPurchaseCanceled: "SUBSCRIPTION_PENDING_PURCHASE_CANCELED"
-        case .priceStepUpConsentUpdated: "SUBSCRIPTION_PRICE_STEP_UP_CONSENT_UPDATED"
-        }
-    }
-}
+/// `subscriptionNotification.notificationType`: Google's numbers and names, the table the worker reads pushes with
+/// (its message tests pin it to Google's list).
+public typealias PlaySubscriptionNotificationType = DeveloperNotification.SubscriptionType
 
 /// `oneTimeProductNotification.notificationType`.
-public enum PlayOneTimeNotificationType: Int, Sendable, CaseIterable {
-    case purchased = 1
-    case canceled = 2
-
-    public var name: String { self == .purchased ? "ONE_TIME_PRODUCT_PURCHASED" : "ONE_TIME_PRODUCT_CANCELED" }
-}
+public typealias PlayOneTimeNotificationType = DeveloperNotification.OneTimeProductType
 
 /// A Real-time developer notification: the DeveloperNotification Google publishes to the app's Pub/Sub topic. It
 /// carries no state (the backend reads the purchase again), only what happened and to which token.

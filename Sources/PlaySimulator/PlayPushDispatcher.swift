@@ -127,9 +127,10 @@ public struct PlayPushFaultRule: Sendable, Codable, Equatable {
 /// The push faults `POST /sim/push/faults` installs; `{}` clears them.
 public struct PlayPushFaultPlan: Sendable, Codable, Equatable {
     public var rules: [PlayPushFaultRule] = []
+}
 
-    public init(rules: [PlayPushFaultRule] = []) { self.rules = rules }
-
+/// In an extension, so that the memberwise initializer stays.
+extension PlayPushFaultPlan {
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
         rules = try container.decodeIfPresent([PlayPushFaultRule].self, forKey: .rules) ?? []
