@@ -1152,6 +1152,14 @@ final class ChaosEnvironment: Sendable {
     }
 
     /// The ledger's record of every job and the claims on every transaction the run cares about.
+    /// Runs `body` with the run's ledger at `url`, its log quiet but for errors: the harness reads the ledger often,
+    /// and the workers' logs are the ones that tell the run's story.
+    func withRunLedger<T: Sendable>(url: String, _ body: @Sendable (any Ledger) async throws -> T) async throws -> T {
+        var logger = configuration.logger
+        logger.logLevel = .error
+        return try await LedgerFactory.withLedger(url: url, logger: logger, body)
+    }
+
     private func readLedger(url: String, traffic: ChaosTraffic, verdicts: [Verdict]) async throws -> ChaosLedgerView {
         var transactions: [String: Set<String>] = [:]
         for job in traffic.jobs where job.category != "fuzz_job" {
@@ -1161,9 +1169,7 @@ final class ChaosEnvironment: Sendable {
             transactions[verdict.jobID, default: []].formUnion(verdict.transactions.map(\.transactionID))
         }
         let queries = transactions
-        var ledgerLogger = configuration.logger
-        ledgerLogger.logLevel = .error
-        return try await LedgerFactory.withLedger(url: url, logger: ledgerLogger) { ledger in
+        return try await withRunLedger(url: url) { ledger in
             try await withThrowingTaskGroup(of: LedgerSnapshot?.self) { group in
                 var view = ChaosLedgerView()
                 var pending = queries.makeIterator()

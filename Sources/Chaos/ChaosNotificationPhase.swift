@@ -300,14 +300,12 @@ extension ChaosEnvironment {
     private func recordedVerdicts(
         ofJobs jobIDs: Set<String>, ledgerURL: String, within limit: Duration
     ) async -> [String: Verdict] {
-        var ledgerLogger = configuration.logger
-        ledgerLogger.logLevel = .error
         let deadline = clock.now.advanced(by: limit)
         var found: [String: Verdict] = [:]
         repeat {
             let waiting = jobIDs.subtracting(found.keys)
             let read: [String: Verdict] =
-                (try? await LedgerFactory.withLedger(url: ledgerURL, logger: ledgerLogger) {
+                (try? await withRunLedger(url: ledgerURL) {
                     ledger -> [String: Verdict] in
                     var read: [String: Verdict] = [:]
                     for jobID in waiting {
@@ -381,9 +379,7 @@ extension ChaosEnvironment {
         let requests = await simulatorNotifications(simulator).filter {
             $0.type == "CONSUMPTION_REQUEST" && ids.contains($0.transactionID ?? "")
         }
-        var ledgerLogger = configuration.logger
-        ledgerLogger.logLevel = .error
-        return try await LedgerFactory.withLedger(url: ledgerURL, logger: ledgerLogger) { ledger in
+        return try await withRunLedger(url: ledgerURL) { ledger in
             var records: [String: (state: String, detail: String?)] = [:]
             for request in requests {
                 guard let id = request.transactionID,
@@ -420,15 +416,11 @@ extension ChaosEnvironment {
         }
     }
 
-    /// The ledger's claims on `transactionIDs`, read in batches.
     /// Every claim of the subscriptions with these original transaction ids, by transaction id.
     func ledgerClaims(url: String, originalTransactionIDs: Set<String>) async throws -> [String: TransactionClaim] {
         guard !originalTransactionIDs.isEmpty else { return [:] }
-        var ledgerLogger = configuration.logger
-        ledgerLogger.logLevel = .error
-        let sorted = originalTransactionIDs.sorted()
-        let batches = stride(from: 0, to: sorted.count, by: 200).map { Array(sorted[$0..<min(sorted.count, $0 + 200)]) }
-        return try await LedgerFactory.withLedger(url: url, logger: ledgerLogger) { ledger in
+        let batches = Self.ledgerBatches(originalTransactionIDs)
+        return try await withRunLedger(url: url) { ledger in
             var claims: [String: TransactionClaim] = [:]
             for batch in batches {
                 let snapshot = try await ledger.snapshot(jobID: "", transactionIDs: [], originalTransactionIDs: batch)
@@ -438,13 +430,10 @@ extension ChaosEnvironment {
         }
     }
 
+    /// The ledger's claims on `transactionIDs`, read in batches.
     func ledgerClaims(url: String, transactionIDs: Set<String>) async throws -> [String: TransactionClaim] {
-        var ledgerLogger = configuration.logger
-        ledgerLogger.logLevel = .error
-        let batches = stride(from: 0, to: transactionIDs.count, by: 200).map {
-            Array(transactionIDs.sorted()[$0..<min(transactionIDs.count, $0 + 200)])
-        }
-        return try await LedgerFactory.withLedger(url: url, logger: ledgerLogger) { ledger in
+        let batches = Self.ledgerBatches(transactionIDs)
+        return try await withRunLedger(url: url) { ledger in
             var claims: [String: TransactionClaim] = [:]
             for batch in batches {
                 let snapshot = try await ledger.snapshot(jobID: "", transactionIDs: batch, originalTransactionIDs: [])
@@ -454,6 +443,12 @@ extension ChaosEnvironment {
             }
             return claims
         }
+    }
+
+    /// `ids` in order, in batches of 200 (one ledger snapshot each).
+    static func ledgerBatches(_ ids: Set<String>) -> [[String]] {
+        let sorted = ids.sorted()
+        return stride(from: 0, to: sorted.count, by: 200).map { Array(sorted[$0..<min(sorted.count, $0 + 200)]) }
     }
 
     struct SimulatorNotification {

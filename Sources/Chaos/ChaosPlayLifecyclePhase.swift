@@ -258,14 +258,12 @@ extension ChaosEnvironment {
             }
             senders[purchase.token] = account
         }
-        var ledgerLogger = configuration.logger
-        ledgerLogger.logLevel = .error
         let deadline = clock.now.advanced(by: .seconds(60))
         var recorded: [String: String] = [:]
         while recorded.count < senders.count, clock.now < deadline {
             let waiting = senders.filter { recorded[$0.key] == nil }
             let found: [String: String] =
-                (try? await LedgerFactory.withLedger(url: ledgerURL, logger: ledgerLogger) {
+                (try? await withRunLedger(url: ledgerURL) {
                     ledger -> [String: String] in
                     var found: [String: String] = [:]
                     for (token, account) in waiting {
@@ -356,11 +354,9 @@ extension ChaosEnvironment {
     /// How many Play subscriptions the reconciler's re-reads cover now (its window: a day ahead, as the run
     /// configures it, and the default three days back), whether or not they were re-read lately.
     private func playRereadBacklog(ledgerURL: String) async -> Int {
-        var ledgerLogger = configuration.logger
-        ledgerLogger.logLevel = .error
         let now = Date()
         return
-            (try? await LedgerFactory.withLedger(url: ledgerURL, logger: ledgerLogger) { ledger in
+            (try? await withRunLedger(url: ledgerURL) { ledger in
                 try await ledger.unsurePlaySubscriptions(
                     packages: [ChaosPlayApp.packageName], from: now.addingTimeInterval(-3 * 86_400),
                     to: now.addingTimeInterval(86_400), rereadBefore: now.addingTimeInterval(86_400), limit: 1_000_000
