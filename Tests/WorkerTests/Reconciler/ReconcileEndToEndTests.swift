@@ -38,17 +38,59 @@ struct ReconcileEndToEndTests {
         return try #require(found.withLock { $0 })
     }
 
-    @Test("the REFUND that never arrived is found, published as the gateway's job and revokes the grant")
-    func recoversDroppedRefund() async throws {
-        try await PipelineHarness.with { harness in
-            let key = P256.Signing.PrivateKey()
-            let serverAPI = [
+    /// The worker's Server API settings (the simulator's endpoints) and the key they name, as flags and secrets.
+    struct ServerAPI {
+        var settings: [String: String]
+        var secrets: [String: String]
+    }
+
+    /// Starts worker 0 with a Server API key of its own against the simulator; returns the settings it was given.
+    static func startWorker(_ harness: PipelineHarness) throws -> ServerAPI {
+        let serverAPI = ServerAPI(
+            settings: [
                 "server_api_production_url": "http://127.0.0.1:\(harness.port)",
                 "server_api_sandbox_url": "http://127.0.0.1:\(harness.port)/sandbox",
                 "server_api_key_id": "TESTKEY123", "server_api_issuer_id": "issuer-e2e",
-            ]
-            let secrets = ["VERIFY_SERVER_API_KEY": key.pemRepresentation]
-            try harness.startWorker(0, extra: serverAPI, environment: secrets)
+            ],
+            secrets: ["VERIFY_SERVER_API_KEY": P256.Signing.PrivateKey().pemRepresentation])
+        try harness.startWorker(0, extra: serverAPI.settings, environment: serverAPI.secrets)
+        return serverAPI
+    }
+
+    /// The demo's catalog sells no subscription: one is added before the worker reads it. Returns its product id.
+    static func sellSubscription(_ harness: PipelineHarness) throws -> String {
+        let subscription = "com.example.verifyworker.monthly"
+        var products = Array(DemoApp.catalog.products.values)
+        products.append(.init(id: subscription, type: .autoRenewable))
+        try JSONEncoder().encode(Catalog(bundleIDs: [DemoApp.bundleID], products: products))
+            .write(to: harness.files.catalog)
+        return subscription
+    }
+
+    /// The reconciler with the worker's keys, its own port, and sweeps an hour apart (one at start), running.
+    static func startReconciler(
+        _ harness: PipelineHarness, serverAPI: ServerAPI
+    ) throws -> (group: ServiceGroup, running: Task<Void, any Error>) {
+        var settings = DemoRun.workerSettings(
+            index: 9, bootstrap: harness.cluster.bootstrapServers, port: harness.port, files: harness.files,
+            ledgerURL: harness.ledgerURL, jobDeadline: .seconds(30), extra: serverAPI.settings)
+        settings["metrics_port"] = String(try FreeLocalPort.pick())
+        settings["metrics_host"] = "127.0.0.1"
+        settings["reconcile_interval_s"] = "3600"
+        var sources = ConfigurationSources(table: ReconcileConfiguration.table)
+        sources.addEnvironment(serverAPI.secrets)
+        try sources.addFlags(settings)
+        let configuration = try ReconcileConfiguration(sources)
+        var logger = Logger(label: "test.reconcile")
+        logger.logLevel = .error
+        let group = try ReconcileRuntime(configuration: configuration, logger: logger).serviceGroup()
+        return (group, Task { try await group.run() })
+    }
+
+    @Test("the REFUND that never arrived is found, published as the gateway's job and revokes the grant")
+    func recoversDroppedRefund() async throws {
+        try await PipelineHarness.with { harness in
+            let serverAPI = try Self.startWorker(harness)
             try await harness.waitUntilAssigned()
             let (purchase, transactionID) = try harness.genuineJob(account: "acct-rec", format: .signedTransaction)
             try await harness.submit([purchase])
@@ -64,21 +106,7 @@ struct ReconcileEndToEndTests {
             let jobID = NotificationJob.jobIDPrefix + uuid.lowercased()
             #expect(harness.verdicts.byJob[jobID] == nil, "nothing delivered it before the sweep")
 
-            // The reconciler with the worker's keys, its own port, and sweeps an hour apart (one at start).
-            var settings = DemoRun.workerSettings(
-                index: 9, bootstrap: harness.cluster.bootstrapServers, port: harness.port, files: harness.files,
-                ledgerURL: harness.ledgerURL, jobDeadline: .seconds(30), extra: serverAPI)
-            settings["metrics_port"] = String(try FreeLocalPort.pick())
-            settings["metrics_host"] = "127.0.0.1"
-            settings["reconcile_interval_s"] = "3600"
-            var sources = ConfigurationSources(table: ReconcileConfiguration.table)
-            sources.addEnvironment(secrets)
-            try sources.addFlags(settings)
-            let configuration = try ReconcileConfiguration(sources)
-            var logger = Logger(label: "test.reconcile")
-            logger.logLevel = .error
-            let group = try ReconcileRuntime(configuration: configuration, logger: logger).serviceGroup()
-            let running = Task { try await group.run() }
+            let (group, running) = try Self.startReconciler(harness, serverAPI: serverAPI)
 
             try await harness.verdicts.waitForVerdicts(of: [jobID])
             let verdict = try #require(harness.verdicts.byJob[jobID]?.first)
@@ -98,20 +126,8 @@ struct ReconcileEndToEndTests {
     @Test("a renewal Apple never notified is found by re-reading the subscription's history and granted to its owner")
     func rereadFindsRenewal() async throws {
         try await PipelineHarness.with { harness in
-            // The demo's catalog sells no subscription: one is added before the worker reads it.
-            let subscription = "com.example.verifyworker.monthly"
-            var products = Array(DemoApp.catalog.products.values)
-            products.append(.init(id: subscription, type: .autoRenewable))
-            try JSONEncoder().encode(Catalog(bundleIDs: [DemoApp.bundleID], products: products))
-                .write(to: harness.files.catalog)
-            let key = P256.Signing.PrivateKey()
-            let serverAPI = [
-                "server_api_production_url": "http://127.0.0.1:\(harness.port)",
-                "server_api_sandbox_url": "http://127.0.0.1:\(harness.port)/sandbox",
-                "server_api_key_id": "TESTKEY123", "server_api_issuer_id": "issuer-e2e",
-            ]
-            let secrets = ["VERIFY_SERVER_API_KEY": key.pemRepresentation]
-            try harness.startWorker(0, extra: serverAPI, environment: secrets)
+            let subscription = try Self.sellSubscription(harness)
+            let serverAPI = try Self.startWorker(harness)
             try await harness.waitUntilAssigned()
 
             // A subscription whose period ended an hour ago: the ledger holds it, lapsed (billing retry, as far as
@@ -136,20 +152,7 @@ struct ReconcileEndToEndTests {
             let expiresMs = try #require(renewal.expiresDateMs)
             let correction = "reconcile-\(renewal.transactionId)-\(expiresMs)-0"
 
-            var settings = DemoRun.workerSettings(
-                index: 9, bootstrap: harness.cluster.bootstrapServers, port: harness.port, files: harness.files,
-                ledgerURL: harness.ledgerURL, jobDeadline: .seconds(30), extra: serverAPI)
-            settings["metrics_port"] = String(try FreeLocalPort.pick())
-            settings["metrics_host"] = "127.0.0.1"
-            settings["reconcile_interval_s"] = "3600"
-            var sources = ConfigurationSources(table: ReconcileConfiguration.table)
-            sources.addEnvironment(secrets)
-            try sources.addFlags(settings)
-            let configuration = try ReconcileConfiguration(sources)
-            var logger = Logger(label: "test.reconcile")
-            logger.logLevel = .error
-            let group = try ReconcileRuntime(configuration: configuration, logger: logger).serviceGroup()
-            let running = Task { try await group.run() }
+            let (group, running) = try Self.startReconciler(harness, serverAPI: serverAPI)
 
             try await harness.verdicts.waitForVerdicts(of: [correction])
             let verdict = try #require(harness.verdicts.byJob[correction]?.first)
@@ -165,19 +168,8 @@ struct ReconcileEndToEndTests {
     @Test("a refund Apple reversed without a notification is found by the re-read and the owner's claim restored")
     func rereadFindsReversedRefund() async throws {
         try await PipelineHarness.with { harness in
-            let subscription = "com.example.verifyworker.monthly"
-            var products = Array(DemoApp.catalog.products.values)
-            products.append(.init(id: subscription, type: .autoRenewable))
-            try JSONEncoder().encode(Catalog(bundleIDs: [DemoApp.bundleID], products: products))
-                .write(to: harness.files.catalog)
-            let key = P256.Signing.PrivateKey()
-            let serverAPI = [
-                "server_api_production_url": "http://127.0.0.1:\(harness.port)",
-                "server_api_sandbox_url": "http://127.0.0.1:\(harness.port)/sandbox",
-                "server_api_key_id": "TESTKEY123", "server_api_issuer_id": "issuer-e2e",
-            ]
-            let secrets = ["VERIFY_SERVER_API_KEY": key.pemRepresentation]
-            try harness.startWorker(0, extra: serverAPI, environment: secrets)
+            let subscription = try Self.sellSubscription(harness)
+            let serverAPI = try Self.startWorker(harness)
             try await harness.waitUntilAssigned()
 
             // A current period, granted.
@@ -213,20 +205,7 @@ struct ReconcileEndToEndTests {
                 transactionID: id, expiresDate: Date(timeIntervalSince1970: Double(expiresMs) / 1000),
                 reversedRevocation: Date(timeIntervalSince1970: Double(revokedMs) / 1000))
 
-            var settings = DemoRun.workerSettings(
-                index: 9, bootstrap: harness.cluster.bootstrapServers, port: harness.port, files: harness.files,
-                ledgerURL: harness.ledgerURL, jobDeadline: .seconds(30), extra: serverAPI)
-            settings["metrics_port"] = String(try FreeLocalPort.pick())
-            settings["metrics_host"] = "127.0.0.1"
-            settings["reconcile_interval_s"] = "3600"
-            var sources = ConfigurationSources(table: ReconcileConfiguration.table)
-            sources.addEnvironment(secrets)
-            try sources.addFlags(settings)
-            let configuration = try ReconcileConfiguration(sources)
-            var logger = Logger(label: "test.reconcile")
-            logger.logLevel = .error
-            let group = try ReconcileRuntime(configuration: configuration, logger: logger).serviceGroup()
-            let running = Task { try await group.run() }
+            let (group, running) = try Self.startReconciler(harness, serverAPI: serverAPI)
 
             try await harness.verdicts.waitForVerdicts(of: [correction])
             let verdict = try #require(harness.verdicts.byJob[correction]?.first)

@@ -41,6 +41,15 @@ struct ConsumptionAnswerTests {
             jobID: "notification-" + uuid, accountID: "apple-notification", proof: .notification(notification))
     }
 
+    /// A consumable purchase the simulator minted and nobody was granted: its transaction id.
+    static func stranger(_ harness: PipelineHarness) throws -> String {
+        try harness.simulator.mint(
+            MintRequest(
+                bundleId: PipelineHarness.bundleID, productId: PipelineHarness.consumable, format: .signedTransaction,
+                environment: .production)
+        ).transaction.transactionId
+    }
+
     static func record(_ harness: PipelineHarness, _ key: String) async throws -> FollowUpRecord? {
         try await LedgerFactory.withLedger(url: harness.ledgerURL) { ledger in
             try await ledger.followUpRecord(kind: .consumptionInformation, key: key)
@@ -70,11 +79,7 @@ struct ConsumptionAnswerTests {
                 }
                 // A purchase nobody was granted: its request is answered UNDELIVERED_OTHER; it comes after the
                 // redelivered one on the same key, so once it is recorded the redelivery has been handled too.
-                let stranger = try harness.simulator.mint(
-                    MintRequest(
-                        bundleId: PipelineHarness.bundleID, productId: PipelineHarness.consumable,
-                        format: .signedTransaction, environment: .production)
-                ).transaction.transactionId
+                let stranger = try Self.stranger(harness)
                 server.setFallback(Self.path(stranger), .init(status: 202))
                 let strangerRequest = try Self.request(harness, transactionID: stranger)
                 try await harness.submit([request, strangerRequest])
@@ -142,11 +147,7 @@ struct ConsumptionAnswerTests {
                 try await harness.submit([purchase])
                 try await harness.verdicts.waitForVerdicts(of: [purchase.jobID])
                 server.setFallback(Self.path(granted), .init(status: 202))
-                let stranger = try harness.simulator.mint(
-                    MintRequest(
-                        bundleId: PipelineHarness.bundleID, productId: PipelineHarness.consumable,
-                        format: .signedTransaction, environment: .production)
-                ).transaction.transactionId
+                let stranger = try Self.stranger(harness)
                 server.setFallback(Self.path(stranger), .init(status: 202))
                 let request = try Self.request(harness, transactionID: granted)
                 let strangerRequest = try Self.request(harness, transactionID: stranger)
