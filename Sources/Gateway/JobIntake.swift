@@ -21,6 +21,15 @@ public struct JobIntake: Sendable {
         GooglePlayNotificationJob.jobIDPrefix, GooglePlayNotificationJob.voidedJobIDPrefix,
         GooglePlayNotificationJob.rereadJobIDPrefix,
     ]
+    /// The `job_id` prefixes a frontend may not use, and whose they are. A job id squatted before the store's
+    /// notification arrives would hand that notification the squatter's recorded verdict; a correction's id is also
+    /// what lets the reconciler's reversal correction reinstate a claim.
+    static let reservedJobIDPrefixes: [(prefix: String, owner: String)] =
+        [
+            (notificationJobIDPrefix, "App Store Server Notifications"),
+            (CorrectionJob.jobIDPrefix, "the reconciler's corrections"),
+        ]
+        + googlePlayJobIDPrefixes.map { ($0, "Google Play notification jobs") }
 
     public init(
         codec: MessageCodec = MessageCodec(), notificationAccountID: String = NotificationJob.defaultAccountID,
@@ -67,28 +76,15 @@ public struct JobIntake: Sendable {
         return object
     }
 
-    /// A frontend may not use the identifiers of notification jobs and of the reconciler's corrections: a job id
-    /// squatted before Apple's notification arrives would hand that notification the squatter's recorded verdict,
-    /// and the notifications' account would own what a frontend claims for it. The account's lanes (`<account>/<originalTransactionId>`, the Kafka keys of
-    /// notification jobs) are refused with it: a frontend's job keyed so would queue in a subscription's lane.
-    /// Compared without case, so no near-copy of a notification id passes.
+    /// A frontend may not use the identifiers of notification jobs and of the reconciler's corrections
+    /// (``reservedJobIDPrefixes``), and the notifications' account would own what a frontend claims for it. The
+    /// account's lanes (`<account>/<originalTransactionId>`, the Kafka keys of notification jobs) are refused with it:
+    /// a frontend's job keyed so would queue in a subscription's lane. Compared without case, so no near-copy of a
+    /// notification id passes.
     func refuseNotificationNamespace(_ job: ReceiptJob) throws(GatewayError) {
-        if job.jobID.lowercased().hasPrefix(Self.notificationJobIDPrefix) {
-            throw GatewayError(
-                .reservedID, field: "job_id",
-                "job_id: the prefix \(Self.notificationJobIDPrefix) is reserved for App Store Server Notifications")
-        }
         let jobID = job.jobID.lowercased()
-        if jobID.hasPrefix(CorrectionJob.jobIDPrefix) {
-            // A correction's id is also what makes a reinstating correction one: a frontend may never send it.
-            throw GatewayError(
-                .reservedID, field: "job_id",
-                "job_id: the prefix \(CorrectionJob.jobIDPrefix) is reserved for the reconciler's corrections")
-        }
-        for prefix in Self.googlePlayJobIDPrefixes where jobID.hasPrefix(prefix) {
-            throw GatewayError(
-                .reservedID, field: "job_id",
-                "job_id: the prefix \(prefix) is reserved for Google Play notification jobs")
+        for (prefix, owner) in Self.reservedJobIDPrefixes where jobID.hasPrefix(prefix) {
+            throw GatewayError(.reservedID, field: "job_id", "job_id: the prefix \(prefix) is reserved for \(owner)")
         }
         if ReceiptJob.isLane(job.accountID.lowercased(), of: GooglePlayNotificationJob.defaultAccountID) {
             throw GatewayError(
