@@ -188,22 +188,13 @@ public final class AppleFollowUps: Sendable {
 
     /// Makes the queued calls and sweeps the ledger for due ones, until cancelled.
     public func run() async {
-        await withDiscardingTaskGroup { group in
-            group.addTask { await self.sweepPeriodically() }
-            await withTaskGroup(of: Void.self) { calls in
-                var running = 0
-                for await (call, claimEnds) in queue {
-                    Gauge(label: MetricNames.followUpsQueued).record(queued.subtract(1, ordering: .relaxed).newValue)
-                    if running >= max(1, configuration.maximumConcurrentCalls) {
-                        await calls.next()
-                        running -= 1
-                    }
-                    calls.addTask { await self.make(call, claimEnds: claimEnds) }
-                    running += 1
-                }
-            }
-            group.cancelAll()
-        }
+        await FollowUpSweep.run(
+            queue, maximumConcurrent: configuration.maximumConcurrentCalls,
+            sweepEvery: configuration.sweepInterval, sweep: { await self.sweep() },
+            taken: { _ in
+                Gauge(label: MetricNames.followUpsQueued).record(queued.subtract(1, ordering: .relaxed).newValue)
+            },
+            make: { await self.make($0.call, claimEnds: $0.claimEnds) })
     }
 
     /// Stops taking new calls (the queue ends; ``run()`` returns once the calls under way end).
@@ -479,38 +470,17 @@ public final class AppleFollowUps: Sendable {
         }
     }
 
-    /// Takes due calls from the ledger every `sweepInterval` and makes them.
-    private func sweepPeriodically() async {
-        while !Task.isCancelled {
-            do {
-                try await Task.sleep(for: configuration.sweepInterval)
-            } catch {
-                return
-            }
-            await sweep()
-        }
-    }
-
     /// Claims the due calls (of every kind switched on) and makes them one after another.
     func sweep() async {
         var kinds: [FollowUpRecord.Kind] = []
         if configuration.finishTransactions { kinds.append(.finishTransaction) }
         if configuration.consumptionAnswers { kinds.append(.consumptionInformation) }
         if configuration.setAppAccountTokens { kinds.append(.appAccountToken) }
-        for kind in kinds {
-            let due: [FollowUpRecord.Call]
-            let claimEnds = ContinuousClock.now.advanced(by: configuration.claimLease)
-            do {
-                due = try await store.claimDueFollowUps(
-                    kind: kind, holder: configuration.holder, now: now(), lease: configuration.claimLease, limit: 100)
-            } catch {
-                logger.debug("apple: follow-up sweep failed (ledger)", metadata: [LogKeys.error: "\(error)"])
-                return
-            }
-            for call in due {
-                guard !Task.isCancelled else { return }
-                await make(call, claimEnds: claimEnds)
-            }
+        await FollowUpSweep.sweep(
+            kinds, from: store, holder: configuration.holder, lease: configuration.claimLease, now: now,
+            storeName: "apple", logger: logger
+        ) { call, claimEnds in
+            await make(call, claimEnds: claimEnds)
         }
     }
 

@@ -318,22 +318,10 @@ public final class GooglePlayFollowUps: Sendable {
 
     /// Makes the queued calls and sweeps the ledger for due ones, until cancelled or ``finish()``ed.
     public func run() async {
-        await withDiscardingTaskGroup { group in
-            group.addTask { await self.sweepPeriodically() }
-            await withTaskGroup(of: Void.self) { running in
-                var count = 0
-                for await target in queue {
-                    queued.subtract(1, ordering: .relaxed)
-                    if count >= max(1, configuration.maximumConcurrentCalls) {
-                        await running.next()
-                        count -= 1
-                    }
-                    running.addTask { await self.make(target) }
-                    count += 1
-                }
-            }
-            group.cancelAll()
-        }
+        await FollowUpSweep.run(
+            queue, maximumConcurrent: configuration.maximumConcurrentCalls,
+            sweepEvery: configuration.sweepInterval, sweep: { await self.sweep() },
+            taken: { _ in queued.subtract(1, ordering: .relaxed) }, make: { await self.make($0) })
     }
 
     /// Whether pending refund reviews are answered (`consumption_answers`).
@@ -572,49 +560,29 @@ public final class GooglePlayFollowUps: Sendable {
 
     // MARK: - Sweeps
 
-    /// Sweeps the ledger every `sweepInterval`.
-    private func sweepPeriodically() async {
-        while !Task.isCancelled {
-            do {
-                try await Task.sleep(for: configuration.sweepInterval)
-            } catch {
-                return
-            }
-            await sweep()
-        }
-    }
-
     /// Claims the due calls (put back, or left by a holder whose lease passed) and makes them one after another,
     /// then measures the oldest purchase still owed a call.
     public func sweep() async {
         var kinds: [FollowUpRecord.Kind] = [.playAcknowledge, .playConsume]
         if configuration.answersRefundReviews { kinds.append(.playRefundReview) }
-        for kind in kinds {
-            let due: [FollowUpRecord.Call]
-            let claimEnds = ContinuousClock.now.advanced(by: configuration.claimLease)
-            do {
-                due = try await store.claimDueFollowUps(
-                    kind: kind, holder: configuration.holder, now: now(), lease: configuration.claimLease, limit: 100)
-            } catch {
-                logger.debug("google play: follow-up sweep failed (ledger)", metadata: [LogKeys.error: "\(error)"])
-                break
+        await FollowUpSweep.sweep(
+            kinds, from: store, holder: configuration.holder, lease: configuration.claimLease, now: now,
+            storeName: "google play", logger: logger
+        ) { call, claimEnds in
+            guard var target = GooglePlayFollowUpTarget(call: call) else {
+                // Written by this code only; a row it cannot read is kept and shown, never called blindly.
+                logger.error(
+                    "google play: follow-up record unreadable, marked failed",
+                    metadata: [LogKeys.followUpKind: "\(call.kind)"])
+                try? await store.settleFollowUp(
+                    kind: call.kind, key: call.key, holder: configuration.holder, state: .failed,
+                    detail: "unreadable record", retryAt: nil, now: now())
+                return
             }
-            for call in due {
-                guard !Task.isCancelled else { return }
-                guard var target = GooglePlayFollowUpTarget(call: call) else {
-                    // Written by this code only; a row it cannot read is kept and shown, never called blindly.
-                    logger.error(
-                        "google play: follow-up record unreadable, marked failed",
-                        metadata: [LogKeys.followUpKind: "\(call.kind)"])
-                    try? await store.settleFollowUp(
-                        kind: call.kind, key: call.key, holder: configuration.holder, state: .failed,
-                        detail: "unreadable record", retryAt: nil, now: now())
-                    continue
-                }
-                target.claimEnds = claimEnds
-                await make(target)
-            }
+            target.claimEnds = claimEnds
+            await make(target)
         }
+        guard !Task.isCancelled else { return }
         await refreshOldestUnacknowledged()
     }
 
