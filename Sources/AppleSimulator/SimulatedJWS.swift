@@ -82,7 +82,7 @@ package enum SimulatedJWS {
             isUpgraded: transaction.isSubscription ? false : nil,
             environment: transaction.environment.rawValue,
             transactionReason: transaction.transactionId == transaction.originalTransactionId ? "PURCHASE" : "RENEWAL",
-            storefront: "USA",
+            storefront: transaction.storefront ?? "USA",
             storefrontId: "143441",
             price: 990,
             currency: "USD",

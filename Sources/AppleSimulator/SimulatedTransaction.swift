@@ -81,6 +81,8 @@ public struct SimulatedTransaction: Codable, Sendable, Equatable {
     public var inAppOwnershipType: String?
     /// For a family member's transaction: the purchaser's transaction it was shared from.
     public var sharedFromTransactionId: String?
+    /// The signed transaction's `storefront` (ISO 3166-1 alpha-3) when minted for another country; nil: `USA`.
+    public var storefront: String?
 
     /// Whether Apple retries a failed renewal at `nowMs`: a billing retry starts at the period's end
     /// (``billingRetryStartMs``), never before.
@@ -132,6 +134,8 @@ public struct MintRequest: Sendable, Equatable {
     public var productType: String?
     /// The `appAccountToken` the app passed to StoreKit (a UUID), carried by the transaction from the start.
     public var appAccountToken: String?
+    /// The storefront's country (alpha-3) its signed transactions state; nil: `USA`.
+    public var storefront: String?
 
     public init(
         bundleId: String,
@@ -143,8 +147,10 @@ public struct MintRequest: Sendable, Equatable {
         originalTransactionId: String? = nil,
         purchaseDateMs: Int64? = nil,
         productType: String? = nil,
-        appAccountToken: String? = nil
+        appAccountToken: String? = nil,
+        storefront: String? = nil
     ) {
+        self.storefront = storefront
         self.bundleId = bundleId
         self.productId = productId
         self.format = format

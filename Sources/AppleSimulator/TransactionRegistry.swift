@@ -120,6 +120,7 @@ final class TransactionRegistry: Sendable {
                 ? nil
                 : request.appAccountToken
                     ?? state.families[originalId]?.first.flatMap { state.byId[$0]?.appAccountToken }
+            transaction.storefront = request.storefront
             state.insert(transaction)
             try Self.append(transaction, to: state.journal)
             return transaction

@@ -866,7 +866,7 @@ private struct Evaluation {
             gracePeriodExpiresDate: transaction.gracePeriodExpiresDate, revokedAt: transaction.revokedAt,
             grantedJobID: job.jobID, verdictID: verdictID, createdAt: now, updatedAt: now,
             revocation: transaction.revokedAt == nil ? nil : transaction.revocation,
-            ownershipType: transaction.ownershipType)
+            ownershipType: transaction.ownershipType, storefront: transaction.storefront)
     }
 
     /// The claims of one subscription that a transaction is judged with: a family member's claims
@@ -916,6 +916,7 @@ private struct Evaluation {
             existing.revokedAt = existing.revokedAt ?? transaction.revokedAt
             existing.revocation = existing.revocation ?? transaction.revocation
             existing.ownershipType = existing.ownershipType ?? transaction.ownershipType
+            existing.storefront = existing.storefront ?? transaction.storefront
             existing.originalTransactionID = existing.originalTransactionID ?? transaction.originalTransactionID
             existing.productType = existing.productType ?? transaction.productType
             existing.purchaseDate = existing.purchaseDate ?? transaction.purchaseDate

@@ -44,6 +44,7 @@ private struct StoredEvidence: Codable {
         var revocationPercentage: Int?
         var revocationReason: Int?
         var ownership: String?
+        var storefront: String?
     }
 
     var v: Int
@@ -79,7 +80,8 @@ private struct StoredEvidence: Codable {
                 retry: transaction.hasRenewalInfo ? transaction.isInBillingRetry : nil, quantity: transaction.quantity,
                 token: transaction.appAccountToken, revocationType: transaction.revocation?.type?.rawValue,
                 revocationPercentage: transaction.revocation?.percentage,
-                revocationReason: transaction.revocation?.reason, ownership: transaction.ownershipType?.rawValue)
+                revocationReason: transaction.revocation?.reason, ownership: transaction.ownershipType?.rawValue,
+                storefront: transaction.storefront)
         }
         rejection = evidence.rejection?.rawValue
         status = evidence.appleStatus
@@ -123,7 +125,8 @@ private struct StoredEvidence: Codable {
                     revocation: Revocation(
                         type: transaction.revocationType.map { Revocation.Kind($0) },
                         percentage: transaction.revocationPercentage, reason: transaction.revocationReason),
-                    ownershipType: transaction.ownership.map { OwnershipType($0) }))
+                    ownershipType: transaction.ownership.map { OwnershipType($0) },
+                    storefront: transaction.storefront))
         }
         evidence.transactions = decoded
         evidence.rejection = rejection.map(Verdict.Reason.init(rawValue:))

@@ -108,6 +108,9 @@ public struct PurchaseTransaction: Sendable, Hashable {
     public var revocation: Revocation?
     /// The App Store's `inAppOwnershipType`: a family member's transaction is `FAMILY_SHARED`.
     public var ownershipType: OwnershipType?
+    /// The country of the storefront it was bought in (``StorefrontCountry``: ISO 3166-1 alpha-3): the App Store's
+    /// `storefront`, Google Play's `regionCode`; nil when the store did not say (a legacy receipt).
+    public var storefront: String?
 
     public init(
         transactionID: String, originalTransactionID: String? = nil, productID: String,
@@ -115,8 +118,10 @@ public struct PurchaseTransaction: Sendable, Hashable {
         revokedAt: Date? = nil, gracePeriodExpiresDate: Date? = nil, isInBillingRetry: Bool = false,
         hasRenewalInfo: Bool = false, quantity: Int? = nil, appAccountToken: String? = nil,
         linkedSubscriptionKey: String? = nil, orderID: String? = nil, purchaseToken: String? = nil,
-        isPaused: Bool? = nil, revocation: Revocation? = nil, ownershipType: OwnershipType? = nil
+        isPaused: Bool? = nil, revocation: Revocation? = nil, ownershipType: OwnershipType? = nil,
+        storefront: String? = nil
     ) {
+        self.storefront = storefront
         self.isPaused = isPaused
         self.revocation = revocation?.nonEmpty
         self.ownershipType = ownershipType

@@ -52,8 +52,8 @@ public struct RefundPolicy: Sendable, Hashable {
         public var consumedPercent: Bounds<Double>?
         /// The account's other transactions that were refunded or revoked.
         public var earlierRefunds: Bounds<Int>?
-        /// Storefront countries (ISO 3166-1 alpha-3, upper case). The ledger does not record a purchase's storefront,
-        /// so a rule that names countries never matches.
+        /// Storefront countries (ISO 3166-1 alpha-3, upper case), compared with the claim's storefront; a purchase
+        /// whose storefront is not known (a legacy receipt) never matches.
         public var storefrontCountries: Set<String>?
         /// `Production`, `Sandbox`, `Xcode` (compared without case).
         public var environments: Set<String>?
@@ -209,7 +209,8 @@ public struct RefundFacts: Sendable, Hashable {
     public var consumedPercent: Double?
     /// The account's other transactions that were refunded or revoked (0 when nobody holds the purchase).
     public var earlierRefunds: Int
-    /// Never known: the ledger does not record a purchase's storefront.
+    /// The country of the purchase's storefront (ISO 3166-1 alpha-3), as its claim records it; nil when nobody holds
+    /// the purchase or the store did not say (a legacy receipt).
     public var storefrontCountry: String?
     public var environment: String?
     /// Whether the customer has the purchase: granted and not taken back.
@@ -251,7 +252,8 @@ public struct RefundFacts: Sendable, Hashable {
             store: store, app: claim?.bundleID ?? app, productID: product,
             productType: claim?.productType ?? catalog.productType(of: product, in: store),
             purchaseAge: claim?.purchaseDate.map { now.timeIntervalSince($0) }, consumedPercent: consumed,
-            earlierRefunds: claim == nil ? 0 : earlier.count, environment: claim?.environment ?? environment,
+            earlierRefunds: claim == nil ? 0 : earlier.count, storefrontCountry: claim?.storefront,
+            environment: claim?.environment ?? environment,
             delivered: claim != nil && claim?.revokedAt == nil)
     }
 }

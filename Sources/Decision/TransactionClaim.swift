@@ -24,6 +24,10 @@ public struct TransactionClaim: Sendable, Hashable {
     /// Apple's `inAppOwnershipType` as the claim was made (schema version 8): a family member's claim is
     /// `FAMILY_SHARED`, and belongs to the member's account alone; nil: not stated (the purchaser's).
     public var ownershipType: OwnershipType?
+    /// The country of the storefront the purchase was made in, as the claim was made (schema version 9; an ISO
+    /// 3166-1 alpha-3 code, ``StorefrontCountry``): the App Store's `storefront`, Google Play's `regionCode`; nil
+    /// when the store did not say (a legacy receipt) or the claim was written before version 9.
+    public var storefront: String?
     /// Auto-renew as the latest notification stated it (`DID_CHANGE_RENEWAL_STATUS`, signed renewal info); nil
     /// when no notification said.
     public var autoRenew: Bool?
@@ -41,8 +45,10 @@ public struct TransactionClaim: Sendable, Hashable {
         productType: ProductType, bundleID: String? = nil, environment: String? = nil, purchaseDate: Date? = nil,
         expiresDate: Date? = nil, gracePeriodExpiresDate: Date? = nil, revokedAt: Date? = nil,
         grantedJobID: String, verdictID: String, createdAt: Date, updatedAt: Date, autoRenew: Bool? = nil,
-        notificationSignedAt: Date? = nil, revocation: Revocation? = nil, ownershipType: OwnershipType? = nil
+        notificationSignedAt: Date? = nil, revocation: Revocation? = nil, ownershipType: OwnershipType? = nil,
+        storefront: String? = nil
     ) {
+        self.storefront = storefront
         self.revocation = revocation?.nonEmpty
         self.ownershipType = ownershipType
         self.transactionID = transactionID

@@ -45,7 +45,8 @@ extension GooglePlaySubscriptionPurchase {
                 isInBillingRetry: inBillingRetry, hasRenewalInfo: true,
                 appAccountToken: obfuscatedExternalAccountID, linkedSubscriptionKey: linkedPurchaseToken,
                 orderID: item.latestSuccessfulOrderID, purchaseToken: token,
-                isPaused: subscriptionState == "SUBSCRIPTION_STATE_PAUSED")
+                isPaused: subscriptionState == "SUBSCRIPTION_STATE_PAUSED",
+                storefront: StorefrontCountry.alpha3(googlePlayRegionCode: regionCode))
         }
         return StoreAnswer(
             status: .authentic, statusCode: 200, environment: environment, bundleID: packageName,
@@ -85,7 +86,7 @@ extension GooglePlayProductPurchase {
                     order: orderID, token: token, productID: productID, itemCount: productLineItems.count),
                 originalTransactionID: token, productID: productID, purchaseDate: purchased, revokedAt: revokedAt,
                 quantity: item.quantity, appAccountToken: obfuscatedExternalAccountID, orderID: orderID,
-                purchaseToken: token)
+                purchaseToken: token, storefront: StorefrontCountry.alpha3(googlePlayRegionCode: regionCode))
         }
         return StoreAnswer(
             status: .authentic, statusCode: 200, environment: environment, bundleID: packageName,

@@ -99,6 +99,9 @@ public enum LedgerShow {
                 "revocation_reason": claim.revocation?.reason.map { $0 as Any } ?? NSNull(),
                 // `FAMILY_SHARED` for a family member's claim; null when Apple's answer did not say.
                 "in_app_ownership_type": claim.ownershipType.map { $0.rawValue as Any } ?? NSNull(),
+                // The storefront's country (ISO 3166-1 alpha-3); null when the store did not say (a legacy receipt)
+                // or the claim predates schema version 9.
+                "storefront": claim.storefront.map { $0 as Any } ?? NSNull(),
                 "verdicts": verdicts,
             ])
         }

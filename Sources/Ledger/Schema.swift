@@ -161,6 +161,12 @@ enum LedgerSchema {
                 "ALTER TABLE transaction_claims ADD COLUMN revocation_reason INTEGER",
                 "ALTER TABLE transaction_claims ADD COLUMN ownership_type TEXT",
             ]),
+        SchemaMigration(
+            version: 9, name: "storefront country",
+            statements: [
+                // Nullable: a claim written before, or from a legacy receipt, has no known storefront.
+                "ALTER TABLE transaction_claims ADD COLUMN storefront TEXT"
+            ]),
     ]
 
     static let postgres: [SchemaMigration] = [
@@ -306,6 +312,11 @@ enum LedgerSchema {
                 "ALTER TABLE transaction_claims ADD COLUMN revocation_percentage integer",
                 "ALTER TABLE transaction_claims ADD COLUMN revocation_reason integer",
                 "ALTER TABLE transaction_claims ADD COLUMN ownership_type text",
+            ]),
+        SchemaMigration(
+            version: 9, name: "storefront country",
+            statements: [
+                "ALTER TABLE transaction_claims ADD COLUMN storefront text"
             ]),
     ]
 }

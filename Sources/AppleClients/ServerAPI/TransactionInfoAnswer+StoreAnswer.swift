@@ -26,7 +26,8 @@ extension SignedTransaction {
                 : Revocation(
                     type: revocationType.map { Revocation.Kind($0) }, percentage: revocationPercentage,
                     reason: revocationReason),
-            ownershipType: inAppOwnershipType.map { OwnershipType($0) })
+            ownershipType: inAppOwnershipType.map { OwnershipType($0) },
+            storefront: StorefrontCountry.alpha3(appStoreStorefront: storefront))
     }
 
 }

@@ -123,7 +123,7 @@ public final class PostgresLedger: Ledger {
                     WHERE transaction_id = ANY(\(transactionIDs)) OR original_transaction_id = ANY(\(originalTransactionIDs))
                     UNION ALL
                     SELECT verdict_json, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-                        NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
+                        NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
                     FROM job_verdicts WHERE job_id = \(jobID)
                     """, logger: logger)
                 var snapshot = LedgerSnapshot()
@@ -235,7 +235,7 @@ public final class PostgresLedger: Ledger {
                             \(c.expiresDate), \(c.gracePeriodExpiresDate), \(c.revokedAt), \(c.grantedJobID),
                             \(c.verdictID), now(), now(), \(c.autoRenew), \(c.notificationSignedAt),
                             \(c.revocation?.type?.rawValue), \(c.revocation?.percentage), \(c.revocation?.reason),
-                            \(c.ownershipType?.rawValue))
+                            \(c.ownershipType?.rawValue), \(c.storefront))
                         ON CONFLICT (transaction_id) DO NOTHING
                         RETURNING account_id
                     )
@@ -437,7 +437,8 @@ public final class PostgresLedger: Ledger {
             revocation: Revocation(
                 type: try cells[offset + 17].decode(String?.self).map { Revocation.Kind($0) },
                 percentage: try cells[offset + 18].decode(Int?.self), reason: try cells[offset + 19].decode(Int?.self)),
-            ownershipType: try cells[offset + 20].decode(String?.self).map { OwnershipType($0) })
+            ownershipType: try cells[offset + 20].decode(String?.self).map { OwnershipType($0) },
+            storefront: try cells[offset + 21].decode(String?.self))
     }
 }
 

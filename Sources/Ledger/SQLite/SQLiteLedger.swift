@@ -169,7 +169,7 @@ public final class SQLiteLedger: Ledger {
                 try connection.query(
                     """
                     INSERT INTO transaction_claims (\(claimColumns))
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                     ON CONFLICT (transaction_id) DO NOTHING
                     """,
                     [
@@ -182,7 +182,7 @@ public final class SQLiteLedger: Ledger {
                         SQLiteValue(claim.revocation?.type?.rawValue),
                         claim.revocation?.percentage.map { .integer(Int64($0)) } ?? .null,
                         claim.revocation?.reason.map { .integer(Int64($0)) } ?? .null,
-                        SQLiteValue(claim.ownershipType?.rawValue),
+                        SQLiteValue(claim.ownershipType?.rawValue), SQLiteValue(claim.storefront),
                     ])
                 if connection.changes == 0 { return false }
             case .revoke(let transactionID, let revokedAt, let revocation):
@@ -316,11 +316,11 @@ public final class SQLiteLedger: Ledger {
         transaction_id, original_transaction_id, account_id, product_id, product_type, bundle_id, environment, \
         purchase_date, expires_date, grace_period_expires_date, revoked_at, granted_job_id, verdict_id, created_at, \
         updated_at, auto_renew, notification_signed_at, revocation_type, revocation_percentage, revocation_reason, \
-        ownership_type
+        ownership_type, storefront
         """
 
     static func claim(_ row: [SQLiteValue]) throws(LedgerError) -> TransactionClaim {
-        guard row.count == 21, let id = row[0].text, let original = row[1].text, let account = row[2].text,
+        guard row.count == 22, let id = row[0].text, let original = row[1].text, let account = row[2].text,
             let product = row[3].text, let type = row[4].text.flatMap(ProductType.init(rawValue:)),
             let job = row[11].text, let verdictID = row[12].text, let created = row[13].date,
             let updated = row[14].date
@@ -334,7 +334,7 @@ public final class SQLiteLedger: Ledger {
             revocation: Revocation(
                 type: row[17].text.map { Revocation.Kind($0) }, percentage: row[18].integer.map { Int($0) },
                 reason: row[19].integer.map { Int($0) }),
-            ownershipType: row[20].text.map { OwnershipType($0) })
+            ownershipType: row[20].text.map { OwnershipType($0) }, storefront: row[21].text)
     }
 
     static func decodeVerdict(_ json: String, codec: MessageCodec) throws(LedgerError) -> Verdict {

@@ -84,6 +84,8 @@ struct JWSPayload: Decodable {
     var revocationType: String?
     var revocationPercentage: Int?
     var inAppOwnershipType: String?
+    /// Read leniently: a storefront of another shape is not known, and never makes the rest of the payload unreadable.
+    var storefront: LenientText?
     var signedDate: Double?
     var environment: String?
     // Renewal info
@@ -176,7 +178,8 @@ struct JWSPayload: Decodable {
             expiresDate: Self.date(expiresDate), revocationDate: Self.date(revocationDate),
             revocationReason: revocationReason, quantity: quantity, webOrderLineItemID: webOrderLineItemId,
             productType: type, appAccountToken: appAccountToken, revocationType: revocationType,
-            revocationPercentage: revocationPercentage, inAppOwnershipType: inAppOwnershipType)
+            revocationPercentage: revocationPercentage, inAppOwnershipType: inAppOwnershipType,
+            storefront: storefront?.value)
     }
 
     var renewalInfo: RenewalInfo {
@@ -185,5 +188,15 @@ struct JWSPayload: Decodable {
             autoRenewStatus: autoRenewStatus, expirationIntent: expirationIntent, renewalDate: Self.date(renewalDate),
             isInBillingRetryPeriod: isInBillingRetryPeriod,
             gracePeriodExpiresDate: Self.date(gracePeriodExpiresDate), priceIncreaseStatus: priceIncreaseStatus)
+    }
+}
+
+/// A member read as text when it is text, else as absent (a number, an object): for a fact whose shape alone must not
+/// make a signed payload unreadable.
+struct LenientText: Decodable {
+    var value: String?
+
+    init(from decoder: any Decoder) throws {
+        value = try? decoder.singleValueContainer().decode(String.self)
     }
 }

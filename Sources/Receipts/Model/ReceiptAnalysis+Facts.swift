@@ -50,7 +50,8 @@ extension ReceiptAnalysis {
                 ? Revocation(
                     type: local.revocationType.map { Revocation.Kind($0) }, percentage: local.revocationPercentage,
                     reason: local.revocationReason) : nil,
-            ownershipType: local.inAppOwnershipType.map { OwnershipType($0) })
+            ownershipType: local.inAppOwnershipType.map { OwnershipType($0) },
+            storefront: StorefrontCountry.alpha3(appStoreStorefront: local.storefront))
         if let renewal,
             renewal.originalTransactionID == nil || renewal.originalTransactionID == transaction.subscriptionKey
         {

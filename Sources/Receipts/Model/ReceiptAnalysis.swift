@@ -82,6 +82,8 @@ public struct ReceiptTransaction: Sendable, Hashable {
     public var revocationPercentage: Int?
     /// StoreKit 2 `inAppOwnershipType` (`PURCHASED`, `FAMILY_SHARED`).
     public var inAppOwnershipType: String?
+    /// StoreKit 2 `storefront`: the App Store country's three-letter code (`USA`), as Apple wrote it.
+    public var storefront: String?
 
     public init(
         transactionID: String, originalTransactionID: String? = nil, productID: String? = nil,
@@ -89,8 +91,9 @@ public struct ReceiptTransaction: Sendable, Hashable {
         cancellationDate: Date? = nil, revocationDate: Date? = nil, revocationReason: Int? = nil,
         quantity: Int? = nil, webOrderLineItemID: String? = nil, productType: String? = nil,
         appAccountToken: String? = nil, revocationType: String? = nil, revocationPercentage: Int? = nil,
-        inAppOwnershipType: String? = nil
+        inAppOwnershipType: String? = nil, storefront: String? = nil
     ) {
+        self.storefront = storefront
         self.revocationType = revocationType
         self.revocationPercentage = revocationPercentage
         self.inAppOwnershipType = inAppOwnershipType

@@ -80,10 +80,34 @@ struct RefundPolicyTests {
         #expect(!undelivered.matches(Self.facts(delivered: true)))
     }
 
-    @Test("a storefront condition never matches: the ledger does not record the storefront")
+    @Test("a storefront condition: a listed country matches, another does not, an unknown storefront never does")
     func storefront() {
-        let rule = RefundPolicy.Rule(name: "r", storefrontCountries: ["USA"], answer: .noRefund)
-        #expect(!rule.matches(Self.facts()))
+        let rule = RefundPolicy.Rule(name: "r", storefrontCountries: ["USA", "DEU"], answer: .noRefund)
+        var facts = Self.facts()
+        facts.storefrontCountry = "DEU"
+        #expect(rule.matches(facts))
+        facts.storefrontCountry = "FRA"
+        #expect(!rule.matches(facts))
+        facts.storefrontCountry = nil
+        #expect(!rule.matches(facts))
+    }
+
+    @Test("the facts of a claim carry its storefront; without a claim there is none")
+    func storefrontFromClaim() {
+        var claim = TransactionClaim(
+            transactionID: "1000", originalTransactionID: "1000", accountID: "acct-1", productID: "coins",
+            productType: .consumable, grantedJobID: "job-1", verdictID: "verdict-1", createdAt: Self.start,
+            updatedAt: Self.start)
+        claim.storefront = "DEU"
+        let catalog = Catalog(bundleIDs: ["com.example.app"])
+        let facts = RefundFacts(
+            store: .appStore, claim: claim, productID: "coins", app: nil, environment: nil, accountClaims: [claim],
+            catalog: catalog, now: Self.start)
+        #expect(facts.storefrontCountry == "DEU")
+        let none = RefundFacts(
+            store: .appStore, claim: nil, productID: "coins", app: nil, environment: nil, accountClaims: [],
+            catalog: catalog, now: Self.start)
+        #expect(none.storefrontCountry == nil)
     }
 
     @Test("top-down: the first rule that matches answers; none: the default, data only; the catalog's after the file's")
