@@ -13,16 +13,6 @@ public struct AppCredentials: Sendable {
         public var appAppleID: Int64?
         public var sharedSecret: Secret?
         public var serverAPIKey: AppStoreConnectKey?
-
-        public init(
-            bundleID: String, appAppleID: Int64? = nil, sharedSecret: Secret? = nil,
-            serverAPIKey: AppStoreConnectKey? = nil
-        ) {
-            self.bundleID = bundleID
-            self.appAppleID = appAppleID
-            self.sharedSecret = sharedSecret
-            self.serverAPIKey = serverAPIKey
-        }
     }
 
     /// The apps in the catalog's order; exactly one when the catalog lists none.
