@@ -28,7 +28,7 @@ public struct EntitlementsConfiguration: Sendable {
     public var logFormat: String
 
     public static let keys: [ConfigurationKey] = [
-        .init("brokers", default: "localhost:9092", "Kafka bootstrap servers, comma-separated host:port."),
+        .brokers,
         .init(
             "entitlements_group_id", default: "verify-entitlements",
             "Consumer group of the entitlement services (its own, apart from the workers')."),
@@ -36,9 +36,7 @@ public struct EntitlementsConfiguration: Sendable {
         .init(
             "entitlements_events_topic", default: "entitlement-events",
             "Topic lifecycle events are published to (key = account id); empty to publish none."),
-        .init(
-            "kafka_properties", default: "",
-            "Extra librdkafka properties, `name=value` separated by `;` (e.g. security.protocol=SSL)."),
+        .kafkaProperties,
         .init(
             "entitlements_store_url", default: "sqlite:verify-entitlements.sqlite",
             "Where the entitlements live: postgres://user@host:port/db (a cluster; sslmode and sslrootcert as for "

@@ -87,12 +87,7 @@ public struct BearerTokens: Sendable {
         path: String, readFile: (String) throws -> String = { try String(contentsOfFile: $0, encoding: .utf8) },
         logger: Logger? = nil
     ) throws(ConfigurationError) -> BearerTokens {
-        let contents: String
-        do {
-            contents = try readFile(path)
-        } catch {
-            throw ConfigurationError(key: "gateway_tokens_file", problem: "cannot read \(path)")
-        }
+        let contents = try ConfigurationFile.read(path, key: "gateway_tokens_file", with: readFile)
         let tokens = try BearerTokens(fileContents: contents)
         if tokens.isFormerFormat {
             logger?.notice(

@@ -52,16 +52,6 @@ public struct Catalog: Sendable, Hashable {
         public var sharedSecretFile: String?
         /// `server_api`: the app's App Store Server API key. Nil: no Server API calls for this app.
         public var serverAPI: ServerAPIKeyReference?
-
-        public init(
-            bundleID: String, appAppleID: Int64? = nil, sharedSecretFile: String? = nil,
-            serverAPI: ServerAPIKeyReference? = nil
-        ) {
-            self.bundleID = bundleID
-            self.appAppleID = appAppleID
-            self.sharedSecretFile = sharedSecretFile
-            self.serverAPI = serverAPI
-        }
     }
 
     /// An App Store Server API key by reference: its ids and the path of its `.p8` private key.

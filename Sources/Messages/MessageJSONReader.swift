@@ -26,12 +26,19 @@ struct MessageJSONReader {
             return nil
         }
 
-        /// A string, or nil when absent or `null`; `.some(nil)`'s opposite: a wrong type ends the fast path.
-        func optionalString(_ key: String) -> String?? {
+        /// The value under `key` as `read` takes it, or `.some(nil)` when absent or `null`; nil, which ends the fast
+        /// path, when `read` refuses it (a wrong type, a required field missing).
+        func optional<T>(_ key: String, _ read: (Value) -> T?) -> T?? {
             switch self[key] {
             case nil, .null?: .some(nil)
-            case .string(let text)?: .some(text)
-            default: nil
+            case let value?: read(value).map { .some($0) }
+            }
+        }
+
+        func optionalString(_ key: String) -> String?? {
+            optional(key) { value in
+                if case .string(let text) = value { return text }
+                return nil
             }
         }
 
@@ -49,58 +56,54 @@ struct MessageJSONReader {
         }
 
         func optionalInteger(_ key: String) -> Int?? {
-            switch self[key] {
-            case nil, .null?: .some(nil)
-            case .integer(let value)?: .some(value)
-            default: nil
+            optional(key) { value in
+                if case .integer(let integer) = value { return integer }
+                return nil
             }
         }
 
-        /// A Google Play purchase object of the plain shape, or nil when absent or `null`; `.some(nil)`'s opposite:
-        /// anything else (a wrong type, a required field missing) ends the fast path.
+        func optionalBoolean(_ key: String) -> Bool?? {
+            optional(key) { value in
+                if case .boolean(let flag) = value { return flag }
+                return nil
+            }
+        }
+
+        /// The object under `key` as `read` takes it (nil: a required field is missing), as ``optional(_:_:)``.
+        func optionalObject<T>(_ key: String, _ read: (Object) -> T?) -> T?? {
+            optional(key) { value in
+                if case .object(let object) = value { return read(object) }
+                return nil
+            }
+        }
+
+        /// A Google Play purchase object of the plain shape, or `.some(nil)` when absent or `null`.
         func optionalGooglePlayPurchase(_ key: String) -> GooglePlayPurchase?? {
-            switch self[key] {
-            case nil, .null?: return .some(nil)
-            case .object(let object)?:
+            optionalObject(key) { object in
                 guard let packageName = object.requiredString("package_name"),
                     let productID = object.requiredString("product_id"),
                     let purchaseToken = object.requiredString("purchase_token"),
                     case .some(let purchaseData) = object.optionalString("purchase_data"),
                     case .some(let signature) = object.optionalString("signature")
                 else { return nil }
-                return .some(
-                    GooglePlayPurchase(
-                        packageName: packageName, productID: productID, purchaseToken: purchaseToken,
-                        purchaseData: purchaseData, signature: signature))
-            default: return nil
+                return GooglePlayPurchase(
+                    packageName: packageName, productID: productID, purchaseToken: purchaseToken,
+                    purchaseData: purchaseData, signature: signature)
             }
         }
 
-        /// A Google Play notification object of the plain shape, or nil when absent or `null`; `.some(nil)`'s
-        /// opposite: anything else ends the fast path.
+        /// A Google Play notification object of the plain shape, or `.some(nil)` when absent or `null`.
         func optionalGooglePlayNotification(_ key: String) -> GooglePlayNotification?? {
-            switch self[key] {
-            case nil, .null?: return .some(nil)
-            case .object(let object)?:
+            optionalObject(key) { object in
                 guard let packageName = object.requiredString("package_name"),
                     case .some(let purchaseToken) = object.optionalString("purchase_token"),
                     case .some(let notification) = object.optionalString("notification"),
                     case .some(let messageID) = object.optionalString("message_id"),
                     case .some(let publishedAt) = object.optionalDate("published_at")
                 else { return nil }
-                return .some(
-                    GooglePlayNotification(
-                        packageName: packageName, purchaseToken: purchaseToken, notification: notification,
-                        messageID: messageID, publishedAt: publishedAt))
-            default: return nil
-            }
-        }
-
-        func optionalBoolean(_ key: String) -> Bool?? {
-            switch self[key] {
-            case nil, .null?: .some(nil)
-            case .boolean(let value)?: .some(value)
-            default: nil
+                return GooglePlayNotification(
+                    packageName: packageName, purchaseToken: purchaseToken, notification: notification,
+                    messageID: messageID, publishedAt: publishedAt)
             }
         }
     }

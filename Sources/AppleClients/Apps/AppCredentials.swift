@@ -13,16 +13,6 @@ public struct AppCredentials: Sendable {
         public var appAppleID: Int64?
         public var sharedSecret: Secret?
         public var serverAPIKey: AppStoreConnectKey?
-
-        public init(
-            bundleID: String, appAppleID: Int64? = nil, sharedSecret: Secret? = nil,
-            serverAPIKey: AppStoreConnectKey? = nil
-        ) {
-            self.bundleID = bundleID
-            self.appAppleID = appAppleID
-            self.sharedSecret = sharedSecret
-            self.serverAPIKey = serverAPIKey
-        }
     }
 
     /// The apps in the catalog's order; exactly one when the catalog lists none.
@@ -103,13 +93,8 @@ public struct AppCredentials: Sendable {
     private static func secretFile(
         _ path: String, field: String, _ readFile: (String) throws -> String
     ) throws(ConfigurationError) -> String {
-        let text: String
-        do {
-            text = try readFile(path)
-        } catch {
-            throw ConfigurationError(key: "catalog_file", problem: "\(field): cannot read \(path)")
-        }
-        let trimmed = String(text.reversed().drop(while: { $0 == "\n" || $0 == "\r" }).reversed())
+        let trimmed = ConfigurationFile.trimmingTrailingLineEnds(
+            try ConfigurationFile.read(path, key: "catalog_file", field: field, with: readFile))
         guard !trimmed.isEmpty else {
             throw ConfigurationError(key: "catalog_file", problem: "\(field): \(path) is empty")
         }

@@ -20,14 +20,14 @@ public struct ProjectedTransaction: Sendable, Hashable, Codable {
     public var expiresDate: Date?
     public var revokedAt: Date?
     /// Units bought (a consumable's quantity; 1 when the verdict gave none).
-    public var quantity: Int
+    public var quantity: Int = 1
     /// Inferred: the expiry of this very transaction moved later, which only a billing retry with a grace period
     /// does (a renewal is a new transaction). Cleared when the subscription renews.
-    public var inBillingRetry: Bool
-    public var inGracePeriod: Bool
+    public var inBillingRetry: Bool = false
+    public var inGracePeriod: Bool = false
     /// A Google Play subscription Google states paused (the verdict's `paused`): no access until it resumes.
     /// Cleared when the subscription renews or a verdict states it not paused.
-    public var paused: Bool
+    public var paused: Bool = false
     /// `decided_at` of the verdict that gave it to ``accountID``: a move older than this does not take it back.
     public var ownerSince: Date
     /// `decided_at` of the newest verdict applied to it: an older verdict does not overwrite its state.
@@ -37,41 +37,11 @@ public struct ProjectedTransaction: Sendable, Hashable, Codable {
     /// When the projection last wrote it.
     public var updatedAt: Date
     /// The store it was bought in: the `store` of the verdict that first named it.
-    public var store: Store
+    public var store: Store = .appStore
     /// Google Play's order id (`order_id`), when the verdict gave one.
     public var orderID: String?
     /// Google Play's purchase token of a subscription (`purchase_token`), when the verdict gave one.
     public var purchaseToken: String?
-
-    public init(
-        transactionID: String, originalTransactionID: String, accountID: String, productID: String,
-        productType: ProductType, environment: String? = nil, purchaseDate: Date? = nil,
-        expiresDate: Date? = nil, revokedAt: Date? = nil, quantity: Int = 1, inBillingRetry: Bool = false,
-        inGracePeriod: Bool = false, ownerSince: Date, decidedAt: Date, verdictID: String, updatedAt: Date,
-        store: Store = .appStore, orderID: String? = nil, purchaseToken: String? = nil,
-        paused: Bool = false
-    ) {
-        self.transactionID = transactionID
-        self.originalTransactionID = originalTransactionID
-        self.accountID = accountID
-        self.productID = productID
-        self.productType = productType
-        self.environment = environment
-        self.purchaseDate = purchaseDate
-        self.expiresDate = expiresDate
-        self.revokedAt = revokedAt
-        self.quantity = quantity
-        self.inBillingRetry = inBillingRetry
-        self.inGracePeriod = inGracePeriod
-        self.paused = paused
-        self.ownerSince = ownerSince
-        self.decidedAt = decidedAt
-        self.verdictID = verdictID
-        self.updatedAt = updatedAt
-        self.store = store
-        self.orderID = orderID
-        self.purchaseToken = purchaseToken
-    }
 
     /// The entitlements it grants, as its own store's catalog list names its product.
     public func entitlements(in catalog: Catalog) -> [String] {

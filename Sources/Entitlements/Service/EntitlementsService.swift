@@ -30,25 +30,15 @@ public final class EntitlementsService: Sendable {
         _ configuration: EntitlementsConfiguration,
         readFile: (String) throws -> String = { try String(contentsOfFile: $0, encoding: .utf8) }
     ) throws(ConfigurationError) -> (catalog: Catalog, tokens: AccessTokens) {
-        let catalogText: String
-        do {
-            catalogText = try readFile(configuration.catalogFile)
-        } catch {
-            throw ConfigurationError(key: "catalog_file", problem: "cannot read \(configuration.catalogFile)")
-        }
+        let catalogText = try ConfigurationFile.read(configuration.catalogFile, key: "catalog_file", with: readFile)
         let catalog: Catalog
         do {
             catalog = try Catalog.load(json: Data(catalogText.utf8), for: .entitlements)
         } catch {
             throw ConfigurationError(key: "catalog_file", problem: error.description)
         }
-        let tokensText: String
-        do {
-            tokensText = try readFile(configuration.tokensFile)
-        } catch {
-            throw ConfigurationError(
-                key: "entitlements_tokens_file", problem: "cannot read \(configuration.tokensFile)")
-        }
+        let tokensText = try ConfigurationFile.read(
+            configuration.tokensFile, key: "entitlements_tokens_file", with: readFile)
         do {
             return (catalog, try AccessTokens(contents: tokensText))
         } catch {

@@ -116,7 +116,7 @@ public struct ConfigurationReader {
         guard let path = sources.values[name + "_file"], !path.isEmpty else { return nil }
         do {
             let text = try readFile(path)
-            let trimmed = String(text.reversed().drop(while: { $0 == "\n" || $0 == "\r" }).reversed())
+            let trimmed = ConfigurationFile.trimmingTrailingLineEnds(text)
             guard !trimmed.isEmpty else {
                 throw ConfigurationError(key: name + "_file", problem: "file is empty")
             }

@@ -133,12 +133,7 @@ public struct ConfigurationTable: Sendable {
         let (flags, configFileFlag) = try parseFlags(arguments)
         var sources = ConfigurationSources(table: self)
         if let path = configFileFlag ?? environment["VERIFY_CONFIG_FILE"] {
-            let contents: String
-            do {
-                contents = try readFile(path)
-            } catch {
-                throw ConfigurationError(key: "config_file", problem: "cannot read \(path)")
-            }
+            let contents = try ConfigurationFile.read(path, key: "config_file", with: readFile)
             try sources.addFile(contents: contents, path: path)
         }
         sources.addEnvironment(environment)

@@ -54,10 +54,7 @@ public struct ReconcileRuntime: Sendable {
         let ledger = try LedgerFactory.make(url: worker.ledgerURL, logger: logger) {
             ConfigurationError(key: "ledger_url", problem: $0)
         }
-        let engine = try CurlHTTPEngine(
-            configuration: HTTPEngineConfiguration(
-                connectTimeout: worker.appleConnectTimeout, requestTimeout: worker.appleRequestTimeout,
-                caBundlePath: worker.caBundle))
+        let engine = try worker.storeHTTPEngine()
         let analyzer = ReceiptAnalyzer(
             trust: trust, policy: AnalysisPolicy(allowXcode: false, maximumDecodedSize: worker.maximumReceiptBytes),
             isWorthVerifying: ProofPolicy(catalog: catalog).isWorthVerifying(bundleID:))

@@ -104,10 +104,7 @@ public struct WorkerRuntime: Sendable {
         let ledger = try LedgerFactory.make(url: configuration.ledgerURL, logger: logger) {
             ConfigurationError(key: "ledger_url", problem: $0)
         }
-        let engine = try CurlHTTPEngine(
-            configuration: HTTPEngineConfiguration(
-                connectTimeout: configuration.appleConnectTimeout, requestTimeout: configuration.appleRequestTimeout,
-                caBundlePath: configuration.caBundle))
+        let engine = try configuration.storeHTTPEngine()
         let consumerConfiguration = consumerConfiguration()
         let (producer, exchange) = try makeKafkaClients(consumerConfiguration)
         let gate = AppleCallGate(

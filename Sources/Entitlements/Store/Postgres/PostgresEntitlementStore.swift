@@ -535,10 +535,10 @@ public final class PostgresEntitlementStore: EntitlementStore {
             environment: try cells[5].decode(String?.self), purchaseDate: try cells[6].decode(Date?.self),
             expiresDate: try cells[7].decode(Date?.self), revokedAt: try cells[8].decode(Date?.self),
             quantity: try cells[9].decode(Int.self), inBillingRetry: try cells[10].decode(Bool.self),
-            inGracePeriod: try cells[11].decode(Bool.self), ownerSince: try cells[12].decode(Date.self),
-            decidedAt: try cells[13].decode(Date.self), verdictID: try cells[14].decode(String.self),
-            updatedAt: try cells[15].decode(Date.self), store: store, orderID: try cells[17].decode(String?.self),
-            purchaseToken: try cells[18].decode(String?.self), paused: try cells[19].decode(Bool.self))
+            inGracePeriod: try cells[11].decode(Bool.self), paused: try cells[19].decode(Bool.self),
+            ownerSince: try cells[12].decode(Date.self), decidedAt: try cells[13].decode(Date.self),
+            verdictID: try cells[14].decode(String.self), updatedAt: try cells[15].decode(Date.self), store: store,
+            orderID: try cells[17].decode(String?.self), purchaseToken: try cells[18].decode(String?.self))
     }
 
     /// BEGIN … COMMIT, or ROLLBACK when `body` throws.

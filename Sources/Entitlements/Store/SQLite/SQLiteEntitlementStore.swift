@@ -441,8 +441,8 @@ public final class SQLiteEntitlementStore: EntitlementStore {
             transactionID: id, originalTransactionID: original, accountID: account, productID: product,
             productType: type, environment: row[5].text, purchaseDate: row[6].date, expiresDate: row[7].date,
             revokedAt: row[8].date, quantity: Int(row[9].integer ?? 1), inBillingRetry: row[10].bool,
-            inGracePeriod: row[11].bool, ownerSince: ownerSince, decidedAt: decidedAt, verdictID: verdictID,
-            updatedAt: updatedAt, store: store, orderID: row[17].text, purchaseToken: row[18].text,
-            paused: row[19].bool)
+            inGracePeriod: row[11].bool, paused: row[19].bool, ownerSince: ownerSince, decidedAt: decidedAt,
+            verdictID: verdictID, updatedAt: updatedAt, store: store, orderID: row[17].text,
+            purchaseToken: row[18].text)
     }
 }
