@@ -39,22 +39,11 @@ public struct TaskNotificationScheduler: NotificationScheduler {
 /// POSTs through a `CurlHTTPEngine`, created at the first send, so a simulator without a notification URL runs no
 /// engine thread. A 2xx answer is a success; any other answer or a transport failure is a failed attempt.
 public final class CurlNotificationTransport: NotificationTransport {
-    private let engine = Mutex<CurlHTTPEngine?>(nil)
+    private let engine = LazyCurlHTTPEngine()
 
     public init() {}
 
     public func post(url: String, body: [UInt8]) async -> NotificationAttemptResult {
-        let engine: CurlHTTPEngine
-        do {
-            engine = try self.engine.withLock { current in
-                if let current { return current }
-                let created = try CurlHTTPEngine()
-                current = created
-                return created
-            }
-        } catch {
-            return .other
-        }
         do {
             let response = try await engine.execute(
                 TransportRequest(

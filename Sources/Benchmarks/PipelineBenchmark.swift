@@ -45,27 +45,6 @@ package struct PipelineBenchmarkOptions: Sendable {
     package var localDrain = true
     /// The parts to run. Default: all.
     package var parts = Set(PipelineBenchmarkPart.allCases)
-
-    package init(
-        kafkaMessages: Int = 50_000, localJobs: Int = 20_000, mixJobs: Int = 20_000, appleLatencyMs: Int = 100,
-        appleConcurrency: Int = 2, latencyJobs: Int = 3_000, memoryJobs: Int = 10_000, workers: Int = 2,
-        partitions: Int = 32, workerKafkaProperties: String = "", workersInProcess: Bool = false,
-        localDrain: Bool = true, parts: Set<PipelineBenchmarkPart> = Set(PipelineBenchmarkPart.allCases)
-    ) {
-        self.kafkaMessages = kafkaMessages
-        self.localJobs = localJobs
-        self.mixJobs = mixJobs
-        self.appleLatencyMs = appleLatencyMs
-        self.appleConcurrency = appleConcurrency
-        self.latencyJobs = latencyJobs
-        self.memoryJobs = memoryJobs
-        self.workers = workers
-        self.partitions = partitions
-        self.workerKafkaProperties = workerKafkaProperties
-        self.workersInProcess = workersInProcess
-        self.localDrain = localDrain
-        self.parts = parts
-    }
 }
 
 /// The figures `bench pipeline` prints (snake_case JSON).

@@ -207,15 +207,9 @@ extension ChaosEnvironment {
             expectedAnswers: plan.consumptionRequestedTypes.mapValues(ChaosNotificationChecker.expectedAnswer(for:)))
         report.transactionsCompared = owners.count
         let deadline = clock.now.advanced(by: configuration.settleTimeout)
-        var found: [ChaosViolation] = []
-        repeat {
-            found = await notificationViolations(checker, ledgerURL: ledgerURL, simulator: simulator)
-            if found.isEmpty {
-                report.convergenceSeconds = Self.seconds(started.duration(to: clock.now))
-                break
-            }
-            try? await Task.sleep(for: .milliseconds(500))
-        } while clock.now < deadline
+        report.convergenceSeconds = await secondsToConverge(from: started, until: deadline) {
+            await notificationViolations(checker, ledgerURL: ledgerURL, simulator: simulator)
+        }
         let retriesOver = await waitForRetriesOver(simulator: simulator, until: deadline)
         let swept = await waitForAnotherSweep(within: .seconds(30))
         if !retriesOver || !swept {
@@ -225,8 +219,7 @@ extension ChaosEnvironment {
                 : "Apple's retries did not end within the settle timeout"
             violations.append(.runFailed("notification family: " + what))
         }
-        found = await notificationViolations(checker, ledgerURL: ledgerURL, simulator: simulator)
-        violations += found
+        violations += await notificationViolations(checker, ledgerURL: ledgerURL, simulator: simulator)
 
         // Finish Transaction of every transaction the receipt traffic decided: a killed worker's claimed calls are
         // made by another worker's sweep once their claim lapses (15 s here), so the check waits for that.
@@ -473,21 +466,45 @@ extension ChaosEnvironment {
 
     /// Waits until every notification was delivered or had all of Apple's attempts (polled; false at `deadline`).
     private func waitForRetriesOver(simulator: String, until deadline: ContinuousClock.Instant) async -> Bool {
+        await poll(until: deadline) {
+            await simulatorNotifications(simulator).allSatisfy {
+                $0.delivered || $0.attempts >= Self.notificationAttempts
+            }
+        }
+    }
+
+    /// Waits until the reconciler finished one more sweep than it had now.
+    private func waitForAnotherSweep(within limit: Duration) async -> Bool {
+        await waitForIncrease(within: limit) { await reconcilerMetric(MetricNames.reconcileSweeps) }
+    }
+
+    /// Checks every 500 ms, until `deadline`, whether a phase's ledger agrees with the truth: the seconds from
+    /// `started` to the first check that finds no violation, nil when none did.
+    func secondsToConverge(
+        from started: ContinuousClock.Instant, until deadline: ContinuousClock.Instant,
+        _ violations: () async -> [ChaosViolation]
+    ) async -> Double? {
+        guard await poll(until: deadline, { await violations().isEmpty }) else { return nil }
+        return Self.seconds(started.duration(to: clock.now))
+    }
+
+    /// Asks `done` every 500 ms until it says yes (true) or `deadline` passes (false).
+    func poll(until deadline: ContinuousClock.Instant, _ done: () async -> Bool) async -> Bool {
         repeat {
-            let notifications = await simulatorNotifications(simulator)
-            if notifications.allSatisfy({ $0.delivered || $0.attempts >= Self.notificationAttempts }) { return true }
+            if await done() { return true }
             try? await Task.sleep(for: .milliseconds(500))
         } while clock.now < deadline
         return false
     }
 
-    /// Waits until the reconciler finished one more sweep than it had now.
-    private func waitForAnotherSweep(within limit: Duration) async -> Bool {
+    /// Waits, at most `limit`, until a counter reads more than it reads now (every 250 ms; a counter not there yet
+    /// is below any reading).
+    func waitForIncrease(within limit: Duration, of counter: () async -> Double?) async -> Bool {
         let deadline = clock.now.advanced(by: limit)
-        let now = await reconcilerMetric(MetricNames.reconcileSweeps)
+        let now = await counter()
         repeat {
             try? await Task.sleep(for: .milliseconds(250))
-            if let sweeps = await reconcilerMetric(MetricNames.reconcileSweeps), sweeps > (now ?? -1) { return true }
+            if let value = await counter(), value > (now ?? -1) { return true }
         } while clock.now < deadline
         return false
     }

@@ -51,9 +51,7 @@ extension ChaosEnvironment {
         let types = Dictionary(purchases.map { ($0.token, $0.type) }, uniquingKeysWith: { first, _ in first })
         let before: [String: [TransactionClaim]]
         do {
-            before = Dictionary(
-                grouping: try await ledgerClaims(url: ledgerURL, originalTransactionIDs: grantedTokens).values,
-                by: \.originalTransactionID)
+            before = try await playLedgerClaims(url: ledgerURL, tokens: grantedTokens)
         } catch {
             return (report, [.runFailed("Play lifecycle: the ledger could not be read: \(error)")], [:])
         }
@@ -153,15 +151,9 @@ extension ChaosEnvironment {
         report.rereadBacklog = await playRereadBacklog(ledgerURL: ledgerURL)
         let rereadPass = Duration.seconds(60 * Double(report.rereadBacklog) / Double(report.quotaPerMinute))
         let deadline = clock.now.advanced(by: configuration.settleTimeout + rereadPass)
-        var found: [ChaosViolation] = []
-        repeat {
-            found = await playLifecycleViolations(checker, ledgerURL: ledgerURL, play: play)
-            if found.isEmpty {
-                report.convergenceSeconds = Self.seconds(started.duration(to: clock.now))
-                break
-            }
-            try? await Task.sleep(for: .milliseconds(500))
-        } while clock.now < deadline
+        report.convergenceSeconds = await secondsToConverge(from: started, until: deadline) {
+            await playLifecycleViolations(checker, ledgerURL: ledgerURL, play: play)
+        }
         var violations: [ChaosViolation] = []
         let pushesOver = await waitForPlayPushesOver(play, until: deadline)
         // The reconciler sweeps between passes of re-reads, and a pass (at most a batch) waits for its share.
@@ -175,7 +167,7 @@ extension ChaosEnvironment {
                 : "the Play simulator's pushes were still being retried at the settle timeout"
             violations.append(.runFailed("Play lifecycle: " + what))
         }
-        found = await playLifecycleViolations(checker, ledgerURL: ledgerURL, play: play)
+        let found = await playLifecycleViolations(checker, ledgerURL: ledgerURL, play: play)
         violations += found
         report.refundReviewsAnswered =
             reviewedOrders.count
@@ -279,6 +271,13 @@ extension ChaosEnvironment {
         return recorded
     }
 
+    /// The ledger's claims of these Google Play purchases, by purchase token (a purchase's original transaction id).
+    private func playLedgerClaims(url: String, tokens: Set<String>) async throws -> [String: [TransactionClaim]] {
+        Dictionary(
+            grouping: try await ledgerClaims(url: url, originalTransactionIDs: tokens).values,
+            by: \.originalTransactionID)
+    }
+
     /// Drift and refund-review answers now.
     private func playLifecycleViolations(
         _ checker: ChaosPlayLifecycleChecker, ledgerURL: String, play: ChaosPlaySimulator
@@ -286,9 +285,7 @@ extension ChaosEnvironment {
         let tokens = Set(checker.owners.keys)
         let claims: [String: [TransactionClaim]]
         do {
-            claims = Dictionary(
-                grouping: try await ledgerClaims(url: ledgerURL, originalTransactionIDs: tokens).values,
-                by: \.originalTransactionID)
+            claims = try await playLedgerClaims(url: ledgerURL, tokens: tokens)
         } catch {
             return [.runFailed("the ledger could not be read: \(error)")]
         }
@@ -338,17 +335,13 @@ extension ChaosEnvironment {
     private func waitForPlayPushesOver(
         _ play: ChaosPlaySimulator, until deadline: ContinuousClock.Instant
     ) async -> Bool {
-        repeat {
-            if let data = await ChaosHTTP.get("\(play.base)/sim/pushes"),
+        await poll(until: deadline) {
+            guard let data = await ChaosHTTP.get("\(play.base)/sim/pushes"),
                 let object = (try? JSONSerialization.jsonObject(with: data)) as? [String: Any],
-                let summary = object["summary"] as? [String: Any],
-                (summary["pending"] as? NSNumber)?.intValue == 0
-            {
-                return true
-            }
-            try? await Task.sleep(for: .milliseconds(500))
-        } while clock.now < deadline
-        return false
+                let summary = object["summary"] as? [String: Any]
+            else { return false }
+            return (summary["pending"] as? NSNumber)?.intValue == 0
+        }
     }
 
     /// How many Play subscriptions the reconciler's re-reads cover now (its window: a day ahead, as the run
@@ -366,15 +359,7 @@ extension ChaosEnvironment {
 
     /// Waits until the reconciler completed one more voided-purchases sweep than it had now.
     private func waitForAnotherPlaySweep(within limit: Duration) async -> Bool {
-        let deadline = clock.now.advanced(by: limit)
-        let now = await playReconcileFigures()[MetricNames.reconcileVoidedSweeps]
-        repeat {
-            try? await Task.sleep(for: .milliseconds(250))
-            if let sweeps = await playReconcileFigures()[MetricNames.reconcileVoidedSweeps], sweeps > (now ?? -1) {
-                return true
-            }
-        } while clock.now < deadline
-        return false
+        await waitForIncrease(within: limit) { await playReconcileFigures()[MetricNames.reconcileVoidedSweeps] }
     }
 
     /// The live reconciler's Google Play counters (each summed over its series).

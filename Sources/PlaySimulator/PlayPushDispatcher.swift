@@ -14,24 +14,13 @@ public protocol PlayPushTransport: Sendable {
 
 /// POSTs through a `CurlHTTPEngine`, made at the first push, so a simulator that pushes nothing runs no engine thread.
 public final class PlayCurlPushTransport: PlayPushTransport {
-    private let engine = Mutex<CurlHTTPEngine?>(nil)
+    private let engine = LazyCurlHTTPEngine()
 
     public init() {}
 
     public func post(
         url: String, headers: [(name: String, value: String)], body: [UInt8], timeout: Duration
     ) async -> Int? {
-        let engine: CurlHTTPEngine
-        do {
-            engine = try self.engine.withLock { current in
-                if let current { return current }
-                let created = try CurlHTTPEngine()
-                current = created
-                return created
-            }
-        } catch {
-            return nil
-        }
         return try? await engine.execute(
             TransportRequest(method: .post, url: url, headers: headers, body: body, timeout: timeout)
         ).status

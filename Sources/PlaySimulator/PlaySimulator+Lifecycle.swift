@@ -103,95 +103,84 @@ extension PlaySimulator {
                 throw PlaySimulatorError(.conflict, "\(event.rawValue) does not apply to a \(state.rawValue) purchase")
             }
         }
+        /// An event of a subscription in one of `states`: `change` applied, Google's `type` published.
+        func subscriptionEvent(
+            _ states: Set<PlayPurchaseState>, _ type: PlaySubscriptionNotificationType,
+            _ change: (inout PlayPurchase) throws(PlaySimulatorError) -> Void
+        ) throws(PlaySimulatorError) -> PlayLifecycleResult {
+            let purchase = try registry.update(purchaseToken) { (purchase) throws(PlaySimulatorError) in
+                try require(purchase, subscription: true, states)
+                try change(&purchase)
+            }
+            subscription(type)
+            return PlayLifecycleResult(purchase: purchase)
+        }
         let live: Set<PlayPurchaseState> = [.active, .canceled, .inGracePeriod, .onHold, .paused]
         switch event {
         case .renew:
-            result = .init(
-                purchase: try registry.update(purchaseToken) { (purchase) throws(PlaySimulatorError) in
-                    try require(purchase, subscription: true, [.active, .expired])
-                    let from = max(purchase.expiryTime ?? now, now)
-                    purchase.expiryTime = from.addingTimeInterval(purchase.periodSeconds)
-                    purchase.renewals += 1
-                    purchase.autoRenewEnabled = true
-                    purchase.userCanceledAt = nil
-                })
-            subscription(.renewed)
+            result = try subscriptionEvent([.active, .expired], .renewed) { purchase in
+                let from = max(purchase.expiryTime ?? now, now)
+                purchase.expiryTime = from.addingTimeInterval(purchase.periodSeconds)
+                purchase.renewals += 1
+                purchase.autoRenewEnabled = true
+                purchase.userCanceledAt = nil
+            }
         case .gracePeriod:
             guard options.gracePeriodSeconds.isFinite, (0...(60 * 86_400)).contains(options.gracePeriodSeconds) else {
                 throw PlaySimulatorError(.invalidRequest, "grace_period_s must be 0 to 5184000 (60 days)")
             }
-            result = .init(
-                purchase: try registry.update(purchaseToken) { (purchase) throws(PlaySimulatorError) in
-                    try require(purchase, subscription: true, [.active])
-                    purchase.gracePeriodEnd = now.addingTimeInterval(options.gracePeriodSeconds)
-                    purchase.expiryTime = purchase.gracePeriodEnd
-                })
-            subscription(.inGracePeriod)
+            result = try subscriptionEvent([.active], .inGracePeriod) { purchase in
+                purchase.gracePeriodEnd = now.addingTimeInterval(options.gracePeriodSeconds)
+                purchase.expiryTime = purchase.gracePeriodEnd
+            }
         case .hold:
-            result = .init(
-                purchase: try registry.update(purchaseToken) { (purchase) throws(PlaySimulatorError) in
-                    try require(purchase, subscription: true, [.active, .inGracePeriod, .onHold])
-                    guard purchase.onHoldSince == nil else {
-                        throw PlaySimulatorError(.conflict, "the subscription is already on hold")
-                    }
-                    // A grace period that ran out put the subscription on hold at its end.
-                    let since = purchase.gracePeriodEnd.map { min($0, now) } ?? now
-                    purchase.onHoldSince = since
-                    purchase.gracePeriodEnd = nil
-                    purchase.expiryTime = since
-                })
-            subscription(.onHold)
+            result = try subscriptionEvent([.active, .inGracePeriod, .onHold], .onHold) {
+                (purchase) throws(PlaySimulatorError) in
+                guard purchase.onHoldSince == nil else {
+                    throw PlaySimulatorError(.conflict, "the subscription is already on hold")
+                }
+                // A grace period that ran out put the subscription on hold at its end.
+                let since = purchase.gracePeriodEnd.map { min($0, now) } ?? now
+                purchase.onHoldSince = since
+                purchase.gracePeriodEnd = nil
+                purchase.expiryTime = since
+            }
         case .recover:
-            result = .init(
-                purchase: try registry.update(purchaseToken) { (purchase) throws(PlaySimulatorError) in
-                    try require(purchase, subscription: true, [.inGracePeriod, .onHold])
-                    purchase.gracePeriodEnd = nil
-                    purchase.onHoldSince = nil
-                    purchase.renewals += 1
-                    purchase.expiryTime = now.addingTimeInterval(purchase.periodSeconds)
-                    purchase.autoRenewEnabled = true
-                })
-            subscription(.recovered)
+            result = try subscriptionEvent([.inGracePeriod, .onHold], .recovered) { purchase in
+                purchase.gracePeriodEnd = nil
+                purchase.onHoldSince = nil
+                purchase.renewals += 1
+                purchase.expiryTime = now.addingTimeInterval(purchase.periodSeconds)
+                purchase.autoRenewEnabled = true
+            }
         case .pause:
             let seconds = options.pauseSeconds
             if let seconds, !(seconds.isFinite && (60...(400 * 86_400)).contains(seconds)) {
                 throw PlaySimulatorError(.invalidRequest, "pause_s must be 60 seconds to 400 days")
             }
-            result = .init(
-                purchase: try registry.update(purchaseToken) { (purchase) throws(PlaySimulatorError) in
-                    try require(purchase, subscription: true, [.active])
-                    purchase.pausedAt = now
-                    purchase.autoResumeTime = now.addingTimeInterval(seconds ?? purchase.periodSeconds)
-                    purchase.expiryTime = now
-                })
-            subscription(.paused)
+            result = try subscriptionEvent([.active], .paused) { purchase in
+                purchase.pausedAt = now
+                purchase.autoResumeTime = now.addingTimeInterval(seconds ?? purchase.periodSeconds)
+                purchase.expiryTime = now
+            }
         case .resume:
-            result = .init(
-                purchase: try registry.update(purchaseToken) { (purchase) throws(PlaySimulatorError) in
-                    try require(purchase, subscription: true, [.paused])
-                    purchase.pausedAt = nil
-                    purchase.autoResumeTime = nil
-                    purchase.renewals += 1
-                    purchase.expiryTime = now.addingTimeInterval(purchase.periodSeconds)
-                })
             // Google reports a resumed subscription as renewed.
-            subscription(.renewed)
+            result = try subscriptionEvent([.paused], .renewed) { purchase in
+                purchase.pausedAt = nil
+                purchase.autoResumeTime = nil
+                purchase.renewals += 1
+                purchase.expiryTime = now.addingTimeInterval(purchase.periodSeconds)
+            }
         case .cancel:
-            result = .init(
-                purchase: try registry.update(purchaseToken) { (purchase) throws(PlaySimulatorError) in
-                    try require(purchase, subscription: true, [.active])
-                    purchase.userCanceledAt = now
-                    purchase.autoRenewEnabled = false
-                })
-            subscription(.canceled)
+            result = try subscriptionEvent([.active], .canceled) { purchase in
+                purchase.userCanceledAt = now
+                purchase.autoRenewEnabled = false
+            }
         case .restart:
-            result = .init(
-                purchase: try registry.update(purchaseToken) { (purchase) throws(PlaySimulatorError) in
-                    try require(purchase, subscription: true, [.canceled])
-                    purchase.userCanceledAt = nil
-                    purchase.autoRenewEnabled = true
-                })
-            subscription(.restarted)
+            result = try subscriptionEvent([.canceled], .restarted) { purchase in
+                purchase.userCanceledAt = nil
+                purchase.autoRenewEnabled = true
+            }
         case .revoke, .refund:
             let byDeveloper = event == .revoke
             let refunds = event == .refund || options.refund

@@ -51,17 +51,10 @@ extension PlaySimulator {
         }
         router.post("sim/push/faults") { request, _ -> Response in
             self.stats.record(request: "sim/push/faults")
-            let body = try await Self.bytes(of: request, upTo: 1 << 16)
-            guard
-                let plan = try? JSONDecoder().decode(
-                    PlayPushFaultPlan.self, from: Data(body.isEmpty ? Array("{}".utf8) : body))
-            else { return Self.simError(PlaySimulatorError(.invalidRequest, "unreadable push fault plan")) }
-            do throws(PlaySimulatorError) {
-                try self.pushes.setFaults(plan)
-            } catch {
-                return Self.simError(error)
-            }
-            return Self.response(PlayReply(200, PlayAPIAnswers.json(self.pushes.faultReport())))
+            return try await Self.faultPlanAnswer(
+                request, unreadable: "unreadable push fault plan",
+                apply: { (plan: PlayPushFaultPlan) throws(PlaySimulatorError) in try self.pushes.setFaults(plan) },
+                report: { self.pushes.faultReport() })
         }
         router.get("sim/push/faults") { _, _ -> Response in
             Self.response(PlayReply(200, PlayAPIAnswers.json(self.pushes.faultReport())))
@@ -105,14 +98,9 @@ extension PlaySimulator {
         if let value = try seconds("grace_period_s") { options.gracePeriodSeconds = value }
         options.pauseSeconds = try seconds("pause_s")
         options.periodSeconds = try seconds("period_s")
-        for (key, target) in [("refund", \PlayLifecycleOptions.refund), ("approve", \PlayLifecycleOptions.approve)] {
-            if let raw = object[key] {
-                guard let flag = raw as? Bool else {
-                    throw PlaySimulatorError(.invalidRequest, "\(key) must be a boolean")
-                }
-                options[keyPath: target] = flag
-            }
-        }
+        try readFlags(
+            [("refund", \PlayLifecycleOptions.refund), ("approve", \PlayLifecycleOptions.approve)], of: object,
+            into: &options)
         if let raw = object["quantity"] {
             guard let quantity = raw as? Int else {
                 throw PlaySimulatorError(.invalidRequest, "quantity must be a number")
@@ -133,6 +121,22 @@ extension PlaySimulator {
         return options
     }
 
+    /// Sets each boolean `object` holds at one of `keys`; any other value there is refused, named by `prefix` and
+    /// its key.
+    static func readFlags<Options>(
+        _ keys: [(String, WritableKeyPath<Options, Bool>)], of object: [String: Any], into options: inout Options,
+        prefix: String = ""
+    ) throws(PlaySimulatorError) {
+        for (key, target) in keys {
+            if let raw = object[key] {
+                guard let flag = raw as? Bool else {
+                    throw PlaySimulatorError(.invalidRequest, "\(prefix)\(key) must be a boolean")
+                }
+                options[keyPath: target] = flag
+            }
+        }
+    }
+
     /// Reads a request's `push` object: `{"drop", "duplicate", "delay_s", "bad_token"}`.
     static func pushOptions(_ raw: Any?) throws(PlaySimulatorError) -> PlayPushOptions {
         var options = PlayPushOptions()
@@ -140,14 +144,9 @@ extension PlaySimulator {
         guard let object = raw as? [String: Any] else {
             throw PlaySimulatorError(.invalidRequest, "push must be an object")
         }
-        for (key, target) in [("drop", \PlayPushOptions.drop), ("duplicate", \PlayPushOptions.duplicate)] {
-            if let value = object[key] {
-                guard let flag = value as? Bool else {
-                    throw PlaySimulatorError(.invalidRequest, "push.\(key) must be a boolean")
-                }
-                options[keyPath: target] = flag
-            }
-        }
+        try readFlags(
+            [("drop", \PlayPushOptions.drop), ("duplicate", \PlayPushOptions.duplicate)], of: object, into: &options,
+            prefix: "push.")
         if let value = object["delay_s"] {
             guard let delay = value as? Double, delay.isFinite, (0...(7 * 86_400)).contains(delay) else {
                 throw PlaySimulatorError(.invalidRequest, "push.delay_s must be 0...604800")

@@ -66,17 +66,10 @@ extension PlaySimulator {
             Self.response(PlayReply(200, PlayAPIAnswers.json(self.faults.report())))
         }
         router.post("sim/faults") { request, _ -> Response in
-            let body = try await Self.bytes(of: request, upTo: 1 << 16)
-            guard
-                let plan = try? JSONDecoder().decode(
-                    PlayFaultPlan.self, from: Data(body.isEmpty ? Array("{}".utf8) : body))
-            else { return Self.simError(PlaySimulatorError(.invalidRequest, "unreadable fault plan")) }
-            do throws(PlaySimulatorError) {
-                try self.faults.set(plan)
-            } catch {
-                return Self.simError(error)
-            }
-            return Self.response(PlayReply(200, PlayAPIAnswers.json(self.faults.report())))
+            try await Self.faultPlanAnswer(
+                request, unreadable: "unreadable fault plan",
+                apply: { (plan: PlayFaultPlan) throws(PlaySimulatorError) in try self.faults.set(plan) },
+                report: { self.faults.report() })
         }
         addLifecycleRoutes(to: router)
         router.addSimulatorStatsRoutes(snapshot: stats.snapshot, reset: stats.reset) {
@@ -104,6 +97,23 @@ extension PlaySimulator {
                 return Self.simError(PlaySimulatorError(.server, "\(type(of: error))"))
             }
         }
+    }
+
+    /// Answers a `POST` of a fault plan (an empty body is `{}`): 400 `unreadable` when the body is not a plan, the
+    /// error `apply` throws when it refuses the plan, else `report`, the faults now in force.
+    static func faultPlanAnswer<Plan: Decodable>(
+        _ request: Request, unreadable: String, apply: (Plan) throws(PlaySimulatorError) -> Void,
+        report: () -> [String: Any]
+    ) async throws -> Response {
+        let body = try await bytes(of: request, upTo: 1 << 16)
+        guard let plan = try? JSONDecoder().decode(Plan.self, from: Data(body.isEmpty ? Array("{}".utf8) : body))
+        else { return simError(PlaySimulatorError(.invalidRequest, unreadable)) }
+        do throws(PlaySimulatorError) {
+            try apply(plan)
+        } catch {
+            return simError(error)
+        }
+        return response(PlayReply(200, PlayAPIAnswers.json(report())))
     }
 
     static func simError(_ error: PlaySimulatorError) -> Response {

@@ -146,6 +146,15 @@ struct AppleSimulatorNotificationDeliveryTests {
             }
         }
     }
+
+    @Test("the curl transport makes its engine at the first send; a refused connection is a socket issue, every time")
+    func curlTransportRefused() async {
+        let transport = CurlNotificationTransport()
+        for _ in 0..<2 {
+            let result = await transport.post(url: "http://127.0.0.1:9/apple-notifications", body: Array("{}".utf8))
+            #expect(result == .socketIssue)
+        }
+    }
 }
 
 @Suite("Apple simulator: lifecycle events", .timeLimit(.minutes(2)))

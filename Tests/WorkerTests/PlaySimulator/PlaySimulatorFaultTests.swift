@@ -63,6 +63,40 @@ struct PlaySimulatorFaultTests {
         }
     }
 
+    @Test("a fault plan or a lifecycle flag that cannot be read is a 400 naming it, and changes nothing")
+    func unreadablePlansAndFlags() async throws {
+        try await PlaySimHarness.with { sim in
+            for (path, message, fault) in [
+                ("sim/faults", "unreadable fault plan", "http_503"),
+                ("sim/push/faults", "unreadable push fault plan", "drop"),
+            ] {
+                let unreadable = try await sim.post(path, ["rules": "every request"])
+                #expect(unreadable.status == 400)
+                #expect(unreadable.json["error"] as? String == message)
+                let refused = try await sim.post(path, ["rules": [["route": "*", "fault": fault, "count": 0]]])
+                #expect(refused.status == 400)
+                #expect((refused.json["error"] as? String)?.hasPrefix("rules[0]") == true)
+                let report = try await sim.get(path)
+                #expect(report.status == 200)
+                #expect((report.json["rules"] as? [Any])?.isEmpty == true)
+            }
+            let token = try #require(try await sim.mint()["purchase_token"] as? String)
+            for (extra, message) in [
+                (["refund": "yes"], "refund must be a boolean"),
+                (["approve": 0.5], "approve must be a boolean"),
+                (["push": ["drop": "yes"]], "push.drop must be a boolean"),
+                (["push": ["duplicate": [true]]], "push.duplicate must be a boolean"),
+            ] as [([String: Any], String)] {
+                var object: [String: Any] = ["purchase_token": token, "event": "refund"]
+                object.merge(extra) { _, new in new }
+                let refused = try await sim.post("sim/lifecycle", object)
+                #expect(refused.status == 400)
+                #expect(refused.json["error"] as? String == message)
+            }
+            #expect(try await sim.truth(token)["refunded_quantity"] as? Int == 0)
+        }
+    }
+
     @Test("the token endpoint down: 503 until the plan is over on the simulator's clock")
     func tokenEndpointDown() async throws {
         try await PlaySimHarness.with { sim in
