@@ -366,4 +366,50 @@ struct ConsumptionLookupTests {
             }
         }
     }
+    @Test("the explain command: the lookup's options checked as the worker's settings; its answer in the JSON")
+    func explainCommand() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "consumption-lookup-cli-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let catalog = directory.appendingPathComponent("catalog.json")
+        try Data(#"{"bundle_ids":["com.example.app"],"products":[{"id":"coins","type":"consumable"}]}"#.utf8)
+            .write(to: catalog)
+        let policy = directory.appendingPathComponent("refunds.json")
+        try Data(Self.policyJSON.utf8).write(to: policy)
+        let tokenFile = directory.appendingPathComponent("token")
+        try Data("\(Self.token)\n".utf8).write(to: tokenFile)
+        // The options alone, not a lookup the test process's environment may name.
+        let environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("VERIFY_CONSUMPTION_LOOKUP") }
+        try await AppleClientsFakeServer.withRunning { server, base in
+            try await LedgerTestSupport.withLedger(.sqlite) { ledger, url in
+                try await Self.grant(ledger, "2000", product: "coins", app: Self.bundleID, store: .appStore)
+                let explain = [
+                    "refund-policy", "explain", "--transaction", "2000", "--ledger-url", url, "--catalog-file",
+                    catalog.path, "--refund-policy-file", policy.path, "--customer-consented", "true",
+                ]
+                let refused = try await CommandProcess.run(
+                    explain + ["--consumption-lookup-url", "http://backend.internal/usage"], environment: environment)
+                #expect(refused.status == 2)
+                #expect(
+                    refused.stderr
+                        == "verify-worker refund-policy explain: configuration: consumption_lookup_url: must be "
+                        + "https://, or http:// to a loopback host (a local backend)\n")
+
+                server.enqueue(Self.path, Self.units(0, of: 20))
+                let answered = try await CommandProcess.run(
+                    explain + [
+                        "--consumption-lookup-url", base + Self.path, "--consumption-lookup-token-file", tokenFile.path,
+                    ], environment: environment)
+                #expect(answered.status == 0, "\(answered.stderr)")
+                let report = try #require(
+                    try JSONSerialization.jsonObject(with: Data(answered.stdout.utf8)) as? [String: Any])
+                #expect(report["rule"] as? String == "unused")
+                #expect(report["consumption_lookup"] as? String == "found")
+                #expect((report["facts"] as? [String: Any])?["units_purchased"] as? Int == 20)
+                #expect(server.received(path: Self.path).first?.headers["authorization"] == "Bearer \(Self.token)")
+                #expect(!answered.stdout.contains(Self.token) && !answered.stderr.contains(Self.token))
+            }
+        }
+    }
 }
