@@ -127,6 +127,23 @@ struct ConsumptionLookupTests {
         }
     }
 
+    @Test("a backend slower than consumption_lookup_timeout_ms is a failure that may pass")
+    func timeout() async throws {
+        try await AppleClientsFakeServer.withRunning { server, base in
+            let lookup = ConsumptionLookup(
+                transport: try CurlHTTPEngine(),
+                configuration: ConsumptionLookupConfiguration(url: base + Self.path, timeout: .milliseconds(100)),
+                logger: Logger(label: "lookup"))
+            var slow = Self.units(1, of: 2)
+            slow.delay = .seconds(5)
+            server.enqueue(Self.path, slow)
+            let outcome = await lookup.units(
+                for: .init(store: .appStore, app: nil, productID: "coins", transactionID: "1", accountID: nil))
+            #expect(outcome == .failed("timeout"))
+            #expect(server.received(path: Self.path).first?.headers["authorization"] == nil, "no token: no header")
+        }
+    }
+
     @Test("App Store: a rule on units consumed decides, and the body carries the share of a consumable's units")
     func appStoreAnswer() async throws {
         try await AppleClientsFakeServer.withRunning { server, base in
