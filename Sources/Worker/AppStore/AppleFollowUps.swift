@@ -332,9 +332,12 @@ public final class AppleFollowUps: Sendable {
                     metadata: [LogKeys.transactionID: "\(call.transactionID)", LogKeys.error: "\(error)"])
                 return
             }
-            if case .failed(let reason)? = answer.lookup, call.attempts + 1 < configuration.maximumAttempts {
+            if case .failed(let reason)? = answer.lookup, answer.consented,
+                call.attempts + 1 < configuration.maximumAttempts
+            {
                 // The backend may answer later: put back like a call Apple could not take, within the same bound of
-                // attempts. On the last attempt the answer is sent without the units (as without a lookup).
+                // attempts. On the last attempt the answer is sent without the units (as without a lookup). Without
+                // consent nothing is sent whatever the units, so nothing waits for them.
                 await settle(
                     call, .pending, detail: "consumption lookup failed: \(reason)", retryAt: retryAt())
                 return
