@@ -8,8 +8,9 @@ import Messages
 ///
 /// - The preference is the policy's answer in the store's words (``appleRefundPreference``,
 ///   ``googleRefundPreference``); `no_response` makes no call.
-/// - The share consumed is stated for a subscription period only (time used of the period the claim covers, 0 to
-///   100 %, in thousandths of a percent); a one-time product's use is not known to the ledger, so none is sent.
+/// - The share consumed (0 to 100 %, in thousandths of a percent) is stated for a subscription period (time used of
+///   the period the claim covers) and for a one-time product whose units consumed and purchased the operator's
+///   consumption lookup reported (``RefundFacts/recordUnits(consumed:purchased:)``); otherwise none is sent.
 public struct RefundAnswer: Sendable, Hashable {
     /// Whether the customer has the purchase: granted and not taken back.
     public var delivered: Bool
@@ -40,7 +41,9 @@ public struct RefundAnswer: Sendable, Hashable {
             case .googlePlay: catalog.playProducts[facts.productID]?.sampleContentProvided
             }
         var consumed: Int?
-        if facts.delivered, facts.productType == .autoRenewable, let share = facts.consumedPercent {
+        if facts.delivered, facts.productType == .autoRenewable || facts.isOneTimeProduct && facts.unitsConsumed != nil,
+            let share = facts.consumedPercent
+        {
             consumed = Int((share * 1_000).rounded())
         }
         self.init(

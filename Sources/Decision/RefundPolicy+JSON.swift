@@ -22,7 +22,8 @@ extension RefundPolicy {
     public static let ruleFields: [String] = [
         "name", "answer", "store", "apps", "products", "product_types", "min_purchase_age_days",
         "max_purchase_age_days", "min_consumed_percent", "max_consumed_percent", "min_earlier_refunds",
-        "max_earlier_refunds", "storefront_countries", "environments", "delivered",
+        "max_earlier_refunds", "storefront_countries", "environments", "delivered", "min_units_consumed",
+        "max_units_consumed",
     ]
 
     /// The fields the file's top level may have.
@@ -41,7 +42,7 @@ extension RefundPolicy {
 
     /// Reads a policy file's JSON: `{"rules": [...], "customer_consented": {...}}`. Every fault is refused, the first
     /// one found thrown as one line: an unknown field, a value of the wrong kind, an unknown answer, store or product
-    /// type, a percentage outside 0 to 100, a negative age or count, a minimum above its maximum, an empty list
+    /// type, a percentage outside 0 to 100, a negative age, count or number of units, a minimum above its maximum, an empty list
     /// (a rule that could never match), a name used twice or reserved, and a rule after one without conditions
     /// (it could never match). The catalog's shorthand rules (``catalogRules(_:)``) follow the file's.
     public static func load(json: Data, file: String, catalog: Catalog) throws(RefundPolicyError) -> RefundPolicy {
@@ -161,6 +162,9 @@ private struct RuleReader {
         }
         rule.consumedPercent = try bounds(fields, "consumed_percent", range: 0...100, what: "a percentage")
         rule.earlierRefunds = try bounds(fields, "earlier_refunds", range: 0...1_000_000, whole: true).map {
+            RefundPolicy.Bounds(minimum: $0.minimum.map { Int($0) }, maximum: $0.maximum.map { Int($0) })
+        }
+        rule.unitsConsumed = try bounds(fields, "units_consumed", range: 0...1_000_000_000, whole: true).map {
             RefundPolicy.Bounds(minimum: $0.minimum.map { Int($0) }, maximum: $0.maximum.map { Int($0) })
         }
         if let countries = try strings(fields, "storefront_countries") {

@@ -50,6 +50,8 @@ public struct RefundPolicy: Sendable, Hashable {
         public var purchaseAge: Bounds<Double>?
         /// The share of the purchase used, in percent (0 to 100).
         public var consumedPercent: Bounds<Double>?
+        /// The units of a one-time product consumed, as the operator's consumption lookup reports them.
+        public var unitsConsumed: Bounds<Int>?
         /// The account's other transactions that were refunded or revoked.
         public var earlierRefunds: Bounds<Int>?
         /// Storefront countries (ISO 3166-1 alpha-3, upper case), compared with the claim's storefront; a purchase
@@ -65,11 +67,12 @@ public struct RefundPolicy: Sendable, Hashable {
         public var isCatchAll: Bool {
             store == nil && apps == nil && products == nil && productTypes == nil && purchaseAge == nil
                 && consumedPercent == nil && earlierRefunds == nil && storefrontCountries == nil
-                && environments == nil && delivered == nil
+                && environments == nil && delivered == nil && unitsConsumed == nil
         }
 
-        /// Whether every condition holds for `facts`. A condition on a fact the ledger does not know (the age of a
-        /// purchase without a date, the share used of a one-time product, the storefront) does not hold.
+        /// Whether every condition holds for `facts`. A condition on a fact that is not known (the age of a purchase
+        /// without a date, the share or the units used of a one-time product the consumption lookup did not report,
+        /// the storefront) does not hold.
         public func matches(_ facts: RefundFacts) -> Bool {
             if let store, store != facts.store { return false }
             if let apps, !apps.contains(facts.app ?? "") { return false }
@@ -77,6 +80,7 @@ public struct RefundPolicy: Sendable, Hashable {
             if let productTypes, !(facts.productType.map(productTypes.contains) ?? false) { return false }
             if let purchaseAge, !purchaseAge.contains(facts.purchaseAge) { return false }
             if let consumedPercent, !consumedPercent.contains(facts.consumedPercent) { return false }
+            if let unitsConsumed, !unitsConsumed.contains(facts.unitsConsumed) { return false }
             if let earlierRefunds, !earlierRefunds.contains(facts.earlierRefunds) { return false }
             if let storefrontCountries, !storefrontCountries.contains(facts.storefrontCountry ?? "") { return false }
             if let environments {
@@ -204,8 +208,9 @@ public struct RefundFacts: Sendable, Hashable {
     public var productType: ProductType?
     /// Seconds since the purchase; nil when its date is not known.
     public var purchaseAge: Double?
-    /// The share used of a subscription period the claim covers (0 to 100); nil for a one-time product, whose use
-    /// the ledger does not know, or a period without dates.
+    /// The share used (0 to 100): of a subscription period the claim covers, or of a one-time product's units
+    /// (``recordUnits(consumed:purchased:)``); nil for a period without dates, or a one-time product whose units
+    /// purchased the consumption lookup did not report.
     public var consumedPercent: Double?
     /// The account's other transactions that were refunded or revoked (0 when nobody holds the purchase).
     public var earlierRefunds: Int
@@ -215,6 +220,11 @@ public struct RefundFacts: Sendable, Hashable {
     public var environment: String?
     /// Whether the customer has the purchase: granted and not taken back.
     public var delivered: Bool
+    /// The units of a one-time product consumed (coins, credits), as the operator's consumption lookup reports them;
+    /// nil when no lookup is set or it does not know.
+    public var unitsConsumed: Int?
+    /// The units the purchase gave, when the consumption lookup reports them.
+    public var unitsPurchased: Int?
 
     public init(
         store: Store, app: String?, productID: String, productType: ProductType?, purchaseAge: Double?,
@@ -255,5 +265,22 @@ public struct RefundFacts: Sendable, Hashable {
             earlierRefunds: claim == nil ? 0 : earlier.count, storefrontCountry: claim?.storefront,
             environment: claim?.environment ?? environment,
             delivered: claim != nil && claim?.revokedAt == nil)
+    }
+}
+
+extension RefundFacts {
+    /// Whether the product is a one-time product (consumable or non-consumable), whose use only the operator's
+    /// backend knows (the consumption lookup).
+    public var isOneTimeProduct: Bool { productType == .consumable || productType == .nonConsumable }
+
+    /// Records the units of a one-time product consumed and purchased, as the consumption lookup reported them. With
+    /// units purchased above 0 the share used follows (consumed / purchased, at most 100 %), so a rule on the
+    /// consumed share applies to consumables as it does to subscriptions. A subscription keeps its period's share.
+    public mutating func recordUnits(consumed: Int, purchased: Int?) {
+        unitsConsumed = consumed
+        unitsPurchased = purchased
+        if isOneTimeProduct, let purchased, purchased > 0 {
+            consumedPercent = min(Double(consumed) / Double(purchased), 1) * 100
+        }
     }
 }

@@ -62,6 +62,9 @@ public enum MetricNames {
     /// `dropped`), `rule` (the refund policy's rule that made the answer; empty before one did): answers to
     /// CONSUMPTION_REQUEST notifications.
     public static let consumptionAnswers = "verify_consumption_answers_total"
+    /// Counter, `result` (`found`, `unknown`, `invalid`, `failed`): the operator's consumption lookup, asked for the
+    /// units of a one-time product consumed when a refund answer is built (`consumption_lookup_url`).
+    public static let consumptionLookups = "verify_consumption_lookups_total"
     /// Gauge: follow-up calls (Finish Transaction, consumption answers) queued in this worker, not yet claimed.
     public static let followUpsQueued = "verify_finish_followups_queued"
     /// Counter, labels `call` (`acknowledge`, `consume`), `result` (`sent`, `failed`, `retry_scheduled`,
@@ -260,6 +263,9 @@ public enum MetricNames {
         .init(
             consumptionAnswers, .counter, ["result", "rule"], .worker,
             "Answers to CONSUMPTION_REQUEST notifications, by result and the refund policy's rule."),
+        .init(
+            consumptionLookups, .counter, ["result"], .worker,
+            "Consumption lookups (units of a one-time product consumed) asked for refund answers, by result."),
         .init(
             followUpsQueued, .gauge, [], .worker,
             "Follow-up calls (Finish Transaction, consumption answers) queued in this worker, not yet claimed."),

@@ -2,7 +2,10 @@ import ArgumentParser
 import Decision
 import Foundation
 import Ledger
+import Logging
 import Messages
+import Operations
+import StoreHTTP
 import Worker
 
 /// `verify-worker refund-policy`: the refund policy's answers, before the worker sends them (docs/REFUNDS.md).
@@ -86,6 +89,18 @@ struct RefundPolicyExplainCommand: AsyncParsableCommand {
         name: .customLong("customer-consented"),
         help: "true or false (default: VERIFY_CONSUMPTION_CUSTOMER_CONSENTED, else false).")
     var customerConsented: String?
+    @Option(
+        name: .customLong("consumption-lookup-url"),
+        help: "The consumption lookup asked for a one-time product's units (default: VERIFY_CONSUMPTION_LOOKUP_URL).")
+    var consumptionLookupURL: String?
+    @Option(
+        name: .customLong("consumption-lookup-token-file"),
+        help: "The lookup's bearer token file (default: VERIFY_CONSUMPTION_LOOKUP_TOKEN_FILE).")
+    var consumptionLookupTokenFile: String?
+    @Option(
+        name: .customLong("consumption-lookup-timeout-ms"),
+        help: "The lookup's timeout, 1 to 60000 (default: VERIFY_CONSUMPTION_LOOKUP_TIMEOUT_MS, else 2000).")
+    var consumptionLookupTimeout: String?
 
     func validate() throws {
         guard RefundPolicySettings.value(source.ledgerURL, "VERIFY_LEDGER_URL") != nil else {
@@ -100,6 +115,41 @@ struct RefundPolicyExplainCommand: AsyncParsableCommand {
         {
             throw ValidationError("--customer-consented is true or false")
         }
+        if let value = RefundPolicySettings.value(consumptionLookupTimeout, "VERIFY_CONSUMPTION_LOOKUP_TIMEOUT_MS"),
+            !(Int(value).map { (1...60_000).contains($0) } ?? false)
+        {
+            throw ValidationError("--consumption-lookup-timeout-ms is a whole number from 1 to 60000")
+        }
+    }
+
+    /// The consumption lookup the options (or the worker's variables) name, checked as the worker checks it, with
+    /// the engine it runs on (shut down by the caller); nil when none is set. A fault is one line and exit status 2.
+    func consumptionLookup() throws -> (lookup: ConsumptionLookup, engine: CurlHTTPEngine)? {
+        let settings: (url: String?, token: Secret?)
+        do {
+            settings = try WorkerConfiguration.consumptionLookup(
+                url: RefundPolicySettings.value(consumptionLookupURL, "VERIFY_CONSUMPTION_LOOKUP_URL"),
+                tokenFile: RefundPolicySettings.value(
+                    consumptionLookupTokenFile, "VERIFY_CONSUMPTION_LOOKUP_TOKEN_FILE"),
+                readFile: { try String(contentsOfFile: $0, encoding: .utf8) })
+        } catch {
+            FileHandle.standardError.write(Data("verify-worker refund-policy explain: \(error)\n".utf8))
+            throw ExitCode(2)
+        }
+        guard let url = settings.url else { return nil }
+        let timeout =
+            RefundPolicySettings.value(consumptionLookupTimeout, "VERIFY_CONSUMPTION_LOOKUP_TIMEOUT_MS")
+            .flatMap { Int($0) } ?? 2000
+        // The lookup's failures are in the report (consumption_lookup); its warnings would only repeat them.
+        var logger = Logger(label: "refund-policy-explain")
+        logger.logLevel = .error
+        let engine = try CurlHTTPEngine()
+        let lookup = ConsumptionLookup(
+            transport: engine,
+            configuration: ConsumptionLookupConfiguration(
+                url: url, token: settings.token?.value, timeout: .milliseconds(timeout)),
+            logger: logger)
+        return (lookup, engine)
     }
 
     func run() async throws {
@@ -110,10 +160,15 @@ struct RefundPolicyExplainCommand: AsyncParsableCommand {
         let consented =
             RefundPolicySettings.value(customerConsented, "VERIFY_CONSUMPTION_CUSTOMER_CONSENTED") == "true"
         let url = RefundPolicySettings.value(source.ledgerURL, "VERIFY_LEDGER_URL") ?? ""
+        // The lookup's answer is reported (consumption_lookup), never a reason to fail: explain is read-only.
+        let consumption = try consumptionLookup()
+        defer { consumption?.engine.shutdown() }
+        let lookup = consumption?.lookup
         let report = try await LedgerReport.print(command: "refund-policy explain", ledgerURL: url) { ledger in
             try await RefundPolicyExplanation.explain(
                 transactionID: transactionID, store: store.flatMap(Store.init(rawValue:)), productID: product,
-                ledger: ledger, catalog: catalog, policy: policy, customerConsented: consented, now: Date())
+                ledger: ledger, catalog: catalog, policy: policy, customerConsented: consented, now: Date(),
+                lookup: lookup)
         }
         if report["claimed"] as? Bool == false { throw ExitCode(1) }
     }

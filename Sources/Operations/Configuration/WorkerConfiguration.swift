@@ -64,6 +64,13 @@ public struct WorkerConfiguration: Sendable, TableConfiguration {
     /// The refund policy file whose rules answer consumption requests and refund reviews (`refund_policy_file`,
     /// docs/REFUNDS.md); nil: the catalog's `refund_preference` shorthand, then data only.
     public var refundPolicyFile: String?
+    /// The operator's consumption lookup, asked for the units of a one-time product consumed when a refund answer is
+    /// built (`consumption_lookup_url`, docs/REFUNDS.md); nil: no lookup, the units stay unknown.
+    public var consumptionLookupURL: String?
+    /// The bearer token sent to the consumption lookup, read at start from `consumption_lookup_token_file`.
+    public var consumptionLookupToken: Secret?
+    /// How long one consumption lookup may take (`consumption_lookup_timeout_ms`).
+    public var consumptionLookupTimeout: Duration = .milliseconds(2000)
     /// How long a claim on a follow-up call holds (``AppleFollowUpsConfiguration/claimLease``, Google Play's too).
     public var followUpClaimLease: Duration = .seconds(300)
     /// How often the ledger is swept for due follow-up calls (``AppleFollowUpsConfiguration/sweepInterval``, Google
@@ -233,6 +240,20 @@ public struct WorkerConfiguration: Sendable, TableConfiguration {
                 + "Google Play refund review (google_play_refund_review_answers) with full_refund, prorated_refund, "
                 + "no_refund, data_only or no_response. Checked at start: a fault stops the worker with one line."),
         .init(
+            "consumption_lookup_url",
+            "The operator's consumption lookup (default: none: the units of a one-time product consumed stay "
+                + "unknown; docs/REFUNDS.md): GET URL?store=&app=&product_id=&transaction_id=&account_id= answered "
+                + "{\"units_consumed\": N, \"units_purchased\": M}, asked when a consumption answer, a Google Play "
+                + "refund review answer or refund-policy explain is built for a one-time product. https://, or http:// "
+                + "to a loopback host; TLS is always verified."),
+        .init(
+            "consumption_lookup_token_file",
+            "File whose content is sent to consumption_lookup_url as Authorization: Bearer (default: none: no "
+                + "Authorization header). Read at start; never logged."),
+        .init(
+            "consumption_lookup_timeout_ms", default: "2000",
+            "Total timeout of one consumption lookup (1 to 60000); a timeout puts the answer back for a retry."),
+        .init(
             "set_app_account_tokens", default: "false",
             "Tag each purchase granted to a job without app_account_token with the owner's derived token "
                 + "(uuid5(NAMESPACE_URL, \"app-account-token:\" + account_id)) through Set App Account Token, once per "
@@ -382,6 +403,8 @@ public struct WorkerConfiguration: Sendable, TableConfiguration {
         consumptionAnswers = try reader.bool("consumption_answers")
         consumptionCustomerConsented = try reader.bool("consumption_customer_consented")
         refundPolicyFile = sources.values["refund_policy_file"].flatMap { $0.isEmpty ? nil : $0 }
+        (consumptionLookupURL, consumptionLookupToken) = try Self.consumptionLookup(sources, readFile: readFile)
+        consumptionLookupTimeout = .milliseconds(try reader.int("consumption_lookup_timeout_ms", in: 1...60_000))
         setAppAccountTokens = try reader.bool("set_app_account_tokens")
         followUpClaimLease = .seconds(try reader.int("follow_up_claim_lease_s", in: 1...86_400))
         followUpSweepInterval = .seconds(try reader.int("follow_up_sweep_interval_s", in: 1...3_600))
@@ -405,6 +428,57 @@ public struct WorkerConfiguration: Sendable, TableConfiguration {
                 key: serverAPIKeyID == nil ? "server_api_key_id" : "server_api_issuer_id",
                 problem: "required when server_api_key is set")
         }
+    }
+
+    /// The consumption lookup's URL and token. The URL follows Google Play's rule (https://, or http:// to loopback):
+    /// every lookup may carry the bearer token and names a customer's purchase. The token file is read here, so that a
+    /// missing or empty one stops the start rather than the first refund answer.
+    static func consumptionLookup(
+        _ sources: ConfigurationSources, readFile: (String) throws -> String
+    ) throws(ConfigurationError) -> (url: String?, token: Secret?) {
+        try consumptionLookup(
+            url: sources.values["consumption_lookup_url"], tokenFile: sources.values["consumption_lookup_token_file"],
+            readFile: readFile)
+    }
+
+    /// The consumption lookup's URL and token from the two settings' values (`refund-policy explain` reads them from
+    /// its options), checked as the worker checks them at start.
+    public static func consumptionLookup(
+        url: String?, tokenFile: String?, readFile: (String) throws -> String
+    ) throws(ConfigurationError) -> (url: String?, token: Secret?) {
+        let url = url.flatMap { $0.isEmpty ? nil : $0 }
+        if let url {
+            guard ConfigurationReader.isHTTPURL(url), URL(string: url)?.fragment == nil else {
+                throw ConfigurationError(key: "consumption_lookup_url", problem: "expected an http(s) URL")
+            }
+            guard isSafeAppleURL(url) else {
+                throw ConfigurationError(
+                    key: "consumption_lookup_url",
+                    problem: "must be https://, or http:// to a loopback host (a local backend)")
+            }
+        }
+        guard let path = tokenFile, !path.isEmpty else { return (url, nil) }
+        guard url != nil else {
+            throw ConfigurationError(key: "consumption_lookup_token_file", problem: "needs consumption_lookup_url")
+        }
+        let text: String
+        do {
+            text = try readFile(path)
+        } catch {
+            throw ConfigurationError(key: "consumption_lookup_token_file", problem: "cannot read the file")
+        }
+        // Editors and `kubectl create secret` leave a trailing newline; it is not part of the token.
+        let token = text.trimmingCharacters(in: .whitespacesAndNewlines)
+        guard !token.isEmpty else {
+            throw ConfigurationError(key: "consumption_lookup_token_file", problem: "file is empty")
+        }
+        guard !token.contains(where: { $0.isNewline || $0.asciiValue.map { $0 < 0x20 || $0 == 0x7F } ?? false })
+        else {
+            // A header value cannot hold a line break or a control character.
+            throw ConfigurationError(
+                key: "consumption_lookup_token_file", problem: "the token must be one line without control characters")
+        }
+        return (url, Secret(token))
     }
 
     /// Whether the catalog file lists `apps` (several apps). False when it cannot be read or parsed: the start reports

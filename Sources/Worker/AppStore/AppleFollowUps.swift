@@ -47,6 +47,9 @@ public struct AppleFollowUpsConfiguration: Sendable {
     /// The first and the longest wait between two attempts at a claim the ledger could not record (it is retried
     /// until the ledger answers, with the job in hand).
     public var claimRetryBackoff: ClosedRange<Duration>
+    /// The operator's consumption lookup (`consumption_lookup_url`), asked for a one-time product's units consumed
+    /// when a consumption answer is built; nil: not asked, the units unknown.
+    public var consumptionLookup: ConsumptionLookup?
 
     public init(
         finishTransactions: Bool, consumptionAnswers: Bool = false, customerConsented: Bool = false,
@@ -54,7 +57,8 @@ public struct AppleFollowUpsConfiguration: Sendable {
         callDeadline: Duration = .seconds(60),
         claimLease: Duration = .seconds(300), retryDelay: Duration = .seconds(60), maximumAttempts: Int = 20,
         sweepInterval: Duration = .seconds(30), maximumConcurrentCalls: Int = 16, maximumQueued: Int = 100_000,
-        claimRetryBackoff: ClosedRange<Duration> = .milliseconds(100) ... .seconds(5)
+        claimRetryBackoff: ClosedRange<Duration> = .milliseconds(100) ... .seconds(5),
+        consumptionLookup: ConsumptionLookup? = nil
     ) {
         self.finishTransactions = finishTransactions
         self.consumptionAnswers = consumptionAnswers
@@ -71,6 +75,7 @@ public struct AppleFollowUpsConfiguration: Sendable {
         self.maximumConcurrentCalls = maximumConcurrentCalls
         self.maximumQueued = maximumQueued
         self.claimRetryBackoff = claimRetryBackoff
+        self.consumptionLookup = consumptionLookup
     }
 }
 
@@ -318,6 +323,16 @@ public final class AppleFollowUps: Sendable {
                     metadata: [LogKeys.transactionID: "\(call.transactionID)", LogKeys.error: "\(error)"])
                 return
             }
+            if case .failed(let reason)? = answer.lookup, answer.consented,
+                call.attempts + 1 < configuration.maximumAttempts
+            {
+                // The backend may answer later: put back like a call Apple could not take, within the same bound of
+                // attempts. On the last attempt the answer is sent without the units (as without a lookup). Without
+                // consent nothing is sent whatever the units, so nothing waits for them.
+                await settle(
+                    call, .pending, detail: "consumption lookup failed: \(reason)", retryAt: retryAt())
+                return
+            }
             rule = answer.rule
             guard let information = answer.information else {
                 // The policy's no_response: Apple gets nothing, and decides the refund without the facts.
@@ -392,11 +407,15 @@ public final class AppleFollowUps: Sendable {
                 await settle(
                     call, .failed, detail: "gave up after \(call.attempts + 1) attempts: \(reason)", rule: rule)
             } else {
-                let delay = configuration.retryDelay.components
-                let retryAt = now().addingTimeInterval(Double(delay.seconds) + Double(delay.attoseconds) / 1e18)
-                await settle(call, .pending, detail: reason, retryAt: retryAt, rule: rule)
+                await settle(call, .pending, detail: reason, retryAt: retryAt(), rule: rule)
             }
         }
+    }
+
+    /// When a call put back now is due again (after `retryDelay`).
+    private func retryAt() -> Date {
+        let delay = configuration.retryDelay.components
+        return now().addingTimeInterval(Double(delay.seconds) + Double(delay.attoseconds) / 1e18)
     }
 
     /// Makes a call with each app's client in turn, the next one only after a 404 (not this app's transaction).
@@ -413,30 +432,33 @@ public final class AppleFollowUps: Sendable {
     }
 
     /// The consumption answer for a transaction, from the ledger (delivered: granted and not revoked; the owner's
-    /// earlier refunds), the catalog (the product's sample content) and the refund policy, as Decision reads them
-    /// (``RefundAnswer``).
+    /// earlier refunds), the catalog (the product's sample content), the consumption lookup (a one-time product's
+    /// units consumed) and the refund policy, as Decision reads them (``RefundAnswer``).
     func consumptionAnswer(for transactionID: String, environment: String?) async throws -> ConsumptionAnswerPlan {
         try await Self.consumptionAnswer(
             for: transactionID, environment: environment, ledger: ledger, catalog: configuration.catalog,
-            policy: refundPolicy, customerConsented: configuration.customerConsented, now: now())
+            policy: refundPolicy, customerConsented: configuration.customerConsented, now: now(),
+            lookup: configuration.consumptionLookup)
     }
 
-    /// The consumption answer for a transaction read from `ledger`, as the worker and `verify-worker refund-policy
-    /// explain` build it.
+    /// The consumption answer for a transaction read from `ledger` (and, for a one-time product, `lookup`), as the
+    /// worker and `verify-worker refund-policy explain` build it.
     public static func consumptionAnswer(
         for transactionID: String, environment: String?, ledger: any Ledger, catalog: Catalog, policy: RefundPolicy,
-        customerConsented: Bool, now: Date
+        customerConsented: Bool, now: Date, lookup: ConsumptionLookup? = nil
     ) async throws -> ConsumptionAnswerPlan {
         let snapshot = try await ledger.snapshot(jobID: "", transactionIDs: [transactionID], originalTransactionIDs: [])
         let claim = snapshot.claim(transactionID)
         var accountClaims: [TransactionClaim] = []
         if let claim { accountClaims = try await ledger.claims(ownedBy: claim.accountID) }
-        let facts = RefundFacts(
+        var facts = RefundFacts(
             store: .appStore, claim: claim, productID: claim?.productID ?? "", app: nil, environment: environment,
             accountClaims: accountClaims, catalog: catalog, now: now)
+        let looked = await ConsumptionLookup.consult(
+            lookup, facts: &facts, transactionID: transactionID, accountID: claim?.accountID)
         return ConsumptionAnswerPlan(
             facts: facts, answer: RefundAnswer(facts: facts, catalog: catalog, policy: policy),
-            consented: policy.consented(app: claim?.bundleID, setting: customerConsented))
+            consented: policy.consented(app: claim?.bundleID, setting: customerConsented), lookup: looked)
     }
 
     /// Records how a claimed call ended (counted and, unless sent, logged).
@@ -510,6 +532,8 @@ public struct ConsumptionAnswerPlan: Sendable {
     public var facts: RefundFacts
     public var answer: RefundAnswer
     public var consented: Bool
+    /// How the consumption lookup answered; nil when it was not asked.
+    public var lookup: ConsumptionLookup.Outcome?
 
     /// The policy's rule that made the answer.
     public var rule: String { answer.decision.rule }
@@ -524,7 +548,9 @@ public struct ConsumptionAnswerPlan: Sendable {
             deliveryStatus: answer.delivered ? .delivered : .undeliveredOther,
             sampleContentProvided: answer.sampleContentProvided,
             refundPreference: answer.appleRefundPreference.flatMap(
-                ConsumptionInformation.RefundPreference.init(rawValue:))
+                ConsumptionInformation.RefundPreference.init(rawValue:)),
+            // Apple's V2 field carries the same milliunits (0 to 100,000) as Google's.
+            consumptionPercentage: answer.consumptionPercentageMilliunits
         )
     }
 }

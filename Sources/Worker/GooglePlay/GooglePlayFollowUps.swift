@@ -76,6 +76,8 @@ public struct GooglePlayFollowUpTarget: Sendable, Hashable {
     /// When this worker's claim on the record ends (taken just before the claim was asked for): no call is made, and
     /// none is still retried, once it is near, since another worker's sweep may take the record then.
     public var claimEnds: ContinuousClock.Instant?
+    /// How many times the call was put back before (the record's `attempts`; 0 for a call not yet made).
+    public var attempts = 0
 
     public init(packageName: String, productID: String, token: String, action: Action, orderID: String? = nil) {
         self.packageName = packageName
@@ -126,6 +128,7 @@ public struct GooglePlayFollowUpTarget: Sendable, Hashable {
         productID = String(place[2])
         token = call.key
         claimedBefore = true
+        attempts = call.attempts
     }
 
     /// The record's kind: one acknowledge or one consume per purchase token, one answer per refund review.
@@ -187,6 +190,12 @@ public struct GooglePlayFollowUpsConfiguration: Sendable {
     public var maximumQueued: Int = 100_000
     /// The first and the longest wait between two attempts at a claim the ledger could not record.
     public var claimRetryBackoff: ClosedRange<Duration> = .milliseconds(100) ... .seconds(5)
+    /// The operator's consumption lookup (`consumption_lookup_url`), asked for a one-time product's units consumed
+    /// when a refund review's answer is built; nil: not asked, the units unknown.
+    public var consumptionLookup: ConsumptionLookup?
+    /// Attempts at a review's answer whose consumption lookup failed before it is answered without the units: the
+    /// App Store follow-ups' bound (``AppleFollowUpsConfiguration/maximumAttempts``), well within Google's 24 hours.
+    public var maximumLookupAttempts: Int = 20
 }
 
 /// The Developer API calls that follow a durable Google Play grant, once its verdict's delivery report came back (so
@@ -239,13 +248,14 @@ public final class GooglePlayFollowUps: Sendable {
     public static func make(
         ledger: any Ledger, catalog: Catalog, calls: any GooglePlayPurchaseCalls, holder: String,
         answersRefundReviews: Bool = false, refundPolicy: RefundPolicy? = nil, claimLease: Duration,
-        sweepInterval: Duration, logger: Logger
+        sweepInterval: Duration, logger: Logger, consumptionLookup: ConsumptionLookup? = nil
     ) -> GooglePlayFollowUps {
         GooglePlayFollowUps(
             calls: calls, store: ledger,
             configuration: GooglePlayFollowUpsConfiguration(
                 catalog: catalog, holder: holder, answersRefundReviews: answersRefundReviews,
-                refundPolicy: refundPolicy, claimLease: claimLease, sweepInterval: sweepInterval),
+                refundPolicy: refundPolicy, claimLease: claimLease, sweepInterval: sweepInterval,
+                consumptionLookup: consumptionLookup),
             logger: logger, ledger: ledger)
     }
 
@@ -400,8 +410,14 @@ public final class GooglePlayFollowUps: Sendable {
         var rule: String?
         switch target.action {
         case .reviewRefund:
-            guard let answer = await refundReviewAnswer(for: target) else {
+            guard let (answer, lookup) = await refundReviewAnswer(for: target) else {
                 await putBack(target, detail: "ledger", after: nil)
+                return
+            }
+            if case .failed(let reason)? = lookup, target.attempts + 1 < configuration.maximumLookupAttempts {
+                // The backend may answer later: put back as for the ledger, within a bound of attempts. On the last
+                // attempt the review is answered without the units (as without a lookup).
+                await putBack(target, detail: "consumption lookup failed: \(reason)", after: nil)
                 return
             }
             rule = answer.decision.rule
@@ -468,14 +484,18 @@ public final class GooglePlayFollowUps: Sendable {
     }
 
     /// The answer to a refund review, from the order's claim in the ledger (and its owner's earlier refunds), the
-    /// catalog and the refund policy (``RefundAnswer``); nil when the ledger did not answer (the call is put
-    /// back).
-    func refundReviewAnswer(for target: GooglePlayFollowUpTarget) async -> RefundAnswer? {
+    /// catalog, the consumption lookup (a one-time product's units consumed) and the refund policy
+    /// (``RefundAnswer``), with how the lookup answered (nil: not asked); nil when the ledger did not answer (the
+    /// call is put back).
+    func refundReviewAnswer(
+        for target: GooglePlayFollowUpTarget
+    ) async -> (answer: RefundAnswer, lookup: ConsumptionLookup.Outcome?)? {
         do {
-            return try await Self.refundReviewAnswer(
+            let built = try await Self.refundReviewAnswer(
                 orderID: target.orderID ?? "", productID: target.productID, packageName: target.packageName,
-                ledger: ledger, catalog: configuration.catalog, policy: refundPolicy, now: now()
-            ).answer
+                ledger: ledger, catalog: configuration.catalog, policy: refundPolicy, now: now(),
+                lookup: configuration.consumptionLookup)
+            return (built.answer, built.lookup)
         } catch {
             logger.warning(
                 "google play: refund review answer not built (ledger)",
@@ -485,11 +505,12 @@ public final class GooglePlayFollowUps: Sendable {
     }
 
     /// The answer to a refund review of `orderID` read from `ledger` (nil: answered as for an order nobody was
-    /// granted), as the worker and `verify-worker refund-policy explain` build it.
+    /// granted) and, for a one-time product, `lookup` (the order id is its transaction id), as the worker and
+    /// `verify-worker refund-policy explain` build it.
     public static func refundReviewAnswer(
         orderID: String, productID: String, packageName: String, ledger: (any Ledger)?, catalog: Catalog,
-        policy: RefundPolicy, now: Date
-    ) async throws -> (facts: RefundFacts, answer: RefundAnswer) {
+        policy: RefundPolicy, now: Date, lookup: ConsumptionLookup? = nil
+    ) async throws -> (facts: RefundFacts, answer: RefundAnswer, lookup: ConsumptionLookup.Outcome?) {
         var claim: TransactionClaim?
         var accountClaims: [TransactionClaim] = []
         if let ledger {
@@ -498,10 +519,12 @@ public final class GooglePlayFollowUps: Sendable {
             claim = snapshot.claim(orderID) ?? snapshot.claim("\(orderID)#\(productID)")
             if let claim { accountClaims = try await ledger.claims(ownedBy: claim.accountID) }
         }
-        let facts = RefundFacts(
+        var facts = RefundFacts(
             store: .googlePlay, claim: claim, productID: productID, app: packageName, environment: nil,
             accountClaims: accountClaims, catalog: catalog, now: now)
-        return (facts, RefundAnswer(facts: facts, catalog: catalog, policy: policy))
+        let looked = await ConsumptionLookup.consult(
+            lookup, facts: &facts, transactionID: orderID, accountID: claim?.accountID)
+        return (facts, RefundAnswer(facts: facts, catalog: catalog, policy: policy), looked)
     }
 
     /// Records the call as `pending` again, due after the retry delay or Google's `Retry-After`, whichever is later.

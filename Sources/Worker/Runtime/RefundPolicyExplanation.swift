@@ -13,12 +13,14 @@ public enum RefundPolicyExplanation {
     /// The explanation as a JSON object: `store`, `transaction_id`, `claimed` (whether the ledger has a claim on it),
     /// `facts`, `rule`, `answer`, `sent` (whether a
     /// request would be sent), `not_sent` (why not), `request` (method and path) and `body` (the request's JSON, as
-    /// the client encodes it; null when nothing would be sent). The store is the claim's (its app is one of the
-    /// catalog's `play_apps`: Google Play), else `store`. A Google Play review's body carries `pendingRefundToken`,
-    /// which only its notification names: `pendingRefundToken` stands in for it.
+    /// the client encodes it; null when nothing would be sent) and `consumption_lookup` (how `lookup` answered for a
+    /// one-time product: `found`, `unknown`, `invalid: ...` or `lookup failed: ...`; null when not asked). The store
+    /// is the claim's (its app is one of the catalog's `play_apps`: Google Play), else `store`. A Google Play review's
+    /// body carries `pendingRefundToken`, which only its notification names: `pendingRefundToken` stands in for it.
     public static func explain(
         transactionID: String, store: Store?, productID: String?, ledger: any Ledger, catalog: Catalog,
-        policy: RefundPolicy, customerConsented: Bool, pendingRefundToken: String = "pendingRefundToken", now: Date
+        policy: RefundPolicy, customerConsented: Bool, pendingRefundToken: String = "pendingRefundToken", now: Date,
+        lookup: ConsumptionLookup? = nil
     ) async throws -> [String: Any] {
         let snapshot = try await ledger.snapshot(jobID: "", transactionIDs: [transactionID], originalTransactionIDs: [])
         let claim = snapshot.claim(transactionID)
@@ -30,12 +32,14 @@ public enum RefundPolicyExplanation {
         let decision: RefundPolicy.Decision
         var body: Data?
         var notSent: String?
+        var looked: ConsumptionLookup.Outcome?
         switch claimStore ?? store ?? .appStore {
         case .appStore:
             let plan = try await AppleFollowUps.consumptionAnswer(
                 for: transactionID, environment: nil, ledger: ledger, catalog: catalog, policy: policy,
-                customerConsented: customerConsented, now: now)
+                customerConsented: customerConsented, now: now, lookup: lookup)
             facts = plan.facts
+            looked = plan.lookup
             decision = plan.answer.decision
             if let information = plan.information {
                 if plan.consented { body = try encoded(information) } else { notSent = "no customer consent" }
@@ -48,10 +52,11 @@ public enum RefundPolicyExplanation {
             let orderID = claim == nil ? transactionID : String(transactionID.split(separator: "#").first ?? "")
             let product = claim?.productID ?? productID ?? ""
             let packageName = claim?.bundleID ?? catalog.playApps.first?.packageName ?? ""
-            let (reviewFacts, answer) = try await GooglePlayFollowUps.refundReviewAnswer(
+            let (reviewFacts, answer, reviewLookup) = try await GooglePlayFollowUps.refundReviewAnswer(
                 orderID: orderID, productID: product, packageName: packageName, ledger: ledger, catalog: catalog,
-                policy: policy, now: now)
+                policy: policy, now: now, lookup: lookup)
             facts = reviewFacts
+            looked = reviewLookup
             decision = answer.decision
             if decision.answer == .noResponse {
                 notSent = "no_response"
@@ -70,6 +75,7 @@ public enum RefundPolicyExplanation {
         report["answer"] = decision.answer.rawValue
         report["sent"] = body != nil
         report["not_sent"] = notSent ?? NSNull()
+        report["consumption_lookup"] = looked?.summary ?? NSNull()
         report["body"] = try body.map { try JSONSerialization.jsonObject(with: $0) } ?? NSNull()
         return report
     }
@@ -82,6 +88,8 @@ public enum RefundPolicyExplanation {
             "product_type": facts.productType?.rawValue ?? NSNull(),
             "purchase_age_days": facts.purchaseAge.map { $0 / 86_400 } ?? NSNull(),
             "consumed_percent": facts.consumedPercent ?? NSNull(),
+            "units_consumed": facts.unitsConsumed ?? NSNull(),
+            "units_purchased": facts.unitsPurchased ?? NSNull(),
             "earlier_refunds": facts.earlierRefunds,
             "storefront_country": facts.storefrontCountry ?? NSNull(),
             "environment": facts.environment ?? NSNull(),

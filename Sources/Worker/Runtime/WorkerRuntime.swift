@@ -132,9 +132,10 @@ public struct WorkerRuntime: Sendable {
             analyzer: analyzer, logger: logger)
         let appleCaller = AppleCaller(gate: gate, retryPolicy: RetryPolicy(maximumAttempts: 50), logger: logger)
         let googlePlay = try makeGooglePlay(catalog: catalog, transport: engine, health: health, ledger: ledger)
+        let consumptionLookup = makeConsumptionLookup(transport: engine)
         let followUps = try makeFollowUps(
             serverAPIs: apps.apps.compactMap(\.serverAPI), caller: appleCaller, ledger: ledger, catalog: catalog,
-            refundPolicy: refundPolicy)
+            refundPolicy: refundPolicy, consumptionLookup: consumptionLookup)
         let processor = JobProcessor(
             analyzer: analyzer, ledger: ledger,
             apple: appleCaller,
@@ -197,7 +198,7 @@ public struct WorkerRuntime: Sendable {
                 holder: AppleCoalescingConfiguration.uniqueHolder(prefix: configuration.workerID),
                 answersRefundReviews: configuration.googlePlayRefundReviewAnswers, refundPolicy: refundPolicy,
                 claimLease: configuration.followUpClaimLease, sweepInterval: configuration.followUpSweepInterval,
-                logger: logger)
+                logger: logger, consumptionLookup: consumptionLookup)
         if configuration.googlePlayRefundReviewAnswers, catalog.playApps.isEmpty {
             throw ConfigurationError(
                 key: "google_play_refund_review_answers", problem: "needs play_apps in the catalog")
@@ -362,11 +363,23 @@ public struct WorkerRuntime: Sendable {
         }
     }
 
+    /// The operator's consumption lookup (``ConsumptionLookup``) on the worker's HTTP engine, when
+    /// `consumption_lookup_url` is set.
+    func makeConsumptionLookup(transport: any HTTPTransport) -> ConsumptionLookup? {
+        guard let url = configuration.consumptionLookupURL else { return nil }
+        return ConsumptionLookup(
+            transport: transport,
+            configuration: ConsumptionLookupConfiguration(
+                url: url, token: configuration.consumptionLookupToken?.value,
+                timeout: configuration.consumptionLookupTimeout),
+            logger: logger)
+    }
+
     /// The calls after a durable verdict (``AppleFollowUps``), when switched on. The configuration already refused
     /// them without a Server API key, unless the catalog lists apps: then no app with a key is refused here.
     func makeFollowUps(
         serverAPIs: [AppStoreServerAPIClient], caller: AppleCaller, ledger: any Ledger, catalog: Catalog,
-        refundPolicy: RefundPolicy? = nil
+        refundPolicy: RefundPolicy? = nil, consumptionLookup: ConsumptionLookup? = nil
     ) throws -> AppleFollowUps? {
         guard
             configuration.finishTransactions || configuration.consumptionAnswers
@@ -386,7 +399,8 @@ public struct WorkerRuntime: Sendable {
                 customerConsented: configuration.consumptionCustomerConsented,
                 setAppAccountTokens: configuration.setAppAccountTokens, catalog: catalog, refundPolicy: refundPolicy,
                 holder: AppleCoalescingConfiguration.uniqueHolder(prefix: configuration.workerID),
-                claimLease: configuration.followUpClaimLease, sweepInterval: configuration.followUpSweepInterval),
+                claimLease: configuration.followUpClaimLease, sweepInterval: configuration.followUpSweepInterval,
+                consumptionLookup: consumptionLookup),
             logger: logger, otherApps: Array(serverAPIs.dropFirst()))
     }
 }

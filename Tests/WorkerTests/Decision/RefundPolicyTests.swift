@@ -44,6 +44,56 @@ struct RefundPolicyTests {
         #expect(!rule.matches(Self.facts(consumed: nil)))
     }
 
+    @Test("units consumed: at the minimum and the maximum it matches, one outside either it does not; unknown never")
+    func unitsConsumed() {
+        let rule = RefundPolicy.Rule(name: "r", unitsConsumed: .init(minimum: 2, maximum: 5), answer: .noRefund)
+        func coins(_ consumed: Int?) -> RefundFacts {
+            var facts = Self.facts()
+            if let consumed { facts.recordUnits(consumed: consumed, purchased: 10) }
+            return facts
+        }
+        #expect(rule.matches(coins(2)))
+        #expect(!rule.matches(coins(1)))
+        #expect(rule.matches(coins(5)))
+        #expect(!rule.matches(coins(6)))
+        #expect(!rule.matches(coins(nil)), "no lookup, or the lookup did not know: never matches")
+        let unused = RefundPolicy.Rule(name: "unused", unitsConsumed: .init(maximum: 0), answer: .fullRefund)
+        #expect(!unused.isCatchAll)
+        #expect(unused.matches(coins(0)))
+        #expect(!unused.matches(coins(3)))
+    }
+
+    @Test("a one-time product's units make its consumed share, at most 100 %; a subscription keeps its period's")
+    func unitsMakeTheShare() {
+        var coins = Self.facts()
+        coins.recordUnits(consumed: 5, purchased: 10)
+        #expect(coins.consumedPercent == 50)
+        #expect(coins.unitsConsumed == 5 && coins.unitsPurchased == 10)
+        let half = RefundPolicy.Rule(name: "r", consumedPercent: .init(minimum: 50), answer: .noRefund)
+        #expect(half.matches(coins))
+        var all = Self.facts()
+        all.recordUnits(consumed: 10, purchased: 10)
+        #expect(all.consumedPercent == 100)
+        var unknownTotal = Self.facts()
+        unknownTotal.recordUnits(consumed: 3, purchased: nil)
+        #expect(unknownTotal.consumedPercent == nil && unknownTotal.unitsConsumed == 3)
+        var none = Self.facts()
+        none.recordUnits(consumed: 0, purchased: 0)
+        #expect(none.consumedPercent == nil, "no units purchased: no share")
+        var subscription = Self.facts(type: .autoRenewable, consumed: 25)
+        subscription.recordUnits(consumed: 9, purchased: 10)
+        #expect(subscription.consumedPercent == 25)
+        // The answer states the share for a one-time product once its units are known, and only then.
+        let catalog = Catalog.any
+        #expect(
+            RefundAnswer(facts: coins, catalog: catalog, policy: RefundPolicy(rules: []))
+                .consumptionPercentageMilliunits
+                == 50_000)
+        #expect(
+            RefundAnswer(facts: Self.facts(consumed: 40), catalog: catalog, policy: RefundPolicy(rules: []))
+                .consumptionPercentageMilliunits == nil)
+    }
+
     @Test("earlier refunds: at the minimum and the maximum it matches, one outside either it does not")
     func earlierRefunds() {
         let rule = RefundPolicy.Rule(name: "r", earlierRefunds: .init(minimum: 1, maximum: 3), answer: .noRefund)
@@ -198,6 +248,26 @@ struct RefundPolicyTests {
     static let refused: [(json: String, expected: String)] = [
         (#"{"rules":[],"default":"data_only"}"#, #"refund policy p.json: field "default": unknown field"#),
         (
+            #"{"rules":[{"name":"a","answer":"full_refund","min_units_consumed":5,"max_units_consumed":4}]}"#,
+            #"rule 1 "a": field "min_units_consumed": 5 is above max_units_consumed 4: the rule could never match"#
+        ),
+        (
+            #"{"rules":[{"name":"a","answer":"full_refund","max_units_consumed":-1}]}"#,
+            #"rule 1 "a": field "max_units_consumed": -1 is out of range (0 to 1000000000)"#
+        ),
+        (
+            #"{"rules":[{"name":"a","answer":"full_refund","min_units_consumed":1.5}]}"#,
+            #"rule 1 "a": field "min_units_consumed": must be a whole number"#
+        ),
+        (
+            #"{"rules":[{"name":"a","answer":"full_refund","max_units_consumed":"0"}]}"#,
+            #"rule 1 "a": field "max_units_consumed": must be a number"#
+        ),
+        (
+            #"{"rules":[{"name":"a","answer":"full_refund","max_units_consumed":false}]}"#,
+            #"rule 1 "a": field "max_units_consumed": must be a number"#
+        ),
+        (
             #"{"rules":[{"name":"a","answer":"no_refund","max_age_days":3}]}"#,
             #"refund policy p.json: rule 1 "a": field "max_age_days": unknown field"#
         ),
@@ -288,7 +358,8 @@ struct RefundPolicyTests {
                   "apps":["com.example.play"],"products":["p"],"product_types":["non_renewing"],
                   "min_purchase_age_days":0.5,"max_purchase_age_days":30,"min_consumed_percent":0,
                   "max_consumed_percent":100,"min_earlier_refunds":0,"max_earlier_refunds":2,
-                  "storefront_countries":["USA"],"environments":["Production"],"delivered":true}],
+                  "storefront_countries":["USA"],"environments":["Production"],"delivered":true,
+                  "min_units_consumed":0,"max_units_consumed":1000000000}],
                  "customer_consented":{}}
                 """#.utf8), file: "p.json", catalog: .any)
         let rule = try #require(policy.rules.first)
@@ -297,9 +368,10 @@ struct RefundPolicyTests {
                 == RefundPolicy.Rule(
                     name: "all.fields", store: .googlePlay, apps: ["com.example.play"], products: ["p"],
                     productTypes: [.nonRenewing], purchaseAge: .init(minimum: 0.5 * Self.day, maximum: 30 * Self.day),
-                    consumedPercent: .init(minimum: 0, maximum: 100), earlierRefunds: .init(minimum: 0, maximum: 2),
-                    storefrontCountries: ["USA"], environments: ["Production"], delivered: true,
-                    answer: .proratedRefund))
-        #expect(Set(RefundPolicy.ruleFields).count == 15)
+                    consumedPercent: .init(minimum: 0, maximum: 100),
+                    unitsConsumed: .init(minimum: 0, maximum: 1_000_000_000),
+                    earlierRefunds: .init(minimum: 0, maximum: 2), storefrontCountries: ["USA"],
+                    environments: ["Production"], delivered: true, answer: .proratedRefund))
+        #expect(Set(RefundPolicy.ruleFields).count == 17)
     }
 }

@@ -153,6 +153,84 @@ struct ConfigurationTests {
         #expect(allowed.allowHTTPAppleURLs)
     }
 
+    @Test("the consumption lookup: unset by default; each setting wrong in turn is one line naming its key")
+    func consumptionLookup() throws {
+        let unset = try configuration()
+        #expect(unset.consumptionLookupURL == nil && unset.consumptionLookupToken == nil)
+        #expect(unset.consumptionLookupTimeout == .milliseconds(2000))
+        let url = "https://backend.example.com/usage"
+        let set = try configuration(
+            environment: [
+                "VERIFY_CONSUMPTION_LOOKUP_URL": url, "VERIFY_CONSUMPTION_LOOKUP_TOKEN_FILE": "/run/token",
+                "VERIFY_CONSUMPTION_LOOKUP_TIMEOUT_MS": "60000",
+            ],
+            files: ["/run/token": "s3cret-token\n"])
+        #expect(set.consumptionLookupURL == url)
+        #expect(set.consumptionLookupToken?.value == "s3cret-token")
+        #expect("\(set.consumptionLookupToken!)" == "<redacted>")
+        #expect(set.consumptionLookupTimeout == .milliseconds(60_000))
+        #expect(
+            try configuration(environment: ["VERIFY_CONSUMPTION_LOOKUP_TIMEOUT_MS": "1"]).consumptionLookupTimeout
+                == .milliseconds(1))
+        for safe in ["http://127.0.0.1:8080/usage", "http://localhost/usage?tenant=a", "http://[::1]:9/u"] {
+            #expect(
+                try configuration(environment: ["VERIFY_CONSUMPTION_LOOKUP_URL": safe]).consumptionLookupURL == safe)
+        }
+        func refusal(_ environment: [String: String], files: [String: String] = [:]) -> ConfigurationError? {
+            do {
+                _ = try configuration(environment: environment, files: files)
+                return nil
+            } catch {
+                return error as? ConfigurationError
+            }
+        }
+        for (environment, key, problem) in [
+            (
+                ["VERIFY_CONSUMPTION_LOOKUP_URL": "ftp://backend/usage"], "consumption_lookup_url",
+                "expected an http(s) URL"
+            ),
+            (["VERIFY_CONSUMPTION_LOOKUP_URL": "backend/usage"], "consumption_lookup_url", "expected an http(s) URL"),
+            (
+                ["VERIFY_CONSUMPTION_LOOKUP_URL": "http://backend.internal/usage"], "consumption_lookup_url",
+                "must be https://, or http:// to a loopback host (a local backend)"
+            ),
+            (
+                ["VERIFY_CONSUMPTION_LOOKUP_TOKEN_FILE": "/run/token"], "consumption_lookup_token_file",
+                "needs consumption_lookup_url"
+            ),
+            (
+                ["VERIFY_CONSUMPTION_LOOKUP_URL": url, "VERIFY_CONSUMPTION_LOOKUP_TOKEN_FILE": "/missing"],
+                "consumption_lookup_token_file", "cannot read the file"
+            ),
+            (
+                ["VERIFY_CONSUMPTION_LOOKUP_URL": url, "VERIFY_CONSUMPTION_LOOKUP_TOKEN_FILE": "/run/empty"],
+                "consumption_lookup_token_file", "file is empty"
+            ),
+            (
+                ["VERIFY_CONSUMPTION_LOOKUP_URL": url, "VERIFY_CONSUMPTION_LOOKUP_TOKEN_FILE": "/run/two-lines"],
+                "consumption_lookup_token_file", "the token must be one line without control characters"
+            ),
+            (
+                ["VERIFY_CONSUMPTION_LOOKUP_TIMEOUT_MS": "0"], "consumption_lookup_timeout_ms",
+                "expected a whole number from 1 to 60000"
+            ),
+            (
+                ["VERIFY_CONSUMPTION_LOOKUP_TIMEOUT_MS": "60001"], "consumption_lookup_timeout_ms",
+                "expected a whole number from 1 to 60000"
+            ),
+            (
+                ["VERIFY_CONSUMPTION_LOOKUP_TIMEOUT_MS": "2s"], "consumption_lookup_timeout_ms",
+                "expected a whole number from 1 to 60000"
+            ),
+        ] as [([String: String], String, String)] {
+            let error = refusal(environment, files: ["/run/token": "t", "/run/empty": "\n", "/run/two-lines": "a\nb"])
+            #expect(error?.key == key, "\(environment): \(String(describing: error))")
+            #expect(error?.problem == problem, "\(environment): \(String(describing: error))")
+            #expect(error.map { !$0.description.contains("\n") } ?? false)
+            #expect(error.map { !$0.description.contains("a\nb") && !$0.description.contains("s3cret") } ?? false)
+        }
+    }
+
     @Test("unknown keys in a file are an error, not a silent default")
     func unknownFileKey() {
         #expect(problem(file: "VERIFY_BROKER=typo:1")?.key == "VERIFY_BROKER")
