@@ -539,19 +539,27 @@ public struct ConsumptionAnswerPlan: Sendable {
     public var rule: String { answer.decision.rule }
 
     /// The body of Send Consumption Information; nil when the policy answers `no_response`.
+    ///
+    /// Apple's rules on the share (`consumptionPercentage`, the same milliunits as Google's) hold for every body:
+    /// - none for an auto-renewable subscription: Apple reckons its share from the time elapsed, and refuses one;
+    /// - a prorated refund of any other purchase needs a share above 0 and below 100 %: without one (the units
+    ///   are not known, or nothing or everything was used) the facts are sent without a preference, as data only.
     public var information: ConsumptionInformation? {
         guard answer.decision.answer != .noResponse else { return nil }
+        let share = facts.productType == .autoRenewable ? nil : answer.consumptionPercentageMilliunits
+        var preference = answer.appleRefundPreference.flatMap(ConsumptionInformation.RefundPreference.init(rawValue:))
+        if preference == .grantProrated, facts.productType != .autoRenewable,
+            !(1..<100_000).contains(share ?? 0)
+        {
+            preference = nil
+        }
         return ConsumptionInformation(
             customerConsented: true,
             // Not granted, or taken back: the customer does not have it. The ledger cannot tell a quality issue or
             // a wrong item from other causes, so UNDELIVERED_OTHER.
             deliveryStatus: answer.delivered ? .delivered : .undeliveredOther,
-            sampleContentProvided: answer.sampleContentProvided,
-            refundPreference: answer.appleRefundPreference.flatMap(
-                ConsumptionInformation.RefundPreference.init(rawValue:)),
-            // Apple's V2 field carries the same milliunits (0 to 100,000) as Google's.
-            consumptionPercentage: answer.consumptionPercentageMilliunits
-        )
+            sampleContentProvided: answer.sampleContentProvided, refundPreference: preference,
+            consumptionPercentage: share)
     }
 }
 

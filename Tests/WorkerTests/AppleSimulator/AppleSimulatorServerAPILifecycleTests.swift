@@ -72,6 +72,54 @@ struct AppleSimulatorServerAPILifecycleTests {
         }
     }
 
+    @Test(
+        "Send Consumption Information: no share for an auto-renewable subscription, zero when not delivered, and a prorated refund of anything else needs one strictly between 0 and 100 %"
+    )
+    func consumptionShareRules() async throws {
+        try await AppleSimHarness.with { sim in
+            let oneTime = try #require(
+                try await sim.mint(format: "signed_transaction", environment: "Production")["transaction_id"]
+                    as? String)
+            let expires = Int64(Date().timeIntervalSince1970 * 1000) + 86_400_000
+            let subscription = try #require(
+                try await sim.mint(
+                    product: "com.example.app.monthly", format: "signed_transaction", environment: "Production",
+                    extra: ["expires_at": expires])["transaction_id"] as? String)
+            func put(_ id: String, _ change: [String: Any], without: [String] = []) async throws -> Int {
+                var body = Self.consent.merging(change) { _, new in new }
+                for key in without { body.removeValue(forKey: key) }
+                return try await sim.serverAPI("PUT", "inApps/v2/transactions/consumption/\(id)", json: body).status
+            }
+            // A one-time purchase: a prorated refund at the edges of the share.
+            #expect(try await put(oneTime, ["consumptionPercentage": 1]) == 202)
+            #expect(try await put(oneTime, ["consumptionPercentage": 99_999]) == 202)
+            #expect(try await put(oneTime, ["consumptionPercentage": 0]) == 400)
+            #expect(try await put(oneTime, ["consumptionPercentage": 100_000]) == 400)
+            #expect(try await put(oneTime, [:], without: ["consumptionPercentage"]) == 400)
+            // Any share for a refund in full or none; not delivered: only zero.
+            #expect(
+                try await put(oneTime, ["consumptionPercentage": 100_000, "refundPreference": "GRANT_FULL"]) == 202)
+            #expect(try await put(oneTime, ["consumptionPercentage": 0, "refundPreference": "DECLINE"]) == 202)
+            #expect(
+                try await put(
+                    oneTime, ["deliveryStatus": "UNDELIVERED_OTHER", "consumptionPercentage": 0],
+                    without: ["refundPreference"])
+                    == 202)
+            #expect(
+                try await put(
+                    oneTime, ["deliveryStatus": "UNDELIVERED_OTHER", "consumptionPercentage": 1],
+                    without: ["refundPreference"])
+                    == 400)
+            // An auto-renewable subscription: Apple reckons the share itself, a prorated refund needs none.
+            #expect(try await put(subscription, ["consumptionPercentage": 25_000]) == 400)
+            #expect(try await put(subscription, ["consumptionPercentage": 0], without: ["refundPreference"]) == 400)
+            #expect(try await put(subscription, [:], without: ["consumptionPercentage"]) == 202)
+
+            let truth = try await sim.request("GET", "sim/transactions/\(oneTime)").json
+            #expect((truth["consumption_answers"] as? [Any])?.count == 5)
+        }
+    }
+
     @Test("Finish Transaction is counted; Set App Account Token sets the family's token and the signed transaction's")
     func finishAndAppAccountToken() async throws {
         try await AppleSimHarness.with { sim in

@@ -144,6 +144,32 @@ struct ConsumptionLookupTests {
         }
     }
 
+    @Test(
+        "App Store body: no share for an auto-renewable subscription; a prorated refund of anything else without a share strictly between 0 and 100 % goes as data only"
+    )
+    func appleShareRules() {
+        func body(_ type: ProductType, share: Int?, answer: RefundPolicy.Answer) -> ConsumptionInformation? {
+            let facts = RefundFacts(
+                store: .appStore, app: Self.bundleID, productID: "p", productType: type, purchaseAge: 0,
+                consumedPercent: nil, earlierRefunds: 0, environment: "Production", delivered: true)
+            let refund = RefundAnswer(
+                delivered: true, sampleContentProvided: false, consumptionPercentageMilliunits: share,
+                decision: RefundPolicy.Decision(rule: "r", answer: answer))
+            return ConsumptionAnswerPlan(facts: facts, answer: refund, consented: true, lookup: nil).information
+        }
+        let subscription = body(.autoRenewable, share: 40_000, answer: .proratedRefund)
+        #expect(subscription?.consumptionPercentage == nil, "Apple reckons a subscription's share itself")
+        #expect(subscription?.refundPreference == .grantProrated)
+        for (share, kept) in [(nil, false), (0, false), (1, true), (99_999, true), (100_000, false)] as [(Int?, Bool)] {
+            let consumable = body(.consumable, share: share, answer: .proratedRefund)
+            #expect(consumable?.refundPreference == (kept ? .grantProrated : nil), "share \(share ?? -1)")
+            #expect(consumable?.consumptionPercentage == share, "share \(share ?? -1)")
+        }
+        #expect(body(.nonRenewing, share: nil, answer: .proratedRefund)?.refundPreference == nil)
+        #expect(body(.consumable, share: 100_000, answer: .fullRefund)?.refundPreference == .grantFull)
+        #expect(body(.consumable, share: 0, answer: .noRefund)?.refundPreference == .decline)
+    }
+
     @Test("App Store: a rule on units consumed decides, and the body carries the share of a consumable's units")
     func appStoreAnswer() async throws {
         try await AppleClientsFakeServer.withRunning { server, base in
