@@ -218,25 +218,14 @@ struct ConsumptionLookupTests {
     static func appleFollowUps(
         base: String, ledger: any Ledger, now: TestNow, maximumAttempts: Int = 20
     ) throws -> AppleFollowUps {
-        let key = try AppStoreConnectKey(
-            keyID: "KEY123", issuerID: "issuer-uuid", bundleID: bundleID,
-            privateKeyPEM: P256.Signing.PrivateKey().pemRepresentation)
-        let client = AppStoreServerAPIClient(
-            transport: try CurlHTTPEngine(),
-            configuration: AppStoreServerAPIConfiguration(productionBaseURL: base, sandboxBaseURL: base + "/sandbox"),
-            signer: AppStoreTokenSigner(key: key), verifier: AppleClientsFakeVerifier(),
-            logger: AppleClientsLogCapture().logger)
-        let caller = AppleCaller(
-            gate: AppleCallGate(configuration: AppleCallGateConfiguration(), clock: ContinuousClock()),
-            retryPolicy: RetryPolicy(), logger: AppleClientsLogCapture().logger)
-        return AppleFollowUps(
-            client: client, caller: caller, store: ledger, ledger: ledger,
+        try FollowUpDurabilityTests.followUps(
+            base: base, bundleID: bundleID, ledger: ledger,
             configuration: AppleFollowUpsConfiguration(
                 finishTransactions: false, consumptionAnswers: true, customerConsented: true, catalog: catalog,
                 refundPolicy: try policy(), holder: "worker-a", claimLease: .seconds(300), retryDelay: .seconds(60),
                 maximumAttempts: maximumAttempts, claimRetryBackoff: .milliseconds(1) ... .milliseconds(5),
                 consumptionLookup: try lookup(base: base)),
-            logger: AppleClientsLogCapture().logger, now: { now.now })
+            now: { now.now })
     }
 
     @Test("App Store: a lookup that fails puts the answer back; the sweep answers with the units once it works")

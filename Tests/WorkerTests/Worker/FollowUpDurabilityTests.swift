@@ -21,8 +21,22 @@ struct FollowUpDurabilityTests {
         base: String, ledger: any Ledger, holder: String, store: (any FollowUpRecordStore)? = nil,
         now: @escaping @Sendable () -> Date
     ) throws -> AppleFollowUps {
+        try followUps(
+            base: base, ledger: ledger, store: store,
+            configuration: AppleFollowUpsConfiguration(
+                finishTransactions: true, holder: holder, claimLease: .seconds(300),
+                claimRetryBackoff: .milliseconds(1) ... .milliseconds(5)),
+            now: now)
+    }
+
+    /// App Store follow-ups configured by `configuration`, calling the fake server at `base` through the real Server
+    /// API client and call gate, keeping their records in `store` (default: the ledger).
+    static func followUps(
+        base: String, bundleID: String = "com.example", ledger: any Ledger, store: (any FollowUpRecordStore)? = nil,
+        configuration: AppleFollowUpsConfiguration, now: @escaping @Sendable () -> Date
+    ) throws -> AppleFollowUps {
         let key = try AppStoreConnectKey(
-            keyID: "KEY123", issuerID: "issuer-uuid", bundleID: "com.example",
+            keyID: "KEY123", issuerID: "issuer-uuid", bundleID: bundleID,
             privateKeyPEM: P256.Signing.PrivateKey().pemRepresentation)
         let client = AppStoreServerAPIClient(
             transport: try CurlHTTPEngine(),
@@ -32,12 +46,8 @@ struct FollowUpDurabilityTests {
         let caller = AppleCaller(
             gate: AppleCallGate(configuration: AppleCallGateConfiguration(), clock: ContinuousClock()),
             retryPolicy: RetryPolicy(), logger: AppleClientsLogCapture().logger)
-        let store = store ?? ledger
         return AppleFollowUps(
-            client: client, caller: caller, store: store, ledger: ledger,
-            configuration: AppleFollowUpsConfiguration(
-                finishTransactions: true, holder: holder, claimLease: .seconds(300),
-                claimRetryBackoff: .milliseconds(1) ... .milliseconds(5)),
+            client: client, caller: caller, store: store ?? ledger, ledger: ledger, configuration: configuration,
             logger: AppleClientsLogCapture().logger, now: now)
     }
 
