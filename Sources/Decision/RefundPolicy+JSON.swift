@@ -92,8 +92,7 @@ extension RefundPolicy {
 
     /// A JSON boolean (never a number standing for one).
     static func bool(_ value: Any) -> Bool? {
-        // JSON's true and false arrive as NSNumbers of type "c"; a number never does.
-        guard let number = value as? NSNumber, String(cString: number.objCType) == "c" else { return nil }
+        guard let number = value as? NSNumber, number.isJSONBoolean else { return nil }
         return number.boolValue
     }
 }

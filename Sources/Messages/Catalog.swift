@@ -355,9 +355,8 @@ extension Catalog {
                 files: "shared_secret_file, server_api.private_key_file")
             var app = App(bundleID: try uniqueIdentifier(entry, "bundle_id", name, listed: apps.map(\.bundleID)))
             if let idValue = present(entry["app_apple_id"]) {
-                // JSON numbers arrive as NSNumber; `true` arrives as a subclass of it and is refused (`is Bool`
-                // cannot tell: it holds for the number 1 too).
-                guard let number = idValue as? NSNumber, Swift.type(of: number) == NSNumber.self,
+                // JSON numbers arrive as NSNumber, and so does `true`, which is refused.
+                guard let number = idValue as? NSNumber, !number.isJSONBoolean,
                     let id = Int64(exactly: number.doubleValue),
                     id > 0
                 else { throw CatalogError("\(name).app_apple_id must be a positive whole number") }

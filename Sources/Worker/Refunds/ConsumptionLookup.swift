@@ -172,7 +172,7 @@ public struct ConsumptionLookup: Sendable {
 
     /// A JSON whole number from 0 (never a boolean, a fraction or a string).
     static func units(_ value: Any?) -> Int? {
-        guard let number = value as? NSNumber, String(cString: number.objCType) != "c" else { return nil }
+        guard let number = value as? NSNumber, !number.isJSONBoolean else { return nil }
         let double = number.doubleValue
         guard double.isFinite, double >= 0, double.rounded() == double, double < 1e15 else { return nil }
         return Int(double)
