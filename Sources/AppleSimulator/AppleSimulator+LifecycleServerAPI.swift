@@ -187,27 +187,30 @@ extension AppleSimulator {
                 return ServerAPIService.error(400, code: 4_000_000, message: "Invalid refund preference.")
             }
         }
-        // Apple's rules on the share for the purchase's type and delivery (consumptionPercentage): none for an
-        // auto-renewable subscription, whose share Apple reckons from the time elapsed; zero for a purchase not
-        // delivered; above 0 and below 100,000 with GRANT_PRORATED for any other purchase.
-        let autoRenewable = registry.transaction(id)?.productType == "Auto-Renewable Subscription"
-        if request.hasConsumptionPercentage, autoRenewable {
-            return ServerAPIService.error(
-                400, code: 4_000_000,
-                message: "Consumption percentage is not supported for auto-renewable subscriptions.")
-        }
         if let percentage = request.consumptionPercentage, percentage != 0, request.deliveryStatus != "DELIVERED" {
             return ServerAPIService.error(
                 400, code: 4_000_000, message: "Consumption percentage must be zero when not delivered.")
         }
-        if request.refundPreference == "GRANT_PRORATED", !autoRenewable,
-            !(1..<100_000).contains(request.consumptionPercentage ?? 0)
-        {
-            return ServerAPIService.error(
-                400, code: 4_000_000,
-                message: "A prorated refund needs a consumption percentage above 0 and below 100000.")
+        // Apple's rules on the share for the purchase's type (consumptionPercentage): none for an auto-renewable
+        // subscription, whose share Apple reckons from the time elapsed; above 0 and below 100,000 with
+        // GRANT_PRORATED for any other purchase.
+        let shareRefusal = { (transaction: SimulatedTransaction) -> ServerAPIService.Reply? in
+            let autoRenewable = transaction.productType == "Auto-Renewable Subscription"
+            if request.hasConsumptionPercentage, autoRenewable {
+                return ServerAPIService.error(
+                    400, code: 4_000_000,
+                    message: "Consumption percentage is not supported for auto-renewable subscriptions.")
+            }
+            if request.refundPreference == "GRANT_PRORATED", !autoRenewable,
+                !(1..<100_000).contains(request.consumptionPercentage ?? 0)
+            {
+                return ServerAPIService.error(
+                    400, code: 4_000_000,
+                    message: "A prorated refund needs a consumption percentage above 0 and below 100000.")
+            }
+            return nil
         }
-        return recording(id, environment: environment, httpStatus: 202) { transaction in
+        return recording(id, environment: environment, httpStatus: 202, refusing: shareRefusal) { transaction in
             transaction.consumptionAnswers =
                 (transaction.consumptionAnswers ?? []) + [
                     String(decoding: body, as: UTF8.self)
@@ -242,11 +245,14 @@ extension AppleSimulator {
     }
 
     private func recording(
-        _ id: String, environment: AppleEnvironment, httpStatus: Int, _ change: (inout SimulatedTransaction) -> Void
+        _ id: String, environment: AppleEnvironment, httpStatus: Int,
+        refusing refusal: (SimulatedTransaction) -> ServerAPIService.Reply? = { _ in nil },
+        _ change: (inout SimulatedTransaction) -> Void
     ) -> ServerAPIService.Reply {
         switch serverAPI.lookup(id, environment: environment, unknownCode: 4_040_010) {
         case .failure(let error): return error.reply
-        case .success:
+        case .success(let transaction):
+            if let refused = refusal(transaction) { return refused }
             do {
                 _ = try registry.update(id, change)
             } catch {
