@@ -357,11 +357,5 @@ public final class GooglePlayAPIClient<C: GateClock>: Sendable where C.Instant: 
     }
 
     /// A path segment with everything but RFC 3986's unreserved characters percent-encoded.
-    static func segment(_ text: String) -> String {
-        text.addingPercentEncoding(withAllowedCharacters: googlePlayUnreserved) ?? ""
-    }
+    static func segment(_ text: String) -> String { text.percentEncodedUnreserved }
 }
-
-/// RFC 3986's unreserved characters: a path segment keeps these and percent-encodes the rest.
-private let googlePlayUnreserved = CharacterSet(
-    charactersIn: "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")

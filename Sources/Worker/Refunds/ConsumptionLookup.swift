@@ -135,16 +135,8 @@ public struct ConsumptionLookup: Sendable {
             ("transaction_id", question.transactionID), ("account_id", question.accountID),
         ]
         fields.removeAll { $0.1 == nil }
-        let query = fields.map { "\($0.0)=\(Self.encoded($0.1 ?? ""))" }.joined(separator: "&")
+        let query = fields.map { "\($0.0)=\(($0.1 ?? "").percentEncodedUnreserved)" }.joined(separator: "&")
         return base + (base.contains("?") ? "&" : "?") + query
-    }
-
-    /// A query value with everything but RFC 3986's unreserved characters percent-encoded (so `&`, `=`, `+`, `#`
-    /// and `/` in a product id or an account id stay inside their field).
-    static func encoded(_ value: String) -> String {
-        var unreserved = CharacterSet(charactersIn: "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789")
-        unreserved.insert(charactersIn: "-._~")
-        return value.addingPercentEncoding(withAllowedCharacters: unreserved) ?? ""
     }
 
     /// What an answer says.
