@@ -56,11 +56,10 @@ public struct PlayTrafficGenerator {
     /// How many other apps' purchases are minted before they are reused (crackers reuse what they find). Default: 8.
     public var otherAppPoolSize = 8
     private let minter: any PlayPurchaseMinting
-    private var random: SplitMix64
+    private var random: TrafficRandom
     private var genuine: [(generated: GeneratedJob, purchase: GooglePlayPurchase)] = []
     private var otherAppPool: [GooglePlayPurchase] = []
     private var sequence = 0
-    private let runID: String
 
     public init(
         minter: any PlayPurchaseMinting, packageName: String, products: [Product], mix: TrafficMix = .android,
@@ -71,8 +70,7 @@ public struct PlayTrafficGenerator {
         self.packageName = packageName
         self.products = products
         self.mix = mix
-        self.random = SplitMix64(seed: seed)
-        self.runID = String(UInt64.random(in: 0...UInt64.max), radix: 36)
+        self.random = TrafficRandom(seed: seed)
     }
 
     /// `count` jobs.
@@ -100,7 +98,7 @@ public struct PlayTrafficGenerator {
 
     private mutating func newJob(_ purchase: GooglePlayPurchase, account: String? = nil) -> ReceiptJob {
         ReceiptJob(
-            jobID: "gp-\(runID)-\(sequence)", accountID: account ?? "gp-\(runID)-\(sequence)",
+            jobID: "gp-\(random.runID)-\(sequence)", accountID: account ?? "gp-\(random.runID)-\(sequence)",
             proof: .googlePlay(purchase), submittedAt: Date())
     }
 
@@ -188,10 +186,4 @@ public struct PlayTrafficGenerator {
         }
         return merged
     }
-}
-
-/// Draws from RateLimiter's seeded SplitMix64, so traffic is reproducible.
-extension SplitMix64 {
-    fileprivate mutating func unit() -> Double { Double(next() >> 11) / Double(1 << 53) }
-    fileprivate mutating func below(_ bound: Int) -> Int { Int(next() % UInt64(bound)) }
 }

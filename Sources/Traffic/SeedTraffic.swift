@@ -155,14 +155,13 @@ public struct SeedTrafficGenerator {
     public var mix: TrafficMix
     /// Share of genuine purchases minted in the sandbox (App Review and TestFlight buy there).
     public var sandboxShare: Double
-    private var random: SplitMix64
+    private var random: TrafficRandom
     /// Set when minting can be done synchronously, in process.
     private let simulator: AppleSimulator?
     private let minter: any ReceiptMinting
     private var genuine: [GeneratedJob] = []
     private var otherAppPool: [(receipt: String, format: SimulatedReceiptFormat)] = []
     private var sequence = 0
-    private let runID: String
 
     public init(
         simulator: AppleSimulator, bundleID: String, productIDs: [String], mix: TrafficMix = .seed000,
@@ -186,8 +185,7 @@ public struct SeedTrafficGenerator {
         self.productIDs = productIDs
         self.mix = mix
         self.sandboxShare = sandboxShare
-        self.random = SplitMix64(seed: seed)
-        self.runID = String(UInt64.random(in: 0...UInt64.max), radix: 36)
+        self.random = TrafficRandom(seed: seed)
     }
 
     /// What the next job needs before it can be made.
@@ -266,7 +264,8 @@ public struct SeedTrafficGenerator {
 
     private mutating func newJob(_ proof: ReceiptJob.Proof, account: String? = nil) -> ReceiptJob {
         ReceiptJob(
-            jobID: "\(runID)-\(sequence)", accountID: account ?? "acct-\(runID)-\(sequence)", proof: proof,
+            jobID: "\(random.runID)-\(sequence)", accountID: account ?? "acct-\(random.runID)-\(sequence)",
+            proof: proof,
             bundleID: bundleID, submittedAt: Date())
     }
 
@@ -382,12 +381,6 @@ public struct SeedTrafficGenerator {
         return nil
     }
 
-}
-
-/// Draws from RateLimiter's seeded SplitMix64, so traffic is reproducible.
-extension SplitMix64 {
-    fileprivate mutating func unit() -> Double { Double(next() >> 11) / Double(1 << 53) }
-    fileprivate mutating func below(_ bound: Int) -> Int { Int(next() % UInt64(bound)) }
 }
 
 /// `count` generated jobs as an async sequence, minting through the generator's ``ReceiptMinting`` (for tools
