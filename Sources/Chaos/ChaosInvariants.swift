@@ -197,6 +197,19 @@ public enum ChaosViolation: Sendable, Hashable, CustomStringConvertible {
     }
 }
 
+extension ChaosViolation {
+    /// How a lifecycle family's run ended: the store had to stop retrying its notifications (`retriesOver`), then the
+    /// reconciler had to sweep once more (`swept`). None when both happened; else one ``runFailed(_:)`` naming the
+    /// first that did not, in the words given.
+    static func unsettled(
+        _ family: String, retriesOver: Bool, swept: Bool, retrying: String, unswept: String
+    ) -> [ChaosViolation] {
+        if !retriesOver { return [.runFailed("\(family): \(retrying)")] }
+        if !swept { return [.runFailed("\(family): \(unswept)")] }
+        return []
+    }
+}
+
 /// The chaos run's invariants, as one pure function of what was submitted and what came out: every job has a
 /// verdict; a job's verdicts are identical; no transaction is granted to two accounts (or twice); granted
 /// transactions are exactly the authentic ones; the ledger agrees with the verdicts; the dead-letter topic holds

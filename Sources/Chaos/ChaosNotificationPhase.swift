@@ -212,13 +212,10 @@ extension ChaosEnvironment {
         }
         let retriesOver = await waitForRetriesOver(simulator: simulator, until: deadline)
         let swept = await waitForAnotherSweep(within: .seconds(30))
-        if !retriesOver || !swept {
-            let what =
-                retriesOver
-                ? "no reconciler sweep after Apple's retries ended"
-                : "Apple's retries did not end within the settle timeout"
-            violations.append(.runFailed("notification family: " + what))
-        }
+        violations += ChaosViolation.unsettled(
+            "notification family", retriesOver: retriesOver, swept: swept,
+            retrying: "Apple's retries did not end within the settle timeout",
+            unswept: "no reconciler sweep after Apple's retries ended")
         violations += await notificationViolations(checker, ledgerURL: ledgerURL, simulator: simulator)
 
         // Finish Transaction of every transaction the receipt traffic decided: a killed worker's claimed calls are

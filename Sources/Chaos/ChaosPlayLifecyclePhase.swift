@@ -160,13 +160,10 @@ extension ChaosEnvironment {
         let batch = min(report.rereadBacklog, GooglePlayReconcileSettings().rereadBatch)
         let swept = await waitForAnotherPlaySweep(
             within: .seconds(30) + .seconds(60 * Double(batch) / Double(report.quotaPerMinute)))
-        if !pushesOver || !swept {
-            let what =
-                pushesOver
-                ? "no voided-purchases sweep after the pushes' retries ended"
-                : "the Play simulator's pushes were still being retried at the settle timeout"
-            violations.append(.runFailed("Play lifecycle: " + what))
-        }
+        violations += ChaosViolation.unsettled(
+            "Play lifecycle", retriesOver: pushesOver, swept: swept,
+            retrying: "the Play simulator's pushes were still being retried at the settle timeout",
+            unswept: "no voided-purchases sweep after the pushes' retries ended")
         let found = await playLifecycleViolations(checker, ledgerURL: ledgerURL, play: play)
         violations += found
         report.refundReviewsAnswered =
