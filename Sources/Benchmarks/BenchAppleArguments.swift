@@ -64,13 +64,6 @@ package struct BenchAppleArguments: HarnessArguments {
         var wrkSkipped: String?
         /// How the simulator's child process ended, when not with exit 0 after SIGTERM.
         var simulatorExit: String?
-
-        enum CodingKeys: String, CodingKey {
-            case client
-            case simulatorUnderWrk = "simulator_under_wrk"
-            case wrkSkipped = "wrk_skipped"
-            case simulatorExit = "simulator_exit"
-        }
     }
 
     package init() {}
@@ -129,7 +122,7 @@ package struct BenchAppleArguments: HarnessArguments {
             let exit = await child.stop()
             if exit != .exited(0) { output.simulatorExit = exit.map { "\($0)" } ?? "still running after SIGKILL" }
         }
-        try printJSON(output)
+        try printJSON(output, snakeCaseKeys: true)
     }
 
     /// wrk against the simulator at `base` (0 ms of added latency), unless skipped or not installed.

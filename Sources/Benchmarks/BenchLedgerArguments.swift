@@ -30,6 +30,6 @@ package struct BenchLedgerArguments: HarnessArguments {
     package func run() async throws {
         let report = try await LedgerBenchmark.runSuite(
             postgresURL: postgresURL, sqlitePath: sqlitePath, claims: claims)
-        try printJSON(report)
+        try printJSON(report, snakeCaseKeys: true)
     }
 }

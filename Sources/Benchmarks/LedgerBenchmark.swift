@@ -137,11 +137,6 @@ extension LedgerBenchmark {
         public var benchmark = "ledger"
         public var claimsPerScenario: Int
         public var results: [Result]
-
-        enum CodingKeys: String, CodingKey {
-            case benchmark, results
-            case claimsPerScenario = "claims_per_scenario"
-        }
     }
 
     /// Both ledgers, 1 and 64 concurrent tasks, fresh and repeated ids: PostgreSQL at `postgresURL` (else the test

@@ -118,16 +118,6 @@ public struct ChaosPlayReport: Sendable, Codable, Hashable {
     public var faultsInjected: [String: Int] = [:]
 
     public init() {}
-
-    enum CodingKeys: String, CodingKey {
-        case jobs, lost, outcomes, requests
-        case jobsDecided = "jobs_decided"
-        case purchasesMinted = "purchases_minted"
-        case purchasesGranted = "purchases_granted"
-        case acknowledgedOnce = "acknowledged_once"
-        case consumedOnce = "consumed_once"
-        case faultsInjected = "faults_injected"
-    }
 }
 
 /// Google Play's invariants, as one pure function of what the run minted and submitted, the verdicts and the Play

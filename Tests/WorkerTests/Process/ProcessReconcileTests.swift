@@ -11,7 +11,7 @@ import Traffic
 @Suite("Process: verify-worker reconcile", .serialized, .timeLimit(.minutes(2)))
 struct ProcessReconcileTests {
     static func environment(_ stack: ProcessTestStack, id: String, port: Int) -> [String: String] {
-        var environment = stack.workerEnvironment(
+        let environment = stack.workerEnvironment(
             workerID: id, metricsPort: port,
             overrides: [
                 "VERIFY_SERVER_API_PRODUCTION_URL": stack.simulatorURL.absoluteString,
