@@ -35,16 +35,4 @@ public final class GooglePlayQuotaShare<Clock: GateClock>: Sendable where Clock.
                 until: clock.now.advanced(by: .milliseconds(windowStart + 60_000 - now)), tolerance: nil)
         }
     }
-
-    /// Takes one call of the budget if this minute has one left, without waiting.
-    public func trySpend() -> Bool {
-        let now = clock.unixMillisecondsNow
-        let windowStart = now - ((now % 60_000) + 60_000) % 60_000
-        return usage.withLock { usage in
-            if usage.windowStart != windowStart { usage = (windowStart, 0) }
-            guard usage.used < callsPerMinute else { return false }
-            usage.used += 1
-            return true
-        }
-    }
 }

@@ -201,39 +201,6 @@ struct AppleClientsVerifyReceiptTests {
         }
     }
 
-    @Test("The standalone retry loop stops at its budget and honours Retry-After")
-    func retryBudget() async throws {
-        try await withHarness { harness in
-            let sleeps = Mutex<[Duration]>([])
-            let policy = AppleRetryPolicy(maximumAttempts: 3, initialBackoff: .milliseconds(100))
-            let record: @Sendable (Duration) async throws -> Void = { duration in
-                sleeps.withLock { $0.append(duration) }
-            }
-
-            harness.server.enqueue("/verifyReceipt", .receiptStatus(21005), .init(status: 503), .receiptStatus(0))
-            let answered = try await policy.run(sleep: record) { try await harness.client.verify(receiptData: "eA==") }
-            #expect(answered.answer?.status == .valid)
-            #expect(sleeps.withLock { $0 } == [.milliseconds(100), .milliseconds(200)])
-
-            sleeps.withLock { $0 = [] }
-            harness.server.setFallback("/verifyReceipt", .receiptStatus(21005))
-            let exhausted = try await policy.run(sleep: record) { try await harness.client.verify(receiptData: "eA==") }
-            #expect(exhausted.isRetryable)
-            #expect(harness.production.count == 6)
-
-            sleeps.withLock { $0 = [] }
-            harness.server.enqueue(
-                "/verifyReceipt", .init(status: 503, headers: ["Retry-After": "5"]), .receiptStatus(0))
-            _ = try await policy.run(sleep: record) { try await harness.client.verify(receiptData: "eA==") }
-            #expect(sleeps.withLock { $0 } == [.seconds(5)])
-
-            harness.server.enqueue("/verifyReceipt", .init(status: 503, headers: ["Retry-After": "3600"]))
-            let tooLong = try await policy.run(sleep: record) { try await harness.client.verify(receiptData: "eA==") }
-            #expect(tooLong.isRetryable)
-            #expect(sleeps.withLock { $0 } == [.seconds(5)])
-        }
-    }
-
     @Test("The shared secret never appears in a log line or an error text")
     func secretNeverLeaks() async throws {
         try await withHarness(requestTimeout: .milliseconds(300)) { harness in
