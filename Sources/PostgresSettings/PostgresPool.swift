@@ -32,7 +32,7 @@ public struct PostgresPool: Sendable {
             configuration: url.clientConfiguration(
                 connectTimeout: connectTimeout, maximumConnections: maximumConnections,
                 operationTimeout: operationTimeout, applicationName: applicationName),
-            backgroundLogger: logger)
+            backgroundLogger: PostgresPoolLogHandler.wrapping(logger))
     }
 
     /// The database named by the URL, for logs (never the password).

@@ -29,17 +29,24 @@ enum KafkaTest {
     /// `sessionTimeoutMilliseconds` says otherwise: a test in which a member must outlive a starved stretch of the
     /// full run asks for more. The mock coordinator lets a rebalance of a group that had members wait the group's
     /// session less one second, so every member of one group should ask for the same session.
+    ///
+    /// librdkafka waits for the answer to a JoinGroup up to `max.poll.interval.ms` + 3 s (303 s by default), and the
+    /// mock coordinator can leave a join unanswered when the process stalls during a rebalance: a test that must see
+    /// the group settle again within its time limit passes a shorter `maxPollIntervalMilliseconds` (at least the
+    /// session), after which the member joins again.
     static func consumer(
         _ bootstrap: String, group: String, sessionTimeoutMilliseconds: Int = 6_000,
-        onRevoke: KafkaConsumer.RevokeHook? = nil
+        maxPollIntervalMilliseconds: Int? = nil, onRevoke: KafkaConsumer.RevokeHook? = nil
     ) throws -> KafkaConsumer {
-        try KafkaConsumer(
+        var properties = [
+            "reconnect.backoff.max.ms": "500", "topic.metadata.refresh.interval.ms": "1000",
+            "heartbeat.interval.ms": "500",
+        ]
+        if let maxPollIntervalMilliseconds { properties["max.poll.interval.ms"] = String(maxPollIntervalMilliseconds) }
+        return try KafkaConsumer(
             configuration: KafkaConsumerConfiguration(
                 bootstrapServers: bootstrap, groupID: group, sessionTimeoutMilliseconds: sessionTimeoutMilliseconds,
-                properties: [
-                    "reconnect.backoff.max.ms": "500", "topic.metadata.refresh.interval.ms": "1000",
-                    "heartbeat.interval.ms": "500",
-                ]),
+                properties: properties),
             onRevoke: onRevoke)
     }
 
