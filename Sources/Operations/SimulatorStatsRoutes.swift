@@ -5,7 +5,7 @@ extension Router {
     /// A simulator's counting routes: `GET /sim/stats` answers `snapshot()` as JSON with sorted keys, and
     /// `POST /sim/stats/reset` calls `reset()` and answers `{}`. `respond` makes the simulator's response from an
     /// HTTP status and a JSON body.
-    public func addSimulatorStatsRoutes<Snapshot: Encodable>(
+    public func addSimulatorStatsRoutes<Snapshot: Encodable & Sendable>(
         snapshot: @escaping @Sendable () -> Snapshot, reset: @escaping @Sendable () -> Void,
         respond: @escaping @Sendable (_ status: Int, _ body: [UInt8]) -> Response
     ) {

@@ -260,7 +260,7 @@ public struct WorkerRuntime: Sendable {
                 producer: producer, consumerConfiguration: consumerConfiguration, topic: configuration.controlTopic,
                 workerID: configuration.workerID, logger: logger)
             return (producer, exchange)
-        } catch let error as KafkaError {
+        } catch {
             throw ConfigurationError(key: "kafka_properties", problem: error.message)
         }
     }

@@ -439,7 +439,7 @@ public final class PostgresEntitlementStore: EntitlementStore {
 
     public func markPublished(_ eventIDs: [String], at instant: Date) async throws {
         try await operation("mark published") { connection, logger in
-            try await connection.query(
+            _ = try await connection.query(
                 "UPDATE ent_events SET published_at = \(instant) WHERE event_id = ANY(\(eventIDs)) AND published_at IS NULL",
                 logger: logger)
         }
@@ -470,7 +470,7 @@ public final class PostgresEntitlementStore: EntitlementStore {
         let deliveredAt: Date? = delivered ? instant : nil
         let next: Date? = delivered ? nil : nextAttempt
         try await operation("webhook attempt") { connection, logger in
-            try await connection.query(
+            _ = try await connection.query(
                 """
                 UPDATE ent_webhook_deliveries SET attempts = attempts + 1, delivered_at = \(deliveredAt),
                     next_attempt_at = \(next)
@@ -514,7 +514,7 @@ public final class PostgresEntitlementStore: EntitlementStore {
 
     public func ping() async throws {
         try await operation("ping") { connection, logger in
-            try await connection.query("SELECT 1", logger: logger)
+            _ = try await connection.query("SELECT 1", logger: logger)
         }
     }
 

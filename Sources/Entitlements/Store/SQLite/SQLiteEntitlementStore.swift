@@ -370,7 +370,7 @@ public final class SQLiteEntitlementStore: EntitlementStore {
     ) async throws {
         try await writer.run { connection in
             try connection.inWriteTransaction {
-                try connection.query(
+                _ = try connection.query(
                     """
                     UPDATE ent_webhook_deliveries SET attempts = attempts + 1, delivered_at = ?, next_attempt_at = ?
                     WHERE event_id = ? AND url = ?
