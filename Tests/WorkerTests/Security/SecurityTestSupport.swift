@@ -39,13 +39,10 @@ struct SecurityLogHandler: LogHandler {
         set { metadata[key] = newValue }
     }
 
-    func log(
-        level: Logger.Level, message: Logger.Message, metadata explicit: Logger.Metadata?, source: String,
-        file: String, function: String, line: UInt
-    ) {
+    func log(event: LogEvent) {
         var all = metadata
-        all.merge(explicit ?? [:]) { $1 }
-        capture.append("\(label) \(level) \(message) \(all) \(source)")
+        all.merge(event.metadata ?? [:]) { $1 }
+        capture.append("\(label) \(event.level) \(event.message) \(all) \(event.source)")
     }
 }
 

@@ -110,8 +110,11 @@ struct GooglePlayNotificationTests {
         try await LedgerTestSupport.withLedger(backend) { ledger, _ in
             let google = ScriptedGoogle()
             let clock = ReadClock()
+            // No test here is about the deadline: it is long enough that a machine stalled for a minute does not turn
+            // a job unverifiable.
+            let jobDeadline = Duration.seconds(600)
             let store = GooglePlayStore(
-                clients: [package: google], subscriptionProducts: [gold], jobDeadline: .seconds(20), logger: logger,
+                clients: [package: google], subscriptionProducts: [gold], jobDeadline: jobDeadline, logger: logger,
                 now: { clock.now() }, purchaseClaims: ledger)
             let processor = JobProcessor(
                 analyzer: ReceiptAnalyzer(), ledger: ledger,
@@ -122,7 +125,7 @@ struct GooglePlayNotificationTests {
                     transport: engine, configuration: .endpoints(base: "http://127.0.0.1:9"), logger: logger),
                 serverAPI: nil,
                 configuration: JobProcessor.Configuration(
-                    catalog: catalog, allowSandbox: false, jobDeadline: .seconds(20)),
+                    catalog: catalog, allowSandbox: false, jobDeadline: jobDeadline),
                 health: WorkerHealth(), logger: logger, googlePlay: store)
             try await body(
                 Harness(google: google, store: store, processor: processor, ledger: ledger, clock: clock))
