@@ -129,7 +129,7 @@ struct AppleClientsServerAPITests {
 
     @Test("A revoked transaction's revocationType, revocationPercentage and inAppOwnershipType reach the facts")
     func revocationFixture() throws {
-        let json = try LenientJSON.parse(
+        let json = LenientJSON.parse(
             Array(try TestEnvironment.fixture("apple-swift/models/signedTransactionWithRevocation.json")))
         let decoded = try SignedTransaction(payload: try #require(json))
         #expect(decoded.revocationType == "REFUND_PRORATED")
@@ -146,14 +146,14 @@ struct AppleClientsServerAPITests {
 
     @Test("The fixture models decode (apple/app-store-server-library-swift)")
     func fixtureModels() async throws {
-        let transaction = try LenientJSON.parse(
+        let transaction = LenientJSON.parse(
             Array(try TestEnvironment.fixture("apple-swift/models/signedTransaction.json")))
         let decoded = try SignedTransaction(payload: try #require(transaction))
         #expect(decoded.transactionID == "23456")
         #expect(decoded.webOrderLineItemID == "34343")
         #expect(decoded.revocationReason == 1)
         #expect(decoded.environment == .localTesting)
-        let renewal = try LenientJSON.parse(
+        let renewal = LenientJSON.parse(
             Array(try TestEnvironment.fixture("apple-swift/models/signedRenewalInfo.json")))
         let decodedRenewal = try SignedRenewalInfo(payload: try #require(renewal))
         #expect(decodedRenewal.autoRenewProductID == "com.example.product.2")

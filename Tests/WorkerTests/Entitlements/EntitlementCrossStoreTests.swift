@@ -30,7 +30,8 @@ struct EntitlementCrossStoreTests {
                 store: .googlePlay)
         ])
         #expect(results == [.applied])
-        let transaction = try? #require(state.transactions["GPA.1111-2222-3333-44444"])
+        let transaction = state.transactions["GPA.1111-2222-3333-44444"]
+        #expect(transaction != nil)
         #expect(transaction?.store == .googlePlay)
         #expect(transaction?.orderID == "GPA.1111-2222-3333-44444")
         #expect(transaction?.purchaseToken == "tok-sub-1")

@@ -451,7 +451,7 @@ struct GooglePlayAPIClientTests {
         ]
         for (index, (text, expected)) in cases.enumerated() {
             let path = directory.appendingPathComponent("key-\(index).json").path
-            FileManager.default.createFile(atPath: path, contents: Data(text.utf8))
+            #expect(FileManager.default.createFile(atPath: path, contents: Data(text.utf8)))
             #expect(throws: GooglePlayServiceAccountError.self) { try GooglePlayServiceAccount(contentsOfFile: path) }
             do {
                 _ = try GooglePlayServiceAccount(contentsOfFile: path)

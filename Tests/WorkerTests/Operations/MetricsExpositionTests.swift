@@ -77,7 +77,11 @@ struct MetricsExpositionTests {
     @Test("the text: HELP before each TYPE, absent families declared, a label-free counter at 0")
     func rendering() {
         let registry = PrometheusCollectorRegistry()
-        registry.makeCounter(name: MetricNames.gatewayPublished, labels: [("route", "receipts")]).increment()
+        // No help text of its own: the exposition adds the one MetricNames gives.
+        registry.makeCounter(
+            descriptor: MetricNameDescriptor(metricName: MetricNames.gatewayPublished, unitName: "", helpText: ""),
+            labels: [("route", "receipts")]
+        ).increment()
         let text = String(
             decoding: MetricsExposition.render(
                 registry,

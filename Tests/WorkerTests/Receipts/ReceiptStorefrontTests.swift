@@ -31,7 +31,7 @@ struct ReceiptStorefrontTests {
 
     @Test("the Server API's transaction states its storefront (Apple's fixture: USA)")
     func serverAPI() throws {
-        let json = try LenientJSON.parse(
+        let json = LenientJSON.parse(
             Array(try TestEnvironment.fixture("apple-swift/models/signedTransaction.json")))
         var decoded = try SignedTransaction(payload: try #require(json))
         #expect(decoded.purchase.storefront == "USA")
