@@ -240,27 +240,12 @@ final class AppleClientsLogCapture: Sendable {
     var lines: [String] { stored.withLock { $0 } }
 
     var logger: Logger {
-        var logger = Logger(label: "apple-clients-test") { _ in Handler(capture: self) }
+        var logger = Logger(label: "apple-clients-test") { _ in
+            RecordingLogHandler { event, metadata in self.append("\(event.level) \(event.message) \(metadata)") }
+        }
         logger.logLevel = .trace
         return logger
     }
 
     fileprivate func append(_ line: String) { stored.withLock { $0.append(line) } }
-
-    struct Handler: LogHandler {
-        let capture: AppleClientsLogCapture
-        var metadata: Logger.Metadata = [:]
-        var logLevel: Logger.Level = .trace
-
-        subscript(metadataKey key: String) -> Logger.Metadata.Value? {
-            get { metadata[key] }
-            set { metadata[key] = newValue }
-        }
-
-        func log(event: LogEvent) {
-            var all = metadata
-            all.merge(event.metadata ?? [:]) { $1 }
-            capture.append("\(event.level) \(event.message) \(all)")
-        }
-    }
 }

@@ -55,27 +55,14 @@ private final class PoolLogCapture: Sendable {
     let lines = KafkaTestProgress<[String]>([])
 
     var logger: Logger {
-        var logger = Logger(label: "pool-log") { _ in PoolLogCaptureHandler(lines: self.lines) }
+        let lines = self.lines
+        var logger = Logger(label: "pool-log") { _ in
+            RecordingLogHandler { event, metadata in
+                lines.update { $0.append("\(event.level) \(event.message) \(metadata)") }
+            }
+        }
         logger.logLevel = .trace
         return logger
-    }
-}
-
-private struct PoolLogCaptureHandler: LogHandler {
-    let lines: KafkaTestProgress<[String]>
-    var metadata: Logger.Metadata = [:]
-    var logLevel: Logger.Level = .trace
-
-    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
-        get { metadata[key] }
-        set { metadata[key] = newValue }
-    }
-
-    func log(event: LogEvent) {
-        var all = metadata
-        all.merge(event.metadata ?? [:]) { $1 }
-        let line = "\(event.level) \(event.message) \(all)"
-        lines.update { $0.append(line) }
     }
 }
 

@@ -13,7 +13,11 @@ final class SecurityLogCapture: Sendable {
     var lines: [String] { stored.withLock { $0 } }
 
     func logger(_ label: String) -> Logger {
-        var logger = Logger(label: label) { label in SecurityLogHandler(capture: self, label: label) }
+        var logger = Logger(label: label) { label in
+            RecordingLogHandler { event, metadata in
+                self.append("\(label) \(event.level) \(event.message) \(metadata) \(event.source)")
+            }
+        }
         logger.logLevel = .trace
         return logger
     }
@@ -25,24 +29,6 @@ final class SecurityLogCapture: Sendable {
         lines.flatMap { line in
             needles.filter { !$0.value.isEmpty && line.contains($0.value) }.map { "\($0.name) in: \(line.prefix(160))" }
         }
-    }
-}
-
-struct SecurityLogHandler: LogHandler {
-    let capture: SecurityLogCapture
-    let label: String
-    var metadata: Logger.Metadata = [:]
-    var logLevel: Logger.Level = .trace
-
-    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
-        get { metadata[key] }
-        set { metadata[key] = newValue }
-    }
-
-    func log(event: LogEvent) {
-        var all = metadata
-        all.merge(event.metadata ?? [:]) { $1 }
-        capture.append("\(label) \(event.level) \(event.message) \(all) \(event.source)")
     }
 }
 
